@@ -1,0 +1,124 @@
+/*
+ * The member region: one file in the runtime dir that every process of a
+ * member maps MAP_SHARED. It holds the rings between the processes, the
+ * gatewayd slots, the reader table, the status records and the broadcast
+ * event ring. Everything inside is addressed by offsets from the start of
+ * the region, so each process may map it at a different address.
+ *
+ * A versioned header at offset 0 describes the layout. A process built for
+ * another layout version refuses to attach and says so.
+ */
+#ifndef CETCD_SHM_REGION_H
+#define CETCD_SHM_REGION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Version of the layout this build reads and writes. Any change to the
+ * header, or to a structure inside the region, bumps it. */
+#define SHM_LAYOUT_VERSION 1
+
+/* Bytes a record may carry beyond --max-request-bytes (request identity,
+ * framing of the message inside the record). */
+#define SHM_RECORD_OVERHEAD 4096u
+
+/* Largest --max-request-bytes a region accepts (rings hold several of the
+ * largest record, so this bounds the region's size). */
+#define SHM_MAX_REQUEST_BYTES_LIMIT (256u * 1024 * 1024)
+
+struct shm_region_params {
+	uint32_t slot_count;        /* gatewayd slots, at least 4 */
+	uint64_t max_request_bytes; /* --max-request-bytes; ring sizes follow it */
+	uint64_t member_id;         /* may be 0 until the member id is known */
+};
+
+/*
+ * Process-local handle. Ring, status and reader-entry calls on what a
+ * thread owns may run in parallel; claims and releases (roles, slots,
+ * reader entries) and detach must not run concurrently on one handle.
+ * After fork(), a child must attach its own handle: OFD locks belong to
+ * the open file description, which a forked child shares with its parent.
+ */
+struct shm_region;
+struct ring;
+struct bcast;
+
+/*
+ * Creates the region file at path, or re-initialises an existing one whose
+ * launcher is dead (a stale region left by a SIGKILL). A new file is built
+ * beside path and renamed over it, so a process still mapping the old one
+ * keeps a consistent (if dead) view and never faults. Slot generations of
+ * the old region carry over, so they keep increasing.
+ *
+ * The caller then holds the region's launcher lock until shm_region_detach.
+ * *out is owned by the caller and freed by shm_region_detach.
+ *
+ * Returns 0, or:
+ *   -EINVAL  bad parameters (message from shm_region_last_error())
+ *   -EBUSY   a live launcher holds the region, or a live process still holds
+ *            a role, slot or reader lock in the stale region
+ *   -EEXIST  path exists and is not a cetcd region (it is left alone)
+ *   -ENOSPC  the runtime dir has no room for the region
+ *   -ENOMEM, or another -errno from open/mmap/rename.
+ */
+int shm_region_create(const char *path, const struct shm_region_params *p,
+		      struct shm_region **out);
+
+/*
+ * Attaches to an existing region. *out is freed by shm_region_detach.
+ * Returns 0, or:
+ *   -ENOENT  no region at path
+ *   -EPROTO  the file is not a region of this layout version (bad magic,
+ *            other layout version, inconsistent header); the message says
+ *            which
+ *   -EAGAIN  the file is empty: a launcher is creating it; retry
+ *   -ENOMEM, or another -errno from open/mmap.
+ */
+int shm_region_attach(const char *path, struct shm_region **out);
+
+/* The message of the last failed shm call on this thread, or "" if none.
+ * Valid until the next shm call on this thread. */
+const char *shm_region_last_error(void);
+
+/* Unmaps the region and drops every lock this handle holds (launcher,
+ * roles, slots, reader entries). NULL is allowed. */
+void shm_region_detach(struct shm_region *r);
+
+/* The region's member id (0 until set) and a way to set it once known. */
+uint64_t shm_region_member_id(const struct shm_region *r);
+void shm_region_set_member_id(struct shm_region *r, uint64_t member_id);
+
+/* Bumped every time the region file is created or re-initialised. */
+uint64_t shm_region_incarnation(const struct shm_region *r);
+
+/* --max-request-bytes the region was sized for. */
+uint64_t shm_region_max_request_bytes(const struct shm_region *r);
+
+/* Largest payload any SPSC ring of this region accepts
+ * (max_request_bytes + SHM_RECORD_OVERHEAD). */
+uint32_t shm_region_max_record(const struct shm_region *r);
+
+/* Size of the mapping, in bytes. */
+size_t shm_region_bytes(const struct shm_region *r);
+
+/*
+ * The member's event feed (stored -> every gatewayd; valid while the region
+ * is attached), a broadcast ring whose
+ * records may be up to 2 * max_request_bytes + SHM_RECORD_OVERHEAD (an event
+ * with its prev_kv). The producer publishes with bcast_publish and then
+ * calls shm_events_notify once per batch to wake sleeping gateways that
+ * asked for events (shm_doorbell_want_events).
+ */
+struct bcast *shm_events(struct shm_region *r);
+void shm_events_notify(struct shm_region *r);
+
+/*
+ * Allocation hook for the process-local handle (the only heap memory the
+ * shm layer uses), so tests can count allocations and fail the Nth one.
+ * NULL restores malloc/free.
+ */
+void shm_region_set_allocator(void *(*alloc_fn)(size_t),
+			      void (*free_fn)(void *));
+
+#endif

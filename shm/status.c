@@ -1,0 +1,185 @@
+/*
+ * Seqlocked status records (see status.h).
+ *
+ * Ordering (see barrier.h): the writer makes `seq` odd, release fence,
+ * stores the words, then stores the next even `seq` with release. A reader
+ * loads `seq` with acquire, loads the words, acquire fence, re-loads
+ * `seq`: equal and even means no write overlapped the copy. The words are
+ * relaxed atomics, so a torn read is a retry, never undefined behaviour.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "shm/barrier.h"
+#include "shm/layout.h"
+#include "shm/status.h"
+
+/* A reader that keeps seeing a write in progress spins, then yields, and
+ * gives up with -EAGAIN after STATUS_READ_GIVE_UP_MS: the writer died
+ * mid-write (a live writer is only ever a few stores away from done, even
+ * when it is preempted on a loaded machine). */
+#define STATUS_READ_SPINS 1000
+#define STATUS_READ_GIVE_UP_MS 500
+
+struct status_seqlock {
+	_Atomic uint64_t seq; /* odd while a write is in progress */
+	_Atomic uint64_t words[STATUS_SEQLOCK_WORDS];
+};
+_Static_assert(sizeof(struct status_seqlock) == STATUS_SEQLOCK_BYTES,
+	       "seqlock size");
+
+void status_seqlock_init(void *mem)
+{
+	struct status_seqlock *s = mem;
+	unsigned i;
+
+	atomic_init(&s->seq, 0);
+	for (i = 0; i < STATUS_SEQLOCK_WORDS; i++)
+		atomic_init(&s->words[i], 0);
+}
+
+void status_seqlock_write(struct status_seqlock *s, const uint64_t *words,
+			  unsigned n)
+{
+	uint64_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	unsigned i;
+
+	seq |= 1; /* odd: also finishes over a dead writer's odd value */
+	atomic_store_explicit(&s->seq, seq, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	if (n > STATUS_SEQLOCK_WORDS)
+		n = STATUS_SEQLOCK_WORDS;
+	for (i = 0; i < n; i++)
+		atomic_store_explicit(&s->words[i], words[i],
+				      memory_order_relaxed);
+	atomic_store_explicit(&s->seq, seq + 1, memory_order_release);
+}
+
+static int64_t status_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int status_seqlock_read(const struct status_seqlock *s, uint64_t *words,
+			unsigned n)
+{
+	struct status_seqlock *m = (struct status_seqlock *)s;
+	int64_t give_up = 0;
+	uint64_t s1, s2;
+	unsigned i, tries;
+
+	if (n > STATUS_SEQLOCK_WORDS)
+		n = STATUS_SEQLOCK_WORDS;
+	for (tries = 0;; tries++) {
+		if (tries == STATUS_READ_SPINS) {
+			give_up = status_now_ms() + STATUS_READ_GIVE_UP_MS;
+		} else if (tries > STATUS_READ_SPINS) {
+			if (status_now_ms() > give_up)
+				break;
+			sched_yield();
+		} else if (tries) {
+			shm_cpu_relax();
+		}
+		s1 = atomic_load_explicit(&m->seq, memory_order_acquire);
+		if (s1 & 1)
+			continue;
+		for (i = 0; i < n; i++)
+			words[i] = atomic_load_explicit(&m->words[i],
+							memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		s2 = atomic_load_explicit(&m->seq, memory_order_relaxed);
+		if (s1 == s2)
+			return 0;
+	}
+	shm_set_error("status: a write stayed in progress for %d ms; its "
+		      "writer died mid-write and has not been restarted yet",
+		      STATUS_READ_GIVE_UP_MS);
+	return -EAGAIN;
+}
+
+uint64_t status_seqlock_version(const struct status_seqlock *s)
+{
+	struct status_seqlock *m = (struct status_seqlock *)s;
+
+	return atomic_load_explicit(&m->seq, memory_order_acquire) / 2;
+}
+
+static struct status_seqlock *status_raftd_lock(struct shm_region *r)
+{
+	return (struct status_seqlock *)shm_status_at(r)->raftd;
+}
+
+static struct status_seqlock *status_stored_lock(struct shm_region *r)
+{
+	return (struct status_seqlock *)shm_status_at(r)->stored;
+}
+
+enum { RAFTD_LEADER, RAFTD_TERM, RAFTD_COMMIT, RAFTD_IS_LEADER, RAFTD_WORDS };
+enum {
+	STORED_ROOT, STORED_TXID, STORED_APPLIED, STORED_REVISION,
+	STORED_HIGH_WATER, STORED_EPOCH, STORED_DURABLE, STORED_DB_GEN,
+	STORED_WORDS
+};
+
+void status_raftd_write(struct shm_region *r, const struct status_raftd *st)
+{
+	uint64_t w[RAFTD_WORDS];
+
+	w[RAFTD_LEADER] = st->leader_id;
+	w[RAFTD_TERM] = st->term;
+	w[RAFTD_COMMIT] = st->commit_index;
+	w[RAFTD_IS_LEADER] = st->is_leader;
+	status_seqlock_write(status_raftd_lock(r), w, RAFTD_WORDS);
+}
+
+int status_raftd_read(struct shm_region *r, struct status_raftd *out)
+{
+	uint64_t w[RAFTD_WORDS];
+	int rc = status_seqlock_read(status_raftd_lock(r), w, RAFTD_WORDS);
+
+	if (rc)
+		return rc;
+	out->leader_id = w[RAFTD_LEADER];
+	out->term = w[RAFTD_TERM];
+	out->commit_index = w[RAFTD_COMMIT];
+	out->is_leader = w[RAFTD_IS_LEADER] != 0;
+	return 0;
+}
+
+void status_stored_write(struct shm_region *r, const struct status_stored *st)
+{
+	uint64_t w[STORED_WORDS];
+
+	w[STORED_ROOT] = st->root_page;
+	w[STORED_TXID] = st->txid;
+	w[STORED_APPLIED] = st->applied_index;
+	w[STORED_REVISION] = st->revision;
+	w[STORED_HIGH_WATER] = st->high_water_page;
+	w[STORED_EPOCH] = st->epoch;
+	w[STORED_DURABLE] = st->durable_index;
+	w[STORED_DB_GEN] = st->db_generation;
+	status_seqlock_write(status_stored_lock(r), w, STORED_WORDS);
+}
+
+int status_stored_read(struct shm_region *r, struct status_stored *out)
+{
+	uint64_t w[STORED_WORDS];
+	int rc = status_seqlock_read(status_stored_lock(r), w, STORED_WORDS);
+
+	if (rc)
+		return rc;
+	out->root_page = w[STORED_ROOT];
+	out->txid = w[STORED_TXID];
+	out->applied_index = w[STORED_APPLIED];
+	out->revision = w[STORED_REVISION];
+	out->high_water_page = w[STORED_HIGH_WATER];
+	out->epoch = w[STORED_EPOCH];
+	out->durable_index = w[STORED_DURABLE];
+	out->db_generation = w[STORED_DB_GEN];
+	return 0;
+}

@@ -1,0 +1,65 @@
+/*
+ * Status records: what raftd and stored publish for the other processes,
+ * each as one seqlocked record in the region. There is one writer per
+ * record (the holder of the role); readers never block it and retry when
+ * they catch a write in progress.
+ */
+#ifndef CETCD_SHM_STATUS_H
+#define CETCD_SHM_STATUS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct shm_region;
+
+/* Published by raftd. */
+struct status_raftd {
+	uint64_t leader_id;    /* 0 when no leader is known */
+	uint64_t term;
+	uint64_t commit_index;
+	bool is_leader;
+};
+
+/* Published by stored after each apply batch and checkpoint. */
+struct status_stored {
+	uint64_t root_page;       /* root of the key bucket's B+tree */
+	uint64_t txid;            /* db transaction id of that root */
+	uint64_t applied_index;   /* last Raft index applied */
+	uint64_t revision;        /* current MVCC revision */
+	uint64_t high_water_page; /* every page id below it is in the file */
+	uint64_t epoch;           /* bumped each time stored starts */
+	uint64_t durable_index;   /* last index covered by a durable checkpoint */
+	uint64_t db_generation;   /* bumped when the db file is replaced */
+};
+
+/* Seqlock on an array of 64-bit words, the building block of the above.
+ * Lives in shared memory; STATUS_SEQLOCK_BYTES long, 8-byte aligned. */
+struct status_seqlock;
+#define STATUS_SEQLOCK_WORDS 15
+#define STATUS_SEQLOCK_BYTES 128u
+
+void status_seqlock_init(void *mem);
+/* Single writer. A write left half done by a dead writer is finished over
+ * by the next one. */
+void status_seqlock_write(struct status_seqlock *s, const uint64_t *words,
+			  unsigned n);
+/*
+ * Copies a consistent snapshot of the first n words. Retries on a torn
+ * read; returns 0, or -EAGAIN if a write stayed in progress for too long
+ * (its writer died mid-write and has not been replaced yet).
+ */
+int status_seqlock_read(const struct status_seqlock *s, uint64_t *words,
+			unsigned n);
+/* Number of completed writes so far. */
+uint64_t status_seqlock_version(const struct status_seqlock *s);
+
+/* Writers: only the holder of the role (shm_role_claim). */
+void status_raftd_write(struct shm_region *r, const struct status_raftd *st);
+void status_stored_write(struct shm_region *r, const struct status_stored *st);
+
+/* Readers: 0, or -EAGAIN as status_seqlock_read. Before the first write
+ * every field reads as 0. */
+int status_raftd_read(struct shm_region *r, struct status_raftd *out);
+int status_stored_read(struct shm_region *r, struct status_stored *out);
+
+#endif

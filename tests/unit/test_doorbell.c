@@ -1,0 +1,192 @@
+/*
+ * Unit tests for shm/doorbell.c: immediate return when work is there,
+ * timeouts, a wake across processes through a ring, wakes only when the
+ * consumer sleeps, spinning, and event notifications.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "shm_testlib.h"
+
+#include "shm/bcast.h"
+#include "shm/doorbell.h"
+#include "shm/region.h"
+#include "shm/ring.h"
+#include "shm/slot.h"
+
+static bool flag_set(void *arg)
+{
+	return atomic_load((atomic_int *)arg) != 0;
+}
+
+static void test_sleep_basics(void)
+{
+	static uint8_t mem[SHM_DOORBELL_BYTES] __attribute__((aligned(64)));
+	struct shm_doorbell *d = (void *)mem;
+	atomic_int flag;
+	uint64_t t0;
+
+	shm_doorbell_init(mem);
+	atomic_init(&flag, 1);
+	t0 = test_now_ns();
+	CHECK_EQ(shm_doorbell_sleep(d, flag_set, &flag, 5000), 0);
+	CHECK(test_now_ns() - t0 < 1000 * 1000000ull);
+	CHECK(!shm_doorbell_is_sleeping(d));
+
+	atomic_store(&flag, 0);
+	CHECK_EQ(shm_doorbell_sleep(d, flag_set, &flag, 0), -ETIMEDOUT);
+	t0 = test_now_ns();
+	CHECK_EQ(shm_doorbell_sleep(d, flag_set, &flag, 40), -ETIMEDOUT);
+	CHECK(test_now_ns() - t0 >= 35 * 1000000ull);
+	CHECK(!shm_doorbell_is_sleeping(d));
+	/* Ringing with nobody asleep issues no futex wake. */
+	shm_doorbell_ring(d);
+	CHECK_EQ(shm_doorbell_wakes(d), 0);
+}
+
+/* Spin phase: a thread sets the flag within the spin budget. */
+static void *set_later(void *arg)
+{
+	usleep(2000);
+	atomic_store((atomic_int *)arg, 1);
+	return NULL;
+}
+
+static void test_spin(void)
+{
+	static uint8_t mem[2 * SHM_DOORBELL_BYTES] __attribute__((aligned(64)));
+	struct shm_doorbell *d = (void *)mem;
+	struct shm_doorbell *peer = (void *)(mem + SHM_DOORBELL_BYTES);
+	atomic_int flag;
+	pthread_t t;
+
+	shm_doorbell_init(d);
+	shm_doorbell_init(peer);
+	atomic_init(&flag, 0);
+	CHECK_EQ(pthread_create(&t, NULL, set_later, &flag), 0);
+	CHECK_EQ(shm_doorbell_wait(d, peer, flag_set, &flag, 2000000, 5000), 0);
+	CHECK(atomic_load(&flag));
+	pthread_join(t, NULL);
+	CHECK_EQ(shm_doorbell_wakes(d), 0); /* found by spinning */
+}
+
+/*
+ * Across processes: a child sleeps on its doorbell waiting for a ring; the
+ * parent waits until the child says it sleeps, then pushes one record. The
+ * child must wake long before its backstop timeout.
+ */
+static void test_cross_process_wake(void)
+{
+	size_t ring_bytes = ring_footprint(4096);
+	size_t bytes = ring_bytes + 2 * SHM_DOORBELL_BYTES;
+	uint8_t *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shm_doorbell *cdb, *pdb;
+	struct ring *r;
+	uint64_t wakes;
+	pid_t pid;
+	int i;
+
+	CHECK(mem != MAP_FAILED);
+	r = (struct ring *)mem;
+	cdb = (void *)(mem + ring_bytes);
+	pdb = (void *)(mem + ring_bytes + SHM_DOORBELL_BYTES);
+	shm_doorbell_init(cdb);
+	shm_doorbell_init(pdb);
+	CHECK_EQ(ring_init(r, ring_bytes, 256, cdb, pdb), 0);
+
+	pid = test_fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct ring_rec rec;
+
+		for (i = 0; i < 20; i++) {
+			while (!ring_has_data(r)) {
+				if (shm_doorbell_sleep(cdb, ring_wait_ready, r,
+						       10000) == -ETIMEDOUT)
+					_exit(2); /* a lost wake-up */
+			}
+			if (ring_peek(r, &rec) || rec.type != (uint32_t)i)
+				_exit(3);
+			ring_release(r, &rec);
+		}
+		_exit(0);
+	}
+	for (i = 0; i < 20; i++) {
+		CHECK(TEST_WAIT_FOR(shm_doorbell_is_sleeping(cdb), 10000));
+		wakes = shm_doorbell_wakes(cdb);
+		CHECK_EQ(ring_push(r, (uint32_t)i, "x", 1), 0);
+		/* The consumer slept, so the push rang its doorbell. */
+		CHECK_EQ(shm_doorbell_wakes(cdb), wakes + 1);
+	}
+	CHECK_EQ(test_wait(pid), 0);
+
+	/* With the consumer awake, pushes issue no futex wake. */
+	wakes = shm_doorbell_wakes(cdb);
+	for (i = 0; i < 100; i++)
+		CHECK_EQ(ring_push(r, 1, "y", 1), 0);
+	CHECK_EQ(shm_doorbell_wakes(cdb), wakes);
+	munmap(mem, bytes);
+}
+
+/* shm_events_notify wakes the slots that asked for events, and only
+ * when they sleep. */
+static void test_events_notify(void)
+{
+	struct shm_region_params p = { .slot_count = 4,
+				       .max_request_bytes = 4096 };
+	struct shm_region *l, *stored;
+	struct shm_doorbell *d0, *d1;
+	char dir[256], path[512];
+
+	test_region_path(dir, sizeof(dir), path, sizeof(path));
+	CHECK_EQ(shm_region_create(path, &p, &l), 0);
+	CHECK_EQ(shm_region_attach(path, &stored), 0);
+	d0 = shm_slot_doorbell(l, 0);
+	d1 = shm_slot_doorbell(l, 1);
+	CHECK(shm_role_doorbell(l, SHM_ROLE_RAFTD) != NULL);
+	shm_doorbell_want_events(d0, true);
+
+	pid_t pid = test_fork();
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct shm_region *gw;
+		struct bcast_cursor c;
+		struct bcast_wait ev;
+		struct shm_slot_ref s;
+
+		if (shm_region_attach(path, &gw) || shm_slot_claim(gw, &s) ||
+		    s.index != 0)
+			_exit(1);
+		shm_doorbell_want_events(shm_slot_doorbell(gw, 0), true);
+		bcast_cursor_init(shm_events(gw), &c);
+		ev.b = shm_events(gw);
+		ev.c = &c;
+		while (!bcast_wait_ready(&ev)) {
+			if (shm_doorbell_sleep(shm_slot_doorbell(gw, 0),
+					       bcast_wait_ready, &ev,
+					       10000) == -ETIMEDOUT)
+				_exit(2);
+		}
+		_exit(0);
+	}
+	CHECK(TEST_WAIT_FOR(shm_doorbell_is_sleeping(d0), 10000));
+	CHECK_EQ(bcast_publish(shm_events(stored), 1, "ev", 2), 0);
+	shm_events_notify(stored);
+	CHECK_EQ(test_wait(pid), 0);
+	CHECK(shm_doorbell_wakes(d0) >= 1);
+	CHECK_EQ(shm_doorbell_wakes(d1), 0);
+	shm_region_detach(stored);
+	shm_region_detach(l);
+}
+
+int main(void)
+{
+	test_sleep_basics();
+	test_spin();
+	test_cross_process_wake();
+	test_events_notify();
+	printf("test_doorbell: ok\n");
+	return 0;
+}
