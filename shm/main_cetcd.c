@@ -1,0 +1,522 @@
+/* cetcd: the launcher of a member.
+ *
+ * Parses etcd's flags (shm/config.h), creates the data dir as etcd does,
+ * the runtime dir and the member region, then starts raftd, stored and
+ * --gateways gatewayd processes from the directory the launcher itself
+ * lives in, each with the launcher's own arguments (gatewayd also gets
+ * --gateway-index). It restarts a process that dies, with a backoff, and
+ * stops the member in order on SIGTERM or SIGINT: the gateways first (no
+ * new requests), then stored, then raftd, each with SIGTERM and, after a
+ * grace period, SIGKILL. A daemon that exits with CONFIG_EXIT_FATAL (or
+ * cannot be executed) is not restarted: the launcher stops the member and
+ * exits 1, as etcd exits when it cannot start.
+ *
+ * If the launcher dies, even by SIGKILL, its children die with it
+ * (PR_SET_PDEATHSIG), so a restart finds the region stale and re-creates
+ * it (shm_region_create).
+ *
+ * With --prepare-only it creates the directories and the region and exits,
+ * for systemd units that start each daemon on its own.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/config.h"
+#include "shm/log.h"
+#include "shm/region.h"
+
+/* Restart backoff: doubles from the first value after each quick failure
+ * (a run shorter than LAUNCH_STABLE_MS), up to the last. */
+#define LAUNCH_BACKOFF_FIRST_MS 100u
+#define LAUNCH_BACKOFF_MAX_MS 10000u
+#define LAUNCH_STABLE_MS 10000u
+/* Time a process gets between SIGTERM and SIGKILL when stopping. */
+#define LAUNCH_STOP_GRACE_MS 3000u
+/* How long a new launcher waits for the processes of a killed one to go. */
+#define LAUNCH_BUSY_WAIT_MS 3000u
+
+/* Stop order: lower stages stop first. */
+enum launch_stage { STAGE_GATEWAYS, STAGE_STORED, STAGE_RAFTD, STAGE_COUNT };
+
+struct launch_child {
+	char name[32];          /* "raftd", "stored", "gatewayd-0" */
+	const char *prog;       /* program file name */
+	enum launch_stage stage;
+	int64_t gateway_index;  /* -1 for raftd and stored */
+	pid_t pid;              /* 0 when not running */
+	uint64_t started_ms;
+	uint64_t restart_at_ms; /* 0: no restart pending */
+	uint32_t backoff_ms;
+};
+
+struct launcher {
+	struct cetcd_config cfg;
+	int argc;
+	char **argv;
+	char bindir[PATH_MAX];
+	pid_t self;
+	int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT */
+	struct launch_child *children;
+	size_t nchildren;
+	bool made_runtime_dir;   /* the runtime dir did not exist before */
+	bool stopping;
+	int exit_status;
+};
+
+static uint64_t launch_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* mkdir -p with mode for the directories it creates. */
+static int launch_mkdir_all(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	struct stat st;
+	if (stat(buf, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+/* etcd's fileutil.TouchDirAll: create with 0700, or warn if an existing
+ * directory is more open than that. */
+static int launch_private_dir(const char *what, const char *path)
+{
+	struct stat st;
+	int rc = launch_mkdir_all(path, 0700);
+	if (rc) {
+		log_error("cannot create directory", LOG_STR("directory", what),
+			  LOG_STR("path", path), LOG_ERRNO(rc));
+		return rc;
+	}
+	if (stat(path, &st) == 0 && (st.st_mode & 0777) != 0700)
+		log_warn("check file permission: directory exists, but the permission is not 0700; restrict it to prevent unprivileged access to the data",
+			 LOG_STR("path", path), LOG_U64("permission", st.st_mode & 0777));
+	if (access(path, W_OK) < 0) {
+		rc = -errno;
+		log_error("directory is not writable", LOG_STR("path", path), LOG_ERRNO(rc));
+		return rc;
+	}
+	return 0;
+}
+
+/* Creates the data dir, member/ and the runtime dir. Sets
+ * *made_runtime_dir when the runtime dir did not exist before. */
+static int launch_prepare_dirs(const struct cetcd_config *c, bool *made_runtime_dir)
+{
+	char member[PATH_MAX];
+	struct statfs fs;
+	struct stat st;
+	int rc;
+
+	rc = launch_private_dir("data-dir", c->data_dir);
+	if (rc)
+		return rc;
+	if (snprintf(member, sizeof(member), "%s/member", c->data_dir) >= (int)sizeof(member))
+		return -ENAMETOOLONG;
+	rc = launch_private_dir("member-dir", member);
+	if (rc)
+		return rc;
+	*made_runtime_dir = stat(c->runtime_dir, &st) < 0 && errno == ENOENT;
+	rc = launch_private_dir("runtime-dir", c->runtime_dir);
+	if (rc)
+		return rc;
+	if (statfs(c->runtime_dir, &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
+	    fs.f_type != RAMFS_MAGIC)
+		log_warn("runtime dir is not on tmpfs: the region's pages may be written back to disk; use --runtime-dir on a tmpfs such as /dev/shm or /run",
+			 LOG_STR("runtime-dir", c->runtime_dir));
+	return 0;
+}
+
+/* Creates (or re-creates, after a crash) the member region. A launcher
+ * killed just before may still have children dying: -EBUSY is retried for
+ * LAUNCH_BUSY_WAIT_MS before giving up. */
+static int launch_create_region(const struct cetcd_config *c, struct shm_region **out)
+{
+	char path[PATH_MAX];
+	uint64_t slots = 2 * (uint64_t)c->gateways + 2;
+	struct shm_region_params p = {
+		.slot_count = (uint32_t)(slots < 4 ? 4 : slots),
+		.max_request_bytes = c->max_request_bytes,
+		.member_id = 0,
+	};
+	uint64_t give_up = launch_now_ms() + LAUNCH_BUSY_WAIT_MS;
+	int rc = config_region_path(c, path, sizeof(path));
+	if (rc) {
+		log_error("runtime dir path is too long", LOG_STR("runtime-dir", c->runtime_dir));
+		return rc;
+	}
+	while ((rc = shm_region_create(path, &p, out)) == -EBUSY && launch_now_ms() < give_up)
+		usleep(100 * 1000);
+	switch (rc) {
+	case 0:
+		log_info("created the member region", LOG_STR("region", path),
+			 LOG_U64("slots", p.slot_count), LOG_U64("bytes", shm_region_bytes(*out)),
+			 LOG_U64("incarnation", shm_region_incarnation(*out)));
+		return 0;
+	case -EBUSY:
+		log_error("another cetcd launcher, or a process it started, is still running for this member; stop it first",
+			  LOG_STR("region", path), LOG_STR("reason", shm_region_last_error()));
+		break;
+	case -EEXIST:
+		log_error("the runtime dir holds a file that is not a cetcd region; remove it or choose another --runtime-dir",
+			  LOG_STR("region", path));
+		break;
+	default:
+		log_error("cannot create the member region", LOG_STR("region", path),
+			  LOG_STR("reason", shm_region_last_error()), LOG_ERRNO(rc));
+	}
+	return rc;
+}
+
+/* After a clean stop nothing maps the region any more: remove it, and the
+ * runtime dir if this launcher made it and it is empty now, so that a
+ * stopped member leaves no memory behind on tmpfs. Still under the
+ * launcher lock, so no other launcher is creating a region there
+ * meanwhile. */
+static void launch_remove_region(const struct cetcd_config *c, bool made_runtime_dir)
+{
+	char path[PATH_MAX];
+	if (config_region_path(c, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT)
+		log_warn("cannot remove the member region", LOG_STR("region", path),
+			 LOG_ERRNO(-errno));
+	if (made_runtime_dir)
+		rmdir(c->runtime_dir);
+}
+
+/* The directory of the running executable, where the daemons live too. */
+static int launch_find_bindir(struct launcher *l)
+{
+	static const char *const progs[] = { "raftd", "stored", "gatewayd" };
+	char exe[PATH_MAX], path[PATH_MAX + 16];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		log_error("cannot read /proc/self/exe", LOG_ERRNO(-errno));
+		return -errno;
+	}
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(l->bindir, sizeof(l->bindir), "%s", exe);
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", l->bindir, progs[i]);
+		if (access(path, X_OK) < 0) {
+			int rc = -errno;
+			log_error("cannot find a cetcd program beside the launcher; install cetcd's programs together",
+				  LOG_STR("program", path), LOG_ERRNO(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int launch_plan(struct launcher *l)
+{
+	l->nchildren = 2 + l->cfg.gateways;
+	l->children = calloc(l->nchildren, sizeof(*l->children));
+	if (!l->children)
+		return -ENOMEM;
+	l->children[0] = (struct launch_child){ .name = "raftd", .prog = "raftd",
+						.stage = STAGE_RAFTD, .gateway_index = -1 };
+	l->children[1] = (struct launch_child){ .name = "stored", .prog = "stored",
+						.stage = STAGE_STORED, .gateway_index = -1 };
+	for (uint32_t i = 0; i < l->cfg.gateways; i++) {
+		struct launch_child *ch = &l->children[2 + i];
+		*ch = (struct launch_child){ .prog = "gatewayd", .stage = STAGE_GATEWAYS,
+					     .gateway_index = i };
+		snprintf(ch->name, sizeof(ch->name), "gatewayd-%u", i);
+	}
+	return 0;
+}
+
+/* Starts one process: the launcher's own arguments, after
+ * --gateway-index for a gatewayd. The child dies with the launcher. */
+static int launch_spawn(struct launcher *l, struct launch_child *ch)
+{
+	char path[PATH_MAX + 16], index_arg[48];
+	char **av = calloc((size_t)l->argc + 2, sizeof(*av));
+	size_t n = 0;
+	pid_t pid;
+
+	if (!av)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/%s", l->bindir, ch->prog);
+	av[n++] = path;
+	if (ch->gateway_index >= 0) {
+		snprintf(index_arg, sizeof(index_arg), "--gateway-index=%lld",
+			 (long long)ch->gateway_index);
+		av[n++] = index_arg;
+	}
+	for (int i = 1; i < l->argc; i++)
+		av[n++] = l->argv[i];
+	av[n] = NULL;
+
+	pid = fork();
+	if (pid == 0) {
+		sigset_t none;
+		/* die with the launcher; if it died before this line, the
+		 * parent is already someone else: leave at once */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != l->self)
+			_exit(1);
+		signal(SIGPIPE, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(path, av);
+		dprintf(2, "cetcd: cannot execute %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	free(av);
+	if (pid < 0) {
+		int rc = -errno;
+		log_error("cannot start process", LOG_STR("process", ch->name), LOG_ERRNO(rc));
+		return rc;
+	}
+	ch->pid = pid;
+	ch->started_ms = launch_now_ms();
+	ch->restart_at_ms = 0;
+	log_info("started process", LOG_STR("process", ch->name), LOG_I64("pid", pid));
+	return 0;
+}
+
+static struct launch_child *launch_child_by_pid(struct launcher *l, pid_t pid)
+{
+	for (size_t i = 0; i < l->nchildren; i++)
+		if (l->children[i].pid == pid)
+			return &l->children[i];
+	return NULL;
+}
+
+/* Reaps every exited child; schedules restarts unless stopping. */
+static void launch_reap(struct launcher *l)
+{
+	int st;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		struct launch_child *ch = launch_child_by_pid(l, pid);
+		if (!ch)
+			continue;
+		ch->pid = 0;
+		uint64_t ran_ms = launch_now_ms() - ch->started_ms;
+		if (WIFSIGNALED(st))
+			log_info("process exited", LOG_STR("process", ch->name), LOG_I64("pid", pid),
+				 LOG_STR("signal", strsignal(WTERMSIG(st))), LOG_U64("ran-ms", ran_ms));
+		else
+			log_info("process exited", LOG_STR("process", ch->name), LOG_I64("pid", pid),
+				 LOG_I64("exit-code", WEXITSTATUS(st)), LOG_U64("ran-ms", ran_ms));
+		if (l->stopping)
+			continue;
+		if (WIFEXITED(st) && (WEXITSTATUS(st) == CONFIG_EXIT_FATAL ||
+				      WEXITSTATUS(st) == 126 || WEXITSTATUS(st) == 127)) {
+			log_error("process cannot run with this configuration; stopping the member",
+				  LOG_STR("process", ch->name), LOG_I64("exit-code", WEXITSTATUS(st)));
+			l->stopping = true;
+			l->exit_status = 1;
+			continue;
+		}
+		if (ran_ms >= LAUNCH_STABLE_MS || ch->backoff_ms == 0)
+			ch->backoff_ms = LAUNCH_BACKOFF_FIRST_MS;
+		else if (ch->backoff_ms < LAUNCH_BACKOFF_MAX_MS)
+			ch->backoff_ms = ch->backoff_ms * 2 > LAUNCH_BACKOFF_MAX_MS
+						 ? LAUNCH_BACKOFF_MAX_MS
+						 : ch->backoff_ms * 2;
+		ch->restart_at_ms = launch_now_ms() + ch->backoff_ms;
+		log_warn("restarting process", LOG_STR("process", ch->name),
+			 LOG_U64("backoff-ms", ch->backoff_ms));
+	}
+}
+
+/* Reads pending signals: SIGCHLD reaps, SIGTERM/SIGINT start the stop. */
+static void launch_read_signals(struct launcher *l, int *stop_requests)
+{
+	struct signalfd_siginfo si;
+	while (read(l->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD) {
+			launch_reap(l);
+		} else {
+			log_info("received signal; stopping the member",
+				 LOG_STR("signal", strsignal((int)si.ssi_signo)));
+			l->stopping = true;
+			(*stop_requests)++;
+		}
+	}
+	launch_reap(l); /* SIGCHLDs coalesce: reap whatever is there */
+}
+
+static int launch_wait(struct launcher *l, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = l->sfd, .events = POLLIN };
+	int n = poll(&pfd, 1, timeout_ms);
+	return n < 0 && errno != EINTR ? -errno : 0;
+}
+
+/* Supervises until asked to stop (or a process cannot run). */
+static void launch_supervise(struct launcher *l)
+{
+	int stop_requests = 0;
+
+	for (size_t i = 0; i < l->nchildren && !l->stopping; i++)
+		if (launch_spawn(l, &l->children[i]))
+			l->children[i].restart_at_ms = launch_now_ms() + LAUNCH_BACKOFF_MAX_MS;
+	while (!l->stopping) {
+		uint64_t now = launch_now_ms(), next = UINT64_MAX;
+		for (size_t i = 0; i < l->nchildren; i++) {
+			struct launch_child *ch = &l->children[i];
+			if (ch->pid || !ch->restart_at_ms)
+				continue;
+			if (ch->restart_at_ms <= now && launch_spawn(l, ch))
+				ch->restart_at_ms = now + LAUNCH_BACKOFF_MAX_MS;
+			if (!ch->pid && ch->restart_at_ms < next)
+				next = ch->restart_at_ms;
+		}
+		int timeout = next == UINT64_MAX ? -1 : (int)(next > now ? next - now : 0);
+		if (launch_wait(l, timeout)) {
+			log_error("poll failed in the launcher", LOG_ERRNO(-errno));
+			l->stopping = true;
+			l->exit_status = 1;
+		}
+		launch_read_signals(l, &stop_requests);
+	}
+}
+
+/* Stops the processes stage by stage: SIGTERM, then SIGKILL after the
+ * grace period, or at once on a second SIGTERM/SIGINT. */
+static void launch_stop(struct launcher *l)
+{
+	int stop_requests = 0;
+
+	for (int stage = 0; stage < STAGE_COUNT; stage++) {
+		bool killed = false;
+		uint64_t deadline = launch_now_ms() + LAUNCH_STOP_GRACE_MS;
+		for (size_t i = 0; i < l->nchildren; i++) {
+			struct launch_child *ch = &l->children[i];
+			ch->restart_at_ms = 0;
+			if (ch->stage == (enum launch_stage)stage && ch->pid) {
+				log_info("stopping process", LOG_STR("process", ch->name),
+					 LOG_I64("pid", ch->pid));
+				kill(ch->pid, SIGTERM);
+			}
+		}
+		for (;;) {
+			bool alive = false;
+			for (size_t i = 0; i < l->nchildren; i++)
+				alive |= l->children[i].stage == (enum launch_stage)stage &&
+					 l->children[i].pid != 0;
+			if (!alive)
+				break;
+			uint64_t now = launch_now_ms();
+			if (!killed && (now >= deadline || stop_requests > 0)) {
+				for (size_t i = 0; i < l->nchildren; i++) {
+					struct launch_child *ch = &l->children[i];
+					if (ch->stage != (enum launch_stage)stage || !ch->pid)
+						continue;
+					log_warn("process did not stop in time; killing it",
+						 LOG_STR("process", ch->name), LOG_I64("pid", ch->pid));
+					kill(ch->pid, SIGKILL);
+				}
+				killed = true;
+			}
+			launch_wait(l, killed ? 1000 : (int)(deadline - now));
+			launch_read_signals(l, &stop_requests);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct launcher l;
+	struct shm_region *region = NULL;
+	sigset_t set;
+	int status, rc;
+
+	/* signals are read from a signalfd; blocked from the start so that
+	 * none is lost, and children unblock them before exec */
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = config_load(&l.cfg, CONFIG_PROG_LAUNCHER, argc, argv, &status);
+	if (rc)
+		return status;
+	log_set_name("cetcd");
+	l.argc = argc;
+	l.argv = argv;
+	l.self = getpid();
+	status = 1;
+
+	log_info("starting cetcd", LOG_STR("cetcd-version", CETCD_VERSION),
+		 LOG_STR("etcd-api-version", CETCD_ETCD_API_VERSION), LOG_STR("name", l.cfg.name),
+		 LOG_STR("data-dir", l.cfg.data_dir), LOG_STR("runtime-dir", l.cfg.runtime_dir),
+		 LOG_U64("gateways", l.cfg.gateways), LOG_I64("pid", l.self));
+
+	if (!l.cfg.prepare_only && launch_find_bindir(&l))
+		goto out_free_config;
+	if (launch_prepare_dirs(&l.cfg, &l.made_runtime_dir))
+		goto out_free_config;
+	if (launch_create_region(&l.cfg, &region))
+		goto out_free_config;
+	if (l.cfg.prepare_only) {
+		log_info("prepared the member (data dir, runtime dir, region); exiting as --prepare-only asks");
+		status = 0;
+		goto out_detach;
+	}
+	l.sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (l.sfd < 0) {
+		log_error("cannot watch signals", LOG_ERRNO(-errno));
+		goto out_detach;
+	}
+	if (launch_plan(&l)) {
+		log_error("out of memory");
+		goto out_close_sfd;
+	}
+
+	launch_supervise(&l);
+	launch_stop(&l);
+	launch_remove_region(&l.cfg, l.made_runtime_dir);
+	status = l.exit_status;
+	log_info("stopped cetcd", LOG_I64("exit-code", status));
+
+	free(l.children);
+out_close_sfd:
+	close(l.sfd);
+out_detach:
+	shm_region_detach(region);
+out_free_config:
+	config_free(&l.cfg);
+	return status;
+}

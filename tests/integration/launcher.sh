@@ -1,0 +1,406 @@
+#!/usr/bin/env bash
+# The cetcd launcher and the daemon skeletons, as real processes on
+# loopback: start, attach through the slot rings, plain refusals on the
+# client and peer ports, idle without spinning, restart of a killed
+# gatewayd with a higher slot generation, ordered stop on SIGTERM, no
+# survivors after SIGKILL of the launcher and recovery of the stale
+# region, flag handling (--version, unsupported values, unknown flags) and
+# the daemons' refusal of a missing region or one of another layout.
+set -euo pipefail
+
+: "${CETCD_BIN:?CETCD_BIN must name the directory of the built programs}"
+for p in cetcd raftd stored gatewayd; do
+	if [[ ! -x $CETCD_BIN/$p ]]; then
+		echo "SKIP: $CETCD_BIN/$p is not built"
+		exit 77
+	fi
+done
+if ! command -v python3 >/dev/null; then
+	echo "SKIP: python3 is needed to probe ports"
+	exit 77
+fi
+if [[ ! -d /dev/shm || ! -w /dev/shm ]]; then
+	echo "SKIP: /dev/shm is not writable"
+	exit 77
+fi
+
+tmp=$(mktemp -d /tmp/cetcd-launcher-test.XXXXXX)
+rtdir=$(mktemp -d /dev/shm/cetcd-launcher-test.XXXXXX)
+pids_to_kill=()
+
+cleanup() {
+	local p
+	# only processes still running this test's member (pids get reused)
+	for p in "${pids_to_kill[@]}"; do
+		if { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -qF -- "$rtdir"; then
+			kill -9 "$p" 2>/dev/null || true
+		fi
+	done
+	rm -rf "$tmp" "$rtdir"
+}
+trap cleanup EXIT
+
+failures=0
+checks=0
+ok() { checks=$((checks + 1)); echo "ok   - $*"; }
+fail() {
+	checks=$((checks + 1))
+	failures=$((failures + 1))
+	echo "FAIL - $*"
+}
+check() { # check "description" command...
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else fail "$what"; fi
+}
+now_ms() { date +%s%3N; }
+
+# Two free loopback ports (never etcd's 2379/2380).
+read -r cport pport < <(python3 - <<'EOF'
+import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])
+EOF
+)
+
+args=(--name t1 --data-dir "$tmp/data" --runtime-dir "$rtdir" --gateways 2
+	--listen-client-urls "http://127.0.0.1:$cport"
+	--advertise-client-urls "http://127.0.0.1:$cport"
+	--listen-peer-urls "http://127.0.0.1:$pport"
+	--initial-advertise-peer-urls "http://127.0.0.1:$pport")
+
+# Lines of log $1 matching the extended regex $2.
+count() { grep -cE -- "$2" "$1" 2>/dev/null || true; }
+
+# Waits up to $3 seconds until log $1 has at least $4 (default 1) lines
+# matching $2.
+wait_log() {
+	local file=$1 re=$2 secs=$3 want=${4:-1}
+	local deadline=$(($(now_ms) + secs * 1000))
+	while (($(now_ms) < deadline)); do
+		if (($(count "$file" "$re") >= want)); then
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "  (waited ${secs}s for $want line(s) matching $re in $file)"
+	return 1
+}
+
+# Whether a process is gone (or a zombie nobody reaped yet).
+gone() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
+	[[ -z $st || $st == Z* ]]
+}
+
+# Waits up to $2 ms for process $1 to be gone.
+wait_gone() {
+	local deadline=$(($(now_ms) + $2))
+	while (($(now_ms) < deadline)); do
+		gone "$1" && return 0
+		sleep 0.02
+	done
+	return 1
+}
+
+# Whether both ports can be bound again (as the daemons bind them).
+ports_free() {
+	python3 - "$cport" "$pport" <<'EOF'
+import socket, sys
+for p in sys.argv[1:]:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", int(p)))
+        s.listen()
+    except OSError as e:
+        print("  port", p, "still taken:", e)
+        sys.exit(1)
+    finally:
+        s.close()
+EOF
+}
+
+# Sends the bytes of file $2 to port $1 and writes all of the answer, up to
+# the server's close, to file $3.
+talk() {
+	python3 - "$@" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+with open(sys.argv[2], "rb") as f:
+    s.sendall(f.read())
+data = b""
+while True:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+with open(sys.argv[3], "wb") as f:
+    f.write(data)
+EOF
+}
+
+# Every line of a launcher log is one JSON object with level, ts, caller, msg.
+all_json() {
+	python3 - "$1" <<'EOF'
+import json, sys
+n = 0
+for line in open(sys.argv[1], encoding="utf-8"):
+    o = json.loads(line)
+    for k in ("level", "ts", "caller", "msg"):
+        if k not in o:
+            print("  line without", k, ":", line.strip())
+            sys.exit(1)
+    n += 1
+sys.exit(0 if n > 0 else 1)
+EOF
+}
+
+# The slot and generation a gatewayd logged when it claimed its slot, as
+# "slot gen", for the $3-th claim (1-based) in log $1 by logger $2.
+claim_of() {
+	grep -E "\"logger\":\"$2\".*\"msg\":\"claimed a gateway slot\"" "$1" | sed -n "${3}p" |
+		sed -E 's/.*"slot":([0-9]+),"generation":([0-9]+).*/\1 \2/'
+}
+
+# Waits until every daemon and both gateways attached through the rings.
+wait_attached() {
+	local log=$1 want=${2:-2}
+	wait_log "$log" '"logger":"gatewayd-[0-9]+".*"msg":"attached","peer":"raftd"' 10 "$want" &&
+		wait_log "$log" '"logger":"gatewayd-[0-9]+".*"msg":"attached","peer":"stored"' 10 "$want" &&
+		wait_log "$log" '"logger":"raftd".*"msg":"attached","peer":"gatewayd"' 10 "$want" &&
+		wait_log "$log" '"logger":"stored".*"msg":"attached","peer":"gatewayd"' 10 "$want"
+}
+
+# CPU ticks (user + system) used so far by the given processes.
+cpu_ticks() {
+	local p t=0
+	for p in "$@"; do
+		read -r -a f <"/proc/$p/stat"
+		t=$((t + f[13] + f[14]))
+	done
+	echo "$t"
+}
+
+# ---------------------------------------------------------------- flags
+out=$("$CETCD_BIN/cetcd" --version)
+check "--version exits 0 and names cetcd's version and etcd API 3.4" \
+	grep -q '^etcd API Version: 3.4$' <<<"$out"
+check "--version prints the cetcd version line" grep -q '^cetcd Version: ' <<<"$out"
+check "raftd --version works too" "$CETCD_BIN/raftd" --version >/dev/null
+
+set +e
+"$CETCD_BIN/cetcd" "${args[@]}" --auto-tls 2>"$tmp/unsup.err"
+st=$?
+ETCD_ENABLE_V2=true "$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/unsup-env.err"
+st_env=$?
+"$CETCD_BIN/cetcd" "${args[@]}" --no-such-flag 2>"$tmp/unknown.err"
+st_unknown=$?
+"$CETCD_BIN/gatewayd" "${args[@]}" --max-wals=7 2>"$tmp/unsup-gw.err"
+st_gw=$?
+set -e
+check "an unsupported non-default flag exits 2" test "$st" -eq 2
+check "and its message names the flag" grep -q -- '--auto-tls=true is not supported' "$tmp/unsup.err"
+check "an unsupported ETCD_ variable exits 2" test "$st_env" -eq 2
+check "and its message names the flag" grep -q -- '--enable-v2=true is not supported' "$tmp/unsup-env.err"
+check "an unknown flag exits 2 as etcd's flag parsing does" test "$st_unknown" -eq 2
+check "and says which" grep -q 'flag provided but not defined: -no-such-flag' "$tmp/unknown.err"
+check "daemons refuse unsupported values the same way" test "$st_gw" -eq 2
+check "nothing was started by refused invocations" test ! -e "$rtdir/region"
+
+# ------------------------------------------------- start, attach, refuse
+"$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/run1.log" &
+lp=$!
+pids_to_kill+=("$lp")
+check "launcher, raftd, stored and both gateways attach through the slot rings" wait_attached "$tmp/run1.log"
+check "data dir has member/ with mode 0700" test "$(stat -c %a "$tmp/data/member")" = 700
+check "data dir has mode 0700" test "$(stat -c %a "$tmp/data")" = 700
+check "the region lives in the runtime dir" test -f "$rtdir/region"
+mapfile -t kids < <(pgrep -P "$lp")
+pids_to_kill+=("${kids[@]}")
+check "the launcher runs 4 processes (raftd, stored, 2 gatewayd)" test "${#kids[@]}" -eq 4
+
+printf 'GET /health HTTP/1.1\r\nHost: test\r\n\r\n' >"$tmp/http.req"
+printf 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' >"$tmp/h2.req"
+talk "$cport" "$tmp/http.req" "$tmp/http.resp" || true
+check "the client port answers HTTP/1.1 with 503" grep -q '^HTTP/1.1 503' "$tmp/http.resp"
+check "and says it does not serve yet" grep -q 'cetcd: not serving client requests yet' "$tmp/http.resp"
+talk "$cport" "$tmp/h2.req" "$tmp/h2.resp" || true
+# a SETTINGS frame, then GOAWAY (type 7) with REFUSED_STREAM (7) and the text
+check "an HTTP/2 preface gets SETTINGS + GOAWAY(REFUSED_STREAM)" python3 - "$tmp/h2.resp" <<'EOF'
+import sys
+data = open(sys.argv[1], "rb").read()
+sys.exit(0 if len(data) >= 26 and data[3] == 4 and data[9 + 3] == 7
+         and int.from_bytes(data[22:26], "big") == 7 and b"not serving" in data else 1)
+EOF
+talk "$pport" "$tmp/http.req" "$tmp/peer.resp" || true
+check "the peer port refuses plainly" grep -q 'peer communication is not implemented yet' "$tmp/peer.resp"
+
+t0=$(cpu_ticks "$lp" "${kids[@]}")
+sleep 2
+t1=$(cpu_ticks "$lp" "${kids[@]}")
+echo "  idle CPU over 2 s, 5 processes: $((t1 - t0)) ticks"
+check "idle processes sleep (<= 10 CPU ticks in 2 s for all five)" test $((t1 - t0)) -le 10
+
+# -------------------------------------------- a killed gateway comes back
+read -r old_slot old_gen < <(claim_of "$tmp/run1.log" gatewayd-0 1)
+gw0=$(pgrep -P "$lp" -f -- '--gateway-index=0')
+kill -9 "$gw0"
+check "the launcher logs the killed gateway and restarts it" \
+	wait_log "$tmp/run1.log" '"msg":"restarting process","process":"gatewayd-0"' 5
+check "the new gatewayd-0 claims a slot" \
+	wait_log "$tmp/run1.log" '"logger":"gatewayd-0".*"msg":"claimed a gateway slot"' 10 2
+read -r new_slot new_gen < <(claim_of "$tmp/run1.log" gatewayd-0 2)
+echo "  gatewayd-0: slot $old_slot generation $old_gen -> slot $new_slot generation $new_gen"
+check "it reclaims the freed slot with a higher generation" \
+	test "$new_slot" -eq "$old_slot" -a "$new_gen" -gt "$old_gen"
+check "and reattaches to raftd and stored at that generation" \
+	wait_log "$tmp/run1.log" "\"logger\":\"gatewayd-0\".*\"msg\":\"attached\".*\"slot\":$new_slot,\"generation\":$new_gen" 10 2
+check "raftd answers the new generation" \
+	wait_log "$tmp/run1.log" "\"logger\":\"raftd\".*\"msg\":\"attached\".*\"slot\":$new_slot,\"generation\":$new_gen" 10
+mapfile -t kids < <(pgrep -P "$lp")
+pids_to_kill+=("${kids[@]}")
+
+# ---------------------------------------------------- SIGTERM stops all
+t0=$(now_ms)
+kill -TERM "$lp"
+wait_gone "$lp" 5000 || true
+set +e
+wait "$lp"
+st=$?
+set -e
+el=$(($(now_ms) - t0))
+echo "  SIGTERM to exit: ${el} ms"
+check "SIGTERM stops the member within 5 s" test "$el" -le 5000
+check "and the launcher exits 0" test "$st" -eq 0
+alive=0
+for p in "${kids[@]}"; do gone "$p" || alive=$((alive + 1)); done
+check "no process of the member is left" test "$alive" -eq 0
+check "gateways stop before stored, stored before raftd" python3 - "$tmp/run1.log" <<'EOF'
+import json, sys
+order = [json.loads(l).get("process") for l in open(sys.argv[1])
+         if '"msg":"process exited"' in l and '"exit-code":0' in l]
+order = order[-4:]
+ok = set(order[:2]) == {"gatewayd-0", "gatewayd-1"} and order[2:] == ["stored", "raftd"]
+sys.exit(0 if ok else 1)
+EOF
+check "the ports are free again" ports_free
+check "every log line is a JSON object (level, ts, caller, msg)" all_json "$tmp/run1.log"
+
+# ------------------------------------- SIGKILL of the launcher, restart
+"$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/run2.log" &
+lp=$!
+pids_to_kill+=("$lp")
+check "a second start on the same dirs attaches again" wait_attached "$tmp/run2.log"
+mapfile -t kids < <(pgrep -P "$lp")
+pids_to_kill+=("${kids[@]}")
+t0=$(now_ms)
+kill -9 "$lp"
+wait "$lp" 2>/dev/null || true
+alive=0
+for p in "${kids[@]}"; do wait_gone "$p" 2000 || alive=$((alive + 1)); done
+el=$(($(now_ms) - t0))
+echo "  SIGKILL of the launcher to no survivors: ${el} ms"
+check "after SIGKILL of the launcher no process of it survives (2 s)" test "$alive" -eq 0
+check "the ports are free after the SIGKILL" ports_free
+check "the stale region is still there" test -f "$rtdir/region"
+
+"$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/run3.log" &
+lp=$!
+pids_to_kill+=("$lp")
+check "a restart over the stale region works" wait_attached "$tmp/run3.log"
+check "the region was re-created (incarnation 2)" \
+	grep -q '"msg":"created the member region".*"incarnation":2' "$tmp/run3.log"
+kill -TERM "$lp"
+set +e
+wait "$lp"
+st=$?
+set -e
+check "and it stops with exit 0" test "$st" -eq 0
+
+# ------------- a taken peer port: raftd cannot run, the member stops (exit 1)
+python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen()
+print("ready", flush=True)
+time.sleep(30)
+' "$pport" >"$tmp/holder.out" &
+holder=$!
+wait_log "$tmp/holder.out" ready 5 || true
+"$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/taken.log" &
+lp=$!
+pids_to_kill+=("$lp")
+wait_gone "$lp" 10000 || true
+set +e
+wait "$lp"
+st=$?
+set -e
+kill "$holder" 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
+check "a daemon that cannot bind its address stops the member with exit 1" test "$st" -eq 1
+check "saying which process and why" \
+	grep -q '"msg":"process cannot run with this configuration; stopping the member","process":"raftd","exit-code":78' "$tmp/taken.log"
+check "with the address in the error" grep -q "listen tcp 127.0.0.1:$pport: bind: Address already in use" "$tmp/taken.log"
+
+# ---------------------------------------- daemons on their own: no region
+set +e
+"$CETCD_BIN/stored" "${args[@]}" 2>"$tmp/noregion.err"
+st=$?
+set -e
+check "a daemon without a region exits 78" test "$st" -eq 78
+check "and says to start the launcher first" grep -q 'no member region; start the cetcd launcher' "$tmp/noregion.err"
+
+# ------------------- as under systemd: --prepare-only, then each daemon alone,
+# configured only through ETCD_ variables (as the units do)
+env_cfg=(ETCD_NAME=t1 "ETCD_DATA_DIR=$tmp/data" "ETCD_RUNTIME_DIR=$rtdir" ETCD_GATEWAYS=2
+	"ETCD_LISTEN_CLIENT_URLS=http://127.0.0.1:$cport"
+	"ETCD_ADVERTISE_CLIENT_URLS=http://127.0.0.1:$cport"
+	"ETCD_LISTEN_PEER_URLS=http://127.0.0.1:$pport"
+	"ETCD_INITIAL_ADVERTISE_PEER_URLS=http://127.0.0.1:$pport")
+env "${env_cfg[@]}" "$CETCD_BIN/cetcd" --prepare-only 2>"$tmp/prepare.log"
+check "--prepare-only creates the region and exits 0" test -f "$rtdir/region"
+check "and starts nothing" test "$(count "$tmp/prepare.log" '"msg":"started process"')" -eq 0
+env "${env_cfg[@]}" "$CETCD_BIN/raftd" 2>"$tmp/alone.log" &
+d1=$!
+env "${env_cfg[@]}" "$CETCD_BIN/stored" 2>>"$tmp/alone.log" &
+d2=$!
+env "${env_cfg[@]}" "$CETCD_BIN/gatewayd" --gateway-index=0 2>>"$tmp/alone.log" &
+d3=$!
+pids_to_kill+=("$d1" "$d2" "$d3")
+check "daemons started on their own attach and exchange hellos" wait_attached "$tmp/alone.log" 1
+check "and take their configuration from ETCD_ variables" \
+	grep -q '"msg":"recognized and used environment variable","variable-name":"ETCD_LISTEN_PEER_URLS"' "$tmp/alone.log"
+kill -TERM "$d3" "$d2" "$d1"
+st_alone=0
+for p in "$d3" "$d2" "$d1"; do
+	set +e
+	wait "$p"
+	st=$?
+	set -e
+	st_alone=$((st_alone + st))
+done
+check "each exits 0 on SIGTERM" test "$st_alone" -eq 0
+
+# --------------------------------------- a region of another layout version
+python3 - "$rtdir/region" <<'EOF'
+import struct, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(8)  # after the 8-byte magic: the layout version
+    f.write(struct.pack("<I", 999))
+EOF
+set +e
+"$CETCD_BIN/raftd" "${args[@]}" 2>"$tmp/version.err"
+st=$?
+set -e
+check "a daemon refuses a region of another layout version (exit 78)" test "$st" -eq 78
+check "with a clear message" grep -q 'refusing to attach to the member region: it was made by another cetcd version' "$tmp/version.err"
+check "naming the version it found" grep -q '999' "$tmp/version.err"
+sed 's/^/  /' "$tmp/version.err"
+
+echo "$checks checks, $failures failed"
+((failures == 0))
