@@ -17,7 +17,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "gatewayd/hello.h"
+#include "shm/hello.h"
 #include "gatewayd/refuse.h"
 #include "gatewayd/waker.h"
 #include "shm/config.h"

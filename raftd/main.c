@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "gatewayd/hello.h"
+#include "shm/hello.h"
 #include "raftd/peerstub.h"
 #include "shm/config.h"
 #include "shm/log.h"

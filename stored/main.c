@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "gatewayd/hello.h"
+#include "shm/hello.h"
 #include "shm/config.h"
 #include "shm/log.h"
 #include "shm/region.h"

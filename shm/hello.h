@@ -12,12 +12,11 @@
  * speaks at start-up; its record types sit at the top of the type space so
  * that the request protocols can number theirs from 1.
  *
- * Ownership: raftd and stored link this module (cetcd_gatewayd) to serve
- * hellos; the gateway side lives here too so that both ends of the format
- * are in one file.
+ * Both ends of the format live here, in the library every process links:
+ * gatewayd sends hellos, raftd and stored serve them.
  */
-#ifndef CETCD_GATEWAYD_HELLO_H
-#define CETCD_GATEWAYD_HELLO_H
+#ifndef CETCD_SHM_HELLO_H
+#define CETCD_SHM_HELLO_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* The attach exchange of a gatewayd slot (see hello.h). */
-#include "gatewayd/hello.h"
+#include "shm/hello.h"
 
 #include <errno.h>
 #include <pthread.h>
