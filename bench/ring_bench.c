@@ -8,9 +8,10 @@
  *   ring_bench case=wakeup median_ns=N
  *   ring_bench case=idle cpu_pct=N
  *
- * stream: one side pushes records (ring_push), the other peeks and
- * releases them one by one, both awake; records per second at the
- * consumer. pingpong: round-trip time of one record there and one back,
+ * stream: one side pushes records (ring_push), the other drains them as
+ * the daemons do: peek and consume each, give the bytes back in batches
+ * (every STREAM_RELEASE_BATCH records, or whenever it has caught up), both
+ * awake; records per second at the consumer. pingpong: round-trip time of one record there and one back,
  * both sides spinning. wakeup: from a push to the consumer running, when
  * the consumer sleeps on its futex doorbell. idle: CPU used by both
  * processes (/proc/self/schedstat of each, else getrusage), attached and
@@ -141,6 +142,10 @@ static void peek_spin(struct ring *r, struct ring_rec *rec)
 		die("peek", rc);
 }
 
+/* Records the stream consumer consumes before giving their bytes back
+ * (a power of two). */
+#define STREAM_RELEASE_BATCH 64
+
 static int stream(int side, uint32_t size, uint64_t count)
 {
 	static uint8_t buf[4096];
@@ -155,11 +160,16 @@ static int stream(int side, uint32_t size, uint64_t count)
 		return 0;
 	}
 	for (i = 0; i < count; i++) {
+		if (!ring_has_data(s.in))
+			ring_release_consumed(s.in); /* caught up: give it all back */
 		peek_spin(s.in, &rec);
 		if (i == 0)
 			t0 = now_ns();
-		ring_release(s.in, &rec);
+		ring_consume(s.in, &rec);
+		if ((i & (STREAM_RELEASE_BATCH - 1)) == STREAM_RELEASE_BATCH - 1)
+			ring_release_consumed(s.in);
 	}
+	ring_release_consumed(s.in);
 	sh->samples[0] = now_ns() - t0;
 	return 0;
 }
