@@ -1,0 +1,239 @@
+/*
+ * Internals shared by the modules of the B+tree engine: the mapping, txns,
+ * buckets and in-memory nodes. Not for use outside stored/.
+ *
+ * Ownership. A txn owns an arena (arena.h) that holds its bucket handles,
+ * nodes, and copies of every key and value put, all freed when it ends.
+ * Keys and values of nodes point into the mapping, into inline bucket
+ * values, or into the arena; all stay put for the life of the txn because
+ * the mapping never moves and pages freed by a txn are not reused before
+ * it ends.
+ */
+#ifndef CETCD_STORED_BTREE_INT_H
+#define CETCD_STORED_BTREE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "stored/arena.h"
+#include "stored/btree.h"
+#include "stored/freelist.h"
+#include "stored/page.h"
+#include "stored/pgmap.h"
+
+/* A fixed read-only mapping of a db file. */
+struct bt_map {
+	char *path;
+	int fd;
+	const uint8_t *base;       /* map_size bytes, PROT_READ, MAP_SHARED */
+	uint64_t map_size;
+	uint32_t page_size;
+	_Atomic uint64_t file_size;  /* bytes known to be in the file; only grows */
+};
+
+/* One element of an in-memory node. */
+struct bt_inode {
+	const uint8_t *key;
+	const uint8_t *val;   /* leaf only */
+	uint64_t pgid;        /* branch only: child page */
+	uint32_t ksize;
+	uint32_t vsize;
+	uint32_t flags;       /* leaf: PAGE_LEAF_BUCKET or 0 */
+};
+
+/*
+ * A page materialized for change by a write txn. inodes stay sorted by key.
+ * children lists the materialized child nodes (for spilling); parent is
+ * NULL for the bucket's root node.
+ */
+struct bt_node {
+	struct btree_bucket *bucket;
+	struct bt_node *parent;
+	struct bt_node **children;
+	uint32_t nchildren, children_cap;
+	struct bt_inode *inodes;
+	uint32_t ninodes, inodes_cap;
+	uint64_t pgid;         /* page it was read from or written to; 0 = none */
+	uint32_t overflow;     /* overflow pages of that page */
+	const uint8_t *key;    /* first key when read, to find it in the parent */
+	uint32_t ksize;
+	bool leaf;
+	bool unbalanced;       /* lost elements; rebalance at commit */
+	bool spilled;
+	bool dead;             /* merged away or removed during rebalance */
+	struct bt_node *all_next;  /* every node of the txn, to free inode arrays */
+};
+
+struct btree_bucket {
+	struct btree_txn *txn;
+	struct btree_bucket *parent;     /* NULL for the txn's top-level bucket */
+	struct btree_bucket *children;   /* opened child buckets (cache) */
+	struct btree_bucket *next;       /* sibling in the parent's cache */
+	const uint8_t *name;
+	uint32_t name_len;
+	uint64_t root;                   /* root page; 0 = inline */
+	uint64_t sequence;
+	const uint8_t *inline_page;      /* root == 0: the leaf page in the value */
+	size_t inline_len;
+	uint64_t holder_pgid;            /* page that held the bucket's value (messages) */
+	uint32_t depth;                  /* nesting: 0 for the top level */
+	struct bt_node *root_node;       /* write txns: materialized root */
+	struct pgmap nodes;              /* write txns: pgid -> node */
+	double fill;
+	bool deleted;
+	struct btree_bucket *all_next;   /* every bucket handle of the txn */
+};
+
+/* A page written by the current write txn, not yet on disk. */
+struct bt_dirty {
+	uint64_t pgid;
+	uint64_t npages;
+	uint8_t *buf;   /* npages * page_size bytes */
+};
+
+/* A run of pages. */
+struct bt_run {
+	uint64_t pgid;
+	uint64_t n;
+};
+
+struct btree_txn {
+	struct bt_map *map;
+	struct btree_db *db;      /* the writer's db, NULL for a reader's txn */
+	bool writable;
+	bool failed;              /* a write failed halfway: refuse further use */
+	bool local_reader;        /* registered among db's local readers */
+	uint64_t txid;
+	uint64_t hwm;             /* pages below it exist; grows as a write txn allocates */
+	struct btree_bucket root;
+	struct btree_bucket *all_buckets;  /* handles other than root */
+	struct arena arena;
+	/* write txns only */
+	struct bt_node *all_nodes;
+	struct bt_dirty *dirty;
+	size_t ndirty, dirty_cap;
+	struct pgmap dirty_map;   /* pgid -> struct bt_dirty index + 1 */
+	struct bt_run *freed;     /* pages this txn freed */
+	size_t nfreed, freed_cap;
+	struct bt_run *allocs;    /* pages taken from the freelist (undone on abort) */
+	size_t nallocs, allocs_cap;
+};
+
+struct btree_db {
+	struct bt_map map;
+	struct diskio *io;
+	struct freelist fl;
+	struct btree_root cur;       /* newest commit */
+	struct btree_root durable;   /* last durable checkpoint */
+	uint64_t root_sequence;      /* top-level bucket sequence from the meta */
+	unsigned durable_slot;       /* meta page (0 or 1) holding durable */
+	uint64_t durable_fl_pgid;    /* its freelist page, or PAGE_NO_FREELIST */
+	uint64_t durable_fl_pages;
+	bool failed;                 /* I/O failed in a way that needs a reopen */
+	bool writing;                /* a write txn is open */
+	bool reuse_blocked;          /* opts.resume holds pages back */
+	uint64_t resume_txid;
+	uint64_t (*oldest_reader)(void *arg);
+	void *oldest_reader_arg;
+	pthread_mutex_t readers_lock;  /* guards local_readers */
+	uint64_t *local_readers;       /* txids of this process's read txns */
+	size_t nlocal, local_cap;
+	uint64_t commits, checkpoints;
+};
+
+struct btree_reader {
+	struct bt_map map;
+};
+
+/* Errors: set the thread's message and return rc. */
+int bt_error(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "stored: db PATH: page N <what>; the file is corrupt, restore from a
+ * snapshot" and -EUCLEAN. */
+int bt_corrupt(const struct bt_map *m, uint64_t pgid, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Marks a write txn failed (if rc is not a refused argument) and returns rc. */
+int bt_txn_fail(struct btree_txn *t, int rc);
+
+/* Checks that a txn may be used (-ECANCELED if failed) and, if write, that
+ * it is a write txn (-EROFS). */
+int bt_txn_usable(struct btree_txn *t, bool write);
+
+/*
+ * A branch or leaf page of txn t: validated header (id, type, overflow and
+ * element array inside [0, t->hwm)). A write txn sees its own dirty pages.
+ * 0 or -EUCLEAN.
+ */
+int bt_txn_page(struct btree_txn *t, uint64_t pgid, const uint8_t **page, size_t *span);
+
+/* Validates the header of a page already located (shared by bt_txn_page
+ * and inline pages). inline_page: id is not checked. */
+int bt_page_check(const struct bt_map *m, uint64_t pgid, const uint8_t *p,
+		  size_t span, bool inline_page);
+
+/* A write txn's new page run: *buf is zeroed, owned by the txn. */
+int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid, uint8_t **buf);
+/* Records that the txn frees [pgid, pgid+n). */
+int bt_txn_free(struct btree_txn *t, uint64_t pgid, uint64_t n);
+
+/* nodes (node.c) */
+int bt_node_get(struct btree_bucket *b, uint64_t pgid, struct bt_node *parent,
+		struct bt_node **out);
+int bt_node_put(struct bt_node *n, const uint8_t *old_key, uint32_t old_ksize,
+		const uint8_t *key, uint32_t ksize, const uint8_t *val, uint32_t vsize,
+		uint64_t pgid, uint32_t flags);
+bool bt_node_del(struct bt_node *n, const uint8_t *key, uint32_t ksize);
+size_t bt_node_size(const struct bt_node *n);
+void bt_node_write(const struct bt_node *n, uint8_t *page, uint64_t id, uint32_t overflow);
+int bt_node_spill(struct bt_node *n);
+int bt_node_rebalance(struct bt_node *n);
+void bt_node_release_all(struct btree_txn *t);
+
+/* buckets (bucket.c) */
+void bt_bucket_init(struct btree_bucket *b, struct btree_txn *t, uint64_t root,
+		    uint64_t sequence);
+int bt_bucket_rebalance(struct btree_bucket *b);
+int bt_bucket_spill(struct btree_bucket *b);
+/* Frees every page of the bucket's tree (not nested buckets'). */
+int bt_bucket_free_pages(struct btree_bucket *b, bool via_nodes);
+
+#define BT_MAX_NESTING 64   /* buckets nested deeper than this are refused */
+
+/* cursors (cursor.c) */
+/* Positions at the first key >= key; *exact tells whether it is key. On
+ * -ENOENT the cursor sits past the end (a put then appends there). */
+int bt_cursor_seek(struct btree_cursor *c, const uint8_t *key, size_t klen,
+		   struct btree_kv *kv, bool *exact);
+/* The leaf node under the cursor, materialized for change. */
+int bt_cursor_node(struct btree_cursor *c, struct bt_node **out);
+
+/* A read txn at *at over m (db: the writer, or NULL), after checking that
+ * the state lies inside the file and the mapping. */
+int bt_txn_begin_read(struct bt_map *m, struct btree_db *db, const struct btree_root *at,
+		      struct btree_txn **out);
+
+/* mapping and file (dbfile.c) */
+/* Checks that [0, pages * page_size) lies in the file and the mapping
+ * (-EUCLEAN, -ENOSPC otherwise). */
+int bt_map_cover(struct bt_map *m, uint64_t pages);
+/* Grows the writer's file so that it holds pages pages. */
+int bt_db_grow(struct btree_db *db, uint64_t pages);
+
+/* the oldest txid still read in this process or (callback) elsewhere */
+uint64_t bt_db_oldest_reader(struct btree_db *db);
+
+/* checks (check.c) */
+struct bt_check_opts {
+	const uint64_t *pre_used;  /* pages in use outside the tree (metas, freelist) */
+	size_t npre_used;
+	const uint64_t *free_ids;  /* free pages (any order) */
+	size_t nfree;
+	bool account_all;          /* every page below the hwm is used or free */
+	uint8_t **seen_out;        /* if set: receives the bitmap of used pages
+				    * (hwm bits, freed with stored_free) */
+};
+int bt_check_txn(struct btree_txn *t, const struct bt_check_opts *o);
+
+#endif

@@ -1,0 +1,397 @@
+/*
+ * Cursors: a stack of (page or node, index) from a bucket's root down to a
+ * leaf. Read txns walk pages in the mapping, each one bounds-checked; a
+ * write txn sees its materialized nodes wherever it has them, so a cursor
+ * shows the txn's own uncommitted changes. Leaves left empty by deletes in
+ * a write txn (removed only at commit) are stepped over.
+ */
+#include <errno.h>
+
+#include "stored/btree_int.h"
+
+enum {
+	CURSOR_UNSET,
+	CURSOR_ON,
+	CURSOR_PAST_END,
+	CURSOR_BEFORE_START,
+};
+
+void btree_cursor_init(struct btree_cursor *c, struct btree_bucket *b)
+{
+	c->bucket = b;
+	c->depth = 0;
+	c->state = CURSOR_UNSET;
+}
+
+/* Loads the frame for page pgid of the cursor's bucket. */
+static int frame_load(struct btree_cursor *c, uint64_t pgid, struct btree_cursor_frame *f)
+{
+	struct btree_bucket *b = c->bucket;
+	struct btree_txn *t = b->txn;
+	struct bt_node *n = NULL;
+	int rc;
+
+	if (b->root == 0)
+		n = b->root_node;
+	else if (t->writable)
+		n = pgmap_get(&b->nodes, pgid);
+	f->pgid = pgid;
+	f->index = 0;
+	if (n) {
+		f->node = n;
+		f->page = NULL;
+		f->span = 0;
+		f->count = n->ninodes;
+		f->leaf = n->leaf;
+		return 0;
+	}
+	f->node = NULL;
+	if (b->root == 0) {
+		rc = bt_page_check(t->map, b->holder_pgid, b->inline_page, b->inline_len, true);
+		f->page = b->inline_page;
+		f->span = b->inline_len;
+	} else {
+		rc = bt_txn_page(t, pgid, &f->page, &f->span);
+	}
+	if (rc < 0)
+		return rc;
+	f->count = page_count(f->page);
+	f->leaf = page_flags(f->page) == PAGE_FLAG_LEAF;
+	return 0;
+}
+
+static int cursor_push(struct btree_cursor *c, uint64_t pgid)
+{
+	if (c->depth >= BTREE_MAX_DEPTH)
+		return bt_corrupt(c->bucket->txn->map, pgid,
+				  "lies more than %d levels deep (a cycle in the tree?)",
+				  BTREE_MAX_DEPTH);
+	int rc = frame_load(c, pgid, &c->stack[c->depth]);
+	if (rc < 0)
+		return rc;
+	c->depth++;
+	return 0;
+}
+
+static const struct bt_map *cursor_map(const struct btree_cursor *c)
+{
+	return c->bucket->txn->map;
+}
+
+/* Page id named in messages about frame f. */
+static uint64_t frame_where(const struct btree_cursor *c, const struct btree_cursor_frame *f)
+{
+	return c->bucket->root == 0 ? c->bucket->holder_pgid : f->pgid;
+}
+
+/* Key i of frame f. */
+static int frame_key(const struct btree_cursor *c, const struct btree_cursor_frame *f,
+		     uint32_t i, const uint8_t **key, uint32_t *ksize)
+{
+	if (f->node) {
+		*key = f->node->inodes[i].key;
+		*ksize = f->node->inodes[i].ksize;
+		return 0;
+	}
+	struct page_elem e;
+	if (page_elem(f->page, f->span, f->leaf, i, &e) < 0)
+		return bt_corrupt(cursor_map(c), frame_where(c, f),
+				  "has element %u pointing outside the page", i);
+	*key = e.key;
+	*ksize = e.ksize;
+	return 0;
+}
+
+/* Child page of the branch frame f at its index. */
+static int frame_child(const struct btree_cursor *c, const struct btree_cursor_frame *f,
+		       uint64_t *pgid)
+{
+	if (f->node) {
+		*pgid = f->node->inodes[f->index].pgid;
+		return 0;
+	}
+	struct page_elem e;
+	if (page_elem(f->page, f->span, false, f->index, &e) < 0)
+		return bt_corrupt(cursor_map(c), frame_where(c, f),
+				  "has element %u pointing outside the page", f->index);
+	*pgid = e.pgid;
+	return 0;
+}
+
+/* The entry at the leaf frame f's index; a bucket's value is its header. */
+static int frame_kv(const struct btree_cursor *c, const struct btree_cursor_frame *f,
+		    struct btree_kv *kv)
+{
+	if (f->node) {
+		const struct bt_inode *in = &f->node->inodes[f->index];
+		kv->key = in->key;
+		kv->key_len = in->ksize;
+		kv->val = in->val;
+		kv->val_len = in->vsize;
+		kv->flags = (in->flags & PAGE_LEAF_BUCKET) ? BTREE_KV_BUCKET : 0;
+		return 0;
+	}
+	struct page_elem e;
+	if (page_elem(f->page, f->span, true, f->index, &e) < 0)
+		return bt_corrupt(cursor_map(c), frame_where(c, f),
+				  "has element %u pointing outside the page", f->index);
+	if (e.ksize == 0)
+		return bt_corrupt(cursor_map(c), frame_where(c, f), "has an empty key at element %u",
+				  f->index);
+	kv->key = e.key;
+	kv->key_len = e.ksize;
+	kv->val = e.val;
+	kv->val_len = e.vsize;
+	kv->flags = (e.flags & PAGE_LEAF_BUCKET) ? BTREE_KV_BUCKET : 0;
+	return 0;
+}
+
+static struct btree_cursor_frame *cursor_top(struct btree_cursor *c)
+{
+	return &c->stack[c->depth - 1];
+}
+
+/* From the top frame down to a leaf, taking the first (or, with last, the
+ * last) child each time. */
+static int descend(struct btree_cursor *c, bool last)
+{
+	while (!cursor_top(c)->leaf) {
+		uint64_t pgid = 0;
+		int rc = frame_child(c, cursor_top(c), &pgid);
+		if (rc == 0)
+			rc = cursor_push(c, pgid);
+		if (rc < 0)
+			return rc;
+		struct btree_cursor_frame *f = cursor_top(c);
+		f->index = last && f->count ? f->count - 1 : 0;
+	}
+	return 0;
+}
+
+/* Moves to the next (forward) or previous entry, over empty leaves. */
+static int step(struct btree_cursor *c, struct btree_kv *kv, bool forward)
+{
+	for (;;) {
+		int i;
+		for (i = (int)c->depth - 1; i >= 0; i--) {
+			struct btree_cursor_frame *f = &c->stack[i];
+			if (forward && f->index + 1 < f->count) {
+				f->index++;
+				break;
+			}
+			if (!forward && f->index > 0) {
+				f->index--;
+				break;
+			}
+		}
+		if (i < 0) {
+			if (forward)
+				cursor_top(c)->index = cursor_top(c)->count;
+			c->state = forward ? CURSOR_PAST_END : CURSOR_BEFORE_START;
+			return -ENOENT;
+		}
+		c->depth = (uint32_t)i + 1;
+		int rc = descend(c, !forward);
+		if (rc < 0)
+			return rc;
+		if (cursor_top(c)->count == 0)
+			continue;
+		c->state = CURSOR_ON;
+		return frame_kv(c, cursor_top(c), kv);
+	}
+}
+
+/* A nested bucket shows no value to callers. */
+static int public_kv(int rc, struct btree_kv *kv)
+{
+	if (rc == 0 && (kv->flags & BTREE_KV_BUCKET)) {
+		kv->val = NULL;
+		kv->val_len = 0;
+	}
+	return rc;
+}
+
+static int cursor_usable(struct btree_cursor *c)
+{
+	int rc = bt_txn_usable(c->bucket->txn, false);
+	if (rc < 0)
+		return rc;
+	if (c->bucket->deleted)
+		return bt_error(-ENOENT, "stored: the bucket was deleted in this txn");
+	return 0;
+}
+
+/* Positions at the first (or, with last, the last) entry. */
+static int cursor_edge(struct btree_cursor *c, struct btree_kv *kv, bool last)
+{
+	int rc = cursor_usable(c);
+	if (rc < 0)
+		return rc;
+	c->depth = 0;
+	c->state = CURSOR_UNSET;
+	rc = cursor_push(c, c->bucket->root);
+	if (rc < 0)
+		return rc;
+	struct btree_cursor_frame *f = cursor_top(c);
+	f->index = last && f->count ? f->count - 1 : 0;
+	rc = descend(c, last);
+	if (rc < 0)
+		return rc;
+	if (cursor_top(c)->count == 0)
+		return public_kv(step(c, kv, !last), kv);
+	c->state = CURSOR_ON;
+	return public_kv(frame_kv(c, cursor_top(c), kv), kv);
+}
+
+int btree_cursor_first(struct btree_cursor *c, struct btree_kv *kv)
+{
+	return cursor_edge(c, kv, false);
+}
+
+int btree_cursor_last(struct btree_cursor *c, struct btree_kv *kv)
+{
+	return cursor_edge(c, kv, true);
+}
+
+int btree_cursor_next(struct btree_cursor *c, struct btree_kv *kv)
+{
+	int rc = cursor_usable(c);
+	if (rc < 0)
+		return rc;
+	switch (c->state) {
+	case CURSOR_UNSET:
+	case CURSOR_BEFORE_START:
+		return btree_cursor_first(c, kv);
+	case CURSOR_PAST_END:
+		return -ENOENT;
+	default:
+		return public_kv(step(c, kv, true), kv);
+	}
+}
+
+int btree_cursor_prev(struct btree_cursor *c, struct btree_kv *kv)
+{
+	int rc = cursor_usable(c);
+	if (rc < 0)
+		return rc;
+	switch (c->state) {
+	case CURSOR_UNSET:
+		return btree_cursor_last(c, kv);
+	case CURSOR_BEFORE_START:
+		return -ENOENT;
+	default:
+		return public_kv(step(c, kv, false), kv);
+	}
+}
+
+/* First index of frame f whose key is >= key. */
+static int frame_search(const struct btree_cursor *c, const struct btree_cursor_frame *f,
+			const uint8_t *key, size_t klen, uint32_t *index, bool *exact)
+{
+	uint32_t lo = 0, hi = f->count;
+	const uint8_t *k = NULL;
+	uint32_t ks = 0;
+	int rc;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		rc = frame_key(c, f, mid, &k, &ks);
+		if (rc < 0)
+			return rc;
+		if (page_keycmp(k, ks, key, klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*exact = false;
+	if (lo < f->count) {
+		rc = frame_key(c, f, lo, &k, &ks);
+		if (rc < 0)
+			return rc;
+		*exact = page_keycmp(k, ks, key, klen) == 0;
+	}
+	*index = lo;
+	return 0;
+}
+
+int bt_cursor_seek(struct btree_cursor *c, const uint8_t *key, size_t klen,
+		   struct btree_kv *kv, bool *exact)
+{
+	c->depth = 0;
+	c->state = CURSOR_ON;
+	*exact = false;
+	int rc = cursor_push(c, c->bucket->root);
+	if (rc < 0)
+		return rc;
+	for (;;) {
+		struct btree_cursor_frame *f = cursor_top(c);
+		uint32_t idx;
+		bool ex;
+		rc = frame_search(c, f, key, klen, &idx, &ex);
+		if (rc < 0)
+			return rc;
+		if (f->leaf) {
+			f->index = idx;
+			*exact = ex;
+			break;
+		}
+		/* The child whose range holds key: the last separator <= key. */
+		if (!ex && idx > 0)
+			idx--;
+		if (idx >= f->count)
+			idx = f->count - 1;
+		f->index = idx;
+		uint64_t pgid = 0;
+		rc = frame_child(c, f, &pgid);
+		if (rc == 0)
+			rc = cursor_push(c, pgid);
+		if (rc < 0)
+			return rc;
+	}
+	struct btree_cursor_frame *f = cursor_top(c);
+	if (f->index >= f->count)
+		return -ENOENT;
+	return frame_kv(c, f, kv);
+}
+
+int btree_cursor_seek(struct btree_cursor *c, const void *key, size_t key_len,
+		      struct btree_kv *kv)
+{
+	int rc = cursor_usable(c);
+	if (rc < 0)
+		return rc;
+	bool exact;
+	rc = bt_cursor_seek(c, key, key_len, kv, &exact);
+	if (rc == -ENOENT)
+		rc = step(c, kv, true);
+	return public_kv(rc, kv);
+}
+
+int bt_cursor_node(struct btree_cursor *c, struct bt_node **out)
+{
+	struct btree_bucket *b = c->bucket;
+	struct btree_cursor_frame *top = cursor_top(c);
+	if (top->node && top->leaf) {
+		*out = top->node;
+		return 0;
+	}
+	struct bt_node *n = c->stack[0].node;
+	int rc;
+	if (!n) {
+		rc = bt_node_get(b, c->stack[0].pgid, NULL, &n);
+		if (rc < 0)
+			return rc;
+	}
+	for (uint32_t i = 0; i + 1 < c->depth; i++) {
+		uint32_t idx = c->stack[i].index;
+		if (n->leaf || idx >= n->ninodes)
+			return bt_error(-EUCLEAN, "stored: db %s: cursor path does not match the tree",
+					b->txn->map->path);
+		rc = bt_node_get(b, n->inodes[idx].pgid, n, &n);
+		if (rc < 0)
+			return rc;
+	}
+	if (!n->leaf)
+		return bt_error(-EUCLEAN, "stored: db %s: cursor ends on a branch", b->txn->map->path);
+	*out = n;
+	return 0;
+}

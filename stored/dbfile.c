@@ -1,0 +1,759 @@
+/*
+ * The db file: creating it, choosing the current meta page, mapping it,
+ * loading the freelist (or rebuilding it from the reachable pages when the
+ * file has none), growing it, and checkpoints. Also the read-only handle
+ * that readers in other processes use.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stored/alloc.h"
+#include "stored/btree_int.h"
+
+#define DB_GROW_STEP (16ull << 20)  /* grow the file by at most this much beyond need */
+#define DB_META_PROBE (2u * PAGE_MAX_SIZE)
+
+/* The meta chosen at open. */
+struct db_meta_pick {
+	uint32_t page_size;
+	unsigned slot;
+	struct page_meta meta;
+	uint64_t file_size;
+};
+
+static int db_fstat_size(const char *path, int fd, uint64_t *size)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return bt_error(-errno, "stored: db %s: fstat: %s", path, strerror(errno));
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/*
+ * Finds the page size and the current meta of the file open at fd: the
+ * newest meta page that verifies, whose state lies inside the file.
+ */
+static int db_pick_meta(const char *path, int fd, struct db_meta_pick *out)
+{
+	uint64_t size;
+	int rc = db_fstat_size(path, fd, &size);
+	if (rc < 0)
+		return rc;
+	size_t probe = size < DB_META_PROBE ? (size_t)size : DB_META_PROBE;
+	uint8_t *buf = stored_calloc(1, DB_META_PROBE);
+	if (!buf)
+		return bt_error(-ENOMEM, "stored: out of memory");
+	rc = diskio_pread_all(fd, buf, probe, 0);
+	if (rc < 0) {
+		rc = bt_error(rc, "stored: db %s: reading the meta pages: %s", path, strerror(-rc));
+		goto out_free;
+	}
+
+	/* The page size: from meta 0, or from a valid meta 1 at some size. */
+	char why0[128] = "is missing", why1[128] = "is missing";
+	int rc0 = -EUCLEAN, rc1 = -EUCLEAN;
+	uint32_t ps = 0;
+	if (probe >= PAGE_HDR_SIZE + PAGE_META_SIZE) {
+		rc0 = page_meta_verify(buf, why0, sizeof(why0));
+		if (rc0 == 0)
+			ps = page_ld32(buf + PAGE_HDR_SIZE + 8);
+	}
+	for (uint32_t cand = PAGE_MIN_SIZE; ps == 0 && cand <= PAGE_MAX_SIZE; cand *= 2) {
+		char why[128];
+		if (probe < (size_t)cand + PAGE_HDR_SIZE + PAGE_META_SIZE)
+			break;
+		if (page_meta_verify(buf + cand, why, sizeof(why)) == 0 &&
+		    page_ld32(buf + cand + PAGE_HDR_SIZE + 8) == cand)
+			ps = cand;
+	}
+	/* Both unverifiable: meta 0's magic may still tell the page size, so
+	 * that both metas can be reported on. */
+	if (ps == 0 && probe >= PAGE_HDR_SIZE + PAGE_META_SIZE &&
+	    page_ld32(buf + PAGE_HDR_SIZE) == PAGE_MAGIC &&
+	    page_size_valid(page_ld32(buf + PAGE_HDR_SIZE + 8)))
+		ps = page_ld32(buf + PAGE_HDR_SIZE + 8);
+	if (ps == 0) {
+		rc = bt_error(rc0 == -EPROTO ? -EPROTO : -EUCLEAN,
+			      "stored: db %s: no valid meta page (meta 0 %s); the file is not a bbolt db or is corrupt, restore from a snapshot",
+			      path, why0);
+		goto out_free;
+	}
+	if (size < 2ull * ps) {
+		rc = bt_error(-EUCLEAN, "stored: db %s: the file has %llu bytes, less than two %u-byte meta pages; the file is truncated, restore from a snapshot",
+			      path, (unsigned long long)size, ps);
+		goto out_free;
+	}
+
+	struct page_meta m0, m1;
+	rc0 = page_meta_verify(buf, why0, sizeof(why0));
+	rc1 = page_meta_verify(buf + ps, why1, sizeof(why1));
+	page_meta_decode(buf, &m0);
+	page_meta_decode(buf + ps, &m1);
+	if (rc0 == 0 && m0.page_size != ps) {
+		rc0 = -EUCLEAN;
+		snprintf(why0, sizeof(why0), "has page size %u, not %u", m0.page_size, ps);
+	}
+	if (rc1 == 0 && m1.page_size != ps) {
+		rc1 = -EUCLEAN;
+		snprintf(why1, sizeof(why1), "has page size %u, not %u", m1.page_size, ps);
+	}
+	unsigned slot;
+	if (rc0 == 0 && rc1 == 0)
+		slot = m1.txid > m0.txid ? 1 : 0;
+	else if (rc0 == 0)
+		slot = 0;
+	else if (rc1 == 0)
+		slot = 1;
+	else {
+		rc = bt_error(rc0 == -EPROTO || rc1 == -EPROTO ? -EPROTO : -EUCLEAN,
+			      "stored: db %s: both meta pages are invalid (meta 0 %s, meta 1 %s); the file is corrupt, restore from a snapshot",
+			      path, why0, why1);
+		goto out_free;
+	}
+	struct page_meta *m = slot ? &m1 : &m0;
+	if (m->pgid < 3 || m->pgid > size / ps) {
+		rc = bt_error(-EUCLEAN, "stored: db %s: meta %u (txid %llu) has high-water mark %llu but the file holds %llu pages; the file is truncated or corrupt, restore from a snapshot",
+			      path, slot, (unsigned long long)m->txid, (unsigned long long)m->pgid,
+			      (unsigned long long)(size / ps));
+		goto out_free;
+	}
+	if (m->root < 2 || m->root >= m->pgid ||
+	    (m->freelist != PAGE_NO_FREELIST && (m->freelist < 2 || m->freelist >= m->pgid))) {
+		rc = bt_error(-EUCLEAN, "stored: db %s: meta %u (txid %llu) points at root page %llu and freelist page %llu outside [2, %llu); the file is corrupt, restore from a snapshot",
+			      path, slot, (unsigned long long)m->txid, (unsigned long long)m->root,
+			      (unsigned long long)m->freelist, (unsigned long long)m->pgid);
+		goto out_free;
+	}
+	out->page_size = ps;
+	out->slot = slot;
+	out->meta = *m;
+	out->file_size = size;
+	rc = 0;
+out_free:
+	stored_free(buf);
+	return rc;
+}
+
+/* Writes bbolt's initial layout into the empty file: two metas, an empty
+ * freelist (page 2), an empty root leaf (page 3); then syncs it. */
+static int db_init_file(const char *path, struct diskio *io, uint32_t ps)
+{
+	uint8_t *buf = stored_calloc(4, ps);
+	if (!buf)
+		return bt_error(-ENOMEM, "stored: out of memory");
+	for (unsigned i = 0; i < 2; i++) {
+		struct page_meta m = {
+			.magic = PAGE_MAGIC,
+			.version = PAGE_VERSION,
+			.page_size = ps,
+			.root = 3,
+			.freelist = 2,
+			.pgid = 4,
+			.txid = i,
+		};
+		page_meta_encode(buf + (size_t)i * ps, ps, i, &m);
+	}
+	page_set_header(buf + 2 * (size_t)ps, 2, PAGE_FLAG_FREELIST, 0, 0);
+	page_set_header(buf + 3 * (size_t)ps, 3, PAGE_FLAG_LEAF, 0, 0);
+	struct diskio_write w = { buf, 4 * (size_t)ps, 0 };
+	int rc = diskio_write_batch(io, &w, 1, true);
+	stored_free(buf);
+	if (rc < 0)
+		return bt_error(rc, "stored: db %s: writing the new file: %s", path, strerror(-rc));
+	return 0;
+}
+
+/* fsyncs the directory holding path, so a new file's entry is durable. */
+static int db_sync_dir(const char *path)
+{
+	char *copy = stored_strdup(path);
+	if (!copy)
+		return bt_error(-ENOMEM, "stored: out of memory");
+	int rc = 0;
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		rc = bt_error(-errno, "stored: db %s: syncing its directory: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	stored_free(copy);
+	return rc;
+}
+
+static int map_init(struct bt_map *m, const char *path, int fd, uint64_t map_size,
+		    uint32_t ps, uint64_t file_size)
+{
+	if (map_size == 0)
+		map_size = BTREE_DEFAULT_MAP_SIZE;
+	map_size = (map_size + ps - 1) / ps * ps;
+	if (file_size > map_size)
+		return bt_error(-ENOSPC, "stored: db %s: the file (%llu bytes) is larger than the map size %llu",
+				path, (unsigned long long)file_size, (unsigned long long)map_size);
+	void *base = mmap(NULL, map_size, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (base == MAP_FAILED)
+		return bt_error(-errno, "stored: db %s: mapping %llu bytes: %s", path,
+				(unsigned long long)map_size, strerror(errno));
+	m->fd = fd;
+	m->base = base;
+	m->map_size = map_size;
+	m->page_size = ps;
+	atomic_store(&m->file_size, file_size);
+	return 0;
+}
+
+static void map_release(struct bt_map *m)
+{
+	if (m->base)
+		munmap((void *)m->base, m->map_size);
+	if (m->fd >= 0)
+		close(m->fd);
+	stored_free(m->path);
+}
+
+int bt_map_cover(struct bt_map *m, uint64_t pages)
+{
+	if (pages > m->map_size / m->page_size)
+		return bt_error(-ENOSPC, "stored: db %s: high-water mark %llu lies past the map size %llu",
+				m->path, (unsigned long long)pages, (unsigned long long)m->map_size);
+	uint64_t need = pages * m->page_size;
+	if (need <= atomic_load(&m->file_size))
+		return 0;
+	uint64_t size;
+	int rc = db_fstat_size(m->path, m->fd, &size);
+	if (rc < 0)
+		return rc;
+	if (size < need)
+		return bt_error(-EUCLEAN, "stored: db %s: high-water mark %llu needs %llu bytes but the file has %llu; the file is truncated or was replaced",
+				m->path, (unsigned long long)pages, (unsigned long long)need,
+				(unsigned long long)size);
+	uint64_t known = atomic_load(&m->file_size);
+	while (known < size && !atomic_compare_exchange_weak(&m->file_size, &known, size))
+		;
+	return 0;
+}
+
+int bt_db_grow(struct btree_db *db, uint64_t pages)
+{
+	struct bt_map *m = &db->map;
+	uint64_t ps = m->page_size;
+	uint64_t size = atomic_load(&m->file_size);
+	uint64_t need = pages * ps;
+	if (need <= size)
+		return 0;
+	if (pages > m->map_size / ps)
+		return bt_error(-ENOSPC, "stored: db %s: the file would grow past the map size %llu",
+				m->path, (unsigned long long)m->map_size);
+	/* Grow ahead (double, at most DB_GROW_STEP beyond) to spare metadata
+	 * updates, but never past the mapping. */
+	uint64_t step = size < DB_GROW_STEP ? size : DB_GROW_STEP;
+	uint64_t target = need > size + step ? need : size + step;
+	target = (target + ps - 1) / ps * ps;
+	if (target > m->map_size)
+		target = m->map_size;
+	int rc = diskio_allocate(db->io, size, target - size);
+	if (rc == -EOPNOTSUPP)
+		rc = diskio_truncate(db->io, target);
+	if (rc < 0)
+		return bt_error(rc, "stored: db %s: growing the file to %llu bytes: %s", m->path,
+				(unsigned long long)target, strerror(-rc));
+	atomic_store(&m->file_size, target);
+	return 0;
+}
+
+/* Reads the durable freelist into db->fl: from the freelist page, or, for
+ * a file without one, as every page the tree does not reach. */
+static int db_load_freelist(struct btree_db *db, const struct page_meta *meta)
+{
+	struct bt_map *m = &db->map;
+	char why[160];
+	int rc;
+	if (meta->freelist == PAGE_NO_FREELIST) {
+		struct btree_txn *t;
+		uint8_t *seen = NULL;
+		rc = bt_txn_begin_read(m, NULL, &db->durable, &t);
+		if (rc < 0)
+			return rc;
+		uint64_t metas[2] = { 0, 1 };
+		struct bt_check_opts o = { .pre_used = metas, .npre_used = 2, .seen_out = &seen };
+		rc = bt_check_txn(t, &o);
+		btree_txn_end(t);
+		if (rc < 0)
+			return rc;
+		uint64_t *ids = stored_malloc(db->durable.hwm_pgid * sizeof(*ids));
+		size_t n = 0;
+		rc = ids ? 0 : -ENOMEM;
+		for (uint64_t id = 2; rc == 0 && id < db->durable.hwm_pgid; id++)
+			if (!(seen[id / 8] & (1u << (id % 8))))
+				ids[n++] = id;
+		if (rc == 0)
+			rc = freelist_put_free(&db->fl, ids, n);
+		stored_free(ids);
+		stored_free(seen);
+		db->durable_fl_pgid = PAGE_NO_FREELIST;
+		db->durable_fl_pages = 0;
+		return rc < 0 ? bt_error(rc, "stored: out of memory") : 0;
+	}
+
+	uint64_t fl = meta->freelist;
+	const uint8_t *p = m->base + fl * m->page_size;
+	uint64_t overflow = page_overflow(p);
+	if (page_flags(p) != PAGE_FLAG_FREELIST)
+		return bt_corrupt(m, fl, "has invalid flags 0x%04x where the freelist belongs",
+				  page_flags(p));
+	if (page_id(p) != fl)
+		return bt_corrupt(m, fl, "has id %llu in its header", (unsigned long long)page_id(p));
+	if (overflow >= meta->pgid - fl)
+		return bt_corrupt(m, fl, "is a freelist with %llu overflow pages, past the high-water mark",
+				  (unsigned long long)overflow);
+	uint64_t *ids;
+	size_t n;
+	rc = freelist_decode(p, (overflow + 1) * m->page_size, meta->pgid, &ids, &n, why,
+			     sizeof(why));
+	if (rc == -EUCLEAN)
+		return bt_corrupt(m, fl, "is a freelist that %s", why);
+	if (rc < 0)
+		return bt_error(rc, "stored: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		if (ids[i] >= fl && ids[i] <= fl + overflow) {
+			stored_free(ids);
+			return bt_corrupt(m, fl, "is a freelist that lists itself");
+		}
+	}
+	rc = freelist_put_free(&db->fl, ids, n);
+	stored_free(ids);
+	if (rc < 0)
+		return bt_error(rc, "stored: out of memory");
+	db->durable_fl_pgid = fl;
+	db->durable_fl_pages = overflow + 1;
+	return 0;
+}
+
+static int db_open_io(const struct btree_db_opts *o, int fd, struct diskio **io)
+{
+	if (o->io_open)
+		return o->io_open(fd, o->io_open_arg, io);
+	return diskio_open_auto(fd, io);
+}
+
+int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_db **out)
+{
+	static const struct btree_db_opts defaults;
+	struct db_meta_pick pick;
+	uint64_t size;
+	int rc;
+	if (!o)
+		o = &defaults;
+
+	struct btree_db *db = stored_calloc(1, sizeof(*db));
+	if (!db)
+		return bt_error(-ENOMEM, "stored: out of memory");
+	freelist_init(&db->fl);
+	pthread_mutex_init(&db->readers_lock, NULL);
+	db->map.fd = -1;
+	db->map.path = stored_strdup(path);
+	if (!db->map.path) {
+		rc = bt_error(-ENOMEM, "stored: out of memory");
+		goto out_free_db;
+	}
+	int fd = open(path, O_RDWR | O_CLOEXEC | (o->create ? O_CREAT : 0), 0600);
+	if (fd < 0) {
+		rc = bt_error(-errno, "stored: db %s: open: %s", path, strerror(errno));
+		goto out_free_db;
+	}
+	db->map.fd = fd;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = errno == EWOULDBLOCK
+			     ? bt_error(-EBUSY, "stored: db %s: another process has it open for writing", path)
+			     : bt_error(-errno, "stored: db %s: flock: %s", path, strerror(errno));
+		goto out_free_db;
+	}
+	rc = db_open_io(o, fd, &db->io);
+	if (rc < 0) {
+		rc = bt_error(rc, "stored: db %s: opening its I/O backend: %s", path, strerror(-rc));
+		goto out_free_db;
+	}
+
+	rc = db_fstat_size(path, fd, &size);
+	if (rc < 0)
+		goto out_free_db;
+	if (size == 0) {
+		long os_ps = sysconf(_SC_PAGESIZE);
+		uint32_t ps = o->page_size ? o->page_size : (uint32_t)os_ps;
+		if (!page_size_valid(ps)) {
+			rc = bt_error(-EINVAL, "stored: db %s: page size %u is not a power of two in [%u, %u]",
+				      path, ps, PAGE_MIN_SIZE, PAGE_MAX_SIZE);
+			goto out_free_db;
+		}
+		rc = db_init_file(path, db->io, ps);
+		if (rc == 0)
+			rc = db_sync_dir(path);
+		if (rc < 0)
+			goto out_free_db;
+	}
+
+	rc = db_pick_meta(path, fd, &pick);
+	if (rc < 0)
+		goto out_free_db;
+	rc = map_init(&db->map, path, fd, o->map_size, pick.page_size, pick.file_size);
+	if (rc < 0)
+		goto out_free_db;
+	db->durable.root_pgid = pick.meta.root;
+	db->durable.txid = pick.meta.txid;
+	db->durable.hwm_pgid = pick.meta.pgid;
+	db->durable_slot = pick.slot;
+	db->cur = db->durable;
+	db->root_sequence = pick.meta.sequence;
+	db->oldest_reader = o->oldest_reader;
+	db->oldest_reader_arg = o->oldest_reader_arg;
+	rc = db_load_freelist(db, &pick.meta);
+	if (rc < 0)
+		goto out_free_db;
+
+	/* Readers that predate this open may read any state published before
+	 * it: pages past the durable high-water mark, and pages the freelist
+	 * page lists as free (it lists pending pages too). */
+	if (o->resume.txid) {
+		if (o->resume.txid > db->cur.txid)
+			db->cur.txid = o->resume.txid;
+		db->reuse_blocked = true;
+		db->resume_txid = o->resume.txid;
+		if (o->resume.hwm_pgid > db->cur.hwm_pgid) {
+			if (o->resume.hwm_pgid > db->map.map_size / db->map.page_size) {
+				rc = bt_error(-ENOSPC, "stored: db %s: resumed high-water mark %llu lies past the map size",
+					      path, (unsigned long long)o->resume.hwm_pgid);
+				goto out_free_db;
+			}
+			rc = freelist_put_free_run(&db->fl, db->cur.hwm_pgid,
+						   o->resume.hwm_pgid - db->cur.hwm_pgid);
+			if (rc < 0) {
+				rc = bt_error(rc, "stored: db %s: a free page is listed twice; the file is corrupt, restore from a snapshot",
+					      path);
+				goto out_free_db;
+			}
+			db->cur.hwm_pgid = o->resume.hwm_pgid;
+		}
+	}
+	*out = db;
+	return 0;
+
+out_free_db:
+	btree_db_close(db);
+	return rc;
+}
+
+void btree_db_close(struct btree_db *db)
+{
+	if (!db)
+		return;
+	diskio_close(db->io);
+	map_release(&db->map);
+	freelist_destroy(&db->fl);
+	stored_free(db->local_readers);
+	pthread_mutex_destroy(&db->readers_lock);
+	stored_free(db);
+}
+
+void btree_db_current(const struct btree_db *db, struct btree_root *out)
+{
+	*out = db->cur;
+}
+
+void btree_db_durable(const struct btree_db *db, struct btree_root *out)
+{
+	*out = db->durable;
+}
+
+void btree_db_unblock_reuse(struct btree_db *db)
+{
+	db->reuse_blocked = false;
+}
+
+void btree_db_stats(const struct btree_db *db, struct btree_db_stats *out)
+{
+	out->page_size = db->map.page_size;
+	out->hwm_pgid = db->cur.hwm_pgid;
+	out->free_pages = db->fl.nfree;
+	out->pending_pages = db->fl.pending_pages;
+	out->file_bytes = atomic_load(&db->map.file_size);
+	out->commits = db->commits;
+	out->checkpoints = db->checkpoints;
+	out->io_backend = diskio_name(db->io);
+}
+
+/* Marks the db failed after an I/O error the caller cannot undo. */
+static int db_fail(struct btree_db *db, int rc, const char *what)
+{
+	db->failed = true;
+	return bt_error(rc, "stored: db %s: %s failed: %s; the db must be reopened",
+			db->map.path, what, strerror(-rc));
+}
+
+int btree_db_checkpoint(struct btree_db *db, struct btree_root *out)
+{
+	struct bt_map *m = &db->map;
+	uint32_t ps = m->page_size;
+	int rc;
+	if (db->failed)
+		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
+				m->path);
+	if (db->writing)
+		return bt_error(-EBUSY, "stored: db %s: checkpoint while a write txn is open", m->path);
+	if (db->cur.txid == db->durable.txid && db->cur.root_pgid == db->durable.root_pgid &&
+	    db->cur.hwm_pgid == db->durable.hwm_pgid) {
+		if (out)
+			*out = db->cur;
+		return 0;
+	}
+
+	/* bbolt keeps meta txid T in page T % 2: write the other slot with a
+	 * txid of its parity. */
+	unsigned slot = 1 - db->durable_slot;
+	uint64_t txid = db->cur.txid;
+	if (txid % 2 != slot)
+		txid++;
+
+	uint64_t oldest = bt_db_oldest_reader(db);
+	rc = freelist_release(&db->fl, db->durable.txid < oldest ? db->durable.txid : oldest);
+	if (rc < 0)
+		return db_fail(db, rc, "releasing free pages");
+	if (db->durable_fl_pgid != PAGE_NO_FREELIST) {
+		rc = freelist_add_pending(&db->fl, txid, db->durable_fl_pgid, db->durable_fl_pages);
+		if (rc < 0)
+			return db_fail(db, rc, "recording the old freelist page");
+	}
+
+	/* Room for the list; taking pages from the free set only shrinks it. */
+	uint64_t npages = (freelist_page_bytes(freelist_count(&db->fl)) + ps - 1) / ps;
+	uint64_t fl_pgid;
+	uint64_t hwm = db->cur.hwm_pgid;
+	if (db->reuse_blocked || freelist_alloc(&db->fl, npages, &fl_pgid) < 0) {
+		fl_pgid = hwm;
+		if (npages > m->map_size / ps - hwm)
+			return db_fail(db, -ENOSPC, "allocating the freelist page");
+		hwm += npages;
+	}
+	uint8_t *buf = stored_calloc(npages, ps);
+	uint8_t *meta_page = stored_malloc(ps);
+	if (!buf || !meta_page) {
+		rc = db_fail(db, -ENOMEM, "checkpoint");
+		goto out_free;
+	}
+	rc = freelist_encode(&db->fl, buf, npages * ps, fl_pgid, (uint32_t)(npages - 1));
+	if (rc < 0) {
+		rc = db_fail(db, rc, "encoding the freelist");
+		goto out_free;
+	}
+	rc = bt_db_grow(db, hwm);
+	if (rc < 0) {
+		rc = db_fail(db, rc, "growing the file");
+		goto out_free;
+	}
+	struct diskio_write w = { buf, npages * ps, fl_pgid * ps };
+	rc = diskio_write_batch(db->io, &w, 1, true);
+	if (rc < 0) {
+		rc = db_fail(db, rc, "writing and syncing the freelist");
+		goto out_free;
+	}
+	struct page_meta meta = {
+		.magic = PAGE_MAGIC,
+		.version = PAGE_VERSION,
+		.page_size = ps,
+		.root = db->cur.root_pgid,
+		.sequence = db->root_sequence,
+		.freelist = fl_pgid,
+		.pgid = hwm,
+		.txid = txid,
+	};
+	page_meta_encode(meta_page, ps, slot, &meta);
+	w = (struct diskio_write){ meta_page, ps, (uint64_t)slot * ps };
+	rc = diskio_write_batch(db->io, &w, 1, true);
+	if (rc < 0) {
+		rc = db_fail(db, rc, "writing and syncing the meta page");
+		goto out_free;
+	}
+
+	db->cur.txid = txid;
+	db->cur.hwm_pgid = hwm;
+	db->durable = db->cur;
+	db->durable_slot = slot;
+	db->durable_fl_pgid = fl_pgid;
+	db->durable_fl_pages = npages;
+	db->checkpoints++;
+	if (out)
+		*out = db->cur;
+out_free:
+	stored_free(buf);
+	stored_free(meta_page);
+	return rc;
+}
+
+int btree_reader_open(const char *path, const struct btree_reader_opts *o,
+		      struct btree_reader **out)
+{
+	struct db_meta_pick pick;
+	int rc;
+	struct btree_reader *r = stored_calloc(1, sizeof(*r));
+	if (!r)
+		return bt_error(-ENOMEM, "stored: out of memory");
+	r->map.fd = -1;
+	r->map.path = stored_strdup(path);
+	if (!r->map.path) {
+		rc = bt_error(-ENOMEM, "stored: out of memory");
+		goto out_free_reader;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = bt_error(-errno, "stored: db %s: open: %s", path, strerror(errno));
+		goto out_free_reader;
+	}
+	r->map.fd = fd;
+	rc = db_pick_meta(path, fd, &pick);
+	if (rc < 0)
+		goto out_free_reader;
+	rc = map_init(&r->map, path, fd, o ? o->map_size : 0, pick.page_size, pick.file_size);
+	if (rc < 0)
+		goto out_free_reader;
+	*out = r;
+	return 0;
+
+out_free_reader:
+	btree_reader_close(r);
+	return rc;
+}
+
+void btree_reader_close(struct btree_reader *r)
+{
+	if (!r)
+		return;
+	map_release(&r->map);
+	stored_free(r);
+}
+
+int btree_reader_durable(struct btree_reader *r, struct btree_root *out)
+{
+	struct db_meta_pick pick;
+	int rc = db_pick_meta(r->map.path, r->map.fd, &pick);
+	if (rc < 0)
+		return rc;
+	if (pick.page_size != r->map.page_size)
+		return bt_error(-EUCLEAN, "stored: db %s: the page size changed from %u to %u under the mapping",
+				r->map.path, r->map.page_size, pick.page_size);
+	out->root_pgid = pick.meta.root;
+	out->txid = pick.meta.txid;
+	out->hwm_pgid = pick.meta.pgid;
+	return 0;
+}
+
+int btree_reader_check(struct btree_reader *r)
+{
+	struct db_meta_pick pick;
+	struct bt_map *m = &r->map;
+	int rc = db_pick_meta(m->path, m->fd, &pick);
+	if (rc < 0)
+		return rc;
+	struct btree_root at = { pick.meta.root, pick.meta.txid, pick.meta.pgid };
+	struct btree_txn *t;
+	rc = bt_txn_begin_read(m, NULL, &at, &t);
+	if (rc < 0)
+		return rc;
+
+	uint64_t *used = NULL, *ids = NULL;
+	size_t nused = 2, nids = 0;
+	struct bt_check_opts o = { 0 };
+	uint64_t fl = pick.meta.freelist;
+	if (fl != PAGE_NO_FREELIST) {
+		const uint8_t *p = m->base + fl * m->page_size;
+		uint64_t overflow = page_overflow(p);
+		char why[160];
+		if (page_flags(p) != PAGE_FLAG_FREELIST || page_id(p) != fl) {
+			rc = bt_corrupt(m, fl, "has flags 0x%04x and id %llu where the freelist belongs",
+					page_flags(p), (unsigned long long)page_id(p));
+			goto out_end;
+		}
+		if (overflow >= at.hwm_pgid - fl) {
+			rc = bt_corrupt(m, fl, "is a freelist with %llu overflow pages, past the high-water mark",
+					(unsigned long long)overflow);
+			goto out_end;
+		}
+		rc = freelist_decode(p, (overflow + 1) * m->page_size, at.hwm_pgid, &ids, &nids, why,
+				     sizeof(why));
+		if (rc == -EUCLEAN)
+			rc = bt_corrupt(m, fl, "is a freelist that %s", why);
+		if (rc < 0)
+			goto out_end;
+		nused = 2 + overflow + 1;
+		used = stored_malloc(nused * sizeof(*used));
+		if (!used) {
+			rc = bt_error(-ENOMEM, "stored: out of memory");
+			goto out_end;
+		}
+		for (uint64_t i = 0; i <= overflow; i++)
+			used[2 + i] = fl + i;
+		o.free_ids = ids;
+		o.nfree = nids;
+		o.account_all = true;
+	} else {
+		used = stored_malloc(nused * sizeof(*used));
+		if (!used) {
+			rc = bt_error(-ENOMEM, "stored: out of memory");
+			goto out_end;
+		}
+	}
+	used[0] = 0;
+	used[1] = 1;
+	o.pre_used = used;
+	o.npre_used = nused;
+	rc = bt_check_txn(t, &o);
+out_end:
+	stored_free(used);
+	stored_free(ids);
+	btree_txn_end(t);
+	return rc;
+}
+
+int btree_db_check(struct btree_db *db)
+{
+	struct btree_txn *t;
+	int rc = bt_txn_begin_read(&db->map, NULL, &db->cur, &t);
+	if (rc < 0)
+		return rc;
+	uint64_t nfree = freelist_count(&db->fl);
+	size_t nused = 2 + (db->durable_fl_pgid == PAGE_NO_FREELIST ? 0 : db->durable_fl_pages);
+	uint64_t *ids = stored_malloc((nfree ? nfree : 1) * sizeof(*ids));
+	uint64_t *used = stored_malloc(nused * sizeof(*used));
+	if (!ids || !used) {
+		rc = bt_error(-ENOMEM, "stored: out of memory");
+		goto out_free;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < db->fl.nfree; i++)
+		ids[k++] = db->fl.free[i];
+	for (size_t i = 0; i < db->fl.npending; i++)
+		for (uint64_t j = 0; j < db->fl.pending[i].n; j++)
+			ids[k++] = db->fl.pending[i].pgid + j;
+	used[0] = 0;
+	used[1] = 1;
+	for (size_t i = 2; i < nused; i++)
+		used[i] = db->durable_fl_pgid + (i - 2);
+	struct bt_check_opts o = {
+		.pre_used = used,
+		.npre_used = nused,
+		.free_ids = ids,
+		.nfree = k,
+		.account_all = true,
+	};
+	rc = bt_check_txn(t, &o);
+out_free:
+	stored_free(ids);
+	stored_free(used);
+	btree_txn_end(t);
+	return rc;
+}

@@ -1,0 +1,161 @@
+/*
+ * Disk I/O: shared helpers, the plain syscall backend, and backend choice
+ * (io_uring where permitted, plain otherwise, logged once).
+ */
+#include "stored/diskio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stored/alloc.h"
+
+static void (*diskio_logger)(const char *level, const char *msg);
+
+void diskio_set_logger(void (*log)(const char *level, const char *msg))
+{
+	diskio_logger = log;
+}
+
+void diskio_log(const char *level, const char *msg)
+{
+	if (diskio_logger) {
+		diskio_logger(level, msg);
+		return;
+	}
+	/* A JSON line in the shape of etcd's logger; msg carries no quotes. */
+	fprintf(stderr, "{\"level\":\"%s\",\"caller\":\"stored/diskio\",\"msg\":\"%s\"}\n",
+		level, msg);
+}
+
+int diskio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+int diskio_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -ENODATA;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+void diskio_close(struct diskio *d)
+{
+	if (d)
+		d->ops->destroy(d);
+}
+
+static int plain_sync(struct diskio *d)
+{
+	while (fdatasync(d->fd) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+static int plain_write_batch(struct diskio *d, const struct diskio_write *w,
+			     size_t n, bool sync)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = diskio_pwrite_all(d->fd, w[i].buf, w[i].len, w[i].off);
+		if (rc < 0)
+			return rc;
+	}
+	return sync ? plain_sync(d) : 0;
+}
+
+static int plain_read(struct diskio *d, void *buf, size_t len, uint64_t off)
+{
+	return diskio_pread_all(d->fd, buf, len, off);
+}
+
+static int plain_truncate(struct diskio *d, uint64_t size)
+{
+	while (ftruncate(d->fd, (off_t)size) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+static int plain_allocate(struct diskio *d, uint64_t off, uint64_t len)
+{
+	while (fallocate(d->fd, 0, (off_t)off, (off_t)len) < 0) {
+		if (errno != EINTR)
+			return errno == ENOSYS ? -EOPNOTSUPP : -errno;
+	}
+	return 0;
+}
+
+static void plain_destroy(struct diskio *d)
+{
+	stored_free(d);
+}
+
+static const struct diskio_ops plain_ops = {
+	.name = "plain",
+	.write_batch = plain_write_batch,
+	.read = plain_read,
+	.sync = plain_sync,
+	.truncate = plain_truncate,
+	.allocate = plain_allocate,
+	.destroy = plain_destroy,
+};
+
+int diskio_plain_open(int fd, struct diskio **out)
+{
+	struct diskio *d = stored_malloc(sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->ops = &plain_ops;
+	d->fd = fd;
+	*out = d;
+	return 0;
+}
+
+int diskio_open_auto(int fd, struct diskio **out)
+{
+	static atomic_bool fallback_logged;
+	int rc = diskio_uring_open(fd, 0, out);
+	if (rc == 0 || rc == -ENOMEM)
+		return rc;
+	if (!atomic_exchange(&fallback_logged, true)) {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+			 "io_uring is not permitted here (%s); writing the db with pwrite and fdatasync",
+			 strerror(-rc));
+		diskio_log("warn", msg);
+	}
+	return diskio_plain_open(fd, out);
+}

@@ -1,0 +1,268 @@
+/*
+ * The fault-injecting diskio backend, for tests. It writes through to the
+ * file, fails chosen writes or syncs, can lose the device after a number of
+ * operations, and keeps an undo record of every write since the last
+ * successful sync so that diskio_fault_crash can rebuild what a power cut
+ * could leave: the synced state plus any subset of the later writes, some
+ * of them torn at a sector boundary, the latest kept write winning where
+ * they overlap.
+ */
+#include "stored/diskio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stored/alloc.h"
+
+#define FAULT_SECTOR 512u
+
+struct fault_undo {
+	uint64_t off;
+	size_t len;
+	uint8_t *old;       /* bytes before the write (old_len of them; the rest was past EOF) */
+	size_t old_len;
+	uint8_t *data;      /* the bytes written */
+};
+
+struct fault_io {
+	struct diskio base; /* first: a struct diskio * is a struct fault_io * */
+	struct diskio_fault_opts opts;
+	long writes, syncs, ops;
+	bool cut;
+	uint64_t synced_size;   /* file size at the last successful sync */
+	struct fault_undo *undo;
+	size_t nundo, undo_cap;
+};
+
+static void fault_forget(struct fault_io *f)
+{
+	for (size_t i = 0; i < f->nundo; i++) {
+		stored_free(f->undo[i].old);
+		stored_free(f->undo[i].data);
+	}
+	f->nundo = 0;
+}
+
+static int fault_file_size(int fd, uint64_t *size)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* Counts one op; false once the device is gone (the op must not happen). */
+static bool fault_op(struct fault_io *f)
+{
+	if (f->cut)
+		return false;
+	if (f->opts.cut_at_op >= 0 && f->ops >= f->opts.cut_at_op) {
+		f->cut = true;
+		return false;
+	}
+	f->ops++;
+	return true;
+}
+
+static int fault_write_one(struct fault_io *f, const struct diskio_write *w)
+{
+	if (!fault_op(f))
+		return -EIO;
+	if (f->opts.fail_write_at >= 0 && f->writes++ == f->opts.fail_write_at)
+		return -f->opts.fail_errno;
+	if (f->nundo == f->undo_cap) {
+		size_t cap = f->undo_cap ? f->undo_cap * 2 : 16;
+		struct fault_undo *u = stored_realloc(f->undo, cap * sizeof(*u));
+		if (!u)
+			return -ENOMEM;
+		f->undo = u;
+		f->undo_cap = cap;
+	}
+	struct fault_undo *u = &f->undo[f->nundo];
+	uint64_t size;
+	int rc = fault_file_size(f->base.fd, &size);
+	if (rc < 0)
+		return rc;
+	u->off = w->off;
+	u->len = w->len;
+	u->old_len = w->off >= size ? 0 : (size_t)(size - w->off < w->len ? size - w->off : w->len);
+	u->old = stored_malloc(u->old_len);
+	u->data = stored_malloc(w->len);
+	if (!u->old || !u->data) {
+		stored_free(u->old);
+		stored_free(u->data);
+		return -ENOMEM;
+	}
+	memcpy(u->data, w->buf, w->len);
+	rc = diskio_pread_all(f->base.fd, u->old, u->old_len, w->off);
+	if (rc < 0) {
+		stored_free(u->old);
+		stored_free(u->data);
+		return rc;
+	}
+	f->nundo++;
+	return diskio_pwrite_all(f->base.fd, w->buf, w->len, w->off);
+}
+
+static int fault_sync(struct diskio *d)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	if (!fault_op(f))
+		return -EIO;
+	if (f->opts.fail_sync_at >= 0 && f->syncs++ == f->opts.fail_sync_at)
+		return -f->opts.fail_errno;
+	if (fdatasync(d->fd) < 0)
+		return -errno;
+	fault_forget(f);
+	return fault_file_size(d->fd, &f->synced_size);
+}
+
+static int fault_write_batch(struct diskio *d, const struct diskio_write *w,
+			     size_t n, bool sync)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	for (size_t i = 0; i < n; i++) {
+		int rc = fault_write_one(f, &w[i]);
+		if (rc < 0)
+			return rc;
+	}
+	return sync ? fault_sync(d) : 0;
+}
+
+static int fault_read(struct diskio *d, void *buf, size_t len, uint64_t off)
+{
+	return diskio_pread_all(d->fd, buf, len, off);
+}
+
+static int fault_truncate(struct diskio *d, uint64_t size)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	if (!fault_op(f))
+		return -EIO;
+	if (ftruncate(d->fd, (off_t)size) < 0)
+		return -errno;
+	return 0;
+}
+
+static int fault_allocate(struct diskio *d, uint64_t off, uint64_t len)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	if (!fault_op(f))
+		return -EIO;
+	if (fallocate(d->fd, 0, (off_t)off, (off_t)len) < 0)
+		return -errno;
+	return 0;
+}
+
+static void fault_destroy(struct diskio *d)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	fault_forget(f);
+	stored_free(f->undo);
+	stored_free(f);
+}
+
+static const struct diskio_ops fault_ops = {
+	.name = "fault",
+	.write_batch = fault_write_batch,
+	.read = fault_read,
+	.sync = fault_sync,
+	.truncate = fault_truncate,
+	.allocate = fault_allocate,
+	.destroy = fault_destroy,
+};
+
+int diskio_fault_open(int fd, const struct diskio_fault_opts *o, struct diskio **out)
+{
+	struct fault_io *f = stored_calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->base.ops = &fault_ops;
+	f->base.fd = fd;
+	f->opts = o ? *o : diskio_fault_defaults();
+	if (f->opts.fail_errno <= 0)
+		f->opts.fail_errno = EIO;
+	int rc = fault_file_size(fd, &f->synced_size);
+	if (rc < 0) {
+		stored_free(f);
+		return rc;
+	}
+	*out = &f->base;
+	return 0;
+}
+
+/* xorshift64*: the crash's choices, reproducible from the seed. */
+static uint64_t fault_rand(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 2685821657736338717ull;
+}
+
+int diskio_fault_crash(struct diskio *d, enum diskio_crash_mode mode, uint64_t seed)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	int fd = d->fd;
+	int rc;
+	f->cut = true;
+	if (mode == DISKIO_CRASH_KEEP_ALL)
+		goto out_forget;
+
+	/* Back to the synced state: undo in reverse order, then drop growth. */
+	for (size_t i = f->nundo; i-- > 0;) {
+		struct fault_undo *u = &f->undo[i];
+		rc = diskio_pwrite_all(fd, u->old, u->old_len, u->off);
+		if (rc < 0)
+			return rc;
+	}
+	if (ftruncate(fd, (off_t)f->synced_size) < 0)
+		return -errno;
+
+	if (mode == DISKIO_CRASH_RANDOM) {
+		uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+		for (size_t i = 0; i < f->nundo; i++) {
+			struct fault_undo *u = &f->undo[i];
+			uint64_t r = fault_rand(&s) % 3;
+			size_t keep = 0;
+			if (r == 0) {
+				keep = u->len;
+			} else if (r == 1) {
+				size_t sectors = (u->len + FAULT_SECTOR - 1) / FAULT_SECTOR;
+				keep = (size_t)(fault_rand(&s) % (sectors + 1)) * FAULT_SECTOR;
+				if (keep > u->len)
+					keep = u->len;
+			}
+			rc = diskio_pwrite_all(fd, u->data, keep, u->off);
+			if (rc < 0)
+				return rc;
+		}
+	}
+out_forget:
+	if (fdatasync(fd) < 0)
+		return -errno;
+	fault_forget(f);
+	return 0;
+}
+
+void diskio_fault_cut_after(struct diskio *d, long n)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	f->opts.cut_at_op = f->ops + n;
+}
+
+long diskio_fault_ops(const struct diskio *d)
+{
+	return ((const struct fault_io *)d)->ops;
+}
+
+bool diskio_fault_is_cut(const struct diskio *d)
+{
+	return ((const struct fault_io *)d)->cut;
+}

@@ -1,0 +1,281 @@
+/*
+ * Free and pending pages of the writer (see freelist.h).
+ */
+#include "stored/freelist.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stored/alloc.h"
+#include "stored/page.h"
+
+void freelist_init(struct freelist *fl)
+{
+	memset(fl, 0, sizeof(*fl));
+}
+
+void freelist_destroy(struct freelist *fl)
+{
+	stored_free(fl->free);
+	stored_free(fl->pending);
+	memset(fl, 0, sizeof(*fl));
+}
+
+int freelist_alloc(struct freelist *fl, uint64_t n, uint64_t *pgid)
+{
+	if (n == 0)
+		return -ENOENT;
+	/* Walk from the lowest id upwards (from the end of the array). */
+	size_t run = 0;
+	for (size_t i = fl->nfree; i-- > 0;) {
+		uint64_t id = fl->free[i];
+		if (run > 0 && fl->free[i + 1] + 1 == id)
+			run++;
+		else
+			run = 1;
+		if (run == n) {
+			/* The run is free[i .. i+n-1], first page free[i+n-1]. */
+			*pgid = fl->free[i + n - 1];
+			memmove(&fl->free[i], &fl->free[i + n],
+				(fl->nfree - i - n) * sizeof(uint64_t));
+			fl->nfree -= n;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Merges the descending ids (owned by the caller) into the free set. */
+static int freelist_merge_desc(struct freelist *fl, const uint64_t *ids, size_t n)
+{
+	if (n == 0)
+		return 0;
+	size_t total = fl->nfree + n;
+	uint64_t *out = stored_malloc(total * sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	size_t i = 0, j = 0, k = 0;
+	while (i < fl->nfree || j < n) {
+		uint64_t v;
+		if (j == n || (i < fl->nfree && fl->free[i] > ids[j])) {
+			v = fl->free[i++];
+		} else {
+			v = ids[j++];
+		}
+		if (k > 0 && out[k - 1] == v) {
+			stored_free(out);
+			return -EEXIST;
+		}
+		out[k++] = v;
+	}
+	stored_free(fl->free);
+	fl->free = out;
+	fl->nfree = k;
+	fl->free_cap = total;
+	return 0;
+}
+
+int freelist_put_free(struct freelist *fl, const uint64_t *ids, size_t n)
+{
+	if (n == 0)
+		return 0;
+	uint64_t *tmp = stored_malloc(n * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	memcpy(tmp, ids, n * sizeof(*tmp));
+	qsort(tmp, n, sizeof(*tmp), cmp_desc);
+	int rc = freelist_merge_desc(fl, tmp, n);
+	stored_free(tmp);
+	return rc;
+}
+
+int freelist_put_free_run(struct freelist *fl, uint64_t pgid, uint64_t n)
+{
+	if (n == 0)
+		return 0;
+	if (fl->free_cap - fl->nfree >= n) {
+		/* In place, without allocating: pages handed back after an
+		 * aborted txn fit in the room they were taken from. */
+		uint64_t last = pgid + n - 1;
+		size_t lo = 0, hi = fl->nfree;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (fl->free[mid] > last)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < fl->nfree && fl->free[lo] >= pgid)
+			return -EEXIST;
+		memmove(&fl->free[lo + n], &fl->free[lo], (fl->nfree - lo) * sizeof(uint64_t));
+		for (uint64_t i = 0; i < n; i++)
+			fl->free[lo + i] = last - i;
+		fl->nfree += n;
+		return 0;
+	}
+	uint64_t *tmp = stored_malloc(n * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++)
+		tmp[i] = pgid + n - 1 - i;
+	int rc = freelist_merge_desc(fl, tmp, n);
+	stored_free(tmp);
+	return rc;
+}
+
+int freelist_reserve_pending(struct freelist *fl, size_t n)
+{
+	if (fl->pending_cap - fl->npending >= n)
+		return 0;
+	size_t cap = fl->pending_cap ? fl->pending_cap : 64;
+	while (cap - fl->npending < n)
+		cap *= 2;
+	struct freelist_span *p = stored_realloc(fl->pending, cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	fl->pending = p;
+	fl->pending_cap = cap;
+	return 0;
+}
+
+int freelist_add_pending(struct freelist *fl, uint64_t txid, uint64_t pgid, uint64_t n)
+{
+	int rc = freelist_reserve_pending(fl, 1);
+	if (rc < 0)
+		return rc;
+	fl->pending[fl->npending++] = (struct freelist_span){ txid, pgid, n };
+	fl->pending_pages += n;
+	return 0;
+}
+
+void freelist_drop_pending_after(struct freelist *fl, uint64_t txid)
+{
+	while (fl->npending > 0 && fl->pending[fl->npending - 1].txid > txid) {
+		fl->pending_pages -= fl->pending[fl->npending - 1].n;
+		fl->npending--;
+	}
+}
+
+int freelist_release(struct freelist *fl, uint64_t upto_txid)
+{
+	size_t nspans = 0;
+	uint64_t pages = 0;
+	while (nspans < fl->npending && fl->pending[nspans].txid <= upto_txid)
+		pages += fl->pending[nspans++].n;
+	if (nspans == 0)
+		return 0;
+	uint64_t *ids = stored_malloc(pages * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < nspans; i++)
+		for (uint64_t j = 0; j < fl->pending[i].n; j++)
+			ids[k++] = fl->pending[i].pgid + j;
+	qsort(ids, k, sizeof(*ids), cmp_desc);
+	int rc = freelist_merge_desc(fl, ids, k);
+	stored_free(ids);
+	if (rc < 0)
+		return rc;
+	memmove(fl->pending, fl->pending + nspans,
+		(fl->npending - nspans) * sizeof(*fl->pending));
+	fl->npending -= nspans;
+	fl->pending_pages -= pages;
+	return 0;
+}
+
+uint64_t freelist_page_bytes(uint64_t count)
+{
+	uint64_t slots = count >= 0xFFFF ? count + 1 : count;
+	return PAGE_HDR_SIZE + slots * 8;
+}
+
+static int cmp_asc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int freelist_encode(const struct freelist *fl, uint8_t *buf, size_t span,
+		    uint64_t pgid, uint32_t overflow)
+{
+	uint64_t count = freelist_count(fl);
+	if (freelist_page_bytes(count) > span)
+		return -ENOSPC;
+	uint16_t hdr_count = count >= 0xFFFF ? 0xFFFF : (uint16_t)count;
+	page_set_header(buf, pgid, PAGE_FLAG_FREELIST, hdr_count, overflow);
+	uint8_t *p = buf + PAGE_HDR_SIZE;
+	if (count >= 0xFFFF) {
+		page_st64(p, count);
+		p += 8;
+	}
+	uint64_t *all = stored_malloc((count ? count : 1) * sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = fl->nfree; i-- > 0;)
+		all[k++] = fl->free[i];
+	for (size_t i = 0; i < fl->npending; i++)
+		for (uint64_t j = 0; j < fl->pending[i].n; j++)
+			all[k++] = fl->pending[i].pgid + j;
+	qsort(all, k, sizeof(*all), cmp_asc);
+	for (size_t i = 0; i < k; i++, p += 8)
+		page_st64(p, all[i]);
+	stored_free(all);
+	return 0;
+}
+
+int freelist_decode(const uint8_t *page, size_t span, uint64_t hwm,
+		    uint64_t **ids_out, size_t *n_out, char *why, size_t why_len)
+{
+	if (span < PAGE_HDR_SIZE) {
+		snprintf(why, why_len, "is shorter than a page header");
+		return -EUCLEAN;
+	}
+	uint64_t count = page_count(page);
+	size_t first = 0;
+	uint64_t room = (span - PAGE_HDR_SIZE) / 8;
+	if (count == 0xFFFF) {
+		if (room < 1) {
+			snprintf(why, why_len, "has no room for its id count");
+			return -EUCLEAN;
+		}
+		count = page_ld64(page + PAGE_HDR_SIZE);
+		first = 1;
+	}
+	if (count > room - first || (first && room == 0)) {
+		snprintf(why, why_len, "claims %llu ids but has room for %llu",
+			 (unsigned long long)count, (unsigned long long)(room - first));
+		return -EUCLEAN;
+	}
+	uint64_t *ids = stored_malloc((count ? count : 1) * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < count; i++)
+		ids[i] = page_ld64(page + PAGE_HDR_SIZE + (first + i) * 8);
+	qsort(ids, count, sizeof(*ids), cmp_asc);
+	for (uint64_t i = 0; i < count; i++) {
+		if (ids[i] < 2 || ids[i] >= hwm) {
+			snprintf(why, why_len, "lists page %llu, outside [2, %llu)",
+				 (unsigned long long)ids[i], (unsigned long long)hwm);
+			stored_free(ids);
+			return -EUCLEAN;
+		}
+		if (i > 0 && ids[i] == ids[i - 1]) {
+			snprintf(why, why_len, "lists page %llu twice",
+				 (unsigned long long)ids[i]);
+			stored_free(ids);
+			return -EUCLEAN;
+		}
+	}
+	*ids_out = ids;
+	*n_out = count;
+	return 0;
+}

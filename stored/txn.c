@@ -1,0 +1,471 @@
+/*
+ * Transactions: error reporting, page access with bounds checks, page
+ * allocation for write txns, and begin / commit / end.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stored/alloc.h"
+#include "stored/btree_int.h"
+
+static __thread char bt_errbuf[512];
+
+const char *btree_last_error(void)
+{
+	return bt_errbuf;
+}
+
+int bt_error(int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(bt_errbuf, sizeof(bt_errbuf), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int bt_corrupt(const struct bt_map *m, uint64_t pgid, const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(bt_errbuf, sizeof(bt_errbuf),
+		 "stored: db %s: page %llu %s; the file is corrupt, restore from a snapshot",
+		 m->path, (unsigned long long)pgid, what);
+	return -EUCLEAN;
+}
+
+int bt_txn_fail(struct btree_txn *t, int rc)
+{
+	switch (rc) {
+	case -EINVAL:
+	case -ENOENT:
+	case -EEXIST:
+	case -EISDIR:
+	case -ENOTDIR:
+	case -EROFS:
+	case -ECANCELED:
+		break;
+	default:
+		if (t->writable)
+			t->failed = true;
+	}
+	return rc;
+}
+
+int bt_txn_usable(struct btree_txn *t, bool write)
+{
+	if (t->failed)
+		return bt_error(-ECANCELED,
+				"stored: db %s: the write txn failed earlier and was not committed",
+				t->map->path);
+	if (write && !t->writable)
+		return bt_error(-EROFS, "stored: db %s: write in a read txn", t->map->path);
+	return 0;
+}
+
+int bt_page_check(const struct bt_map *m, uint64_t pgid, const uint8_t *p,
+		  size_t span, bool inline_page)
+{
+	if (span < PAGE_HDR_SIZE)
+		return bt_corrupt(m, pgid, "has an inline page shorter than a page header");
+	uint16_t flags = page_flags(p);
+	if (!inline_page && page_id(p) != pgid)
+		return bt_corrupt(m, pgid, "has id %llu in its header",
+				  (unsigned long long)page_id(p));
+	if (inline_page && flags != PAGE_FLAG_LEAF)
+		return bt_corrupt(m, pgid, "holds an inline bucket page with invalid flags 0x%04x",
+				  flags);
+	if (flags != PAGE_FLAG_BRANCH && flags != PAGE_FLAG_LEAF)
+		return bt_corrupt(m, pgid, "has invalid flags 0x%04x where a branch or leaf page belongs",
+				  flags);
+	uint16_t count = page_count(p);
+	if (PAGE_HDR_SIZE + (size_t)count * PAGE_ELEM_SIZE > span)
+		return bt_corrupt(m, pgid, "has %u elements, more than fit in %zu bytes",
+				  count, span);
+	if (flags == PAGE_FLAG_BRANCH && count == 0)
+		return bt_corrupt(m, pgid, "is a branch page without elements");
+	return 0;
+}
+
+int bt_txn_page(struct btree_txn *t, uint64_t pgid, const uint8_t **page, size_t *span)
+{
+	const struct bt_map *m = t->map;
+	if (pgid < 2 || pgid >= t->hwm)
+		return bt_corrupt(m, pgid, "is referenced but lies outside the tree (high-water mark %llu)",
+				  (unsigned long long)t->hwm);
+	if (t->writable && t->dirty_map.n > 0) {
+		uintptr_t idx = (uintptr_t)pgmap_get(&t->dirty_map, pgid);
+		if (idx) {
+			struct bt_dirty *d = &t->dirty[idx - 1];
+			*page = d->buf;
+			*span = d->npages * m->page_size;
+			return bt_page_check(m, pgid, d->buf, *span, false);
+		}
+	}
+	const uint8_t *p = m->base + pgid * m->page_size;
+	uint64_t overflow = page_overflow(p);
+	if (overflow >= t->hwm - pgid)
+		return bt_corrupt(m, pgid, "has %llu overflow pages, past the high-water mark %llu",
+				  (unsigned long long)overflow, (unsigned long long)t->hwm);
+	*page = p;
+	*span = (size_t)(overflow + 1) * m->page_size;
+	return bt_page_check(m, pgid, p, *span, false);
+}
+
+/* Makes room for one more entry in a run vector. */
+static int run_reserve(struct bt_run **v, size_t n, size_t *cap)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 32;
+	struct bt_run *r = stored_realloc(*v, c * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	*v = r;
+	*cap = c;
+	return 0;
+}
+
+int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid_out, uint8_t **buf_out)
+{
+	struct btree_db *db = t->db;
+	const struct bt_map *m = t->map;
+	uint64_t pgid;
+	bool from_free = false;
+	int rc;
+
+	if (t->ndirty == t->dirty_cap) {
+		size_t cap = t->dirty_cap ? t->dirty_cap * 2 : 64;
+		struct bt_dirty *d = stored_realloc(t->dirty, cap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		t->dirty = d;
+		t->dirty_cap = cap;
+	}
+	uint8_t *buf = stored_calloc(npages, m->page_size);
+	if (!buf)
+		return -ENOMEM;
+	/* Room to record a run from the freelist, so that it can be given
+	 * back if the txn aborts. */
+	rc = run_reserve(&t->allocs, t->nallocs, &t->allocs_cap);
+	if (rc < 0)
+		goto out_free_buf;
+
+	if (!db->reuse_blocked && freelist_alloc(&db->fl, npages, &pgid) == 0) {
+		from_free = true;
+	} else {
+		pgid = t->hwm;
+		if (npages > m->map_size / m->page_size - pgid) {
+			rc = bt_error(-ENOSPC,
+				      "stored: db %s: the file would grow past the map size of %llu bytes",
+				      m->path, (unsigned long long)m->map_size);
+			goto out_free_buf;
+		}
+	}
+	rc = pgmap_put(&t->dirty_map, pgid, (void *)(uintptr_t)(t->ndirty + 1));
+	if (rc < 0) {
+		if (from_free)
+			freelist_put_free_run(&db->fl, pgid, npages);
+		goto out_free_buf;
+	}
+	if (from_free)
+		t->allocs[t->nallocs++] = (struct bt_run){ pgid, npages };
+	else
+		t->hwm += npages;
+	page_set_header(buf, pgid, 0, 0, (uint32_t)(npages - 1));
+	t->dirty[t->ndirty++] = (struct bt_dirty){ pgid, npages, buf };
+	*pgid_out = pgid;
+	*buf_out = buf;
+	return 0;
+
+out_free_buf:
+	stored_free(buf);
+	return rc;
+}
+
+int bt_txn_free(struct btree_txn *t, uint64_t pgid, uint64_t n)
+{
+	int rc = run_reserve(&t->freed, t->nfreed, &t->freed_cap);
+	if (rc == 0)
+		t->freed[t->nfreed++] = (struct bt_run){ pgid, n };
+	return rc;
+}
+
+/* Registers a read txn of the writer's process so its pages are kept. */
+static int local_reader_add(struct btree_db *db, uint64_t txid)
+{
+	int rc = 0;
+	pthread_mutex_lock(&db->readers_lock);
+	if (db->nlocal == db->local_cap) {
+		size_t cap = db->local_cap ? db->local_cap * 2 : 8;
+		uint64_t *v = stored_realloc(db->local_readers, cap * sizeof(*v));
+		if (!v) {
+			rc = -ENOMEM;
+			goto out_unlock;
+		}
+		db->local_readers = v;
+		db->local_cap = cap;
+	}
+	db->local_readers[db->nlocal++] = txid;
+out_unlock:
+	pthread_mutex_unlock(&db->readers_lock);
+	return rc;
+}
+
+static void local_reader_remove(struct btree_db *db, uint64_t txid)
+{
+	pthread_mutex_lock(&db->readers_lock);
+	for (size_t i = 0; i < db->nlocal; i++) {
+		if (db->local_readers[i] == txid) {
+			db->local_readers[i] = db->local_readers[--db->nlocal];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&db->readers_lock);
+}
+
+uint64_t bt_db_oldest_reader(struct btree_db *db)
+{
+	uint64_t oldest = UINT64_MAX;
+	if (db->oldest_reader)
+		oldest = db->oldest_reader(db->oldest_reader_arg);
+	pthread_mutex_lock(&db->readers_lock);
+	for (size_t i = 0; i < db->nlocal; i++)
+		if (db->local_readers[i] < oldest)
+			oldest = db->local_readers[i];
+	pthread_mutex_unlock(&db->readers_lock);
+	return oldest;
+}
+
+static struct btree_txn *txn_new(struct bt_map *m, struct btree_db *db, bool writable,
+				 const struct btree_root *at, uint64_t root_sequence)
+{
+	struct btree_txn *t = stored_calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->map = m;
+	t->db = db;
+	t->writable = writable;
+	t->txid = at->txid;
+	t->hwm = at->hwm_pgid;
+	arena_init(&t->arena);
+	pgmap_init(&t->dirty_map);
+	bt_bucket_init(&t->root, t, at->root_pgid, root_sequence);
+	return t;
+}
+
+int btree_write_begin(struct btree_db *db, struct btree_txn **out)
+{
+	if (db->failed)
+		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
+				db->map.path);
+	if (db->writing)
+		return bt_error(-EBUSY, "stored: db %s: a write txn is already open", db->map.path);
+
+	uint64_t oldest = bt_db_oldest_reader(db);
+	if (db->reuse_blocked && db->oldest_reader &&
+	    db->oldest_reader(db->oldest_reader_arg) > db->resume_txid)
+		db->reuse_blocked = false;
+	uint64_t upto = db->durable.txid < oldest ? db->durable.txid : oldest;
+	int rc = freelist_release(&db->fl, upto);
+	if (rc == -EEXIST)
+		return bt_error(-EUCLEAN, "stored: db %s: a page was freed twice; the db state is corrupt, reopen it",
+				db->map.path);
+	if (rc < 0)
+		return bt_error(rc, "stored: db %s: cannot release free pages: %s",
+				db->map.path, strerror(-rc));
+
+	struct btree_root at = db->cur;
+	at.txid = db->cur.txid + 1;
+	struct btree_txn *t = txn_new(&db->map, db, true, &at, db->root_sequence);
+	if (!t)
+		return bt_error(-ENOMEM, "stored: out of memory");
+	db->writing = true;
+	*out = t;
+	return 0;
+}
+
+/* Gives pages taken from the freelist back after an aborted write txn. */
+static void txn_rollback(struct btree_txn *t)
+{
+	struct btree_db *db = t->db;
+	for (size_t i = 0; i < t->nallocs; i++) {
+		if (freelist_put_free_run(&db->fl, t->allocs[i].pgid, t->allocs[i].n) < 0) {
+			/* The pages would be lost from the accounting. */
+			db->failed = true;
+			break;
+		}
+	}
+	t->nallocs = 0;
+	db->writing = false;
+}
+
+static void txn_free(struct btree_txn *t)
+{
+	if (t->local_reader)
+		local_reader_remove(t->db, t->txid);
+	bt_node_release_all(t);
+	pgmap_free(&t->root.nodes);
+	for (struct btree_bucket *b = t->all_buckets; b; b = b->all_next)
+		pgmap_free(&b->nodes);
+	for (size_t i = 0; i < t->ndirty; i++)
+		stored_free(t->dirty[i].buf);
+	stored_free(t->dirty);
+	pgmap_free(&t->dirty_map);
+	stored_free(t->freed);
+	stored_free(t->allocs);
+	arena_release(&t->arena);
+	stored_free(t);
+}
+
+void btree_txn_end(struct btree_txn *t)
+{
+	if (!t)
+		return;
+	if (t->writable)
+		txn_rollback(t);
+	txn_free(t);
+}
+
+static int dirty_cmp(const void *a, const void *b)
+{
+	const struct bt_dirty *x = a, *y = b;
+	return x->pgid < y->pgid ? -1 : x->pgid > y->pgid;
+}
+
+/* Writes every dirty page of t (sorted by page id, no sync). */
+static int txn_write_pages(struct btree_txn *t)
+{
+	struct btree_db *db = t->db;
+	if (t->ndirty == 0)
+		return 0;
+	qsort(t->dirty, t->ndirty, sizeof(*t->dirty), dirty_cmp);
+	struct diskio_write *w = stored_malloc(t->ndirty * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->ndirty; i++) {
+		w[i].buf = t->dirty[i].buf;
+		w[i].len = t->dirty[i].npages * db->map.page_size;
+		w[i].off = t->dirty[i].pgid * db->map.page_size;
+	}
+	int rc = diskio_write_batch(db->io, w, t->ndirty, false);
+	stored_free(w);
+	return rc;
+}
+
+int btree_commit(struct btree_txn *t, struct btree_root *out)
+{
+	int rc;
+	if (!t->writable) {
+		btree_txn_end(t);
+		return bt_error(-EROFS, "stored: commit of a read txn");
+	}
+	struct btree_db *db = t->db;
+	const char *path = db->map.path;
+	if (t->failed) {
+		rc = bt_error(-ECANCELED, "stored: db %s: the write txn failed earlier; nothing was committed",
+			      path);
+		goto out_abort;
+	}
+	rc = bt_bucket_rebalance(&t->root);
+	if (rc < 0)
+		goto out_abort;
+	rc = bt_bucket_spill(&t->root);
+	if (rc < 0)
+		goto out_abort;
+	rc = freelist_reserve_pending(&db->fl, t->nfreed);
+	if (rc < 0)
+		goto out_nomem;
+	rc = bt_db_grow(db, t->hwm);
+	if (rc < 0)
+		goto out_abort;
+	rc = txn_write_pages(t);
+	if (rc < 0) {
+		if (rc != -ENOSPC && rc != -EDQUOT && rc != -EFBIG && rc != -ENOMEM)
+			db->failed = true;
+		rc = bt_error(rc, "stored: db %s: writing the pages of txn %llu failed: %s",
+			      path, (unsigned long long)t->txid, strerror(-rc));
+		goto out_abort;
+	}
+
+	for (size_t i = 0; i < t->nfreed; i++)
+		freelist_add_pending(&db->fl, t->txid, t->freed[i].pgid, t->freed[i].n);
+	db->cur.root_pgid = t->root.root;
+	db->cur.txid = t->txid;
+	db->cur.hwm_pgid = t->hwm;
+	db->root_sequence = t->root.sequence;
+	db->commits++;
+	if (out)
+		*out = db->cur;
+	t->nallocs = 0;  /* the allocations are now the db's */
+	db->writing = false;
+	txn_free(t);
+	return 0;
+
+out_nomem:
+	rc = bt_error(rc, "stored: out of memory");
+out_abort:
+	btree_txn_end(t);
+	return rc;
+}
+
+int bt_txn_begin_read(struct bt_map *m, struct btree_db *db, const struct btree_root *at,
+		      struct btree_txn **out)
+{
+	if (at->hwm_pgid < 3 || at->root_pgid < 2 || at->root_pgid >= at->hwm_pgid)
+		return bt_error(-EUCLEAN,
+				"stored: db %s: read txn at root %llu with high-water mark %llu is not a valid state",
+				m->path, (unsigned long long)at->root_pgid,
+				(unsigned long long)at->hwm_pgid);
+	int rc = bt_map_cover(m, at->hwm_pgid);
+	if (rc < 0)
+		return rc;
+	struct btree_txn *t = txn_new(m, db, false, at, 0);
+	if (!t)
+		return bt_error(-ENOMEM, "stored: out of memory");
+	*out = t;
+	return 0;
+}
+
+int btree_db_read_begin(struct btree_db *db, const struct btree_root *at,
+			struct btree_txn **out)
+{
+	struct btree_root state = at ? *at : db->cur;
+	int rc = local_reader_add(db, state.txid);
+	if (rc < 0)
+		return bt_error(rc, "stored: out of memory");
+	rc = bt_txn_begin_read(&db->map, db, &state, out);
+	if (rc < 0) {
+		local_reader_remove(db, state.txid);
+		return rc;
+	}
+	(*out)->local_reader = true;
+	return 0;
+}
+
+int btree_reader_begin(struct btree_reader *r, const struct btree_root *at,
+		       struct btree_txn **out)
+{
+	return bt_txn_begin_read(&r->map, NULL, at, out);
+}
+
+uint64_t btree_txn_id(const struct btree_txn *t)
+{
+	return t->txid;
+}
+
+bool btree_txn_writable(const struct btree_txn *t)
+{
+	return t->writable;
+}
+
+struct btree_bucket *btree_txn_root(struct btree_txn *t)
+{
+	return &t->root;
+}

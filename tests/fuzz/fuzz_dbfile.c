@@ -1,0 +1,157 @@
+/*
+ * Fuzz target: arbitrary bytes opened as a db file. They go into a memfd;
+ * the reader side maps it, verifies it and walks every bucket (cursors both
+ * ways, gets, seeks, nested buckets); the writer side opens it, changes a
+ * few keys, commits, checkpoints and verifies. Any error is fine; a crash,
+ * a hang or a sanitizer report is a bug.
+ *
+ * dbfile_fuzz_one() returns the first error of the reader side (0 when the
+ * file is a valid db), for tests that replay known-good inputs.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "stored/btree.h"
+
+#define DBFILE_WALK_BUDGET 20000u  /* entries visited per input, against cycles */
+#define DBFILE_MAP_SIZE (1ull << 30)
+
+static int dbfile_walk_bucket(struct btree_txn *t, struct btree_bucket *b, int depth,
+			      unsigned *budget)
+{
+	struct btree_cursor c;
+	struct btree_kv kv;
+	int rc;
+	btree_cursor_init(&c, b);
+	for (rc = btree_cursor_first(&c, &kv); rc == 0 && *budget > 0;
+	     rc = btree_cursor_next(&c, &kv)) {
+		(*budget)--;
+		if (kv.flags & BTREE_KV_BUCKET) {
+			struct btree_bucket *child;
+			if (depth >= 8)
+				continue;
+			rc = btree_bucket_open(t, b, kv.key, kv.key_len, &child);
+			if (rc == 0)
+				rc = dbfile_walk_bucket(t, child, depth + 1, budget);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		const uint8_t *v;
+		size_t vl;
+		rc = btree_get(b, kv.key, kv.key_len, &v, &vl);
+		if (rc < 0)
+			return rc;
+		if (vl != kv.val_len)
+			return -EUCLEAN;
+		/* Seek to the key just found: it must come back. */
+		struct btree_cursor s;
+		struct btree_kv skv;
+		btree_cursor_init(&s, b);
+		rc = btree_cursor_seek(&s, kv.key, kv.key_len, &skv);
+		if (rc < 0)
+			return rc;
+	}
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	for (rc = btree_cursor_last(&c, &kv); rc == 0 && *budget > 0;
+	     rc = btree_cursor_prev(&c, &kv))
+		(*budget)--;
+	return rc == -ENOENT || rc == 0 ? 0 : rc;
+}
+
+/* The reader side: check and walk the durable state. */
+static int dbfile_read(const char *path)
+{
+	struct btree_reader_opts o = { .map_size = DBFILE_MAP_SIZE };
+	struct btree_reader *r;
+	struct btree_root at;
+	struct btree_txn *t;
+	unsigned budget = DBFILE_WALK_BUDGET;
+	int rc = btree_reader_open(path, &o, &r);
+	if (rc < 0)
+		return rc;
+	int check_rc = btree_reader_check(r);
+	rc = btree_reader_durable(r, &at);
+	if (rc == 0)
+		rc = btree_reader_begin(r, &at, &t);
+	if (rc == 0) {
+		rc = dbfile_walk_bucket(t, btree_txn_root(t), 0, &budget);
+		int trc = btree_txn_check(t);
+		if (rc == 0)
+			rc = trc;
+		btree_txn_end(t);
+	}
+	btree_reader_close(r);
+	return check_rc < 0 ? check_rc : rc;
+}
+
+/* The writer side: open, change the first bucket a little, commit. */
+static void dbfile_write(const char *path)
+{
+	struct btree_db_opts o = { .map_size = DBFILE_MAP_SIZE };
+	struct btree_db *db;
+	struct btree_txn *t;
+	if (btree_db_open(path, &o, &db) < 0)
+		return;
+	if (btree_write_begin(db, &t) == 0) {
+		struct btree_cursor c;
+		struct btree_kv kv;
+		struct btree_bucket *b = NULL;
+		btree_cursor_init(&c, btree_txn_root(t));
+		if (btree_cursor_first(&c, &kv) == 0 && (kv.flags & BTREE_KV_BUCKET))
+			btree_bucket_open(t, NULL, kv.key, kv.key_len, &b);
+		if (b) {
+			btree_cursor_init(&c, b);
+			if (btree_cursor_first(&c, &kv) == 0 && !(kv.flags & BTREE_KV_BUCKET)) {
+				uint8_t key[64];
+				size_t kl = kv.key_len < sizeof(key) ? kv.key_len : sizeof(key);
+				memcpy(key, kv.key, kl);
+				btree_del(b, key, kl);
+			}
+			static const uint8_t val[700];
+			for (int i = 0; i < 40; i++) {
+				char k[16];
+				int kl = snprintf(k, sizeof(k), "fuzz%02d", i);
+				btree_put(b, k, (size_t)kl, val, (size_t)(i * 37 % 700));
+			}
+		}
+		btree_bucket_delete(t, NULL, "fuzz-gone", 9);
+		if (btree_commit(t, NULL) == 0 && btree_db_checkpoint(db, NULL) == 0)
+			btree_db_check(db);
+	}
+	btree_db_close(db);
+}
+
+int dbfile_fuzz_one(const uint8_t *data, size_t size)
+{
+	int fd = memfd_create("fuzz-dbfile", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t off = 0;
+	while (off < size) {
+		ssize_t n = write(fd, data + off, size - off);
+		if (n <= 0) {
+			close(fd);
+			return -EIO;
+		}
+		off += (size_t)n;
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	int rc = dbfile_read(path);
+	if (size > 0)
+		dbfile_write(path);
+	close(fd);
+	return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	dbfile_fuzz_one(data, size);
+	return 0;
+}
