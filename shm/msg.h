@@ -1,0 +1,140 @@
+/*
+ * The messages the daemons of one member exchange on the rings.
+ *
+ * Every ring record is (type, payload) (shm/ring.h). The payload of each
+ * type below starts with a fixed header struct in host byte order (all
+ * processes of a member run on one host and one build) followed by the
+ * bytes the header says. Types count from 1; the attach exchange
+ * (shm/hello.h) keeps its own types at the top of the space.
+ *
+ * Request identity (DESIGN invariant 2) is (member id, slot, slot
+ * generation, request id): struct msg_origin. A result is delivered to a
+ * gatewayd call only if all four match; a restarted gatewayd (new
+ * generation) never takes its predecessor's results, and a proposal
+ * forwarded from another member is answered by that member.
+ *
+ * Raft entry data. A proposal's bytes are an etcdserverpb.
+ * InternalRaftRequest followed by one extra field, MSG_ORIGIN_FIELD, that
+ * carries the msg_origin as a nested message of four varints (member_id=1,
+ * slot=2, generation=3, request_id=4). Appending a field to an encoded
+ * message is still a valid encoding of that message, so the entry stays an
+ * InternalRaftRequest to any decoder (etcd's keeps it as an unknown field).
+ * raftd never looks inside: the bytes go to the WAL and to stored as they
+ * came. stored finds the origin with msg_origin_find.
+ *
+ * Flows (ring names from shm/slot.h):
+ *   gatewayd -> raftd   SHM_SLOT_TO_RAFTD      MSG_PROPOSE, MSG_READ_INDEX
+ *   raftd -> gatewayd   SHM_SLOT_FROM_RAFTD    MSG_READ_INDEX_REPLY,
+ *                                              MSG_PROPOSE_REJECT
+ *   raftd -> stored     SHM_RING_COMMITTED     MSG_COMMITTED
+ *   stored -> raftd     SHM_RING_STORED_PROPOSALS  MSG_PROPOSE
+ *   stored -> gatewayd  SHM_SLOT_FROM_STORED   MSG_RESULT
+ *   gatewayd -> stored  SHM_SLOT_TO_STORED     MSG_KEEPALIVE
+ */
+#ifndef CETCD_SHM_MSG_H
+#define CETCD_SHM_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum msg_type {
+	MSG_PROPOSE = 1,          /* msg_propose + entry data */
+	MSG_READ_INDEX = 2,       /* msg_read_index */
+	MSG_READ_INDEX_REPLY = 3, /* msg_read_index_reply */
+	MSG_PROPOSE_REJECT = 4,   /* msg_reject + message text */
+	MSG_COMMITTED = 5,        /* msg_committed + entry data */
+	MSG_RESULT = 6,           /* msg_result + response bytes or text */
+	MSG_KEEPALIVE = 7,        /* msg_keepalive */
+};
+
+/* Field number of the origin appended to proposal bytes; far above any
+ * field etcd's InternalRaftRequest uses. */
+#define MSG_ORIGIN_FIELD 4096u
+/* Most bytes msg_origin_encode writes. */
+#define MSG_ORIGIN_MAX_BYTES 48u
+
+struct msg_origin {
+	uint64_t member_id;
+	uint32_t slot;
+	uint32_t reserved;   /* zero */
+	uint64_t generation; /* of the slot, when the request was made */
+	uint64_t request_id; /* unique within (slot, generation) */
+};
+
+/* MSG_PROPOSE. data_len bytes of entry data follow (the proposal bytes
+ * with the origin field already appended). */
+struct msg_propose {
+	struct msg_origin origin;
+	uint64_t term;     /* stored's lease revokes and checkpoints: the term
+			    * they were made in (DESIGN invariant 8); 0 for
+			    * client requests */
+	uint32_t data_len;
+	uint32_t flags;    /* zero for now */
+};
+
+/* MSG_READ_INDEX: a gatewayd asks for a read index; raftd batches these
+ * and confirms leadership once for many. */
+struct msg_read_index {
+	struct msg_origin origin;
+};
+
+/* MSG_READ_INDEX_REPLY. status 0: read at or after applied index `index`
+ * is linearizable. Otherwise a gRPC status code, and `index` is 0. */
+struct msg_read_index_reply {
+	struct msg_origin origin;
+	uint64_t index;
+	int32_t status;
+	uint32_t reserved;
+};
+
+/* MSG_PROPOSE_REJECT: raftd refused a proposal or read (no leader, stopping,
+ * too large). text_len bytes of the gRPC message text follow, e.g.
+ * "etcdserver: no leader". */
+struct msg_reject {
+	struct msg_origin origin;
+	int32_t status;   /* gRPC status code */
+	uint32_t text_len;
+};
+
+/* MSG_COMMITTED: one committed entry that is durable in this member's WAL
+ * (DESIGN invariant 5). data_len bytes of entry data follow. */
+struct msg_committed {
+	uint64_t index;
+	uint64_t term;
+	uint32_t entry_type; /* raftpb.EntryType */
+	uint32_t data_len;
+};
+
+/* MSG_RESULT: the outcome of one applied request. status 0: body_len bytes
+ * of the encoded response message follow (PutResponse, TxnResponse, ...).
+ * Otherwise a gRPC status code and body_len bytes of message text. */
+struct msg_result {
+	struct msg_origin origin;
+	uint64_t index;    /* Raft index of the entry */
+	uint64_t revision; /* store revision after it */
+	int32_t status;
+	uint32_t body_len;
+};
+
+/* MSG_KEEPALIVE: renew a lease on the leader's stored. */
+struct msg_keepalive {
+	struct msg_origin origin;
+	int64_t lease_id;
+};
+
+/*
+ * Writes the origin as field MSG_ORIGIN_FIELD (length-delimited, nested
+ * varints) to buf, which has room for MSG_ORIGIN_MAX_BYTES. Returns the
+ * number of bytes written.
+ */
+size_t msg_origin_encode(const struct msg_origin *o, uint8_t *buf);
+
+/*
+ * Finds the origin field among the top-level fields of an encoded message
+ * (the last one wins, as protobuf merges). Walks the fields without
+ * decoding the rest. Returns 0 and fills *o, -ENOENT if there is none,
+ * -EBADMSG if the bytes are not a well-formed message.
+ */
+int msg_origin_find(const uint8_t *data, size_t len, struct msg_origin *o);
+
+#endif
