@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of cetcd and Debian's etcd 3.4 on loopback.
+#
+#   bench/etcd-compare.sh [--quick]
+#
+# Starts a fresh single-member cetcd and a fresh etcd with equivalent
+# settings (data dirs on the same disk, default snapshot count and quota),
+# runs the same workloads against each in turn, prints a table and then a
+# last line of ratios (cetcd / etcd) as name=value pairs. For qps a ratio
+# above 1 favours cetcd; for latency and CPU per request, below 1 does.
+#
+# Workloads:
+#   etcd's benchmark tool: put (100 conns, 1000 clients, 8-byte sequential
+#   keys, 256-byte values), range --consistency l and s (same conns and
+#   clients), put with 1 conn and 1 client (latency), txn-put;
+#   h2load sending raw gRPC (100 connections x 10 streams): serializable
+#   Range, linearizable Range, Put; for each the server's CPU time per
+#   request (user + sys of all its processes, from /proc);
+#   one write + fdatasync on the data dir's disk, the latency floor.
+#
+# Environment: CETCD_BUILD (default build/), BENCH_TOTAL (100000; --quick
+# makes it 10000), BENCH_DIR (where data dirs go; default /var/tmp),
+# ETCD_TOOLS (where bench/etcd-tools.sh keeps the benchmark tool).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${CETCD_BUILD:-$root/build}
+total=${BENCH_TOTAL:-100000}
+[[ ${1:-} == --quick ]] && total=${BENCH_TOTAL:-10000}
+put1_total=$(( total / 50 < 500 ? 500 : total / 50 ))
+h2_total=$(( total * 2 ))
+tools=${ETCD_TOOLS:-$HOME/.cache/cetcd-etcd-tools}
+basedir=${BENCH_DIR:-/var/tmp}
+
+bash "$root/bench/etcd-tools.sh" "$tools" >&2
+bench=$tools/etcd-benchmark
+command -v h2load >/dev/null || { echo "etcd-compare: h2load missing (nghttp2-client)" >&2; exit 1; }
+[[ -x $build/bin/cetcd ]] || { echo "etcd-compare: build cetcd first (tools/build.sh)" >&2; exit 1; }
+
+work=$(mktemp -d "$basedir/cetcd-compare.XXXXXX")
+server_pid=
+stop_server() {
+  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  server_pid=
+}
+trap 'stop_server; rm -rf "$work"' EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_server NAME: starts cetcd or etcd on fresh ports and data dir;
+# sets server_pid and endpoint.
+start_server() {
+  local name=$1 cport pport dir
+  cport=$(free_port); pport=$(free_port)
+  dir=$work/$name.data
+  local args=(--name bench --data-dir "$dir"
+    --listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport"
+    --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport"
+    --initial-cluster "bench=http://127.0.0.1:$pport" --log-level error)
+  if [[ $name == cetcd ]]; then
+    setsid "$build/bin/cetcd" "${args[@]}" >"$work/$name.log" 2>&1 &
+  else
+    setsid etcd "${args[@]}" >"$work/$name.log" 2>&1 &
+  fi
+  server_pid=$!
+  endpoint=127.0.0.1:$cport
+  for _ in $(seq 100); do
+    if ETCDCTL_API=3 etcdctl --endpoints "$endpoint" --command-timeout 1s put bench-ready 1 >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "etcd-compare: $name did not start; its log:" >&2
+  tail -20 "$work/$name.log" >&2
+  return 1
+}
+
+# CPU ticks (user + sys) of the server's whole process group.
+server_ticks() {
+  local pgid=$server_pid sum=0 f
+  for f in /proc/[0-9]*/stat; do
+    # Field 2 (comm) may hold spaces and parentheses: cut through the
+    # last ") ". Then state is field 3, pgrp 5, utime 14, stime 15.
+    local rest
+    rest=$(sed -e 's/^.*) //' "$f" 2>/dev/null) || continue
+    read -r -a r <<<"$rest"
+    [[ ${r[2]:-} == "$pgid" ]] || continue
+    sum=$(( sum + r[11] + r[12] ))
+  done
+  echo "$sum"
+}
+
+# bench_tool ARGS...: runs etcd's benchmark tool; prints "qps p99_ms avg_ms".
+bench_tool() {
+  local out
+  out=$("$bench" --endpoints "$endpoint" --precise "$@" 2>&1 | tr -d '\r')
+  local qps p99 avg
+  qps=$(awk '/Requests\/sec:/ {print $2}' <<<"$out")
+  p99=$(awk '/ 99% in / {print $3*1000}' <<<"$out")
+  avg=$(awk '/Average:/ {print $2*1000}' <<<"$out")
+  if [[ -z $qps ]]; then
+    echo "etcd-compare: benchmark $* gave no result:" >&2; tail -5 <<<"$out" >&2
+    echo "0 0 0"; return
+  fi
+  echo "$qps ${p99:-0} ${avg:-0}"
+}
+
+# grpc_body FILE HEX: writes a gRPC message (5-byte prefix + protobuf).
+grpc_body() {
+  python3 -c 'import sys; b = bytes.fromhex(sys.argv[2]);
+open(sys.argv[1], "wb").write(b"\0" + len(b).to_bytes(4, "big") + b)' "$1" "$2"
+}
+
+# h2_run PATH BODY: h2load with 100 connections x 10 streams; prints
+# "qps cpu_us_per_req ok_fraction".
+h2_run() {
+  local path=$1 body=$2 t0 t1 out qps ok clk
+  clk=$(getconf CLK_TCK)
+  t0=$(server_ticks)
+  out=$(h2load -n "$h2_total" -c 100 -m 10 -d "$body" \
+        -H 'content-type: application/grpc' -H 'te: trailers' \
+        "http://$endpoint$path" 2>&1)
+  t1=$(server_ticks)
+  qps=$(awk '/^finished in/ {gsub(",", "", $4); print $4}' <<<"$out")
+  ok=$(awk '/^requests:/ {for (i=1;i<=NF;i++) if ($(i+1)=="succeeded,") print $i}' <<<"$out")
+  awk -v q="${qps:-0}" -v d=$(( t1 - t0 )) -v clk="$clk" -v n="$h2_total" -v ok="${ok:-0}" \
+    'BEGIN { printf "%s %.1f %.3f\n", q, d / clk / n * 1e6, ok / n }'
+}
+
+# The gRPC status of one request, to make sure h2load measures answers,
+# not errors (h2load counts any HTTP 200 as success).
+grpc_status() {
+  local path=$1 body=$2
+  python3 - "$endpoint" "$path" "$body" <<'EOF' 2>/dev/null || echo "?"
+import subprocess, sys
+ep, path, body = sys.argv[1:]
+out = subprocess.run(["nghttp", "-v", "-H", "content-type: application/grpc", "-H", "te: trailers",
+                      "-d", body, f"http://{ep}{path}"], capture_output=True, timeout=10).stdout.decode("utf-8", "replace")
+for line in out.splitlines():
+    if "grpc-status:" in line:
+        print(line.split("grpc-status:")[1].strip()); break
+else:
+    print("?")
+EOF
+}
+
+fsync_floor_us() {
+  python3 - "$work" <<'EOF'
+import os, sys, time, statistics
+path = os.path.join(sys.argv[1], "fsync-probe")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+buf = b"\0" * 4096
+samples = []
+for i in range(200):
+    t = time.perf_counter()
+    os.pwrite(fd, buf, (i % 16) * 4096)
+    os.fdatasync(fd)
+    samples.append((time.perf_counter() - t) * 1e6)
+os.close(fd); os.unlink(path)
+print(f"{statistics.median(samples):.0f}")
+EOF
+}
+
+# Request bodies. RangeRequest{key="foo"} (+ serializable=true);
+# PutRequest{key="foo", value=256 bytes}.
+range_l=$work/range_l.bin; range_s=$work/range_s.bin; put=$work/put.bin
+grpc_body "$range_l" "0a03666f6f"
+grpc_body "$range_s" "0a03666f6f3801"
+grpc_body "$put" "0a03666f6f128002$(printf '61%.0s' $(seq 256))"
+
+declare -A R
+servers=${BENCH_SERVERS:-cetcd etcd}   # BENCH_SERVERS=etcd measures one side only
+for server in $servers; do
+  echo "etcd-compare: $server" >&2
+  start_server "$server"
+  ETCDCTL_API=3 etcdctl --endpoints "$endpoint" put foo bar >/dev/null
+  read -r R[$server.put_qps] R[$server.put_p99] _ < <(bench_tool --conns 100 --clients 1000 \
+    put --key-size 8 --sequential-keys --total "$total" --val-size 256)
+  read -r R[$server.range_l_qps] _ _ < <(bench_tool --conns 100 --clients 1000 \
+    range foo --consistency l --total "$total")
+  read -r R[$server.range_s_qps] _ _ < <(bench_tool --conns 100 --clients 1000 \
+    range foo --consistency s --total "$total")
+  read -r R[$server.put1_qps] _ R[$server.put1_avg] < <(bench_tool --conns 1 --clients 1 \
+    put --key-size 8 --sequential-keys --total "$put1_total" --val-size 256)
+  read -r R[$server.txn_qps] _ _ < <(bench_tool --conns 100 --clients 1000 \
+    txn-put --key-size 8 --val-size 256 --total "$total")
+  R[$server.h2_status]="range_s:$(grpc_status /etcdserverpb.KV/Range "$range_s") put:$(grpc_status /etcdserverpb.KV/Put "$put")"
+  read -r R[$server.h2_range_s_qps] R[$server.h2_range_s_cpu] R[$server.h2_range_s_ok] < <(h2_run /etcdserverpb.KV/Range "$range_s")
+  read -r R[$server.h2_range_l_qps] R[$server.h2_range_l_cpu] R[$server.h2_range_l_ok] < <(h2_run /etcdserverpb.KV/Range "$range_l")
+  read -r R[$server.h2_put_qps] R[$server.h2_put_cpu] R[$server.h2_put_ok] < <(h2_run /etcdserverpb.KV/Put "$put")
+  stop_server
+done
+fsync_us=$(fsync_floor_us)
+
+row() { printf '%-28s %14s %14s\n' "$1" "$2" "$3"; }
+row "workload" "cetcd" "etcd"
+for k in put_qps put_p99 range_l_qps range_s_qps put1_qps put1_avg txn_qps \
+         h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
+         h2_put_qps h2_put_cpu h2_put_ok h2_status; do
+  unit=""
+  case $k in *_p99|*_avg) unit=" (ms)";; *_cpu) unit=" (us/req)";; esac
+  row "$k$unit" "${R[cetcd.$k]:-0}" "${R[etcd.$k]:-0}"
+done
+row "fdatasync_floor (us)" "$fsync_us" "$fsync_us"
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "nan" }'; }
+echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
+  "put_p99_ratio=$(ratio "${R[cetcd.put_p99]:-0}" "${R[etcd.put_p99]:-0}")" \
+  "range_l_qps_ratio=$(ratio "${R[cetcd.range_l_qps]:-0}" "${R[etcd.range_l_qps]:-0}")" \
+  "range_s_qps_ratio=$(ratio "${R[cetcd.range_s_qps]:-0}" "${R[etcd.range_s_qps]:-0}")" \
+  "txn_qps_ratio=$(ratio "${R[cetcd.txn_qps]:-0}" "${R[etcd.txn_qps]:-0}")" \
+  "put1_latency_ratio=$(ratio "${R[cetcd.put1_avg]:-0}" "${R[etcd.put1_avg]:-0}")" \
+  "h2_range_s_qps_ratio=$(ratio "${R[cetcd.h2_range_s_qps]:-0}" "${R[etcd.h2_range_s_qps]:-0}")" \
+  "h2_put_qps_ratio=$(ratio "${R[cetcd.h2_put_qps]:-0}" "${R[etcd.h2_put_qps]:-0}")" \
+  "cpu_per_range_s_ratio=$(ratio "${R[cetcd.h2_range_s_cpu]:-0}" "${R[etcd.h2_range_s_cpu]:-0}")" \
+  "cpu_per_put_ratio=$(ratio "${R[cetcd.h2_put_cpu]:-0}" "${R[etcd.h2_put_cpu]:-0}")"
