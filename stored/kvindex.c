@@ -1,0 +1,592 @@
+/*
+ * cetcd's index buckets (the encoding is described in kvindex.h).
+ */
+#include "stored/kvindex.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stored/alloc.h"
+#include "stored/page.h"
+#include "stored/schema.h"
+
+#define LATEST_INLINE 'i'
+#define LATEST_REF 'r'
+#define LATEST_HDR 17u            /* kind, main, sub */
+#define LATEST_REF_LEN (LATEST_HDR + 24u)
+#define HIST_PUT 'p'
+#define HIST_TOMBSTONE 't'
+#define HIST_SUFFIX 16u           /* ~main, ~sub */
+#define HIST_TERM 2u              /* 0x00 0x01 */
+
+static _Thread_local char kvindex_err[256];
+
+const char *kvindex_last_error(void)
+{
+	return kvindex_err;
+}
+
+int kvindex_corrupt(const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(kvindex_err, sizeof(kvindex_err), "stored: ");
+	va_start(ap, fmt);
+	vsnprintf(kvindex_err + n, sizeof(kvindex_err) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -EUCLEAN;
+}
+
+#define corrupt(...) kvindex_corrupt("cetcd index: " __VA_ARGS__)
+
+/* Grows one of the scratch buffers. */
+static int reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+	return mvcc_reserve((void **)buf, cap, need);
+}
+
+static size_t esc_len(const uint8_t *key, size_t len)
+{
+	size_t n = len;
+	for (size_t i = 0; i < len; i++)
+		n += key[i] == 0;
+	return n;
+}
+
+/* Writes esc(key) 0x00 0x01; returns its length. */
+static size_t esc_put(uint8_t *out, const uint8_t *key, size_t len)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < len; i++) {
+		out[w++] = key[i];
+		if (key[i] == 0)
+			out[w++] = 0xff;
+	}
+	out[w++] = 0x00;
+	out[w++] = 0x01;
+	return w;
+}
+
+static void inv_put(uint8_t *out, int64_t main, int64_t sub)
+{
+	rev_put_be64(out, ~(uint64_t)main);
+	rev_put_be64(out + 8, ~(uint64_t)sub);
+}
+
+bool kvindex_key_fits(const uint8_t *key, size_t len)
+{
+	return len > 0 && esc_len(key, len) + HIST_TERM + HIST_SUFFIX <= PAGE_MAX_KEY;
+}
+
+/* Encodes the history key of (key, r) into x->wbuf; *out_len its length. */
+static int hist_key(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
+		    size_t *out_len)
+{
+	if (!kvindex_key_fits(key, len))
+		return -EINVAL;
+	int rc = reserve(&x->wbuf, &x->wcap, 2 * len + HIST_TERM + HIST_SUFFIX);
+	if (rc)
+		return rc;
+	size_t w = esc_put(x->wbuf, key, len);
+	inv_put(x->wbuf + w, r.main, r.sub);
+	*out_len = w + HIST_SUFFIX;
+	return 0;
+}
+
+static int open_one(struct btree_txn *t, const char *name, size_t len, bool create,
+		    struct btree_bucket **out)
+{
+	if (!create)
+		return btree_bucket_open(t, NULL, name, len, out);
+	int rc = btree_bucket_create(t, NULL, name, len, out);
+	return rc == -EEXIST ? 0 : rc;
+}
+
+void kvindex_init(struct kvindex *x)
+{
+	memset(x, 0, sizeof(*x));
+}
+
+static int open_all(struct btree_txn *t, struct kvindex *x, bool create)
+{
+	int rc;
+	x->latest = x->history = x->meta = NULL;
+	rc = open_one(t, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST), create,
+		      &x->latest);
+	if (!rc)
+		rc = open_one(t, SCHEMA_BUCKET_KV_HISTORY, SCHEMA_LEN(SCHEMA_BUCKET_KV_HISTORY),
+			      create, &x->history);
+	if (!rc)
+		rc = open_one(t, SCHEMA_BUCKET_KV_META, SCHEMA_LEN(SCHEMA_BUCKET_KV_META), create,
+			      &x->meta);
+	return rc;
+}
+
+int kvindex_open(struct btree_txn *t, struct kvindex *x)
+{
+	return open_all(t, x, false);
+}
+
+int kvindex_create(struct btree_txn *t, struct kvindex *x)
+{
+	return open_all(t, x, true);
+}
+
+int kvindex_drop(struct btree_txn *t)
+{
+	static const char *const names[] = { SCHEMA_BUCKET_KV_LATEST, SCHEMA_BUCKET_KV_HISTORY,
+					     SCHEMA_BUCKET_KV_META };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		int rc = btree_bucket_delete(t, NULL, names[i], strlen(names[i]));
+		if (rc && rc != -ENOENT)
+			return rc;
+	}
+	return 0;
+}
+
+void kvindex_close(struct kvindex *x)
+{
+	if (!x)
+		return;
+	stored_free(x->wbuf);
+	stored_free(x->seekbuf);
+	stored_free(x->endbuf);
+	x->wbuf = x->seekbuf = x->endbuf = NULL;
+	x->wcap = x->seekcap = x->endcap = 0;
+}
+
+/* Parses a latest-bucket value of key. Without `fields` an inline entry's
+ * create revision, version and lease are left unset (walks need only the
+ * revision and the bytes, which the caller decodes anyway). */
+static int latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_t len,
+			bool fields, struct kvindex_entry *e)
+{
+	if (len < LATEST_HDR)
+		return corrupt("latest entry of a %zu-byte key is %zu bytes long", klen, len);
+	e->mod.main = (int64_t)rev_get_be64(v + 1);
+	e->mod.sub = (int64_t)rev_get_be64(v + 9);
+	if (v[0] == LATEST_REF && len == LATEST_REF_LEN) {
+		e->create_rev = (int64_t)rev_get_be64(v + 17);
+		e->version = (int64_t)rev_get_be64(v + 25);
+		e->lease = (int64_t)rev_get_be64(v + 33);
+		e->kv = NULL;
+		e->kv_len = 0;
+		return 0;
+	}
+	if (v[0] != LATEST_INLINE)
+		return corrupt("latest entry of a %zu-byte key has kind 0x%02x, length %zu", klen,
+			       v[0], len);
+	struct mvcc_kv kv;
+	e->kv = v + LATEST_HDR;
+	e->kv_len = len - LATEST_HDR;
+	if (!fields)
+		return 0;
+	if (mvcc_kv_decode(e->kv, e->kv_len, &kv) ||
+	    mvcc_bytes_cmp(kv.key, kv.key_len, key, klen) != 0)
+		return corrupt("latest entry of a %zu-byte key at revision %lld holds a "
+			       "malformed KeyValue", klen, (long long)e->mod.main);
+	e->create_rev = kv.create_rev;
+	e->version = kv.version;
+	e->lease = kv.lease;
+	return 0;
+}
+
+int kvindex_latest_get(struct kvindex *x, const uint8_t *key, size_t len,
+		       struct kvindex_entry *out)
+{
+	const uint8_t *v;
+	size_t vlen;
+	if (len == 0 || len > PAGE_MAX_KEY)
+		return -ENOENT;
+	int rc = btree_get(x->latest, key, len, &v, &vlen);
+	if (rc)
+		return rc == -EISDIR ? corrupt("latest bucket holds a nested bucket") : rc;
+	return latest_parse(key, len, v, vlen, true, out);
+}
+
+/* Splits a history key: the length of esc(key) 0x00 0x01 and the revision. */
+static int hist_split(const struct btree_kv *kv, size_t *prefix_len, struct rev *r, bool *tomb)
+{
+	if (kv->flags & BTREE_KV_BUCKET)
+		return corrupt("history bucket holds a nested bucket");
+	if (kv->key_len < HIST_TERM + HIST_SUFFIX + 1 || kv->val_len != 1 ||
+	    (kv->val[0] != HIST_PUT && kv->val[0] != HIST_TOMBSTONE))
+		return corrupt("history entry of %zu bytes with a %zu-byte value is malformed",
+			       kv->key_len, kv->val_len);
+	size_t pl = kv->key_len - HIST_SUFFIX;
+	if (kv->key[pl - 2] != 0x00 || kv->key[pl - 1] != 0x01)
+		return corrupt("history key of %zu bytes lacks its terminator", kv->key_len);
+	*prefix_len = pl;
+	r->main = (int64_t)~rev_get_be64(kv->key + pl);
+	r->sub = (int64_t)~rev_get_be64(kv->key + pl + 8);
+	*tomb = kv->val[0] == HIST_TOMBSTONE;
+	return 0;
+}
+
+/* Puts prefix (esc(key) 0x00 0x01, plen bytes) then ~at 0...0 in seekbuf. */
+static int seek_at(struct kvindex *x, struct btree_cursor *c, const uint8_t *prefix, size_t plen,
+		   int64_t at, struct btree_kv *kv)
+{
+	bool in_place = prefix == x->seekbuf;
+	int rc = reserve(&x->seekbuf, &x->seekcap, plen + HIST_SUFFIX);
+	if (rc)
+		return rc;
+	if (!in_place)
+		memmove(x->seekbuf, prefix, plen);
+	rev_put_be64(x->seekbuf + plen, ~(uint64_t)at);
+	memset(x->seekbuf + plen + 8, 0, 8);
+	return btree_cursor_seek(c, x->seekbuf, plen + HIST_SUFFIX, kv);
+}
+
+int kvindex_history_find(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
+			 struct rev *rev, bool *tombstone)
+{
+	if (!kvindex_key_fits(key, len) || at < 0)
+		return -ENOENT;  /* revisions are never negative */
+	int rc = reserve(&x->seekbuf, &x->seekcap, 2 * len + HIST_TERM + HIST_SUFFIX);
+	if (rc)
+		return rc;
+	size_t plen = esc_put(x->seekbuf, key, len);
+	struct btree_cursor c;
+	struct btree_kv kv;
+	size_t pl;
+	btree_cursor_init(&c, x->history);
+	rc = seek_at(x, &c, x->seekbuf, plen, at, &kv);
+	if (rc)
+		return rc;
+	if (kv.key_len != plen + HIST_SUFFIX || memcmp(kv.key, x->seekbuf, plen) != 0)
+		return -ENOENT;
+	rc = hist_split(&kv, &pl, rev, tombstone);
+	if (rc)
+		return rc;
+	return rev->main <= at ? 0 : corrupt("history seek at %lld found revision %lld",
+					     (long long)at, (long long)rev->main);
+}
+
+int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
+		const uint8_t *kv_bytes, size_t kv_len)
+{
+	size_t vlen, hlen;
+	int rc;
+	if (!kvindex_key_fits(kv->key, kv->key_len))
+		return -EINVAL;
+	bool inl = kv_len <= KVINDEX_INLINE_MAX;
+	vlen = inl ? LATEST_HDR + kv_len : LATEST_REF_LEN;
+	rc = reserve(&x->wbuf, &x->wcap, vlen);
+	if (rc)
+		return rc;
+	x->wbuf[0] = inl ? LATEST_INLINE : LATEST_REF;
+	rev_put_be64(x->wbuf + 1, (uint64_t)r.main);
+	rev_put_be64(x->wbuf + 9, (uint64_t)r.sub);
+	if (inl) {
+		memcpy(x->wbuf + LATEST_HDR, kv_bytes, kv_len);
+	} else {
+		rev_put_be64(x->wbuf + 17, (uint64_t)kv->create_rev);
+		rev_put_be64(x->wbuf + 25, (uint64_t)kv->version);
+		rev_put_be64(x->wbuf + 33, (uint64_t)kv->lease);
+	}
+	rc = btree_put(x->latest, kv->key, kv->key_len, x->wbuf, vlen);
+	if (rc)
+		return rc;
+	rc = hist_key(x, kv->key, kv->key_len, r, &hlen);
+	if (rc)
+		return rc;
+	static const uint8_t put_mark = HIST_PUT;
+	return btree_put(x->history, x->wbuf, hlen, &put_mark, 1);
+}
+
+int kvindex_tombstone(struct kvindex *x, const uint8_t *key, size_t len, struct rev r)
+{
+	size_t hlen;
+	int rc = hist_key(x, key, len, r, &hlen);
+	if (rc)
+		return rc;
+	rc = btree_del(x->latest, key, len);
+	if (rc && rc != -ENOENT)
+		return rc;
+	static const uint8_t tomb_mark = HIST_TOMBSTONE;
+	return btree_put(x->history, x->wbuf, hlen, &tomb_mark, 1);
+}
+
+int kvindex_history_del(struct kvindex *x, const uint8_t *key, size_t len, struct rev r)
+{
+	size_t hlen;
+	int rc = hist_key(x, key, len, r, &hlen);
+	if (rc)
+		return rc == -EINVAL ? -ENOENT : rc;
+	return btree_del(x->history, x->wbuf, hlen);
+}
+
+void kvindex_range_from_request(struct kvindex_range *r, const uint8_t *key, size_t key_len,
+				const uint8_t *range_end, size_t range_end_len)
+{
+	r->key = key;
+	r->key_len = key_len;
+	r->end = range_end;
+	r->end_len = range_end_len;
+	if (range_end_len == 0)
+		r->kind = KVINDEX_RANGE_ONE;
+	else if (range_end_len == 1 && range_end[0] == 0)
+		r->kind = KVINDEX_RANGE_FROM;
+	else
+		r->kind = KVINDEX_RANGE_TO;
+}
+
+bool kvindex_range_contains(const struct kvindex_range *r, const uint8_t *key, size_t len)
+{
+	int c = mvcc_bytes_cmp(key, len, r->key, r->key_len);
+	switch (r->kind) {
+	case KVINDEX_RANGE_ONE:
+		return c == 0;
+	case KVINDEX_RANGE_FROM:
+		return c >= 0;
+	case KVINDEX_RANGE_TO:
+		return c >= 0 && mvcc_bytes_cmp(key, len, r->end, r->end_len) < 0;
+	}
+	return false;
+}
+
+enum { IT_START, IT_EMITTED, IT_DONE };
+
+void kvindex_iter_begin(struct kvindex_iter *it, struct kvindex *x,
+			const struct kvindex_range *r, int64_t at, bool latest)
+{
+	memset(it, 0, sizeof(*it));
+	it->x = x;
+	it->r = *r;
+	it->at = at;
+	it->latest = latest;
+	it->state = IT_START;
+}
+
+static int iter_one(struct kvindex_iter *it, struct kvindex_hit *h)
+{
+	struct kvindex *x = it->x;
+	int rc;
+	it->state = IT_DONE;
+	if (it->latest) {
+		struct kvindex_entry e;
+		rc = kvindex_latest_get(x, it->r.key, it->r.key_len, &e);
+		if (rc)
+			return rc;
+		h->rev = e.mod;
+		h->key = it->r.key;
+		h->key_len = it->r.key_len;
+		h->kv = e.kv;
+		h->kv_len = e.kv_len;
+		return 0;
+	}
+	bool tomb;
+	rc = kvindex_history_find(x, it->r.key, it->r.key_len, it->at, &h->rev, &tomb);
+	if (rc)
+		return rc;
+	if (tomb)
+		return -ENOENT;
+	h->key = NULL;
+	h->key_len = 0;
+	h->kv = NULL;
+	h->kv_len = 0;
+	return 0;
+}
+
+static int iter_latest(struct kvindex_iter *it, struct kvindex_hit *h)
+{
+	struct btree_kv kv;
+	struct kvindex_entry e;
+	int rc;
+	if (it->state == IT_START) {
+		btree_cursor_init(&it->c, it->x->latest);
+		rc = btree_cursor_seek(&it->c, it->r.key, it->r.key_len, &kv);
+	} else {
+		rc = btree_cursor_next(&it->c, &kv);
+	}
+	if (rc)
+		goto out_done;
+	if (kv.flags & BTREE_KV_BUCKET) {
+		rc = corrupt("latest bucket holds a nested bucket");
+		goto out_done;
+	}
+	if (it->r.kind == KVINDEX_RANGE_TO &&
+	    mvcc_bytes_cmp(kv.key, kv.key_len, it->r.end, it->r.end_len) >= 0) {
+		rc = -ENOENT;
+		goto out_done;
+	}
+	rc = latest_parse(kv.key, kv.key_len, kv.val, kv.val_len, false, &e);
+	if (rc)
+		goto out_done;
+	it->state = IT_EMITTED;
+	h->rev = e.mod;
+	h->key = kv.key;
+	h->key_len = kv.key_len;
+	h->kv = e.kv;
+	h->kv_len = e.kv_len;
+	return 0;
+out_done:
+	it->state = IT_DONE;
+	return rc;
+}
+
+/* History walk: see kvindex.h. seekbuf holds, between calls, the seek that
+ * reaches the key after the last one emitted. */
+static int iter_history(struct kvindex_iter *it, struct kvindex_hit *h)
+{
+	struct kvindex *x = it->x;
+	struct btree_kv kv;
+	size_t pl;
+	bool tomb;
+	int rc;
+
+	if (it->state == IT_START) {
+		if (it->at < 0) {
+			rc = -ENOENT;  /* revisions are never negative */
+			goto out_done;
+		}
+		if (it->r.kind == KVINDEX_RANGE_TO) {
+			/* esc(end) 0x00 0x01: a history key sorts below it exactly
+			 * when its user key sorts below end. */
+			rc = reserve(&x->endbuf, &x->endcap, 2 * it->r.end_len + HIST_TERM);
+			if (rc)
+				goto out_done;
+			it->endlen = esc_put(x->endbuf, it->r.end, it->r.end_len);
+		}
+		rc = reserve(&x->seekbuf, &x->seekcap,
+			     2 * it->r.key_len + HIST_TERM + HIST_SUFFIX);
+		if (rc)
+			goto out_done;
+		btree_cursor_init(&it->c, x->history);
+		size_t plen = esc_put(x->seekbuf, it->r.key, it->r.key_len);
+		if (kvindex_key_fits(it->r.key, it->r.key_len)) {
+			rc = seek_at(x, &it->c, x->seekbuf, plen, it->at, &kv);
+		} else {
+			/* No such key can be stored; esc(key) alone sorts below
+			 * every stored key above it and above every one below. */
+			rc = btree_cursor_seek(&it->c, x->seekbuf, plen - HIST_TERM, &kv);
+		}
+	} else {
+		rc = btree_cursor_seek(&it->c, x->seekbuf, it->nextlen, &kv);
+	}
+	for (;;) {
+		if (rc)
+			goto out_done;
+		if (it->r.kind == KVINDEX_RANGE_TO &&
+		    mvcc_bytes_cmp(kv.key, kv.key_len, x->endbuf, it->endlen) >= 0) {
+			rc = -ENOENT;
+			goto out_done;
+		}
+		rc = hist_split(&kv, &pl, &h->rev, &tomb);
+		if (rc)
+			goto out_done;
+		if (h->rev.main > it->at) {
+			/* The newest revision of this key is too new: find the
+			 * newest one at or below `at`, or land on the next key. */
+			rc = seek_at(x, &it->c, kv.key, pl, it->at, &kv);
+			continue;
+		}
+		/* The newest revision at or below `at` of this key. Next time
+		 * (or now, for a tombstone) go to the next key. */
+		rc = reserve(&x->seekbuf, &x->seekcap, pl);
+		if (rc)
+			goto out_done;
+		memmove(x->seekbuf, kv.key, pl);
+		x->seekbuf[pl - 1] = 0x02;
+		it->nextlen = pl;
+		if (!tomb)
+			break;
+		rc = btree_cursor_seek(&it->c, x->seekbuf, it->nextlen, &kv);
+	}
+	it->state = IT_EMITTED;
+	h->key = NULL;
+	h->key_len = 0;
+	h->kv = NULL;
+	h->kv_len = 0;
+	return 0;
+out_done:
+	it->state = IT_DONE;
+	return rc;
+}
+
+int kvindex_iter_next(struct kvindex_iter *it, struct kvindex_hit *h)
+{
+	if (it->state == IT_DONE)
+		return -ENOENT;
+	if (it->r.kind == KVINDEX_RANGE_ONE) {
+		int rc = iter_one(it, h);
+		return rc;
+	}
+	if (it->r.kind == KVINDEX_RANGE_TO &&
+	    mvcc_bytes_cmp(it->r.key, it->r.key_len, it->r.end, it->r.end_len) >= 0) {
+		it->state = IT_DONE;
+		return -ENOENT;
+	}
+	return it->latest ? iter_latest(it, h) : iter_history(it, h);
+}
+
+static int meta_get64(struct kvindex *x, const char *name, uint64_t *out)
+{
+	const uint8_t *v;
+	size_t len;
+	int rc = btree_get(x->meta, name, strlen(name), &v, &len);
+	if (rc)
+		return rc == -EISDIR ? corrupt("meta %s is a bucket", name) : rc;
+	if (len != 8)
+		return corrupt("meta %s is %zu bytes long", name, len);
+	*out = rev_get_be64(v);
+	return 0;
+}
+
+static int meta_put64(struct kvindex *x, const char *name, uint64_t v)
+{
+	uint8_t b[8];
+	rev_put_be64(b, v);
+	return btree_put(x->meta, name, strlen(name), b, sizeof(b));
+}
+
+int kvindex_meta_read(struct kvindex *x, struct kvindex_meta *m)
+{
+	uint64_t rev;
+	const uint8_t *v;
+	size_t len;
+	int rc = meta_get64(x, SCHEMA_KV_META_FORMAT, &m->format);
+	if (!rc)
+		rc = meta_get64(x, SCHEMA_KV_META_REVISION, &rev);
+	if (!rc)
+		rc = btree_get(x->meta, SCHEMA_KV_META_COVERS, SCHEMA_LEN(SCHEMA_KV_META_COVERS),
+			       &v, &len);
+	if (rc)
+		return rc;
+	if (len < 16 || len > KVINDEX_COVERS_MAX)
+		return corrupt("meta covers is %zu bytes long", len);
+	m->revision = (int64_t)rev;
+	memcpy(m->covers, v, len);
+	m->covers_len = len;
+	return 0;
+}
+
+int kvindex_meta_write(struct kvindex *x, const struct kvindex_meta *m)
+{
+	int rc = meta_put64(x, SCHEMA_KV_META_FORMAT, m->format);
+	if (!rc)
+		rc = meta_put64(x, SCHEMA_KV_META_REVISION, (uint64_t)m->revision);
+	if (!rc)
+		rc = btree_put(x->meta, SCHEMA_KV_META_COVERS, SCHEMA_LEN(SCHEMA_KV_META_COVERS),
+			       m->covers, m->covers_len);
+	return rc;
+}
+
+int kvindex_meta_set_revision(struct kvindex *x, int64_t revision)
+{
+	return meta_put64(x, SCHEMA_KV_META_REVISION, (uint64_t)revision);
+}
+
+void kvindex_covers_make(struct kvindex_meta *m, int64_t scheduled, int64_t finished,
+			 const uint8_t *last_key, size_t last_len)
+{
+	if (last_len > REV_MARKED_BYTES)
+		last_len = REV_MARKED_BYTES;
+	rev_put_be64(m->covers, (uint64_t)scheduled);
+	rev_put_be64(m->covers + 8, (uint64_t)finished);
+	if (last_len)
+		memcpy(m->covers + 16, last_key, last_len);
+	m->covers_len = 16 + last_len;
+}

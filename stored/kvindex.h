@@ -1,0 +1,204 @@
+/*
+ * cetcd's index of the key bucket: key -> revisions, kept in the db file
+ * (etcd keeps it in memory only) so that any process with a read txn can
+ * read by key at any revision without stored's memory.
+ *
+ * Three buckets (names in schema.h):
+ *
+ * cetcd_kv_latest: one entry per live key (a key whose newest revision is
+ *   a put), keyed by the user key itself, so that byte order is etcd's key
+ *   order and the newest version of a key is one B+tree lookup. The value:
+ *     'i' main(8) sub(8) KeyValue...   the KeyValue bytes inline, when they
+ *                                      are at most KVINDEX_INLINE_MAX bytes
+ *     'r' main(8) sub(8) create(8) version(8) lease(8)
+ *                                      larger ones: the KeyValue is read
+ *                                      from the key bucket at (main, sub)
+ *   (integers 8-byte big-endian). A range at the current revision is a
+ *   cursor walk over this bucket.
+ *
+ * cetcd_kv_history: one entry per revision of every key still in the key
+ *   bucket (puts and tombstones), keyed by
+ *     esc(key) 0x00 0x01 ~main(8) ~sub(8)
+ *   where esc() writes each 0x00 byte of the key as 0x00 0xff and every
+ *   other byte as itself, and ~ is the bitwise complement, big-endian. The
+ *   encoding keeps etcd's key order for arbitrary bytes (0x00 and 0xff
+ *   included: the terminator 0x00 0x01 sorts below both 0x00 0xff and any
+ *   non-zero byte) and puts a key's revisions newest first, so that one
+ *   seek to esc(key) 0x00 0x01 ~at 0...0 lands on the newest revision at
+ *   or below `at`, and a seek to esc(key) 0x00 0x02 on the next key. The
+ *   value is one byte: 'p' (put) or 't' (tombstone).
+ *
+ * cetcd_kv_meta: format (8 bytes BE, KVINDEX_FORMAT), revision (the
+ *   current main revision, 8 bytes BE), covers (scheduledCompactRev and
+ *   finishedCompactRev mains, 8 bytes BE each, then the last key of the key
+ *   bucket): what the index was built from. A file whose key or meta bucket
+ *   no longer matches (etcd wrote to it) gets its index rebuilt.
+ *
+ * Keys: a key is indexable when esc(key) plus 18 bytes fits a B+tree key
+ * (32768 bytes): up to 32750 bytes, each 0x00 byte counting twice.
+ *
+ * Errors: 0 or negative errno of the B+tree (btree.h); -EUCLEAN when an
+ * index entry is malformed (kvindex_last_error names it).
+ */
+#ifndef CETCD_STORED_KVINDEX_H
+#define CETCD_STORED_KVINDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stored/btree.h"
+#include "stored/mvcc_kv.h"
+#include "stored/revision.h"
+
+#define KVINDEX_FORMAT 1u
+#define KVINDEX_INLINE_MAX 2048u
+/* Largest key whose encoding fits, for a key without 0x00 bytes. */
+#define KVINDEX_MAX_KEY_BYTES 32750u
+
+/* The index buckets of one txn and scratch space for encoding keys. The
+ * scratch is owned by the struct (kvindex_close frees it). */
+struct kvindex {
+	struct btree_bucket *latest;
+	struct btree_bucket *history;
+	struct btree_bucket *meta;
+	uint8_t *wbuf;      /* history keys of writes */
+	size_t wcap;
+	uint8_t *seekbuf;   /* iterator seeks */
+	size_t seekcap;
+	uint8_t *endbuf;    /* iterator's encoded range end */
+	size_t endcap;
+};
+
+/* Zeroes x before its first use. */
+void kvindex_init(struct kvindex *x);
+/* Opens the index buckets of t into x (zeroed, or used before: its scratch
+ * is kept). -ENOENT when the file has none (a plain etcd db: rebuild it). */
+int kvindex_open(struct btree_txn *t, struct kvindex *x);
+/* Creates the buckets (or opens those that exist) in the write txn t. */
+int kvindex_create(struct btree_txn *t, struct kvindex *x);
+/* Deletes the index buckets of the write txn t, if any. */
+int kvindex_drop(struct btree_txn *t);
+/* Frees the scratch; the buckets belong to the txn. NULL-safe. */
+void kvindex_close(struct kvindex *x);
+
+/* Whether key can be indexed (non-empty, encoding fits). */
+bool kvindex_key_fits(const uint8_t *key, size_t len);
+
+/* The newest version of a live key. */
+struct kvindex_entry {
+	struct rev mod;
+	int64_t create_rev;
+	int64_t version;
+	int64_t lease;
+	const uint8_t *kv;   /* inline KeyValue bytes, or NULL: read the key */
+	size_t kv_len;       /* bucket at mod */
+};
+
+/* Looks key up in the latest bucket. -ENOENT when it is not live. Bytes
+ * are valid like btree_get's. */
+int kvindex_latest_get(struct kvindex *x, const uint8_t *key, size_t len,
+		       struct kvindex_entry *out);
+
+/*
+ * The newest revision of key at or below main revision at, from the
+ * history: *rev and *tombstone. -ENOENT when the key has none (never
+ * written then, or compacted away).
+ */
+int kvindex_history_find(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
+			 struct rev *rev, bool *tombstone);
+
+/*
+ * Records a put of kv (its fields) at revision r; kv_bytes are its
+ * encoding. Sets the latest entry and adds a history entry. Write txns only.
+ */
+int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
+		const uint8_t *kv_bytes, size_t kv_len);
+
+/* Records a tombstone of key at r: removes the latest entry (if any) and
+ * adds a history entry. */
+int kvindex_tombstone(struct kvindex *x, const uint8_t *key, size_t len, struct rev r);
+
+/* Removes the history entry of key at r (compaction). -ENOENT if absent. */
+int kvindex_history_del(struct kvindex *x, const uint8_t *key, size_t len, struct rev r);
+
+/* Which keys a range covers, after etcd's range_end rules. */
+enum kvindex_range_kind {
+	KVINDEX_RANGE_ONE,    /* the key alone (range_end empty) */
+	KVINDEX_RANGE_TO,     /* [key, end) */
+	KVINDEX_RANGE_FROM,   /* every key >= key (range_end "\0") */
+};
+struct kvindex_range {
+	const uint8_t *key;
+	size_t key_len;
+	const uint8_t *end;
+	size_t end_len;
+	enum kvindex_range_kind kind;
+};
+
+/* Maps a request's (key, range_end) to a range: etcd's mkGteRange. */
+void kvindex_range_from_request(struct kvindex_range *r, const uint8_t *key, size_t key_len,
+				const uint8_t *range_end, size_t range_end_len);
+
+/* Whether key lies in the range. */
+bool kvindex_range_contains(const struct kvindex_range *r, const uint8_t *key, size_t len);
+
+/*
+ * Walks the live keys of a range at a revision, in key order. With
+ * `latest` (at is the current revision of the txn) it walks the latest
+ * bucket; otherwise the history, one or two seeks per key. One iterator
+ * at a time per kvindex (it uses the kvindex's scratch); the bucket must
+ * not change while it runs.
+ */
+struct kvindex_iter {
+	struct kvindex *x;
+	struct kvindex_range r;
+	int64_t at;
+	bool latest;
+	int state;
+	size_t endlen;        /* bytes of the encoded end in x->endbuf */
+	size_t nextlen;       /* bytes of the next-key seek in x->seekbuf */
+	struct btree_cursor c;
+};
+
+struct kvindex_hit {
+	struct rev rev;       /* the key's revision visible at `at` */
+	const uint8_t *key;   /* the key, when the walk knows it (the latest
+			       * bucket); NULL otherwise */
+	size_t key_len;
+	const uint8_t *kv;    /* inline KeyValue bytes, or NULL */
+	size_t kv_len;
+};
+
+void kvindex_iter_begin(struct kvindex_iter *it, struct kvindex *x,
+			const struct kvindex_range *r, int64_t at, bool latest);
+/* The next live key: 0, -ENOENT when there is none left, or an error. */
+int kvindex_iter_next(struct kvindex_iter *it, struct kvindex_hit *h);
+
+/* The index meta record. */
+#define KVINDEX_COVERS_MAX (16u + REV_MARKED_BYTES)
+struct kvindex_meta {
+	uint64_t format;
+	int64_t revision;
+	uint8_t covers[KVINDEX_COVERS_MAX];
+	size_t covers_len;
+};
+
+/* Reads the meta record; -ENOENT when any part is missing. */
+int kvindex_meta_read(struct kvindex *x, struct kvindex_meta *m);
+int kvindex_meta_write(struct kvindex *x, const struct kvindex_meta *m);
+/* Only the revision (the part that changes with every write). */
+int kvindex_meta_set_revision(struct kvindex *x, int64_t revision);
+
+/* Fills covers from the scheduled and finished compaction mains and the
+ * last key of the key bucket (last_len 0: the bucket is empty). */
+void kvindex_covers_make(struct kvindex_meta *m, int64_t scheduled, int64_t finished,
+			 const uint8_t *last_key, size_t last_len);
+
+/* The description of the calling thread's last -EUCLEAN. */
+const char *kvindex_last_error(void);
+/* Records a description of malformed data for kvindex_last_error (the
+ * MVCC layer reports through it too); returns -EUCLEAN. */
+int kvindex_corrupt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

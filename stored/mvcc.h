@@ -1,0 +1,325 @@
+/*
+ * stored's MVCC layer: etcd 3.4's key-value semantics (revisions, Range,
+ * Put, DeleteRange, Txn, Compact) over the B+tree, in etcd's bucket schema
+ * (schema.h) plus cetcd's index buckets (kvindex.h).
+ *
+ * Writer (stored). mvcc_store_open creates etcd's buckets, checks the
+ * index against the key bucket and rebuilds it when the file came from
+ * etcd. Committed Raft entries are applied in batches, one B+tree write
+ * txn each (DESIGN invariant 11):
+ *
+ *     mvcc_batch_begin(s);
+ *     for each committed entry:
+ *         if (mvcc_apply_begin(s, entry.index) == -EALREADY) continue;
+ *         mvcc_put / mvcc_delete_range / mvcc_txn / mvcc_compact / ...
+ *         (other state machines write through mvcc_batch_txn(s))
+ *     if (compaction pending) mvcc_compact_step(s, 1000, &done);
+ *     mvcc_batch_commit(s, &root);   publish root; checkpoint when due
+ *
+ * Applying is idempotent by Raft index: an entry at or below the consistent
+ * index (etcd's meta/consistent_index, written in the same batch) is
+ * skipped. A request refused with an MVCC_ERR_* wrote nothing; the batch
+ * goes on. Any other error (-ENOMEM, -EIO, -ENOSPC, -EUCLEAN ...) leaves
+ * the batch failed: call mvcc_batch_abort and apply again from the last
+ * committed state.
+ *
+ * Readers (gatewayd, or stored itself). Any read txn, of this process or
+ * of another one through btree_reader_begin, opens a view (mvcc_view_open)
+ * and ranges without stored's memory: the current and compacted revisions
+ * come from the db. Ranges hand back each stored KeyValue's bytes, valid
+ * until the read txn ends, to be copied into a RangeResponse as they are.
+ *
+ * Errors beyond -errno: the MVCC_ERR_* codes below. mvcc_strerror gives
+ * the text clients see and mvcc_grpc_code the gRPC status code, both as
+ * etcd's rpctypes has them.
+ *
+ * Memory: the store and views allocate through stored_malloc; response
+ * messages are built in the caller's arena and point into it (or, for
+ * read-only views, into the read txn); they stay valid until the arena is
+ * released (and the txn ends).
+ */
+#ifndef CETCD_STORED_MVCC_H
+#define CETCD_STORED_MVCC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etcdserverpb/rpc.pb-c.h"
+#include "stored/arena.h"
+#include "stored/btree.h"
+#include "stored/kvindex.h"
+#include "stored/mvcc_kv.h"
+#include "stored/revision.h"
+
+/*
+ * Request errors. code: gRPC status, then the message (etcd's rpctypes):
+ *   MVCC_ERR_COMPACTED       OUT_OF_RANGE (11)
+ *        "etcdserver: mvcc: required revision has been compacted"
+ *   MVCC_ERR_FUTURE_REV      OUT_OF_RANGE (11)
+ *        "etcdserver: mvcc: required revision is a future revision"
+ *   MVCC_ERR_KEY_NOT_FOUND   INVALID_ARGUMENT (3) "etcdserver: key not found"
+ *   MVCC_ERR_LEASE_NOT_FOUND NOT_FOUND (5) "etcdserver: requested lease not found"
+ *   MVCC_ERR_EMPTY_KEY       INVALID_ARGUMENT (3) "etcdserver: key is not provided"
+ *   MVCC_ERR_VALUE_PROVIDED  INVALID_ARGUMENT (3) "etcdserver: value is provided"
+ *   MVCC_ERR_LEASE_PROVIDED  INVALID_ARGUMENT (3) "etcdserver: lease is provided"
+ *   MVCC_ERR_TOO_MANY_OPS    INVALID_ARGUMENT (3)
+ *        "etcdserver: too many operations in txn request"
+ *   MVCC_ERR_DUPLICATE_KEY   INVALID_ARGUMENT (3)
+ *        "etcdserver: duplicate key given in txn request"
+ *   MVCC_ERR_KEY_TOO_LARGE   INVALID_ARGUMENT (3) (cetcd only: a key the
+ *        index cannot hold, see kvindex.h)
+ *        "etcdserver: key is too large (at most 32750 bytes, a 0x00 byte counting twice)"
+ */
+enum mvcc_err {
+	MVCC_ERR_COMPACTED = -5001,
+	MVCC_ERR_FUTURE_REV = -5002,
+	MVCC_ERR_KEY_NOT_FOUND = -5003,
+	MVCC_ERR_LEASE_NOT_FOUND = -5004,
+	MVCC_ERR_EMPTY_KEY = -5005,
+	MVCC_ERR_VALUE_PROVIDED = -5006,
+	MVCC_ERR_LEASE_PROVIDED = -5007,
+	MVCC_ERR_TOO_MANY_OPS = -5008,
+	MVCC_ERR_DUPLICATE_KEY = -5009,
+	MVCC_ERR_KEY_TOO_LARGE = -5010,
+};
+
+/* Whether err is one of the MVCC_ERR_* (the request was refused and
+ * nothing was written). */
+bool mvcc_is_request_error(int err);
+/* The message a client sees: etcd's text for MVCC_ERR_*, strerror(-err)
+ * otherwise. Static storage. */
+const char *mvcc_strerror(int err);
+/* The gRPC status code for err: as above for MVCC_ERR_*, UNKNOWN (2) for
+ * anything else (etcd answers unexpected errors so). */
+int mvcc_grpc_code(int err);
+/* The description of the calling thread's last -EUCLEAN from this layer. */
+const char *mvcc_last_error(void);
+
+/* ---- validation etcd does in its gRPC layer (for gatewayd) ---- */
+
+/*
+ * Each returns 0 or the MVCC_ERR_* etcd's v3rpc returns, checked in etcd's
+ * order: Range, DeleteRange: empty key. Put: empty key, value with
+ * ignore_value, lease with ignore_lease. Txn: more than max_txn_ops
+ * compares, success or failure ops (a nested txn gets what its parent left:
+ * max_txn_ops minus the parent's largest list), empty keys in compares and
+ * ops, an op with nothing set ("etcdserver: key not found"), then puts
+ * that collide with another put or a delete of the same branch ("duplicate
+ * key given in txn request"; a delete with range_end "\0" never collides,
+ * as in etcd). After etcd's checks, puts whose key the index cannot hold
+ * give MVCC_ERR_KEY_TOO_LARGE. -ENOMEM.
+ */
+int mvcc_validate_range(const Etcdserverpb__RangeRequest *r);
+int mvcc_validate_put(const Etcdserverpb__PutRequest *r);
+int mvcc_validate_delete_range(const Etcdserverpb__DeleteRangeRequest *r);
+int mvcc_validate_txn(const Etcdserverpb__TxnRequest *r, unsigned max_txn_ops);
+
+/* Nested txns deeper than this are refused with MVCC_ERR_TOO_MANY_OPS,
+ * by validation and at apply, so that recursion stays bounded. etcd has no
+ * such bound, but its --max-txn-ops budget (128 by default) shrinks with
+ * each level and stops nesting far sooner. */
+#define MVCC_TXN_MAX_DEPTH 1024
+
+/* Whether etcd serves the txn without Raft: every op of both branches is a
+ * Range (a nested txn is not). */
+bool mvcc_txn_is_readonly(const Etcdserverpb__TxnRequest *r);
+
+/* ---- reading ---- */
+
+/* A read view of one txn. Fields are read-only for callers. */
+struct mvcc_view {
+	struct btree_txn *txn;
+	struct btree_bucket *key;    /* etcd's key bucket */
+	struct kvindex idx;
+	int64_t rev;                 /* current revision as of the txn */
+	int64_t compact_rev;         /* reads below it fail; -1: never compacted */
+};
+
+/*
+ * Opens a view of t (a read txn, or stored's write txn). -ENOENT when the
+ * file has no index (stored has not opened it yet), -EUCLEAN. Close it
+ * with mvcc_view_close before the txn ends.
+ */
+int mvcc_view_open(struct btree_txn *t, struct mvcc_view *v);
+void mvcc_view_close(struct mvcc_view *v);
+
+/* One KeyValue of a range: its stored bytes and their fields. */
+struct mvcc_kv_ref {
+	const uint8_t *kv;    /* stored mvccpb.KeyValue bytes */
+	size_t kv_len;
+	struct mvcc_kv f;     /* decoded; points into kv */
+};
+
+/*
+ * The answer to a RangeRequest, without the response header's member
+ * fields. kvs are in response order; when keys_only, each must be sent
+ * without its value (mvcc_kv_strip_value). Reused across ranges: init
+ * once, free once.
+ */
+struct mvcc_range_result {
+	struct mvcc_kv_ref *kvs;
+	size_t n;
+	int64_t count;       /* keys in the range at the revision, before limit and filters */
+	bool more;
+	bool keys_only;
+	int64_t rev;         /* the header's revision */
+	size_t cap;          /* private */
+	struct mvcc_kv_ref *tmp;
+	size_t tmp_cap;
+};
+
+void mvcc_range_result_init(struct mvcc_range_result *res);
+void mvcc_range_result_free(struct mvcc_range_result *res);
+
+/*
+ * Range as etcd 3.4 answers it: key alone, [key, range_end), or every key
+ * >= key (range_end "\0"); at r->revision (<= 0: the view's revision);
+ * count_only, keys_only, limit (more), min/max mod and create revision
+ * filters, sort order and target with etcd's "fetch all, filter, sort, then
+ * limit". Ties of a sort keep key order (a stable sort; etcd's Go sort
+ * agrees up to 12 keys and is unspecified beyond). An unknown sort target
+ * or order leaves key order. MVCC_ERR_FUTURE_REV, MVCC_ERR_COMPACTED,
+ * -ENOMEM, -EUCLEAN. res->kvs point into the txn.
+ */
+int mvcc_range(struct mvcc_view *v, const Etcdserverpb__RangeRequest *r,
+	       struct mvcc_range_result *res);
+
+/*
+ * Builds a RangeResponse (header with the revision only) from a result in
+ * arena a. copy: copy keys and values into the arena (needed when the
+ * txn will change before the response is encoded); otherwise they point
+ * into the txn. -ENOMEM, -EUCLEAN.
+ */
+int mvcc_range_response(const struct mvcc_range_result *res, struct arena *a, bool copy,
+			Etcdserverpb__RangeResponse **out);
+
+/* A read-only Txn (mvcc_txn_is_readonly) on a view; -EINVAL otherwise. */
+int mvcc_txn_read(struct mvcc_view *v, const Etcdserverpb__TxnRequest *r, struct arena *a,
+		  Etcdserverpb__TxnResponse **out);
+
+/* ---- the writer ---- */
+
+struct mvcc_store;
+
+/* One change, as etcd's watchable store sees it. */
+enum mvcc_event_type { MVCC_EVENT_PUT = 0, MVCC_EVENT_DELETE = 1 };
+struct mvcc_event {
+	enum mvcc_event_type type;
+	struct rev rev;
+	const uint8_t *key;
+	size_t key_len;
+	const uint8_t *kv;        /* bytes written to the key bucket: the new
+				   * KeyValue, or KeyValue{key} for a delete
+				   * (whose event etcd sends with mod_revision
+				   * rev.main) */
+	size_t kv_len;
+	const uint8_t *prev_kv;   /* the version replaced; NULL if none */
+	size_t prev_kv_len;
+};
+
+struct mvcc_store_opts {
+	/* Whether lease id exists, asked at apply by Put and by the puts of a
+	 * Txn: 1 yes, 0 no, or a negative error. NULL: the id is looked up in
+	 * the lease bucket of the batch's txn. */
+	int (*lease_exists)(void *arg, struct btree_txn *t, int64_t id);
+	void *lease_arg;
+	/* Called for every change in order, before it is written; bytes are
+	 * valid during the call only. A batch's events are final only when
+	 * mvcc_batch_commit succeeds. May be NULL. */
+	void (*on_event)(void *arg, const struct mvcc_event *ev);
+	void *event_arg;
+	/* Key-bucket entries per commit while rebuilding the index; 0: 10000. */
+	uint32_t rebuild_batch;
+};
+
+/* What the store has committed (or, inside a batch, applied so far). */
+struct mvcc_state {
+	int64_t rev;                 /* current revision (1 when empty) */
+	int64_t compact_rev;         /* last compaction asked for; -1: none */
+	int64_t finished_compact_rev;/* last compaction done; -1: none */
+	uint64_t consistent_index;   /* last Raft index applied */
+	bool compacting;             /* compact_rev's deletion is not done */
+	bool rebuilt;                /* the open rebuilt the index */
+};
+
+/*
+ * Opens the MVCC state of db (its one writer): creates etcd's buckets
+ * where missing, rebuilds the index from the key bucket when there is
+ * none or it does not match (in commits of o->rebuild_batch entries, each
+ * checkpointed so that the file does not grow by every chunk's copies),
+ * and resumes an unfinished compaction. Otherwise it commits but does not
+ * checkpoint. o may be NULL. -EUCLEAN (mvcc_last_error), -ENOMEM, B+tree
+ * errors.
+ */
+int mvcc_store_open(struct btree_db *db, const struct mvcc_store_opts *o,
+		    struct mvcc_store **out);
+/* Frees the store (ends an open batch without committing). NULL-safe. */
+void mvcc_store_close(struct mvcc_store *s);
+void mvcc_store_state(const struct mvcc_store *s, struct mvcc_state *out);
+
+/* Starts an apply batch: one B+tree write txn. -EBUSY if one is open. */
+int mvcc_batch_begin(struct mvcc_store *s);
+/* The batch's write txn, for the other state machines of stored. */
+struct btree_txn *mvcc_batch_txn(struct mvcc_store *s);
+/* A view of the batch so far (for reads inside the apply loop). */
+struct mvcc_view *mvcc_batch_view(struct mvcc_store *s);
+
+/*
+ * Starts applying the entry at Raft index `index`: 0 to apply it,
+ * -EALREADY when index <= the consistent index (already applied: skip
+ * it), -EINVAL outside a batch. The consistent index becomes index and is
+ * written with the batch.
+ */
+int mvcc_apply_begin(struct mvcc_store *s, uint64_t index);
+
+/*
+ * The KV requests of an applied entry, as etcd's applier runs them. Each
+ * builds its response in arena a (header: revision only; the caller
+ * fills cluster, member and term) and returns 0, an MVCC_ERR_* (nothing
+ * written, *out untouched), or a batch-failing error.
+ *   Put: MVCC_ERR_LEASE_NOT_FOUND, MVCC_ERR_KEY_NOT_FOUND (ignore_value or
+ *        ignore_lease on a missing key), MVCC_ERR_EMPTY_KEY,
+ *        MVCC_ERR_KEY_TOO_LARGE.
+ *   DeleteRange: deleted count, prev_kvs.
+ *   Txn: compares at the txn's start (nested ones too), then the checks
+ *        of etcd (puts: lease, ignore_* keys; ranges: revisions), then the
+ *        ops of the chosen branches in order, all at one main revision
+ *        with increasing sub revisions. A put whose ignore_value or
+ *        ignore_lease key was deleted earlier in the same txn (etcd
+ *        crashes) keeps an empty value and no lease.
+ *   Compact: MVCC_ERR_COMPACTED (at or below the last compaction),
+ *        MVCC_ERR_FUTURE_REV; records scheduledCompactRev; the deletion
+ *        then runs through mvcc_compact_step.
+ *   Range: a Range that went through Raft.
+ */
+int mvcc_put(struct mvcc_store *s, const Etcdserverpb__PutRequest *r, struct arena *a,
+	     Etcdserverpb__PutResponse **out);
+int mvcc_delete_range(struct mvcc_store *s, const Etcdserverpb__DeleteRangeRequest *r,
+		      struct arena *a, Etcdserverpb__DeleteRangeResponse **out);
+int mvcc_txn(struct mvcc_store *s, const Etcdserverpb__TxnRequest *r, struct arena *a,
+	     Etcdserverpb__TxnResponse **out);
+int mvcc_compact(struct mvcc_store *s, const Etcdserverpb__CompactionRequest *r,
+		 struct arena *a, Etcdserverpb__CompactionResponse **out);
+int mvcc_range_apply(struct mvcc_store *s, const Etcdserverpb__RangeRequest *r,
+		     struct arena *a, Etcdserverpb__RangeResponse **out);
+
+/*
+ * Runs the pending compaction for up to max_entries entries of the key
+ * bucket in the open batch: deletes each revision at or below the compact
+ * revision except every key's newest one there unless it is a tombstone
+ * (etcd's rule), from the key bucket and the index. *done (may be NULL)
+ * tells whether it finished; the batch then records finishedCompactRev.
+ * Nothing to do (and *done true) when no compaction is pending. Readers at
+ * or above the compact revision see the same data throughout.
+ */
+int mvcc_compact_step(struct mvcc_store *s, uint32_t max_entries, bool *done);
+
+/* Writes the consistent index and the index meta, commits the batch's
+ * txn and returns the triple to publish (out may be NULL). On failure the
+ * store is back at the last commit. */
+int mvcc_batch_commit(struct mvcc_store *s, struct btree_root *out);
+/* Drops the open batch; the store is back at the last commit. */
+void mvcc_batch_abort(struct mvcc_store *s);
+
+#endif
