@@ -149,6 +149,21 @@ static void hello_answer(struct shm_region *r, enum shm_role role, uint32_t i,
 		 LOG_I64("peer-pid", m->pid));
 }
 
+bool hello_serve_record(struct shm_region *r, enum shm_role role, uint32_t slot,
+			const struct ring_rec *rec)
+{
+	struct hello_msg m;
+
+	if (rec->type != HELLO_TYPE_HELLO)
+		return false;
+	if (hello_decode(rec, &m))
+		hello_answer(r, role, slot, &m);
+	else
+		log_warn("dropped a malformed hello", LOG_U64("slot", slot),
+			 LOG_U64("len", rec->len));
+	return true;
+}
+
 int hello_serve(struct shm_region *r, enum shm_role role)
 {
 	uint32_t n = shm_slot_count(r);
@@ -157,12 +172,9 @@ int hello_serve(struct shm_region *r, enum shm_role role)
 	for (uint32_t i = 0; i < n; i++) {
 		struct ring *in = shm_slot_ring(r, i, hello_to(role));
 		struct ring_rec rec;
-		struct hello_msg m;
 
 		while (in && ring_peek(in, &rec) == 0) {
-			if (rec.type == HELLO_TYPE_HELLO && hello_decode(&rec, &m))
-				hello_answer(r, role, i, &m);
-			else
+			if (!hello_serve_record(r, role, i, &rec))
 				log_debug("dropped a record this build does not serve yet",
 					  LOG_U64("slot", i), LOG_U64("type", rec.type),
 					  LOG_U64("len", rec.len));

@@ -24,6 +24,8 @@
 #include "shm/region.h"
 #include "shm/slot.h"
 
+struct ring_rec;
+
 #define HELLO_TYPE_HELLO 0x7fff0001u
 #define HELLO_TYPE_ACK 0x7fff0002u
 #define HELLO_VERSION 1u
@@ -67,6 +69,14 @@ bool hello_requests_waiting(struct shm_region *r, enum shm_role role);
  * ack that does not fit is dropped with a warning. Returns the number of
  * records consumed. */
 int hello_serve(struct shm_region *r, enum shm_role role);
+
+/* Daemon side, for a loop that drains a slot's request ring itself: if rec
+ * (taken from slot's ring to role) is a hello, answers it as hello_serve
+ * does (or drops it, logged, when malformed or from a previous holder of
+ * the slot) and returns true; returns false for any other record, which
+ * the caller handles. Never blocks; the caller releases the record. */
+bool hello_serve_record(struct shm_region *r, enum shm_role role, uint32_t slot,
+			const struct ring_rec *rec);
 
 /* Daemon side, the whole skeleton loop of raftd and stored: installs
  * handlers for SIGTERM and SIGINT (which the caller keeps blocked until

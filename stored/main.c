@@ -1,34 +1,100 @@
 /* stored: a member's apply process.
  *
- * For now a skeleton: it claims the stored role in the member region and
- * answers the attach hello of every gatewayd slot, sleeping on its doorbell
- * in between. SIGTERM or SIGINT stops it cleanly.
+ * It claims the stored role in the member region, opens (or creates)
+ * <data-dir>/member/snap/db, and runs the apply loop (stored/loop.h):
+ * committed entries from raftd in, the store changed in batches, roots
+ * published to readers, results to the gateways, checkpoints. It answers
+ * the attach hello of every gatewayd slot on the way. SIGTERM or SIGINT
+ * stops it cleanly: a last checkpoint, whose index is published as durable.
  */
+#include <errno.h>
+#include <signal.h>
 #include <string.h>
 
-#include "shm/hello.h"
 #include "shm/config.h"
+#include "shm/doorbell.h"
+#include "shm/hello.h"
 #include "shm/log.h"
+#include "shm/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
+#include "stored/loop.h"
+
+/* Set by the signal handler, which also rings the loop's doorbell so that
+ * the loop wakes at once rather than at the backstop. */
+static volatile sig_atomic_t stored_signal;
+static struct shm_doorbell *stored_signal_bell;
+
+static void stored_on_signal(int sig)
+{
+	int saved = errno;
+	stored_signal = sig;
+	if (stored_signal_bell)
+		shm_doorbell_ring(stored_signal_bell);
+	errno = saved;
+}
+
+/* Installs the handler for SIGTERM and SIGINT, then unblocks them
+ * (config_daemon_start blocked them so that none is lost before). */
+static void stored_signals(struct shm_region *r)
+{
+	struct sigaction sa = { .sa_handler = stored_on_signal };
+	sigset_t set;
+
+	stored_signal_bell = shm_role_doorbell(r, SHM_ROLE_STORED);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
 
 int main(int argc, char **argv)
 {
+	struct stored_loop_opts o = { 0 };
+	struct stored_loop *l = NULL;
 	struct cetcd_config cfg;
 	struct shm_region *r;
-	int status, rc, sig;
+	int status, rc;
 
 	rc = config_daemon_start(&cfg, CONFIG_PROG_STORED, "stored", argc, argv, &r, &status);
 	if (rc)
 		return status;
 	status = 1;
 
+	rc = member_ids_from_config(&cfg, &o.member_id, &o.cluster_id);
+	if (rc) {
+		log_error("cannot derive the member id from --initial-cluster",
+			  LOG_STR("initial-cluster", cfg.initial_cluster), LOG_STR("name", cfg.name),
+			  LOG_ERRNO(rc));
+		status = CONFIG_EXIT_FATAL;
+		goto out_detach;
+	}
+	uint64_t region_id = shm_region_member_id(r);
+	if (region_id != 0 && region_id != o.member_id)
+		log_warn("the member region names another member id",
+			 LOG_U64("region-member-id", region_id), LOG_U64("member-id", o.member_id));
+
 	if (hello_claim_role(r, SHM_ROLE_STORED))
 		goto out_detach;
+	stored_signals(r);
 
-	sig = hello_serve_until_signal(r, SHM_ROLE_STORED);
-	log_info("stopping", LOG_STR("signal", strsignal(sig)));
-	status = 0;
+	o.data_dir = cfg.data_dir;
+	rc = stored_loop_open(r, &o, &l);
+	if (rc)
+		goto out_release;
+	rc = stored_loop_run(l, &stored_signal);
+	if (rc)
+		goto out_free;
+	log_info("stopping", LOG_STR("signal", strsignal(stored_signal)));
+	if (stored_loop_checkpoint(l) == 0)
+		status = 0;
+
+out_free:
+	stored_loop_free(l);
+out_release:
 	shm_role_release(r, SHM_ROLE_STORED);
 out_detach:
 	shm_region_detach(r);

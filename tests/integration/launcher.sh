@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The cetcd launcher and the daemon skeletons, as real processes on
-# loopback: start, attach through the slot rings, plain refusals on the
-# client and peer ports, idle without spinning, restart of a killed
+# The cetcd launcher and the daemons, as real processes on loopback:
+# start, attach through the slot rings, the client port's answers (/health
+# and /version over HTTP/1.1, the HTTP/2 server preface, Maintenance.Status
+# and Cluster.MemberList through etcdctl when it is installed), the plain
+# refusal on the peer port, idle without spinning, restart of a killed
 # gatewayd with a higher slot generation, ordered stop on SIGTERM, no
 # survivors after SIGKILL of the launcher and recovery of the stale
 # region, flag handling (--version, unsupported values, unknown flags) and
@@ -223,19 +225,53 @@ mapfile -t kids < <(pgrep -P "$lp")
 pids_to_kill+=("${kids[@]}")
 check "the launcher runs 4 processes (raftd, stored, 2 gatewayd)" test "${#kids[@]}" -eq 4
 
-printf 'GET /health HTTP/1.1\r\nHost: test\r\n\r\n' >"$tmp/http.req"
-printf 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' >"$tmp/h2.req"
-talk "$cport" "$tmp/http.req" "$tmp/http.resp" || true
-check "the client port answers HTTP/1.1 with 503" grep -q '^HTTP/1.1 503' "$tmp/http.resp"
-check "and says it does not serve yet" grep -q 'cetcd: not serving client requests yet' "$tmp/http.resp"
-talk "$cport" "$tmp/h2.req" "$tmp/h2.resp" || true
-# a SETTINGS frame, then GOAWAY (type 7) with REFUSED_STREAM (7) and the text
-check "an HTTP/2 preface gets SETTINGS + GOAWAY(REFUSED_STREAM)" python3 - "$tmp/h2.resp" <<'EOF'
-import sys
-data = open(sys.argv[1], "rb").read()
-sys.exit(0 if len(data) >= 26 and data[3] == 4 and data[9 + 3] == 7
-         and int.from_bytes(data[22:26], "big") == 7 and b"not serving" in data else 1)
+printf 'GET /health HTTP/1.1\r\nHost: test\r\n\r\nGET /version HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n' >"$tmp/http.req"
+# /health is 503 {"health":"false"} until raftd knows a leader, then 200
+# {"health":"true"}, as etcd 3.4 answers; a single member elects itself
+healthy() {
+	talk "$cport" "$tmp/http.req" "$tmp/http.resp" || return 1
+	grep -q '^HTTP/1.1 200 OK' "$tmp/http.resp" && grep -qF '{"health":"true"}' "$tmp/http.resp"
+}
+wait_healthy() {
+	local deadline=$(($(now_ms) + 10000))
+	while (($(now_ms) < deadline)); do
+		healthy && return 0
+		if [[ -s $tmp/http.resp ]] && ! grep -qF '{"health":"false"}' "$tmp/http.resp"; then
+			echo "  /health answered neither true nor false:"
+			sed 's/^/    /' "$tmp/http.resp"
+			return 1
+		fi
+		sleep 0.05
+	done
+	return 1
+}
+check "/health answers 200 {\"health\":\"true\"} once a leader is known (keep-alive)" wait_healthy
+check "/version answers the etcd versions on the same connection" \
+	grep -qF '{"etcdserver":"3.4.0","etcdcluster":"3.4.0"}' "$tmp/http.resp"
+# an HTTP/2 client preface gets the server's SETTINGS frame (gRPC served)
+check "an HTTP/2 preface gets the server's SETTINGS" python3 - "$cport" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+data = b""
+while len(data) < 9:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+sys.exit(0 if len(data) >= 9 and data[3] == 4 and data[4] == 0 else 1)
 EOF
+if command -v etcdctl >/dev/null; then
+	ml=$(ETCDCTL_API=3 timeout 10 etcdctl --endpoints "127.0.0.1:$cport" member list -w json 2>&1 || true)
+	check "etcdctl member list names this member with its URLs" \
+		grep -qF "\"name\":\"t1\",\"peerURLs\":[\"http://127.0.0.1:$pport\"],\"clientURLs\":[\"http://127.0.0.1:$cport\"]" <<<"$ml"
+	es=$(ETCDCTL_API=3 timeout 10 etcdctl --endpoints "127.0.0.1:$cport" endpoint status -w json 2>&1 || true)
+	mid=$(grep -oE '"member_id":[0-9]+' <<<"$es" | head -1 | cut -d: -f2)
+	check "etcdctl endpoint status answers: version 3.4.0, this member leads" \
+		grep -qE "\"version\":\"3.4.0\",\"dbSize\":[0-9]+,\"leader\":${mid:-none}," <<<"$es"
+else
+	echo "  (etcdctl is not installed: the gRPC checks are skipped)"
+fi
 talk "$pport" "$tmp/http.req" "$tmp/peer.resp" || true
 check "the peer port refuses plainly" grep -q 'peer communication is not implemented yet' "$tmp/peer.resp"
 

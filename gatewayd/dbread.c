@@ -1,0 +1,132 @@
+/* Reads from the db in gatewayd (see server.h): a read-only mapping of
+ * <data-dir>/member/snap/db opened once (again when stored replaces the
+ * file: a new db generation), and read txns at the root stored published,
+ * registered in the reader table for their duration so stored keeps
+ * their pages (DESIGN invariant 3). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gatewayd/server.h"
+#include "shm/log.h"
+#include "shm/readers.h"
+#include "stored/btree.h"
+#include "stored/page.h"
+
+/* The page size a db file's first meta page records, 0 if unreadable. */
+static uint32_t gw_db_page_size(const char *path)
+{
+	uint8_t page[PAGE_HDR_SIZE + PAGE_META_SIZE];
+	struct page_meta m;
+	uint32_t size = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	if (pread(fd, page, sizeof(page), 0) == (ssize_t)sizeof(page)) {
+		page_meta_decode(page, &m);
+		if (m.magic == PAGE_MAGIC && page_size_valid(m.page_size))
+			size = m.page_size;
+	}
+	close(fd);
+	return size;
+}
+
+static void gw_db_unmap(struct gw_server *s)
+{
+	btree_reader_close(s->db);
+	s->db = NULL;
+}
+
+void gw_db_close(struct gw_server *s)
+{
+	gw_db_unmap(s);
+	if (s->reader_claimed) {
+		readers_release(s->r, s->reader_index);
+		s->reader_claimed = false;
+	}
+}
+
+int gw_read_begin(struct gw_server *s, struct gw_read *rd)
+{
+	int rc;
+
+	rd->txn = NULL;
+	if (!s->reader_claimed) {
+		rc = readers_claim(s->r, &s->reader_index);
+		if (rc)
+			return rc;
+		s->reader_claimed = true;
+	}
+	rc = readers_begin(s->r, s->reader_index, &rd->st);
+	if (rc)
+		return rc;
+	if (rd->st.root_page == 0) {
+		rc = -EAGAIN; /* stored has published nothing yet */
+		goto out_end;
+	}
+	if (s->db && s->db_generation != rd->st.db_generation)
+		gw_db_unmap(s); /* a new file: move over now that no txn is open */
+	if (!s->db) {
+		rc = btree_reader_open(s->db_path, NULL, &s->db);
+		if (rc) {
+			log_warn("cannot map the db for reading", LOG_STR("path", s->db_path),
+				 LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
+			s->db = NULL;
+			goto out_end;
+		}
+		s->db_generation = rd->st.db_generation;
+		s->db_page_size = gw_db_page_size(s->db_path);
+	}
+	struct btree_root root = {
+		.root_pgid = rd->st.root_page,
+		.txid = rd->st.txid,
+		.hwm_pgid = rd->st.high_water_page,
+	};
+	rc = btree_reader_begin(s->db, &root, &rd->txn);
+	if (rc) {
+		log_warn("cannot begin a read at the published root",
+			 LOG_STR("reason", btree_last_error()), LOG_U64("root", root.root_pgid),
+			 LOG_U64("txid", root.txid), LOG_ERRNO(rc));
+		rd->txn = NULL;
+		goto out_end;
+	}
+	return 0;
+
+out_end:
+	readers_end(s->r, s->reader_index);
+	return rc;
+}
+
+void gw_read_end(struct gw_server *s, struct gw_read *rd)
+{
+	btree_txn_end(rd->txn);
+	rd->txn = NULL;
+	readers_end(s->r, s->reader_index);
+}
+
+void gw_read_refuse(struct gw_server *s, struct grpc_call *call, int rc)
+{
+	(void)s;
+	if (rc == -EAGAIN || rc == -ENOENT || rc == -ENOMEM || rc == -ENOSPC)
+		grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "etcdserver: not capable");
+	else
+		grpc_call_finish(call, GRPC_STATUS_INTERNAL, btree_last_error());
+}
+
+void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *size,
+		 int64_t *in_use)
+{
+	struct stat sb;
+
+	*size = stat(s->db_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+	if (s->db_page_size == 0)
+		s->db_page_size = gw_db_page_size(s->db_path);
+	/* pages up to the high-water mark are in use or free; free ones are not
+	 * known here, so this is an upper bound of etcd's figure */
+	*in_use = (int64_t)(st->high_water_page * s->db_page_size);
+	if (*in_use > *size)
+		*in_use = *size;
+}

@@ -1,0 +1,641 @@
+/* The ring side of gatewayd's loop (see server.h): proposals and
+ * read-index asks out to raftd, results, read indexes and rejections back,
+ * matched to calls by request identity (pending.h), read waits on stored's
+ * applied index, and request timeouts.
+ *
+ * Out: records are staged on SHM_SLOT_TO_RAFTD during a turn and
+ * published once at its end (one wake of raftd per batch). When the ring
+ * is full they queue in a bounded local backlog, in order, retried every
+ * GW_BACKLOG_RETRY_NS; when that is full too, the request is refused with
+ * etcd's "too many requests".
+ *
+ * In: a record is delivered only to the pending request whose (member,
+ * slot, generation, request id) it names; every other record is dropped,
+ * counted and logged at debug level. Lengths are checked before anything
+ * is read: a record whose header and length disagree is dropped too.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gatewayd/server.h"
+#include "shm/barrier.h"
+#include "shm/doorbell.h"
+#include "shm/hello.h"
+#include "shm/log.h"
+#include "shm/msg.h"
+#include "shm/region.h"
+#include "shm/ring.h"
+#include "stored/mvcc_kv.h"
+
+/* InternalRaftRequest.header (field 100, length-delimited) */
+#define GW_IRR_HEADER_TAG (100u << 3 | 2) /* as a varint: a2 06 */
+
+static const char gw_msg_too_many[] = "etcdserver: too many requests";
+static const char gw_msg_too_large[] = "etcdserver: request is too large";
+static const char gw_msg_timeout[] = "etcdserver: request timed out";
+static const char gw_msg_timeout_apply[] =
+	"etcdserver: request timed out, waiting for the applied index took too long";
+static const char gw_msg_stopped[] = "etcdserver: server stopped";
+static const char gw_msg_leader_changed[] = "etcdserver: leader changed";
+
+static struct ring *gw_ring(struct gw_server *s, enum shm_slot_ring which)
+{
+	return shm_slot_ring(s->r, s->slot.index, which);
+}
+
+/* ---- setup ---- */
+
+bool gw_rings_has_work(void *server)
+{
+	struct gw_server *s = server;
+	struct status_stored st;
+	uint64_t w;
+
+	if (hello_replies_waiting(s->r, &s->slot))
+		return true;
+	w = atomic_load_explicit(&s->wait_index, memory_order_acquire);
+	return w && status_stored_read(s->r, &st) == 0 && st.applied_index >= w;
+}
+
+int gw_rings_init(struct gw_server *s, uint32_t pending_cap, size_t backlog_bytes)
+{
+	struct msg_origin self = {
+		.member_id = s->member_id,
+		.slot = s->slot.index,
+		.generation = s->slot.generation,
+	};
+	size_t floor = 2 * ((size_t)shm_region_max_record(s->r) + 16);
+	int rc;
+
+	atomic_init(&s->wait_index, 0);
+	rc = pending_init(&s->pending, pending_cap, &self);
+	if (rc)
+		return rc;
+	s->backlog_cap = backlog_bytes > floor ? backlog_bytes : floor;
+	rc = waker_start(&s->waker, shm_slot_doorbell(s->r, s->slot.index), gw_rings_has_work, s);
+	if (rc) {
+		pending_fini(&s->pending);
+		return rc;
+	}
+	return 0;
+}
+
+void gw_rings_fini(struct gw_server *s)
+{
+	waker_stop(&s->waker);
+	if (s->pending.v)
+		shm_doorbell_want_events(shm_slot_doorbell(s->r, s->slot.index), false);
+	pending_fini(&s->pending);
+	free(s->backlog);
+	s->backlog = NULL;
+	free(s->waits);
+	s->waits = NULL;
+}
+
+/* ---- answering ---- */
+
+static enum grpc_status gw_status(int32_t code)
+{
+	return code > 0 && code <= GRPC_STATUS_UNAUTHENTICATED ? (enum grpc_status)code :
+								 GRPC_STATUS_UNKNOWN;
+}
+
+/* Frees p and its ctx, and returns its call if that is still alive. */
+static struct grpc_call *gw_take(struct gw_server *s, struct pending_req *p)
+{
+	struct grpc_call *call = grpc_call_find(s->grpc, p->call_id);
+	struct gw_deferred *d = p->ctx;
+
+	pending_remove(&s->pending, p);
+	if (d)
+		d->ops->free(d);
+	if (call)
+		grpc_call_set_user(call, GW_CALL_STARTED);
+	return call;
+}
+
+/* Answers p's call with an error and frees p. */
+static void gw_fail(struct gw_server *s, struct pending_req *p, enum grpc_status code,
+		    const char *text)
+{
+	struct grpc_call *call = gw_take(s, p);
+	if (call)
+		grpc_call_finish(call, code, text);
+}
+
+void gw_rings_cancel(struct gw_server *s, struct grpc_call *call)
+{
+	void *user = grpc_call_user(call);
+	struct pending_req *p;
+
+	if (!user || user == GW_CALL_STARTED || !s->pending.v)
+		return;
+	/* the call's id is already dead here; its user pointer names the
+	 * request it waits under */
+	p = pending_find(&s->pending, (uint64_t)(uintptr_t)user);
+	if (p) {
+		struct gw_deferred *d = p->ctx;
+		pending_remove(&s->pending, p);
+		if (d)
+			d->ops->free(d);
+	}
+	grpc_call_set_user(call, GW_CALL_STARTED);
+}
+
+void gw_rings_stop(struct gw_server *s)
+{
+	struct pending_req *p;
+
+	if (!s->pending.v)
+		return;
+	while ((p = pending_first(&s->pending)) != NULL)
+		gw_fail(s, p, GRPC_STATUS_UNAVAILABLE, gw_msg_stopped);
+	s->backlog_head = s->backlog_len = 0;
+	s->nwaits = 0;
+	atomic_store(&s->wait_index, 0);
+}
+
+/* ---- out: the ring to raftd and the backlog ---- */
+
+#define GW_BACKLOG_HDR 8u
+
+static size_t gw_pad8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+/* Room for a record of len bytes: staged in the ring when nothing waits in
+ * the backlog and the ring has room, else at the backlog's end. NULL when
+ * neither can take it. *in_ring says which. */
+static uint8_t *gw_out_reserve(struct gw_server *s, uint32_t len, bool *in_ring)
+{
+	struct ring *ring = gw_ring(s, SHM_SLOT_TO_RAFTD);
+	void *p;
+
+	if (s->backlog_len == 0 && ring_reserve(ring, len, &p) == 0) {
+		*in_ring = true;
+		return p;
+	}
+	*in_ring = false;
+	size_t need = GW_BACKLOG_HDR + gw_pad8(len);
+	if (s->backlog_len + need > s->backlog_cap)
+		return NULL;
+	if (!s->backlog) {
+		s->backlog = malloc(s->backlog_cap);
+		if (!s->backlog)
+			return NULL;
+	}
+	if (s->backlog_head + s->backlog_len + need > s->backlog_cap) {
+		memmove(s->backlog, s->backlog + s->backlog_head, s->backlog_len);
+		s->backlog_head = 0;
+	}
+	return s->backlog + s->backlog_head + s->backlog_len + GW_BACKLOG_HDR;
+}
+
+static void gw_out_commit(struct gw_server *s, uint32_t type, uint32_t len, bool in_ring)
+{
+	if (in_ring) {
+		ring_commit(gw_ring(s, SHM_SLOT_TO_RAFTD), type, len);
+		s->staged = true;
+		return;
+	}
+	uint8_t *h = s->backlog + s->backlog_head + s->backlog_len;
+	memcpy(h, &type, 4);
+	memcpy(h + 4, &len, 4);
+	s->backlog_len += GW_BACKLOG_HDR + gw_pad8(len);
+	s->stats.backlogged++;
+}
+
+void gw_rings_publish(struct gw_server *s)
+{
+	struct ring *ring = gw_ring(s, SHM_SLOT_TO_RAFTD);
+
+	while (s->backlog_len > 0) {
+		uint8_t *h = s->backlog + s->backlog_head;
+		uint32_t type, len;
+		void *p;
+		memcpy(&type, h, 4);
+		memcpy(&len, h + 4, 4);
+		int rc = ring_reserve(ring, len, &p);
+		if (rc == -EAGAIN)
+			break;
+		if (rc == 0) {
+			memcpy(p, h + GW_BACKLOG_HDR, len);
+			ring_commit(ring, type, len);
+			s->staged = true;
+		} else {
+			log_warn("dropped a request the ring to raftd refuses", LOG_ERRNO(rc),
+				 LOG_U64("len", len));
+		}
+		s->backlog_head += GW_BACKLOG_HDR + gw_pad8(len);
+		s->backlog_len -= GW_BACKLOG_HDR + gw_pad8(len);
+	}
+	if (s->backlog_len == 0)
+		s->backlog_head = 0;
+	if (s->staged) {
+		ring_publish(ring);
+		s->staged = false;
+	}
+}
+
+static void gw_refuse_too_many(struct gw_server *s, struct grpc_call *call)
+{
+	s->stats.too_many++;
+	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);
+}
+
+void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
+		size_t len)
+{
+	uint8_t origin[MSG_ORIGIN_MAX_BYTES];
+	struct msg_propose mp;
+	struct pending_req *p;
+	bool in_ring;
+
+	p = pending_add(&s->pending, PENDING_PROPOSE, grpc_call_id(call),
+			s->now_ns + s->request_timeout_ns);
+	if (!p) {
+		gw_refuse_too_many(s, call);
+		return;
+	}
+	uint64_t rid = p->request_id;
+	/* header { ID = rid } then field { body }: etcd's InternalRaftRequest */
+	size_t hdr_inner = 1 + mvcc_varint_len(rid);
+	size_t hdr_len = mvcc_varint_len(GW_IRR_HEADER_TAG) + 1 + hdr_inner;
+	uint64_t tag = (uint64_t)field << 3 | 2;
+	size_t irr_len = hdr_len + mvcc_varint_len(tag) + mvcc_varint_len(len) + len;
+	if (irr_len > s->max_request_bytes) {
+		pending_remove(&s->pending, p);
+		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, gw_msg_too_large);
+		return;
+	}
+	pending_origin(&s->pending, p, &mp.origin);
+	size_t olen = msg_origin_encode(&mp.origin, origin);
+	size_t rec_len = sizeof(mp) + irr_len + olen;
+	if (rec_len > shm_region_max_record(s->r)) {
+		pending_remove(&s->pending, p);
+		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, gw_msg_too_large);
+		return;
+	}
+	uint8_t *out = gw_out_reserve(s, (uint32_t)rec_len, &in_ring);
+	if (!out) {
+		pending_remove(&s->pending, p);
+		gw_refuse_too_many(s, call);
+		return;
+	}
+	mp.term = 0;
+	mp.data_len = (uint32_t)(irr_len + olen);
+	mp.flags = 0;
+	memcpy(out, &mp, sizeof(mp));
+	uint8_t *w = out + sizeof(mp);
+	w += mvcc_varint_put(w, GW_IRR_HEADER_TAG);
+	*w++ = (uint8_t)hdr_inner;
+	*w++ = 1 << 3; /* RequestHeader.ID, varint */
+	w += mvcc_varint_put(w, rid);
+	w += mvcc_varint_put(w, tag);
+	w += mvcc_varint_put(w, len);
+	if (len)
+		memcpy(w, body, len);
+	w += len;
+	memcpy(w, origin, olen);
+	gw_out_commit(s, MSG_PROPOSE, (uint32_t)rec_len, in_ring);
+	grpc_call_set_user(call, (void *)(uintptr_t)rid);
+	s->stats.proposals++;
+}
+
+void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d)
+{
+	struct msg_read_index ri;
+	struct pending_req *p;
+	bool in_ring;
+
+	p = pending_add(&s->pending, PENDING_READ_INDEX, grpc_call_id(call),
+			s->now_ns + s->request_timeout_ns);
+	uint8_t *out = p ? gw_out_reserve(s, sizeof(ri), &in_ring) : NULL;
+	if (!out) {
+		if (p)
+			pending_remove(&s->pending, p);
+		d->ops->free(d);
+		gw_refuse_too_many(s, call);
+		return;
+	}
+	p->ctx = d;
+	pending_origin(&s->pending, p, &ri.origin);
+	memcpy(out, &ri, sizeof(ri));
+	gw_out_commit(s, MSG_READ_INDEX, sizeof(ri), in_ring);
+	grpc_call_set_user(call, (void *)(uintptr_t)p->request_id);
+	s->stats.read_indexes++;
+}
+
+/* ---- read waits ---- */
+
+static int gw_wait_add(struct gw_server *s, uint64_t rid)
+{
+	if (s->nwaits == s->waits_cap) {
+		uint32_t cap = s->waits_cap ? 2 * s->waits_cap : 64;
+		uint64_t *v = realloc(s->waits, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->waits = v;
+		s->waits_cap = cap;
+	}
+	s->waits[s->nwaits++] = rid;
+	return 0;
+}
+
+/* Runs p's deferred read (its wait is over). */
+static void gw_run(struct gw_server *s, struct pending_req *p)
+{
+	struct gw_deferred *d = p->ctx;
+	p->ctx = NULL;
+	struct grpc_call *call = gw_take(s, p);
+	if (call)
+		d->ops->run(s, call, d);
+	d->ops->free(d);
+	s->stats.results++;
+}
+
+/* Serves the reads whose index stored has applied, and tells the waker
+ * (and stored's event notice) what the others wait for. */
+static void gw_serve_waits(struct gw_server *s)
+{
+	struct shm_doorbell *db = shm_slot_doorbell(s->r, s->slot.index);
+	struct status_stored st;
+	uint64_t min = UINT64_MAX;
+	uint32_t j = 0;
+
+	if (s->nwaits == 0)
+		return;
+	if (status_stored_read(s->r, &st))
+		st.applied_index = 0;
+	for (uint32_t i = 0; i < s->nwaits; i++) {
+		struct pending_req *p = pending_find(&s->pending, s->waits[i]);
+		if (!p || p->kind != PENDING_READ_WAIT)
+			continue; /* answered, cancelled or timed out meanwhile */
+		if (p->read_index <= st.applied_index) {
+			gw_run(s, p);
+			continue;
+		}
+		if (p->read_index < min)
+			min = p->read_index;
+		s->waits[j++] = s->waits[i];
+	}
+	s->nwaits = j;
+	if (j == 0) {
+		atomic_store_explicit(&s->wait_index, 0, memory_order_release);
+		shm_doorbell_want_events(db, false);
+		return;
+	}
+	/* Ask for stored's notices, full fence, look again (stored publishes,
+	 * fences, then checks who wants notices): one of us sees the other. */
+	atomic_store_explicit(&s->wait_index, min, memory_order_release);
+	shm_doorbell_want_events(db, true);
+	shm_full_fence();
+	if (status_stored_read(s->r, &st) == 0 && st.applied_index >= min)
+		s->more_work = true;
+}
+
+/* ---- in: records from raftd and stored ---- */
+
+static void gw_drop(struct gw_server *s, const char *what, const struct msg_origin *o,
+		    enum pending_miss why)
+{
+	s->stats.dropped++;
+	log_debug("dropped a record from the rings", LOG_STR("record", what),
+		  LOG_STR("reason", pending_miss_name(why)), LOG_U64("member", o->member_id),
+		  LOG_U64("slot", o->slot), LOG_U64("generation", o->generation),
+		  LOG_U64("request-id", o->request_id));
+}
+
+static void gw_malformed(struct gw_server *s, const struct ring_rec *rec)
+{
+	s->stats.malformed++;
+	log_debug("dropped a malformed record from the rings", LOG_U64("type", rec->type),
+		  LOG_U64("len", rec->len));
+}
+
+/* A message text from a record, NUL-terminated into buf. */
+static const char *gw_text(const uint8_t *p, uint32_t len, char *buf, size_t cap)
+{
+	size_t n = len < cap - 1 ? len : cap - 1;
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The shape of a reply record: a fixed header that starts with the
+ * origin, then as many bytes as the header's 32-bit count at tail_len_off
+ * says (GW_NO_TAIL: none); and the kinds of request it may answer. */
+#define GW_NO_TAIL SIZE_MAX
+struct gw_reply_fmt {
+	const char *what;
+	size_t hlen;
+	size_t tail_len_off;
+	uint32_t kinds; /* 1 << enum pending_kind */
+};
+
+static const struct gw_reply_fmt gw_fmt_result = {
+	"result", sizeof(struct msg_result), offsetof(struct msg_result, body_len),
+	1u << PENDING_PROPOSE,
+};
+static const struct gw_reply_fmt gw_fmt_reject = {
+	"rejection", sizeof(struct msg_reject), offsetof(struct msg_reject, text_len),
+	1u << PENDING_PROPOSE | 1u << PENDING_READ_INDEX,
+};
+static const struct gw_reply_fmt gw_fmt_read_index = {
+	"read index", sizeof(struct msg_read_index_reply), GW_NO_TAIL,
+	1u << PENDING_READ_INDEX,
+};
+
+/* Copies rec's header into hdr and finds the request it answers; NULL
+ * (counted, logged at debug) when the record is malformed or answers
+ * nothing of this process. */
+static struct pending_req *gw_reply(struct gw_server *s, const struct ring_rec *rec,
+				    const struct gw_reply_fmt *f, void *hdr)
+{
+	struct msg_origin o;
+	enum pending_miss why;
+	uint32_t tail = 0;
+
+	if (rec->len < f->hlen) {
+		gw_malformed(s, rec);
+		return NULL;
+	}
+	memcpy(hdr, rec->data, f->hlen);
+	if (f->tail_len_off != GW_NO_TAIL)
+		memcpy(&tail, (const uint8_t *)hdr + f->tail_len_off, sizeof(tail));
+	if ((uint64_t)f->hlen + tail != rec->len) {
+		gw_malformed(s, rec);
+		return NULL;
+	}
+	memcpy(&o, hdr, sizeof(o));
+	struct pending_req *p = pending_match(&s->pending, &o, &why);
+	if (!p || !(f->kinds & 1u << p->kind)) {
+		gw_drop(s, f->what, &o, p ? PENDING_MISS_UNKNOWN : why);
+		return NULL;
+	}
+	return p;
+}
+
+static void gw_on_result(struct gw_server *s, const struct ring_rec *rec)
+{
+	struct msg_result h;
+	char text[GRPC_MESSAGE_MAX + 1];
+	struct pending_req *p = gw_reply(s, rec, &gw_fmt_result, &h);
+
+	if (!p)
+		return;
+	const uint8_t *body = (const uint8_t *)rec->data + sizeof(h);
+	struct grpc_call *call = gw_take(s, p);
+	s->stats.results++;
+	if (!call)
+		return;
+	if (h.status != 0) {
+		grpc_call_finish(call, gw_status(h.status), gw_text(body, h.body_len, text, sizeof(text)));
+		return;
+	}
+	if (grpc_call_send(call, body, h.body_len) == 0)
+		grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+	else
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+}
+
+static void gw_on_reject(struct gw_server *s, const struct ring_rec *rec)
+{
+	struct msg_reject h;
+	char text[GRPC_MESSAGE_MAX + 1];
+	struct pending_req *p = gw_reply(s, rec, &gw_fmt_reject, &h);
+
+	if (!p)
+		return;
+	s->stats.results++;
+	gw_fail(s, p, gw_status(h.status),
+		gw_text((const uint8_t *)rec->data + sizeof(h), h.text_len, text, sizeof(text)));
+}
+
+static void gw_on_read_index(struct gw_server *s, const struct ring_rec *rec)
+{
+	struct msg_read_index_reply h;
+	struct pending_req *p = gw_reply(s, rec, &gw_fmt_read_index, &h);
+
+	if (!p)
+		return;
+	if (h.status != 0) {
+		/* raftd could not confirm its leadership: etcd's answer when the
+		 * leader changes under a read, which clients retry */
+		s->stats.results++;
+		gw_fail(s, p, gw_status(h.status), gw_msg_leader_changed);
+		return;
+	}
+	p->kind = PENDING_READ_WAIT;
+	p->read_index = h.index;
+	if (gw_wait_add(s, p->request_id)) {
+		s->stats.too_many++;
+		gw_fail(s, p, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);
+	}
+}
+
+static void gw_on_ack(struct gw_server *s, enum shm_role role, const struct ring_rec *rec)
+{
+	struct hello_msg m;
+
+	if (rec->len != sizeof(m)) {
+		gw_malformed(s, rec);
+		return;
+	}
+	memcpy(&m, rec->data, sizeof(m));
+	if (m.version != HELLO_VERSION || m.slot != s->slot.index ||
+	    m.generation != s->slot.generation) {
+		s->stats.dropped++;
+		log_debug("dropped an ack for another slot generation",
+			  LOG_STR("peer", hello_role_name(role)), LOG_U64("slot", m.slot),
+			  LOG_U64("generation", m.generation));
+		return;
+	}
+	s->attached[role] = true;
+	log_info("attached", LOG_STR("peer", hello_role_name(role)), LOG_U64("slot", s->slot.index),
+		 LOG_U64("generation", s->slot.generation), LOG_I64("peer-pid", m.pid));
+}
+
+static void gw_on_record(struct gw_server *s, enum shm_role from, const struct ring_rec *rec)
+{
+	switch (rec->type) {
+	case HELLO_TYPE_ACK:
+		gw_on_ack(s, from, rec);
+		return;
+	case MSG_RESULT:
+		if (from == SHM_ROLE_STORED) {
+			gw_on_result(s, rec);
+			return;
+		}
+		break;
+	case MSG_READ_INDEX_REPLY:
+		if (from == SHM_ROLE_RAFTD) {
+			gw_on_read_index(s, rec);
+			return;
+		}
+		break;
+	case MSG_PROPOSE_REJECT:
+		gw_on_reject(s, rec);
+		return;
+	default:
+		break;
+	}
+	s->stats.dropped++;
+	log_debug("dropped a record of a type this gateway does not take",
+		  LOG_STR("peer", hello_role_name(from)), LOG_U64("type", rec->type),
+		  LOG_U64("len", rec->len));
+}
+
+static void gw_drain(struct gw_server *s, enum shm_slot_ring which, enum shm_role from)
+{
+	struct ring *ring = gw_ring(s, which);
+	struct ring_rec rec;
+	uint32_t n;
+	int rc = 0;
+
+	for (n = 0; n < GW_RING_BATCH; n++) {
+		rc = ring_peek(ring, &rec);
+		if (rc)
+			break;
+		gw_on_record(s, from, &rec);
+		ring_consume(ring, &rec);
+	}
+	ring_release_consumed(ring);
+	if (n == GW_RING_BATCH)
+		s->more_work = true;
+	if (rc == -EIO && !s->ring_failed[from]) {
+		log_error("the slot's reply ring is corrupt; restart this gateway",
+			  LOG_STR("peer", hello_role_name(from)), LOG_U64("slot", s->slot.index));
+		s->ring_failed[from] = true;
+	}
+}
+
+static void gw_expire(struct gw_server *s)
+{
+	struct pending_req *p;
+
+	while ((p = pending_first(&s->pending)) != NULL && p->deadline_ns <= s->now_ns) {
+		bool applying = p->kind == PENDING_READ_WAIT;
+		s->stats.timeouts++;
+		gw_fail(s, p, GRPC_STATUS_UNAVAILABLE, applying ? gw_msg_timeout_apply : gw_msg_timeout);
+	}
+}
+
+void gw_rings_turn(struct gw_server *s)
+{
+	gw_drain(s, SHM_SLOT_FROM_RAFTD, SHM_ROLE_RAFTD);
+	gw_drain(s, SHM_SLOT_FROM_STORED, SHM_ROLE_STORED);
+	gw_serve_waits(s);
+	gw_expire(s);
+}
+
+int64_t gw_rings_next_deadline(struct gw_server *s)
+{
+	int64_t next = pending_next_deadline(&s->pending);
+	if (s->backlog_len > 0 && s->now_ns + GW_BACKLOG_RETRY_NS < next)
+		next = s->now_ns + GW_BACKLOG_RETRY_NS;
+	return next;
+}

@@ -1,0 +1,934 @@
+/* gatewayd's event loop: listeners, connections, protocol detection, the
+ * timer, and the per-turn flush (see server.h). */
+#include "gatewayd/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etcdserverpb/rpc.pb-c.h"
+#include "gatewayd/kv.h"
+#include "gatewayd/transport.h"
+#include "proto/check.h"
+#include "shm/config.h"
+#include "shm/doorbell.h"
+#include "shm/hello.h"
+#include "shm/log.h"
+#include "shm/region.h"
+
+/* What an epoll event's data.ptr points at. */
+enum gw_src_kind { GW_SRC_LISTENER = 1, GW_SRC_CONN, GW_SRC_WAKER, GW_SRC_TIMER, GW_SRC_WATCH };
+
+struct gw_listener {
+	struct gw_src src;
+	bool paused;               /* out of descriptors: not accepting for now */
+	struct gw_listener *next;
+};
+
+struct gw_watch {
+	struct gw_src src;
+	struct gw_watch *next;
+};
+
+enum gw_proto { GW_DETECT, GW_H2, GW_HTTP1 };
+
+/* The HTTP/2 client preface (RFC 9113 section 3.4). */
+static const char gw_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define GW_PREFACE_LEN 24u
+
+/* Bytes read from one connection per turn before others get a go. */
+#define GW_READ_PER_TURN (256u * 1024u)
+/* How long a closing connection waits for the client to close after the
+ * last answer went out (its unread bytes would otherwise reset the
+ * answer away). */
+#define GW_LINGER_NS 1000000000
+/* Back-off of a listener that ran out of descriptors. */
+#define GW_ACCEPT_PAUSE_NS 100000000
+
+struct gw_conn {
+	struct gw_src src;         /* kind GW_SRC_CONN, fd of the transport */
+	struct gw_server *s;
+	struct transport t;
+	enum gw_proto proto;
+	struct h2_conn *h2;
+	struct http1_conn h1;
+	uint8_t preface[GW_PREFACE_LEN];
+	uint32_t preface_len;
+	uint32_t events;           /* epoll interest set now */
+	bool out_blocked;          /* the transport took less than offered */
+	bool listed;               /* on the flush list */
+	bool lingering;            /* write side shut, waiting for the client's close */
+	bool dead;                 /* closed; freed at the end of the turn */
+	int64_t linger_until_ns;
+	struct gw_conn *prev, *next;  /* s->conns */
+	struct gw_conn *flush_next;   /* s->flush_head, or s->dead */
+};
+
+/* ---- the turn's arena ---- */
+
+#define GW_ARENA_BLOCK (64u * 1024u)
+
+struct gw_arena_block {
+	struct gw_arena_block *next;
+	size_t cap, used;
+	max_align_t data[];
+};
+
+struct gw_arena {
+	struct gw_arena_block *head;
+};
+
+void *gw_scratch(struct gw_server *s, size_t len)
+{
+	struct gw_arena *a = s->arena;
+	struct gw_arena_block *b = a->head;
+	size_t need = (len + 15) & ~(size_t)15;
+
+	if (need < len)
+		return NULL;
+	if (!b || b->cap - b->used < need) {
+		size_t cap = need > GW_ARENA_BLOCK ? need : GW_ARENA_BLOCK;
+		b = malloc(sizeof(*b) + cap);
+		if (!b)
+			return NULL;
+		b->cap = cap;
+		b->used = 0;
+		b->next = a->head;
+		a->head = b;
+	}
+	void *p = (uint8_t *)b->data + b->used;
+	b->used += need;
+	return p;
+}
+
+/* Frees all but one standard block. */
+static void gw_arena_reset(struct gw_arena *a, bool all)
+{
+	struct gw_arena_block *keep = NULL, *b = a->head, *n;
+	for (; b; b = n) {
+		n = b->next;
+		if (!all && !keep && b->cap == GW_ARENA_BLOCK) {
+			keep = b;
+			continue;
+		}
+		free(b);
+	}
+	if (keep) {
+		keep->used = 0;
+		keep->next = NULL;
+	}
+	a->head = keep;
+}
+
+static void *gw_pb_alloc_fn(void *arg, size_t size)
+{
+	return gw_scratch(arg, size);
+}
+
+static void gw_pb_free_fn(void *arg, void *p)
+{
+	(void)arg;
+	(void)p;
+}
+
+/* ---- time ---- */
+
+static int64_t gw_clock_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Arms the timerfd at the monotonic time when (INT64_MAX: disarmed),
+ * unless it is armed there already. */
+static void gw_timer_arm(struct gw_server *s, int64_t when)
+{
+	struct itimerspec its = { 0 };
+
+	if (when == s->timer_armed_ns)
+		return;
+	if (when != INT64_MAX) {
+		if (when <= 0)
+			when = 1;
+		its.it_value.tv_sec = when / 1000000000;
+		its.it_value.tv_nsec = when % 1000000000;
+	}
+	if (timerfd_settime(s->timerfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+		s->timer_armed_ns = when;
+}
+
+/* ---- connections ---- */
+
+static int gw_epoll(struct gw_server *s, int op, struct gw_src *src, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = src };
+	return epoll_ctl(s->epfd, op, src->fd, &ev) < 0 ? -errno : 0;
+}
+
+/* Puts c's epoll interest in line with its state: reads unless its output
+ * is blocked (back-pressure) or it lingers; writes while output waits. */
+static void gw_conn_watch(struct gw_server *s, struct gw_conn *c)
+{
+	uint32_t ev = 0;
+
+	if (c->lingering) {
+		ev = EPOLLIN;
+	} else if (c->out_blocked) {
+		if (c->t.want & TRANSPORT_WANT_WRITE)
+			ev |= EPOLLOUT;
+		if (c->t.want & TRANSPORT_WANT_READ)
+			ev |= EPOLLIN;
+	} else {
+		ev = EPOLLIN;
+	}
+	if (ev != c->events && gw_epoll(s, EPOLL_CTL_MOD, &c->src, ev) == 0)
+		c->events = ev;
+}
+
+static void gw_conn_list(struct gw_server *s, struct gw_conn *c)
+{
+	if (c->listed || c->dead)
+		return;
+	c->listed = true;
+	c->flush_next = s->flush_head;
+	s->flush_head = c;
+}
+
+/* h2's pending callback: the connection got output outside a recv (an
+ * answer from the rings); flush it at the end of the turn. */
+static void gw_conn_pending(struct h2_conn *h2, void *user)
+{
+	struct gw_conn *c = user;
+	(void)h2;
+	gw_conn_list(c->s, c);
+}
+
+static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	if (c->lingering)
+		s->lingering--;
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->src.fd, NULL);
+	if (c->h2)
+		grpc_server_conn_free(c->h2);
+	c->h2 = NULL;
+	if (c->proto == GW_HTTP1)
+		http1_conn_fini(&c->h1);
+	transport_close(&c->t);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->conn_count--;
+	if (!c->listed) {
+		c->flush_next = s->dead;
+		s->dead = c;
+	}
+	/* A listed one is freed by the flush pass, which owns flush_next. */
+}
+
+/* Ends a connection whose last answer is out: shuts the write side and
+ * waits a little for the client to close first. */
+static void gw_conn_linger(struct gw_server *s, struct gw_conn *c)
+{
+	if (c->lingering)
+		return;
+	if (shutdown(c->src.fd, SHUT_WR) < 0) {
+		gw_conn_close(s, c);
+		return;
+	}
+	c->lingering = true;
+	s->lingering++;
+	c->linger_until_ns = s->now_ns + GW_LINGER_NS;
+	gw_conn_watch(s, c);
+}
+
+static void gw_conn_flush(struct gw_server *s, struct gw_conn *c)
+{
+	int rc = 0;
+
+	if (c->dead || c->lingering)
+		return;
+	if (c->proto == GW_H2) {
+		rc = h2_conn_flush(c->h2, &c->t);
+		if (rc < 0 && rc != -EAGAIN) {
+			gw_conn_close(s, c);
+			return;
+		}
+		c->out_blocked = rc == -EAGAIN;
+		if (h2_conn_is_done(c->h2)) {
+			gw_conn_close(s, c);
+			return;
+		}
+	} else if (c->proto == GW_HTTP1) {
+		size_t left = http1_conn_out_len(&c->h1);
+		if (left > 0) {
+			struct iovec iov = { c->h1.out.data + c->h1.out_off, left };
+			ssize_t n = transport_writev_all(&c->t, &iov, 1);
+			if (n < 0) {
+				gw_conn_close(s, c);
+				return;
+			}
+			http1_conn_out_done(&c->h1, (size_t)n);
+		}
+		c->out_blocked = http1_conn_out_len(&c->h1) > 0;
+		if (http1_conn_is_done(&c->h1)) {
+			gw_conn_linger(s, c);
+			return;
+		}
+	}
+	gw_conn_watch(s, c);
+}
+
+/* The first bytes tell HTTP/2 (the client preface) from HTTP/1.x. */
+static int gw_conn_detect(struct gw_server *s, struct gw_conn *c, const uint8_t *data, size_t len,
+			  size_t *used)
+{
+	size_t n = GW_PREFACE_LEN - c->preface_len;
+	if (n > len)
+		n = len;
+	*used = 0;
+	if (memcmp(data, gw_preface + c->preface_len, n) == 0) {
+		memcpy(c->preface + c->preface_len, data, n);
+		c->preface_len += (uint32_t)n;
+		*used = n;
+		if (c->preface_len < GW_PREFACE_LEN)
+			return 0;
+		int rc = grpc_server_conn_new(s->grpc, &c->h2);
+		if (rc)
+			return rc;
+		h2_conn_set_user(c->h2, c, gw_conn_pending);
+		c->proto = GW_H2;
+		s->stats.h2_conns++;
+		return h2_conn_recv(c->h2, c->preface, GW_PREFACE_LEN);
+	}
+	/* Not the preface: HTTP/1.x, starting with the bytes held so far. */
+	c->proto = GW_HTTP1;
+	s->stats.http1_conns++;
+	http1_conn_init(&c->h1, &s->http1);
+	return c->preface_len ? http1_conn_recv(&c->h1, c->preface, c->preface_len) : 0;
+}
+
+/* Hands received bytes to the connection's protocol. */
+static int gw_conn_input(struct gw_server *s, struct gw_conn *c, const uint8_t *data, size_t len)
+{
+	size_t used = 0;
+	int rc;
+
+	if (c->proto == GW_DETECT) {
+		rc = gw_conn_detect(s, c, data, len, &used);
+		if (rc)
+			return rc;
+		data += used;
+		len -= used;
+	}
+	if (len == 0)
+		return 0;
+	if (c->proto == GW_H2)
+		return h2_conn_recv(c->h2, data, len);
+	if (c->proto == GW_HTTP1)
+		return http1_conn_recv(&c->h1, data, len);
+	return 0;
+}
+
+static void gw_conn_readable(struct gw_server *s, struct gw_conn *c)
+{
+	static __thread uint8_t buf[64 * 1024];
+	size_t total = 0;
+
+	while (!c->dead && total < GW_READ_PER_TURN) {
+		ssize_t n = transport_read(&c->t, buf, sizeof(buf));
+		if (n == -EAGAIN)
+			break;
+		if (c->lingering) {
+			if (n <= 0)
+				gw_conn_close(s, c);
+			else
+				total += (size_t)n; /* dropped: the connection is over */
+			continue;
+		}
+		if (n == 0 && c->proto == GW_HTTP1 && !c->h1.closing) {
+			/* The client half-closed: answer what it sent, then end. */
+			c->h1.closing = true;
+			break;
+		}
+		if (n <= 0) {
+			gw_conn_close(s, c);
+			return;
+		}
+		total += (size_t)n;
+		if (gw_conn_input(s, c, buf, (size_t)n)) {
+			gw_conn_close(s, c);
+			return;
+		}
+		if (c->proto == GW_HTTP1 && c->h1.closing)
+			break;
+	}
+	if (!c->dead && !c->lingering)
+		gw_conn_list(s, c);
+}
+
+int gw_server_adopt(struct gw_server *s, int fd)
+{
+	struct gw_conn *c;
+	int one = 1, rc;
+
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* not TCP: harmless */
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	transport_fd_init(&c->t, fd);
+	c->s = s;
+	c->src = (struct gw_src){ .kind = GW_SRC_CONN, .fd = fd };
+	c->events = EPOLLIN;
+	rc = gw_epoll(s, EPOLL_CTL_ADD, &c->src, EPOLLIN);
+	if (rc) {
+		transport_close(&c->t);
+		free(c);
+		return rc;
+	}
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->conn_count++;
+	s->stats.accepted++;
+	return 0;
+}
+
+static void gw_accept(struct gw_server *s, struct gw_listener *l)
+{
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(l->src.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				log_warn("cannot accept client connections for now", LOG_ERRNO(-errno),
+					 LOG_U64("connections", s->conn_count));
+				/* stop listening a little rather than spin on the listener */
+				if (gw_epoll(s, EPOLL_CTL_MOD, &l->src, 0) == 0) {
+					l->paused = true;
+					s->accept_resume_ns = s->now_ns + GW_ACCEPT_PAUSE_NS;
+				}
+			}
+			return;
+		}
+		if (gw_server_adopt(s, fd))
+			log_warn("dropped a client connection", LOG_STR("reason", "out of memory"));
+	}
+}
+
+static void gw_listeners_resume(struct gw_server *s)
+{
+	s->accept_resume_ns = INT64_MAX;
+	for (struct gw_listener *l = s->listeners; l; l = l->next)
+		if (l->paused && gw_epoll(s, EPOLL_CTL_MOD, &l->src, EPOLLIN) == 0)
+			l->paused = false;
+}
+
+/* ---- setup ---- */
+
+int gw_server_listen(struct gw_server *s, int fd)
+{
+	struct gw_listener *l = calloc(1, sizeof(*l));
+	int rc;
+
+	if (!l) {
+		close(fd);
+		return -ENOMEM;
+	}
+	l->src = (struct gw_src){ .kind = GW_SRC_LISTENER, .fd = fd };
+	rc = gw_epoll(s, EPOLL_CTL_ADD, &l->src, EPOLLIN);
+	if (rc) {
+		close(fd);
+		free(l);
+		return rc;
+	}
+	l->next = s->listeners;
+	s->listeners = l;
+	return 0;
+}
+
+int gw_server_watch(struct gw_server *s, int fd)
+{
+	struct gw_watch *w = calloc(1, sizeof(*w));
+	int rc;
+
+	if (!w)
+		return -ENOMEM;
+	w->src = (struct gw_src){ .kind = GW_SRC_WATCH, .fd = fd };
+	rc = gw_epoll(s, EPOLL_CTL_ADD, &w->src, EPOLLIN);
+	if (rc) {
+		free(w);
+		return rc;
+	}
+	w->next = s->watches;
+	s->watches = w;
+	return 0;
+}
+
+/* ---- unary methods ---- */
+
+struct gw_method {
+	struct gw_server *s;
+	gw_unary_fn fn;
+	struct gw_method *next;
+};
+
+static void gw_unary_message(struct grpc_call *call, const uint8_t *msg, size_t len)
+{
+	struct gw_method *m = grpc_call_handler_arg(call);
+	if (grpc_call_user(call))
+		return; /* a second message of a unary call: ignored, as grpc-go does */
+	grpc_call_set_user(call, GW_CALL_STARTED);
+	m->fn(m->s, call, msg, len);
+}
+
+static void gw_unary_half_close(struct grpc_call *call)
+{
+	/* The client ended its side without a request (grpc-go reads EOF). */
+	if (!grpc_call_user(call))
+		grpc_call_finish(call, GRPC_STATUS_UNKNOWN, "EOF");
+}
+
+static void gw_unary_cancel(struct grpc_call *call, enum grpc_cancel_reason why)
+{
+	struct gw_method *m = grpc_call_handler_arg(call);
+	(void)why;
+	gw_rings_cancel(m->s, call);
+}
+
+static const struct grpc_handler gw_unary_handler = {
+	.on_message = gw_unary_message,
+	.on_half_close = gw_unary_half_close,
+	.on_cancel = gw_unary_cancel,
+};
+
+int gw_handle_unary(struct gw_server *s, const char *path, gw_unary_fn fn)
+{
+	struct gw_method *m = calloc(1, sizeof(*m));
+	int rc;
+
+	if (!m)
+		return -ENOMEM;
+	m->s = s;
+	m->fn = fn;
+	rc = grpc_server_handle(s->grpc, path, &gw_unary_handler, m);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	m->next = s->methods;
+	s->methods = m;
+	return 0;
+}
+
+void *gw_unpack(struct gw_server *s, struct grpc_call *call, const ProtobufCMessageDescriptor *desc,
+		const uint8_t *msg, size_t len)
+{
+	int rc = proto_check_strings(desc, msg, len);
+	if (rc == -EILSEQ) {
+		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+				 "grpc: error unmarshalling request: a string field holds a NUL byte");
+		return NULL;
+	}
+	void *m = rc ? NULL : protobuf_c_message_unpack(desc, gw_pb_alloc(s), len, msg);
+	if (!m)
+		grpc_call_finish(call, GRPC_STATUS_INTERNAL,
+				 "grpc: error unmarshalling request: unexpected EOF");
+	return m;
+}
+
+void gw_answer(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *m)
+{
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t *p = grpc_call_send_reserve(call, len);
+	(void)s;
+	if (!p) {
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	protobuf_c_message_pack(m, p);
+	grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+}
+
+void gw_header_fill(struct gw_server *s, int64_t revision, struct gw_header *h)
+{
+	struct status_raftd rs = { 0 };
+	struct status_stored st = { 0 };
+
+	if (status_raftd_read(s->r, &rs))
+		rs.term = 0;
+	if (revision == 0 && status_stored_read(s->r, &st) == 0)
+		revision = (int64_t)st.revision;
+	h->cluster_id = s->cluster_id;
+	h->member_id = s->member_id;
+	h->raft_term = rs.term;
+	h->revision = revision;
+}
+
+void gw_header_pb(struct gw_server *s, int64_t revision, Etcdserverpb__ResponseHeader *hdr)
+{
+	struct gw_header h;
+
+	gw_header_fill(s, revision, &h);
+	hdr->cluster_id = h.cluster_id;
+	hdr->member_id = h.member_id;
+	hdr->revision = h.revision;
+	hdr->raft_term = h.raft_term;
+}
+
+/* /health: healthy when raftd knows a leader, as etcd 3.4 decides. */
+static bool gw_healthy(void *arg)
+{
+	struct gw_server *s = arg;
+	struct status_raftd rs;
+	return status_raftd_read(s->r, &rs) == 0 && rs.leader_id != 0;
+}
+
+/* ---- the attach exchange ---- */
+
+void gw_server_hello(struct gw_server *s)
+{
+	bool retry = false;
+
+	for (int role = 0; role < SHM_ROLE_COUNT; role++) {
+		if (s->hello_sent[role])
+			continue;
+		int rc = hello_send(s->r, &s->slot, (enum shm_role)role, s->cfg->gateway_index);
+		if (rc == 0) {
+			s->hello_sent[role] = true;
+		} else {
+			retry = true;
+			if (rc != -EAGAIN)
+				log_warn("cannot send the attach hello",
+					 LOG_STR("peer", hello_role_name((enum shm_role)role)),
+					 LOG_ERRNO(rc));
+		}
+	}
+	s->hello_retry_ns = retry ? gw_clock_ns() + GW_HELLO_RETRY_NS : INT64_MAX;
+}
+
+/* ---- the loop ---- */
+
+static int64_t gw_min(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Closes lingering connections whose time is up; returns the nearest
+ * deadline of the others. */
+static int64_t gw_linger_expire(struct gw_server *s)
+{
+	int64_t next = INT64_MAX;
+	if (s->lingering == 0)
+		return next;
+	for (struct gw_conn *c = s->conns, *n; c; c = n) {
+		n = c->next;
+		if (!c->lingering)
+			continue;
+		if (c->linger_until_ns <= s->now_ns)
+			gw_conn_close(s, c);
+		else
+			next = gw_min(next, c->linger_until_ns);
+	}
+	return next;
+}
+
+static void gw_flush_all(struct gw_server *s)
+{
+	while (s->flush_head) {
+		struct gw_conn *c = s->flush_head;
+		s->flush_head = c->flush_next;
+		c->listed = false;
+		if (c->dead) {
+			c->flush_next = s->dead;
+			s->dead = c;
+			continue;
+		}
+		gw_conn_flush(s, c);
+	}
+}
+
+static void gw_free_dead(struct gw_server *s)
+{
+	while (s->dead) {
+		struct gw_conn *c = s->dead;
+		s->dead = c->flush_next;
+		free(c);
+	}
+}
+
+static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
+{
+	uint64_t ticks;
+
+	switch (src->kind) {
+	case GW_SRC_LISTENER:
+		gw_accept(s, (struct gw_listener *)src);
+		break;
+	case GW_SRC_CONN: {
+		struct gw_conn *c = (struct gw_conn *)src;
+		if (c->dead)
+			break;
+		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+			gw_conn_readable(s, c);
+		if ((events & EPOLLOUT) && !c->dead)
+			gw_conn_list(s, c);
+		break;
+	}
+	case GW_SRC_WAKER:
+		s->waker_fired = true;
+		break;
+	case GW_SRC_TIMER:
+		if (read(src->fd, &ticks, sizeof(ticks)) < 0)
+			ticks = 0;
+		s->timer_armed_ns = INT64_MAX; /* one-shot: it is spent */
+		break;
+	case GW_SRC_WATCH:
+		s->watch_fired = src->fd;
+		break;
+	}
+}
+
+int gw_server_turn(struct gw_server *s, int timeout_ms)
+{
+	struct epoll_event evs[64];
+	int n;
+
+	if (s->more_work)
+		timeout_ms = 0;
+	s->more_work = false;
+	s->watch_fired = -1;
+	n = epoll_wait(s->epfd, evs, 64, timeout_ms);
+	if (n < 0) {
+		if (errno != EINTR)
+			log_error("epoll_wait failed", LOG_ERRNO(-errno));
+		n = 0;
+	}
+	s->now_ns = gw_clock_ns();
+	s->stats.turns++;
+	for (int i = 0; i < n; i++)
+		gw_event(s, evs[i].data.ptr, evs[i].events);
+
+	if (s->hello_retry_ns <= s->now_ns)
+		gw_server_hello(s);
+	if (s->accept_resume_ns <= s->now_ns)
+		gw_listeners_resume(s);
+	gw_rings_turn(s);
+	grpc_server_expire(s->grpc);
+	int64_t linger = gw_linger_expire(s);
+	gw_rings_publish(s);
+	gw_flush_all(s);
+	if (s->waker_fired) {
+		s->waker_fired = false;
+		waker_drained(&s->waker);
+	}
+	gw_free_dead(s);
+	gw_arena_reset(s->arena, false);
+
+	int64_t next = gw_min(grpc_server_next_deadline_ns(s->grpc), gw_rings_next_deadline(s));
+	next = gw_min(next, gw_min(linger, s->hello_retry_ns));
+	gw_timer_arm(s, gw_min(next, s->accept_resume_ns));
+	return s->watch_fired;
+}
+
+int gw_server_run(struct gw_server *s)
+{
+	for (;;) {
+		int fd = gw_server_turn(s, -1);
+		if (fd >= 0)
+			return fd;
+	}
+}
+
+static void gw_close_listeners(struct gw_server *s)
+{
+	while (s->listeners) {
+		struct gw_listener *l = s->listeners;
+		s->listeners = l->next;
+		close(l->src.fd); /* also leaves the epoll set */
+		free(l);
+	}
+}
+
+void gw_server_drain(struct gw_server *s, int drain_ms)
+{
+	int64_t deadline;
+
+	s->draining = true;
+	gw_close_listeners(s);
+	gw_rings_stop(s);
+	for (struct gw_conn *c = s->conns, *n; c; c = n) {
+		n = c->next;
+		if (c->proto == GW_H2)
+			h2_conn_shutdown(c->h2);
+		else if (c->proto == GW_HTTP1)
+			c->h1.closing = true;
+		else
+			gw_conn_close(s, c);
+		if (!c->dead)
+			gw_conn_list(s, c);
+	}
+	gw_flush_all(s);
+	gw_free_dead(s);
+	deadline = gw_clock_ns() + (int64_t)drain_ms * 1000000;
+	while (s->conns) {
+		int64_t left = deadline - gw_clock_ns();
+		if (left <= 0)
+			break;
+		gw_server_turn(s, (int)(left / 1000000) + 1);
+	}
+	while (s->conns)
+		gw_conn_close(s, s->conns);
+	gw_free_dead(s);
+}
+
+/* ---- life cycle ---- */
+
+int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
+		  const struct gw_params *p, struct gw_server **out)
+{
+	struct grpc_server_config gc;
+	struct gw_server *s;
+	int rc;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->r = r;
+	s->slot = *slot;
+	s->cfg = p->cfg;
+	s->member_id = p->member_id;
+	s->cluster_id = p->cluster_id;
+	s->max_request_bytes = p->cfg->max_request_bytes;
+	s->max_txn_ops = p->cfg->max_txn_ops;
+	s->request_timeout_ns = p->request_timeout_ns ? p->request_timeout_ns :
+				5000000000ll + 2 * (int64_t)p->cfg->election_timeout_ms * 1000000;
+	s->epfd = s->timerfd = -1;
+	s->timer_armed_ns = INT64_MAX;
+	s->accept_resume_ns = INT64_MAX;
+	s->hello_retry_ns = INT64_MAX;
+	s->watch_fired = -1;
+	s->now_ns = gw_clock_ns();
+	s->waker.efd = -1;
+	if (p->db_path)
+		s->db_path = strdup(p->db_path);
+	else if (asprintf(&s->db_path, "%s/member/snap/db", p->cfg->data_dir) < 0)
+		s->db_path = NULL;
+	s->arena = calloc(1, sizeof(*s->arena));
+	if (!s->db_path || !s->arena) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	s->pb = (ProtobufCAllocator){ .alloc = gw_pb_alloc_fn, .free = gw_pb_free_fn,
+				      .allocator_data = s };
+	s->http1 = (struct http1_ops){ .healthy = gw_healthy, .arg = s };
+
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (s->epfd < 0 || s->timerfd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	s->timer_src = (struct gw_src){ .kind = GW_SRC_TIMER, .fd = s->timerfd };
+	rc = gw_epoll(s, EPOLL_CTL_ADD, &s->timer_src, EPOLLIN);
+	if (rc)
+		goto out_free;
+
+	grpc_server_config_default(&gc, s->max_request_bytes);
+	gc.h2.max_concurrent_streams = p->cfg->max_concurrent_streams;
+	rc = grpc_server_new(&gc, &s->grpc);
+	if (rc)
+		goto out_free;
+
+	rc = gw_rings_init(s, p->pending_cap ? p->pending_cap : GW_DEFAULT_PENDING,
+			   p->backlog_bytes ? p->backlog_bytes : GW_DEFAULT_BACKLOG_BYTES);
+	if (rc)
+		goto out_free;
+	s->waker_src = (struct gw_src){ .kind = GW_SRC_WAKER, .fd = waker_fd(&s->waker) };
+	rc = gw_epoll(s, EPOLL_CTL_ADD, &s->waker_src, EPOLLIN);
+	if (rc)
+		goto out_free;
+
+	rc = kv_register(s);
+	if (!rc)
+		rc = maint_register(s);
+	if (!rc)
+		rc = cluster_register(s);
+	if (rc)
+		goto out_free;
+	*out = s;
+	return 0;
+
+out_free:
+	gw_server_free(s);
+	return rc;
+}
+
+void gw_server_free(struct gw_server *s)
+{
+	if (!s)
+		return;
+	gw_rings_stop(s);
+	while (s->flush_head) { /* unlisted, a closed one goes on the dead list */
+		struct gw_conn *c = s->flush_head;
+		s->flush_head = c->flush_next;
+		c->listed = false;
+		if (c->dead) {
+			c->flush_next = s->dead;
+			s->dead = c;
+		}
+	}
+	while (s->conns)
+		gw_conn_close(s, s->conns);
+	gw_free_dead(s);
+	gw_close_listeners(s);
+	while (s->watches) {
+		struct gw_watch *w = s->watches;
+		s->watches = w->next;
+		free(w);
+	}
+	gw_rings_fini(s);
+	if (s->grpc)
+		grpc_server_free(s->grpc);
+	while (s->methods) {
+		struct gw_method *m = s->methods;
+		s->methods = m->next;
+		free(m);
+	}
+	kv_fini(s);
+	gw_db_close(s);
+	if (s->arena) {
+		gw_arena_reset(s->arena, true);
+		free(s->arena);
+	}
+	if (s->timerfd >= 0)
+		close(s->timerfd);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	free(s->db_path);
+	free(s);
+}

@@ -1,0 +1,337 @@
+/* gatewayd's server: one event loop per process over the client sockets
+ * and the slot's rings.
+ *
+ * The loop (server.c) waits in epoll on:
+ *   - the client listeners (SO_REUSEPORT: several gatewayd share a port);
+ *   - the accepted connections: each starts by telling an HTTP/2 client
+ *     preface (gRPC, served through grpc.h/h2.h) from an HTTP/1.x request
+ *     line (http1.h);
+ *   - the waker's eventfd (waker.h): records arrived on the slot's reply
+ *     rings, or stored published the applied index a read waits for;
+ *   - a timerfd armed at the nearest deadline (gRPC deadlines, request
+ *     timeouts, the backlog's retry);
+ *   - descriptors the caller watches (its signalfd).
+ * After each turn it publishes the proposals staged on the ring to raftd
+ * and flushes every connection that got output, one writev batch each.
+ * Nothing polls at idle: an idle gateway sleeps in epoll_wait and its
+ * waker thread in the futex.
+ *
+ * The ring side (rings.c): requests that need raftd or stored go out on
+ * SHM_SLOT_TO_RAFTD (MSG_PROPOSE, MSG_READ_INDEX, shm/msg.h) with this
+ * process's request identity, and their answers come back on
+ * SHM_SLOT_FROM_RAFTD and SHM_SLOT_FROM_STORED; the pending table
+ * (pending.h) matches them to calls. The db side (dbread.c): reads run
+ * in this process from a read-only mapping of the db at the root stored
+ * published, registered in the reader table.
+ *
+ * Services (kv.c, maint.c, cluster.c) register unary handlers with
+ * gw_handle_unary and answer either at once or through gw_propose /
+ * gw_read_linearizable.
+ *
+ * Single-threaded: everything but the waker's has_work runs on the loop's
+ * thread.
+ */
+#ifndef CETCD_GATEWAYD_SERVER_H
+#define CETCD_GATEWAYD_SERVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "gatewayd/grpc.h"
+#include "gatewayd/h2.h"
+#include "gatewayd/http1.h"
+#include "gatewayd/pending.h"
+#include "gatewayd/waker.h"
+#include "shm/slot.h"
+#include "shm/status.h"
+
+struct cetcd_config;
+struct shm_region;
+struct btree_reader;
+struct btree_txn;
+struct gw_conn;
+struct gw_server;
+
+/* What the server needs to know, beside the region and its slot. */
+struct gw_params {
+	const struct cetcd_config *cfg; /* kept by reference: must outlive the server */
+	uint64_t member_id;
+	uint64_t cluster_id;
+	int64_t request_timeout_ns;     /* 0: etcd's ReqTimeout (5 s + 2 election timeouts) */
+	uint32_t pending_cap;           /* requests in flight; 0: GW_DEFAULT_PENDING */
+	size_t backlog_bytes;           /* proposals held while the ring to raftd is
+					 * full; 0: GW_DEFAULT_BACKLOG_BYTES, at least
+					 * two of the largest record */
+	const char *db_path;            /* NULL: <data-dir>/member/snap/db */
+};
+
+#define GW_DEFAULT_PENDING 16384u
+#define GW_DEFAULT_BACKLOG_BYTES (8u << 20)
+/* How often a backlog waiting for room on the ring to raftd retries. */
+#define GW_BACKLOG_RETRY_NS 1000000
+/* How often an attach hello that found its ring full is sent again. */
+#define GW_HELLO_RETRY_NS 100000000
+/* Ring records taken per ring and turn, so sockets are served between. */
+#define GW_RING_BATCH 4096u
+
+/* A request kept for later, when its answer needs the rings first (a
+ * linearizable read). The owner embeds it first in its own struct. */
+struct gw_deferred;
+struct gw_deferred_ops {
+	/* The wait is over: answer call (live). */
+	void (*run)(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d);
+	/* Frees d; called once, after run or instead of it. */
+	void (*free)(struct gw_deferred *d);
+};
+struct gw_deferred {
+	const struct gw_deferred_ops *ops;
+};
+
+/* A read transaction at stored's published root (dbread.c). */
+struct gw_read {
+	struct btree_txn *txn;
+	struct status_stored st; /* the record the txn reads at */
+};
+
+/* A call's user pointer (grpc_call_user): NULL until its request message
+ * came, then GW_CALL_STARTED while its handler runs or once it answered,
+ * or the request id it waits under (pending.h ids are never 1). */
+#define GW_CALL_STARTED ((void *)1)
+
+/* The handler of a unary method: the one request message (valid during
+ * the call only). It answers with grpc_call_send/finish, gw_propose or
+ * gw_read_linearizable. */
+typedef void (*gw_unary_fn)(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
+			    size_t len);
+
+/* Counters, for logs and tests. */
+struct gw_stats {
+	uint64_t accepted;
+	uint64_t h2_conns;
+	uint64_t http1_conns;
+	uint64_t proposals;        /* MSG_PROPOSE sent (ring or backlog) */
+	uint64_t read_indexes;     /* MSG_READ_INDEX sent */
+	uint64_t results;          /* answers delivered to a call */
+	uint64_t dropped;          /* records from the rings not delivered */
+	uint64_t malformed;        /* records whose length did not add up */
+	uint64_t timeouts;         /* requests answered "request timed out" */
+	uint64_t too_many;         /* requests refused: table or backlog full */
+	uint64_t backlogged;       /* records that went through the backlog */
+	uint64_t turns;
+};
+
+/* What an epoll event's data.ptr points at: the first member of every
+ * source the loop watches. */
+struct gw_src {
+	int kind;
+	int fd;
+};
+
+struct gw_listener;
+struct gw_watch;
+struct gw_arena;
+struct gw_method;
+struct kv_state;
+
+struct gw_server {
+	struct shm_region *r;
+	struct shm_slot_ref slot;
+	const struct cetcd_config *cfg;
+	uint64_t member_id, cluster_id;
+	int64_t request_timeout_ns;
+	uint64_t max_request_bytes;
+	uint64_t max_txn_ops;
+	char *db_path;                  /* owned */
+
+	int epfd;
+	int timerfd;
+	struct gw_src timer_src, waker_src;
+	int64_t timer_armed_ns;         /* what timerfd is set to; INT64_MAX: disarmed */
+	int64_t now_ns;                 /* monotonic, taken once per turn */
+	struct gw_listener *listeners;
+	struct gw_watch *watches;
+	struct gw_conn *conns;          /* every live connection */
+	struct gw_conn *flush_head;     /* connections with output this turn */
+	uint32_t conn_count;
+	struct gw_conn *dead;           /* closed, freed at the end of the turn */
+	int watch_fired;                /* a watched descriptor, or -1 */
+	bool more_work;                 /* a ring batch was cut short: don't sleep */
+	uint32_t lingering;             /* connections waiting for the client's close */
+	int64_t accept_resume_ns;       /* a paused listener listens again; INT64_MAX: none */
+	bool draining;
+
+	struct grpc_server *grpc;
+	struct http1_ops http1;
+	ProtobufCAllocator pb;          /* unpacks into the turn's arena */
+	struct gw_arena *arena;
+	struct gw_method *methods;      /* registered unary handlers (owned) */
+	struct kv_state *kv;            /* kv.c's (owned) */
+
+	/* the ring side (rings.c) */
+	struct waker waker;
+	bool waker_fired;
+	struct pending_table pending;
+	uint8_t *backlog;               /* records [type u32, len u32, payload,
+					 * padding to 8] waiting for the ring */
+	size_t backlog_head, backlog_len, backlog_cap;
+	bool staged;                    /* records staged on the ring this turn */
+	uint64_t *waits;                /* request ids in PENDING_READ_WAIT */
+	uint32_t nwaits, waits_cap;
+	_Atomic uint64_t wait_index;    /* smallest index a read waits for; 0: none
+					 * (read by the waker thread) */
+	bool hello_sent[SHM_ROLE_COUNT];
+	bool attached[SHM_ROLE_COUNT];
+	bool ring_failed[SHM_ROLE_COUNT]; /* logged once */
+	int64_t hello_retry_ns;
+
+	/* the db side (dbread.c) */
+	struct btree_reader *db;
+	uint64_t db_generation;
+	uint32_t db_page_size;
+	uint32_t reader_index;
+	bool reader_claimed;
+
+	struct gw_stats stats;
+};
+
+/* Makes a server for slot s of region r (both the caller's, kept by
+ * reference), with every service registered. Returns 0 or a negative
+ * errno (-ENOMEM, or what epoll/timerfd/the waker thread returned). */
+int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
+		  const struct gw_params *p, struct gw_server **out);
+
+/* Closes every connection and listener, answers what still waits with
+ * "etcdserver: server stopped", and frees the server. NULL is allowed. */
+void gw_server_free(struct gw_server *s);
+
+/* Takes ownership of a listening, non-blocking socket. Returns 0 or a
+ * negative errno. */
+int gw_server_listen(struct gw_server *s, int fd);
+
+/* Takes ownership of a connected socket (made non-blocking here) as a new
+ * client connection. Returns 0 or a negative errno. */
+int gw_server_adopt(struct gw_server *s, int fd);
+
+/* Watches fd (not owned): gw_server_run returns when it is readable. */
+int gw_server_watch(struct gw_server *s, int fd);
+
+/* Sends the attach hellos (retried on later turns when a ring is full). */
+void gw_server_hello(struct gw_server *s);
+
+/* One turn of the loop: waits up to timeout_ms (-1: until something
+ * happens; the server's own deadlines shorten it), handles what came.
+ * Returns the watched descriptor that fired, or -1. */
+int gw_server_turn(struct gw_server *s, int timeout_ms);
+
+/* Turns until a watched descriptor fires; returns it. */
+int gw_server_run(struct gw_server *s);
+
+/* Graceful stop: listeners close, waiting requests are answered "server
+ * stopped", HTTP/2 clients get GOAWAY, and turns run until every
+ * connection is gone or drain_ms passes. */
+void gw_server_drain(struct gw_server *s, int drain_ms);
+
+/* ---- for the services ---- */
+
+/* Registers fn for a unary method path ("/etcdserverpb.KV/Range").
+ * Returns 0 or the error of grpc_server_handle. */
+int gw_handle_unary(struct gw_server *s, const char *path, gw_unary_fn fn);
+
+/* protobuf-c's allocator for unpacking requests: memory lives until the
+ * end of the loop turn (free is a no-op). */
+static inline ProtobufCAllocator *gw_pb_alloc(struct gw_server *s)
+{
+	return &s->pb;
+}
+
+/* Scratch memory valid until the end of the turn; NULL when out of
+ * memory. */
+void *gw_scratch(struct gw_server *s, size_t len);
+
+/* Unpacks a request after proto_check_strings; answers the call (INTERNAL,
+ * as grpc-go answers a message it cannot unmarshal) and returns NULL when
+ * the bytes are not a valid desc. The message lives until the turn ends. */
+void *gw_unpack(struct gw_server *s, struct grpc_call *call, const ProtobufCMessageDescriptor *desc,
+		const uint8_t *msg, size_t len);
+
+/* Packs m (a response) and finishes the call OK; INTERNAL when out of
+ * memory. */
+void gw_answer(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *m);
+
+/* The response header etcd fills in: cluster and member id, raftd's term,
+ * and revision (when 0: stored's current one). */
+struct gw_header {
+	uint64_t cluster_id;
+	uint64_t member_id;
+	int64_t revision;
+	uint64_t raft_term;
+};
+void gw_header_fill(struct gw_server *s, int64_t revision, struct gw_header *h);
+/* The same, into a protobuf-c ResponseHeader (its other state untouched). */
+struct Etcdserverpb__ResponseHeader;
+void gw_header_pb(struct gw_server *s, int64_t revision, struct Etcdserverpb__ResponseHeader *hdr);
+
+/*
+ * Proposes an InternalRaftRequest made of a header (id = the request id)
+ * and field `field` holding body (the client's request bytes as they
+ * came), with this process's origin appended, and answers the call when
+ * stored's result, raftd's rejection or the request timeout comes.
+ * Answers the call itself when it cannot be sent: InvalidArgument
+ * "etcdserver: request is too large" over --max-request-bytes,
+ * ResourceExhausted "etcdserver: too many requests" when the pending
+ * table or the backlog is full.
+ */
+void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
+		size_t len);
+
+/*
+ * A linearizable read: asks raftd for a read index, waits until stored's
+ * applied index reaches it, then runs d (d->ops->run) with the call.
+ * Takes d in every case (it is freed with d->ops->free); errors and
+ * timeouts are answered here.
+ */
+void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d);
+
+/*
+ * Begins a read txn at the root stored published last, registered in
+ * the reader table until gw_read_end. Returns 0; -EAGAIN when stored has
+ * published nothing yet (or its record is being rewritten by a restart);
+ * or the error of opening the db. End it before returning to the loop.
+ */
+int gw_read_begin(struct gw_server *s, struct gw_read *rd);
+void gw_read_end(struct gw_server *s, struct gw_read *rd);
+
+/* Finishes the call with the status etcd answers while it cannot read
+ * yet (Unavailable "etcdserver: not capable", which clients retry), or
+ * for another error of gw_read_begin. */
+void gw_read_refuse(struct gw_server *s, struct grpc_call *call, int rc);
+
+/* Size of the db file and of its part in use (bytes), 0 when unknown. */
+void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *size,
+		 int64_t *in_use);
+
+/* ---- internal to the gatewayd sources ---- */
+
+/* rings.c */
+int gw_rings_init(struct gw_server *s, uint32_t pending_cap, size_t backlog_bytes);
+void gw_rings_fini(struct gw_server *s);
+void gw_rings_turn(struct gw_server *s);       /* drain replies, serve waits, expire */
+void gw_rings_publish(struct gw_server *s);    /* backlog into the ring, publish */
+int64_t gw_rings_next_deadline(struct gw_server *s);
+void gw_rings_cancel(struct gw_server *s, struct grpc_call *call);
+void gw_rings_stop(struct gw_server *s);       /* answer everything "server stopped" */
+bool gw_rings_has_work(void *server);          /* the waker's has_work */
+
+/* dbread.c */
+void gw_db_close(struct gw_server *s);
+
+/* Services. */
+int kv_register(struct gw_server *s);
+int maint_register(struct gw_server *s);
+int cluster_register(struct gw_server *s);
+
+#endif

@@ -1,0 +1,120 @@
+/* Committed entries to stored, and replay when stored restarts (see
+ * feed.h). */
+#include "raftd/feed.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "shm/log.h"
+#include "shm/msg.h"
+#include "shm/ring.h"
+
+void feed_init(struct feed *f, struct ring *ring, const struct status_stored *st,
+	       bool stored_live)
+{
+	memset(f, 0, sizeof(*f));
+	f->ring = ring;
+	f->epoch = st->epoch;
+	f->durable = st->durable_index;
+	f->next = (stored_live ? st->applied_index : st->durable_index) + 1;
+}
+
+uint64_t feed_start_after(const struct feed *f)
+{
+	return f->next - 1;
+}
+
+void feed_handed(struct feed *f, uint64_t index)
+{
+	if (index > f->handed)
+		f->handed = index;
+}
+
+bool feed_observe(struct feed *f, const struct status_stored *st)
+{
+	f->durable = st->durable_index;
+	if (st->epoch == f->epoch)
+		return false;
+	f->epoch = st->epoch;
+	if (st->epoch == 0)
+		return false;
+	log_info("stored restarted; replaying committed entries after its durable index",
+		 LOG_U64("stored-epoch", st->epoch), LOG_U64("from-index", st->durable_index + 1),
+		 LOG_U64("was-at-index", f->next), LOG_U64("committed-index", f->handed));
+	f->next = st->durable_index + 1;
+	f->stalled = false;
+	f->replays++;
+	return true;
+}
+
+bool feed_pending(const struct feed *f)
+{
+	return !f->stalled && f->next <= f->handed;
+}
+
+uint64_t feed_keep_from(const struct feed *f)
+{
+	return f->durable + 1 < f->next ? f->durable + 1 : f->next;
+}
+
+/* Logs once why the feed cannot go on. */
+static void feed_stall(struct feed *f, const char *why, const struct raftlog *log)
+{
+	if (f->stalled)
+		return;
+	f->stalled = true;
+	log_error(why, LOG_U64("index", f->next),
+		  LOG_U64("log-first-index", raftlog_first_index(log)),
+		  LOG_U64("log-last-index", raftlog_last_index(log)),
+		  LOG_U64("ring-max-record", ring_max_record(f->ring)));
+}
+
+int feed_pump(struct feed *f, const struct raftlog *log, unsigned max_records)
+{
+	unsigned n = 0;
+	int rc = 0;
+
+	f->blocked = false;
+	while (!f->stalled && f->next <= f->handed && n < max_records) {
+		const struct raft_entry *e = raftlog_entry(log, f->next);
+		if (!e) {
+			feed_stall(f, "stored needs a committed entry this member's log no longer holds; restore the member from a snapshot", log);
+			break;
+		}
+		struct msg_committed h = {
+			.index = e->index, .term = e->term, .entry_type = e->type, .data_len = e->len,
+		};
+		uint64_t len = sizeof(h) + (uint64_t)e->len;
+		void *p;
+		rc = len > ring_max_record(f->ring) ? -EMSGSIZE :
+		     ring_reserve(f->ring, (uint32_t)len, &p);
+		if (rc == -EAGAIN) {
+			f->blocked = true;
+			f->full++;
+			rc = 0;
+			break;
+		}
+		if (rc == -EMSGSIZE) {
+			feed_stall(f, "a committed entry is larger than a ring record; raise --max-request-bytes to at least the largest entry", log);
+			rc = 0;
+			break;
+		}
+		if (rc)
+			break;
+		memcpy(p, &h, sizeof(h));
+		if (e->len)
+			memcpy((uint8_t *)p + sizeof(h), e->data, e->len);
+		rc = ring_commit(f->ring, MSG_COMMITTED, (uint32_t)len);
+		if (rc)
+			break;
+		f->next++;
+		n++;
+	}
+	if (n) {
+		ring_publish(f->ring);
+		f->pushed += n;
+	}
+	if (rc == -EIO || ring_has_failed(f->ring))
+		return -EIO;
+	return (int)n;
+}

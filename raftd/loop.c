@@ -1,0 +1,789 @@
+/* raftd's event loop (see loop.h). */
+#include "raftd/loop.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "raftd/alloc.h"
+#include "raftd/bootstrap.h"
+#include "raftd/feed.h"
+#include "raftd/proposals.h"
+#include "raftd/walio.h"
+#include "shm/doorbell.h"
+#include "shm/log.h"
+#include "shm/member.h"
+#include "shm/region.h"
+#include "shm/slot.h"
+#include "shm/status.h"
+
+/* Log entries kept below what stored may still need (etcd's
+ * SnapshotCatchUpEntries: room for a follower that lags a little). */
+#define LOOP_KEEP_ENTRIES 5000u
+/* Compact only when this many entries can go at once. */
+#define LOOP_COMPACT_STEP 1024u
+/* MSG_COMMITTED records pushed per pump, so that a long backlog does not
+ * hold up a turn. */
+#define LOOP_PUMP_MAX 4096u
+/* Readies taken per turn: taking one makes another only when it changed
+ * the core (a commit noticed, a read answered); a bound all the same. */
+#define LOOP_READIES_MAX 8
+/* etcd's raft settings (etcdserver/raft.go). */
+#define LOOP_MAX_MSG_BYTES (1u << 20)
+#define LOOP_MAX_INFLIGHT 512u
+
+enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP };
+
+/* The doorbell bridge: a thread that sleeps on raftd's doorbell and makes
+ * efd readable when requests wait or stored's epoch moved, then waits for
+ * the loop to say it drained before it sleeps again (so it never spins
+ * while work waits and never touches the rings itself). */
+struct loop_waker {
+	struct shm_region *r;
+	struct shm_doorbell *db;
+	int efd;
+	sem_t drained;
+	atomic_bool stop;
+	_Atomic uint64_t epoch; /* stored's epoch as the loop last saw it */
+	pthread_t thread;
+	bool running;
+	bool sem_ready;
+};
+
+/* The last entry of a ready saved into WAL batch seq. */
+struct loop_persist {
+	uint64_t seq;
+	uint64_t index;
+	uint64_t term;
+};
+
+struct loop {
+	struct shm_region *r;
+	struct raft *raft;
+	struct wal *wal;
+	struct feed feed;
+	struct proposals props;
+	struct loop_waker waker;
+	int epfd;
+	int timer_fd;
+	int stop_fd;
+	int signal_fd;
+	uint64_t member_id;
+	uint64_t cluster_id;
+	uint64_t election_ticks;
+	uint64_t tick_ms;
+	struct loop_persist *persist; /* saves not yet durable, in seq order */
+	size_t n_persist;
+	size_t cap_persist;
+	struct status_raftd published;
+	bool has_published;
+	uint64_t lead_seen;           /* the leader as last logged */
+	struct raft_hardstate saved;  /* the last hard state given to the WAL */
+	unsigned retry_ms;            /* backoff while COMMITTED is full */
+	bool stopping;
+	int stop_signal;
+	int fatal;                    /* the error that ends the loop */
+	struct loop_stats stats;
+};
+
+/* ---- the doorbell bridge ---- */
+
+static bool waker_epoch_moved(struct loop_waker *w)
+{
+	struct status_stored st;
+	return status_stored_read(w->r, &st) == 0 &&
+	       st.epoch != atomic_load_explicit(&w->epoch, memory_order_relaxed);
+}
+
+static bool waker_work(struct loop_waker *w)
+{
+	return proposals_waiting(w->r) || waker_epoch_moved(w);
+}
+
+static bool waker_has_work(void *arg)
+{
+	struct loop_waker *w = arg;
+	return atomic_load(&w->stop) || waker_work(w);
+}
+
+static void *waker_main(void *arg)
+{
+	struct loop_waker *w = arg;
+	const uint64_t one = 1;
+
+	while (!atomic_load(&w->stop)) {
+		shm_doorbell_sleep(w->db, waker_has_work, w, SHM_DOORBELL_BACKSTOP_MS);
+		if (atomic_load(&w->stop))
+			break;
+		if (!waker_work(w))
+			continue; /* the backstop, or work the loop took meanwhile */
+		if (write(w->efd, &one, sizeof(one)) < 0)
+			continue; /* overflow only; cannot happen at one per wait */
+		while (sem_wait(&w->drained) < 0 && errno == EINTR)
+			;
+	}
+	return NULL;
+}
+
+static int waker_start(struct loop_waker *w, struct shm_region *r, uint64_t epoch)
+{
+	sigset_t all, old;
+	int rc;
+
+	w->r = r;
+	w->db = shm_role_doorbell(r, SHM_ROLE_RAFTD);
+	atomic_init(&w->stop, false);
+	atomic_init(&w->epoch, epoch);
+	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->efd < 0)
+		return -errno;
+	if (sem_init(&w->drained, 0, 0) < 0)
+		return -errno;
+	w->sem_ready = true;
+	/* the thread takes no signals: the loop reads them from its fd */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&w->thread, NULL, waker_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return rc;
+	w->running = true;
+	return 0;
+}
+
+/* The loop drained after the bridge fired: let it sleep again. */
+static void waker_drained(struct loop_waker *w)
+{
+	uint64_t v;
+	if (read(w->efd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		sem_post(&w->drained);
+}
+
+static void waker_stop(struct loop_waker *w)
+{
+	if (w->running) {
+		atomic_store(&w->stop, true);
+		shm_doorbell_ring(w->db);
+		sem_post(&w->drained);
+		pthread_join(w->thread, NULL);
+		w->running = false;
+	}
+	if (w->sem_ready) {
+		sem_destroy(&w->drained);
+		w->sem_ready = false;
+	}
+	if (w->efd >= 0) {
+		close(w->efd);
+		w->efd = -1;
+	}
+}
+
+/* ---- WAL bookkeeping ---- */
+
+/* Notes that the entries of a ready, ending at (index, term), went into
+ * the WAL batch seq. A later save into the same batch replaces the note:
+ * the batch's last entry covers everything before it. */
+static int persist_note(struct loop *l, uint64_t seq, uint64_t index, uint64_t term)
+{
+	if (l->n_persist && l->persist[l->n_persist - 1].seq == seq) {
+		l->persist[l->n_persist - 1] = (struct loop_persist){ seq, index, term };
+		return 0;
+	}
+	if (l->n_persist == l->cap_persist) {
+		size_t cap = l->cap_persist ? 2 * l->cap_persist : 8;
+		struct loop_persist *v = raftd_realloc(l->persist, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->persist = v;
+		l->cap_persist = cap;
+	}
+	l->persist[l->n_persist++] = (struct loop_persist){ seq, index, term };
+	return 0;
+}
+
+/* Tells the core what the WAL made durable. */
+static void persist_done(struct loop *l)
+{
+	uint64_t durable = wal_durable_seq(l->wal);
+	size_t k = 0;
+
+	while (k < l->n_persist && l->persist[k].seq <= durable) {
+		raft_persisted(l->raft, l->persist[k].index, l->persist[k].term);
+		k++;
+	}
+	if (k == 0)
+		return;
+	memmove(l->persist, l->persist + k, (l->n_persist - k) * sizeof(*l->persist));
+	l->n_persist -= k;
+}
+
+static void loop_fail(struct loop *l, int rc, const char *what)
+{
+	if (l->fatal)
+		return;
+	l->fatal = rc;
+	log_error(what, LOG_ERRNO(rc));
+}
+
+/* Collects a finished WAL batch (the WAL submits the next one itself). */
+static void reap_wal(struct loop *l)
+{
+	uint64_t v;
+
+	/* drained here too, so that a stray signal never keeps it readable */
+	while (read(wal_event_fd(l->wal), &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	int rc = wal_reap(l->wal);
+	if (rc < 0) {
+		loop_fail(l, rc, "the WAL failed; raftd stops and must be restarted to replay it");
+		return;
+	}
+	if (rc > 0) {
+		l->stats.wal_batches += (uint64_t)rc;
+		persist_done(l);
+	}
+}
+
+/* ---- ready ---- */
+
+static void log_leader_change(struct loop *l, uint64_t prev_lead, const struct raft_ready *rd)
+{
+	char msg[160];
+	uint64_t term = raft_term(l->raft);
+
+	if (rd->role == RAFT_LEADER && prev_lead != l->member_id) {
+		snprintf(msg, sizeof(msg), "%" PRIx64 " became leader at term %" PRIu64,
+			 l->member_id, term);
+		log_info(msg);
+	}
+	if (rd->leader == prev_lead)
+		return;
+	if (rd->leader)
+		snprintf(msg, sizeof(msg), "raft.node: %" PRIx64 " elected leader %" PRIx64
+			 " at term %" PRIu64, l->member_id, rd->leader, term);
+	else
+		snprintf(msg, sizeof(msg), "raft.node: %" PRIx64 " lost leader %" PRIx64
+			 " at term %" PRIu64, l->member_id, prev_lead, term);
+	log_info(msg);
+}
+
+/* Drops log entries nobody needs any more: stored's replay point and the
+ * feed's cursor, with a margin. Right after raft_advance only. */
+static void maybe_compact(struct loop *l)
+{
+	uint64_t keep = feed_keep_from(&l->feed);
+	if (keep <= LOOP_KEEP_ENTRIES + 1)
+		return;
+	uint64_t to = keep - 1 - LOOP_KEEP_ENTRIES;
+	if (to >= raft_log(l->raft)->snap_index + LOOP_COMPACT_STEP)
+		raft_compact(l->raft, to);
+}
+
+/* Takes one ready out of the core. */
+static void take_ready(struct loop *l)
+{
+	struct raft_ready rd;
+	bool must_submit = false;
+	int rc = 0;
+
+	raft_ready(l->raft, &rd);
+	if (rd.has_snapshot) {
+		/* only a leader's snapshot does this; installing it in stored
+		 * comes with the peer links */
+		rc = wal_save_snapshot(l->wal, rd.snap_index, rd.snap_term);
+		must_submit = true;
+		log_error("a snapshot from the leader was recorded, but installing it in stored is not supported yet",
+			  LOG_U64("index", rd.snap_index), LOG_U64("term", rd.snap_term));
+	}
+	if (!rc && (rd.n_entries || rd.hs_changed)) {
+		rc = wal_save(l->wal, rd.hs_changed ? &rd.hs : NULL, rd.entries, rd.n_entries);
+		l->stats.wal_saves++;
+		/* a hard state whose commit alone moved needs no write of its
+		 * own (etcd's MustSync): it rides with the next batch */
+		must_submit |= rd.n_entries > 0 ||
+			       (rd.hs_changed && (rd.hs.term != l->saved.term ||
+						  rd.hs.vote != l->saved.vote));
+		if (rd.hs_changed)
+			l->saved = rd.hs;
+		if (!rc && rd.n_entries) {
+			const struct raft_entry *last = &rd.entries[rd.n_entries - 1];
+			rc = persist_note(l, wal_last_seq(l->wal), last->index, last->term);
+		}
+	}
+	if (rc) {
+		loop_fail(l, rc, "cannot append to the WAL");
+		return;
+	}
+	l->stats.msgs_dropped += rd.n_msgs;
+	if (rd.n_committed)
+		feed_handed(&l->feed, rd.committed[rd.n_committed - 1].index);
+	for (size_t i = 0; i < rd.n_reads; i++)
+		proposals_read_state(&l->props, &rd.reads[i]);
+	if (rd.soft_changed) {
+		log_leader_change(l, l->lead_seen, &rd);
+		/* the core dropped its pending ReadIndex rounds */
+		proposals_fail_reads(&l->props, PROPOSALS_GRPC_UNAVAILABLE, false);
+		l->lead_seen = rd.leader;
+	}
+	raft_advance(l->raft, &rd);
+	maybe_compact(l);
+	if (must_submit) {
+		rc = wal_submit(l->wal);
+		if (rc)
+			loop_fail(l, rc, "cannot write to the WAL");
+	}
+}
+
+static void handle_ready(struct loop *l)
+{
+	for (int i = 0; i < LOOP_READIES_MAX && !l->fatal && raft_has_ready(l->raft); i++)
+		take_ready(l);
+}
+
+/* ---- status, stored, feed ---- */
+
+static void publish_status(struct loop *l, bool force_no_leader)
+{
+	struct status_raftd st = {
+		.leader_id = force_no_leader ? 0 : raft_leader(l->raft),
+		.term = raft_term(l->raft),
+		.commit_index = raft_commit_index(l->raft),
+		.is_leader = !force_no_leader && raft_is_leader(l->raft),
+	};
+	if (l->has_published && st.leader_id == l->published.leader_id &&
+	    st.term == l->published.term && st.commit_index == l->published.commit_index &&
+	    st.is_leader == l->published.is_leader)
+		return;
+	status_raftd_write(l->r, &st);
+	l->published = st;
+	l->has_published = true;
+}
+
+static void observe_stored(struct loop *l)
+{
+	struct status_stored st;
+
+	if (status_stored_read(l->r, &st))
+		return; /* a write in progress by a dead writer: next turn */
+	(void)feed_observe(&l->feed, &st);
+	atomic_store_explicit(&l->waker.epoch, st.epoch, memory_order_relaxed);
+}
+
+static void pump(struct loop *l)
+{
+	int rc = feed_pump(&l->feed, raft_log(l->raft), LOOP_PUMP_MAX);
+	if (rc < 0) {
+		loop_fail(l, rc, "the ring of committed entries to stored is corrupt; restart the member");
+		return;
+	}
+	if (rc > 0 || !l->feed.blocked)
+		l->retry_ms = 0;
+}
+
+/* epoll_wait's timeout for the next turn. */
+static int next_timeout(struct loop *l)
+{
+	if (l->fatal || proposals_more(&l->props) || raft_has_ready(l->raft))
+		return 0;
+	if (!feed_pending(&l->feed))
+		return -1;
+	if (!l->feed.blocked)
+		return 0; /* a pump stopped at its bound */
+	/* stored frees room without ringing raftd: retry, backing off up to
+	 * a tick while it stays full */
+	l->retry_ms = l->retry_ms ? 2 * l->retry_ms : 1;
+	if (l->retry_ms > l->tick_ms)
+		l->retry_ms = (unsigned)l->tick_ms;
+	return (int)l->retry_ms;
+}
+
+/* ---- a turn ---- */
+
+static void on_timer(struct loop *l)
+{
+	uint64_t n;
+	if (read(l->timer_fd, &n, sizeof(n)) != (ssize_t)sizeof(n) || n == 0)
+		return;
+	/* one tick however many expired: a late loop must not rush the
+	 * election clock (etcd's ticker drops ticks the same way) */
+	raft_tick(l->raft);
+	proposals_tick(&l->props, 2 * l->election_ticks);
+	l->stats.ticks++;
+}
+
+static void on_stop_fd(struct loop *l, int fd, bool is_signal)
+{
+	if (is_signal) {
+		struct signalfd_siginfo si;
+		if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+			l->stop_signal = (int)si.ssi_signo;
+			l->stopping = true;
+		}
+		return;
+	}
+	uint64_t v;
+	if (read(fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		l->stopping = true;
+}
+
+static void turn(struct loop *l, const struct epoll_event *ev, int n)
+{
+	bool woke = false;
+
+	l->stats.turns++;
+	for (int i = 0; i < n; i++) {
+		switch (ev[i].data.u32) {
+		case TAG_TIMER:
+			on_timer(l);
+			break;
+		case TAG_WAL:
+			reap_wal(l);
+			break;
+		case TAG_WAKER:
+			woke = true;
+			break;
+		case TAG_SIGNAL:
+			on_stop_fd(l, l->signal_fd, true);
+			break;
+		case TAG_STOP:
+			on_stop_fd(l, l->stop_fd, false);
+			break;
+		}
+	}
+	observe_stored(l);
+	if (!l->stopping && !l->fatal) {
+		/* a failed request ring is logged there and skipped */
+		(void)proposals_drain(&l->props, l->raft, false);
+		handle_ready(l);
+		pump(l);
+		publish_status(l, false);
+	}
+	proposals_flush(&l->props);
+	if (woke)
+		waker_drained(&l->waker);
+}
+
+/* Stopping: refuse what still arrives, make the WAL durable, hand stored
+ * what that commits, answer waiting reads. */
+static void stop(struct loop *l)
+{
+	if (l->stop_signal)
+		log_info("stopping", LOG_STR("signal", strsignal(l->stop_signal)));
+	else
+		log_info("stopping");
+	(void)proposals_drain(&l->props, l->raft, true);
+	if (!l->fatal) {
+		int rc = wal_sync(l->wal);
+		if (rc) {
+			loop_fail(l, rc, "cannot make the WAL durable while stopping");
+		} else {
+			persist_done(l);
+			handle_ready(l);
+			pump(l);
+		}
+	}
+	proposals_fail_reads(&l->props, PROPOSALS_GRPC_UNAVAILABLE, true);
+	proposals_flush(&l->props);
+	publish_status(l, true);
+}
+
+int loop_run(struct loop *l)
+{
+	struct epoll_event ev[8];
+
+	/* the core may already have work: the first campaign, bootstrap
+	 * entries to hand over */
+	turn(l, NULL, 0);
+	while (!l->stopping && !l->fatal) {
+		int n = epoll_wait(l->epfd, ev, 8, next_timeout(l));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			loop_fail(l, -errno, "epoll_wait failed");
+			break;
+		}
+		turn(l, ev, n);
+	}
+	stop(l);
+	return l->fatal;
+}
+
+void loop_stop(struct loop *l)
+{
+	uint64_t one = 1;
+	while (write(l->stop_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- setting up ---- */
+
+static int epoll_watch(int epfd, int fd, enum loop_tag tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = tag };
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static int open_fds(struct loop *l, const struct loop_options *o)
+{
+	struct itimerspec its = {
+		.it_interval = { (time_t)(o->tick_ms / 1000), (long)(o->tick_ms % 1000) * 1000000 },
+	};
+	int rc;
+
+	its.it_value = its.it_interval;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	l->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	l->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (l->epfd < 0 || l->timer_fd < 0 || l->stop_fd < 0)
+		return -errno;
+	if (timerfd_settime(l->timer_fd, 0, &its, NULL) < 0)
+		return -errno;
+	rc = waker_start(&l->waker, l->r, l->feed.epoch);
+	if (!rc)
+		rc = epoll_watch(l->epfd, l->timer_fd, TAG_TIMER);
+	if (!rc)
+		rc = epoll_watch(l->epfd, wal_event_fd(l->wal), TAG_WAL);
+	if (!rc)
+		rc = epoll_watch(l->epfd, l->waker.efd, TAG_WAKER);
+	if (!rc)
+		rc = epoll_watch(l->epfd, l->stop_fd, TAG_STOP);
+	if (!rc && l->signal_fd >= 0)
+		rc = epoll_watch(l->epfd, l->signal_fd, TAG_SIGNAL);
+	return rc;
+}
+
+static uint64_t loop_seed(void)
+{
+	uint64_t seed;
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == (ssize_t)sizeof(seed))
+		return seed;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+}
+
+/* Builds the core from the replayed WAL (entries taken over) and stored's
+ * published state. */
+static int build_core(struct loop *l, const struct loop_options *o, struct bootstrap_state *bs)
+{
+	const struct member_cluster *c = o->cluster;
+	uint64_t voters[RAFT_MAX_VOTERS];
+	struct raft_config cfg;
+	struct status_stored st;
+	bool found = false;
+
+	if (c->count > RAFT_MAX_VOTERS)
+		return -EINVAL;
+	for (size_t i = 0; i < c->count; i++) {
+		voters[i] = c->v[i].id;
+		found |= voters[i] == bs->member_id;
+	}
+	if (!found) {
+		log_error("--initial-cluster does not name the member this WAL belongs to",
+			  LOG_U64("member-id", bs->member_id));
+		return -EINVAL;
+	}
+	if (status_stored_read(l->r, &st))
+		memset(&st, 0, sizeof(st));
+	feed_init(&l->feed, shm_daemon_ring(l->r, SHM_RING_COMMITTED), &st,
+		  shm_role_is_live(l->r, SHM_ROLE_STORED));
+	uint64_t last = bs->n_entries ? bs->entries[bs->n_entries - 1].index : 0;
+	if (feed_start_after(&l->feed) > last)
+		log_error("stored has applied entries beyond the end of this member's WAL; its db does not belong to this log",
+			  LOG_U64("stored-applied-index", feed_start_after(&l->feed)),
+			  LOG_U64("wal-last-index", last));
+
+	raft_config_defaults(&cfg);
+	cfg.id = bs->member_id;
+	cfg.voters = voters;
+	cfg.n_voters = c->count;
+	cfg.election_ticks = (unsigned)l->election_ticks;
+	cfg.heartbeat_ticks = 1;
+	cfg.pre_vote = o->pre_vote;
+	cfg.check_quorum = true;
+	cfg.max_msg_bytes = LOOP_MAX_MSG_BYTES;
+	cfg.max_inflight = LOOP_MAX_INFLIGHT;
+	cfg.seed = loop_seed();
+	int rc = raft_new(&cfg, &bs->hs, 0, 0, bs->entries, bs->n_entries,
+			  feed_start_after(&l->feed), &l->raft);
+	if (rc)
+		return rc;
+	bs->entries = NULL; /* the core owns them now */
+	bs->n_entries = 0;
+	/* what stored already applied counts as handed over: a replay may
+	 * need it again before anything new commits */
+	feed_handed(&l->feed, raft_log(l->raft)->applying);
+	return 0;
+}
+
+static void log_start(const struct loop *l, const struct bootstrap_state *bs)
+{
+	char id[24], cid[24];
+
+	snprintf(id, sizeof(id), "%" PRIx64, l->member_id);
+	snprintf(cid, sizeof(cid), "%" PRIx64, l->cluster_id);
+	if (bs->created)
+		log_info("starting local member", LOG_STR("local-member-id", id),
+			 LOG_STR("cluster-id", cid));
+	else
+		log_info("restarting local member", LOG_STR("local-member-id", id),
+			 LOG_STR("cluster-id", cid),
+			 LOG_U64("commit-index", raft_commit_index(l->raft)),
+			 LOG_U64("last-index", raft_last_index(l->raft)),
+			 LOG_U64("term", raft_term(l->raft)));
+	log_info("feeding stored", LOG_U64("from-index", l->feed.next),
+		 LOG_U64("stored-epoch", l->feed.epoch), LOG_STR("wal-io", wal_io_name(l->wal)));
+}
+
+/* How long a WAL lock may stay held after its holder died. */
+#define LOOP_WAL_LOCK_WAIT_MS 5000
+
+/*
+ * bootstrap_open, waiting a while for the WAL's lock when it is held: a
+ * raftd killed in the middle of a write holds it until the kernel has torn
+ * down its io_uring, which happens after the process is gone, so a quick
+ * restart can find the lock still taken. Another process that really
+ * uses the WAL keeps it, and the error stands after the wait. (Only when
+ * the I/O backend is opened here: a caller's backend is consumed by the
+ * first attempt.)
+ */
+static int open_wal(const struct bootstrap_params *bp, struct bootstrap_state *bs)
+{
+	long pause_ms = 10, waited_ms = 0;
+	int rc = bootstrap_open(bp, bs);
+
+	while (rc == -EBUSY && !bp->wal.io && waited_ms < LOOP_WAL_LOCK_WAIT_MS) {
+		if (waited_ms == 0)
+			log_warn("the WAL is locked; waiting for a previous raftd's I/O to be torn down",
+				 LOG_STR("wal-dir", bp->wal_dir),
+				 LOG_U64("wait-ms", LOOP_WAL_LOCK_WAIT_MS));
+		struct timespec ts = { 0, pause_ms * 1000000 };
+		nanosleep(&ts, NULL);
+		waited_ms += pause_ms;
+		pause_ms = pause_ms * 2 > 500 ? 500 : pause_ms * 2;
+		rc = bootstrap_open(bp, bs);
+	}
+	return rc;
+}
+
+int loop_new(const struct loop_options *o, struct loop **out)
+{
+	struct bootstrap_state bs;
+	struct loop *l;
+	int rc;
+
+	if (!o->region || !o->cluster || !o->cluster->count || !o->tick_ms ||
+	    o->election_ms / o->tick_ms < 2 || o->election_ms / o->tick_ms > UINT32_MAX) {
+		if (o->wal.io)
+			walio_close(o->wal.io);
+		return -EINVAL;
+	}
+	l = raftd_calloc(1, sizeof(*l));
+	if (!l) {
+		if (o->wal.io)
+			walio_close(o->wal.io);
+		return -ENOMEM;
+	}
+	l->r = o->region;
+	l->epfd = l->timer_fd = l->stop_fd = l->waker.efd = -1;
+	l->signal_fd = o->signal_fd;
+	l->tick_ms = o->tick_ms;
+	l->election_ticks = o->election_ms / o->tick_ms;
+
+	struct bootstrap_params bp = {
+		.wal_dir = o->wal_dir, .member_id = o->member_id, .cluster = o->cluster,
+		.wal = o->wal,
+	};
+	rc = open_wal(&bp, &bs);
+	if (rc) {
+		log_error("cannot open the member's WAL", LOG_STR("wal-dir", o->wal_dir),
+			  LOG_ERRNO(rc));
+		goto out_free;
+	}
+	l->wal = bs.wal;
+	bs.wal = NULL;
+	l->member_id = bs.member_id;
+	l->cluster_id = bs.cluster_id;
+	l->saved = bs.hs;
+	rc = proposals_init(&l->props, l->r);
+	if (rc)
+		goto out_free_state;
+	rc = build_core(l, o, &bs);
+	if (rc) {
+		log_error("cannot build the Raft state from the WAL", LOG_ERRNO(rc));
+		goto out_free_state;
+	}
+	bootstrap_state_free(&bs);
+	log_start(l, &bs);
+	if (o->cluster->count == 1) {
+		rc = raft_campaign(l->raft);
+		if (rc)
+			goto out_free;
+	}
+	rc = open_fds(l, o);
+	if (rc) {
+		log_error("cannot set up the event loop", LOG_ERRNO(rc));
+		goto out_free;
+	}
+	*out = l;
+	return 0;
+
+out_free_state:
+	bootstrap_state_free(&bs);
+out_free:
+	loop_free(l);
+	return rc;
+}
+
+void loop_free(struct loop *l)
+{
+	if (!l)
+		return;
+	waker_stop(&l->waker);
+	if (l->wal) {
+		int rc = wal_close(l->wal);
+		if (rc)
+			log_error("the WAL's last batch did not become durable", LOG_ERRNO(rc));
+	}
+	raft_free(l->raft);
+	proposals_free(&l->props);
+	raftd_free(l->persist);
+	if (l->epfd >= 0)
+		close(l->epfd);
+	if (l->timer_fd >= 0)
+		close(l->timer_fd);
+	if (l->stop_fd >= 0)
+		close(l->stop_fd);
+	raftd_free(l);
+}
+
+void loop_get_stats(const struct loop *l, struct loop_stats *out)
+{
+	*out = l->stats;
+	out->proposed = l->props.stats.proposed;
+	out->rejected = l->props.stats.rejected;
+	out->dropped_term = l->props.stats.dropped_term;
+	out->read_rounds = l->props.stats.read_rounds;
+	out->reads_answered = l->props.stats.reads_answered;
+	out->hellos = l->props.stats.hellos;
+	out->commits_pushed = l->feed.pushed;
+	out->commits_blocked = l->feed.full;
+	out->replays = l->feed.replays;
+}
+
+uint64_t loop_member_id(const struct loop *l)
+{
+	return l->member_id;
+}

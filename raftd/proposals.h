@@ -1,0 +1,146 @@
+/*
+ * What raftd takes in: the requests of every gatewayd slot
+ * (SHM_SLOT_TO_RAFTD: attach hellos, MSG_PROPOSE, MSG_READ_INDEX) and
+ * stored's own proposals (SHM_RING_STORED_PROPOSALS: lease revokes,
+ * checkpoints, compactions), drained in batches each turn of the loop.
+ *
+ * Proposals: the entry data of each MSG_PROPOSE goes to raft_propose as
+ * it is (opaque here), a ring's batch in one call, straight from the ring
+ * (released once the core copied it). A proposal carrying a term (stored's
+ * lease revokes and checkpoints, DESIGN invariant 8) is dropped unless
+ * this member leads in that term and has confirmed it since (an entry of
+ * the term is committed). When the core refuses (no leader, not the
+ * leader, stopping, no memory), a gatewayd's proposal is answered with
+ * MSG_PROPOSE_REJECT carrying etcd's status code and message; stored's are
+ * dropped (it proposes them again).
+ *
+ * Reads: the MSG_READ_INDEX records of a turn share one ReadIndex round
+ * (one context). They are asked only once the leader has committed an
+ * entry of its term (before that its commit index may be behind what an
+ * earlier leader acknowledged). The read state answers them all with
+ * MSG_READ_INDEX_REPLY; a round that dies with a leadership change, or
+ * waits too long, is answered with status Unavailable (the gateway's
+ * "leader changed", which clients retry).
+ *
+ * Replies go only to the slot generation that asked: a reply for an older
+ * generation is dropped, never given to the slot's next holder. Replies
+ * are staged during the turn and published once (proposals_flush); a
+ * reply that finds its slot's ring full is dropped and counted (the
+ * gateway's own timeout answers the call).
+ */
+#ifndef CETCD_RAFTD_PROPOSALS_H
+#define CETCD_RAFTD_PROPOSALS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raftd/raft.h"
+#include "shm/msg.h"
+
+struct shm_region;
+
+/* gRPC status codes raftd answers with. */
+#define PROPOSALS_GRPC_INVALID_ARGUMENT 3
+#define PROPOSALS_GRPC_RESOURCE_EXHAUSTED 8
+#define PROPOSALS_GRPC_FAILED_PRECONDITION 9
+#define PROPOSALS_GRPC_UNAVAILABLE 14
+
+/* etcd's messages (rpctypes) for them. */
+#define PROPOSALS_MSG_NO_LEADER "etcdserver: no leader"
+#define PROPOSALS_MSG_NOT_LEADER "etcdserver: not leader"
+#define PROPOSALS_MSG_STOPPED "etcdserver: server stopped"
+#define PROPOSALS_MSG_TOO_LARGE "etcdserver: request is too large"
+#define PROPOSALS_MSG_TOO_MANY "etcdserver: too many requests"
+
+/* Records taken from one ring per drain, at most. */
+#define PROPOSALS_BATCH 512u
+
+struct proposals_stats {
+	uint64_t proposed;       /* entries handed to the core */
+	uint64_t rejected;       /* MSG_PROPOSE_REJECT sent (proposals and reads) */
+	uint64_t dropped_term;   /* term-carrying proposals dropped */
+	uint64_t dropped_stored; /* stored proposals the core refused */
+	uint64_t malformed;      /* records that were not what their type says */
+	uint64_t hellos;         /* attach hellos served */
+	uint64_t reads;          /* MSG_READ_INDEX taken */
+	uint64_t read_rounds;    /* ReadIndex rounds asked of the core */
+	uint64_t reads_answered; /* MSG_READ_INDEX_REPLY with an index */
+	uint64_t reads_failed;   /* MSG_READ_INDEX_REPLY with a status */
+	uint64_t replies_stale;  /* replies for a previous slot generation */
+	uint64_t replies_full;   /* replies dropped on a full ring */
+};
+
+/* One read waiting for its index. */
+struct proposals_read {
+	struct msg_origin origin;
+	uint32_t slot;     /* the ring it came on */
+	uint64_t ctx;      /* its ReadIndex round, 0 while not asked */
+	uint64_t asked_at; /* tick count when asked */
+};
+
+struct proposals {
+	struct shm_region *r;
+	uint32_t n_slots;
+	uint32_t max_data;             /* largest entry data taken */
+	struct raft_entry *ents;       /* the batch: data points into a ring */
+	struct msg_origin *origins;    /* the batch's origins (for rejects) */
+	struct proposals_read *reads;  /* in arrival order */
+	size_t n_reads;
+	size_t cap_reads;
+	uint64_t next_ctx;             /* the last context handed out */
+	uint64_t ticks;                /* proposals_tick calls */
+	uint64_t *staged;              /* bitmap of slots with staged replies */
+	bool more;                     /* a ring held more than one batch */
+	struct proposals_stats stats;
+};
+
+/* Sets p up for region r (the raftd role held). 0 or -ENOMEM. */
+int proposals_init(struct proposals *p, struct shm_region *r);
+void proposals_free(struct proposals *p);
+
+/*
+ * Drains every slot's request ring and stored's proposal ring, one batch
+ * each, then asks for the reads it can (proposals_ask_reads). When
+ * stopping, proposals and reads are refused with etcd's "server stopped".
+ * Returns the number of records taken, or -EIO if a ring has failed (the
+ * others are still drained; the failure is logged).
+ */
+int proposals_drain(struct proposals *p, struct raft *raft, bool stopping);
+
+/* Asks the core for one ReadIndex round covering every read not asked
+ * yet, if it can answer now; refuses them without a leader. */
+void proposals_ask_reads(struct proposals *p, struct raft *raft);
+
+/* A read state from the core: answers the reads of its round. */
+void proposals_read_state(struct proposals *p, const struct raft_read_state *rs);
+
+/* Answers every asked read with status (and every read not asked yet too
+ * when all): the rounds were lost with a leadership change, or raftd
+ * stops. */
+void proposals_fail_reads(struct proposals *p, int32_t status, bool all);
+
+/* One tick: asked reads older than expire_ticks are answered Unavailable. */
+void proposals_tick(struct proposals *p, uint64_t expire_ticks);
+
+/* Publishes the replies staged since the last flush. */
+void proposals_flush(struct proposals *p);
+
+/* Whether a request waits on any ring raftd drains. It only reads ring
+ * cursors, so the loop's doorbell bridge asks it from its own thread
+ * while the loop may be draining (an answer made stale by the drain costs
+ * at most one spurious wake-up). */
+bool proposals_waiting(struct shm_region *r);
+
+/* Whether the last drain left records behind (the loop turns again at
+ * once). */
+static inline bool proposals_more(const struct proposals *p)
+{
+	return p->more;
+}
+
+/* Whether the leader may serve reads and term-carrying proposals: it has
+ * committed an entry of its current term. */
+bool proposals_leader_confirmed(const struct raft *raft);
+
+#endif

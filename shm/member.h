@@ -1,0 +1,89 @@
+/*
+ * Member and cluster IDs, derived as etcd 3.4 derives them for a new
+ * cluster (etcdserver/api/membership), so that clients and tools see the
+ * numbers etcd would print for the same flags:
+ *
+ *   member id  = the first 8 bytes, big-endian, of
+ *                sha1(peer URLs sorted and concatenated, then the cluster
+ *                token)
+ *   cluster id = the first 8 bytes, big-endian, of
+ *                sha1(the member ids sorted ascending, 8 bytes big-endian
+ *                each)
+ *
+ * The peer URLs are the canonical texts of --initial-cluster's entries
+ * ("http://10.0.0.1:2380"); the token is --initial-cluster-token.
+ */
+#ifndef CETCD_SHM_MEMBER_H
+#define CETCD_SHM_MEMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct cetcd_config;
+
+/* SHA-1 of len bytes (FIPS 180-4), into out. */
+void member_sha1(const void *data, size_t len, uint8_t out[20]);
+
+/* etcd's member id for these peer URLs (any order; they are sorted here,
+ * byte-wise as Go's sort.Strings) and token. Returns 0 and sets *id, or
+ * -ENOMEM. */
+int member_id_compute(const char *const *peer_urls, size_t n, const char *token, uint64_t *id);
+
+/* etcd's cluster id over n member ids (any order). */
+uint64_t member_cluster_id(const uint64_t *ids, size_t n);
+
+/* One member of the initial cluster. */
+struct member_info {
+	char *name;
+	uint64_t id;
+	size_t n_peer_urls;
+	char **peer_urls;   /* canonical texts, sorted */
+};
+
+/* The members of --initial-cluster, in the order of their ids, and the
+ * cluster id. Owned by the struct; member_cluster_free frees it. */
+struct member_cluster {
+	uint64_t cluster_id;
+	size_t count;
+	struct member_info *v;
+};
+
+/*
+ * Parses an --initial-cluster value ("name=url,name=url,..."; a name may
+ * repeat, one URL each time, as etcd's URLsMap) with the token, and
+ * computes every member's id and the cluster id. URLs are trimmed and
+ * their scheme lower-cased, as the configuration's parser keeps them; the
+ * configuration has already refused malformed ones. Returns 0, -EINVAL
+ * (an entry without '=' or an empty list), -EEXIST (two members with the
+ * same id, which etcd refuses too), or -ENOMEM.
+ */
+int member_cluster_parse(const char *initial_cluster, const char *token,
+			 struct member_cluster *out);
+
+/* The member named name, or NULL. */
+const struct member_info *member_cluster_find(const struct member_cluster *c, const char *name);
+
+void member_cluster_free(struct member_cluster *c);
+
+/*
+ * This member's id and the cluster id from a parsed configuration
+ * (--name, --initial-cluster, --initial-cluster-token). Returns 0, -ENOENT
+ * if --initial-cluster does not name this member, or an error of
+ * member_cluster_parse.
+ */
+int member_ids_from_config(const struct cetcd_config *c, uint64_t *member_id,
+			   uint64_t *cluster_id);
+
+struct shm_region;
+
+/*
+ * The start-up step every daemon shares: member_ids_from_config, with an
+ * error line naming --initial-cluster and --name when the ids cannot be
+ * derived (the daemon then exits with CONFIG_EXIT_FATAL: restarting it
+ * cannot help), and a warning when the region r (may be NULL) records
+ * another member id. Returns 0 or the error of member_ids_from_config.
+ */
+int member_ids_load(const struct cetcd_config *c, struct shm_region *r, uint64_t *member_id,
+		    uint64_t *cluster_id);
+
+#endif

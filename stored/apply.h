@@ -1,0 +1,88 @@
+/*
+ * stored's applier: one committed Raft entry in, its effect on the store
+ * and the answer for the client that asked out.
+ *
+ * Entry data is an etcdserverpb.InternalRaftRequest with the request's
+ * origin appended (shm/msg.h). The applier checks the bytes (strings
+ * without NUL, a well-formed message), decodes them, runs the request
+ * through the MVCC layer inside the batch the caller opened, and encodes
+ * etcd's response message (PutResponse, DeleteRangeResponse, TxnResponse,
+ * CompactionResponse, RangeResponse) with a full ResponseHeader: the
+ * cluster and member ids, the revision after the entry and the entry's
+ * Raft term. A request the store refuses (lease not found, compacted,
+ * ...) gives an error result with etcd's gRPC code and exact text and
+ * changes nothing.
+ *
+ * Entries that carry no client request still move the consistent index:
+ * empty entries (a new leader's no-op), configuration changes, and request
+ * kinds stored does not apply yet (leases, auth, alarms, v2), which are
+ * answered UNIMPLEMENTED without touching the store.
+ *
+ * Memory: the decoded request, the response and every byte a result
+ * points at live in the caller's arena, valid until it is released.
+ */
+#ifndef CETCD_STORED_APPLY_H
+#define CETCD_STORED_APPLY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/msg.h"
+#include "stored/arena.h"
+#include "stored/mvcc.h"
+
+/* gRPC status codes the applier answers with (grpc-go's codes). */
+#define STORED_GRPC_INVALID_ARGUMENT 3
+#define STORED_GRPC_RESOURCE_EXHAUSTED 8
+#define STORED_GRPC_UNIMPLEMENTED 12
+#define STORED_GRPC_INTERNAL 13
+
+/* Who this member is, for response headers and for telling whether a
+ * result has anyone here to go to. */
+struct stored_apply_ids {
+	uint64_t member_id;
+	uint64_t cluster_id;
+};
+
+/* What one applied entry gives the client that asked. */
+struct stored_apply_result {
+	/* true: a client of this member waits for the result below. false:
+	 * nobody here to answer (no origin, another member's request, or an
+	 * entry that is not a request); the other fields are unset. */
+	bool deliver;
+	struct msg_origin origin;
+	uint64_t index;          /* Raft index of the entry */
+	uint64_t term;           /* its Raft term */
+	uint64_t revision;       /* store revision after the entry */
+	int32_t status;          /* 0, or a gRPC status code */
+	const uint8_t *body;     /* status 0: the encoded response; otherwise
+				  * the message text (not NUL-terminated) */
+	uint32_t body_len;
+	/* A physical compaction: answer only once the compaction's deletion
+	 * is done (stored_apply_compaction_body then gives the body). */
+	bool after_compaction;
+};
+
+/*
+ * Applies one committed entry (index, term, entry type and data_len from
+ * e; data_len bytes at data) in the store's open batch. The caller has
+ * checked that e->index follows the store's consistent index.
+ * Returns 0 with *out filled, -EALREADY when the index is at or below the
+ * consistent index (nothing done), or an error that fails the batch
+ * (-ENOMEM, -EIO, -ENOSPC, -EUCLEAN ...: the caller aborts it).
+ */
+int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
+		       const struct msg_committed *e, const uint8_t *data, struct arena *a,
+		       struct stored_apply_result *out);
+
+/*
+ * The body of a finished physical compaction's answer: a CompactionResponse
+ * whose header carries the revision at the time it finished (as etcd
+ * answers it) and the term of the compaction's entry. Encoded into arena
+ * a. Returns 0 or -ENOMEM.
+ */
+int stored_apply_compaction_body(const struct stored_apply_ids *ids, int64_t revision,
+				 uint64_t term, struct arena *a, const uint8_t **body,
+				 uint32_t *len);
+
+#endif

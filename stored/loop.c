@@ -1,0 +1,688 @@
+/* stored's apply loop (see loop.h). */
+#include "stored/loop.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/doorbell.h"
+#include "shm/hello.h"
+#include "shm/log.h"
+#include "shm/msg.h"
+#include "shm/readers.h"
+#include "shm/ring.h"
+#include "shm/slot.h"
+#include "stored/alloc.h"
+#include "stored/apply.h"
+#include "stored/arena.h"
+#include "stored/btree.h"
+#include "stored/mvcc.h"
+
+/* How long spinning for raftd's next entries is worth it before sleeping. */
+#define LOOP_SPIN_US 50
+/* How long a restart waits for a dead predecessor's lock on the db. */
+#define LOOP_DB_BUSY_MS 10000
+/* How long a restart waits for the readers of a half-written status record. */
+#define LOOP_TORN_WAIT_MS 5000
+
+/* A physical compaction whose answer waits for the deletion to finish. */
+struct loop_waiting {
+	struct msg_origin origin;
+	uint64_t index;
+	uint64_t term;
+};
+
+struct stored_loop {
+	struct shm_region *r;
+	struct stored_loop_opts o;
+	char *db_path;
+	struct btree_db *db;
+	struct mvcc_store *store;
+	struct stored_apply_ids ids;
+	struct stored_results results;
+	struct ring *committed;
+	struct shm_doorbell *bell;       /* the stored role's */
+	struct shm_doorbell *raftd_bell; /* the producer's, for spinning */
+	const volatile sig_atomic_t *stop;
+
+	struct arena arena;              /* the open batch's requests and answers */
+	struct stored_apply_result *res; /* the batch's answers to deliver */
+	size_t nres, res_cap;
+	struct loop_waiting *waiting;    /* physical compactions under way */
+	size_t nwaiting, waiting_cap;
+
+	struct status_stored pub;        /* the record as last published */
+	uint64_t applied;                /* last index applied */
+	uint64_t committed_index;        /* last index of a committed batch */
+	uint64_t hold;                   /* publish no own root below it */
+	bool publishing;                 /* pub holds a root of this process */
+	bool dirty;                      /* committed since the last checkpoint */
+	uint64_t since_checkpoint;       /* entries committed since then */
+	int64_t checkpoint_ns;           /* time of the last checkpoint */
+	int64_t reap_ns;                 /* time of the last reap */
+	uint64_t gap_logged;             /* applied index the last gap was logged at */
+	struct stored_loop_stats st;
+};
+
+static int64_t loop_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- start ---- */
+
+/* fsyncs a directory, so that an entry created in it survives a crash. */
+static int loop_fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* mkdir -p with mode 0700 for what it creates; the parent of every
+ * directory it creates is fsynced (DESIGN invariant 12). */
+static int loop_mkdir_p(const char *path)
+{
+	size_t len = strlen(path);
+	char *buf = stored_malloc(len + 1);
+	struct stat sb;
+	int rc = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, path, len + 1);
+	for (size_t i = 1; i <= len && rc == 0; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, 0700) == 0) {
+			char *slash = strrchr(buf, '/');
+			if (slash == buf) {
+				rc = loop_fsync_dir("/");
+			} else if (slash) {
+				*slash = '\0';
+				rc = loop_fsync_dir(buf);
+				*slash = '/';
+			} else {
+				rc = loop_fsync_dir(".");
+			}
+		} else if (errno != EEXIST) {
+			rc = -errno;
+		}
+		if (i < len)
+			buf[i] = '/';
+	}
+	if (rc == 0 && stat(path, &sb) < 0)
+		rc = -errno;
+	else if (rc == 0 && !S_ISDIR(sb.st_mode))
+		rc = -ENOTDIR;
+	if (rc)
+		log_error("cannot create the db directory", LOG_STR("path", path), LOG_ERRNO(rc));
+	stored_free(buf);
+	return rc;
+}
+
+/* The oldest txid anyone may read at: that of every registered reader,
+ * and that of the published root, at which a reader may begin any moment.
+ * After a restart, while the previous process's root stays published, the
+ * latter keeps the pages it reaches from reuse. */
+static uint64_t loop_oldest_reader(void *arg)
+{
+	struct stored_loop *l = arg;
+	uint64_t oldest = readers_oldest(l->r);
+
+	if (l->pub.root_page && l->pub.txid < oldest)
+		oldest = l->pub.txid;
+	return oldest;
+}
+
+/*
+ * The record the previous stored published, into *prev. When a stored died
+ * in the middle of writing it, nothing of it can be trusted: wait (bounded)
+ * until the readers that predate it are done (no new one can start while
+ * the record is torn), and start as if nothing had been published, with an
+ * epoch no earlier one can have had and a hold at raftd's commit index
+ * (which bounds any applied index published before). Returns whether the
+ * record was readable.
+ */
+static bool loop_previous(struct stored_loop *l, struct status_stored *prev)
+{
+	struct status_raftd rs;
+	struct timespec ts;
+	int64_t give_up;
+
+	if (status_stored_read(l->r, prev) == 0)
+		return true;
+	log_warn("stored's status record was left half written by a process that died; "
+		 "waiting for the readers that predate it");
+	give_up = loop_now_ns() + (int64_t)LOOP_TORN_WAIT_MS * 1000000;
+	for (;;) {
+		readers_reap(l->r);
+		if (readers_oldest(l->r) == READERS_IDLE)
+			break;
+		if (loop_now_ns() > give_up) {
+			log_warn("readers of the torn status record are still active; starting anyway");
+			break;
+		}
+		usleep(10000);
+	}
+	memset(prev, 0, sizeof(*prev));
+	clock_gettime(CLOCK_REALTIME, &ts);
+	prev->epoch = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (status_raftd_read(l->r, &rs) == 0)
+		prev->applied_index = rs.commit_index;
+	return false;
+}
+
+/* Publishes l->pub as it stands. */
+static void loop_write_status(struct stored_loop *l)
+{
+	status_stored_write(l->r, &l->pub);
+}
+
+/* Publishes the newest commit as the root readers use, unless the applied
+ * index is still below the one published before this process started. */
+static void loop_publish_root(struct stored_loop *l)
+{
+	struct mvcc_state ms;
+	struct btree_root root;
+
+	if (l->committed_index < l->hold) {
+		loop_write_status(l);
+		return;
+	}
+	btree_db_current(l->db, &root);
+	mvcc_store_state(l->store, &ms);
+	l->pub.root_page = root.root_pgid;
+	l->pub.txid = root.txid;
+	l->pub.high_water_page = root.hwm_pgid;
+	l->pub.applied_index = l->committed_index;
+	l->pub.revision = (uint64_t)ms.rev;
+	if (!l->publishing)
+		log_info("publishing the store to readers", LOG_U64("applied-index", l->committed_index),
+			 LOG_I64("revision", ms.rev), LOG_U64("txid", root.txid));
+	l->publishing = true;
+	loop_write_status(l);
+	shm_events_notify(l->r);
+}
+
+static void loop_opts_defaults(struct stored_loop_opts *o)
+{
+	if (!o->batch_entries)
+		o->batch_entries = 1024;
+	if (!o->batch_bytes)
+		o->batch_bytes = 16u << 20;
+	if (!o->checkpoint_ms)
+		o->checkpoint_ms = 100;
+	if (!o->checkpoint_entries)
+		o->checkpoint_entries = 10000;
+	if (!o->compact_step)
+		o->compact_step = 1000;
+	if (!o->reap_ms)
+		o->reap_ms = 1000;
+}
+
+/* Opens the db (resuming after the previous record) and the store, and
+ * makes what the open wrote durable. */
+static int loop_open_db(struct stored_loop *l, const struct status_stored *prev, bool known)
+{
+	struct btree_db_opts bo = {
+		.create = true,
+		.map_size = l->o.map_size,
+		.oldest_reader = loop_oldest_reader,
+		.oldest_reader_arg = l,
+	};
+	int rc;
+
+	if (known && prev->txid) {
+		bo.resume.root_pgid = prev->root_page;
+		bo.resume.txid = prev->txid;
+		bo.resume.hwm_pgid = prev->high_water_page;
+	}
+	/* The lock of a killed predecessor can outlive it briefly: its
+	 * io_uring instance, torn down after its exit, still holds the file. */
+	int64_t start = loop_now_ns();
+	for (;;) {
+		rc = btree_db_open(l->db_path, &bo, &l->db);
+		if (rc != -EBUSY || loop_now_ns() - start > (int64_t)LOOP_DB_BUSY_MS * 1000000)
+			break;
+		usleep(2000);
+	}
+	if (rc == 0 && loop_now_ns() - start > 2000000)
+		log_info("waited for the db's lock to go with a previous writer",
+			 LOG_STR("path", l->db_path), LOG_I64("waited-ms", (loop_now_ns() - start) / 1000000));
+	if (rc) {
+		log_error("cannot open the db", LOG_STR("path", l->db_path),
+			  LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
+		return rc;
+	}
+	rc = mvcc_store_open(l->db, NULL, &l->store);
+	if (rc) {
+		log_error("cannot open the key-value store in the db", LOG_STR("path", l->db_path),
+			  LOG_STR("reason", rc == -EUCLEAN ? mvcc_last_error() : btree_last_error()),
+			  LOG_ERRNO(rc));
+		return rc;
+	}
+	rc = btree_db_checkpoint(l->db, NULL);
+	if (rc)
+		log_error("cannot checkpoint the db", LOG_STR("path", l->db_path),
+			  LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
+	return rc;
+}
+
+int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
+		     struct stored_loop **out)
+{
+	struct status_stored prev;
+	struct mvcc_state ms;
+	size_t dlen = strlen(o->data_dir);
+	struct stored_loop *l = stored_calloc(1, sizeof(*l));
+	bool known;
+	int rc;
+
+	if (!l)
+		return -ENOMEM;
+	l->r = r;
+	l->o = *o;
+	loop_opts_defaults(&l->o);
+	l->ids.member_id = o->member_id;
+	l->ids.cluster_id = o->cluster_id;
+	l->committed = shm_daemon_ring(r, SHM_RING_COMMITTED);
+	l->bell = shm_role_doorbell(r, SHM_ROLE_STORED);
+	l->raftd_bell = shm_role_doorbell(r, SHM_ROLE_RAFTD);
+	arena_init(&l->arena);
+	rc = stored_results_init(&l->results, r, o->member_id);
+	if (rc)
+		goto out_free;
+	l->db_path = stored_malloc(dlen + sizeof("/member/snap/db"));
+	if (!l->db_path) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	memcpy(l->db_path, o->data_dir, dlen);
+	memcpy(l->db_path + dlen, "/member/snap", sizeof("/member/snap"));
+	rc = loop_mkdir_p(l->db_path);
+	if (rc)
+		goto out_free;
+	memcpy(l->db_path + dlen, "/member/snap/db", sizeof("/member/snap/db"));
+
+	known = loop_previous(l, &prev);
+	if (known)
+		l->pub = prev; /* still what readers use, until replaced */
+	readers_reap(r);
+	rc = loop_open_db(l, &prev, known);
+	if (rc)
+		goto out_free;
+
+	mvcc_store_state(l->store, &ms);
+	l->applied = l->committed_index = ms.consistent_index;
+	l->hold = prev.applied_index;
+	l->checkpoint_ns = l->reap_ns = loop_now_ns();
+	l->pub.epoch = prev.epoch + 1;
+	l->pub.durable_index = l->committed_index;
+	log_info("opened the db", LOG_STR("path", l->db_path),
+		 LOG_U64("consistent-index", ms.consistent_index), LOG_I64("revision", ms.rev),
+		 LOG_I64("compact-revision", ms.compact_rev), LOG_BOOL("compacting", ms.compacting),
+		 LOG_BOOL("index-rebuilt", ms.rebuilt), LOG_U64("epoch", l->pub.epoch),
+		 LOG_U64("published-applied-index", prev.applied_index));
+	if (l->committed_index < l->hold)
+		log_info("keeping the previous root published until the applied index catches up",
+			 LOG_U64("applied-index", l->committed_index), LOG_U64("hold-index", l->hold));
+	loop_publish_root(l);
+	*out = l;
+	return 0;
+
+out_free:
+	stored_loop_free(l);
+	return rc;
+}
+
+void stored_loop_free(struct stored_loop *l)
+{
+	if (!l)
+		return;
+	mvcc_store_close(l->store);
+	btree_db_close(l->db);
+	stored_results_fini(&l->results);
+	arena_release(&l->arena);
+	stored_free(l->res);
+	stored_free(l->waiting);
+	stored_free(l->db_path);
+	stored_free(l);
+}
+
+const char *stored_loop_db_path(const struct stored_loop *l)
+{
+	return l->db_path;
+}
+
+void stored_loop_stats(const struct stored_loop *l, struct stored_loop_stats *out)
+{
+	struct mvcc_state ms;
+
+	*out = l->st;
+	mvcc_store_state(l->store, &ms);
+	out->applied_index = l->applied;
+	out->committed_index = l->committed_index;
+	out->durable_index = l->pub.durable_index;
+	out->hold_index = l->hold;
+	out->epoch = l->pub.epoch;
+	out->revision = ms.rev;
+	out->publishing = l->publishing;
+	memcpy(out->results, l->results.counts, sizeof(out->results));
+}
+
+/* ---- checkpoints ---- */
+
+int stored_loop_checkpoint(struct stored_loop *l)
+{
+	int rc;
+
+	if (!l->dirty)
+		return 0;
+	rc = btree_db_checkpoint(l->db, NULL);
+	if (rc) {
+		log_error("checkpoint failed; restart stored to recover from the last one",
+			  LOG_STR("path", l->db_path), LOG_STR("reason", btree_last_error()),
+			  LOG_ERRNO(rc));
+		return rc;
+	}
+	l->dirty = false;
+	l->since_checkpoint = 0;
+	l->checkpoint_ns = loop_now_ns();
+	l->st.checkpoints++;
+	l->pub.durable_index = l->committed_index;
+	loop_write_status(l);
+	return 0;
+}
+
+static bool loop_checkpoint_due(const struct stored_loop *l, int64_t now)
+{
+	return l->dirty && (l->since_checkpoint >= l->o.checkpoint_entries ||
+			    now - l->checkpoint_ns >= (int64_t)l->o.checkpoint_ms * 1000000);
+}
+
+/* ---- one batch ---- */
+
+static int loop_grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	size_t want = *cap ? *cap * 2 : 64;
+	void *p = stored_realloc(*v, want * size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = want;
+	return 0;
+}
+
+/* Handles one record of the committed ring: applies it, skips it, or
+ * drops it. 0 or a batch-failing error. */
+static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
+{
+	struct stored_apply_result *res;
+	struct msg_committed h;
+	int rc;
+
+	if (rec->type != MSG_COMMITTED || rec->len < sizeof(h)) {
+		l->st.malformed++;
+		log_warn("dropped a record that is not a committed entry", LOG_U64("type", rec->type),
+			 LOG_U64("len", rec->len));
+		return 0;
+	}
+	memcpy(&h, rec->data, sizeof(h));
+	if ((uint64_t)h.data_len + sizeof(h) != rec->len) {
+		l->st.malformed++;
+		log_warn("dropped a committed entry whose length disagrees with its record",
+			 LOG_U64("index", h.index), LOG_U64("data-len", h.data_len),
+			 LOG_U64("len", rec->len));
+		return 0;
+	}
+	if (h.index <= l->applied) {
+		l->st.duplicates++;
+		return 0;
+	}
+	if (h.index != l->applied + 1) {
+		l->st.gaps++;
+		if (l->gap_logged != l->applied) {
+			l->gap_logged = l->applied;
+			log_info("dropped committed entries past a gap; waiting for raftd to replay",
+				 LOG_U64("applied-index", l->applied), LOG_U64("index", h.index),
+				 LOG_U64("durable-index", l->pub.durable_index),
+				 LOG_U64("epoch", l->pub.epoch));
+		}
+		return 0;
+	}
+
+	rc = loop_grow((void **)&l->res, &l->res_cap, l->nres, sizeof(*l->res));
+	if (rc)
+		return rc;
+	res = &l->res[l->nres];
+	rc = stored_apply_entry(l->store, &l->ids, &h, (const uint8_t *)rec->data + sizeof(h),
+				&l->arena, res);
+	if (rc == -EALREADY) {
+		l->st.duplicates++; /* the store is ahead of the loop's count */
+		return 0;
+	}
+	if (rc)
+		return rc;
+	l->applied = h.index;
+	l->st.entries++;
+	if (!res->deliver)
+		return 0;
+	if (res->after_compaction) {
+		rc = loop_grow((void **)&l->waiting, &l->waiting_cap, l->nwaiting,
+			       sizeof(*l->waiting));
+		if (rc)
+			return rc;
+		l->waiting[l->nwaiting++] = (struct loop_waiting){
+			.origin = res->origin, .index = res->index, .term = res->term,
+		};
+		return 0;
+	}
+	l->nres++;
+	return 0;
+}
+
+static void loop_stage(struct stored_loop *l, const struct msg_origin *o, uint64_t index,
+		       uint64_t revision, int32_t status, const uint8_t *body, uint32_t len)
+{
+	struct msg_result h = {
+		.origin = *o, .index = index, .revision = revision,
+		.status = status, .body_len = len,
+	};
+	stored_results_stage(&l->results, &h, body);
+}
+
+/* Sends the batch's answers, and those of physical compactions that are
+ * done now (after a checkpoint, as etcd commits a finished compaction
+ * before answering). */
+static int loop_deliver(struct stored_loop *l)
+{
+	struct mvcc_state ms;
+	int rc;
+
+	for (size_t i = 0; i < l->nres; i++) {
+		const struct stored_apply_result *res = &l->res[i];
+		loop_stage(l, &res->origin, res->index, res->revision, res->status, res->body,
+			   res->body_len);
+	}
+	l->nres = 0;
+	mvcc_store_state(l->store, &ms);
+	if (l->nwaiting && !ms.compacting) {
+		rc = stored_loop_checkpoint(l);
+		if (rc)
+			return rc;
+		for (size_t i = 0; i < l->nwaiting; i++) {
+			const struct loop_waiting *w = &l->waiting[i];
+			const uint8_t *body;
+			uint32_t len;
+			rc = stored_apply_compaction_body(&l->ids, ms.rev, w->term, &l->arena, &body,
+							  &len);
+			if (rc)
+				return rc;
+			loop_stage(l, &w->origin, w->index, (uint64_t)ms.rev, 0, body, len);
+		}
+		l->nwaiting = 0;
+	}
+	stored_results_publish(&l->results);
+	return 0;
+}
+
+/* Ends a batch that failed: nothing of it is kept, and the records it
+ * consumed are left for whoever applies them next. */
+static int loop_batch_failed(struct stored_loop *l, int rc)
+{
+	mvcc_batch_abort(l->store);
+	l->nres = 0;
+	arena_release(&l->arena);
+	log_error("applying a batch of committed entries failed; restart stored to recover "
+		  "from the last checkpoint",
+		  LOG_U64("applied-index", l->committed_index), LOG_U64("next-index", l->applied + 1),
+		  LOG_STR("reason", rc == -EUCLEAN ? mvcc_last_error() : btree_last_error()),
+		  LOG_ERRNO(rc));
+	return rc;
+}
+
+/* Applies up to a batch of entries and a compaction step in one write
+ * txn, commits, publishes and answers. */
+static int loop_batch(struct stored_loop *l)
+{
+	struct mvcc_state ms;
+	uint64_t bytes = 0, first = l->applied;
+	uint32_t n;
+	int rc;
+
+	mvcc_store_state(l->store, &ms);
+	if (!ring_has_data(l->committed) && !ms.compacting)
+		return 0;
+	rc = mvcc_batch_begin(l->store);
+	if (rc)
+		return loop_batch_failed(l, rc);
+	for (n = 0; n < l->o.batch_entries && bytes < l->o.batch_bytes; n++) {
+		struct ring_rec rec;
+		rc = ring_peek(l->committed, &rec);
+		if (rc == -EAGAIN)
+			break;
+		if (rc) {
+			log_error("the ring of committed entries is corrupt");
+			return loop_batch_failed(l, rc);
+		}
+		rc = loop_entry(l, &rec);
+		if (rc) {
+			l->applied = first;
+			return loop_batch_failed(l, rc);
+		}
+		bytes += rec.len;
+		ring_consume(l->committed, &rec);
+	}
+	mvcc_store_state(l->store, &ms);
+	if (ms.compacting) {
+		bool done;
+		rc = mvcc_compact_step(l->store, l->o.compact_step, &done);
+		if (rc) {
+			l->applied = first;
+			return loop_batch_failed(l, rc);
+		}
+		if (done)
+			log_info("finished compaction", LOG_I64("compact-revision", ms.compact_rev));
+	}
+	if (l->applied == first && !ms.compacting) {
+		/* only duplicates and gaps: nothing to write */
+		mvcc_batch_abort(l->store);
+		ring_release_consumed(l->committed);
+		arena_release(&l->arena);
+		return 0;
+	}
+	rc = mvcc_batch_commit(l->store, NULL);
+	if (rc) {
+		l->applied = first;
+		return loop_batch_failed(l, rc);
+	}
+	l->st.batches++;
+	l->since_checkpoint += l->applied - first;
+	l->committed_index = l->applied;
+	l->dirty = true;
+	loop_publish_root(l);
+	rc = loop_deliver(l);
+	ring_release_consumed(l->committed);
+	arena_release(&l->arena);
+	return rc;
+}
+
+/* ---- the loop ---- */
+
+int stored_loop_turn(struct stored_loop *l, bool *more)
+{
+	int64_t now;
+	int rc;
+
+	hello_serve(l->r, SHM_ROLE_STORED);
+	rc = loop_batch(l);
+	if (rc)
+		return rc;
+	now = loop_now_ns();
+	if (loop_checkpoint_due(l, now)) {
+		rc = stored_loop_checkpoint(l);
+		if (rc)
+			return rc;
+	}
+	if (now - l->reap_ns >= (int64_t)l->o.reap_ms * 1000000) {
+		int n = readers_reap(l->r);
+		if (n > 0)
+			log_info("reaped the reader entries of dead processes", LOG_I64("count", n));
+		l->reap_ns = now;
+	}
+	if (more) {
+		struct mvcc_state ms;
+		mvcc_store_state(l->store, &ms);
+		*more = ms.compacting || ring_has_data(l->committed);
+	}
+	return 0;
+}
+
+static bool loop_has_work(void *arg)
+{
+	struct stored_loop *l = arg;
+	return (l->stop && *l->stop) || ring_has_data(l->committed) ||
+	       hello_requests_waiting(l->r, SHM_ROLE_STORED);
+}
+
+int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
+{
+	int rc;
+
+	l->stop = stop;
+	while (!*stop) {
+		bool more = false;
+		int timeout_ms = SHM_DOORBELL_BACKSTOP_MS;
+
+		rc = stored_loop_turn(l, &more);
+		if (rc)
+			return rc;
+		if (more)
+			continue;
+		if (l->dirty) {
+			int64_t due = l->checkpoint_ns + (int64_t)l->o.checkpoint_ms * 1000000;
+			int64_t left = (due - loop_now_ns()) / 1000000 + 1;
+			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
+		}
+		shm_doorbell_wait(l->bell, l->raftd_bell, loop_has_work, l, LOOP_SPIN_US,
+				  timeout_ms);
+	}
+	return 0;
+}

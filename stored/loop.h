@@ -1,0 +1,118 @@
+/*
+ * stored's apply loop: committed entries in from raftd, the MVCC store
+ * changed in batches, one published root per batch, results out to the
+ * gateways, checkpoints.
+ *
+ * One turn drains up to a batch of MSG_COMMITTED records from
+ * SHM_RING_COMMITTED into one B+tree write txn (DESIGN invariant 11). An
+ * entry is applied only when its index follows the applied index; one at
+ * or below it is a replayed duplicate and skipped; one past the next index
+ * is a gap: it is dropped, and raftd, having seen this process's new epoch,
+ * hands everything from the durable index on again. A pending compaction
+ * runs a step in each batch. After the batch commits, the new root is
+ * published (status_stored_write), waiting gateways are woken
+ * (shm_events_notify), and only then are the results pushed, so a client
+ * that sees its answer reads its write from any gateway.
+ *
+ * Checkpoints (btree_db_checkpoint) run every checkpoint_ms or
+ * checkpoint_entries applied entries, whichever comes first, and publish the
+ * index they cover as the durable index. Stale reader entries are reaped
+ * every reap_ms; the oldest live reader bounds page reuse.
+ *
+ * Restart (DESIGN invariant 4). stored_loop_open starts from the db's last
+ * checkpoint and the last record published in the region: the epoch is the
+ * previous one plus one; txids continue above the published one; pages are
+ * allocated only past the published high-water mark until every reader that
+ * predates the restart is done (btree_db_opts.resume); and the previous
+ * root stays published until the applied index is back at the one published
+ * last, so neither a revision nor an applied index ever goes backwards for
+ * a reader.
+ *
+ * Ownership: the caller holds the stored role (shm_role_claim) for as long
+ * as the loop lives; the loop owns the db and the store. One thread.
+ */
+#ifndef CETCD_STORED_LOOP_H
+#define CETCD_STORED_LOOP_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/region.h"
+#include "shm/status.h"
+#include "stored/results.h"
+
+struct stored_loop;
+
+struct stored_loop_opts {
+	const char *data_dir;          /* the member's --data-dir */
+	uint64_t member_id;            /* this member (results go to its slots) */
+	uint64_t cluster_id;           /* for response headers */
+	uint32_t batch_entries;        /* most entries per batch; 0: 1024 */
+	uint64_t batch_bytes;          /* most entry bytes per batch; 0: 16 MiB */
+	uint32_t checkpoint_ms;        /* 0: 100 */
+	uint32_t checkpoint_entries;   /* 0: 10000 */
+	uint32_t compact_step;         /* key entries per compaction step; 0: 1000 */
+	uint32_t reap_ms;              /* reader reaping period; 0: 1000 */
+	uint64_t map_size;             /* db address space; 0: btree's default */
+};
+
+struct stored_loop_stats {
+	uint64_t applied_index;       /* last index applied (maybe not committed yet) */
+	uint64_t committed_index;     /* last index in a committed batch */
+	uint64_t durable_index;       /* last index a checkpoint covers */
+	uint64_t hold_index;          /* no own root is published below it */
+	uint64_t epoch;
+	int64_t revision;
+	bool publishing;              /* a root of this process is published */
+	uint64_t entries;             /* applied since open */
+	uint64_t duplicates;          /* skipped: at or below the applied index */
+	uint64_t gaps;                /* dropped: past the next index */
+	uint64_t malformed;           /* records that were not MSG_COMMITTED */
+	uint64_t batches;
+	uint64_t checkpoints;
+	uint64_t results[STORED_RESULT_VERDICTS];
+};
+
+/*
+ * Opens (creating <data_dir>/member/snap/db, directories 0700 and fsynced)
+ * the db and the MVCC store, and publishes this process's new epoch as
+ * above. r must stay attached while the loop lives. Returns 0, or -ENOMEM,
+ * a db or store error (btree_last_error / mvcc_last_error say more), or
+ * -errno of mkdir/open.
+ */
+int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
+		     struct stored_loop **out);
+
+/*
+ * One turn: answers attach hellos, applies one batch (and a compaction
+ * step), checkpoints when due, reaps stale readers when due. *more (may be
+ * NULL) tells whether work is left that should not wait for a wake-up.
+ * Returns 0, or an error after which the process must restart (the db or a
+ * ring failed; what was not checkpointed is redone from raftd's log).
+ */
+int stored_loop_turn(struct stored_loop *l, bool *more);
+
+/*
+ * Runs turns until *stop is set, sleeping on the stored role's doorbell
+ * while idle (until a checkpoint is due, or the doorbell's backstop). A
+ * signal handler that sets *stop should ring that doorbell
+ * (shm_role_doorbell, shm_doorbell_ring). Returns 0 when stopped, or the
+ * error of stored_loop_turn.
+ */
+int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop);
+
+/* Makes everything applied durable now and publishes the durable index.
+ * Returns 0 or the error of btree_db_checkpoint. */
+int stored_loop_checkpoint(struct stored_loop *l);
+
+/* Closes the store and the db without writing (call
+ * stored_loop_checkpoint first for a clean stop). NULL is accepted. */
+void stored_loop_free(struct stored_loop *l);
+
+void stored_loop_stats(const struct stored_loop *l, struct stored_loop_stats *out);
+
+/* The db file's path (<data_dir>/member/snap/db); valid while l lives. */
+const char *stored_loop_db_path(const struct stored_loop *l);
+
+#endif

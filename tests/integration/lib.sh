@@ -1,0 +1,381 @@
+# shellcheck shell=bash
+# Shared by the integration tests that run a real cetcd member (and
+# Debian's etcd beside it) on loopback; they source it.
+#
+# What it gives:
+#   it_init NAME            unique temp dirs, the exit trap that stops and
+#                           removes everything (IT_KEEP=1 keeps the dirs)
+#   it_need_* ...           exit 77 with the reason when a tool is missing
+#   it_free_ports N         N distinct free loopback ports (never 2379/2380)
+#   it_cetcd_start ...      the launcher on fresh ports (IT_CPORT ...), in the
+#                           background; it_cetcd_restart, it_cetcd_stop
+#   it_cetcd_child WHAT     the pid of raftd, stored or gatewayd-<i>
+#   it_kill_child WHAT ...  SIGKILL it, wait for its restart and for writes
+#   it_etcd_start ...       Debian's etcd with the same flags (IT_ETCD_PORT)
+#   it_wait_healthy PORT    until /health says true and a gRPC get answers
+#   it_until, it_wait_*     polling with a deadline, never a fixed sleep
+#   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
+#   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
+#   check / ok / fail / it_summary   counted assertions
+# Every process started here is registered and, at exit, killed by pid,
+# and only while it still runs a command line naming this test's dirs
+# (pids get reused). Run on its own (it sits in the folder the tests are
+# collected from), it checks its own functions.
+set -euo pipefail
+export ETCDCTL_API=3
+
+IT_SRC=${CETCD_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+IT_BUILD=${CETCD_BUILD:-$IT_SRC/build}
+IT_BIN=${CETCD_BIN:-$IT_BUILD/bin}
+
+it_checks=0
+it_failures=0
+it_pids=()
+it_on_exit=()
+
+ok() {
+	it_checks=$((it_checks + 1))
+	echo "ok   - $*"
+}
+fail() {
+	it_checks=$((it_checks + 1))
+	it_failures=$((it_failures + 1))
+	echo "FAIL - $*"
+}
+# check "description" command...: ok when the command succeeds.
+check() {
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else fail "$what"; fi
+}
+# Prints the totals; the test's exit status (0 only when all passed and
+# at least one check ran).
+it_summary() {
+	echo "$it_checks checks, $it_failures failed"
+	((it_failures == 0 && it_checks > 0))
+}
+it_skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+it_now_ms() { date +%s%3N; }
+
+# ------------------------------------------------------------ requirements
+it_need_cetcd() {
+	local p
+	for p in cetcd raftd stored gatewayd; do
+		[[ -x $IT_BIN/$p ]] || it_skip "$IT_BIN/$p is not built"
+	done
+	command -v python3 >/dev/null || it_skip "python3 is needed to find free ports"
+	command -v curl >/dev/null || it_skip "curl is needed to ask /health (Debian package curl)"
+	[[ -d /dev/shm && -w /dev/shm ]] || it_skip "/dev/shm is not writable"
+}
+it_need_etcdctl() {
+	command -v etcdctl >/dev/null || it_skip "etcdctl is not installed (Debian package etcd-client)"
+	local v
+	v=$(etcdctl version 2>&1) || true
+	v=${v%%$'\n'*}
+	[[ $v == "etcdctl version: 3.4."* ]] || it_skip "etcdctl is not version 3.4: $v"
+}
+it_need_etcd() {
+	command -v etcd >/dev/null || it_skip "etcd is not installed (Debian package etcd-server)"
+}
+
+# ------------------------------------------------------------ setup, exit
+# it_init NAME: IT_TMP (logs, data dirs) and IT_RT (runtime dirs, on tmpfs).
+it_init() {
+	IT_TMP=$(mktemp -d "/tmp/cetcd-$1.XXXXXX")
+	IT_RT=$(mktemp -d "/dev/shm/cetcd-$1.XXXXXX")
+	trap it_cleanup EXIT
+}
+
+# Registers pid $1 to be killed at exit.
+it_track() { it_pids+=("$1"); }
+
+# Whether process $1 is gone (or a zombie nobody reaped yet).
+it_gone() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
+	[[ -z $st || $st == Z* ]]
+}
+
+# it_until MS COMMAND...: runs COMMAND every 20 ms until it succeeds
+# (0) or MS milliseconds passed (1).
+it_until() {
+	local deadline=$(($(it_now_ms) + $1))
+	shift
+	while true; do
+		"$@" && return 0
+		(($(it_now_ms) < deadline)) || return 1
+		sleep 0.02
+	done
+}
+
+# Waits up to $2 ms for process $1 to be gone.
+it_wait_gone() { it_until "$2" it_gone "$1"; }
+
+# Whether process $1 still runs a command line naming this test's dirs.
+it_ours() {
+	{ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -qF -e "$IT_TMP" -e "$IT_RT"
+}
+
+it_cleanup() {
+	local p c
+	for c in "${it_on_exit[@]}"; do
+		eval "$c" || true
+	done
+	for p in "${it_pids[@]}"; do
+		if it_ours "$p"; then
+			# the launcher first: it stops its children in order
+			kill -CONT "$p" 2>/dev/null || true
+			kill -TERM "$p" 2>/dev/null || true
+		fi
+	done
+	for p in "${it_pids[@]}"; do
+		if it_ours "$p" && ! it_wait_gone "$p" 5000; then
+			kill -9 "$p" 2>/dev/null || true
+		fi
+	done
+	# a child the launcher started after it was registered
+	for p in /proc/[0-9]*; do
+		p=${p#/proc/}
+		if it_ours "$p"; then
+			kill -9 "$p" 2>/dev/null || true
+		fi
+	done
+	if [[ ${IT_KEEP:-0} == 1 ]]; then
+		echo "kept $IT_TMP and $IT_RT"
+	else
+		rm -rf "$IT_TMP" "$IT_RT"
+	fi
+}
+
+# it_free_ports N: N distinct free loopback ports on one line. The kernel
+# picks them; all are held at once so they differ.
+it_free_ports() {
+	python3 - "$1" <<'EOF'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])
+EOF
+}
+
+# ------------------------------------------------------------ waiting
+# Lines of file $1 matching the extended regex $2.
+it_count() { grep -cE -- "$2" "$1" 2>/dev/null || true; }
+
+it_log_has() { (($(it_count "$1" "$2") >= $3)); }
+it_has_lines() { (($(it_lines "$1") >= $2)); }
+it_healthy() {
+	local h
+	h=$(curl -s --max-time 2 "http://127.0.0.1:$1/health" 2>/dev/null) || return 1
+	[[ $h == *'"health":"true"'* ]] &&
+		etcdctl --endpoints "127.0.0.1:$1" --dial-timeout 1s --command-timeout 2s \
+			get health-probe >/dev/null 2>&1
+}
+
+# Waits up to $3 seconds until file $1 has at least $4 (default 1) lines
+# matching $2.
+it_wait_log() {
+	it_until $(($3 * 1000)) it_log_has "$1" "$2" "${4:-1}" && return 0
+	echo "  (waited $3 s for ${4:-1} line(s) matching $2 in $1)"
+	return 1
+}
+
+# Waits up to $3 seconds until file $1 has at least $2 lines.
+it_wait_lines() {
+	it_until $(($3 * 1000)) it_has_lines "$1" "$2" && return 0
+	echo "  (waited $3 s for $2 lines in $1, have $(it_lines "$1"))"
+	return 1
+}
+
+# it_wait_healthy PORT [SECS]: until /health on the client port says true
+# and a linearizable get through gRPC answers (default 20 s).
+it_wait_healthy() {
+	it_until $((${2:-20} * 1000)) it_healthy "$1" && return 0
+	echo "  (port $1 not healthy after ${2:-20} s)"
+	return 1
+}
+
+# ------------------------------------------------------------ cetcd
+# it_cetcd_start NAME DATA_DIR LOG [launcher flags...]: starts the launcher
+# in the background on fresh ports, or on IT_CPORT/IT_PPORT when set
+# (a restart on the same member), with a runtime dir of its own under
+# IT_RT. Sets IT_CETCD_PID, IT_CPORT, IT_PPORT, IT_CETCD_LOG, and
+# IT_CETCD_ARGS (the flags, for a restart).
+it_cetcd_start() {
+	local name=$1 data=$2 log=$3
+	shift 3
+	if [[ -z ${IT_CPORT:-} ]]; then
+		read -r IT_CPORT IT_PPORT < <(it_free_ports 2)
+	fi
+	local rt="$IT_RT/$name"
+	mkdir -p "$rt"
+	chmod 700 "$rt"
+	IT_CETCD_ARGS=(--name "$name" --data-dir "$data" --runtime-dir "$rt"
+		--listen-client-urls "http://127.0.0.1:$IT_CPORT"
+		--advertise-client-urls "http://127.0.0.1:$IT_CPORT"
+		--listen-peer-urls "http://127.0.0.1:$IT_PPORT"
+		--initial-advertise-peer-urls "http://127.0.0.1:$IT_PPORT"
+		--initial-cluster "$name=http://127.0.0.1:$IT_PPORT" "$@")
+	it_cetcd_restart "$log"
+}
+
+# Restarts the member with the flags of the last it_cetcd_start (same
+# ports, data and runtime dir), logging to $1.
+it_cetcd_restart() {
+	IT_CETCD_LOG=$1
+	"$IT_BIN/cetcd" "${IT_CETCD_ARGS[@]}" 2>>"$IT_CETCD_LOG" &
+	IT_CETCD_PID=$!
+	it_track "$IT_CETCD_PID"
+}
+
+# Stops the member with SIGTERM; returns the launcher's exit status (124
+# when it is still there after 15 s, then it is killed).
+it_cetcd_stop() {
+	local st=0
+	kill -TERM "$IT_CETCD_PID" 2>/dev/null || true
+	if ! it_wait_gone "$IT_CETCD_PID" 15000; then
+		kill -9 "$IT_CETCD_PID" 2>/dev/null || true
+		wait "$IT_CETCD_PID" 2>/dev/null || true
+		return 124
+	fi
+	wait "$IT_CETCD_PID" || st=$?
+	return "$st"
+}
+
+# it_cetcd_child WHAT: the pid of the launcher's child WHAT (raftd, stored,
+# gatewayd-N); fails when there is none right now (being restarted).
+it_cetcd_child() {
+	local p args
+	for p in $(pgrep -P "$IT_CETCD_PID" 2>/dev/null); do
+		args=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) || continue
+		case $1 in
+		gatewayd-*)
+			[[ $args == */gatewayd\ --gateway-index=${1#gatewayd-}\ * ]] && { echo "$p"; return 0; } ;;
+		*)
+			[[ $args == */$1\ * ]] && { echo "$p"; return 0; } ;;
+		esac
+	done
+	return 1
+}
+
+it_new_child() {
+	local p
+	p=$(it_cetcd_child "$1") && [[ $p != "$2" ]] && echo "$p"
+}
+
+# it_wait_child WHAT OLD_PID SECS: waits until the launcher runs WHAT with
+# another pid than OLD_PID; prints the new pid.
+it_wait_child() { it_until $(($3 * 1000)) it_new_child "$1" "$2"; }
+
+# it_kill_child WHAT ACKS MORE: SIGKILLs the launcher's WHAT, then waits
+# until the launcher runs a new WHAT and ack file ACKS (a kvclient writer
+# appends to it) grew by MORE lines, 30 s at most each; says how long it
+# took. Counts kills in IT_KILLS.
+IT_KILLS=0
+it_kill_child() {
+	local what=$1 acks=$2 more=$3 pid newpid at t0
+	pid=$(it_cetcd_child "$what") || {
+		echo "  (no $what runs)"
+		return 1
+	}
+	at=$(it_lines "$acks")
+	t0=$(it_now_ms)
+	kill -9 "$pid"
+	IT_KILLS=$((IT_KILLS + 1))
+	newpid=$(it_wait_child "$what" "$pid" 30) || {
+		echo "  (the launcher did not start $what again after SIGKILL of $pid)"
+		return 1
+	}
+	it_wait_lines "$acks" $((at + more)) 30 || return 1
+	echo "  SIGKILL of $what at $at acknowledgements: pid $pid -> $newpid, $more more after $(($(it_now_ms) - t0)) ms"
+}
+
+# ------------------------------------------------------------ etcd
+# it_etcd_start NAME DATA_DIR LOG: Debian's etcd, started fresh with the
+# flags it_cetcd_start gives cetcd, on ports of its own. Sets IT_ETCD_PID
+# IT_ETCD_PORT and IT_ETCD_PPORT.
+it_etcd_start() {
+	local name=$1 data=$2 log=$3
+	read -r IT_ETCD_PORT IT_ETCD_PPORT < <(it_free_ports 2)
+	etcd --name "$name" --data-dir "$data" \
+		--listen-client-urls "http://127.0.0.1:$IT_ETCD_PORT" \
+		--advertise-client-urls "http://127.0.0.1:$IT_ETCD_PORT" \
+		--listen-peer-urls "http://127.0.0.1:$IT_ETCD_PPORT" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$IT_ETCD_PPORT" \
+		--initial-cluster "$name=http://127.0.0.1:$IT_ETCD_PPORT" >"$log" 2>&1 &
+	IT_ETCD_PID=$!
+	it_track "$IT_ETCD_PID"
+}
+
+# ------------------------------------------------------------ kvclient
+# it_kv_val FILE NAME: the number kvclient printed as "NAME N" (0: none).
+it_kv_val() { awk -v n="$2" '{ v = $NF; $NF = "" } $0 == n " " { x = v } END { print x + 0 }' "$1"; }
+
+# it_kv_show FILE REGEX: kvclient's lines matching REGEX, indented.
+it_kv_show() { grep -E -- "$2" "$1" | sed 's/^/    /' || true; }
+
+# it_lines FILE: its number of lines (0 when it does not exist yet).
+it_lines() { { wc -l <"$1"; } 2>/dev/null || echo 0; }
+
+# it_kv_start OUT ARGS...: kvclient ARGS in the background, its output
+# to OUT; sets IT_KV_PID.
+it_kv_start() {
+	local out=$1
+	shift
+	"$KVCLIENT" "$@" >"$out" 2>&1 &
+	IT_KV_PID=$!
+	it_track "$IT_KV_PID"
+}
+
+# it_kv_stop PID OUT [REGEX]: SIGTERM to kvclient PID (started by
+# it_kv_start with output OUT); shows its lines matching REGEX (default:
+# errors and violations); returns its exit status (0: its checks held).
+it_kv_stop() {
+	local st=0
+	kill -TERM "$1" 2>/dev/null || true
+	wait "$1" || st=$?
+	it_kv_show "$2" "${3:--error |^violation }"
+	return "$st"
+}
+
+# Builds tests/tools/kvclient (Go, on Debian's etcd clientv3) into the
+# build dir and sets KVCLIENT; exits 77 when Go or the client is missing.
+it_build_kvclient() {
+	local gopath=/usr/share/gocode
+	command -v go >/dev/null || it_skip "go is not installed (Debian package golang-go)"
+	[[ -d $gopath/src/go.etcd.io/etcd/clientv3 ]] ||
+		it_skip "etcd's clientv3 is missing (Debian package golang-etcd-server-dev)"
+	KVCLIENT=$IT_BUILD/tests/kvclient
+	mkdir -p "$IT_BUILD/tests/gocache"
+	if ! (cd "$IT_SRC/tests/tools/kvclient" &&
+		GO111MODULE=off GOPATH=$gopath GOCACHE=$IT_BUILD/tests/gocache GOFLAGS='' \
+			go build -o "$KVCLIENT" .); then
+		echo "FAIL: kvclient does not build against $gopath"
+		exit 1
+	fi
+}
+
+# ------------------------------------------------------------ self-check
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	command -v python3 >/dev/null || it_skip "python3 is needed to find free ports"
+	it_init lib
+	for f in "$IT_SRC"/tests/integration/*.sh; do
+		check "$(basename "$f") parses" bash -n "$f"
+	done
+	read -r -a ports < <(it_free_ports 8)
+	check "it_free_ports gives 8 distinct ports" test "$(printf '%s\n' "${ports[@]}" | sort -u | wc -l)" -eq 8
+	check "none of them is etcd's 2379 or 2380" test -z "$(printf '%s\n' "${ports[@]}" | grep -xE '2379|2380')"
+	sleep 0.2 &
+	p=$!
+	check "it_wait_gone sees a process end" it_wait_gone "$p" 5000
+	printf 'acks 12\nconns gatewayd-0 3\nput-error Unavailable: x 2\n' >"$IT_TMP/kv.out"
+	check "it_kv_val reads kvclient's counts" \
+		test "$(it_kv_val "$IT_TMP/kv.out" acks)/$(it_kv_val "$IT_TMP/kv.out" "conns gatewayd-0")/$(it_kv_val "$IT_TMP/kv.out" nothing)" = 12/3/0
+	check "it_lines counts lines, 0 for a missing file" \
+		test "$(it_lines "$IT_TMP/kv.out")/$(it_lines "$IT_TMP/none")" = 3/0
+	it_summary
+fi

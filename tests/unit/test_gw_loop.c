@@ -1,0 +1,903 @@
+/*
+ * gatewayd's server loop (gatewayd/server.c, rings.c, kv.c, dbread.c,
+ * maint.c, cluster.c) on a real member region, with this test playing
+ * raftd and stored: it holds both roles on its own handle of the region,
+ * reads what the gateway sends on the slot's ring to raftd and answers
+ * on the reply rings, and writes the status records. A gRPC client
+ * (nghttp2, tests/unit/test_h2_client.h) talks to the server over a
+ * socketpair the server adopts; an HTTP/1.1 client over another.
+ *
+ * Covered: the attach hello; a Put end to end (the InternalRaftRequest
+ * raftd receives: header id = request id, the put field as the client
+ * sent it, the origin appended and found by msg_origin_find; the result
+ * bytes sent as they are); request identity (results for another member,
+ * slot, generation, an unknown id or of a bad length are dropped and the
+ * call still gets its own); rejections; error results; request timeouts;
+ * client cancels; validation with etcd's messages; "request is too
+ * large"; "too many requests" from a full pending table and from a full
+ * backlog, and the backlog draining into the ring; linearizable reads
+ * (read index, then a wait for stored's applied index, woken by
+ * shm_events_notify); Range and read-only Txn from a db written by
+ * stored's MVCC layer, the hand-encoded RangeResponse decoded and
+ * compared; Status and MemberList; /health and /version over HTTP/1.1.
+ */
+#include "test_h2_client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "etcdserverpb/raft_internal.pb-c.h"
+#include "etcdserverpb/rpc.pb-c.h"
+#include "gatewayd/server.h"
+#include "shm/config.h"
+#include "shm/doorbell.h"
+#include "shm/hello.h"
+#include "shm/member.h"
+#include "shm/msg.h"
+#include "shm/readers.h"
+#include "shm/region.h"
+#include "shm/ring.h"
+#include "shm/slot.h"
+#include "shm/status.h"
+#include "stored/arena.h"
+#include "stored/btree.h"
+#include "stored/mvcc.h"
+
+#define MAX_REQ (64u * 1024u)
+#define PENDING_CAP 8u
+#define TIMEOUT_NS (400ll * 1000000)
+
+static char dir[256], region_path[512];
+static struct cetcd_config cfg;
+static struct shm_region *gwr;   /* the gateway's handle */
+static struct shm_region *harn;  /* the test's: raftd and stored */
+static struct shm_slot_ref slot;
+static struct gw_server *srv;
+static uint64_t member_id, cluster_id;
+static int cfd = -1;             /* the gRPC client's end */
+static struct tc_client tc;
+
+/* ---- plumbing ---- */
+
+static void client_pump(void)
+{
+	for (;;) {
+		const uint8_t *d;
+		ssize_t n = nghttp2_session_mem_send(tc.session, &d);
+		CHECK(n >= 0);
+		if (n == 0)
+			break;
+		while (n > 0) {
+			ssize_t w = write(cfd, d, (size_t)n);
+			if (w < 0 && errno == EAGAIN) {
+				gw_server_turn(srv, 0); /* let the server read */
+				continue;
+			}
+			CHECK(w > 0);
+			d += w;
+			n -= w;
+		}
+	}
+	for (;;) {
+		static uint8_t buf[1 << 16];
+		ssize_t n = read(cfd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		CHECK_EQ(nghttp2_session_mem_recv(tc.session, buf, (size_t)n), n);
+	}
+}
+
+/* A few turns of client and server. */
+static void spin(int turns)
+{
+	for (int i = 0; i < turns; i++) {
+		client_pump();
+		gw_server_turn(srv, 1);
+		client_pump();
+	}
+}
+
+/* Turns until s closed (at most 5 s). */
+static void wait_closed(struct tc_stream *s)
+{
+	uint64_t end = test_now_ns() + 5000000000ull;
+	while (!s->closed) {
+		CHECK(test_now_ns() < end);
+		spin(1);
+	}
+}
+
+static struct tc_stream *call(const char *path, const ProtobufCMessage *m)
+{
+	uint8_t *buf = malloc(protobuf_c_message_get_packed_size(m) + 1);
+	CHECK(buf != NULL);
+	size_t len = protobuf_c_message_pack(m, buf);
+	struct tc_stream *s = tc_request(&tc, path, NULL);
+	tc_queue_message(&tc, s, 0, buf, len, true);
+	free(buf);
+	spin(2);
+	return s;
+}
+
+static void check_status(const struct tc_stream *s, int code, const char *msg);
+
+/* The one response message of a call that must succeed. */
+static const uint8_t *answer(struct tc_stream *s, size_t *len)
+{
+	wait_closed(s);
+	check_status(s, 0, NULL);
+	const uint8_t *m = tc_message(s, 0, len);
+	CHECK(m != NULL);
+	return m;
+}
+
+static void check_status(const struct tc_stream *s, int code, const char *msg)
+{
+	if (s->grpc_status != code || (msg && strcmp(s->grpc_message, msg) != 0)) {
+		fprintf(stderr, "stream %d: status %d \"%s\", want %d \"%s\"\n", s->id,
+			s->grpc_status, s->grpc_message, code, msg ? msg : "");
+		exit(1);
+	}
+}
+
+/* ---- playing raftd and stored ---- */
+
+struct rec {
+	uint32_t type;
+	uint32_t len;
+	uint8_t *data;
+};
+
+/* Takes every record the gateway sent raftd. */
+static int take_to_raftd(struct rec *out, int max)
+{
+	struct ring *r = shm_slot_ring(harn, slot.index, SHM_SLOT_TO_RAFTD);
+	struct ring_rec rec;
+	int n = 0;
+	while (n < max && ring_peek(r, &rec) == 0) {
+		out[n].type = rec.type;
+		out[n].len = rec.len;
+		out[n].data = malloc(rec.len + 1);
+		CHECK(out[n].data != NULL);
+		memcpy(out[n].data, rec.data, rec.len);
+		ring_release(r, &rec);
+		n++;
+	}
+	return n;
+}
+
+static void free_recs(struct rec *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(v[i].data);
+}
+
+/* The one proposal the gateway sent (after a few turns). */
+static struct rec one_proposal(void)
+{
+	struct rec v[4];
+	int n = 0;
+	for (int i = 0; i < 50 && n == 0; i++) {
+		n = take_to_raftd(v, 4);
+		if (!n)
+			spin(1);
+	}
+	CHECK_EQ(n, 1);
+	return v[0];
+}
+
+static void push(enum shm_slot_ring which, uint32_t type, const void *hdr, size_t hlen,
+		 const void *body, size_t blen)
+{
+	uint8_t buf[MAX_REQ + 4096];
+	CHECK(hlen + blen <= sizeof(buf));
+	memcpy(buf, hdr, hlen);
+	if (blen)
+		memcpy(buf + hlen, body, blen);
+	CHECK_EQ(ring_push(shm_slot_ring(harn, slot.index, which), type, buf,
+			   (uint32_t)(hlen + blen)), 0);
+}
+
+static void push_result(const struct msg_origin *o, int32_t status, const void *body, size_t len)
+{
+	struct msg_result h = { .origin = *o, .index = 9, .revision = 2, .status = status,
+				.body_len = (uint32_t)len };
+	push(SHM_SLOT_FROM_STORED, MSG_RESULT, &h, sizeof(h), body, len);
+}
+
+static struct msg_origin proposal_origin(const struct rec *r)
+{
+	struct msg_propose mp;
+	CHECK(r->type == MSG_PROPOSE && r->len >= sizeof(mp));
+	memcpy(&mp, r->data, sizeof(mp));
+	CHECK_EQ(sizeof(mp) + mp.data_len, r->len);
+	return mp.origin;
+}
+
+/* ---- the cases ---- */
+
+static void test_hello(void)
+{
+	gw_server_hello(srv);
+	CHECK_EQ(hello_serve(harn, SHM_ROLE_RAFTD), 1);
+	CHECK_EQ(hello_serve(harn, SHM_ROLE_STORED), 1);
+	spin(3);
+	CHECK(srv->attached[SHM_ROLE_RAFTD] && srv->attached[SHM_ROLE_STORED]);
+}
+
+static struct tc_stream *put(const char *key, const uint8_t *value, size_t vlen)
+{
+	Etcdserverpb__PutRequest req;
+	etcdserverpb__put_request__init(&req);
+	req.key.data = (uint8_t *)key;
+	req.key.len = strlen(key);
+	req.value.data = (uint8_t *)value;
+	req.value.len = vlen;
+	return call("/etcdserverpb.KV/Put", &req.base);
+}
+
+static void test_put(void)
+{
+	struct tc_stream *s = put("foo", (const uint8_t *)"bar", 3);
+	struct rec r = one_proposal();
+	struct msg_origin o = proposal_origin(&r);
+	CHECK(o.member_id == member_id && o.slot == slot.index && o.generation == slot.generation);
+	CHECK(o.request_id != 0);
+
+	/* the entry data: an InternalRaftRequest with our header and put,
+	 * and the origin appended */
+	const uint8_t *data = r.data + sizeof(struct msg_propose);
+	size_t dlen = r.len - sizeof(struct msg_propose);
+	struct msg_origin found;
+	CHECK_EQ(msg_origin_find(data, dlen, &found), 0);
+	CHECK(memcmp(&found, &o, sizeof(o)) == 0);
+	Etcdserverpb__InternalRaftRequest *irr =
+		etcdserverpb__internal_raft_request__unpack(NULL, dlen, data);
+	CHECK(irr != NULL);
+	CHECK(irr->header != NULL && irr->header->id == o.request_id);
+	CHECK(irr->put != NULL && irr->put->key.len == 3 && memcmp(irr->put->key.data, "foo", 3) == 0);
+	CHECK(irr->put->value.len == 3 && memcmp(irr->put->value.data, "bar", 3) == 0);
+	CHECK(!irr->txn && !irr->delete_range && !irr->compaction);
+	etcdserverpb__internal_raft_request__free_unpacked(irr, NULL);
+
+	/* stored's result goes to the client as it is */
+	const uint8_t resp[] = { 0x0a, 0x04, 0x18, 0x02, 0x20, 0x01 }; /* header{revision 2, term 1} */
+	push_result(&o, 0, resp, sizeof(resp));
+	size_t len;
+	const uint8_t *m = answer(s, &len);
+	CHECK(m != NULL && len == sizeof(resp) && memcmp(m, resp, len) == 0);
+	free_recs(&r, 1);
+	CHECK_EQ(srv->pending.count, 0);
+}
+
+static void test_identity(void)
+{
+	struct tc_stream *s = put("k", (const uint8_t *)"v", 1);
+	struct rec r = one_proposal();
+	struct msg_origin o = proposal_origin(&r), bad;
+	uint64_t dropped = srv->stats.dropped, malformed = srv->stats.malformed;
+	const uint8_t body[] = { 0x0a, 0x00 };
+
+	bad = o;
+	bad.generation = o.generation - 1; /* the slot's previous holder */
+	push_result(&bad, 0, body, sizeof(body));
+	bad = o;
+	bad.member_id = o.member_id + 1; /* another member's request */
+	push_result(&bad, 0, body, sizeof(body));
+	bad = o;
+	bad.slot = o.slot + 1;
+	push_result(&bad, 0, body, sizeof(body));
+	bad = o;
+	bad.request_id = o.request_id + (1u << srv->pending.index_bits); /* same entry, other id */
+	push_result(&bad, 0, body, sizeof(body));
+	/* a result whose length disagrees with its header */
+	struct msg_result h = { .origin = o, .body_len = 100 };
+	push(SHM_SLOT_FROM_STORED, MSG_RESULT, &h, sizeof(h), body, sizeof(body));
+	/* a read index reply for a proposal: wrong kind */
+	struct msg_read_index_reply ri = { .origin = o, .index = 1 };
+	push(SHM_SLOT_FROM_RAFTD, MSG_READ_INDEX_REPLY, &ri, sizeof(ri), NULL, 0);
+	spin(4);
+	CHECK(!s->closed);
+	CHECK_EQ(srv->stats.dropped - dropped, 5);
+	CHECK_EQ(srv->stats.malformed - malformed, 1);
+	CHECK_EQ(srv->pending.misses[PENDING_MISS_GENERATION], 1);
+	CHECK_EQ(srv->pending.misses[PENDING_MISS_MEMBER], 1);
+	CHECK_EQ(srv->pending.misses[PENDING_MISS_SLOT], 1);
+
+	push_result(&o, 0, body, sizeof(body));
+	wait_closed(s);
+	check_status(s, 0, NULL);
+	/* a second result for the finished request is dropped */
+	push_result(&o, 0, body, sizeof(body));
+	spin(2);
+	CHECK_EQ(srv->stats.dropped - dropped, 6);
+	free_recs(&r, 1);
+}
+
+static void test_errors(void)
+{
+	/* raftd's rejection */
+	struct tc_stream *s = put("k", (const uint8_t *)"v", 1);
+	struct rec r = one_proposal();
+	struct msg_origin o = proposal_origin(&r);
+	const char *text = "etcdserver: no leader";
+	struct msg_reject rj = { .origin = o, .status = 14, .text_len = (uint32_t)strlen(text) };
+	push(SHM_SLOT_FROM_RAFTD, MSG_PROPOSE_REJECT, &rj, sizeof(rj), text, strlen(text));
+	wait_closed(s);
+	check_status(s, 14, text);
+	free_recs(&r, 1);
+
+	/* stored's error result */
+	s = put("k", (const uint8_t *)"v", 1);
+	r = one_proposal();
+	o = proposal_origin(&r);
+	text = "etcdserver: requested lease not found";
+	push_result(&o, 5, text, strlen(text));
+	wait_closed(s);
+	check_status(s, 5, text);
+	free_recs(&r, 1);
+
+	/* no answer: request timed out, and the late result is dropped */
+	uint64_t t0 = test_now_ns();
+	s = put("k", (const uint8_t *)"v", 1);
+	r = one_proposal();
+	o = proposal_origin(&r);
+	wait_closed(s);
+	check_status(s, 14, "etcdserver: request timed out");
+	CHECK(test_now_ns() - t0 >= (uint64_t)TIMEOUT_NS);
+	uint64_t dropped = srv->stats.dropped;
+	push_result(&o, 0, "", 0);
+	spin(2);
+	CHECK_EQ(srv->stats.dropped, dropped + 1);
+	free_recs(&r, 1);
+
+	/* the client cancels: the request leaves the table */
+	s = put("k", (const uint8_t *)"v", 1);
+	r = one_proposal();
+	o = proposal_origin(&r);
+	CHECK_EQ(srv->pending.count, 1);
+	tc_cancel(&tc, s);
+	spin(3);
+	CHECK_EQ(srv->pending.count, 0);
+	push_result(&o, 0, "", 0);
+	spin(2);
+	CHECK_EQ(srv->stats.dropped, dropped + 2);
+	free_recs(&r, 1);
+}
+
+static Etcdserverpb__RequestOp *op_put(Etcdserverpb__PutRequest *p, const char *key)
+{
+	Etcdserverpb__RequestOp *op = calloc(1, sizeof(*op));
+	etcdserverpb__request_op__init(op);
+	etcdserverpb__put_request__init(p);
+	p->key.data = (uint8_t *)key;
+	p->key.len = strlen(key);
+	op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+	op->request_put = p;
+	return op;
+}
+
+static void test_validation(void)
+{
+	struct rec v[4];
+
+	struct tc_stream *s = put("", (const uint8_t *)"v", 1);
+	wait_closed(s);
+	check_status(s, 3, "etcdserver: key is not provided");
+
+	Etcdserverpb__PutRequest pr;
+	etcdserverpb__put_request__init(&pr);
+	pr.key.data = (uint8_t *)"k";
+	pr.key.len = 1;
+	pr.ignore_value = true;
+	pr.value.data = (uint8_t *)"v";
+	pr.value.len = 1;
+	s = call("/etcdserverpb.KV/Put", &pr.base);
+	wait_closed(s);
+	check_status(s, 3, "etcdserver: value is provided");
+
+	/* more ops than --max-txn-ops (4 here) */
+	Etcdserverpb__PutRequest puts[6];
+	Etcdserverpb__RequestOp *ops[6];
+	const char *keys[6] = { "a", "b", "c", "d", "a", "a" };
+	for (int i = 0; i < 6; i++)
+		ops[i] = op_put(&puts[i], keys[i]);
+	Etcdserverpb__TxnRequest txn;
+	etcdserverpb__txn_request__init(&txn);
+	txn.n_success = 5;
+	txn.success = ops;
+	s = call("/etcdserverpb.KV/Txn", &txn.base);
+	wait_closed(s);
+	check_status(s, 3, "etcdserver: too many operations in txn request");
+	/* the same key twice in a branch */
+	txn.n_success = 2;
+	txn.success = &ops[4];
+	s = call("/etcdserverpb.KV/Txn", &txn.base);
+	wait_closed(s);
+	check_status(s, 3, "etcdserver: duplicate key given in txn request");
+	for (int i = 0; i < 6; i++)
+		free(ops[i]);
+
+	/* over --max-request-bytes once wrapped */
+	static uint8_t big[MAX_REQ];
+	memset(big, 'x', sizeof(big));
+	s = put("big", big, sizeof(big));
+	wait_closed(s);
+	check_status(s, 3, "etcdserver: request is too large");
+
+	/* an unparsable request */
+	s = tc_request(&tc, "/etcdserverpb.KV/Put", NULL);
+	tc_queue_message(&tc, s, 0, "\x0a\x05zz", 4, true);
+	wait_closed(s);
+	check_status(s, 13, NULL);
+
+	CHECK_EQ(take_to_raftd(v, 4), 0); /* nothing was proposed */
+	CHECK_EQ(srv->pending.count, 0);
+}
+
+static void test_too_many(void)
+{
+	struct tc_stream *s[PENDING_CAP + 1];
+	struct rec v[PENDING_CAP + 2];
+
+	for (unsigned i = 0; i <= PENDING_CAP; i++)
+		s[i] = put("k", (const uint8_t *)"v", 1);
+	spin(3);
+	wait_closed(s[PENDING_CAP]);
+	check_status(s[PENDING_CAP], 8, "etcdserver: too many requests");
+	int n = take_to_raftd(v, PENDING_CAP + 2);
+	CHECK_EQ(n, (int)PENDING_CAP);
+	for (int i = 0; i < n; i++) {
+		struct msg_origin o = proposal_origin(&v[i]);
+		push_result(&o, 0, "", 0);
+	}
+	for (unsigned i = 0; i < PENDING_CAP; i++) {
+		wait_closed(s[i]);
+		check_status(s[i], 0, NULL);
+	}
+	free_recs(v, n);
+}
+
+/* Fills the ring to raftd: the rest waits in the backlog (bounded; past
+ * it, "too many requests"), and goes out when raftd makes room. */
+static void test_backlog(void)
+{
+	static uint8_t value[MAX_REQ - 1024];
+	struct tc_stream *s[PENDING_CAP];
+	struct rec v[PENDING_CAP];
+	int sent = 0, refused = -1;
+	uint64_t backlogged = srv->stats.backlogged;
+
+	memset(value, 'v', sizeof(value));
+	for (sent = 0; sent < (int)PENDING_CAP; sent++) {
+		s[sent] = put("k", value, sizeof(value));
+		spin(2);
+		if (s[sent]->closed) {
+			check_status(s[sent], 8, "etcdserver: too many requests");
+			refused = sent;
+			break;
+		}
+	}
+	CHECK(refused > 0); /* the ring and the backlog filled up before the table */
+	CHECK(srv->stats.backlogged > backlogged);
+	/* raftd takes them in order, as they come out of the backlog */
+	int got = 0;
+	uint64_t last = 0;
+	for (int round = 0; round < 200 && got < refused; round++) {
+		int n = take_to_raftd(v, PENDING_CAP);
+		for (int i = 0; i < n; i++) {
+			struct msg_origin o = proposal_origin(&v[i]);
+			CHECK(o.request_id > last);
+			last = o.request_id;
+			push_result(&o, 0, "", 0);
+		}
+		free_recs(v, n);
+		got += n;
+		spin(1);
+	}
+	CHECK_EQ(got, refused);
+	for (int i = 0; i < refused; i++) {
+		wait_closed(s[i]);
+		check_status(s[i], 0, NULL);
+	}
+	CHECK_EQ(srv->backlog_len, 0);
+}
+
+/* ---- reads ---- */
+
+static struct btree_db *db;
+static struct mvcc_store *store;
+
+static void db_put(const char *key, const char *value)
+{
+	Etcdserverpb__PutRequest req;
+	Etcdserverpb__PutResponse *resp;
+	struct arena a;
+	static uint64_t index = 1;
+
+	etcdserverpb__put_request__init(&req);
+	req.key.data = (uint8_t *)key;
+	req.key.len = strlen(key);
+	req.value.data = (uint8_t *)value;
+	req.value.len = strlen(value);
+	arena_init(&a);
+	CHECK_EQ(mvcc_batch_begin(store), 0);
+	CHECK_EQ(mvcc_apply_begin(store, index++), 0);
+	CHECK_EQ(mvcc_put(store, &req, &a, &resp), 0);
+	struct btree_root root;
+	CHECK_EQ(mvcc_batch_commit(store, &root), 0);
+	arena_release(&a);
+	struct mvcc_state st;
+	mvcc_store_state(store, &st);
+	struct status_stored pub = {
+		.root_page = root.root_pgid, .txid = root.txid, .applied_index = st.consistent_index,
+		.revision = (uint64_t)st.rev, .high_water_page = root.hwm_pgid, .epoch = 1,
+	};
+	status_stored_write(harn, &pub);
+}
+
+static void open_db(void)
+{
+	char path[600];
+	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
+
+	snprintf(path, sizeof(path), "%s/data/member/snap/db", dir);
+	CHECK_EQ(btree_db_open(path, &o, &db), 0);
+	CHECK_EQ(mvcc_store_open(db, NULL, &store), 0);
+	db_put("a", "1");
+	db_put("b", "22");
+	db_put("c", "333");
+}
+
+static Etcdserverpb__RangeResponse *range(Etcdserverpb__RangeRequest *req, struct tc_stream **out)
+{
+	struct tc_stream *s = call("/etcdserverpb.KV/Range", &req->base);
+	wait_closed(s);
+	if (out)
+		*out = s;
+	if (s->grpc_status != 0)
+		return NULL;
+	size_t len;
+	const uint8_t *m = tc_message(s, 0, &len);
+	CHECK(m != NULL);
+	Etcdserverpb__RangeResponse *resp = etcdserverpb__range_response__unpack(NULL, len, m);
+	CHECK(resp != NULL);
+	/* the hand-made encoding is the canonical one: protobuf-c packs the
+	 * decoded message back to the same bytes */
+	uint8_t *again = malloc(len + 1);
+	CHECK_EQ(etcdserverpb__range_response__pack(resp, again), len);
+	CHECK(memcmp(again, m, len) == 0);
+	free(again);
+	return resp;
+}
+
+static void test_range_before_db(void)
+{
+	Etcdserverpb__RangeRequest req;
+	struct tc_stream *s;
+
+	etcdserverpb__range_request__init(&req);
+	req.key.data = (uint8_t *)"a";
+	req.key.len = 1;
+	req.serializable = true;
+	CHECK(range(&req, &s) == NULL);
+	check_status(s, 14, "etcdserver: not capable");
+	req.key.len = 0;
+	CHECK(range(&req, &s) == NULL);
+	check_status(s, 3, "etcdserver: key is not provided");
+}
+
+static void test_range(void)
+{
+	Etcdserverpb__RangeRequest req;
+	Etcdserverpb__RangeResponse *resp;
+	struct status_raftd rs = { .leader_id = member_id, .term = 3, .commit_index = 4,
+				   .is_leader = true };
+
+	status_raftd_write(harn, &rs);
+	etcdserverpb__range_request__init(&req);
+	req.key.data = (uint8_t *)"a";
+	req.key.len = 1;
+	req.range_end.data = (uint8_t *)"z";
+	req.range_end.len = 1;
+	req.serializable = true;
+	resp = range(&req, NULL);
+	CHECK(resp != NULL);
+	CHECK(resp->header->cluster_id == cluster_id && resp->header->member_id == member_id);
+	CHECK_EQ(resp->header->revision, 4);
+	CHECK_EQ(resp->header->raft_term, 3);
+	CHECK_EQ(resp->n_kvs, 3);
+	CHECK_EQ(resp->count, 3);
+	CHECK(!resp->more);
+	CHECK(resp->kvs[1]->key.len == 1 && resp->kvs[1]->key.data[0] == 'b');
+	CHECK(resp->kvs[1]->value.len == 2 && memcmp(resp->kvs[1]->value.data, "22", 2) == 0);
+	CHECK_EQ(resp->kvs[2]->create_revision, 4);
+	CHECK_EQ(resp->kvs[2]->version, 1);
+	etcdserverpb__range_response__free_unpacked(resp, NULL);
+
+	/* keys_only: values stripped; limit: more */
+	req.keys_only = true;
+	req.limit = 2;
+	resp = range(&req, NULL);
+	CHECK_EQ(resp->n_kvs, 2);
+	CHECK(resp->more);
+	CHECK_EQ(resp->count, 3);
+	CHECK(resp->kvs[0]->value.len == 0 && resp->kvs[0]->mod_revision == 2);
+	etcdserverpb__range_response__free_unpacked(resp, NULL);
+
+	/* count_only */
+	req.keys_only = false;
+	req.limit = 0;
+	req.count_only = true;
+	resp = range(&req, NULL);
+	CHECK_EQ(resp->n_kvs, 0);
+	CHECK_EQ(resp->count, 3);
+	etcdserverpb__range_response__free_unpacked(resp, NULL);
+
+	/* a future revision: etcd's error */
+	struct tc_stream *s;
+	req.count_only = false;
+	req.revision = 99;
+	CHECK(range(&req, &s) == NULL);
+	check_status(s, 11, "etcdserver: mvcc: required revision is a future revision");
+
+	/* a read-only serializable Txn is read here too */
+	Etcdserverpb__TxnRequest txn;
+	Etcdserverpb__RequestOp op, *ops[1] = { &op };
+	req.revision = 0;
+	etcdserverpb__request_op__init(&op);
+	op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	op.request_range = &req;
+	etcdserverpb__txn_request__init(&txn);
+	txn.n_success = 1;
+	txn.success = ops;
+	s = call("/etcdserverpb.KV/Txn", &txn.base);
+	size_t len;
+	const uint8_t *m = answer(s, &len);
+	Etcdserverpb__TxnResponse *tr = etcdserverpb__txn_response__unpack(NULL, len, m);
+	CHECK(tr != NULL && tr->succeeded && tr->n_responses == 1);
+	CHECK(tr->header->member_id == member_id && tr->header->revision == 4);
+	CHECK_EQ(tr->responses[0]->response_range->n_kvs, 3);
+	etcdserverpb__txn_response__free_unpacked(tr, NULL);
+	struct rec v[2];
+	CHECK_EQ(take_to_raftd(v, 2), 0); /* served without raftd */
+}
+
+/* stored publishes a new applied index from another thread while the
+ * loop sleeps: the wake-up must come through shm_events_notify. */
+static void *publish_later(void *arg)
+{
+	(void)arg;
+	struct timespec ts = { 0, 50 * 1000000 };
+	nanosleep(&ts, NULL);
+	db_put("d", "4444"); /* applied index 4, revision 5 */
+	shm_events_notify(harn);
+	return NULL;
+}
+
+static void test_linearizable(void)
+{
+	Etcdserverpb__RangeRequest req;
+	etcdserverpb__range_request__init(&req);
+	req.key.data = (uint8_t *)"a";
+	req.key.len = 1;
+	req.range_end.data = (uint8_t *)"\0";
+	req.range_end.len = 1;
+
+	struct tc_stream *s = call("/etcdserverpb.KV/Range", &req.base);
+	struct rec r = one_proposal();
+	CHECK_EQ(r.type, MSG_READ_INDEX);
+	CHECK_EQ(r.len, sizeof(struct msg_read_index));
+	struct msg_read_index ri;
+	memcpy(&ri, r.data, sizeof(ri));
+	CHECK(ri.origin.member_id == member_id && ri.origin.generation == slot.generation);
+	/* raftd confirms index 4; stored has applied 3 */
+	struct msg_read_index_reply rep = { .origin = ri.origin, .index = 4 };
+	push(SHM_SLOT_FROM_RAFTD, MSG_READ_INDEX_REPLY, &rep, sizeof(rep), NULL, 0);
+	spin(4);
+	CHECK(!s->closed);
+	CHECK_EQ(srv->nwaits, 1);
+	CHECK(atomic_load(&srv->wait_index) == 4);
+
+	pthread_t th;
+	CHECK_EQ(pthread_create(&th, NULL, publish_later, NULL), 0);
+	uint64_t t0 = test_now_ns();
+	while (srv->nwaits > 0 && test_now_ns() - t0 < 3000000000ull)
+		gw_server_turn(srv, 3000); /* sleeps until the waker fires */
+	uint64_t waited = test_now_ns() - t0;
+	pthread_join(th, NULL);
+	CHECK_EQ(srv->nwaits, 0);
+	/* well before the doorbell's 2 s backstop: the notice woke it */
+	CHECK(waited < 1000000000ull);
+	size_t len;
+	const uint8_t *m = answer(s, &len);
+	Etcdserverpb__RangeResponse *resp = etcdserverpb__range_response__unpack(NULL, len, m);
+	CHECK(resp != NULL);
+	CHECK_EQ(resp->n_kvs, 4); /* it read after the index was applied */
+	CHECK_EQ(resp->header->revision, 5);
+	etcdserverpb__range_response__free_unpacked(resp, NULL);
+	free_recs(&r, 1);
+	CHECK(atomic_load(&srv->wait_index) == 0);
+
+	/* a failed read index: etcd's "leader changed" */
+	s = call("/etcdserverpb.KV/Range", &req.base);
+	r = one_proposal();
+	memcpy(&ri, r.data, sizeof(ri));
+	rep = (struct msg_read_index_reply){ .origin = ri.origin, .status = 14 };
+	push(SHM_SLOT_FROM_RAFTD, MSG_READ_INDEX_REPLY, &rep, sizeof(rep), NULL, 0);
+	wait_closed(s);
+	check_status(s, 14, "etcdserver: leader changed");
+	free_recs(&r, 1);
+
+	/* an index stored never reaches: timed out waiting for it */
+	s = call("/etcdserverpb.KV/Range", &req.base);
+	r = one_proposal();
+	memcpy(&ri, r.data, sizeof(ri));
+	rep = (struct msg_read_index_reply){ .origin = ri.origin, .index = 1000 };
+	push(SHM_SLOT_FROM_RAFTD, MSG_READ_INDEX_REPLY, &rep, sizeof(rep), NULL, 0);
+	wait_closed(s);
+	check_status(s, 14,
+		     "etcdserver: request timed out, waiting for the applied index took too long");
+	free_recs(&r, 1);
+	CHECK_EQ(srv->pending.count, 0);
+	/* the reader entry is idle between reads */
+	CHECK(readers_txid(gwr, srv->reader_index) == READERS_IDLE);
+}
+
+static void test_status_members(void)
+{
+	Etcdserverpb__StatusRequest sreq;
+	etcdserverpb__status_request__init(&sreq);
+	struct tc_stream *s = call("/etcdserverpb.Maintenance/Status", &sreq.base);
+	size_t len;
+	const uint8_t *m = answer(s, &len);
+	Etcdserverpb__StatusResponse *st = etcdserverpb__status_response__unpack(NULL, len, m);
+	CHECK(st != NULL);
+	CHECK(strcmp(st->version, "3.4.0") == 0);
+	CHECK(st->leader == member_id && st->raftterm == 3 && st->raftindex == 4);
+	CHECK_EQ(st->raftappliedindex, 4);
+	CHECK(st->dbsize > 0 && st->dbsizeinuse > 0 && st->dbsizeinuse <= st->dbsize);
+	CHECK(st->header->cluster_id == cluster_id && st->header->revision == 5);
+	CHECK_EQ(st->n_errors, 0);
+	etcdserverpb__status_response__free_unpacked(st, NULL);
+
+	Etcdserverpb__MemberListRequest mreq;
+	etcdserverpb__member_list_request__init(&mreq);
+	s = call("/etcdserverpb.Cluster/MemberList", &mreq.base);
+	m = answer(s, &len);
+	Etcdserverpb__MemberListResponse *ml = etcdserverpb__member_list_response__unpack(NULL, len, m);
+	CHECK(ml != NULL && ml->n_members == 1);
+	CHECK(ml->members[0]->id == member_id && strcmp(ml->members[0]->name, "gw") == 0);
+	CHECK(ml->members[0]->n_peerurls == 1 &&
+	      strcmp(ml->members[0]->peerurls[0], "http://127.0.0.1:23800") == 0);
+	CHECK(ml->members[0]->n_clienturls == 1 &&
+	      strcmp(ml->members[0]->clienturls[0], "http://127.0.0.1:23790") == 0);
+	CHECK(ml->header->member_id == member_id);
+	etcdserverpb__member_list_response__free_unpacked(ml, NULL);
+
+	/* a method without a handler */
+	Etcdserverpb__AlarmRequest areq;
+	etcdserverpb__alarm_request__init(&areq);
+	s = call("/etcdserverpb.Maintenance/Alarm", &areq.base);
+	wait_closed(s);
+	CHECK_EQ(s->grpc_status, 12);
+}
+
+static void test_http1(void)
+{
+	int sv[2];
+	char buf[4096];
+	size_t got = 0;
+
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	CHECK_EQ(gw_server_adopt(srv, sv[0]), 0);
+	const char *req = "GET /health HTTP/1.1\r\nHost: a\r\n\r\n"
+			  "GET /version HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+	CHECK_EQ(write(sv[1], req, strlen(req)), (ssize_t)strlen(req));
+	CHECK_EQ(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+	uint64_t end = test_now_ns() + 5000000000ull;
+	for (;;) {
+		gw_server_turn(srv, 1);
+		ssize_t n = read(sv[1], buf + got, sizeof(buf) - 1 - got);
+		if (n == 0)
+			break; /* the server closed after the answers */
+		if (n > 0)
+			got += (size_t)n;
+		CHECK(test_now_ns() < end);
+	}
+	buf[got] = '\0';
+	CHECK(strstr(buf, "HTTP/1.1 200 OK") == buf); /* raftd now knows a leader */
+	CHECK(strstr(buf, "{\"health\":\"true\"}HTTP/1.1 200 OK") != NULL);
+	CHECK(strstr(buf, "{\"etcdserver\":\"3.4.0\",\"etcdcluster\":\"3.4.0\"}") != NULL);
+	close(sv[1]);
+	spin(2);
+}
+
+int main(void)
+{
+	struct shm_region *launcher;
+	struct config_error err;
+	char data_dir[600], snap[700];
+	int sv[2];
+
+	test_tmpdir(dir, sizeof(dir));
+	snprintf(region_path, sizeof(region_path), "%s/region", dir);
+	snprintf(data_dir, sizeof(data_dir), "%s/data", dir);
+	snprintf(snap, sizeof(snap), "%s/data/member/snap", dir);
+	CHECK_EQ(mkdir(data_dir, 0700), 0);
+	snprintf(snap, sizeof(snap), "%s/data/member", dir);
+	CHECK_EQ(mkdir(snap, 0700), 0);
+	snprintf(snap, sizeof(snap), "%s/data/member/snap", dir);
+	CHECK_EQ(mkdir(snap, 0700), 0);
+
+	char dd[700];
+	snprintf(dd, sizeof(dd), "--data-dir=%s", data_dir);
+	char *argv[] = { "gatewayd", "--name", "gw", dd,
+			 "--initial-advertise-peer-urls", "http://127.0.0.1:23800",
+			 "--initial-cluster", "gw=http://127.0.0.1:23800",
+			 "--listen-client-urls", "http://127.0.0.1:23790",
+			 "--advertise-client-urls", "http://127.0.0.1:23790", NULL };
+	char *env[] = { NULL };
+	CHECK_EQ(config_init(&cfg), 0);
+	if (config_parse(&cfg, CONFIG_PROG_GATEWAYD, 12, argv, env, &err)) {
+		fprintf(stderr, "config: %s\n", err.msg);
+		return 1;
+	}
+	cfg.max_request_bytes = MAX_REQ;
+	cfg.max_txn_ops = 4;
+	CHECK_EQ(member_ids_from_config(&cfg, &member_id, &cluster_id), 0);
+
+	struct shm_region_params rp = { .slot_count = 4, .max_request_bytes = MAX_REQ,
+					.member_id = member_id };
+	CHECK_EQ(shm_region_create(region_path, &rp, &launcher), 0);
+	CHECK_EQ(shm_region_attach(region_path, &gwr), 0);
+	CHECK_EQ(shm_region_attach(region_path, &harn), 0);
+	CHECK_EQ(shm_role_claim(harn, SHM_ROLE_RAFTD), 0);
+	CHECK_EQ(shm_role_claim(harn, SHM_ROLE_STORED), 0);
+	CHECK_EQ(shm_slot_claim(gwr, &slot), 0);
+
+	struct gw_params p = { .cfg = &cfg, .member_id = member_id, .cluster_id = cluster_id,
+			       .request_timeout_ns = TIMEOUT_NS, .pending_cap = PENDING_CAP,
+			       .backlog_bytes = 1 };
+	CHECK_EQ(gw_server_new(gwr, &slot, &p, &srv), 0);
+	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	CHECK_EQ(gw_server_adopt(srv, sv[0]), 0);
+	cfd = sv[1];
+	CHECK_EQ(fcntl(cfd, F_SETFL, O_NONBLOCK), 0);
+	tc_init(&tc, 1 << 20);
+
+	test_hello();
+	test_put();
+	test_identity();
+	test_errors();
+	test_validation();
+	test_too_many();
+	test_backlog();
+	test_range_before_db();
+	open_db();
+	test_range();
+	test_linearizable();
+	test_status_members();
+	test_http1();
+
+	struct gw_stats st = srv->stats;
+	tc_fini(&tc);
+	close(cfd);
+	gw_server_drain(srv, 100);
+	gw_server_free(srv);
+	mvcc_store_close(store);
+	btree_db_close(db);
+	shm_slot_release(gwr, &slot);
+	shm_region_detach(gwr);
+	shm_region_detach(harn);
+	shm_region_detach(launcher);
+	config_free(&cfg);
+	printf("test_gw_loop: ok (%llu turns, %llu proposals, %llu read indexes, %llu dropped, "
+	       "%llu backlogged)\n", (unsigned long long)st.turns, (unsigned long long)st.proposals,
+	       (unsigned long long)st.read_indexes, (unsigned long long)st.dropped,
+	       (unsigned long long)st.backlogged);
+	return 0;
+}

@@ -1,0 +1,166 @@
+/*
+ * Unit tests for shm/member.c: SHA-1 against FIPS 180 test vectors, and
+ * member and cluster IDs against the numbers Debian's etcd 3.4.23 printed
+ * (`etcdctl member list -w json`) for these exact flags:
+ *
+ *   etcd --name x --initial-advertise-peer-urls http://127.0.0.1:55739
+ *        --initial-cluster x=http://127.0.0.1:55739 --initial-cluster-token t
+ *     member_id 2368843873074947290, cluster_id 4617891303893155766
+ *
+ *   etcd --name m2 (two peer URLs, default token etcd-cluster)
+ *        --initial-cluster m2=http://127.0.0.1:35975,m2=http://127.0.0.1:47619
+ *     member_id 7240914925012837226, cluster_id 16987665117039494853
+ */
+#include "shm_testlib.h"
+
+#include "shm/config.h"
+#include "shm/member.h"
+
+static void hex(const uint8_t *d, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+static void check_sha1(const char *in, size_t len, const char *want)
+{
+	uint8_t d[20];
+	char h[41];
+	member_sha1(in, len, d);
+	hex(d, 20, h);
+	if (strcmp(h, want) != 0) {
+		fprintf(stderr, "sha1 of %zu bytes: %s, want %s\n", len, h, want);
+		exit(1);
+	}
+}
+
+static void test_sha1(void)
+{
+	check_sha1("", 0, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+	check_sha1("abc", 3, "a9993e364706816aba3e25717850c26c9cd0d89d");
+	const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	check_sha1(two, strlen(two), "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+	/* lengths around the padding boundary (55, 56, 64 bytes) */
+	char a[1000];
+	memset(a, 'a', sizeof(a));
+	check_sha1(a, 55, "c1c8bbdc22796e28c0e15163d20899b65621d65a");
+	check_sha1(a, 56, "c2db330f6083854c99d4b5bfb6e8f29f201be699");
+	check_sha1(a, 64, "0098ba824b5c16427bd7a1122a5a442a25ec644d");
+	check_sha1(a, 1000, "291e9a6c66994949b57ba5e650361e98fc36b1ba");
+}
+
+static void test_ids(void)
+{
+	const char *one[] = { "http://127.0.0.1:55739" };
+	uint64_t id;
+	CHECK_EQ(member_id_compute(one, 1, "t", &id), 0);
+	CHECK(id == 2368843873074947290ull);
+	CHECK(member_cluster_id(&id, 1) == 4617891303893155766ull);
+
+	/* given out of order: sorted before hashing */
+	const char *two[] = { "http://127.0.0.1:47619", "http://127.0.0.1:35975" };
+	CHECK_EQ(member_id_compute(two, 2, "etcd-cluster", &id), 0);
+	CHECK(id == 7240914925012837226ull);
+	CHECK(member_cluster_id(&id, 1) == 16987665117039494853ull);
+
+	/* the cluster id sorts the member ids */
+	uint64_t ids[3] = { 30, 10, 20 }, sorted[3] = { 10, 20, 30 };
+	CHECK(member_cluster_id(ids, 3) == member_cluster_id(sorted, 3));
+	CHECK(member_cluster_id(ids, 3) != member_cluster_id(ids, 2));
+}
+
+static void test_parse(void)
+{
+	struct member_cluster c;
+
+	CHECK_EQ(member_cluster_parse("x=http://127.0.0.1:55739", "t", &c), 0);
+	CHECK_EQ(c.count, 1);
+	CHECK(c.v[0].id == 2368843873074947290ull);
+	CHECK(c.cluster_id == 4617891303893155766ull);
+	CHECK(strcmp(c.v[0].name, "x") == 0);
+	CHECK(member_cluster_find(&c, "x") == &c.v[0]);
+	CHECK(member_cluster_find(&c, "y") == NULL);
+	member_cluster_free(&c);
+
+	/* a name given twice is one member with two URLs; spaces around a
+	 * URL and the scheme's case do not change the id (names are taken
+	 * as they are, as etcd's URLsMap does) */
+	CHECK_EQ(member_cluster_parse("m2= HTTP://127.0.0.1:47619,m2=http://127.0.0.1:35975 ",
+				      "etcd-cluster", &c), 0);
+	CHECK_EQ(c.count, 1);
+	CHECK_EQ(c.v[0].n_peer_urls, 2);
+	CHECK(strcmp(c.v[0].peer_urls[0], "http://127.0.0.1:35975") == 0);
+	CHECK(strcmp(c.v[0].peer_urls[1], "http://127.0.0.1:47619") == 0);
+	CHECK(c.v[0].id == 7240914925012837226ull);
+	CHECK(c.cluster_id == 16987665117039494853ull);
+	member_cluster_free(&c);
+
+	/* three members: sorted by id, cluster id over all three */
+	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,"
+				      "c=http://10.0.0.3:2380", "tok", &c), 0);
+	CHECK_EQ(c.count, 3);
+	CHECK(c.v[0].id < c.v[1].id && c.v[1].id < c.v[2].id);
+	uint64_t ids[3] = { c.v[2].id, c.v[0].id, c.v[1].id };
+	CHECK(c.cluster_id == member_cluster_id(ids, 3));
+	const char *u[] = { "http://10.0.0.2:2380" };
+	uint64_t bid;
+	CHECK_EQ(member_id_compute(u, 1, "tok", &bid), 0);
+	CHECK(member_cluster_find(&c, "b")->id == bid);
+	member_cluster_free(&c);
+
+	CHECK_EQ(member_cluster_parse("", "t", &c), -EINVAL);
+	CHECK_EQ(member_cluster_parse("noequals", "t", &c), -EINVAL);
+	/* two names with the same URLs get the same id: refused, as etcd does */
+	CHECK_EQ(member_cluster_parse("a=http://h:1,b=http://h:1", "t", &c), -EEXIST);
+}
+
+static void test_config(void)
+{
+	struct cetcd_config cfg;
+	struct config_error err;
+	uint64_t mid, cid;
+	char *argv[] = { "gatewayd", "--name", "x",
+			 "--initial-advertise-peer-urls", "http://127.0.0.1:55739",
+			 "--initial-cluster", "x=http://127.0.0.1:55739",
+			 "--initial-cluster-token", "t", NULL };
+	char *env[] = { NULL };
+
+	CHECK_EQ(config_init(&cfg), 0);
+	int rc = config_parse(&cfg, CONFIG_PROG_GATEWAYD, 9, argv, env, &err);
+	if (rc)
+		fprintf(stderr, "config: %s\n", err.msg);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(member_ids_from_config(&cfg, &mid, &cid), 0);
+	CHECK(mid == 2368843873074947290ull);
+	CHECK(cid == 4617891303893155766ull);
+	mid = cid = 0;
+	CHECK_EQ(member_ids_load(&cfg, NULL, &mid, &cid), 0);
+	CHECK(mid == 2368843873074947290ull && cid == 4617891303893155766ull);
+	/* a name the initial cluster does not list */
+	free(cfg.name);
+	cfg.name = strdup("y");
+	CHECK_EQ(member_ids_from_config(&cfg, &mid, &cid), -ENOENT);
+	CHECK_EQ(member_ids_load(&cfg, NULL, &mid, &cid), -ENOENT);
+	config_free(&cfg);
+
+	/* the defaults: default=http://localhost:2380, token etcd-cluster */
+	char *argv2[] = { "gatewayd", NULL };
+	CHECK_EQ(config_init(&cfg), 0);
+	CHECK_EQ(config_parse(&cfg, CONFIG_PROG_GATEWAYD, 1, argv2, env, &err), 0);
+	const char *def[] = { "http://localhost:2380" };
+	uint64_t want;
+	CHECK_EQ(member_id_compute(def, 1, "etcd-cluster", &want), 0);
+	CHECK_EQ(member_ids_from_config(&cfg, &mid, &cid), 0);
+	CHECK(mid == want);
+	config_free(&cfg);
+}
+
+int main(void)
+{
+	test_sha1();
+	test_ids();
+	test_parse();
+	test_config();
+	printf("test_member: ok\n");
+	return 0;
+}

@@ -1,0 +1,225 @@
+/*
+ * raftd/feed.c: committed entries go to stored in order, each once, only
+ * up to what the core handed over; a full ring leaves them queued and they
+ * go on as room frees; a new stored epoch replays from its durable index
+ * + 1; where a feed starts after a raftd restart; entries that cannot be
+ * pushed stall the feed loudly instead of skipping.
+ */
+#include "test_raftd_util.h"
+
+#include "raftd/feed.h"
+#include "raftd/raftlog.h"
+
+static char path[512];
+
+/* A log of entries 1..n, entry i of term 1 + i / 50 with rt_len(i) bytes. */
+static void make_log(struct raftlog *l, uint64_t n)
+{
+	uint8_t buf[256];
+	raftlog_init(l, 0, 0);
+	for (uint64_t i = 1; i <= n; i++) {
+		struct raft_entry e = { .term = 1 + i / 50, .index = i, .len = rt_len(i),
+					.data = buf };
+		rt_payload(buf, e.len, 7, i);
+		CHECK_EQ(raftlog_append(l, &e, 1), 0);
+	}
+}
+
+/* Takes every MSG_COMMITTED waiting; checks each is the next one expected
+ * (*next), with the log's term and bytes. Returns how many. */
+static uint64_t consume(struct ring *ring, uint64_t *next)
+{
+	struct rt_rec rec;
+	uint64_t n = 0, slot, rid;
+	while (rt_take(ring, &rec)) {
+		struct msg_committed h = rt_committed(&rec);
+		CHECK_EQ(h.index, *next);
+		CHECK_EQ(h.term, 1 + h.index / 50);
+		CHECK_EQ(h.entry_type, RAFT_ENTRY_NORMAL);
+		CHECK(rt_decode(rec.data + sizeof(h), h.data_len, &slot, &rid));
+		CHECK(slot == 7 && rid == h.index);
+		(*next)++;
+		n++;
+	}
+	return n;
+}
+
+static void test_in_order_and_bounded(void)
+{
+	struct shm_region *r = rt_region(path, sizeof(path), 1);
+	struct ring *ring = shm_daemon_ring(r, SHM_RING_COMMITTED);
+	struct status_stored st = { 0 };
+	struct raftlog log;
+	struct feed f;
+	uint64_t next = 1;
+
+	make_log(&log, 2000);
+	feed_init(&f, ring, &st, false);
+	CHECK_EQ(feed_start_after(&f), 0);
+	CHECK(!feed_pending(&f));
+	CHECK_EQ(feed_pump(&f, &log, 100), 0); /* nothing handed yet */
+
+	feed_handed(&f, 10);
+	CHECK(feed_pending(&f));
+	CHECK_EQ(feed_pump(&f, &log, 4), 4); /* bounded per pump */
+	CHECK_EQ(feed_pump(&f, &log, 100), 6);
+	CHECK(!feed_pending(&f));
+	CHECK_EQ(consume(ring, &next), 10);
+	feed_handed(&f, 5); /* never moves back */
+	CHECK_EQ(f.handed, 10);
+
+	/* a small ring fills: the feed stops, keeps its place, goes on */
+	feed_handed(&f, 2000);
+	uint64_t rounds = 0;
+	while (next <= 2000) {
+		int n = feed_pump(&f, &log, 100000);
+		CHECK(n >= 0);
+		if (n == 0)
+			CHECK(f.blocked || next > 2000);
+		consume(ring, &next);
+		rounds++;
+	}
+	CHECK(rounds > 3); /* the ring really was full on the way */
+	CHECK(f.full > 0);
+	CHECK_EQ(f.pushed, 2000);
+	CHECK_EQ(feed_keep_from(&f), 1); /* stored's durable index is 0 */
+	raftlog_free(&log);
+	shm_region_detach(r);
+}
+
+static void test_replay_on_new_epoch(void)
+{
+	struct shm_region *r = rt_region(path, sizeof(path), 1);
+	struct ring *ring = shm_daemon_ring(r, SHM_RING_COMMITTED);
+	struct status_stored st = { .epoch = 1 };
+	struct raftlog log;
+	struct feed f;
+	uint64_t next = 1;
+
+	make_log(&log, 100);
+	feed_init(&f, ring, &st, true);
+	feed_handed(&f, 100);
+	while (next <= 100) {
+		CHECK(feed_pump(&f, &log, 1000) >= 0);
+		consume(ring, &next);
+	}
+	/* same epoch, durable moving: no replay, only the keep point */
+	st.durable_index = 60;
+	st.applied_index = 100;
+	CHECK(!feed_observe(&f, &st));
+	CHECK_EQ(feed_keep_from(&f), 61);
+	CHECK_EQ(feed_pump(&f, &log, 1000), 0);
+
+	/* stored restarted from its checkpoint at 40: 41..100 again */
+	st.epoch = 2;
+	st.durable_index = 40;
+	st.applied_index = 40;
+	CHECK(feed_observe(&f, &st));
+	CHECK_EQ(f.replays, 1);
+	CHECK_EQ(feed_keep_from(&f), 41);
+	next = 41;
+	while (next <= 100) {
+		CHECK(feed_pump(&f, &log, 1000) >= 0);
+		consume(ring, &next);
+	}
+	CHECK(!feed_pending(&f));
+	CHECK(!feed_observe(&f, &st)); /* seen */
+
+	/* records already in the ring arrive first, then the replay */
+	CHECK(feed_pump(&f, &log, 1000) == 0);
+	struct raftlog log2;
+	make_log(&log2, 120);
+	feed_handed(&f, 120);
+	CHECK_EQ(feed_pump(&f, &log2, 10), 10); /* 101..110 in the ring */
+	st.epoch = 3;
+	st.durable_index = 90;
+	CHECK(feed_observe(&f, &st));
+	CHECK(feed_pump(&f, &log2, 1000) > 0); /* 91..120 */
+	next = 101;
+	struct rt_rec rec;
+	for (int i = 0; i < 10; i++) {
+		CHECK(rt_take(ring, &rec));
+		CHECK_EQ(rt_committed(&rec).index, next++);
+	}
+	next = 91;
+	consume(ring, &next);
+	CHECK_EQ(next, 121);
+
+	/* an epoch of 0 (a fresh region) is not a restart */
+	st.epoch = 0;
+	CHECK(!feed_observe(&f, &st));
+	raftlog_free(&log);
+	raftlog_free(&log2);
+	shm_region_detach(r);
+}
+
+static void test_start_points(void)
+{
+	struct shm_region *r = rt_region(path, sizeof(path), 1);
+	struct ring *ring = shm_daemon_ring(r, SHM_RING_COMMITTED);
+	struct status_stored st = { .epoch = 5, .applied_index = 70, .durable_index = 30 };
+	struct feed f;
+
+	/* stored runs: go on from what it applied; its epoch is no news */
+	feed_init(&f, ring, &st, true);
+	CHECK_EQ(feed_start_after(&f), 70);
+	CHECK(!feed_observe(&f, &st));
+	CHECK_EQ(feed_keep_from(&f), 31);
+	/* stored is gone: from its durable index (it replays when back) */
+	feed_init(&f, ring, &st, false);
+	CHECK_EQ(feed_start_after(&f), 30);
+	shm_region_detach(r);
+}
+
+static void test_stalls(void)
+{
+	struct shm_region *r = rt_region(path, sizeof(path), 1);
+	struct ring *ring = shm_daemon_ring(r, SHM_RING_COMMITTED);
+	struct status_stored st = { .epoch = 1 };
+	struct raftlog log;
+	struct feed f;
+	uint64_t next = 21;
+
+	/* entries up to 20 are gone from the log: asking for 11 stalls */
+	make_log(&log, 40);
+	log.applying = log.stabled = log.committed = 40;
+	raftlog_compact(&log, 20);
+	st.durable_index = 10;
+	feed_init(&f, ring, &st, false);
+	feed_handed(&f, 40);
+	CHECK_EQ(feed_pump(&f, &log, 1000), 0);
+	CHECK(f.stalled);
+	CHECK(!feed_pending(&f));
+	CHECK_EQ(feed_pump(&f, &log, 1000), 0);
+	CHECK(!ring_has_data(ring));
+	/* a stored restarted with a checkpoint at 20 is served again */
+	st.epoch = 2;
+	st.durable_index = 20;
+	CHECK(feed_observe(&f, &st));
+	CHECK_EQ(feed_pump(&f, &log, 1000), 20);
+	consume(ring, &next);
+	CHECK_EQ(next, 41);
+
+	/* an entry larger than a ring record stalls the feed, not skips it */
+	static uint8_t big[8192];
+	struct raft_entry e = { .term = 1, .index = 41, .len = sizeof(big), .data = big };
+	CHECK_EQ(raftlog_append(&log, &e, 1), 0);
+	feed_handed(&f, 41);
+	CHECK_EQ(feed_pump(&f, &log, 1000), 0);
+	CHECK(f.stalled);
+	CHECK(!ring_has_data(ring));
+	raftlog_free(&log);
+	shm_region_detach(r);
+}
+
+int main(void)
+{
+	wt_count_allocs();
+	test_in_order_and_bounded();
+	test_replay_on_new_epoch();
+	test_start_points();
+	test_stalls();
+	CHECK_EQ(wt_live_allocs(), 0);
+	printf("test_raftd_feed: ok\n");
+	return 0;
+}

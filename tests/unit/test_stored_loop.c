@@ -1,0 +1,415 @@
+/*
+ * Unit tests for stored/loop.c in one process: separate region handles
+ * play raftd (pushing committed entries), stored (the loop) and a gateway
+ * (reading results).
+ *
+ * - the index rules: apply only applied+1, skip duplicates, drop gaps;
+ *   records that are not committed entries are dropped
+ * - results reach the slot after the root that holds the write is
+ *   published, with the full response header
+ * - one commit per batch, bounded by batch_entries
+ * - checkpoints when due publish the durable index
+ * - a physical compaction is answered only when its deletion is done
+ * - a restart keeps the previous root published until the replay reaches
+ *   the applied index published before, with a new epoch, and txids and
+ *   revisions never go backwards
+ * - attach hellos are still answered; the run loop stops on its flag
+ */
+#include <pthread.h>
+
+#include "test_stored_util.h"
+
+#include "raftpb/raft.pb-c.h"
+#include "shm/doorbell.h"
+#include "shm/hello.h"
+#include "stored/alloc.h"
+#include "stored/loop.h"
+
+struct env {
+	struct tst_member m;
+	struct shm_region *st, *rf, *gw;
+	struct shm_slot_ref slot;
+	struct ring *committed, *results;
+	struct stored_loop_opts o;
+	struct stored_loop *l;
+	struct tbuf d;
+	uint64_t next_rid;
+};
+
+static void env_init(struct env *e, uint32_t batch_entries)
+{
+	memset(e, 0, sizeof(*e));
+	tst_member_init(&e->m, 64 * 1024);
+	e->st = tst_attach(&e->m);
+	e->rf = tst_attach(&e->m);
+	e->gw = tst_attach(&e->m);
+	CHECK_EQ(shm_role_claim(e->st, SHM_ROLE_STORED), 0);
+	CHECK_EQ(shm_role_claim(e->rf, SHM_ROLE_RAFTD), 0);
+	CHECK_EQ(shm_slot_claim(e->gw, &e->slot), 0);
+	e->committed = shm_daemon_ring(e->rf, SHM_RING_COMMITTED);
+	e->results = shm_slot_ring(e->gw, e->slot.index, SHM_SLOT_FROM_STORED);
+	e->o.data_dir = e->m.data_dir;
+	e->o.member_id = TST_MEMBER;
+	e->o.cluster_id = TST_CLUSTER;
+	e->o.checkpoint_ms = 600000; /* checkpoints only when a test asks */
+	e->o.checkpoint_entries = 1000000;
+	e->o.batch_entries = batch_entries;
+	e->o.map_size = 1ull << 30;
+	CHECK_EQ(stored_loop_open(e->st, &e->o, &e->l), 0);
+}
+
+static void env_fini(struct env *e)
+{
+	stored_loop_free(e->l);
+	tbuf_free(&e->d);
+	shm_region_detach(e->gw);
+	shm_region_detach(e->rf);
+	shm_region_detach(e->st);
+	shm_region_detach(e->m.launcher);
+	tst_member_clean(&e->m);
+}
+
+static struct msg_origin env_origin(struct env *e)
+{
+	return tst_origin(e->slot.index, e->slot.generation, ++e->next_rid);
+}
+
+/* Pushes a Put of key=val at index (answered to the gateway). */
+static void env_put(struct env *e, uint64_t index, const char *key, const char *val)
+{
+	struct msg_origin o = env_origin(e);
+	tst_put(key, val, &o, &e->d);
+	CHECK_EQ(tst_commit(e->committed, index, 2, RAFTPB__ENTRY_TYPE__EntryNormal, e->d.p, e->d.len),
+		 0);
+}
+
+static void env_turn(struct env *e)
+{
+	CHECK_EQ(stored_loop_turn(e->l, NULL), 0);
+}
+
+static struct stored_loop_stats env_stats(struct env *e)
+{
+	struct stored_loop_stats s;
+	stored_loop_stats(e->l, &s);
+	return s;
+}
+
+static struct status_stored env_status(struct env *e)
+{
+	struct status_stored st;
+	CHECK_EQ(status_stored_read(e->gw, &st), 0);
+	return st;
+}
+
+static void test_index_rules(void)
+{
+	struct env e;
+	struct status_stored st;
+	struct tst_result r = { 0 };
+	Etcdserverpb__PutResponse *pr;
+
+	env_init(&e, 0);
+	st = env_status(&e);
+	CHECK_EQ(st.epoch, 1);
+	CHECK(st.root_page != 0);
+	CHECK(st.txid != 0);
+	CHECK_EQ(st.applied_index, 0);
+	CHECK_EQ(st.revision, 1);
+	CHECK_EQ(st.durable_index, 0);
+
+	env_put(&e, 1, "a", "1");
+	env_turn(&e);
+	st = env_status(&e);
+	CHECK_EQ(st.applied_index, 1);
+	CHECK_EQ(st.revision, 2);
+	CHECK_EQ(tst_take_result(e.results, &r), 0);
+	CHECK_EQ(r.h.index, 1);
+	CHECK_EQ(r.h.revision, 2);
+	CHECK_EQ(r.h.status, 0);
+	CHECK_EQ(r.h.origin.request_id, e.next_rid);
+	pr = etcdserverpb__put_response__unpack(NULL, r.body.len, r.body.p);
+	CHECK(pr != NULL && pr->header != NULL);
+	CHECK_EQ(pr->header->cluster_id, TST_CLUSTER);
+	CHECK_EQ(pr->header->member_id, TST_MEMBER);
+	CHECK_EQ(pr->header->revision, 2);
+	CHECK_EQ(pr->header->raft_term, 2);
+	etcdserverpb__put_response__free_unpacked(pr, NULL);
+
+	/* a replayed duplicate and an entry past a gap: neither applies */
+	env_put(&e, 1, "a", "dup");
+	env_put(&e, 3, "c", "gap");
+	CHECK_EQ(ring_push(e.committed, MSG_RESULT, "junk", 4), 0);
+	env_turn(&e);
+	CHECK_EQ(env_stats(&e).applied_index, 1);
+	CHECK_EQ(env_stats(&e).duplicates, 1);
+	CHECK_EQ(env_stats(&e).gaps, 1);
+	CHECK_EQ(env_stats(&e).malformed, 1);
+	CHECK_EQ(tst_take_result(e.results, &r), -EAGAIN);
+	CHECK_EQ(env_status(&e).applied_index, 1);
+
+	/* the replay fills the gap: 2, then 3 again */
+	env_put(&e, 2, "b", "2");
+	env_put(&e, 3, "c", "3");
+	/* a new leader's empty entry and a configuration change */
+	CHECK_EQ(tst_commit(e.committed, 4, 3, RAFTPB__ENTRY_TYPE__EntryNormal, NULL, 0), 0);
+	CHECK_EQ(tst_commit(e.committed, 5, 3, RAFTPB__ENTRY_TYPE__EntryConfChange, "\x08\x01", 2),
+		 0);
+	env_turn(&e);
+	st = env_status(&e);
+	CHECK_EQ(st.applied_index, 5);
+	CHECK_EQ(st.revision, 4);
+	for (uint64_t want = 2; want <= 3; want++) {
+		CHECK_EQ(tst_take_result(e.results, &r), 0);
+		CHECK_EQ(r.h.index, want);
+		/* the root that holds the write was published first */
+		CHECK(env_status(&e).applied_index >= r.h.index);
+	}
+	CHECK_EQ(tst_take_result(e.results, &r), -EAGAIN);
+
+	/* a kind not applied yet: UNIMPLEMENTED, index moves, store does not */
+	{
+		Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
+		Etcdserverpb__LeaseRevokeRequest lr = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+		struct msg_origin o = env_origin(&e);
+		lr.id = 5;
+		req.lease_revoke = &lr;
+		tst_entry(&req, &o, &e.d);
+		CHECK_EQ(tst_commit(e.committed, 6, 3, 0, e.d.p, e.d.len), 0);
+		env_turn(&e);
+		CHECK_EQ(tst_take_result(e.results, &r), 0);
+		CHECK_EQ(r.h.status, 12);
+		CHECK(tst_body_is(&r, "cetcd: lease_revoke requests are not implemented yet"));
+		CHECK_EQ(r.h.revision, 4);
+		CHECK_EQ(env_status(&e).applied_index, 6);
+	}
+
+	/* a hello from the gateway is still answered */
+	{
+		bool acked = false;
+		CHECK_EQ(hello_send(e.gw, &e.slot, SHM_ROLE_STORED, 0), 0);
+		env_turn(&e);
+		CHECK(hello_take_acks(e.gw, &e.slot, SHM_ROLE_STORED, &acked) >= 1);
+		CHECK(acked);
+	}
+
+	/* an explicit checkpoint publishes the durable index */
+	CHECK_EQ(env_status(&e).durable_index, 0);
+	CHECK_EQ(stored_loop_checkpoint(e.l), 0);
+	CHECK_EQ(env_status(&e).durable_index, 6);
+	tbuf_free(&r.body);
+	env_fini(&e);
+}
+
+static void test_batches_and_checkpoints(void)
+{
+	struct env e;
+	struct status_stored st, prev;
+	char key[32];
+
+	env_init(&e, 16);
+	e.o.checkpoint_entries = 40;
+	stored_loop_free(e.l);
+	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	CHECK_EQ(env_status(&e).epoch, 2); /* a second open is a restart */
+
+	for (uint64_t i = 1; i <= 50; i++) {
+		snprintf(key, sizeof(key), "k%03llu", (unsigned long long)i);
+		env_put(&e, i, key, "v");
+	}
+	prev = env_status(&e);
+	env_turn(&e);
+	st = env_status(&e);
+	CHECK_EQ(st.applied_index, 16);
+	CHECK_EQ(st.revision, 17);
+	CHECK_EQ(env_stats(&e).batches, 1);
+	CHECK(st.txid > prev.txid);
+	CHECK_EQ(st.durable_index, 0);
+	env_turn(&e);
+	env_turn(&e);
+	st = env_status(&e);
+	CHECK_EQ(st.applied_index, 48);
+	CHECK_EQ(env_stats(&e).batches, 3);
+	/* 48 entries since the last checkpoint >= 40: checkpointed */
+	CHECK_EQ(st.durable_index, 48);
+	CHECK_EQ(env_stats(&e).checkpoints, 1);
+	env_turn(&e);
+	CHECK_EQ(env_status(&e).applied_index, 50);
+	CHECK_EQ(env_status(&e).durable_index, 48);
+
+	/* time-based checkpoints: a short period */
+	e.o.checkpoint_ms = 1;
+	e.o.checkpoint_entries = 0;
+	CHECK_EQ(stored_loop_checkpoint(e.l), 0);
+	stored_loop_free(e.l);
+	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	env_put(&e, 51, "z", "1");
+	env_turn(&e);
+	usleep(2000);
+	env_turn(&e);
+	CHECK_EQ(env_status(&e).durable_index, 51);
+	env_fini(&e);
+}
+
+static void test_physical_compaction(void)
+{
+	struct env e;
+	struct tst_result r = { 0 };
+	struct msg_origin o;
+	char key[32];
+	uint64_t idx = 0;
+	int turns = 0;
+
+	env_init(&e, 0);
+	e.o.compact_step = 5;
+	stored_loop_free(e.l);
+	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	/* 40 revisions of 4 keys: compaction at 41 deletes 36 of them */
+	for (int i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "key%d", i % 4);
+		env_put(&e, ++idx, key, "value");
+	}
+	env_turn(&e);
+	while (tst_take_result(e.results, &r) == 0)
+		;
+	o = env_origin(&e);
+	tst_compact(41, true, &o, &e.d);
+	CHECK_EQ(tst_commit(e.committed, ++idx, 2, 0, e.d.p, e.d.len), 0);
+	env_turn(&e);
+	/* the compaction is under way, its answer waits */
+	CHECK_EQ(tst_take_result(e.results, &r), -EAGAIN);
+	for (;;) {
+		bool more;
+		CHECK_EQ(stored_loop_turn(e.l, &more), 0);
+		turns++;
+		if (tst_take_result(e.results, &r) == 0)
+			break;
+		CHECK(more);
+		CHECK(turns < 100);
+	}
+	CHECK(turns >= 5); /* 36 deletions in steps of 5 key entries */
+	CHECK_EQ(r.h.origin.request_id, o.request_id);
+	CHECK_EQ(r.h.status, 0);
+	{
+		Etcdserverpb__CompactionResponse *cr =
+			etcdserverpb__compaction_response__unpack(NULL, r.body.len, r.body.p);
+		CHECK(cr != NULL && cr->header != NULL);
+		CHECK_EQ(cr->header->revision, 41);
+		CHECK_EQ(cr->header->member_id, TST_MEMBER);
+		CHECK_EQ(cr->header->raft_term, 2);
+		etcdserverpb__compaction_response__free_unpacked(cr, NULL);
+	}
+	/* answered after a checkpoint made the finished compaction durable */
+	CHECK_EQ(env_status(&e).durable_index, idx);
+	tbuf_free(&r.body);
+	env_fini(&e);
+}
+
+static void test_restart_hold(void)
+{
+	struct env e;
+	struct status_stored before, st;
+	struct tst_result r = { 0 };
+	char key[32];
+	uint64_t idx;
+
+	env_init(&e, 8);
+	for (idx = 1; idx <= 10; idx++) {
+		snprintf(key, sizeof(key), "k%llu", (unsigned long long)idx);
+		env_put(&e, idx, key, "v");
+	}
+	env_turn(&e);
+	CHECK_EQ(stored_loop_checkpoint(e.l), 0); /* durable at 8 */
+	env_turn(&e);
+	before = env_status(&e);
+	CHECK_EQ(before.applied_index, 10);
+	CHECK_EQ(before.durable_index, 8);
+	while (tst_take_result(e.results, &r) == 0)
+		;
+
+	/* "crash": close without a checkpoint, open again */
+	stored_loop_free(e.l);
+	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	st = env_status(&e);
+	CHECK_EQ(st.epoch, before.epoch + 1);
+	CHECK_EQ(st.durable_index, 8);
+	/* the previous root stays published */
+	CHECK_EQ(st.root_page, before.root_page);
+	CHECK_EQ(st.txid, before.txid);
+	CHECK_EQ(st.applied_index, 10);
+	CHECK_EQ(st.revision, before.revision);
+	CHECK_EQ(env_stats(&e).applied_index, 8);
+	CHECK(!env_stats(&e).publishing);
+
+	/* raftd replays from durable + 1; 9 alone does not reach 10 */
+	env_put(&e, 9, "k9", "v");
+	env_turn(&e);
+	st = env_status(&e);
+	CHECK_EQ(st.txid, before.txid);
+	CHECK_EQ(st.applied_index, 10);
+	/* its result still goes out (the published root holds it) */
+	CHECK_EQ(tst_take_result(e.results, &r), 0);
+	CHECK_EQ(r.h.index, 9);
+	env_put(&e, 10, "k10", "v");
+	env_put(&e, 11, "k11", "v");
+	env_turn(&e);
+	st = env_status(&e);
+	CHECK(env_stats(&e).publishing);
+	CHECK_EQ(st.applied_index, 11);
+	CHECK(st.txid > before.txid);
+	CHECK_EQ(st.revision, before.revision + 1);
+	tbuf_free(&r.body);
+	env_fini(&e);
+}
+
+struct runner {
+	struct stored_loop *l;
+	volatile sig_atomic_t stop;
+	int rc;
+};
+
+static void *run_thread(void *arg)
+{
+	struct runner *rn = arg;
+	rn->rc = stored_loop_run(rn->l, &rn->stop);
+	return NULL;
+}
+
+static void test_run(void)
+{
+	struct env e;
+	struct runner rn = { 0 };
+	struct tst_result r = { 0 };
+	pthread_t th;
+
+	env_init(&e, 0);
+	e.o.checkpoint_ms = 20;
+	stored_loop_free(e.l);
+	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	rn.l = e.l;
+	rn.rc = -1;
+	CHECK_EQ(pthread_create(&th, NULL, run_thread, &rn), 0);
+	/* an entry wakes the sleeping loop; the checkpoint follows by itself */
+	env_put(&e, 1, "a", "1");
+	CHECK(TEST_WAIT_FOR(tst_take_result(e.results, &r) == 0, 5000));
+	CHECK_EQ(r.h.index, 1);
+	CHECK(TEST_WAIT_FOR(env_status(&e).durable_index == 1, 5000));
+	rn.stop = 1;
+	shm_doorbell_ring(shm_role_doorbell(e.gw, SHM_ROLE_STORED));
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(rn.rc, 0);
+	tbuf_free(&r.body);
+	env_fini(&e);
+}
+
+int main(void)
+{
+	test_index_rules();
+	test_batches_and_checkpoints();
+	test_physical_compaction();
+	test_restart_hold();
+	test_run();
+	CHECK_EQ(stored_alloc_live(), 0);
+	printf("test_stored_loop: ok\n");
+	return 0;
+}

@@ -1,0 +1,208 @@
+/*
+ * Helpers for stored's apply-loop tests: entry bytes as gatewayd proposes
+ * them (an InternalRaftRequest with the origin appended), committed
+ * records as raftd pushes them, results as a gateway reads them, a member
+ * region with the roles and a slot held by separate handles, and a dump
+ * of every bucket of a db file.
+ *
+ * Header-only (static functions), on top of shm_testlib.h and the MVCC
+ * tests' helpers (test_mvcc_util.h: byte buffers, bucket dumps).
+ */
+#ifndef CETCD_TEST_STORED_UTIL_H
+#define CETCD_TEST_STORED_UTIL_H
+
+#include "shm_testlib.h"
+#include "test_mvcc_util.h"
+
+#include "etcdserverpb/raft_internal.pb-c.h"
+#include "shm/msg.h"
+#include "shm/region.h"
+#include "shm/ring.h"
+#include "shm/slot.h"
+#include "shm/status.h"
+#include "stored/btree.h"
+
+#define TST_MEMBER 0x1122334455667788ull
+#define TST_CLUSTER 0x0a0b0c0d0e0f1011ull
+
+/* Entry data: req packed, then the origin field (o may be NULL). */
+static inline void tst_entry(const Etcdserverpb__InternalRaftRequest *req,
+			     const struct msg_origin *o, struct tbuf *out)
+{
+	uint8_t origin[MSG_ORIGIN_MAX_BYTES];
+
+	out->len = 0;
+	tm_pack(&req->base, out);
+	if (o)
+		tbuf_add(out, origin, msg_origin_encode(o, origin));
+}
+
+static inline struct msg_origin tst_origin(uint32_t slot, uint64_t generation, uint64_t rid)
+{
+	struct msg_origin o = {
+		.member_id = TST_MEMBER, .slot = slot, .generation = generation,
+		.request_id = rid,
+	};
+	return o;
+}
+
+/* Entry data of a Put. */
+static inline void tst_put(const char *key, const char *val, const struct msg_origin *o,
+			   struct tbuf *out)
+{
+	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
+	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+
+	put.key = tb(key);
+	put.value = tb(val);
+	req.put = &put;
+	tst_entry(&req, o, out);
+}
+
+/* Entry data of a DeleteRange [key, end) (end NULL: the key alone). */
+static inline void tst_delete(const char *key, const char *end, bool prev_kv,
+			      const struct msg_origin *o, struct tbuf *out)
+{
+	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
+	Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+
+	del.key = tb(key);
+	if (end)
+		del.range_end = tb(end);
+	del.prev_kv = prev_kv;
+	req.delete_range = &del;
+	tst_entry(&req, o, out);
+}
+
+/* Entry data of a Compaction. */
+static inline void tst_compact(int64_t rev, bool physical, const struct msg_origin *o,
+			       struct tbuf *out)
+{
+	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
+	Etcdserverpb__CompactionRequest c = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
+
+	c.revision = rev;
+	c.physical = physical;
+	req.compaction = &c;
+	tst_entry(&req, o, out);
+}
+
+/* Pushes one MSG_COMMITTED record as raftd does. Returns ring_push's code. */
+static inline int tst_commit(struct ring *ring, uint64_t index, uint64_t term, uint32_t type,
+			     const void *data, size_t len)
+{
+	struct msg_committed h = {
+		.index = index, .term = term, .entry_type = type, .data_len = (uint32_t)len,
+	};
+	uint8_t *rec = malloc(sizeof(h) + len + 1);
+	int rc;
+
+	CHECK(rec != NULL);
+	memcpy(rec, &h, sizeof(h));
+	if (len)
+		memcpy(rec + sizeof(h), data, len);
+	rc = ring_push(ring, MSG_COMMITTED, rec, (uint32_t)(sizeof(h) + len));
+	free(rec);
+	return rc;
+}
+
+/* One result as a gateway receives it. */
+struct tst_result {
+	struct msg_result h;
+	struct tbuf body;
+};
+
+/* Takes the next MSG_RESULT from a slot's ring from stored, skipping hello
+ * acks. 0, or -EAGAIN when none waits. */
+static inline int tst_take_result(struct ring *ring, struct tst_result *out)
+{
+	struct ring_rec rec;
+
+	while (ring_peek(ring, &rec) == 0) {
+		if (rec.type != MSG_RESULT) {
+			ring_release(ring, &rec);
+			continue;
+		}
+		CHECK(rec.len >= sizeof(out->h));
+		memcpy(&out->h, rec.data, sizeof(out->h));
+		CHECK_EQ(rec.len, sizeof(out->h) + out->h.body_len);
+		out->body.len = 0;
+		tbuf_add(&out->body, (const uint8_t *)rec.data + sizeof(out->h), out->h.body_len);
+		ring_release(ring, &rec);
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+static inline bool tst_body_is(const struct tst_result *r, const char *text)
+{
+	return r->body.len == strlen(text) && memcmp(r->body.p, text, r->body.len) == 0;
+}
+
+/* ---- dumps ---- */
+
+/* Dumps the durable state of the db file at path (no writer running). */
+static inline void tst_dump_file(const char *path, struct tbuf *out)
+{
+	struct btree_reader *rd;
+	struct btree_root root;
+	struct btree_txn *t;
+
+	CHECK_EQ(btree_reader_open(path, NULL, &rd), 0);
+	CHECK_EQ(btree_reader_durable(rd, &root), 0);
+	CHECK_EQ(btree_reader_begin(rd, &root, &t), 0);
+	tm_dump(t, NULL, out);
+	btree_txn_end(t);
+	btree_reader_close(rd);
+}
+
+/* A scratch member: the region (created by `launcher`) and a data dir, in
+ * a directory of its own under the process's scratch directory. */
+struct tst_member {
+	char dir[300];
+	char region_path[340];
+	char data_dir[340];
+	struct shm_region *launcher;
+};
+
+static char tst_base[256] __attribute__((unused));
+static unsigned tst_seq __attribute__((unused));
+
+static inline void tst_member_init(struct tst_member *m, uint32_t max_request_bytes)
+{
+	struct shm_region_params p = {
+		.slot_count = 4, .max_request_bytes = max_request_bytes, .member_id = TST_MEMBER,
+	};
+
+	if (!tst_base[0])
+		test_tmpdir(tst_base, sizeof(tst_base));
+	snprintf(m->dir, sizeof(m->dir), "%s/m%u", tst_base, tst_seq++);
+	CHECK_EQ(mkdir(m->dir, 0700), 0);
+	snprintf(m->region_path, sizeof(m->region_path), "%s/region", m->dir);
+	snprintf(m->data_dir, sizeof(m->data_dir), "%s/data", m->dir);
+	CHECK_EQ(shm_region_create(m->region_path, &p, &m->launcher), 0);
+}
+
+static inline struct shm_region *tst_attach(struct tst_member *m)
+{
+	struct shm_region *r;
+
+	CHECK_EQ(shm_region_attach(m->region_path, &r), 0);
+	return r;
+}
+
+/* Removes the member's files and directories (after every handle of it
+ * is detached). */
+static inline void tst_member_clean(struct tst_member *m)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/member/snap", m->data_dir);
+	test_rmdir(p);
+	snprintf(p, sizeof(p), "%s/member", m->data_dir);
+	test_rmdir(p);
+	test_rmdir(m->data_dir);
+	test_rmdir(m->dir);
+}
+
+#endif
