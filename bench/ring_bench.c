@@ -8,10 +8,11 @@
  *   ring_bench case=wakeup median_ns=N
  *   ring_bench case=idle cpu_pct=N
  *
- * stream: one side pushes records (ring_push), the other drains them as
+ * stream: one side stages records and publishes them in batches of
+ * STREAM_BATCH (or whenever the ring is full), the other drains them as
  * the daemons do: peek and consume each, give the bytes back in batches
- * (every STREAM_RELEASE_BATCH records, or whenever it has caught up), both
- * awake; records per second at the consumer. pingpong: round-trip time of one record there and one back,
+ * (every STREAM_BATCH records, or whenever it has caught up), both awake;
+ * records per second at the consumer. pingpong: round-trip time of one record there and one back,
  * both sides spinning. wakeup: from a push to the consumer running, when
  * the consumer sleeps on its futex doorbell. idle: CPU used by both
  * processes (/proc/self/schedstat of each, else getrusage), attached and
@@ -142,9 +143,10 @@ static void peek_spin(struct ring *r, struct ring_rec *rec)
 		die("peek", rc);
 }
 
-/* Records the stream consumer consumes before giving their bytes back
- * (a power of two). */
-#define STREAM_RELEASE_BATCH 64
+/* Records the stream producer stages before publishing them, and the
+ * consumer consumes before giving their bytes back (a power of two), as
+ * the daemons publish and release once per loop turn. */
+#define STREAM_BATCH 64
 
 static int stream(int side, uint32_t size, uint64_t count)
 {
@@ -155,8 +157,19 @@ static int stream(int side, uint32_t size, uint64_t count)
 
 	side_attach(side, &s);
 	if (side == 0) {
-		for (i = 0; i < count; i++)
-			push_spin(s.out, 1, buf, size);
+		for (i = 0; i < count; i++) {
+			int rc;
+
+			while ((rc = ring_stage(s.out, 1, buf, size)) == -EAGAIN) {
+				ring_publish(s.out); /* full: let the consumer see it all */
+				shm_cpu_relax();
+			}
+			if (rc)
+				die("stage", rc);
+			if ((i & (STREAM_BATCH - 1)) == STREAM_BATCH - 1)
+				ring_publish(s.out);
+		}
+		ring_publish(s.out);
 		return 0;
 	}
 	for (i = 0; i < count; i++) {
@@ -166,7 +179,7 @@ static int stream(int side, uint32_t size, uint64_t count)
 		if (i == 0)
 			t0 = now_ns();
 		ring_consume(s.in, &rec);
-		if ((i & (STREAM_RELEASE_BATCH - 1)) == STREAM_RELEASE_BATCH - 1)
+		if ((i & (STREAM_BATCH - 1)) == STREAM_BATCH - 1)
 			ring_release_consumed(s.in);
 	}
 	ring_release_consumed(s.in);
