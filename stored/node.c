@@ -205,10 +205,10 @@ size_t bt_node_size(const struct bt_node *n)
 }
 
 /* True when n serializes to fewer than limit bytes (stops counting early). */
-static bool node_size_less_than(const struct bt_node *n, size_t limit)
+static bool node_size_less_than(const struct bt_node *n, uint32_t start, size_t limit)
 {
 	size_t sz = PAGE_HDR_SIZE;
-	for (uint32_t i = 0; i < n->ninodes; i++) {
+	for (uint32_t i = start; i < n->ninodes; i++) {
 		sz += PAGE_ELEM_SIZE + n->inodes[i].ksize + (size_t)n->inodes[i].vsize;
 		if (sz >= limit)
 			return false;
@@ -244,60 +244,70 @@ void bt_node_write(const struct bt_node *n, uint8_t *page, uint64_t id, uint32_t
 	}
 }
 
-/* Where to split n so that the first part fills threshold bytes, keeping
- * at least NODE_MIN_KEYS_PER_PAGE elements on each side. */
-static uint32_t node_split_index(const struct bt_node *n, size_t threshold)
+/* Where the piece of n that starts at element `start` ends so that it
+ * fills threshold bytes, keeping at least NODE_MIN_KEYS_PER_PAGE elements
+ * on each side. */
+static uint32_t node_split_index(const struct bt_node *n, uint32_t start, size_t threshold)
 {
 	size_t sz = PAGE_HDR_SIZE;
-	uint32_t index = 0;
-	for (uint32_t i = 0; i + NODE_MIN_KEYS_PER_PAGE < n->ninodes; i++) {
+	uint32_t index = start;
+	for (uint32_t i = start; i + NODE_MIN_KEYS_PER_PAGE < n->ninodes; i++) {
 		index = i;
 		size_t elsize = PAGE_ELEM_SIZE + n->inodes[i].ksize + (size_t)n->inodes[i].vsize;
-		if (i >= NODE_MIN_KEYS_PER_PAGE && sz + elsize > threshold)
+		if (i - start >= NODE_MIN_KEYS_PER_PAGE && sz + elsize > threshold)
 			break;
 		sz += elsize;
 	}
 	return index;
 }
 
-/* Splits the tail off n when n does not fit a page; *next gets the new
- * sibling (NULL when no split is needed). Creates a parent for a root. */
-static int node_split_two(struct bt_node *n, size_t page_size, struct bt_node **next)
+/* The end of the page-sized piece of n that starts at element `start`:
+ * n->ninodes when the rest fits one page (or is too short to split). */
+static uint32_t node_piece_end(const struct bt_node *n, uint32_t start, size_t page_size)
 {
-	*next = NULL;
-	if (n->ninodes <= NODE_MIN_KEYS_PER_PAGE * 2 || node_size_less_than(n, page_size))
-		return 0;
+	if (n->ninodes - start <= NODE_MIN_KEYS_PER_PAGE * 2 ||
+	    node_size_less_than(n, start, page_size))
+		return n->ninodes;
 	double fill = n->bucket->fill;
 	if (fill < 0.1)
 		fill = 0.1;
 	if (fill > 1.0)
 		fill = 1.0;
-	uint32_t at = node_split_index(n, (size_t)(page_size * fill));
-	int rc;
+	return node_split_index(n, start, (size_t)(page_size * fill));
+}
 
-	if (!n->parent) {
-		struct bt_node *p = node_new(n->bucket, false);
-		if (!p)
-			return -ENOMEM;
-		rc = node_add_child(p, n);
-		if (rc < 0)
-			return rc;
-		n->parent = p;
-	}
+/* Gives n a parent when it is a root that is about to split. */
+static int node_ensure_parent(struct bt_node *n)
+{
+	if (n->parent)
+		return 0;
+	struct bt_node *p = node_new(n->bucket, false);
+	if (!p)
+		return -ENOMEM;
+	int rc = node_add_child(p, n);
+	if (rc < 0)
+		return rc;
+	n->parent = p;
+	return 0;
+}
+
+/* A new sibling of n holding a copy of n's elements [start, end). */
+static int node_new_sibling(struct bt_node *n, uint32_t start, uint32_t end,
+			    struct bt_node **out)
+{
 	struct bt_node *s = node_new(n->bucket, n->leaf);
 	if (!s)
 		return -ENOMEM;
-	rc = node_reserve(s, n->ninodes - at);
+	int rc = node_reserve(s, end - start);
 	if (rc < 0)
 		return rc;
 	rc = node_add_child(n->parent, s);
 	if (rc < 0)
 		return rc;
 	s->parent = n->parent;
-	memcpy(s->inodes, &n->inodes[at], (n->ninodes - at) * sizeof(*n->inodes));
-	s->ninodes = n->ninodes - at;
-	n->ninodes = at;
-	*next = s;
+	memcpy(s->inodes, &n->inodes[start], (end - start) * sizeof(*n->inodes));
+	s->ninodes = end - start;
+	*out = s;
 	return 0;
 }
 
@@ -380,15 +390,37 @@ int bt_node_spill(struct bt_node *n)
 	}
 	n->nchildren = 0;
 
-	for (struct bt_node *cur = n; cur;) {
-		struct bt_node *next;
-		rc = node_split_two(cur, ps, &next);
+	/* Split into page-sized pieces: n keeps the first, each further
+	 * piece is copied once into a sibling of its own (a node that grew
+	 * by a whole batch of appends must not be copied tail by tail). The
+	 * siblings are appended to the parent's children, and written out
+	 * after n, in key order. */
+	uint32_t first_end = node_piece_end(n, 0, ps);
+	struct bt_node *parent = NULL;
+	uint32_t first_sibling = 0;
+	if (first_end < n->ninodes) {
+		rc = node_ensure_parent(n);
 		if (rc < 0)
 			return rc;
-		rc = node_write_out(cur);
+		parent = n->parent;
+		first_sibling = parent->nchildren;
+		for (uint32_t start = first_end; start < n->ninodes;) {
+			uint32_t end = node_piece_end(n, start, ps);
+			struct bt_node *sib;
+			rc = node_new_sibling(n, start, end, &sib);
+			if (rc < 0)
+				return rc;
+			start = end;
+		}
+		n->ninodes = first_end;
+	}
+	rc = node_write_out(n);
+	if (rc < 0)
+		return rc;
+	for (uint32_t i = first_sibling; parent && i < parent->nchildren; i++) {
+		rc = node_write_out(parent->children[i]);
 		if (rc < 0)
 			return rc;
-		cur = next;
 	}
 
 	/* A root that split got a new parent, which needs writing too. */
