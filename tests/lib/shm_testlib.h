@@ -8,6 +8,7 @@
 #ifndef CETCD_TESTS_SHM_TESTLIB_H
 #define CETCD_TESTS_SHM_TESTLIB_H
 
+#include <sys/prctl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -228,11 +229,37 @@ static inline void test_free(void *p)
 
 /* fork() after flushing stdio, so that nothing the parent printed is
  * printed again by the child. */
+/* fork() for test children: a child dies with its parent, so a test that
+ * fails (or is killed by its watchdog) never leaves processes behind that
+ * keep the test runner waiting on their output. */
 static inline pid_t test_fork(void)
 {
+	pid_t parent = getpid();
 	fflush(stdout);
 	fflush(stderr);
-	return fork();
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(99);
+	}
+	return pid;
+}
+
+/* Fails the test with a message if it runs longer than `seconds`: a hang
+ * becomes a quick, named failure instead of a runner timeout. */
+static void test_watchdog_fire(int sig)
+{
+	static const char msg[] = "test watchdog: the test hung and was stopped\n";
+	(void)sig;
+	(void)!write(2, msg, sizeof(msg) - 1);
+	_exit(97);
+}
+
+static inline void test_watchdog(unsigned seconds)
+{
+	signal(SIGALRM, test_watchdog_fire);
+	alarm(seconds);
 }
 
 /* Ends a forked child: flushes what it printed, skips the parent's atexit

@@ -22,6 +22,10 @@ struct shared {
 	_Atomic uint64_t received; /* by the current consumer */
 	atomic_int stop_producer;
 	_Atomic uint64_t produced, dropped_dead, switches;
+	/* The generation whose consumer finished claiming the slot: results
+	 * exist only in answer to requests, which a gatewayd sends after its
+	 * claim, so the producer answers only a generation that said so. */
+	_Atomic uint64_t ready_gen;
 };
 
 static char dir[256], path[512];
@@ -52,6 +56,10 @@ static int producer(void)
 			continue;
 		}
 		g = shm_slot_generation(r, 0);
+		if (g != atomic_load(&sh->ready_gen)) {
+			usleep(100); /* claimed, but not asked anything yet */
+			continue;
+		}
 		if (g != gen) {
 			gen = g;
 			seq = 0;
@@ -89,6 +97,7 @@ static int consumer(uint32_t expect_index, uint64_t min_gen, uint64_t want)
 	if (s.index != expect_index || s.generation < min_gen)
 		return 21;
 	ring = shm_slot_ring(r, s.index, SHM_SLOT_FROM_STORED);
+	atomic_store(&sh->ready_gen, s.generation);
 	while (seq < want) {
 		rc = ring_peek(ring, &rec);
 		if (rc == -EAGAIN) {
@@ -133,6 +142,7 @@ int main(void)
 	pid_t prod, c1, c2;
 	int rc;
 
+	test_watchdog(180);
 	sh = test_shared(sizeof(*sh));
 	test_region_path(dir, sizeof(dir), path, sizeof(path));
 	CHECK_EQ(shm_region_create(path, &p, &l), 0);
