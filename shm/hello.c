@@ -2,8 +2,6 @@
 #include "shm/hello.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -183,53 +181,4 @@ int hello_serve(struct shm_region *r, enum shm_role role)
 		}
 	}
 	return handled;
-}
-
-/* Set by the signal handler; the doorbell it rings so that the loop wakes
- * at once rather than at the backstop. */
-static volatile sig_atomic_t hello_signal;
-static struct shm_doorbell *hello_signal_db;
-
-static void hello_on_signal(int sig)
-{
-	int saved = errno;
-	hello_signal = sig;
-	if (hello_signal_db)
-		shm_doorbell_ring(hello_signal_db);
-	errno = saved;
-}
-
-struct hello_loop {
-	struct shm_region *r;
-	enum shm_role role;
-};
-
-static bool hello_loop_has_work(void *arg)
-{
-	const struct hello_loop *l = arg;
-	return hello_signal != 0 || hello_requests_waiting(l->r, l->role);
-}
-
-int hello_serve_until_signal(struct shm_region *r, enum shm_role role)
-{
-	struct hello_loop l = { .r = r, .role = role };
-	struct sigaction sa = { .sa_handler = hello_on_signal };
-	sigset_t set;
-
-	hello_signal_db = shm_role_doorbell(r, role);
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-
-	hello_serve(r, role);
-	while (!hello_signal) {
-		shm_doorbell_sleep(hello_signal_db, hello_loop_has_work, &l,
-				   SHM_DOORBELL_BACKSTOP_MS);
-		hello_serve(r, role);
-	}
-	return hello_signal;
 }

@@ -78,13 +78,6 @@ int hello_serve(struct shm_region *r, enum shm_role role);
 bool hello_serve_record(struct shm_region *r, enum shm_role role, uint32_t slot,
 			const struct ring_rec *rec);
 
-/* Daemon side, the whole skeleton loop of raftd and stored: installs
- * handlers for SIGTERM and SIGINT (which the caller keeps blocked until
- * then, so that none is lost), unblocks them, and serves hellos for role
- * until one arrives, sleeping on the role's doorbell in between (idle, it
- * wakes only for the doorbell's backstop). Returns the signal number. */
-int hello_serve_until_signal(struct shm_region *r, enum shm_role role);
-
 /* "raftd" or "stored". */
 const char *hello_role_name(enum shm_role role);
 

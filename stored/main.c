@@ -64,18 +64,10 @@ int main(int argc, char **argv)
 		return status;
 	status = 1;
 
-	rc = member_ids_from_config(&cfg, &o.member_id, &o.cluster_id);
-	if (rc) {
-		log_error("cannot derive the member id from --initial-cluster",
-			  LOG_STR("initial-cluster", cfg.initial_cluster), LOG_STR("name", cfg.name),
-			  LOG_ERRNO(rc));
+	if (member_ids_load(&cfg, r, &o.member_id, &o.cluster_id)) {
 		status = CONFIG_EXIT_FATAL;
 		goto out_detach;
 	}
-	uint64_t region_id = shm_region_member_id(r);
-	if (region_id != 0 && region_id != o.member_id)
-		log_warn("the member region names another member id",
-			 LOG_U64("region-member-id", region_id), LOG_U64("member-id", o.member_id));
 
 	if (hello_claim_role(r, SHM_ROLE_STORED))
 		goto out_detach;
