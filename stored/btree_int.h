@@ -63,6 +63,8 @@ struct bt_node {
 	bool unbalanced;       /* lost elements; rebalance at commit */
 	bool spilled;
 	bool dead;             /* merged away or removed during rebalance */
+	bool mid_insert;       /* a key went in before the last element */
+	uint32_t appends;      /* keys that went in after the last element */
 	struct bt_node *all_next;  /* every node of the txn, to free inode arrays */
 };
 
@@ -81,6 +83,13 @@ struct btree_bucket {
 	uint32_t depth;                  /* nesting: 0 for the top level */
 	struct bt_node *root_node;       /* write txns: materialized root */
 	struct pgmap nodes;              /* write txns: pgid -> node */
+	/* Write txns: the leaf node last changed, and the key range that
+	 * seeks route to it ([lo, hi), a NULL bound is open), which stays
+	 * valid until commit because branches change only when nodes spill.
+	 * Puts, gets and deletes inside the range skip the descent. */
+	struct bt_node *finger;
+	const uint8_t *finger_lo, *finger_hi;
+	uint32_t finger_lo_len, finger_hi_len;
 	double fill;
 	bool deleted;
 	struct btree_bucket *all_next;   /* every bucket handle of the txn */
@@ -141,7 +150,14 @@ struct btree_db {
 	uint64_t *local_readers;       /* txids of this process's read txns */
 	size_t nlocal, local_cap;
 	uint64_t commits, checkpoints;
+	/* One-page buffers of ended write txns, kept for the next ones so
+	 * that every commit does not fault in fresh memory (at most
+	 * BT_PAGE_POOL_MAX). */
+	uint8_t **page_pool;
+	size_t npool, pool_cap;
 };
+
+#define BT_PAGE_POOL_MAX 32768u
 
 struct btree_reader {
 	struct bt_map map;
@@ -185,6 +201,9 @@ int bt_node_put(struct bt_node *n, const uint8_t *old_key, uint32_t old_ksize,
 		const uint8_t *key, uint32_t ksize, const uint8_t *val, uint32_t vsize,
 		uint64_t pgid, uint32_t flags);
 bool bt_node_del(struct bt_node *n, const uint8_t *key, uint32_t ksize);
+/* The element of n whose key is key, or NULL. */
+const struct bt_inode *bt_node_lookup(const struct bt_node *n, const uint8_t *key,
+				      uint32_t ksize);
 size_t bt_node_size(const struct bt_node *n);
 void bt_node_write(const struct bt_node *n, uint8_t *page, uint64_t id, uint32_t overflow);
 int bt_node_spill(struct bt_node *n);
@@ -206,8 +225,11 @@ int bt_bucket_free_pages(struct btree_bucket *b, bool via_nodes);
  * -ENOENT the cursor sits past the end (a put then appends there). */
 int bt_cursor_seek(struct btree_cursor *c, const uint8_t *key, size_t klen,
 		   struct btree_kv *kv, bool *exact);
-/* The leaf node under the cursor, materialized for change. */
+/* The leaf node under the cursor, materialized for change; it becomes the
+ * bucket's finger. */
 int bt_cursor_node(struct btree_cursor *c, struct bt_node **out);
+/* The bucket's finger leaf when key lies in its range, else NULL. */
+struct bt_node *bt_bucket_finger(const struct btree_bucket *b, const uint8_t *key, size_t klen);
 
 /* A read txn at *at over m (db: the writer, or NULL), after checking that
  * the state lies inside the file and the mapping. */

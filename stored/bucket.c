@@ -364,12 +364,35 @@ int btree_bucket_set_sequence(struct btree_bucket *b, uint64_t seq)
 	return 0;
 }
 
+struct bt_node *bt_bucket_finger(const struct btree_bucket *b, const uint8_t *key, size_t klen)
+{
+	const struct bt_node *n = b->finger;
+	if (!n || n->dead || klen == 0 || klen > PAGE_MAX_KEY)
+		return NULL;
+	if (b->finger_lo && page_keycmp(key, (uint32_t)klen, b->finger_lo, b->finger_lo_len) < 0)
+		return NULL;
+	if (b->finger_hi && page_keycmp(key, (uint32_t)klen, b->finger_hi, b->finger_hi_len) >= 0)
+		return NULL;
+	return b->finger;
+}
+
 int btree_get(struct btree_bucket *b, const void *key, size_t key_len,
 	      const uint8_t **val, size_t *val_len)
 {
 	struct btree_cursor c;
 	struct btree_kv kv;
 	bool exact;
+	struct bt_node *leaf = bt_bucket_finger(b, key, key_len);
+	if (leaf && bucket_usable(b->txn, b, false) == 0) {
+		const struct bt_inode *in = bt_node_lookup(leaf, key, (uint32_t)key_len);
+		if (!in)
+			return -ENOENT;
+		if (in->flags & PAGE_LEAF_BUCKET)
+			return -EISDIR;
+		*val = in->val;
+		*val_len = in->vsize;
+		return 0;
+	}
 	int rc = bucket_seek(b, false, "key", key, key_len, &c, &kv, &exact);
 	if (rc < 0)
 		return rc;
@@ -389,9 +412,20 @@ int btree_put(struct btree_bucket *b, const void *key, size_t key_len,
 	struct btree_cursor c;
 	struct btree_kv kv;
 	bool exact;
-	int rc = bucket_seek(b, true, "key", key, key_len, &c, &kv, &exact);
-	if (rc < 0)
-		return rc;
+	struct bt_node *leaf = bt_bucket_finger(b, key, key_len);
+	int rc;
+	if (leaf) {
+		rc = bucket_usable(t, b, true);
+		if (rc < 0)
+			return rc;
+		const struct bt_inode *in = bt_node_lookup(leaf, key, (uint32_t)key_len);
+		exact = in != NULL;
+		kv.flags = in && (in->flags & PAGE_LEAF_BUCKET) ? BTREE_KV_BUCKET : 0;
+	} else {
+		rc = bucket_seek(b, true, "key", key, key_len, &c, &kv, &exact);
+		if (rc < 0)
+			return rc;
+	}
 	if (val_len > PAGE_MAX_VALUE)
 		return bt_error(-EINVAL, "stored: value of %zu bytes (at most %u)", val_len,
 				PAGE_MAX_VALUE);
@@ -406,8 +440,7 @@ int btree_put(struct btree_bucket *b, const void *key, size_t key_len,
 	memcpy(copy, key, key_len);
 	if (val_len)
 		memcpy(copy + key_len, val, val_len);
-	struct bt_node *leaf;
-	rc = bt_cursor_node(&c, &leaf);
+	rc = leaf ? 0 : bt_cursor_node(&c, &leaf);
 	if (rc == 0)
 		rc = bt_node_put(leaf, copy, (uint32_t)key_len, copy, (uint32_t)key_len,
 				 copy + key_len, (uint32_t)val_len, 0, 0);
@@ -419,14 +452,27 @@ int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
 	struct btree_cursor c;
 	struct btree_kv kv;
 	bool exact;
-	int rc = bucket_seek(b, true, "key", key, key_len, &c, &kv, &exact);
+	struct bt_node *leaf = bt_bucket_finger(b, key, key_len);
+	int rc;
+	if (leaf) {
+		rc = bucket_usable(b->txn, b, true);
+		if (rc < 0)
+			return rc;
+		const struct bt_inode *in = bt_node_lookup(leaf, key, (uint32_t)key_len);
+		if (!in)
+			return -ENOENT;
+		if (in->flags & PAGE_LEAF_BUCKET)
+			return bt_error(-EISDIR, "stored: the key names a bucket");
+		bt_node_del(leaf, key, (uint32_t)key_len);
+		return 0;
+	}
+	rc = bucket_seek(b, true, "key", key, key_len, &c, &kv, &exact);
 	if (rc < 0)
 		return rc;
 	if (!exact)
 		return -ENOENT;
 	if (kv.flags & BTREE_KV_BUCKET)
 		return bt_error(-EISDIR, "stored: the key names a bucket");
-	struct bt_node *leaf;
 	rc = bt_cursor_node(&c, &leaf);
 	if (rc < 0)
 		return bt_txn_fail(b->txn, rc);

@@ -60,6 +60,8 @@ static int frame_load(struct btree_cursor *c, uint64_t pgid, struct btree_cursor
 	return 0;
 }
 
+static int cursor_node(struct btree_cursor *c, struct bt_node **out);
+
 static int cursor_push(struct btree_cursor *c, uint64_t pgid)
 {
 	if (c->depth >= BTREE_MAX_DEPTH)
@@ -366,7 +368,46 @@ int btree_cursor_seek(struct btree_cursor *c, const void *key, size_t key_len,
 	return public_kv(rc, kv);
 }
 
+/* Makes leaf n the bucket's finger, with the key range the cursor's path
+ * routes to it: from the separator of the deepest branch where the path
+ * did not take the first child, to the separator after the one it took in
+ * the deepest branch where it did not take the last. */
+static void cursor_set_finger(struct btree_cursor *c, struct bt_node *n)
+{
+	struct btree_bucket *b = c->bucket;
+	const uint8_t *lo = NULL, *hi = NULL;
+	uint32_t lo_len = 0, hi_len = 0;
+	bool have_lo = false, have_hi = false;
+	b->finger = NULL;
+	for (int i = (int)c->depth - 2; i >= 0 && !(have_lo && have_hi); i--) {
+		const struct btree_cursor_frame *f = &c->stack[i];
+		if (!have_lo && f->index > 0) {
+			if (frame_key(c, f, f->index, &lo, &lo_len) < 0)
+				return;
+			have_lo = true;
+		}
+		if (!have_hi && f->index + 1 < f->count) {
+			if (frame_key(c, f, f->index + 1, &hi, &hi_len) < 0)
+				return;
+			have_hi = true;
+		}
+	}
+	b->finger = n;
+	b->finger_lo = lo;
+	b->finger_lo_len = lo_len;
+	b->finger_hi = hi;
+	b->finger_hi_len = hi_len;
+}
+
 int bt_cursor_node(struct btree_cursor *c, struct bt_node **out)
+{
+	int rc = cursor_node(c, out);
+	if (rc == 0)
+		cursor_set_finger(c, *out);
+	return rc;
+}
+
+static int cursor_node(struct btree_cursor *c, struct bt_node **out)
 {
 	struct btree_bucket *b = c->bucket;
 	struct btree_cursor_frame *top = cursor_top(c);

@@ -456,6 +456,9 @@ void btree_db_close(struct btree_db *db)
 	diskio_close(db->io);
 	map_release(&db->map);
 	freelist_destroy(&db->fl);
+	for (size_t i = 0; i < db->npool; i++)
+		stored_free(db->page_pool[i]);
+	stored_free(db->page_pool);
 	stored_free(db->local_readers);
 	pthread_mutex_destroy(&db->readers_lock);
 	stored_free(db);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "stored/alloc.h"
@@ -50,6 +51,54 @@ int diskio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+/* Writes entries w[0..n) that follow each other in the file with one
+ * pwritev; on a short write, the rest goes through diskio_pwrite_all. */
+static int pwrite_run(int fd, const struct diskio_write *w, size_t n)
+{
+	struct iovec iov[DISKIO_RUN_MAX];
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		iov[i].iov_base = (void *)w[i].buf;
+		iov[i].iov_len = w[i].len;
+		total += w[i].len;
+	}
+	ssize_t done;
+	do
+		done = pwritev(fd, iov, (int)n, (off_t)w[0].off);
+	while (done < 0 && errno == EINTR);
+	if (done < 0)
+		return -errno;
+	if ((size_t)done == total)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((size_t)done >= w[i].len) {
+			done -= (ssize_t)w[i].len;
+			continue;
+		}
+		int rc = diskio_pwrite_all(fd, (const uint8_t *)w[i].buf + done,
+					   w[i].len - (size_t)done, w[i].off + (uint64_t)done);
+		if (rc < 0)
+			return rc;
+		done = 0;
+	}
+	return 0;
+}
+
+int diskio_pwrite_batch(int fd, const struct diskio_write *w, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		while (j < n && j - i < DISKIO_RUN_MAX && w[j].off == w[j - 1].off + w[j - 1].len)
+			j++;
+		int rc = j - i == 1 ? diskio_pwrite_all(fd, w[i].buf, w[i].len, w[i].off)
+				    : pwrite_run(fd, w + i, j - i);
+		if (rc < 0)
+			return rc;
+		i = j;
+	}
+	return 0;
+}
+
 int diskio_pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
 	uint8_t *p = buf;
@@ -87,11 +136,9 @@ static int plain_sync(struct diskio *d)
 static int plain_write_batch(struct diskio *d, const struct diskio_write *w,
 			     size_t n, bool sync)
 {
-	for (size_t i = 0; i < n; i++) {
-		int rc = diskio_pwrite_all(d->fd, w[i].buf, w[i].len, w[i].off);
-		if (rc < 0)
-			return rc;
-	}
+	int rc = diskio_pwrite_batch(d->fd, w, n);
+	if (rc < 0)
+		return rc;
 	return sync ? plain_sync(d) : 0;
 }
 

@@ -107,6 +107,10 @@ void diskio_log(const char *level, const char *msg);
 /* Plain helpers shared by the backends: full pwrite with short-write and
  * EINTR handling, full pread. */
 int diskio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+/* Writes a batch with pwrite, entries that follow each other in the file
+ * (in the order given) together with one pwritev of up to DISKIO_RUN_MAX. */
+#define DISKIO_RUN_MAX 256
+int diskio_pwrite_batch(int fd, const struct diskio_write *w, size_t n);
 int diskio_pread_all(int fd, void *buf, size_t len, uint64_t off);
 
 /*

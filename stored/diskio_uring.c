@@ -130,14 +130,8 @@ static int uring_write_batch(struct diskio *d, const struct diskio_write *w,
 	/* Without a sync the writes only copy into the page cache: plain
 	 * pwrite does that inline, where io_uring would hand buffered writes
 	 * to its worker threads on many file systems. */
-	if (!sync) {
-		for (size_t i = 0; i < n; i++) {
-			int rc = diskio_pwrite_all(d->fd, w[i].buf, w[i].len, w[i].off);
-			if (rc < 0)
-				return rc;
-		}
-		return 0;
-	}
+	if (!sync)
+		return diskio_pwrite_batch(d->fd, w, n);
 	struct uring_pending *pend = stored_malloc((n ? n : 1) * sizeof(*pend));
 	size_t *idx = stored_malloc((n ? n : 1) * sizeof(*idx));
 	int rc = -ENOMEM;

@@ -177,11 +177,23 @@ int bt_node_put(struct bt_node *n, const uint8_t *old_key, uint32_t old_ksize,
 		int rc = node_reserve(n, 1);
 		if (rc < 0)
 			return rc;
+		if (i == n->ninodes)
+			n->appends++;
+		else
+			n->mid_insert = true;
 		memmove(&n->inodes[i + 1], &n->inodes[i], (n->ninodes - i) * sizeof(*n->inodes));
 		n->ninodes++;
 	}
 	n->inodes[i] = (struct bt_inode){ key, val, pgid, ksize, vsize, flags };
 	return 0;
+}
+
+const struct bt_inode *bt_node_lookup(const struct bt_node *n, const uint8_t *key,
+				      uint32_t ksize)
+{
+	bool exact;
+	uint32_t i = node_find(n, key, ksize, &exact);
+	return exact ? &n->inodes[i] : NULL;
 }
 
 bool bt_node_del(struct bt_node *n, const uint8_t *key, uint32_t ksize)
@@ -268,7 +280,9 @@ static uint32_t node_piece_end(const struct bt_node *n, uint32_t start, size_t p
 	if (n->ninodes - start <= NODE_MIN_KEYS_PER_PAGE * 2 ||
 	    node_size_less_than(n, start, page_size))
 		return n->ninodes;
-	double fill = n->bucket->fill;
+	/* A node that only grew at its end (keys written in order) is cut
+	 * into full pages: the next keys go after it, not into it. */
+	double fill = n->appends >= 2 && !n->mid_insert ? 1.0 : n->bucket->fill;
 	if (fill < 0.1)
 		fill = 0.1;
 	if (fill > 1.0)

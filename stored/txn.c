@@ -148,9 +148,15 @@ int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid_out, ui
 		t->dirty = d;
 		t->dirty_cap = cap;
 	}
-	uint8_t *buf = stored_calloc(npages, m->page_size);
-	if (!buf)
-		return -ENOMEM;
+	uint8_t *buf;
+	if (npages == 1 && db->npool > 0) {
+		buf = db->page_pool[--db->npool];
+		memset(buf, 0, m->page_size);
+	} else {
+		buf = stored_calloc(npages, m->page_size);
+		if (!buf)
+			return -ENOMEM;
+	}
 	/* Room to record a run from the freelist, so that it can be given
 	 * back if the txn aborts. */
 	rc = run_reserve(&t->allocs, t->nallocs, &t->allocs_cap);
@@ -306,6 +312,27 @@ static void txn_rollback(struct btree_txn *t)
 	db->writing = false;
 }
 
+/* Keeps a one-page dirty buffer for the db's next txns, or frees it. */
+static void txn_drop_buf(struct btree_txn *t, struct bt_dirty *d)
+{
+	struct btree_db *db = t->db;
+	if (db && d->npages == 1 && db->npool < BT_PAGE_POOL_MAX) {
+		if (db->npool == db->pool_cap) {
+			size_t cap = db->pool_cap ? db->pool_cap * 2 : 256;
+			uint8_t **p = stored_realloc(db->page_pool, cap * sizeof(*p));
+			if (p) {
+				db->page_pool = p;
+				db->pool_cap = cap;
+			}
+		}
+		if (db->npool < db->pool_cap) {
+			db->page_pool[db->npool++] = d->buf;
+			return;
+		}
+	}
+	stored_free(d->buf);
+}
+
 static void txn_free(struct btree_txn *t)
 {
 	if (t->local_reader)
@@ -315,7 +342,7 @@ static void txn_free(struct btree_txn *t)
 	for (struct btree_bucket *b = t->all_buckets; b; b = b->all_next)
 		pgmap_free(&b->nodes);
 	for (size_t i = 0; i < t->ndirty; i++)
-		stored_free(t->dirty[i].buf);
+		txn_drop_buf(t, &t->dirty[i]);
 	stored_free(t->dirty);
 	pgmap_free(&t->dirty_map);
 	stored_free(t->freed);
