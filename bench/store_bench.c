@@ -11,8 +11,9 @@
  * entry through the real apply path: mvcc_apply_begin + mvcc_put inside an
  * apply batch of B entries, one mvcc_batch_commit (one published root) per
  * batch, and checkpoints as stored's loop makes them (every 100 ms or
- * 10,000 entries since the last one, and a final one), so that everything
- * is durable when the clock stops.
+ * 10,000 entries since the last one, written in the background while the
+ * next batches apply, one at a time, and a final one waited for), so that
+ * everything is durable when the clock stops.
  *
  * Get phase: every key once, in random order, split among R forked
  * reader processes that map the file with btree_reader_open and read at the
@@ -292,20 +293,26 @@ static int bench_put(const struct bench_opts *o, const uint64_t *ids, struct btr
 		}
 		dirty = true;
 		since_ck += hi - lo;
+		/* As stored's loop: reap the checkpoint being written, start
+		 * the next one when due and none is. */
 		int64_t now = bench_now_ns();
-		if (since_ck >= BENCH_CHECKPOINT_ENTRIES ||
-		    now - ck_ns >= (int64_t)BENCH_CHECKPOINT_MS * 1000000) {
-			rc = btree_db_checkpoint(db, root);
-			if (rc) {
-				bench_fail("checkpoint", rc);
-				goto out_close_store;
-			}
+		rc = btree_db_checkpoint_poll(db, false, NULL);
+		if (rc == 0 && !btree_db_checkpoint_busy(db) &&
+		    (since_ck >= BENCH_CHECKPOINT_ENTRIES ||
+		     now - ck_ns >= (int64_t)BENCH_CHECKPOINT_MS * 1000000)) {
+			bool started;
+			rc = btree_db_checkpoint_begin(db, &started);
+			btree_db_current(db, root);
 			dirty = false;
 			since_ck = 0;
 			ck_ns = bench_now_ns();
 		}
+		if (rc) {
+			bench_fail("checkpoint", rc);
+			goto out_close_store;
+		}
 	}
-	if (dirty) {
+	if (dirty || btree_db_checkpoint_busy(db)) {
 		rc = btree_db_checkpoint(db, root);
 		if (rc) {
 			bench_fail("final checkpoint", rc);

@@ -45,9 +45,15 @@ void *arena_alloc(struct arena *a, size_t size)
 		}
 		return big->data;
 	}
-	c = stored_malloc(sizeof(*c) + ARENA_CHUNK);
-	if (!c)
-		return NULL;
+	if (a->pool && a->pool->free) {
+		c = a->pool->free;
+		a->pool->free = c->next;
+		a->pool->n--;
+	} else {
+		c = stored_malloc(sizeof(*c) + ARENA_CHUNK);
+		if (!c)
+			return NULL;
+	}
 	c->cap = ARENA_CHUNK;
 	c->used = size;
 	c->next = a->head;
@@ -66,10 +72,27 @@ void *arena_zalloc(struct arena *a, size_t size)
 void arena_release(struct arena *a)
 {
 	struct arena_chunk *c = a->head;
+	struct arena_pool *p = a->pool;
 	while (c) {
 		struct arena_chunk *next = c->next;
-		stored_free(c);
+		if (p && c->cap == ARENA_CHUNK && p->n < p->max) {
+			c->next = p->free;
+			p->free = c;
+			p->n++;
+		} else {
+			stored_free(c);
+		}
 		c = next;
 	}
 	a->head = NULL;
+}
+
+void arena_pool_destroy(struct arena_pool *p)
+{
+	while (p->free) {
+		struct arena_chunk *next = p->free->next;
+		stored_free(p->free);
+		p->free = next;
+	}
+	p->n = 0;
 }

@@ -118,6 +118,21 @@ void btree_db_durable(const struct btree_db *db, struct btree_root *out);
  */
 int btree_db_checkpoint(struct btree_db *db, struct btree_root *out);
 
+/*
+ * The same checkpoint in the background, where the disk backend can chain
+ * ops (io_uring): begin prepares it and starts the chain (freelist page,
+ * sync, meta page, sync, in order), and write txns may go on meanwhile;
+ * poll reaps it (wait: blocks until it ends) and, once it has ended, makes
+ * it the durable state. Elsewhere begin writes it before returning.
+ * *started tells whether there was anything to write. One at a time:
+ * begin gives -EBUSY while one is being written; btree_db_checkpoint and
+ * btree_db_close wait for it first. Errors as btree_db_checkpoint.
+ */
+int btree_db_checkpoint_begin(struct btree_db *db, bool *started);
+int btree_db_checkpoint_poll(struct btree_db *db, bool wait, bool *done);
+/* Whether a checkpoint is being written. */
+bool btree_db_checkpoint_busy(const struct btree_db *db);
+
 /* Allows reuse of pages held back by btree_db_opts.resume. */
 void btree_db_unblock_reuse(struct btree_db *db);
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "stored/arena.h"
+#include "stored/diskio.h"
 #include "stored/btree.h"
 #include "stored/freelist.h"
 #include "stored/page.h"
@@ -130,6 +131,16 @@ struct btree_txn {
 	size_t nallocs, allocs_cap;
 };
 
+/* A checkpoint prepared and, with a background chain, being written. */
+struct bt_ckpt {
+	struct btree_root state;     /* what becomes durable */
+	unsigned slot;               /* meta page written */
+	uint64_t fl_pgid, fl_pages;  /* its freelist page run */
+	uint8_t *fl_buf, *meta_page;
+	struct diskio_write w[2];    /* freelist, then meta */
+	bool inflight;
+};
+
 struct btree_db {
 	struct bt_map map;
 	struct diskio *io;
@@ -150,14 +161,17 @@ struct btree_db {
 	uint64_t *local_readers;       /* txids of this process's read txns */
 	size_t nlocal, local_cap;
 	uint64_t commits, checkpoints;
+	struct bt_ckpt ck;
 	/* One-page buffers of ended write txns, kept for the next ones so
 	 * that every commit does not fault in fresh memory (at most
 	 * BT_PAGE_POOL_MAX). */
 	uint8_t **page_pool;
 	size_t npool, pool_cap;
+	struct arena_pool arena_pool;  /* chunks of ended write txns' arenas */
 };
 
 #define BT_PAGE_POOL_MAX 32768u
+#define BT_ARENA_POOL_MAX 1024u   /* 64 MiB of arena chunks */
 
 struct btree_reader {
 	struct bt_map map;

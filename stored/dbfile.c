@@ -357,6 +357,7 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 		return bt_error(-ENOMEM, "stored: out of memory");
 	freelist_init(&db->fl);
 	pthread_mutex_init(&db->readers_lock, NULL);
+	arena_pool_init(&db->arena_pool, BT_ARENA_POOL_MAX);
 	db->map.fd = -1;
 	db->map.path = stored_strdup(path);
 	if (!db->map.path) {
@@ -449,16 +450,22 @@ out_free_db:
 	return rc;
 }
 
+static void ckpt_free(struct bt_ckpt *ck);
+
 void btree_db_close(struct btree_db *db)
 {
 	if (!db)
 		return;
+	if (db->ck.inflight && db->io)
+		(void)btree_db_checkpoint_poll(db, true, NULL);
+	ckpt_free(&db->ck);
 	diskio_close(db->io);
 	map_release(&db->map);
 	freelist_destroy(&db->fl);
 	for (size_t i = 0; i < db->npool; i++)
 		stored_free(db->page_pool[i]);
 	stored_free(db->page_pool);
+	arena_pool_destroy(&db->arena_pool);
 	stored_free(db->local_readers);
 	pthread_mutex_destroy(&db->readers_lock);
 	stored_free(db);
@@ -499,22 +506,14 @@ static int db_fail(struct btree_db *db, int rc, const char *what)
 			db->map.path, what, strerror(-rc));
 }
 
-int btree_db_checkpoint(struct btree_db *db, struct btree_root *out)
+/* Prepares the checkpoint of db->cur into db->ck: releases pages, takes
+ * the freelist page, encodes it and the meta page, grows the file. */
+static int ckpt_prepare(struct btree_db *db)
 {
 	struct bt_map *m = &db->map;
+	struct bt_ckpt *ck = &db->ck;
 	uint32_t ps = m->page_size;
 	int rc;
-	if (db->failed)
-		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
-				m->path);
-	if (db->writing)
-		return bt_error(-EBUSY, "stored: db %s: checkpoint while a write txn is open", m->path);
-	if (db->cur.txid == db->durable.txid && db->cur.root_pgid == db->durable.root_pgid &&
-	    db->cur.hwm_pgid == db->durable.hwm_pgid) {
-		if (out)
-			*out = db->cur;
-		return 0;
-	}
 
 	/* bbolt keeps meta txid T in page T % 2: write the other slot with a
 	 * txid of its parity. */
@@ -543,28 +542,16 @@ int btree_db_checkpoint(struct btree_db *db, struct btree_root *out)
 			return db_fail(db, -ENOSPC, "allocating the freelist page");
 		hwm += npages;
 	}
-	uint8_t *buf = stored_calloc(npages, ps);
-	uint8_t *meta_page = stored_malloc(ps);
-	if (!buf || !meta_page) {
-		rc = db_fail(db, -ENOMEM, "checkpoint");
-		goto out_free;
-	}
-	rc = freelist_encode(&db->fl, buf, npages * ps, fl_pgid, (uint32_t)(npages - 1));
-	if (rc < 0) {
-		rc = db_fail(db, rc, "encoding the freelist");
-		goto out_free;
-	}
+	ck->fl_buf = stored_calloc(npages, ps);
+	ck->meta_page = stored_malloc(ps);
+	if (!ck->fl_buf || !ck->meta_page)
+		return db_fail(db, -ENOMEM, "checkpoint");
+	rc = freelist_encode(&db->fl, ck->fl_buf, npages * ps, fl_pgid, (uint32_t)(npages - 1));
+	if (rc < 0)
+		return db_fail(db, rc, "encoding the freelist");
 	rc = bt_db_grow(db, hwm);
-	if (rc < 0) {
-		rc = db_fail(db, rc, "growing the file");
-		goto out_free;
-	}
-	struct diskio_write w = { buf, npages * ps, fl_pgid * ps };
-	rc = diskio_write_batch(db->io, &w, 1, true);
-	if (rc < 0) {
-		rc = db_fail(db, rc, "writing and syncing the freelist");
-		goto out_free;
-	}
+	if (rc < 0)
+		return db_fail(db, rc, "growing the file");
 	struct page_meta meta = {
 		.magic = PAGE_MAGIC,
 		.version = PAGE_VERSION,
@@ -575,27 +562,148 @@ int btree_db_checkpoint(struct btree_db *db, struct btree_root *out)
 		.pgid = hwm,
 		.txid = txid,
 	};
-	page_meta_encode(meta_page, ps, slot, &meta);
-	w = (struct diskio_write){ meta_page, ps, (uint64_t)slot * ps };
-	rc = diskio_write_batch(db->io, &w, 1, true);
-	if (rc < 0) {
-		rc = db_fail(db, rc, "writing and syncing the meta page");
-		goto out_free;
-	}
+	page_meta_encode(ck->meta_page, ps, slot, &meta);
+	ck->w[0] = (struct diskio_write){ ck->fl_buf, npages * ps, fl_pgid * ps };
+	ck->w[1] = (struct diskio_write){ ck->meta_page, ps, (uint64_t)slot * ps };
+	ck->slot = slot;
+	ck->fl_pgid = fl_pgid;
+	ck->fl_pages = npages;
 
+	/* The commits after this one build on the checkpointed triple. */
 	db->cur.txid = txid;
 	db->cur.hwm_pgid = hwm;
-	db->durable = db->cur;
-	db->durable_slot = slot;
-	db->durable_fl_pgid = fl_pgid;
-	db->durable_fl_pages = npages;
+	ck->state = db->cur;
+	return 0;
+}
+
+static void ckpt_free(struct bt_ckpt *ck)
+{
+	stored_free(ck->fl_buf);
+	stored_free(ck->meta_page);
+	ck->fl_buf = ck->meta_page = NULL;
+	ck->inflight = false;
+}
+
+/* Writes the prepared checkpoint synchronously: the freelist page and a
+ * sync, then the meta page and a sync. */
+static int ckpt_write(struct btree_db *db)
+{
+	struct bt_ckpt *ck = &db->ck;
+	int rc = diskio_write_batch(db->io, &ck->w[0], 1, true);
+	if (rc < 0)
+		return db_fail(db, rc, "writing and syncing the freelist");
+	rc = diskio_write_batch(db->io, &ck->w[1], 1, true);
+	if (rc < 0)
+		return db_fail(db, rc, "writing and syncing the meta page");
+	return 0;
+}
+
+/* The prepared checkpoint is on disk: it is the durable state now. */
+static void ckpt_done(struct btree_db *db)
+{
+	struct bt_ckpt *ck = &db->ck;
+	db->durable = ck->state;
+	db->durable_slot = ck->slot;
+	db->durable_fl_pgid = ck->fl_pgid;
+	db->durable_fl_pages = ck->fl_pages;
 	db->checkpoints++;
+	ckpt_free(ck);
+}
+
+static bool ckpt_needed(const struct btree_db *db)
+{
+	return db->cur.txid != db->durable.txid || db->cur.root_pgid != db->durable.root_pgid ||
+	       db->cur.hwm_pgid != db->durable.hwm_pgid;
+}
+
+static int ckpt_usable(struct btree_db *db)
+{
+	if (db->failed)
+		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
+				db->map.path);
+	if (db->writing)
+		return bt_error(-EBUSY, "stored: db %s: checkpoint while a write txn is open",
+				db->map.path);
+	return 0;
+}
+
+int btree_db_checkpoint_poll(struct btree_db *db, bool wait, bool *done)
+{
+	struct bt_ckpt *ck = &db->ck;
+	bool ended = true;
+	if (!ck->inflight) {
+		if (done)
+			*done = true;
+		return 0;
+	}
+	int rc = diskio_chain_reap(db->io, wait, &ended);
+	if (done)
+		*done = ended;
+	if (!ended)
+		return 0;
+	if (rc < 0) {
+		/* A failed or short op of the chain: write it all again, in
+		 * order; the bytes are the same. */
+		rc = ckpt_write(db);
+		if (rc < 0) {
+			ckpt_free(ck);
+			return rc;
+		}
+	}
+	ckpt_done(db);
+	return 0;
+}
+
+int btree_db_checkpoint_begin(struct btree_db *db, bool *started)
+{
+	*started = false;
+	int rc = ckpt_usable(db);
+	if (rc < 0)
+		return rc;
+	if (db->ck.inflight)
+		return bt_error(-EBUSY, "stored: db %s: a checkpoint is still being written",
+				db->map.path);
+	if (!ckpt_needed(db))
+		return 0;
+	rc = ckpt_prepare(db);
+	if (rc < 0) {
+		ckpt_free(&db->ck);
+		return rc;
+	}
+	*started = true;
+	if (diskio_has_chain(db->io) && diskio_chain_submit(db->io, db->ck.w, 2) == 0) {
+		db->ck.inflight = true;
+		return 0;
+	}
+	/* No background chain here: write it now. */
+	rc = ckpt_write(db);
+	if (rc < 0) {
+		ckpt_free(&db->ck);
+		return rc;
+	}
+	ckpt_done(db);
+	return 0;
+}
+
+int btree_db_checkpoint(struct btree_db *db, struct btree_root *out)
+{
+	int rc = ckpt_usable(db);
+	if (rc < 0)
+		return rc;
+	rc = btree_db_checkpoint_poll(db, true, NULL);
+	if (rc < 0)
+		return rc;
+	if (ckpt_needed(db)) {
+		bool started;
+		rc = btree_db_checkpoint_begin(db, &started);
+		if (rc == 0)
+			rc = btree_db_checkpoint_poll(db, true, NULL);
+		if (rc < 0)
+			return rc;
+	}
 	if (out)
 		*out = db->cur;
-out_free:
-	stored_free(buf);
-	stored_free(meta_page);
-	return rc;
+	return 0;
 }
 
 int btree_reader_open(const char *path, const struct btree_reader_opts *o,
@@ -725,7 +833,11 @@ out_end:
 int btree_db_check(struct btree_db *db)
 {
 	struct btree_txn *t;
-	int rc = bt_txn_begin_read(&db->map, NULL, &db->cur, &t);
+	/* A checkpoint being written holds a freelist page outside the count. */
+	int rc = btree_db_checkpoint_poll(db, true, NULL);
+	if (rc < 0)
+		return rc;
+	rc = bt_txn_begin_read(&db->map, NULL, &db->cur, &t);
 	if (rc < 0)
 		return rc;
 	uint64_t nfree = freelist_count(&db->fl);
@@ -759,4 +871,9 @@ out_free:
 	stored_free(used);
 	btree_txn_end(t);
 	return rc;
+}
+
+bool btree_db_checkpoint_busy(const struct btree_db *db)
+{
+	return db->ck.inflight;
 }

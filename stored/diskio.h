@@ -38,7 +38,19 @@ struct diskio_ops {
 	 * 0); -EOPNOTSUPP where the file system cannot. */
 	int (*allocate)(struct diskio *d, uint64_t off, uint64_t len);
 	void (*destroy)(struct diskio *d);
+	/* Optional (NULL where a backend does not offer it). Starts writing
+	 * each entry followed by an fdatasync, strictly in order, in the
+	 * background: at most DISKIO_CHAIN_MAX entries, one chain at a time
+	 * (-EBUSY), buffers valid until the chain is reaped. */
+	int (*chain_submit)(struct diskio *d, const struct diskio_write *w, size_t n);
+	/* Reaps the chain: *done once it has ended (with wait, blocks until
+	 * then). 0 when every write was whole and every sync succeeded, else
+	 * the first error (-EIO for a short write); the caller may then do
+	 * the same writes again with write_batch. No chain: *done, 0. */
+	int (*chain_reap)(struct diskio *d, bool wait, bool *done);
 };
+
+#define DISKIO_CHAIN_MAX 4u
 
 struct diskio {
 	const struct diskio_ops *ops;
@@ -75,6 +87,22 @@ static inline int diskio_allocate(struct diskio *d, uint64_t off, uint64_t len)
 	return d->ops->allocate(d, off, len);
 }
 
+static inline bool diskio_has_chain(const struct diskio *d)
+{
+	return d->ops->chain_submit != NULL;
+}
+static inline int diskio_chain_submit(struct diskio *d, const struct diskio_write *w, size_t n)
+{
+	return d->ops->chain_submit(d, w, n);
+}
+static inline int diskio_chain_reap(struct diskio *d, bool wait, bool *done)
+{
+	if (!d->ops->chain_reap) {
+		*done = true;
+		return 0;
+	}
+	return d->ops->chain_reap(d, wait, done);
+}
 static inline const char *diskio_name(const struct diskio *d) { return d->ops->name; }
 
 /* Frees d (not its fd). NULL is accepted. */

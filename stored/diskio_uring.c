@@ -21,6 +21,13 @@ struct uring_io {
 	struct io_uring ring;
 	unsigned entries;
 	size_t write_cap;       /* test knob: bytes per submitted write, 0 = all */
+	/* The background chain (chain_submit) has a ring of its own, so that
+	 * reaping a synchronous batch never takes its completions. */
+	struct io_uring chain_ring;
+	bool chain_ring_ready;
+	unsigned chain_left;    /* completions still to come */
+	int chain_err;          /* first failure of the chain, 0 if none */
+	size_t chain_len[DISKIO_CHAIN_MAX];
 };
 
 /* What is still to be done for one write of the batch. */
@@ -212,11 +219,92 @@ static int uring_allocate(struct diskio *d, uint64_t off, uint64_t len)
 	return rc;
 }
 
+static int uring_chain_reap(struct diskio *d, bool wait, bool *done);
+
 static void uring_destroy(struct diskio *d)
 {
 	struct uring_io *u = (struct uring_io *)d;
+	if (u->chain_ring_ready) {
+		bool done;
+		(void)uring_chain_reap(d, true, &done);  /* its buffers are the caller's */
+		io_uring_queue_exit(&u->chain_ring);
+	}
 	io_uring_queue_exit(&u->ring);
 	stored_free(u);
+}
+
+/* user_data of a chain's ops: 2i for the write of entry i, 2i+1 for its
+ * sync. */
+static int uring_chain_submit(struct diskio *d, const struct diskio_write *w, size_t n)
+{
+	struct uring_io *u = (struct uring_io *)d;
+	int rc;
+	if (u->chain_left)
+		return -EBUSY;
+	if (n == 0 || n > DISKIO_CHAIN_MAX)
+		return -EINVAL;
+	if (!u->chain_ring_ready) {
+		rc = io_uring_queue_init(2 * DISKIO_CHAIN_MAX, &u->chain_ring, 0);
+		if (rc < 0)
+			return rc;
+		u->chain_ring_ready = true;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&u->chain_ring);
+		io_uring_prep_write(sqe, d->fd, w[i].buf, (unsigned)w[i].len, w[i].off);
+		sqe->flags |= IOSQE_IO_LINK;
+		sqe->user_data = 2 * i;
+		sqe = io_uring_get_sqe(&u->chain_ring);
+		io_uring_prep_fsync(sqe, d->fd, IORING_FSYNC_DATASYNC);
+		if (i + 1 < n)
+			sqe->flags |= IOSQE_IO_LINK;
+		sqe->user_data = 2 * i + 1;
+		u->chain_len[i] = w[i].len;
+	}
+	u->chain_err = 0;
+	rc = io_uring_submit(&u->chain_ring);
+	if (rc < 0) {
+		/* Nothing went in: drop the prepared entries by submitting
+		 * nothing more; the ring is reset on the next init. */
+		io_uring_queue_exit(&u->chain_ring);
+		u->chain_ring_ready = false;
+		return rc;
+	}
+	u->chain_left = (unsigned)rc;
+	if ((size_t)rc < 2 * n)
+		u->chain_err = -EIO;  /* the rest never ran: the caller redoes it all */
+	return 0;
+}
+
+static int uring_chain_reap(struct diskio *d, bool wait, bool *done)
+{
+	struct uring_io *u = (struct uring_io *)d;
+	while (u->chain_left) {
+		struct io_uring_cqe *cqe;
+		int rc = wait ? io_uring_wait_cqe(&u->chain_ring, &cqe)
+			      : io_uring_peek_cqe(&u->chain_ring, &cqe);
+		if (rc == -EINTR)
+			continue;
+		if (rc == -EAGAIN) {
+			*done = false;
+			return 0;
+		}
+		if (rc < 0)
+			return rc;
+		uint64_t tag = cqe->user_data;
+		int res = cqe->res;
+		io_uring_cqe_seen(&u->chain_ring, cqe);
+		u->chain_left--;
+		int err = 0;
+		if (res < 0)
+			err = res;
+		else if (tag % 2 == 0 && (size_t)res != u->chain_len[tag / 2])
+			err = -EIO;
+		if (err && !u->chain_err)
+			u->chain_err = err;
+	}
+	*done = true;
+	return u->chain_err;
 }
 
 static const struct diskio_ops uring_ops = {
@@ -227,6 +315,8 @@ static const struct diskio_ops uring_ops = {
 	.truncate = uring_truncate,
 	.allocate = uring_allocate,
 	.destroy = uring_destroy,
+	.chain_submit = uring_chain_submit,
+	.chain_reap = uring_chain_reap,
 };
 
 int diskio_uring_open(int fd, unsigned entries, struct diskio **out)

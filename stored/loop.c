@@ -63,6 +63,7 @@ struct stored_loop {
 	bool dirty;                      /* committed since the last checkpoint */
 	uint64_t since_checkpoint;       /* entries committed since then */
 	int64_t checkpoint_ns;           /* time of the last checkpoint */
+	uint64_t checkpoint_index;       /* applied index the one being written covers */
 	int64_t reap_ns;                 /* time of the last reap */
 	uint64_t gap_logged;             /* applied index the last gap was logged at */
 	struct stored_loop_stats st;
@@ -387,32 +388,78 @@ void stored_loop_stats(const struct stored_loop *l, struct stored_loop_stats *ou
 
 /* ---- checkpoints ---- */
 
+static int loop_checkpoint_failed(struct stored_loop *l, int rc)
+{
+	log_error("checkpoint failed; restart stored to recover from the last one",
+		  LOG_STR("path", l->db_path), LOG_STR("reason", btree_last_error()),
+		  LOG_ERRNO(rc));
+	return rc;
+}
+
+/* A checkpoint has ended: what it covered is durable. */
+static void loop_checkpoint_done(struct stored_loop *l, uint64_t index)
+{
+	l->st.checkpoints++;
+	l->pub.durable_index = index;
+	loop_write_status(l);
+}
+
+/* Reaps the checkpoint being written, if any (wait: until it ends). */
+static int loop_checkpoint_poll(struct stored_loop *l, bool wait)
+{
+	bool done;
+	if (!btree_db_checkpoint_busy(l->db))
+		return 0;
+	int rc = btree_db_checkpoint_poll(l->db, wait, &done);
+	if (rc)
+		return loop_checkpoint_failed(l, rc);
+	if (done)
+		loop_checkpoint_done(l, l->checkpoint_index);
+	return 0;
+}
+
+int stored_loop_checkpoint_wait(struct stored_loop *l)
+{
+	return loop_checkpoint_poll(l, true);
+}
+
 int stored_loop_checkpoint(struct stored_loop *l)
 {
-	int rc;
-
-	if (!l->dirty)
-		return 0;
-	rc = btree_db_checkpoint(l->db, NULL);
-	if (rc) {
-		log_error("checkpoint failed; restart stored to recover from the last one",
-			  LOG_STR("path", l->db_path), LOG_STR("reason", btree_last_error()),
-			  LOG_ERRNO(rc));
+	int rc = loop_checkpoint_poll(l, true);
+	if (rc || !l->dirty)
 		return rc;
-	}
+	rc = btree_db_checkpoint(l->db, NULL);
+	if (rc)
+		return loop_checkpoint_failed(l, rc);
 	l->dirty = false;
 	l->since_checkpoint = 0;
 	l->checkpoint_ns = loop_now_ns();
-	l->st.checkpoints++;
-	l->pub.durable_index = l->committed_index;
-	loop_write_status(l);
+	loop_checkpoint_done(l, l->committed_index);
+	return 0;
+}
+
+/* Starts a checkpoint in the background (io_uring chains its writes and
+ * syncs while the next batches apply); done at once where it cannot. */
+static int loop_checkpoint_begin(struct stored_loop *l)
+{
+	bool started;
+	int rc = btree_db_checkpoint_begin(l->db, &started);
+	if (rc)
+		return loop_checkpoint_failed(l, rc);
+	l->dirty = false;
+	l->since_checkpoint = 0;
+	l->checkpoint_ns = loop_now_ns();
+	l->checkpoint_index = l->committed_index;
+	if (started && !btree_db_checkpoint_busy(l->db))
+		loop_checkpoint_done(l, l->checkpoint_index);
 	return 0;
 }
 
 static bool loop_checkpoint_due(const struct stored_loop *l, int64_t now)
 {
-	return l->dirty && (l->since_checkpoint >= l->o.checkpoint_entries ||
-			    now - l->checkpoint_ns >= (int64_t)l->o.checkpoint_ms * 1000000);
+	return l->dirty && !btree_db_checkpoint_busy(l->db) &&
+	       (l->since_checkpoint >= l->o.checkpoint_entries ||
+		now - l->checkpoint_ns >= (int64_t)l->o.checkpoint_ms * 1000000);
 }
 
 /* ---- one batch ---- */
@@ -635,9 +682,12 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	rc = loop_batch(l);
 	if (rc)
 		return rc;
+	rc = loop_checkpoint_poll(l, false);
+	if (rc)
+		return rc;
 	now = loop_now_ns();
 	if (loop_checkpoint_due(l, now)) {
-		rc = stored_loop_checkpoint(l);
+		rc = loop_checkpoint_begin(l);
 		if (rc)
 			return rc;
 	}
@@ -676,7 +726,9 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 			return rc;
 		if (more)
 			continue;
-		if (l->dirty) {
+		if (btree_db_checkpoint_busy(l->db)) {
+			timeout_ms = 1;  /* its end is polled, not rung */
+		} else if (l->dirty) {
 			int64_t due = l->checkpoint_ns + (int64_t)l->o.checkpoint_ms * 1000000;
 			int64_t left = (due - loop_now_ns()) / 1000000 + 1;
 			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;

@@ -106,6 +106,10 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop);
  * Returns 0 or the error of btree_db_checkpoint. */
 int stored_loop_checkpoint(struct stored_loop *l);
 
+/* Waits for the checkpoint a turn started in the background, if one is
+ * being written, and publishes the durable index it reached. */
+int stored_loop_checkpoint_wait(struct stored_loop *l);
+
 /* Closes the store and the db without writing (call
  * stored_loop_checkpoint first for a clean stop). NULL is accepted. */
 void stored_loop_free(struct stored_loop *l);

@@ -19,6 +19,20 @@ static uint32_t node_find(const struct bt_node *n, const uint8_t *key, uint32_t 
 			  bool *exact)
 {
 	uint32_t lo = 0, hi = n->ninodes;
+	/* Keys written in order land after the last element: one compare. */
+	if (hi > 0) {
+		const struct bt_inode *last = &n->inodes[hi - 1];
+		int c = page_keycmp(last->key, last->ksize, key, ksize);
+		if (c < 0) {
+			*exact = false;
+			return hi;
+		}
+		if (c == 0) {
+			*exact = true;
+			return hi - 1;
+		}
+		hi--;
+	}
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		const struct bt_inode *in = &n->inodes[mid];

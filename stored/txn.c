@@ -261,6 +261,8 @@ static struct btree_txn *txn_new(struct bt_map *m, struct btree_db *db, bool wri
 	t->txid = at->txid;
 	t->hwm = at->hwm_pgid;
 	arena_init(&t->arena);
+	if (writable)
+		t->arena.pool = &db->arena_pool;  /* only the writer's thread uses it */
 	pgmap_init(&t->dirty_map);
 	bt_bucket_init(&t->root, t, at->root_pgid, root_sequence);
 	return t;
