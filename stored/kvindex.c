@@ -192,8 +192,9 @@ static int latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_
 	return 0;
 }
 
-int kvindex_latest_get(struct kvindex *x, const uint8_t *key, size_t len,
-		       struct kvindex_entry *out)
+/* Looks key up in the latest bucket; `fields` as for latest_parse. */
+static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool fields,
+			 struct kvindex_entry *out)
 {
 	const uint8_t *v;
 	size_t vlen;
@@ -202,7 +203,13 @@ int kvindex_latest_get(struct kvindex *x, const uint8_t *key, size_t len,
 	int rc = btree_get(x->latest, key, len, &v, &vlen);
 	if (rc)
 		return rc == -EISDIR ? corrupt("latest bucket holds a nested bucket") : rc;
-	return latest_parse(key, len, v, vlen, true, out);
+	return latest_parse(key, len, v, vlen, fields, out);
+}
+
+int kvindex_latest_get(struct kvindex *x, const uint8_t *key, size_t len,
+		       struct kvindex_entry *out)
+{
+	return latest_lookup(x, key, len, true, out);
 }
 
 /* Splits a history key: the length of esc(key) 0x00 0x01 and the revision. */
@@ -239,11 +246,10 @@ static int seek_at(struct kvindex *x, struct btree_cursor *c, const uint8_t *pre
 	return btree_cursor_seek(c, x->seekbuf, plen + HIST_SUFFIX, kv);
 }
 
-int kvindex_history_find(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
-			 struct rev *rev, bool *tombstone)
+/* The newest history entry of key at or below at (a key that fits). */
+static int hist_find(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
+		     struct rev *rev, bool *tombstone)
 {
-	if (!kvindex_key_fits(key, len) || at < 0)
-		return -ENOENT;  /* revisions are never negative */
 	int rc = reserve(&x->seekbuf, &x->seekcap, 2 * len + HIST_TERM + HIST_SUFFIX);
 	if (rc)
 		return rc;
@@ -264,13 +270,73 @@ int kvindex_history_find(struct kvindex *x, const uint8_t *key, size_t len, int6
 					     (long long)at, (long long)rev->main);
 }
 
-int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
-		const uint8_t *kv_bytes, size_t kv_len)
+/*
+ * The newest revision of key at or below at, as kvindex_history_find; when
+ * it is the latest entry, *in_latest is set and *e holds that entry
+ * (without its create revision, version and lease when inline).
+ */
+static int find_at(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
+		   struct kvindex_entry *e, bool *in_latest, struct rev *rev, bool *tombstone)
 {
-	size_t vlen, hlen;
+	*in_latest = false;
+	if (!kvindex_key_fits(key, len) || at < 0)
+		return -ENOENT;  /* revisions are never negative */
+	int rc = latest_lookup(x, key, len, false, e);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc == 0 && e->mod.main <= at) {
+		/* newer than all of the key's history */
+		*in_latest = true;
+		*rev = e->mod;
+		*tombstone = false;
+		return 0;
+	}
+	return hist_find(x, key, len, at, rev, tombstone);
+}
+
+int kvindex_history_find(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
+			 struct rev *rev, bool *tombstone)
+{
+	struct kvindex_entry e;
+	bool in_latest;
+	return find_at(x, key, len, at, &e, &in_latest, rev, tombstone);
+}
+
+/* Adds the history entry (key, r) with mark HIST_PUT or HIST_TOMBSTONE. */
+static int hist_add(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
+		    uint8_t mark)
+{
+	size_t hlen;
+	int rc = hist_key(x, key, len, r, &hlen);
+	if (rc)
+		return rc;
+	return btree_put(x->history, x->wbuf, hlen, &mark, 1);
+}
+
+/* Moves prev, a live key's latest revision that r supersedes, into the
+ * history (the latest entry itself is the caller's to replace or drop). */
+static int supersede(struct kvindex *x, const uint8_t *key, size_t len,
+		     const struct kvindex_entry *prev, struct rev r)
+{
+	if (rev_cmp(prev->mod, r) >= 0)
+		return corrupt("a %zu-byte key gets revision %lld_%lld while its latest entry is "
+			       "%lld_%lld", len, (long long)r.main, (long long)r.sub,
+			       (long long)prev->mod.main, (long long)prev->mod.sub);
+	return hist_add(x, key, len, prev->mod, HIST_PUT);
+}
+
+int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
+		const uint8_t *kv_bytes, size_t kv_len, const struct kvindex_entry *prev)
+{
+	size_t vlen;
 	int rc;
 	if (!kvindex_key_fits(kv->key, kv->key_len))
 		return -EINVAL;
+	if (prev) {
+		rc = supersede(x, kv->key, kv->key_len, prev, r);
+		if (rc)
+			return rc;
+	}
 	bool inl = kv_len <= KVINDEX_INLINE_MAX;
 	vlen = inl ? LATEST_HDR + kv_len : LATEST_REF_LEN;
 	rc = reserve(&x->wbuf, &x->wcap, vlen);
@@ -286,27 +352,23 @@ int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
 		rev_put_be64(x->wbuf + 25, (uint64_t)kv->version);
 		rev_put_be64(x->wbuf + 33, (uint64_t)kv->lease);
 	}
-	rc = btree_put(x->latest, kv->key, kv->key_len, x->wbuf, vlen);
-	if (rc)
-		return rc;
-	rc = hist_key(x, kv->key, kv->key_len, r, &hlen);
-	if (rc)
-		return rc;
-	static const uint8_t put_mark = HIST_PUT;
-	return btree_put(x->history, x->wbuf, hlen, &put_mark, 1);
+	return btree_put(x->latest, kv->key, kv->key_len, x->wbuf, vlen);
 }
 
-int kvindex_tombstone(struct kvindex *x, const uint8_t *key, size_t len, struct rev r)
+int kvindex_tombstone(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
+		      const struct kvindex_entry *prev)
 {
-	size_t hlen;
-	int rc = hist_key(x, key, len, r, &hlen);
-	if (rc)
-		return rc;
-	rc = btree_del(x->latest, key, len);
-	if (rc && rc != -ENOENT)
-		return rc;
-	static const uint8_t tomb_mark = HIST_TOMBSTONE;
-	return btree_put(x->history, x->wbuf, hlen, &tomb_mark, 1);
+	int rc;
+	if (!kvindex_key_fits(key, len))
+		return -EINVAL;
+	if (prev) {
+		rc = supersede(x, key, len, prev, r);
+		if (!rc)
+			rc = btree_del(x->latest, key, len);
+		if (rc)
+			return rc;
+	}
+	return hist_add(x, key, len, r, HIST_TOMBSTONE);
 }
 
 int kvindex_history_del(struct kvindex *x, const uint8_t *key, size_t len, struct rev r)
@@ -348,46 +410,73 @@ bool kvindex_range_contains(const struct kvindex_range *r, const uint8_t *key, s
 }
 
 enum { IT_START, IT_EMITTED, IT_DONE };
+/* States of the two streams of a walk at an old revision. */
+enum { STREAM_ON, STREAM_STEP, STREAM_END };
 
 void kvindex_iter_begin(struct kvindex_iter *it, struct kvindex *x,
 			const struct kvindex_range *r, int64_t at, bool latest)
 {
-	memset(it, 0, sizeof(*it));
+	/* The cursors and stream entries are set before their first use
+	 * (the cursors are large: no memset for a one-key read). */
 	it->x = x;
 	it->r = *r;
 	it->at = at;
 	it->latest = latest;
 	it->state = IT_START;
+	it->endlen = it->nextlen = 0;
+	it->lstate = it->hstate = STREAM_END;
+}
+
+static void hit_latest(struct kvindex_hit *h, const uint8_t *key, size_t len,
+		       const struct kvindex_entry *e)
+{
+	h->rev = e->mod;
+	h->key = key;
+	h->key_len = len;
+	h->kv = e->kv;
+	h->kv_len = e->kv_len;
+}
+
+static void hit_history(struct kvindex_hit *h, struct rev r)
+{
+	h->rev = r;
+	h->key = NULL;
+	h->key_len = 0;
+	h->kv = NULL;
+	h->kv_len = 0;
 }
 
 static int iter_one(struct kvindex_iter *it, struct kvindex_hit *h)
 {
 	struct kvindex *x = it->x;
+	struct kvindex_entry e;
+	struct rev r;
+	bool in_latest, tomb;
 	int rc;
 	it->state = IT_DONE;
 	if (it->latest) {
-		struct kvindex_entry e;
-		rc = kvindex_latest_get(x, it->r.key, it->r.key_len, &e);
-		if (rc)
-			return rc;
-		h->rev = e.mod;
-		h->key = it->r.key;
-		h->key_len = it->r.key_len;
-		h->kv = e.kv;
-		h->kv_len = e.kv_len;
-		return 0;
+		rc = latest_lookup(x, it->r.key, it->r.key_len, false, &e);
+		if (!rc)
+			hit_latest(h, it->r.key, it->r.key_len, &e);
+		return rc;
 	}
-	bool tomb;
-	rc = kvindex_history_find(x, it->r.key, it->r.key_len, it->at, &h->rev, &tomb);
+	rc = find_at(x, it->r.key, it->r.key_len, it->at, &e, &in_latest, &r, &tomb);
 	if (rc)
 		return rc;
-	if (tomb)
+	if (in_latest)
+		hit_latest(h, it->r.key, it->r.key_len, &e);
+	else if (tomb)
 		return -ENOENT;
-	h->key = NULL;
-	h->key_len = 0;
-	h->kv = NULL;
-	h->kv_len = 0;
+	else
+		hit_history(h, r);
 	return 0;
+}
+
+/* Whether the raw key kv lies at or past the end of a [key, end) range. */
+static bool past_raw_end(const struct kvindex_iter *it, const struct btree_kv *kv)
+{
+	return it->r.kind == KVINDEX_RANGE_TO &&
+	       mvcc_bytes_cmp(kv->key, kv->key_len, it->r.end, it->r.end_len) >= 0;
 }
 
 static int iter_latest(struct kvindex_iter *it, struct kvindex_hit *h)
@@ -407,8 +496,7 @@ static int iter_latest(struct kvindex_iter *it, struct kvindex_hit *h)
 		rc = corrupt("latest bucket holds a nested bucket");
 		goto out_done;
 	}
-	if (it->r.kind == KVINDEX_RANGE_TO &&
-	    mvcc_bytes_cmp(kv.key, kv.key_len, it->r.end, it->r.end_len) >= 0) {
+	if (past_raw_end(it, &kv)) {
 		rc = -ENOENT;
 		goto out_done;
 	}
@@ -416,92 +504,197 @@ static int iter_latest(struct kvindex_iter *it, struct kvindex_hit *h)
 	if (rc)
 		goto out_done;
 	it->state = IT_EMITTED;
-	h->rev = e.mod;
-	h->key = kv.key;
-	h->key_len = kv.key_len;
-	h->kv = e.kv;
-	h->kv_len = e.kv_len;
+	hit_latest(h, kv.key, kv.key_len, &e);
 	return 0;
 out_done:
 	it->state = IT_DONE;
 	return rc;
 }
 
-/* History walk: see kvindex.h. seekbuf holds, between calls, the seek that
- * reaches the key after the last one emitted. */
-static int iter_history(struct kvindex_iter *it, struct kvindex_hit *h)
+/*
+ * Compares esc(key) 0x00 0x01 with p, the plen-byte prefix of a history
+ * key, as memcmp orders the two encodings: the order of the user keys,
+ * and 0 for the same key.
+ */
+static int esc_cmp(const uint8_t *key, size_t len, const uint8_t *p, size_t plen)
+{
+	size_t i = 0, j = 0;
+	bool escaping = false;   /* the 0xff after a 0x00 byte is due */
+	for (;; j++) {
+		uint8_t b;
+		if (escaping) {
+			b = 0xff;
+			escaping = false;
+		} else if (i < len) {
+			b = key[i++];
+			escaping = b == 0;
+		} else if (i == len) {
+			b = 0x00;
+			i++;
+		} else if (i == len + 1) {
+			b = 0x01;
+			i++;
+		} else {
+			return j < plen ? -1 : 0;
+		}
+		if (j == plen)
+			return 1;
+		if (b != p[j])
+			return b < p[j] ? -1 : 1;
+	}
+}
+
+/* Takes the latest stream's positioning result rc (its entry in lkv). */
+static int latest_landed(struct kvindex_iter *it, int rc)
+{
+	if (!rc && (it->lkv.flags & BTREE_KV_BUCKET))
+		rc = corrupt("latest bucket holds a nested bucket");
+	if (!rc && past_raw_end(it, &it->lkv))
+		rc = -ENOENT;
+	it->lstate = rc ? STREAM_END : STREAM_ON;
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* Takes the history stream's positioning result rc (its entry in hkv). */
+static int hist_landed(struct kvindex_iter *it, int rc)
+{
+	/* esc(end) 0x00 0x01 in endbuf: a history key sorts below it exactly
+	 * when its user key sorts below end. */
+	if (!rc && it->r.kind == KVINDEX_RANGE_TO &&
+	    mvcc_bytes_cmp(it->hkv.key, it->hkv.key_len, it->x->endbuf, it->endlen) >= 0)
+		rc = -ENOENT;
+	it->hstate = rc ? STREAM_END : STREAM_ON;
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* Positions both streams of a walk at an old revision at the range's
+ * start: the history at the start key's newest revision at or below `at`
+ * (or the first entry of the key after it). */
+static int merge_start(struct kvindex_iter *it)
 {
 	struct kvindex *x = it->x;
-	struct btree_kv kv;
-	size_t pl;
-	bool tomb;
+	int rc;
+	if (it->at < 0)
+		return -ENOENT;  /* revisions are never negative */
+	if (it->r.kind == KVINDEX_RANGE_TO) {
+		rc = reserve(&x->endbuf, &x->endcap, 2 * it->r.end_len + HIST_TERM);
+		if (rc)
+			return rc;
+		it->endlen = esc_put(x->endbuf, it->r.end, it->r.end_len);
+	}
+	rc = reserve(&x->seekbuf, &x->seekcap, 2 * it->r.key_len + HIST_TERM + HIST_SUFFIX);
+	if (rc)
+		return rc;
+	btree_cursor_init(&it->c, x->history);
+	size_t plen = esc_put(x->seekbuf, it->r.key, it->r.key_len);
+	if (kvindex_key_fits(it->r.key, it->r.key_len)) {
+		rc = seek_at(x, &it->c, x->seekbuf, plen, it->at, &it->hkv);
+	} else {
+		/* No such key can be stored; esc(key) alone sorts below every
+		 * stored key above it and above every one below. */
+		rc = btree_cursor_seek(&it->c, x->seekbuf, plen - HIST_TERM, &it->hkv);
+	}
+	rc = hist_landed(it, rc);
+	if (rc)
+		return rc;
+	btree_cursor_init(&it->lc, x->latest);
+	rc = btree_cursor_seek(&it->lc, it->r.key, it->r.key_len, &it->lkv);
+	return latest_landed(it, rc);
+}
+
+/* Moves the streams past the entries they used: the latest one to its
+ * next entry, the history to the seek in seekbuf (the next key's). */
+static int merge_step(struct kvindex_iter *it)
+{
+	int rc = 0;
+	if (it->lstate == STREAM_STEP)
+		rc = latest_landed(it, btree_cursor_next(&it->lc, &it->lkv));
+	if (!rc && it->hstate == STREAM_STEP)
+		rc = hist_landed(it, btree_cursor_seek(&it->c, it->x->seekbuf, it->nextlen,
+						       &it->hkv));
+	return rc;
+}
+
+/* Makes the history stream step to the key after the one whose prefix
+ * (esc(key) 0x00 0x01, plen bytes) it is on: esc(key) 0x00 0x02. */
+static int hist_skip_key(struct kvindex_iter *it, size_t plen)
+{
+	struct kvindex *x = it->x;
+	int rc = reserve(&x->seekbuf, &x->seekcap, plen);
+	if (rc)
+		return rc;
+	memmove(x->seekbuf, it->hkv.key, plen);
+	x->seekbuf[plen - 1] = 0x02;
+	it->nextlen = plen;
+	it->hstate = STREAM_STEP;
+	return 0;
+}
+
+/*
+ * The walk at an old revision: the latest bucket and the history in one
+ * key order. A key's latest entry answers when it is at or below `at`
+ * (all of its history is older); otherwise its newest history entry at or
+ * below `at` does, found with one seek when the first one is too new.
+ */
+static int iter_merge(struct kvindex_iter *it, struct kvindex_hit *h)
+{
+	struct kvindex_entry e;
+	struct rev r = { 0, 0 };
+	size_t pl = 0;
+	bool tomb = false;
 	int rc;
 
-	if (it->state == IT_START) {
-		if (it->at < 0) {
-			rc = -ENOENT;  /* revisions are never negative */
-			goto out_done;
-		}
-		if (it->r.kind == KVINDEX_RANGE_TO) {
-			/* esc(end) 0x00 0x01: a history key sorts below it exactly
-			 * when its user key sorts below end. */
-			rc = reserve(&x->endbuf, &x->endcap, 2 * it->r.end_len + HIST_TERM);
-			if (rc)
-				goto out_done;
-			it->endlen = esc_put(x->endbuf, it->r.end, it->r.end_len);
-		}
-		rc = reserve(&x->seekbuf, &x->seekcap,
-			     2 * it->r.key_len + HIST_TERM + HIST_SUFFIX);
-		if (rc)
-			goto out_done;
-		btree_cursor_init(&it->c, x->history);
-		size_t plen = esc_put(x->seekbuf, it->r.key, it->r.key_len);
-		if (kvindex_key_fits(it->r.key, it->r.key_len)) {
-			rc = seek_at(x, &it->c, x->seekbuf, plen, it->at, &kv);
-		} else {
-			/* No such key can be stored; esc(key) alone sorts below
-			 * every stored key above it and above every one below. */
-			rc = btree_cursor_seek(&it->c, x->seekbuf, plen - HIST_TERM, &kv);
-		}
-	} else {
-		rc = btree_cursor_seek(&it->c, x->seekbuf, it->nextlen, &kv);
-	}
-	for (;;) {
-		if (rc)
-			goto out_done;
-		if (it->r.kind == KVINDEX_RANGE_TO &&
-		    mvcc_bytes_cmp(kv.key, kv.key_len, x->endbuf, it->endlen) >= 0) {
+	rc = it->state == IT_START ? merge_start(it) : merge_step(it);
+	for (; !rc; rc = merge_step(it)) {
+		bool lon = it->lstate == STREAM_ON, hon = it->hstate == STREAM_ON;
+		if (!lon && !hon) {
 			rc = -ENOENT;
-			goto out_done;
+			break;
 		}
-		rc = hist_split(&kv, &pl, &h->rev, &tomb);
-		if (rc)
-			goto out_done;
-		if (h->rev.main > it->at) {
-			/* The newest revision of this key is too new: find the
-			 * newest one at or below `at`, or land on the next key. */
-			rc = seek_at(x, &it->c, kv.key, pl, it->at, &kv);
+		if (hon) {
+			rc = hist_split(&it->hkv, &pl, &r, &tomb);
+			if (rc)
+				break;
+		}
+		int c = !hon ? -1 : !lon ? 1 : esc_cmp(it->lkv.key, it->lkv.key_len,
+						       it->hkv.key, pl);
+		if (c <= 0) {
+			rc = latest_parse(it->lkv.key, it->lkv.key_len, it->lkv.val,
+					  it->lkv.val_len, false, &e);
+			if (rc)
+				break;
+			it->lstate = STREAM_STEP;
+			if (e.mod.main <= it->at) {
+				if (c == 0)
+					rc = hist_skip_key(it, pl);
+				if (rc)
+					break;
+				it->state = IT_EMITTED;
+				hit_latest(h, it->lkv.key, it->lkv.key_len, &e);
+				return 0;
+			}
+			if (c < 0)
+				continue;  /* created after `at`, no history */
+		}
+		/* The history answers for this key. */
+		if (r.main > it->at) {
+			/* its newest revision is too new: find the newest one
+			 * at or below `at`, or land on the next key */
+			rc = hist_landed(it, seek_at(it->x, &it->c, it->hkv.key, pl, it->at,
+						     &it->hkv));
+			if (rc)
+				break;
 			continue;
 		}
-		/* The newest revision at or below `at` of this key. Next time
-		 * (or now, for a tombstone) go to the next key. */
-		rc = reserve(&x->seekbuf, &x->seekcap, pl);
+		rc = hist_skip_key(it, pl);
 		if (rc)
-			goto out_done;
-		memmove(x->seekbuf, kv.key, pl);
-		x->seekbuf[pl - 1] = 0x02;
-		it->nextlen = pl;
-		if (!tomb)
 			break;
-		rc = btree_cursor_seek(&it->c, x->seekbuf, it->nextlen, &kv);
+		if (tomb)
+			continue;
+		it->state = IT_EMITTED;
+		hit_history(h, r);
+		return 0;
 	}
-	it->state = IT_EMITTED;
-	h->key = NULL;
-	h->key_len = 0;
-	h->kv = NULL;
-	h->kv_len = 0;
-	return 0;
-out_done:
 	it->state = IT_DONE;
 	return rc;
 }
@@ -519,7 +712,7 @@ int kvindex_iter_next(struct kvindex_iter *it, struct kvindex_hit *h)
 		it->state = IT_DONE;
 		return -ENOENT;
 	}
-	return it->latest ? iter_latest(it, h) : iter_history(it, h);
+	return it->latest ? iter_latest(it, h) : iter_merge(it, h);
 }
 
 static int meta_get64(struct kvindex *x, const char *name, uint64_t *out)

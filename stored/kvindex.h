@@ -16,8 +16,9 @@
  *   (integers 8-byte big-endian). A range at the current revision is a
  *   cursor walk over this bucket.
  *
- * cetcd_kv_history: one entry per revision of every key still in the key
- *   bucket (puts and tombstones), keyed by
+ * cetcd_kv_history: every other revision of every key still in the key
+ *   bucket: the puts that a newer revision superseded and the tombstones,
+ *   keyed by
  *     esc(key) 0x00 0x01 ~main(8) ~sub(8)
  *   where esc() writes each 0x00 byte of the key as 0x00 0xff and every
  *   other byte as itself, and ~ is the bitwise complement, big-endian. The
@@ -27,6 +28,18 @@
  *   seek to esc(key) 0x00 0x01 ~at 0...0 lands on the newest revision at
  *   or below `at`, and a seek to esc(key) 0x00 0x02 on the next key. The
  *   value is one byte: 'p' (put) or 't' (tombstone).
+ *
+ * The two together, for every key: its latest entry's revision (if it is
+ *   live) and its history entries are exactly its revisions in the key
+ *   bucket, each in one place only, and the latest entry is newer than all
+ *   of its history. A put of a new key (or of one whose newest revision is
+ *   a tombstone) writes only the latest entry; a put of a live key moves
+ *   the old latest revision into the history as 'p' first; a delete moves
+ *   it there and adds the tombstone 't'. So the newest revision of a key
+ *   at `at` is its latest entry when that is at or below `at`, else its
+ *   newest history entry at or below `at`; a walk at an old revision merges
+ *   the latest bucket (raw keys) with the history (esc(key) 0x00 0x01
+ *   prefixes, which sort as the raw keys do).
  *
  * cetcd_kv_meta: format (8 bytes BE, KVINDEX_FORMAT), revision (the
  *   current main revision, 8 bytes BE), covers (scheduledCompactRev and
@@ -51,7 +64,7 @@
 #include "stored/mvcc_kv.h"
 #include "stored/revision.h"
 
-#define KVINDEX_FORMAT 1u
+#define KVINDEX_FORMAT 2u
 #define KVINDEX_INLINE_MAX 2048u
 /* Largest key whose encoding fits, for a key without 0x00 bytes. */
 #define KVINDEX_MAX_KEY_BYTES 32750u
@@ -101,25 +114,35 @@ int kvindex_latest_get(struct kvindex *x, const uint8_t *key, size_t len,
 		       struct kvindex_entry *out);
 
 /*
- * The newest revision of key at or below main revision at, from the
- * history: *rev and *tombstone. -ENOENT when the key has none (never
- * written then, or compacted away).
+ * The newest revision of key at or below main revision at: its latest
+ * entry when that is at or below at, else its newest history entry there;
+ * *rev and *tombstone. -ENOENT when the key has none (never written then,
+ * or compacted away).
  */
 int kvindex_history_find(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
 			 struct rev *rev, bool *tombstone);
 
 /*
  * Records a put of kv (its fields) at revision r; kv_bytes are its
- * encoding. Sets the latest entry and adds a history entry. Write txns only.
+ * encoding. prev is the key's latest entry as kvindex_latest_get returned
+ * it in this txn, or NULL when that said -ENOENT: a put with the wrong
+ * prev breaks the index. Moves prev's revision into the history and makes
+ * r the latest entry. Only prev->mod is read, so prev's bytes may have gone
+ * stale through writes to other buckets. Write txns only. -EINVAL when the
+ * key cannot be indexed; -EUCLEAN when r is not newer than prev.
  */
 int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
-		const uint8_t *kv_bytes, size_t kv_len);
+		const uint8_t *kv_bytes, size_t kv_len, const struct kvindex_entry *prev);
 
-/* Records a tombstone of key at r: removes the latest entry (if any) and
- * adds a history entry. */
-int kvindex_tombstone(struct kvindex *x, const uint8_t *key, size_t len, struct rev r);
+/* Records a tombstone of key at r; prev as for kvindex_put (NULL: the key
+ * is not live, only the tombstone is added). Moves prev's revision into
+ * the history, removes the latest entry and adds the tombstone there.
+ * -EINVAL and -EUCLEAN as kvindex_put. */
+int kvindex_tombstone(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
+		      const struct kvindex_entry *prev);
 
-/* Removes the history entry of key at r (compaction). -ENOENT if absent. */
+/* Removes the history entry of key at r (compaction, which never removes
+ * a key's latest entry). -ENOENT if absent. */
 int kvindex_history_del(struct kvindex *x, const uint8_t *key, size_t len, struct rev r);
 
 /* Which keys a range covers, after etcd's range_end rules. */
@@ -146,9 +169,10 @@ bool kvindex_range_contains(const struct kvindex_range *r, const uint8_t *key, s
 /*
  * Walks the live keys of a range at a revision, in key order. With
  * `latest` (at is the current revision of the txn) it walks the latest
- * bucket; otherwise the history, one or two seeks per key. One iterator
- * at a time per kvindex (it uses the kvindex's scratch); the bucket must
- * not change while it runs.
+ * bucket; otherwise it merges the latest bucket with the history: a step
+ * along the latest bucket per key, and one or two history seeks per key
+ * that has history. One iterator at a time per kvindex (it uses the
+ * kvindex's scratch); the buckets must not change while it runs.
  */
 struct kvindex_iter {
 	struct kvindex *x;
@@ -158,13 +182,20 @@ struct kvindex_iter {
 	int state;
 	size_t endlen;        /* bytes of the encoded end in x->endbuf */
 	size_t nextlen;       /* bytes of the next-key seek in x->seekbuf */
-	struct btree_cursor c;
+	/* The walk at an old revision reads two streams, the latest bucket
+	 * (lc, lkv) and the history (c, hkv). Each is on an entry of the
+	 * range not yet used (kv holds it), due to step past the one it used,
+	 * or past the end of the range. */
+	int lstate, hstate;
+	struct btree_kv lkv, hkv;
+	struct btree_cursor c;   /* the latest bucket (latest), or the history */
+	struct btree_cursor lc;  /* the latest bucket, at an old revision */
 };
 
 struct kvindex_hit {
 	struct rev rev;       /* the key's revision visible at `at` */
-	const uint8_t *key;   /* the key, when the walk knows it (the latest
-			       * bucket); NULL otherwise */
+	const uint8_t *key;   /* the key, when the hit is a latest entry; NULL
+			       * when it comes from the history */
 	size_t key_len;
 	const uint8_t *kv;    /* inline KeyValue bytes, or NULL */
 	size_t kv_len;

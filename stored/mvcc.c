@@ -275,9 +275,16 @@ static int rebuild_entry(struct kvindex *x, const struct btree_kv *kv, int64_t *
 		return kvindex_corrupt("key bucket holds a %zu-byte key at %lld_%lld, too large "
 				       "for the cetcd index", f.key_len, (long long)r.main,
 				       (long long)r.sub);
+	/* In revision order, as the writes made them: the latest entry so far
+	 * is the revision this one supersedes. */
+	struct kvindex_entry prev;
+	int rc = kvindex_latest_get(x, f.key, f.key_len, &prev);
+	if (rc && rc != -ENOENT)
+		return rc;
+	const struct kvindex_entry *p = rc == 0 ? &prev : NULL;
 	if (tomb)
-		return kvindex_tombstone(x, f.key, f.key_len, r);
-	return kvindex_put(x, &f, r, kv->val, kv->val_len);
+		return kvindex_tombstone(x, f.key, f.key_len, r, p);
+	return kvindex_put(x, &f, r, kv->val, kv->val_len, p);
 }
 
 /*

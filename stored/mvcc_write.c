@@ -12,13 +12,11 @@
 
 #include "stored/schema.h"
 
-/* Fetches the newest version of a live key: entry and KeyValue bytes. */
-static int latest_kv(struct mvcc_store *s, const uint8_t *key, size_t len,
-		     struct kvindex_entry *e, const uint8_t **kv, size_t *kv_len)
+/* The KeyValue bytes of a latest entry: inline, or read from the key
+ * bucket. Valid like btree_get's. */
+static int entry_kv(struct mvcc_store *s, const struct kvindex_entry *e, const uint8_t **kv,
+		    size_t *kv_len)
 {
-	int rc = kvindex_latest_get(&s->wv.idx, key, len, e);
-	if (rc)
-		return rc;
 	if (e->kv) {
 		*kv = e->kv;
 		*kv_len = e->kv_len;
@@ -48,52 +46,45 @@ static int emit(struct mvcc_store *s, enum mvcc_event_type type, struct rev r,
 	struct mvcc_event ev = { .type = type, .rev = r, .key = key, .key_len = klen,
 				 .kv = s->kvbuf, .kv_len = kv_len };
 	if (prev) {
-		if (prev->kv) {
-			ev.prev_kv = prev->kv;
-			ev.prev_kv_len = prev->kv_len;
-		} else {
-			int rc = mvcc_view_kv_at(&s->wv, prev->mod, &ev.prev_kv, &ev.prev_kv_len);
-			if (rc)
-				return rc;
-		}
+		int rc = entry_kv(s, prev, &ev.prev_kv, &ev.prev_kv_len);
+		if (rc)
+			return rc;
 	}
 	s->o.on_event(s->o.event_arg, &ev);
 	return 0;
 }
 
 /*
- * Writes key = value with lease at the op's next revision. value may
- * point into the txn (it is copied before anything changes).
+ * Writes key = value with lease at the op's next revision. prev is the
+ * key's latest entry (kvindex_latest_get in this op), NULL when it is not
+ * live. value may point into the txn (it is copied before anything
+ * changes).
  */
 static int write_put(struct mvcc_store *s, const uint8_t *key, size_t klen,
-		     const uint8_t *value, size_t vlen, int64_t lease)
+		     const uint8_t *value, size_t vlen, int64_t lease,
+		     const struct kvindex_entry *prev)
 {
-	struct kvindex_entry e;
 	struct rev r = next_rev(s);
 	uint8_t rk[REV_BYTES];
-	int rc = kvindex_latest_get(&s->wv.idx, key, klen, &e);
-	if (rc && rc != -ENOENT)
-		return rc;
-	bool existed = rc == 0;
 	struct mvcc_kv kv = {
 		.key = key, .key_len = klen, .value = value, .value_len = vlen,
-		.create_rev = existed ? e.create_rev : r.main,
+		.create_rev = prev ? prev->create_rev : r.main,
 		.mod_rev = r.main,
-		.version = existed ? e.version + 1 : 1,
+		.version = prev ? prev->version + 1 : 1,
 		.lease = lease,
 	};
 	size_t len = mvcc_kv_encoded_len(&kv);
-	rc = mvcc_reserve((void **)&s->kvbuf, &s->kvcap, len);
+	int rc = mvcc_reserve((void **)&s->kvbuf, &s->kvcap, len);
 	if (rc)
 		return rc;
 	mvcc_kv_encode(&kv, s->kvbuf);
-	rc = emit(s, MVCC_EVENT_PUT, r, key, klen, len, existed ? &e : NULL);
+	rc = emit(s, MVCC_EVENT_PUT, r, key, klen, len, prev);
 	if (rc)
 		return rc;
 	rev_encode(r, rk);
 	rc = btree_put(s->wv.key, rk, sizeof(rk), s->kvbuf, len);
 	if (!rc)
-		rc = kvindex_put(&s->wv.idx, &kv, r, s->kvbuf, len);
+		rc = kvindex_put(&s->wv.idx, &kv, r, s->kvbuf, len, prev);
 	if (rc)
 		return rc;
 	change_done(s);
@@ -121,7 +112,7 @@ static int write_delete(struct mvcc_store *s, const uint8_t *key, size_t klen)
 	rev_encode_tombstone(r, rk);
 	rc = btree_put(s->wv.key, rk, sizeof(rk), s->kvbuf, len);
 	if (!rc)
-		rc = kvindex_tombstone(&s->wv.idx, key, klen, r);
+		rc = kvindex_tombstone(&s->wv.idx, key, klen, r, &e);
 	if (rc)
 		return rc;
 	change_done(s);
@@ -148,15 +139,17 @@ int mvcc_put_op(struct mvcc_store *s, const Etcdserverpb__PutRequest *r, bool st
 		return -ENOMEM;
 	etcdserverpb__put_response__init(resp);
 
-	if (r->ignore_value || r->ignore_lease || r->prev_kv) {
-		rc = latest_kv(s, r->key.data, r->key.len, &e, &prev_bytes, &prev_len);
-		if (rc && rc != -ENOENT)
+	/* The one lookup of the key's latest entry: write_put needs it too. */
+	rc = kvindex_latest_get(&s->wv.idx, r->key.data, r->key.len, &e);
+	if (rc && rc != -ENOENT)
+		return rc;
+	have_prev = rc == 0;
+	if (have_prev && (r->ignore_value || r->ignore_lease || r->prev_kv)) {
+		rc = entry_kv(s, &e, &prev_bytes, &prev_len);
+		if (rc)
 			return rc;
-		if (!rc) {
-			if (mvcc_kv_decode(prev_bytes, prev_len, &prev))
-				return kvindex_corrupt("key bucket holds a malformed KeyValue");
-			have_prev = true;
-		}
+		if (mvcc_kv_decode(prev_bytes, prev_len, &prev))
+			return kvindex_corrupt("key bucket holds a malformed KeyValue");
 	}
 	if ((r->ignore_value || r->ignore_lease) && !have_prev) {
 		if (strict)
@@ -181,7 +174,7 @@ int mvcc_put_op(struct mvcc_store *s, const Etcdserverpb__PutRequest *r, bool st
 	resp->header = mvcc_header(a, s->begin_rev + 1);
 	if (!resp->header)
 		return -ENOMEM;
-	rc = write_put(s, r->key.data, r->key.len, value, vlen, lease);
+	rc = write_put(s, r->key.data, r->key.len, value, vlen, lease, have_prev ? &e : NULL);
 	if (rc)
 		return rc;
 	*out = resp;

@@ -1185,9 +1185,12 @@ int main(void)
 			op_lease();
 		arena_release(&ra);
 
-		if (t_chance(15)) {
-			/* a stale entry, as after a restart of raftd's replay */
-			T_RC(mvcc_apply_begin(D.s, D.index - t_below(3)), -EALREADY);
+		if (t_chance(15) && D.index > 0) {
+			/* a stale entry, as after a restart of raftd's replay
+			 * (index 0 is never one: entries start at 1) */
+			uint64_t back = t_below(3);
+			T_RC(mvcc_apply_begin(D.s, D.index - (back < D.index ? back : D.index - 1)),
+			     -EALREADY);
 			stats[S_SKIP]++;
 		}
 		if (!t_chance(70))
