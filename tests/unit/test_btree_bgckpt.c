@@ -1,0 +1,322 @@
+/*
+ * Checkpoints written in the background (btree_db_checkpoint_begin/poll):
+ * write txns go on while one is written, only the state it began with
+ * becomes durable, a second one is refused until it is reaped, a backend
+ * without chains writes it at once, and a chain that fails is written
+ * again synchronously (or, when that fails too, leaves the db failed).
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "test_btree_util.h"
+
+static char dir[256];
+static char path[300];
+
+/* ---- a backend whose chains fail: plain writes, chain_reap says -EIO,
+ * and (redo_fails) synced batches fail after the chain did ---- */
+
+struct failing_io {
+	struct diskio base;   /* first */
+	bool chain_pending;
+	bool redo_fails;
+	int chains, redos;
+};
+
+static int fio_write_batch(struct diskio *d, const struct diskio_write *w, size_t n, bool sync)
+{
+	struct failing_io *f = (struct failing_io *)d;
+	if (sync && f->chains > 0) {
+		f->redos++;
+		if (f->redo_fails)
+			return -EIO;
+	}
+	int rc = diskio_pwrite_batch(d->fd, w, n);
+	if (rc == 0 && sync && fdatasync(d->fd) != 0)
+		rc = -errno;
+	return rc;
+}
+
+static int fio_read(struct diskio *d, void *buf, size_t len, uint64_t off)
+{
+	return diskio_pread_all(d->fd, buf, len, off);
+}
+
+static int fio_sync(struct diskio *d)
+{
+	return fdatasync(d->fd) == 0 ? 0 : -errno;
+}
+
+static int fio_truncate(struct diskio *d, uint64_t size)
+{
+	return ftruncate(d->fd, (off_t)size) == 0 ? 0 : -errno;
+}
+
+static int fio_allocate(struct diskio *d, uint64_t off, uint64_t len)
+{
+	return fallocate(d->fd, 0, (off_t)off, (off_t)len) == 0 ? 0 : -errno;
+}
+
+static void fio_destroy(struct diskio *d)
+{
+	free(d);
+}
+
+/* Takes the chain and writes nothing of it, as if every op failed. */
+static int fio_chain_submit(struct diskio *d, const struct diskio_write *w, size_t n)
+{
+	struct failing_io *f = (struct failing_io *)d;
+	(void)w;
+	if (f->chain_pending)
+		return -EBUSY;
+	if (n == 0 || n > DISKIO_CHAIN_MAX)
+		return -EINVAL;
+	f->chain_pending = true;
+	f->chains++;
+	return 0;
+}
+
+static int fio_chain_reap(struct diskio *d, bool wait, bool *done)
+{
+	struct failing_io *f = (struct failing_io *)d;
+	(void)wait;
+	*done = true;
+	if (!f->chain_pending)
+		return 0;
+	f->chain_pending = false;
+	return -EIO;
+}
+
+static const struct diskio_ops fio_ops = {
+	.name = "failing-chain",
+	.write_batch = fio_write_batch,
+	.read = fio_read,
+	.sync = fio_sync,
+	.truncate = fio_truncate,
+	.allocate = fio_allocate,
+	.destroy = fio_destroy,
+	.chain_submit = fio_chain_submit,
+	.chain_reap = fio_chain_reap,
+};
+
+static struct failing_io *last_fio;
+
+static int fio_open(int fd, void *arg, struct diskio **out)
+{
+	struct failing_io *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->base.ops = &fio_ops;
+	f->base.fd = fd;
+	f->redo_fails = arg != NULL;
+	last_fio = f;
+	*out = &f->base;
+	return 0;
+}
+
+static int plain_open(int fd, void *arg, struct diskio **out)
+{
+	(void)arg;
+	return diskio_plain_open(fd, out);
+}
+
+/* ---- helpers ---- */
+
+static struct btree_db_opts opts(void)
+{
+	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
+	return o;
+}
+
+/* One write txn putting n keys "<tag>-<i>" into bucket "b". */
+static void commit_keys(struct btree_db *db, char tag, int n)
+{
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	T_OK(btree_write_begin(db, &t));
+	int rc = btree_bucket_create(t, NULL, "b", 1, &b);
+	if (rc == -EEXIST)
+		rc = btree_bucket_open(t, NULL, "b", 1, &b);
+	T_OK(rc);
+	for (int i = 0; i < n; i++) {
+		char k[32], v[64];
+		snprintf(k, sizeof(k), "%c-%05d", tag, i);
+		memset(v, tag, sizeof(v));
+		T_OK(btree_put(b, k, strlen(k), v, sizeof(v)));
+	}
+	T_OK(btree_commit(t, NULL));
+}
+
+/* How many of the n keys of tag the file holds (0 or n expected). */
+static int count_keys(char tag, int n)
+{
+	struct btree_db *db;
+	struct btree_db_opts o = opts();
+	T_OK(btree_db_open(path, &o, &db));
+	T_OK(btree_db_check(db));
+	struct btree_txn *t;
+	T_OK(btree_db_read_begin(db, NULL, &t));
+	struct btree_bucket *b;
+	int found = 0;
+	if (btree_bucket_open(t, NULL, "b", 1, &b) == 0) {
+		for (int i = 0; i < n; i++) {
+			char k[32];
+			const uint8_t *v;
+			size_t len;
+			snprintf(k, sizeof(k), "%c-%05d", tag, i);
+			if (btree_get(b, k, strlen(k), &v, &len) == 0) {
+				T_CHECK(len == 64 && v[0] == (uint8_t)tag && v[63] == (uint8_t)tag);
+				found++;
+			}
+		}
+	}
+	btree_txn_end(t);
+	btree_db_close(db);
+	return found;
+}
+
+/* ---- tests ---- */
+
+static void test_background(void)
+{
+	t_phase = "background checkpoint (default backend)";
+	unlink(path);
+	struct btree_db *db;
+	struct btree_db_opts o = opts();
+	T_OK(btree_db_open(path, &o, &db));
+	commit_keys(db, 'a', 2000);
+	struct btree_root before, cur, dur;
+	btree_db_durable(db, &before);
+
+	bool started = false;
+	T_OK(btree_db_checkpoint_begin(db, &started));
+	T_CHECK(started);
+	btree_db_current(db, &cur);  /* what this checkpoint makes durable */
+	if (btree_db_checkpoint_busy(db)) {
+		/* One at a time. */
+		bool again;
+		T_RC(btree_db_checkpoint_begin(db, &again), -EBUSY);
+		/* The durable state moves only once it is reaped. */
+		btree_db_durable(db, &dur);
+		T_CHECK(dur.txid == before.txid && dur.root_pgid == before.root_pgid);
+	} else {
+		printf("no background chain here: the checkpoint was written at once\n");
+	}
+	/* Writes go on while it is written. */
+	commit_keys(db, 'b', 2000);
+	bool done = false;
+	T_OK(btree_db_checkpoint_poll(db, true, &done));
+	T_CHECK(done && !btree_db_checkpoint_busy(db));
+	btree_db_durable(db, &dur);
+	T_CHECK(dur.txid == cur.txid && dur.root_pgid == cur.root_pgid &&
+		dur.hwm_pgid == cur.hwm_pgid);
+	/* Nothing in flight: polling again is a no-op. */
+	T_OK(btree_db_checkpoint_poll(db, false, &done));
+	T_CHECK(done);
+	/* Closed without another checkpoint: 'b' is lost, 'a' is durable. */
+	btree_db_close(db);
+	T_CHECK(count_keys('a', 2000) == 2000);
+	T_CHECK(count_keys('b', 2000) == 0);
+
+	/* A synchronous checkpoint waits for the one being written, then
+	 * covers everything committed. */
+	T_OK(btree_db_open(path, &o, &db));
+	commit_keys(db, 'c', 500);
+	T_OK(btree_db_checkpoint_begin(db, &started));
+	T_CHECK(started);
+	commit_keys(db, 'd', 500);
+	T_OK(btree_db_checkpoint(db, NULL));
+	T_CHECK(!btree_db_checkpoint_busy(db));
+	btree_db_current(db, &cur);
+	btree_db_durable(db, &dur);
+	T_CHECK(dur.txid == cur.txid && dur.root_pgid == cur.root_pgid);
+	/* Nothing new: begin starts nothing. */
+	T_OK(btree_db_checkpoint_begin(db, &started));
+	T_CHECK(!started && !btree_db_checkpoint_busy(db));
+	/* A checkpoint still being written at close is waited for. */
+	commit_keys(db, 'e', 500);
+	T_OK(btree_db_checkpoint_begin(db, &started));
+	T_CHECK(started);
+	btree_db_close(db);
+	T_CHECK(count_keys('c', 500) == 500);
+	T_CHECK(count_keys('d', 500) == 500);
+	T_CHECK(count_keys('e', 500) == 500);
+}
+
+/* A fresh file through the backend io_open (arg), with n 'a' keys
+ * committed and not yet checkpointed. */
+static struct btree_db *open_with_keys(int (*io_open)(int, void *, struct diskio **), void *arg,
+				       int n)
+{
+	struct btree_db *db;
+	struct btree_db_opts o = opts();
+	unlink(path);
+	o.io_open = io_open;
+	o.io_open_arg = arg;
+	T_OK(btree_db_open(path, &o, &db));
+	commit_keys(db, 'a', n);
+	return db;
+}
+
+static void check_durable_is_current(struct btree_db *db)
+{
+	struct btree_root cur, dur;
+	btree_db_current(db, &cur);
+	btree_db_durable(db, &dur);
+	T_CHECK(dur.txid == cur.txid && dur.root_pgid == cur.root_pgid &&
+		dur.hwm_pgid == cur.hwm_pgid);
+}
+
+static void test_no_chain(void)
+{
+	t_phase = "backend without chains";
+	struct btree_db *db = open_with_keys(plain_open, NULL, 300);
+	bool started;
+	T_OK(btree_db_checkpoint_begin(db, &started));
+	T_CHECK(started && !btree_db_checkpoint_busy(db));
+	check_durable_is_current(db);
+	btree_db_close(db);
+	T_CHECK(count_keys('a', 300) == 300);
+}
+
+static void test_failed_chain(void)
+{
+	t_phase = "a failed chain is written again";
+	struct btree_db *db = open_with_keys(fio_open, NULL, 300);
+	bool started, done;
+	T_OK(btree_db_checkpoint_begin(db, &started));
+	T_CHECK(started && btree_db_checkpoint_busy(db));
+	T_OK(btree_db_checkpoint_poll(db, true, &done));
+	T_CHECK(done && last_fio->chains == 1 && last_fio->redos == 2);
+	check_durable_is_current(db);
+	btree_db_close(db);
+	T_CHECK(count_keys('a', 300) == 300);
+
+	t_phase = "a failed chain whose rewrite fails";
+	db = open_with_keys(fio_open, (void *)1, 300);
+	T_OK(btree_db_checkpoint_begin(db, &started));
+	T_CHECK(started);
+	T_RC(btree_db_checkpoint_poll(db, true, &done), -EIO);
+	T_CHECK(!btree_db_checkpoint_busy(db));
+	/* The db refuses further writes; what was durable stays so. */
+	struct btree_txn *t;
+	T_RC(btree_write_begin(db, &t), -EIO);
+	T_RC(btree_db_checkpoint(db, NULL), -EIO);
+	btree_db_close(db);
+	T_CHECK(count_keys('a', 300) == 0);
+}
+
+int main(void)
+{
+	t_set_seed(t_pick_seed());
+	t_mkdir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/db", dir);
+	test_background();
+	test_no_chain();
+	test_failed_chain();
+	t_rmdir(dir);
+	t_no_leaks();
+	printf("test_btree_bgckpt: ok\n");
+	return 0;
+}
