@@ -154,11 +154,19 @@ struct diskio_fault_opts {
 	long cut_at_op;       /* after this many ops (writes, syncs, truncates,
 			       * allocates) the device is gone: every later op
 			       * does nothing and fails with EIO; -1 = never */
+	int chain;            /* background chains (DISKIO_FAULT_CHAIN_*) */
+};
+
+enum {
+	DISKIO_FAULT_CHAIN_NONE,       /* refused: the caller writes synchronously */
+	DISKIO_FAULT_CHAIN_AT_SUBMIT,  /* its ops run as it is submitted */
+	DISKIO_FAULT_CHAIN_AT_REAP,    /* its ops run only when it is reaped, after
+					* whatever the caller wrote meanwhile */
 };
 
 static inline struct diskio_fault_opts diskio_fault_defaults(void)
 {
-	struct diskio_fault_opts o = { -1, -1, 5 /* EIO */, -1 };
+	struct diskio_fault_opts o = { -1, -1, 5 /* EIO */, -1, DISKIO_FAULT_CHAIN_NONE };
 	return o;
 }
 

@@ -35,6 +35,10 @@ struct fault_io {
 	uint64_t synced_size;   /* file size at the last successful sync */
 	struct fault_undo *undo;
 	size_t nundo, undo_cap;
+	struct diskio_write chain[DISKIO_CHAIN_MAX];  /* a chain not yet run */
+	size_t nchain;
+	bool chain_pending;
+	int chain_rc;
 };
 
 static void fault_forget(struct fault_io *f)
@@ -166,6 +170,51 @@ static void fault_destroy(struct diskio *d)
 	stored_free(f);
 }
 
+/* A chain's ops, in order, through the same faults as any other op. */
+static int fault_chain_run(struct fault_io *f, const struct diskio_write *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = fault_write_one(f, &w[i]);
+		if (rc == 0)
+			rc = fault_sync(&f->base);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int fault_chain_submit(struct diskio *d, const struct diskio_write *w, size_t n)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	if (f->opts.chain == DISKIO_FAULT_CHAIN_NONE)
+		return -EOPNOTSUPP;
+	if (f->chain_pending)
+		return -EBUSY;
+	if (n == 0 || n > DISKIO_CHAIN_MAX)
+		return -EINVAL;
+	if (f->opts.chain == DISKIO_FAULT_CHAIN_AT_SUBMIT) {
+		f->chain_rc = fault_chain_run(f, w, n);
+	} else {
+		memcpy(f->chain, w, n * sizeof(*w));
+		f->nchain = n;
+	}
+	f->chain_pending = true;
+	return 0;
+}
+
+static int fault_chain_reap(struct diskio *d, bool wait, bool *done)
+{
+	struct fault_io *f = (struct fault_io *)d;
+	(void)wait;
+	*done = true;
+	if (!f->chain_pending)
+		return 0;
+	if (f->opts.chain == DISKIO_FAULT_CHAIN_AT_REAP)
+		f->chain_rc = fault_chain_run(f, f->chain, f->nchain);
+	f->chain_pending = false;
+	return f->chain_rc;
+}
+
 static const struct diskio_ops fault_ops = {
 	.name = "fault",
 	.write_batch = fault_write_batch,
@@ -174,6 +223,8 @@ static const struct diskio_ops fault_ops = {
 	.truncate = fault_truncate,
 	.allocate = fault_allocate,
 	.destroy = fault_destroy,
+	.chain_submit = fault_chain_submit,
+	.chain_reap = fault_chain_reap,
 };
 
 int diskio_fault_open(int fd, const struct diskio_fault_opts *o, struct diskio **out)

@@ -137,21 +137,45 @@ static bool crash_run(uint64_t seed, enum diskio_crash_mode mode)
 	uint64_t durable_txid = dur.txid;
 
 	/* Reopen with the device cut somewhere in the next few hundred
-	 * operations. */
+	 * operations. Checkpoints are written synchronously, or in the
+	 * background (begun, more txns committed, reaped later) with the
+	 * chain's ops run as it is submitted or only when it is reaped. */
 	btree_db_close(db);
 	fault_opts.cut_at_op = 1 + (long)t_below(1200);
+	fault_opts.chain = (int)t_below(3);
 	db = open_db(ps, true);
-	bool in_checkpoint = false;
+	bool in_checkpoint = false;  /* a synchronous one was under way */
+	bool in_background = false;  /* one was begun and not yet reaped */
 	for (int i = 0; i < 80; i++) {
 		if (random_txn(db, &committed) < 0)
 			break;
-		if (t_chance(300)) {
+		if (in_background && t_chance(400)) {
+			if (btree_db_checkpoint_poll(db, true, NULL) < 0)
+				break;
+			in_background = false;
+			m_free(&durable);
+			m_clone(&durable, &inflight);
+			btree_db_durable(db, &dur);
+			durable_txid = dur.txid;
+		}
+		if (!in_background && t_chance(300)) {
 			m_free(&inflight);
 			m_clone(&inflight, &committed);
-			in_checkpoint = true;
-			if (btree_db_checkpoint(db, NULL) < 0)
-				break;
-			in_checkpoint = false;
+			if (t_chance(500)) {
+				bool started;
+				in_background = true;
+				if (btree_db_checkpoint_begin(db, &started) < 0)
+					break;
+				T_CHECK(started);
+				if (btree_db_checkpoint_busy(db))
+					continue;
+				in_background = false;  /* written at once */
+			} else {
+				in_checkpoint = true;
+				if (btree_db_checkpoint(db, NULL) < 0)
+					break;
+				in_checkpoint = false;
+			}
 			m_free(&durable);
 			m_clone(&durable, &committed);
 			btree_db_durable(db, &dur);
@@ -159,7 +183,7 @@ static bool crash_run(uint64_t seed, enum diskio_crash_mode mode)
 		}
 	}
 	bool cut = diskio_fault_is_cut(fault_io);
-	cut_in_checkpoint += cut && in_checkpoint;
+	cut_in_checkpoint += cut && (in_checkpoint || in_background);
 	T_OK(diskio_fault_crash(fault_io, mode, seed));
 	btree_db_close(db);
 
@@ -169,9 +193,11 @@ static bool crash_run(uint64_t seed, enum diskio_crash_mode mode)
 	if (dur.txid == durable_txid) {
 		m_compare_db(db, &durable);
 	} else {
-		/* Only the checkpoint in flight may have become durable, and only
-		 * when unsynced writes can survive. */
-		T_CHECK(mode == DISKIO_CRASH_RANDOM && in_checkpoint && dur.txid > durable_txid);
+		/* Only the checkpoint in flight may have become durable: a
+		 * synchronous one when unsynced writes can survive, one in the
+		 * background also when its chain ended before the cut. */
+		T_CHECK(((mode == DISKIO_CRASH_RANDOM && in_checkpoint) || in_background) &&
+			dur.txid > durable_txid);
 		m_compare_db(db, &inflight);
 		inflight_survived++;
 	}
