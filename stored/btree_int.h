@@ -24,6 +24,8 @@
 #include "stored/page.h"
 #include "stored/pgmap.h"
 
+#define BT_LAST_GET_KEY_MAX 64u
+
 /* A fixed read-only mapping of a db file. */
 struct bt_map {
 	char *path;
@@ -91,6 +93,13 @@ struct btree_bucket {
 	struct bt_node *finger;
 	const uint8_t *finger_lo, *finger_hi;
 	uint32_t finger_lo_len, finger_hi_len;
+	/* Write txns: the path of the last get that missed the finger, so
+	 * that a put of the same key (a read-modify-write) does not descend
+	 * again. One use; branch indices hold until commit. */
+	struct btree_cursor_frame *lg_frames;  /* BTREE_MAX_DEPTH, txn arena */
+	uint32_t lg_depth, lg_klen;
+	bool lg_valid;
+	uint8_t lg_key[BT_LAST_GET_KEY_MAX];
 	double fill;
 	bool deleted;
 	struct btree_bucket *all_next;   /* every bucket handle of the txn */

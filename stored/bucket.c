@@ -364,6 +364,40 @@ int btree_bucket_set_sequence(struct btree_bucket *b, uint64_t seq)
 	return 0;
 }
 
+/* Keeps the path of a write txn's get (see btree_bucket.lg_*). */
+static void bucket_remember_get(struct btree_bucket *b, const struct btree_cursor *c,
+				const void *key, size_t klen)
+{
+	b->lg_valid = false;
+	if (!b->txn->writable || klen > BT_LAST_GET_KEY_MAX || c->depth == 0)
+		return;
+	if (!b->lg_frames) {
+		b->lg_frames = arena_alloc(&b->txn->arena, BTREE_MAX_DEPTH * sizeof(*b->lg_frames));
+		if (!b->lg_frames)
+			return;
+	}
+	memcpy(b->lg_frames, c->stack, c->depth * sizeof(*c->stack));
+	b->lg_depth = c->depth;
+	memcpy(b->lg_key, key, klen);
+	b->lg_klen = (uint32_t)klen;
+	b->lg_valid = true;
+}
+
+/* The leaf of key from the last get's path, when that get was of key. */
+static int bucket_last_get_leaf(struct btree_bucket *b, const void *key, size_t klen,
+				struct bt_node **leaf)
+{
+	*leaf = NULL;
+	if (!b->lg_valid || klen != b->lg_klen || memcmp(key, b->lg_key, klen) != 0)
+		return 0;
+	b->lg_valid = false;
+	struct btree_cursor c;
+	btree_cursor_init(&c, b);
+	memcpy(c.stack, b->lg_frames, b->lg_depth * sizeof(*c.stack));
+	c.depth = b->lg_depth;
+	return bt_cursor_node(&c, leaf);
+}
+
 struct bt_node *bt_bucket_finger(const struct btree_bucket *b, const uint8_t *key, size_t klen)
 {
 	const struct bt_node *n = b->finger;
@@ -396,6 +430,7 @@ int btree_get(struct btree_bucket *b, const void *key, size_t key_len,
 	int rc = bucket_seek(b, false, "key", key, key_len, &c, &kv, &exact);
 	if (rc < 0)
 		return rc;
+	bucket_remember_get(b, &c, key, key_len);
 	if (!exact)
 		return -ENOENT;
 	if (kv.flags & BTREE_KV_BUCKET)
@@ -414,6 +449,11 @@ int btree_put(struct btree_bucket *b, const void *key, size_t key_len,
 	bool exact;
 	struct bt_node *leaf = bt_bucket_finger(b, key, key_len);
 	int rc;
+	if (!leaf && b->lg_valid && bucket_usable(t, b, true) == 0) {
+		rc = bucket_last_get_leaf(b, key, key_len, &leaf);
+		if (rc < 0)
+			return bt_txn_fail(t, rc);
+	}
 	if (leaf) {
 		rc = bucket_usable(t, b, true);
 		if (rc < 0)
