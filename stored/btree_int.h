@@ -212,7 +212,8 @@ int bt_txn_page(struct btree_txn *t, uint64_t pgid, const uint8_t **page, size_t
 int bt_page_check(const struct bt_map *m, uint64_t pgid, const uint8_t *p,
 		  size_t span, bool inline_page);
 
-/* A write txn's new page run: *buf is zeroed, owned by the txn. */
+/* A write txn's new page run: *buf (owned by the txn) holds stale bytes
+ * but for the header's id and overflow; the caller writes every byte. */
 int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid, uint8_t **buf);
 /* Records that the txn frees [pgid, pgid+n). */
 int bt_txn_free(struct btree_txn *t, uint64_t pgid, uint64_t n);

@@ -377,7 +377,8 @@ static int node_write_out(struct bt_node *n)
 	rc = node_free_page(n);
 	if (rc < 0)
 		return rc;
-	uint64_t npages = (bt_node_size(n) + ps - 1) / ps;
+	size_t used = bt_node_size(n);
+	uint64_t npages = (used + ps - 1) / ps;
 	uint64_t pgid;
 	uint8_t *buf;
 	rc = bt_txn_allocate(t, npages, &pgid, &buf);
@@ -386,6 +387,7 @@ static int node_write_out(struct bt_node *n)
 	n->pgid = pgid;
 	n->overflow = (uint32_t)(npages - 1);
 	bt_node_write(n, buf, pgid, n->overflow);
+	memset(buf + used, 0, npages * ps - used);  /* no stale bytes in the file */
 	n->spilled = true;
 	if (n->parent) {
 		const uint8_t *k = n->key ? n->key : n->inodes[0].key;

@@ -150,8 +150,7 @@ int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid_out, ui
 	}
 	uint8_t *buf;
 	if (npages == 1 && db->npool > 0) {
-		buf = db->page_pool[--db->npool];
-		memset(buf, 0, m->page_size);
+		buf = db->page_pool[--db->npool];  /* the caller writes all of it */
 	} else {
 		buf = stored_calloc(npages, m->page_size);
 		if (!buf)
