@@ -4,7 +4,7 @@
  * lines (bench/store-compare.sh runs both).
  *
  *   store_bench [-n N] [-val V] [-batch B] [-order seq|rand] [-readers R]
- *               [-read range|index] [-keep] FILE
+ *               [-group G] [-read range|index] [-keep] FILE
  *
  * Put phase: N etcd PutRequests (8-byte big-endian keys 0..N-1, in key
  * order or shuffled; values of V zero bytes), each applied as one Raft
@@ -20,7 +20,10 @@
  * root the writer published, as gatewayd does: one read txn each, then per
  * key a single-key Range through mvcc_range (-read range, the default), or
  * only the index's latest-version lookup, kvindex_latest_get
- * (-read index). Each read checks that the value has V bytes. The clock
+ * (-read index). Each read checks that the value has V bytes. With
+ * -group G (default 1, at most 64) a reader takes its keys G at a time and
+ * looks them up together first (mvcc_view_prefetch), as gatewayd does with
+ * the point reads that arrive in one loop turn. The clock
  * runs from releasing the readers (already mapped, at the txn) until the
  * last one exits.
  *
@@ -66,6 +69,7 @@ struct bench_opts {
 	uint64_t batch;
 	bool rand_order;
 	uint64_t readers;
+	uint64_t group;
 	enum bench_read read;
 	bool keep;
 	const char *path;
@@ -82,7 +86,7 @@ static int64_t bench_now_ns(void)
 static void bench_usage(void)
 {
 	fprintf(stderr, "usage: store_bench [-n N] [-val V] [-batch B] [-order seq|rand] "
-			"[-readers R] [-read range|index] [-keep] FILE\n");
+			"[-readers R] [-group G] [-read range|index] [-keep] FILE\n");
 }
 
 /* ---- flags, as Go's flag package takes them: -name value, -name=value,
@@ -114,7 +118,8 @@ static int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 	int i;
 
 	*o = (struct bench_opts){
-		.n = 1000000, .val = 256, .batch = 10000, .readers = 2, .read = BENCH_READ_RANGE,
+		.n = 1000000, .val = 256, .batch = 10000, .readers = 2, .group = 1,
+		.read = BENCH_READ_RANGE,
 	};
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL, *eq;
@@ -163,6 +168,8 @@ static int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 			rc = bench_parse_u64(name, v, 1, UINT32_MAX, &o->batch);
 		} else if (strcmp(name, "readers") == 0) {
 			rc = bench_parse_u64(name, v, 1, 1024, &o->readers);
+		} else if (strcmp(name, "group") == 0) {
+			rc = bench_parse_u64(name, v, 1, BTREE_GET_MANY_MAX, &o->group);
 		} else if (strcmp(name, "order") == 0) {
 			if (strcmp(v, "seq") != 0 && strcmp(v, "rand") != 0) {
 				fprintf(stderr, "store_bench: -order is seq or rand, not \"%s\"\n", v);
@@ -391,10 +398,16 @@ static int bench_reader(const struct bench_opts *o, const struct btree_root *roo
 	struct btree_txn *t = NULL;
 	struct mvcc_view v;
 	struct mvcc_range_result res;
-	uint8_t key[BENCH_KEY_BYTES];
+	uint8_t keys[BTREE_GET_MANY_MAX][BENCH_KEY_BYTES];
+	const uint8_t *key_ptrs[BTREE_GET_MANY_MAX];
+	size_t key_lens[BTREE_GET_MANY_MAX];
 	char c = 'r';
 	int rc;
 
+	for (size_t j = 0; j < BTREE_GET_MANY_MAX; j++) {
+		key_ptrs[j] = keys[j];
+		key_lens[j] = BENCH_KEY_BYTES;
+	}
 	mvcc_range_result_init(&res);
 	rc = btree_reader_open(o->path, NULL, &r);
 	if (rc) {
@@ -416,21 +429,34 @@ static int bench_reader(const struct bench_opts *o, const struct btree_root *roo
 		fprintf(stderr, "store_bench: reader: lost the parent\n");
 		goto out_close_view;
 	}
-	for (uint64_t i = 0; i < n; i++) {
-		size_t got = 0;
+	for (uint64_t lo = 0; lo < n; lo += o->group) {
+		uint64_t g = n - lo < o->group ? n - lo : o->group;
 
-		rev_put_be64(key, ids[i]);
-		if (o->read == BENCH_READ_INDEX)
-			rc = bench_read_index(&v, key, &got);
-		else
-			rc = bench_read_range(&v, &res, key, &got);
-		if (rc == 0 && got != o->val)
-			rc = -EBADMSG;
-		if (rc) {
-			fprintf(stderr, "store_bench: reader: key %" PRIu64 " (value %zu bytes): ",
-				ids[i], got);
-			bench_fail("missing or wrong", rc);
-			goto out_close_view;
+		for (uint64_t j = 0; j < g; j++)
+			rev_put_be64(keys[j], ids[lo + j]);
+		if (g > 1) {
+			/* as gatewayd reads the point ranges of one loop turn */
+			rc = mvcc_view_prefetch(&v, g, key_ptrs, key_lens);
+			if (rc) {
+				bench_fail("reader: prefetch", rc);
+				goto out_close_view;
+			}
+		}
+		for (uint64_t j = 0; j < g; j++) {
+			size_t got = 0;
+
+			if (o->read == BENCH_READ_INDEX)
+				rc = bench_read_index(&v, keys[j], &got);
+			else
+				rc = bench_read_range(&v, &res, keys[j], &got);
+			if (rc == 0 && got != o->val)
+				rc = -EBADMSG;
+			if (rc) {
+				fprintf(stderr, "store_bench: reader: key %" PRIu64
+						" (value %zu bytes): ", ids[lo + j], got);
+				bench_fail("missing or wrong", rc);
+				goto out_close_view;
+			}
 		}
 	}
 

@@ -18,9 +18,20 @@ enum {
 	KV_IRR_COMPACTION = 7,
 };
 
-/* Per-server state: the range result, reused by every read. */
+/* A serializable Range of one key, kept until the end of the turn. */
+struct kv_point {
+	uint64_t call_id;                       /* grpc_call_id */
+	const Etcdserverpb__RangeRequest *r;    /* in the turn's arena */
+};
+
+#define KV_POINTS_MAX BTREE_GET_MANY_MAX
+
+/* Per-server state: the range result, reused by every read, and the
+ * point reads of the current turn. */
 struct kv_state {
 	struct mvcc_range_result res;
+	struct kv_point points[KV_POINTS_MAX];
+	uint32_t npoints;
 };
 
 /* ---- the hand-made RangeResponse ---- */
@@ -192,6 +203,59 @@ static void kv_range_now(struct gw_server *s, struct grpc_call *call,
 	kv_view_end(s, &rd, &v);
 }
 
+/*
+ * Answers the point reads gathered this turn from one view: their keys are
+ * looked up together first (mvcc_view_prefetch), so that the lookups'
+ * cache misses overlap, then each Range runs as kv_range_now would run it.
+ * A call gone meanwhile (its stream reset) is skipped.
+ */
+void kv_turn(struct gw_server *s)
+{
+	struct kv_state *k = s->kv;
+	const uint8_t *keys[KV_POINTS_MAX];
+	size_t lens[KV_POINTS_MAX];
+	struct mvcc_view v;
+	struct gw_read rd;
+	uint32_t n;
+	int rc;
+
+	if (!k || k->npoints == 0)
+		return;
+	n = k->npoints;
+	k->npoints = 0;
+	rc = gw_read_begin(s, &rd);
+	if (rc == 0) {
+		rc = mvcc_view_open(rd.txn, &v);
+		if (rc)
+			gw_read_end(s, &rd);
+	}
+	if (rc) {
+		for (uint32_t i = 0; i < n; i++) {
+			struct grpc_call *call = grpc_call_find(s->grpc, k->points[i].call_id);
+			if (call)
+				gw_read_refuse(s, call, rc);
+		}
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		keys[i] = k->points[i].r->key.data;
+		lens[i] = k->points[i].r->key.len;
+	}
+	/* Only a head start: each Range below finds its answer either way. */
+	(void)mvcc_view_prefetch(&v, n, keys, lens);
+	for (uint32_t i = 0; i < n; i++) {
+		struct grpc_call *call = grpc_call_find(s->grpc, k->points[i].call_id);
+		if (!call)
+			continue;
+		rc = mvcc_range(&v, k->points[i].r, &k->res);
+		if (rc)
+			kv_read_failed(s, call, rc);
+		else
+			kv_range_answer(s, call, &k->res);
+	}
+	kv_view_end(s, &rd, &v);
+}
+
 /* A read-only Txn now. */
 static void kv_txn_now(struct gw_server *s, struct grpc_call *call,
 		       const Etcdserverpb__TxnRequest *r)
@@ -276,12 +340,19 @@ static void kv_range(struct gw_server *s, struct grpc_call *call, const uint8_t 
 	if (!r)
 		return;
 	int rc = mvcc_validate_range(r);
-	if (rc)
+	if (rc) {
 		kv_refuse(call, rc);
-	else if (r->serializable)
+	} else if (r->serializable && r->range_end.len == 0) {
+		/* a point read: with the others of this turn (kv_turn) */
+		struct kv_state *k = s->kv;
+		if (k->npoints == KV_POINTS_MAX)
+			kv_turn(s);
+		k->points[k->npoints++] = (struct kv_point){ grpc_call_id(call), r };
+	} else if (r->serializable) {
 		kv_range_now(s, call, r);
-	else
+	} else {
 		kv_read_later(s, call, false, msg, len);
+	}
 }
 
 /* The writes etcd's v3rpc only checks before proposing them. */

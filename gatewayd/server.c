@@ -732,6 +732,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	s->stats.turns++;
 	for (int i = 0; i < n; i++)
 		gw_event(s, evs[i].data.ptr, evs[i].events);
+	kv_turn(s);
 
 	if (s->hello_retry_ns <= s->now_ns)
 		gw_server_hello(s);

@@ -331,6 +331,9 @@ void gw_db_close(struct gw_server *s);
 
 /* Services. */
 int kv_register(struct gw_server *s);
+/* Answers the point reads kv.c gathered during the turn; the turn calls it
+ * once its events are handled, before anything of the turn's arena goes. */
+void kv_turn(struct gw_server *s);
 int maint_register(struct gw_server *s);
 int cluster_register(struct gw_server *s);
 

@@ -218,6 +218,8 @@ int btree_txn_check(struct btree_txn *t);
 /* The txn's txid and whether it can write. */
 uint64_t btree_txn_id(const struct btree_txn *t);
 bool btree_txn_writable(const struct btree_txn *t);
+/* The txn a bucket handle belongs to. */
+struct btree_txn *btree_bucket_txn(const struct btree_bucket *b);
 
 /* The top-level bucket, whose entries are the buckets of the file. */
 struct btree_bucket *btree_txn_root(struct btree_txn *t);
@@ -254,6 +256,19 @@ int btree_bucket_set_sequence(struct btree_bucket *b, uint64_t seq);
  */
 int btree_get(struct btree_bucket *b, const void *key, size_t key_len,
 	      const uint8_t **val, size_t *val_len);
+
+/*
+ * Looks n keys up at once, as btree_get would one by one: rcs[i] gets its
+ * result and, on 0, vals[i] and val_lens[i] the value. In a read txn the
+ * lookups go down the tree together, level by level, asking for every
+ * page of a level before searching any, so that their cache misses
+ * overlap instead of following each other. Returns 0, or an error that
+ * ends the call (-EUCLEAN: a corrupt page; rcs of keys not reached are
+ * then that error too).
+ */
+#define BTREE_GET_MANY_MAX 64
+int btree_get_many(struct btree_bucket *b, size_t n, const uint8_t *const *keys,
+		   const size_t *key_lens, const uint8_t **vals, size_t *val_lens, int *rcs);
 
 /* Sets key to val (both copied). -EINVAL (empty key, key over 32768 bytes,
  * value over 2^31-2 bytes), -EISDIR, -EROFS, -ECANCELED, -ENOMEM. Any

@@ -249,6 +249,9 @@ int bt_bucket_free_pages(struct btree_bucket *b, bool via_nodes);
  * -ENOENT the cursor sits past the end (a put then appends there). */
 int bt_cursor_seek(struct btree_cursor *c, const uint8_t *key, size_t klen,
 		   struct btree_kv *kv, bool *exact);
+/* btree_get_many for a read txn's bucket that has pages (root != 0). */
+int bt_get_many_pages(struct btree_bucket *b, size_t n, const uint8_t *const *keys,
+		      const size_t *key_lens, const uint8_t **vals, size_t *val_lens, int *rcs);
 /* The leaf node under the cursor, materialized for change; it becomes the
  * bucket's finger. */
 int bt_cursor_node(struct btree_cursor *c, struct bt_node **out);

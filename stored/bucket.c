@@ -440,6 +440,33 @@ int btree_get(struct btree_bucket *b, const void *key, size_t key_len,
 	return 0;
 }
 
+struct btree_txn *btree_bucket_txn(const struct btree_bucket *b)
+{
+	return b->txn;
+}
+
+int btree_get_many(struct btree_bucket *b, size_t n, const uint8_t *const *keys,
+		   const size_t *key_lens, const uint8_t **vals, size_t *val_lens, int *rcs)
+{
+	if (n > BTREE_GET_MANY_MAX)
+		return bt_error(-EINVAL, "stored: %zu keys at once (at most %d)", n,
+				BTREE_GET_MANY_MAX);
+	int rc = bucket_usable(b->txn, b, false);
+	if (rc < 0)
+		return rc;
+	bool together = !b->txn->writable && b->root != 0;
+	for (size_t i = 0; i < n && together; i++)
+		together = key_lens[i] > 0 && key_lens[i] <= PAGE_MAX_KEY;
+	if (!together) {
+		/* Write txns (nodes, finger), inline buckets and keys the
+		 * lookup refuses: one by one. */
+		for (size_t i = 0; i < n; i++)
+			rcs[i] = btree_get(b, keys[i], key_lens[i], &vals[i], &val_lens[i]);
+		return 0;
+	}
+	return bt_get_many_pages(b, n, keys, key_lens, vals, val_lens, rcs);
+}
+
 int btree_put(struct btree_bucket *b, const void *key, size_t key_len,
 	      const void *val, size_t val_len)
 {

@@ -436,3 +436,121 @@ static int cursor_node(struct btree_cursor *c, struct bt_node **out)
 	*out = n;
 	return 0;
 }
+
+/* ---- several lookups at once (btree_get_many) ---- */
+
+/* First index of page p (a branch or leaf of span bytes) whose key is >=
+ * key, with bounds checks; *exact if equal. */
+static int page_search(const struct bt_map *m, uint64_t pgid, const uint8_t *p, size_t span,
+		       bool leaf, const uint8_t *key, size_t klen, uint32_t *index, bool *exact)
+{
+	uint32_t lo = 0, hi = page_count(p);
+	struct page_elem e;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (page_elem(p, span, leaf, mid, &e) < 0)
+			return bt_corrupt(m, pgid, "has element %u pointing outside the page", mid);
+		if (page_keycmp(e.key, e.ksize, key, klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*exact = false;
+	if (lo < page_count(p)) {
+		if (page_elem(p, span, leaf, lo, &e) < 0)
+			return bt_corrupt(m, pgid, "has element %u pointing outside the page", lo);
+		*exact = page_keycmp(e.key, e.ksize, key, klen) == 0;
+	}
+	*index = lo;
+	return 0;
+}
+
+/* Lines of a page asked for ahead of its search: the header and the
+ * first elements, where every search starts. */
+#define GET_MANY_PREFETCH 256u
+
+int bt_get_many_pages(struct btree_bucket *b, size_t n, const uint8_t *const *keys,
+		      const size_t *key_lens, const uint8_t **vals, size_t *val_lens, int *rcs)
+{
+	struct btree_txn *t = b->txn;
+	const struct bt_map *m = t->map;
+	uint64_t pgid[BTREE_GET_MANY_MAX];
+	bool done[BTREE_GET_MANY_MAX];
+	size_t left = n;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		pgid[i] = b->root;
+		done[i] = false;
+		rcs[i] = -ENOENT;
+	}
+	for (int depth = 0; left > 0; depth++) {
+		if (depth >= BTREE_MAX_DEPTH) {
+			rc = bt_corrupt(m, b->root, "has keys more than %d levels deep (a cycle in the tree?)",
+					BTREE_MAX_DEPTH);
+			goto out_fail;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (done[i] || pgid[i] >= t->hwm)
+				continue;
+			const uint8_t *p = m->base + pgid[i] * m->page_size;
+			for (uint32_t off = 0; off < GET_MANY_PREFETCH && off < m->page_size; off += 64)
+				__builtin_prefetch(p + off);
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (done[i])
+				continue;
+			const uint8_t *p;
+			size_t span;
+			uint32_t idx = 0;
+			bool exact = false;
+			rc = bt_txn_page(t, pgid[i], &p, &span);
+			if (rc < 0)
+				goto out_fail;
+			bool leaf = page_flags(p) == PAGE_FLAG_LEAF;
+			rc = page_search(m, pgid[i], p, span, leaf, keys[i], key_lens[i], &idx, &exact);
+			if (rc < 0)
+				goto out_fail;
+			struct page_elem e;
+			if (leaf) {
+				done[i] = true;
+				left--;
+				if (!exact)
+					continue;
+				if (page_elem(p, span, true, idx, &e) < 0) {
+					rc = bt_corrupt(m, pgid[i], "has element %u pointing outside the page", idx);
+					goto out_fail;
+				}
+				if (e.flags & PAGE_LEAF_BUCKET) {
+					rcs[i] = -EISDIR;
+					continue;
+				}
+				vals[i] = e.val;
+				val_lens[i] = e.vsize;
+				rcs[i] = 0;
+				continue;
+			}
+			/* The child whose range holds the key: the last separator <= key. */
+			if (page_count(p) == 0) {
+				rc = bt_corrupt(m, pgid[i], "is a branch page without elements");
+				goto out_fail;
+			}
+			if (!exact && idx > 0)
+				idx--;
+			if (idx >= page_count(p))
+				idx = page_count(p) - 1;
+			if (page_elem(p, span, false, idx, &e) < 0) {
+				rc = bt_corrupt(m, pgid[i], "has element %u pointing outside the page", idx);
+				goto out_fail;
+			}
+			pgid[i] = e.pgid;
+		}
+	}
+	return 0;
+
+out_fail:
+	for (size_t i = 0; i < n; i++)
+		if (!done[i])
+			rcs[i] = rc;
+	return rc;
+}

@@ -112,6 +112,7 @@ static int open_all(struct btree_txn *t, struct kvindex *x, bool create)
 {
 	int rc;
 	x->latest = x->history = x->meta = NULL;
+	x->npre = x->pre_next = 0;
 	rc = open_one(t, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST), create,
 		      &x->latest);
 	if (!rc)
@@ -154,6 +155,7 @@ void kvindex_close(struct kvindex *x)
 	stored_free(x->endbuf);
 	x->wbuf = x->seekbuf = x->endbuf = NULL;
 	x->wcap = x->seekcap = x->endcap = 0;
+	x->npre = x->pre_next = 0;
 }
 
 /* Parses a latest-bucket value of key. Without `fields` an inline entry's
@@ -193,14 +195,61 @@ static int latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_
 }
 
 /* Looks key up in the latest bucket; `fields` as for latest_parse. */
+int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *keys,
+			    const size_t *lens)
+{
+	const uint8_t *vals[BTREE_GET_MANY_MAX];
+	size_t vlens[BTREE_GET_MANY_MAX];
+	int rcs[BTREE_GET_MANY_MAX];
+	x->npre = x->pre_next = 0;
+	if (n > BTREE_GET_MANY_MAX)
+		return -EINVAL;
+	if (n == 0 || btree_txn_writable(btree_bucket_txn(x->latest)))
+		return 0;
+	int rc = btree_get_many(x->latest, n, keys, lens, vals, vlens, rcs);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		x->pre[i] = (struct kvindex_pre){ keys[i], lens[i], rcs[i], vals[i], vlens[i] };
+	x->npre = n;
+	return 0;
+}
+
+void kvindex_latest_prefetch_clear(struct kvindex *x)
+{
+	x->npre = x->pre_next = 0;
+}
+
+/* The prefetched answer for key, or -EAGAIN when there is none. Callers
+ * usually ask in the order of the prefetch: that slot is tried first. */
+static int prefetched(struct kvindex *x, const uint8_t *key, size_t len, const uint8_t **v,
+		      size_t *vlen)
+{
+	for (size_t k = 0; k < x->npre; k++) {
+		size_t i = (x->pre_next + k) % x->npre;
+		const struct kvindex_pre *p = &x->pre[i];
+		if (p->len != len || memcmp(p->key, key, len) != 0)
+			continue;
+		x->pre_next = (i + 1) % x->npre;
+		if (p->rc == 0) {
+			*v = p->val;
+			*vlen = p->vlen;
+		}
+		return p->rc;
+	}
+	return -EAGAIN;
+}
+
 static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool fields,
 			 struct kvindex_entry *out)
 {
-	const uint8_t *v;
-	size_t vlen;
+	const uint8_t *v = NULL;
+	size_t vlen = 0;
 	if (len == 0 || len > PAGE_MAX_KEY)
 		return -ENOENT;
-	int rc = btree_get(x->latest, key, len, &v, &vlen);
+	int rc = prefetched(x, key, len, &v, &vlen);
+	if (rc == -EAGAIN)
+		rc = btree_get(x->latest, key, len, &v, &vlen);
 	if (rc)
 		return rc == -EISDIR ? corrupt("latest bucket holds a nested bucket") : rc;
 	return latest_parse(key, len, v, vlen, fields, out);

@@ -81,6 +81,16 @@ struct kvindex {
 	size_t seekcap;
 	uint8_t *endbuf;    /* iterator's encoded range end */
 	size_t endcap;
+	/* Latest-bucket lookups done ahead by kvindex_latest_prefetch: their
+	 * keys (the caller's bytes), results and values (the txn's). */
+	size_t npre, pre_next;
+	struct kvindex_pre {
+		const uint8_t *key;
+		size_t len;
+		int rc;
+		const uint8_t *val;
+		size_t vlen;
+	} pre[BTREE_GET_MANY_MAX];
 };
 
 /* Zeroes x before its first use. */
@@ -107,6 +117,20 @@ struct kvindex_entry {
 	const uint8_t *kv;   /* inline KeyValue bytes, or NULL: read the key */
 	size_t kv_len;       /* bucket at mod */
 };
+
+/*
+ * Looks up to BTREE_GET_MANY_MAX keys up in the latest bucket together
+ * (btree_get_many: their cache misses overlap), so that the
+ * kvindex_latest_get calls for them that follow find the answers ready
+ * (a range of one key at the current revision does one). The keys must
+ * stay as they are until kvindex_latest_prefetch_clear, the next prefetch
+ * or kvindex_close. Read txns only; in a write txn nothing is kept, since
+ * a later change would make the answers stale. 0 or an error of the
+ * lookup (nothing kept).
+ */
+int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *keys,
+			    const size_t *lens);
+void kvindex_latest_prefetch_clear(struct kvindex *x);
 
 /* Looks key up in the latest bucket. -ENOENT when it is not live. Bytes
  * are valid like btree_get's. */

@@ -131,6 +131,12 @@ int mvcc_view_bind(struct btree_txn *t, struct mvcc_view *v)
 	return kvindex_open(t, &v->idx);
 }
 
+int mvcc_view_prefetch(struct mvcc_view *v, size_t n, const uint8_t *const *keys,
+		       const size_t *lens)
+{
+	return kvindex_latest_prefetch(&v->idx, n, keys, lens);
+}
+
 int mvcc_view_open(struct btree_txn *t, struct mvcc_view *v)
 {
 	struct btree_bucket *meta;

@@ -144,6 +144,16 @@ struct mvcc_view {
 int mvcc_view_open(struct btree_txn *t, struct mvcc_view *v);
 void mvcc_view_close(struct mvcc_view *v);
 
+/*
+ * Looks the latest versions of up to BTREE_GET_MANY_MAX keys up together
+ * (kvindex_latest_prefetch), for the ranges of one key each at the view's
+ * revision that follow: a reader that has several point reads to answer
+ * overlaps their cache misses. The keys must stay put until the view
+ * closes or the next prefetch. 0 or an error (then nothing was kept).
+ */
+int mvcc_view_prefetch(struct mvcc_view *v, size_t n, const uint8_t *const *keys,
+		       const size_t *lens);
+
 /* One KeyValue of a range: its stored bytes and their fields. */
 struct mvcc_kv_ref {
 	const uint8_t *kv;    /* stored mvccpb.KeyValue bytes */

@@ -666,6 +666,67 @@ static void test_range(void)
 	CHECK_EQ(take_to_raftd(v, 2), 0); /* served without raftd */
 }
 
+/* Point reads arriving together are answered together at the end of the
+ * turn (kv_turn): more of them than one batch holds, keys that exist and
+ * keys that do not, keys_only and count_only among them, and a call reset
+ * by the client in the same bytes as its request, which must be skipped. */
+static void test_point_reads(void)
+{
+	enum { N = 150 };
+	struct tc_stream *s[N + 1];
+	char key[N][16], val[N][16];
+	Etcdserverpb__RangeRequest req;
+
+	for (int i = 0; i < N; i += 2) {
+		snprintf(key[i], sizeof(key[i]), "pk%03d", i);
+		snprintf(val[i], sizeof(val[i]), "value-%d", i);
+		db_put(key[i], val[i]);
+	}
+	for (int i = 1; i < N; i += 2)
+		snprintf(key[i], sizeof(key[i]), "pk%03d", i);  /* never written */
+	for (int i = 0; i <= N; i++) {
+		etcdserverpb__range_request__init(&req);
+		const char *k = i < N ? key[i] : "pk000";
+		req.key.data = (uint8_t *)k;
+		req.key.len = strlen(k);
+		req.serializable = true;
+		req.keys_only = i % 10 == 4;
+		req.count_only = i % 10 == 6;
+		uint8_t buf[64];
+		size_t len = protobuf_c_message_pack(&req.base, buf);
+		s[i] = tc_request(&tc, "/etcdserverpb.KV/Range", NULL);
+		tc_queue_message(&tc, s[i], 0, buf, len, true);
+	}
+	/* every request, then the reset of the last one, all in the socket
+	 * before the server's next turn reads them */
+	client_pump();
+	tc_cancel(&tc, s[N]);
+	client_pump();
+	for (int i = 0; i < N; i++) {
+		size_t len;
+		const uint8_t *m = answer(s[i], &len);
+		Etcdserverpb__RangeResponse *resp = etcdserverpb__range_response__unpack(NULL, len, m);
+		CHECK(resp != NULL);
+		bool live = i % 2 == 0;
+		CHECK_EQ(resp->count, live ? 1 : 0);
+		if (!live || i % 10 == 6) {
+			CHECK_EQ(resp->n_kvs, 0);
+		} else {
+			CHECK_EQ(resp->n_kvs, 1);
+			const Mvccpb__KeyValue *kv = resp->kvs[0];
+			CHECK(kv->key.len == strlen(key[i]) && memcmp(kv->key.data, key[i], kv->key.len) == 0);
+			if (i % 10 == 4)
+				CHECK_EQ(kv->value.len, 0);
+			else
+				CHECK(kv->value.len == strlen(val[i]) &&
+				      memcmp(kv->value.data, val[i], kv->value.len) == 0);
+		}
+		etcdserverpb__range_response__free_unpacked(resp, NULL);
+	}
+	wait_closed(s[N]);
+	CHECK_EQ(s[N]->close_code, NGHTTP2_CANCEL);
+}
+
 /* stored publishes a new applied index from another thread while the
  * loop sleeps: the wake-up must come through shm_events_notify. */
 static void *publish_later(void *arg)
@@ -882,6 +943,7 @@ int main(void)
 	test_linearizable();
 	test_status_members();
 	test_http1();
+	test_point_reads();
 
 	struct gw_stats st = srv->stats;
 	tc_fini(&tc);

@@ -652,13 +652,8 @@ static void check_limits(struct btree_db *db)
 
 static void store_put(struct tdb *d, const char *k, size_t klen, const char *v)
 {
-	PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
-	PutResponse *resp;
-	p.key = tbn(k, klen);
-	p.value = tb(v);
 	tdb_begin(d);
-	tdb_entry(d);
-	T_OK(mvcc_put(d->s, &p, &d->a, &resp));
+	tdb_put(d, k, klen, v);
 	tdb_commit(d);
 }
 

@@ -113,6 +113,19 @@ static inline void tdb_entry(struct tdb *d)
 	T_OK(mvcc_apply_begin(d->s, ++d->index));
 }
 
+/* One Put of key = value as the next entry of the open batch. */
+static inline void tdb_put(struct tdb *d, const void *key, size_t klen, const char *value)
+{
+	Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+	Etcdserverpb__PutResponse *resp;
+	p.key.data = (uint8_t *)key;
+	p.key.len = klen;
+	p.value.data = (uint8_t *)value;
+	p.value.len = strlen(value);
+	tdb_entry(d);
+	T_OK(mvcc_put(d->s, &p, &d->a, &resp));
+}
+
 static inline void tdb_commit(struct tdb *d)
 {
 	int rc = mvcc_batch_commit(d->s, &d->root);
