@@ -14,6 +14,9 @@
 # Environment: CETCD_BUILD (default build/), BENCH_N (keys; 1000000,
 # --quick makes it 100000), BENCH_VAL (value bytes, 256), BENCH_BATCH
 # (puts per commit, 10000, boltbench's default), BENCH_READERS (2),
+# BENCH_GROUP (store_bench's -group: 1, one key at a time as boltbench
+# reads; 16 reads keys 16 at a time, as gatewayd answers the point reads
+# that arrive in one loop turn),
 # BENCH_RUNS (3), BENCH_DIR (where db files go; default /var/tmp),
 # BOLTBENCH_CACHE (where boltbench is built; default
 # ~/.cache/cetcd-boltbench).
@@ -25,6 +28,7 @@ n=${BENCH_N:-1000000}
 val=${BENCH_VAL:-256}
 batch=${BENCH_BATCH:-10000}
 readers=${BENCH_READERS:-2}
+group=${BENCH_GROUP:-1}
 runs=${BENCH_RUNS:-3}
 basedir=${BENCH_DIR:-/var/tmp}
 cache=${BOLTBENCH_CACHE:-$HOME/.cache/cetcd-boltbench}
@@ -53,8 +57,10 @@ trap 'rm -rf "$work"' EXIT
 # $work/results (ops_per_sec of each line, then the file's size).
 run() {
   local name=$1 prog=$2 order=$3 i=$4 db=$work/$1.db out
+  local extra=()
+  [[ $name == cetcd ]] && extra=(-group "$group")
   if ! out=$("$prog" -n "$n" -val "$val" -batch "$batch" -order "$order" \
-      -readers "$readers" -keep "$db"); then
+      -readers "$readers" "${extra[@]}" -keep "$db"); then
     echo "store-compare: $name failed (order $order, run $i)" >&2
     exit 1
   fi
@@ -67,7 +73,7 @@ run() {
 }
 
 : >"$work/results"
-echo "store-compare: n=$n val=$val batch=$batch readers=$readers runs=$runs dir=$basedir" >&2
+echo "store-compare: n=$n val=$val batch=$batch readers=$readers group=$group runs=$runs dir=$basedir" >&2
 for order in seq rand; do
   for i in $(seq "$runs"); do
     run cetcd "$store_bench" "$order" "$i"
