@@ -7,7 +7,9 @@
  * (gw_propose); stored's result is the encoded response and goes back to
  * the client as it is. Reads (Range, a Txn of ranges only) are served in
  * this process from the db: at once when serializable, after a read index
- * (gw_read_linearizable) otherwise.
+ * (gw_read_linearizable) otherwise. Serializable Ranges of one key wait
+ * for the end of the loop turn (kv_turn), where the keys of all of them are
+ * looked up together and each is answered from one view.
  *
  * A RangeResponse is encoded here by hand: each stored KeyValue's bytes
  * are copied into the response as they are (DESIGN: copy stored protobuf
