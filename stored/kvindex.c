@@ -215,11 +215,6 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 	return 0;
 }
 
-void kvindex_latest_prefetch_clear(struct kvindex *x)
-{
-	x->npre = x->pre_next = 0;
-}
-
 /* The prefetched answer for key, or -EAGAIN when there is none. Callers
  * usually ask in the order of the prefetch: that slot is tried first. */
 static int prefetched(struct kvindex *x, const uint8_t *key, size_t len, const uint8_t **v,

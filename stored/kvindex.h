@@ -123,14 +123,12 @@ struct kvindex_entry {
  * (btree_get_many: their cache misses overlap), so that the
  * kvindex_latest_get calls for them that follow find the answers ready
  * (a range of one key at the current revision does one). The keys must
- * stay as they are until kvindex_latest_prefetch_clear, the next prefetch
- * or kvindex_close. Read txns only; in a write txn nothing is kept, since
- * a later change would make the answers stale. 0 or an error of the
- * lookup (nothing kept).
+ * stay as they are until the next prefetch or kvindex_close. Read txns
+ * only; in a write txn nothing is kept, since a later change would make
+ * the answers stale. 0 or an error of the lookup (nothing kept).
  */
 int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *keys,
 			    const size_t *lens);
-void kvindex_latest_prefetch_clear(struct kvindex *x);
 
 /* Looks key up in the latest bucket. -ENOENT when it is not live. Bytes
  * are valid like btree_get's. */
