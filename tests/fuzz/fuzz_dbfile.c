@@ -9,6 +9,7 @@
  * file is a valid db), for tests that replay known-good inputs.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,11 +26,17 @@ static int dbfile_walk_bucket(struct btree_txn *t, struct btree_bucket *b, int d
 {
 	struct btree_cursor c;
 	struct btree_kv kv;
+	const uint8_t *seen[8];
+	size_t seen_len[8], nseen = 0;
 	int rc;
 	btree_cursor_init(&c, b);
 	for (rc = btree_cursor_first(&c, &kv); rc == 0 && *budget > 0;
 	     rc = btree_cursor_next(&c, &kv)) {
 		(*budget)--;
+		if (nseen < 8) {
+			seen[nseen] = kv.key;
+			seen_len[nseen++] = kv.key_len;
+		}
 		if (kv.flags & BTREE_KV_BUCKET) {
 			struct btree_bucket *child;
 			if (depth >= 8)
@@ -58,6 +65,19 @@ static int dbfile_walk_bucket(struct btree_txn *t, struct btree_bucket *b, int d
 	}
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
+	/* The keys seen, looked up together: each as btree_get finds it. */
+	const uint8_t *vals[8];
+	size_t vlens[8];
+	int rcs[8];
+	rc = btree_get_many(b, nseen, seen, seen_len, vals, vlens, rcs);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < nseen; i++) {
+		const uint8_t *v;
+		size_t vl;
+		if (btree_get(b, seen[i], seen_len[i], &v, &vl) != rcs[i])
+			abort();
+	}
 	for (rc = btree_cursor_last(&c, &kv); rc == 0 && *budget > 0;
 	     rc = btree_cursor_prev(&c, &kv))
 		(*budget)--;
