@@ -255,8 +255,6 @@ int bt_get_many_pages(struct btree_bucket *b, size_t n, const uint8_t *const *ke
 /* The leaf node under the cursor, materialized for change; it becomes the
  * bucket's finger. */
 int bt_cursor_node(struct btree_cursor *c, struct bt_node **out);
-/* The bucket's finger leaf when key lies in its range, else NULL. */
-struct bt_node *bt_bucket_finger(const struct btree_bucket *b, const uint8_t *key, size_t klen);
 
 /* A read txn at *at over m (db: the writer, or NULL), after checking that
  * the state lies inside the file and the mapping. */

@@ -398,7 +398,8 @@ static int bucket_last_get_leaf(struct btree_bucket *b, const void *key, size_t 
 	return bt_cursor_node(&c, leaf);
 }
 
-struct bt_node *bt_bucket_finger(const struct btree_bucket *b, const uint8_t *key, size_t klen)
+/* The bucket's finger leaf when key lies in its range, else NULL. */
+static struct bt_node *bucket_finger(const struct btree_bucket *b, const uint8_t *key, size_t klen)
 {
 	const struct bt_node *n = b->finger;
 	if (!n || n->dead || klen == 0 || klen > PAGE_MAX_KEY)
@@ -416,7 +417,7 @@ int btree_get(struct btree_bucket *b, const void *key, size_t key_len,
 	struct btree_cursor c;
 	struct btree_kv kv;
 	bool exact;
-	struct bt_node *leaf = bt_bucket_finger(b, key, key_len);
+	struct bt_node *leaf = bucket_finger(b, key, key_len);
 	if (leaf && bucket_usable(b->txn, b, false) == 0) {
 		const struct bt_inode *in = bt_node_lookup(leaf, key, (uint32_t)key_len);
 		if (!in)
@@ -474,17 +475,19 @@ int btree_put(struct btree_bucket *b, const void *key, size_t key_len,
 	struct btree_cursor c;
 	struct btree_kv kv;
 	bool exact;
-	struct bt_node *leaf = bt_bucket_finger(b, key, key_len);
+	struct bt_node *leaf = bucket_finger(b, key, key_len);
 	int rc;
-	if (!leaf && b->lg_valid && bucket_usable(t, b, true) == 0) {
-		rc = bucket_last_get_leaf(b, key, key_len, &leaf);
-		if (rc < 0)
-			return bt_txn_fail(t, rc);
-	}
-	if (leaf) {
+	if (leaf || b->lg_valid) {
 		rc = bucket_usable(t, b, true);
 		if (rc < 0)
 			return rc;
+		if (!leaf) {
+			rc = bucket_last_get_leaf(b, key, key_len, &leaf);
+			if (rc < 0)
+				return bt_txn_fail(t, rc);
+		}
+	}
+	if (leaf) {
 		const struct bt_inode *in = bt_node_lookup(leaf, key, (uint32_t)key_len);
 		exact = in != NULL;
 		kv.flags = in && (in->flags & PAGE_LEAF_BUCKET) ? BTREE_KV_BUCKET : 0;
@@ -519,7 +522,7 @@ int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
 	struct btree_cursor c;
 	struct btree_kv kv;
 	bool exact;
-	struct bt_node *leaf = bt_bucket_finger(b, key, key_len);
+	struct bt_node *leaf = bucket_finger(b, key, key_len);
 	int rc;
 	if (leaf) {
 		rc = bucket_usable(b->txn, b, true);

@@ -315,6 +315,15 @@ static int frame_search(const struct btree_cursor *c, const struct btree_cursor_
 	return 0;
 }
 
+/* The child of branch frame f whose range holds a key that a search of f
+ * placed at idx (exact or not): the last separator <= the key. */
+static uint32_t frame_route(const struct btree_cursor_frame *f, uint32_t idx, bool exact)
+{
+	if (!exact && idx > 0)
+		idx--;
+	return idx < f->count ? idx : f->count - 1;
+}
+
 int bt_cursor_seek(struct btree_cursor *c, const uint8_t *key, size_t klen,
 		   struct btree_kv *kv, bool *exact)
 {
@@ -336,12 +345,7 @@ int bt_cursor_seek(struct btree_cursor *c, const uint8_t *key, size_t klen,
 			*exact = ex;
 			break;
 		}
-		/* The child whose range holds key: the last separator <= key. */
-		if (!ex && idx > 0)
-			idx--;
-		if (idx >= f->count)
-			idx = f->count - 1;
-		f->index = idx;
+		f->index = frame_route(f, idx, ex);
 		uint64_t pgid = 0;
 		rc = frame_child(c, f, &pgid);
 		if (rc == 0)
@@ -439,32 +443,6 @@ static int cursor_node(struct btree_cursor *c, struct bt_node **out)
 
 /* ---- several lookups at once (btree_get_many) ---- */
 
-/* First index of page p (a branch or leaf of span bytes) whose key is >=
- * key, with bounds checks; *exact if equal. */
-static int page_search(const struct bt_map *m, uint64_t pgid, const uint8_t *p, size_t span,
-		       bool leaf, const uint8_t *key, size_t klen, uint32_t *index, bool *exact)
-{
-	uint32_t lo = 0, hi = page_count(p);
-	struct page_elem e;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (page_elem(p, span, leaf, mid, &e) < 0)
-			return bt_corrupt(m, pgid, "has element %u pointing outside the page", mid);
-		if (page_keycmp(e.key, e.ksize, key, klen) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*exact = false;
-	if (lo < page_count(p)) {
-		if (page_elem(p, span, leaf, lo, &e) < 0)
-			return bt_corrupt(m, pgid, "has element %u pointing outside the page", lo);
-		*exact = page_keycmp(e.key, e.ksize, key, klen) == 0;
-	}
-	*index = lo;
-	return 0;
-}
-
 /* Lines of a page asked for ahead of its search: the header and the
  * first elements, where every search starts. */
 #define GET_MANY_PREFETCH 256u
@@ -474,11 +452,13 @@ int bt_get_many_pages(struct btree_bucket *b, size_t n, const uint8_t *const *ke
 {
 	struct btree_txn *t = b->txn;
 	const struct bt_map *m = t->map;
+	struct btree_cursor c;   /* for the frame helpers: bucket and messages */
 	uint64_t pgid[BTREE_GET_MANY_MAX];
 	bool done[BTREE_GET_MANY_MAX];
 	size_t left = n;
 	int rc = 0;
 
+	btree_cursor_init(&c, b);
 	for (size_t i = 0; i < n; i++) {
 		pgid[i] = b->root;
 		done[i] = false;
@@ -498,52 +478,39 @@ int bt_get_many_pages(struct btree_bucket *b, size_t n, const uint8_t *const *ke
 				__builtin_prefetch(p + off);
 		}
 		for (size_t i = 0; i < n; i++) {
-			if (done[i])
-				continue;
-			const uint8_t *p;
-			size_t span;
+			struct btree_cursor_frame f;
+			struct btree_kv kv;
 			uint32_t idx = 0;
 			bool exact = false;
-			rc = bt_txn_page(t, pgid[i], &p, &span);
+			if (done[i])
+				continue;
+			rc = frame_load(&c, pgid[i], &f);
+			if (rc == 0)
+				rc = frame_search(&c, &f, keys[i], key_lens[i], &idx, &exact);
 			if (rc < 0)
 				goto out_fail;
-			bool leaf = page_flags(p) == PAGE_FLAG_LEAF;
-			rc = page_search(m, pgid[i], p, span, leaf, keys[i], key_lens[i], &idx, &exact);
-			if (rc < 0)
-				goto out_fail;
-			struct page_elem e;
-			if (leaf) {
-				done[i] = true;
-				left--;
-				if (!exact)
-					continue;
-				if (page_elem(p, span, true, idx, &e) < 0) {
-					rc = bt_corrupt(m, pgid[i], "has element %u pointing outside the page", idx);
+			if (!f.leaf) {
+				f.index = frame_route(&f, idx, exact);
+				rc = frame_child(&c, &f, &pgid[i]);
+				if (rc < 0)
 					goto out_fail;
-				}
-				if (e.flags & PAGE_LEAF_BUCKET) {
-					rcs[i] = -EISDIR;
-					continue;
-				}
-				vals[i] = e.val;
-				val_lens[i] = e.vsize;
-				rcs[i] = 0;
 				continue;
 			}
-			/* The child whose range holds the key: the last separator <= key. */
-			if (page_count(p) == 0) {
-				rc = bt_corrupt(m, pgid[i], "is a branch page without elements");
+			done[i] = true;
+			left--;
+			if (!exact)
+				continue;
+			f.index = idx;
+			rc = frame_kv(&c, &f, &kv);
+			if (rc < 0)
 				goto out_fail;
+			if (kv.flags & BTREE_KV_BUCKET) {
+				rcs[i] = -EISDIR;
+				continue;
 			}
-			if (!exact && idx > 0)
-				idx--;
-			if (idx >= page_count(p))
-				idx = page_count(p) - 1;
-			if (page_elem(p, span, false, idx, &e) < 0) {
-				rc = bt_corrupt(m, pgid[i], "has element %u pointing outside the page", idx);
-				goto out_fail;
-			}
-			pgid[i] = e.pgid;
+			vals[i] = kv.val;
+			val_lens[i] = kv.val_len;
+			rcs[i] = 0;
 		}
 	}
 	return 0;

@@ -11,6 +11,7 @@
 #ifndef CETCD_STORED_DISKIO_H
 #define CETCD_STORED_DISKIO_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,8 +41,9 @@ struct diskio_ops {
 	void (*destroy)(struct diskio *d);
 	/* Optional (NULL where a backend does not offer it). Starts writing
 	 * each entry followed by an fdatasync, strictly in order, in the
-	 * background: at most DISKIO_CHAIN_MAX entries, one chain at a time
-	 * (-EBUSY), buffers valid until the chain is reaped. */
+	 * background: 1 to DISKIO_CHAIN_MAX entries (diskio_chain_submit
+	 * checks), one chain at a time (-EBUSY), buffers valid until the
+	 * chain is reaped. */
 	int (*chain_submit)(struct diskio *d, const struct diskio_write *w, size_t n);
 	/* Reaps the chain: *done once it has ended (with wait, blocks until
 	 * then). 0 when every write was whole and every sync succeeded, else
@@ -93,6 +95,8 @@ static inline bool diskio_has_chain(const struct diskio *d)
 }
 static inline int diskio_chain_submit(struct diskio *d, const struct diskio_write *w, size_t n)
 {
+	if (n == 0 || n > DISKIO_CHAIN_MAX)
+		return -EINVAL;
 	return d->ops->chain_submit(d, w, n);
 }
 static inline int diskio_chain_reap(struct diskio *d, bool wait, bool *done)

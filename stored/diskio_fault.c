@@ -190,8 +190,6 @@ static int fault_chain_submit(struct diskio *d, const struct diskio_write *w, si
 		return -EOPNOTSUPP;
 	if (f->chain_pending)
 		return -EBUSY;
-	if (n == 0 || n > DISKIO_CHAIN_MAX)
-		return -EINVAL;
 	if (f->opts.chain == DISKIO_FAULT_CHAIN_AT_SUBMIT) {
 		f->chain_rc = fault_chain_run(f, w, n);
 	} else {

@@ -44,6 +44,24 @@ static struct io_uring_sqe *uring_sqe(struct uring_io *u)
 	return io_uring_get_sqe(&u->ring);
 }
 
+/* Takes one completion of ring, its tag and result: waiting for it, or
+ * -EAGAIN when none is ready and !wait. EINTR is retried. */
+static int uring_take(struct io_uring *ring, bool wait, uint64_t *tag, int *res)
+{
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		int rc = wait ? io_uring_wait_cqe(ring, &cqe) : io_uring_peek_cqe(ring, &cqe);
+		if (rc == -EINTR)
+			continue;
+		if (rc < 0)
+			return rc;
+		*tag = io_uring_cqe_get_data64(cqe);
+		*res = cqe->res;
+		io_uring_cqe_seen(ring, cqe);
+		return 0;
+	}
+}
+
 /*
  * Submits one chain made of the still-pending writes among idx[0..n) and,
  * when with_sync, a trailing fdatasync; waits for all of its completions
@@ -97,15 +115,11 @@ static int uring_run_chain(struct uring_io *u, struct uring_pending *pend,
 	int err = 0;
 	unsigned reaped = 0;
 	while (reaped < queued) {
-		struct io_uring_cqe *cqe;
-		rc = io_uring_wait_cqe(&u->ring, &cqe);
-		if (rc == -EINTR)
-			continue;
+		uint64_t tag;
+		int res;
+		rc = uring_take(&u->ring, true, &tag, &res);
 		if (rc < 0)
 			return rc;
-		uint64_t tag = io_uring_cqe_get_data64(cqe);
-		int res = cqe->res;
-		io_uring_cqe_seen(&u->ring, cqe);
 		reaped++;
 		if (tag == URING_SYNC_TAG) {
 			if (res == 0)
@@ -241,8 +255,6 @@ static int uring_chain_submit(struct diskio *d, const struct diskio_write *w, si
 	int rc;
 	if (u->chain_left)
 		return -EBUSY;
-	if (n == 0 || n > DISKIO_CHAIN_MAX)
-		return -EINVAL;
 	if (!u->chain_ring_ready) {
 		rc = io_uring_queue_init(2 * DISKIO_CHAIN_MAX, &u->chain_ring, 0);
 		if (rc < 0)
@@ -253,12 +265,12 @@ static int uring_chain_submit(struct diskio *d, const struct diskio_write *w, si
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&u->chain_ring);
 		io_uring_prep_write(sqe, d->fd, w[i].buf, (unsigned)w[i].len, w[i].off);
 		sqe->flags |= IOSQE_IO_LINK;
-		sqe->user_data = 2 * i;
+		io_uring_sqe_set_data64(sqe, 2 * i);
 		sqe = io_uring_get_sqe(&u->chain_ring);
 		io_uring_prep_fsync(sqe, d->fd, IORING_FSYNC_DATASYNC);
 		if (i + 1 < n)
 			sqe->flags |= IOSQE_IO_LINK;
-		sqe->user_data = 2 * i + 1;
+		io_uring_sqe_set_data64(sqe, 2 * i + 1);
 		u->chain_len[i] = w[i].len;
 	}
 	u->chain_err = 0;
@@ -280,20 +292,15 @@ static int uring_chain_reap(struct diskio *d, bool wait, bool *done)
 {
 	struct uring_io *u = (struct uring_io *)d;
 	while (u->chain_left) {
-		struct io_uring_cqe *cqe;
-		int rc = wait ? io_uring_wait_cqe(&u->chain_ring, &cqe)
-			      : io_uring_peek_cqe(&u->chain_ring, &cqe);
-		if (rc == -EINTR)
-			continue;
+		uint64_t tag;
+		int res;
+		int rc = uring_take(&u->chain_ring, wait, &tag, &res);
 		if (rc == -EAGAIN) {
 			*done = false;
 			return 0;
 		}
 		if (rc < 0)
 			return rc;
-		uint64_t tag = cqe->user_data;
-		int res = cqe->res;
-		io_uring_cqe_seen(&u->chain_ring, cqe);
 		u->chain_left--;
 		int err = 0;
 		if (res < 0)
