@@ -185,21 +185,28 @@ static void kv_view_end(struct gw_server *s, struct gw_read *rd, struct mvcc_vie
 	gw_read_end(s, rd);
 }
 
+/* Answers a Range from view v (before the view's txn ends: the answer's
+ * kvs point into it). */
+static void kv_range_in(struct gw_server *s, struct grpc_call *call, struct mvcc_view *v,
+			const Etcdserverpb__RangeRequest *r)
+{
+	int rc = mvcc_range(v, r, &s->kv->res);
+	if (rc)
+		kv_read_failed(s, call, rc);
+	else
+		kv_range_answer(s, call, &s->kv->res);
+}
+
 /* A Range now, from the latest published root. */
 static void kv_range_now(struct gw_server *s, struct grpc_call *call,
 			 const Etcdserverpb__RangeRequest *r)
 {
-	struct mvcc_range_result *res = &s->kv->res;
 	struct mvcc_view v;
 	struct gw_read rd;
 
 	if (kv_view_begin(s, call, &rd, &v))
 		return;
-	int rc = mvcc_range(&v, r, res);
-	if (rc)
-		kv_read_failed(s, call, rc);
-	else
-		kv_range_answer(s, call, res); /* before the txn ends: kvs point into it */
+	kv_range_in(s, call, &v, r);
 	kv_view_end(s, &rd, &v);
 }
 
@@ -245,13 +252,8 @@ void kv_turn(struct gw_server *s)
 	(void)mvcc_view_prefetch(&v, n, keys, lens);
 	for (uint32_t i = 0; i < n; i++) {
 		struct grpc_call *call = grpc_call_find(s->grpc, k->points[i].call_id);
-		if (!call)
-			continue;
-		rc = mvcc_range(&v, k->points[i].r, &k->res);
-		if (rc)
-			kv_read_failed(s, call, rc);
-		else
-			kv_range_answer(s, call, &k->res);
+		if (call)
+			kv_range_in(s, call, &v, k->points[i].r);
 	}
 	kv_view_end(s, &rd, &v);
 }

@@ -194,7 +194,6 @@ static int latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_
 	return 0;
 }
 
-/* Looks key up in the latest bucket; `fields` as for latest_parse. */
 int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *keys,
 			    const size_t *lens)
 {
@@ -235,6 +234,8 @@ static int prefetched(struct kvindex *x, const uint8_t *key, size_t len, const u
 	return -EAGAIN;
 }
 
+/* Looks key up in the latest bucket (or the prefetched answers);
+ * `fields` as for latest_parse. */
 static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool fields,
 			 struct kvindex_entry *out)
 {
