@@ -11,6 +11,8 @@
 # side, compiled here against the built libcetcd_stored.a.
 # Exits 77 when go or the bbolt sources are missing.
 set -euo pipefail
+# check and it_summary (counted assertions)
+source "$(dirname "$0")/lib.sh"
 
 src=${CETCD_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${CETCD_BUILD:-$src/build}
@@ -48,8 +50,6 @@ fi
 
 bc=$work/boltcheck
 dt=$work/dbtool
-passed=0
-failed=0
 
 # same_dump FILE: both sides list the same buckets, keys and values.
 same_dump() {
@@ -65,18 +65,6 @@ same_dump() {
 
 quiet() {
 	"$@" >/dev/null
-}
-
-check() {
-	local name=$1
-	shift
-	if "$@"; then
-		echo "ok: $name"
-		passed=$((passed + 1))
-	else
-		echo "FAIL: $name"
-		failed=$((failed + 1))
-	fi
 }
 
 ours_to_bbolt() {
@@ -109,5 +97,4 @@ for f in "$src"/tests/fuzz/corpus/dbfile/*; do
 	check "corpus $(basename "$f") is valid for bbolt" quiet "$bc" "$f"
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+it_summary

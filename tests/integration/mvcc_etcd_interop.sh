@@ -15,6 +15,8 @@
 #    same keys, values and revisions as cetcd-dbtool reads.
 # Exits 77 when etcd, etcdctl or python3 is missing.
 set -euo pipefail
+# check and it_summary (counted assertions)
+source "$(dirname "$0")/lib.sh"
 
 src=${CETCD_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${CETCD_BUILD:-$src/build}
@@ -43,20 +45,6 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-
-passed=0
-failed=0
-check() {
-	local name=$1
-	shift
-	if "$@"; then
-		echo "ok: $name"
-		passed=$((passed + 1))
-	else
-		echo "FAIL: $name"
-		failed=$((failed + 1))
-	fi
-}
 
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -281,5 +269,4 @@ same_restored() {
 check "etcd restored from cetcd's db serves the same keys and revisions" same_restored
 stop_etcd
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+it_summary
