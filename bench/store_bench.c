@@ -4,7 +4,7 @@
  * lines (bench/store-compare.sh runs both).
  *
  *   store_bench [-n N] [-val V] [-batch B] [-order seq|rand] [-readers R]
- *               [-group G] [-read range|index] [-keep] FILE
+ *               [-group G] [-read range|index] [-cache MIB] [-keep] FILE
  *
  * Put phase: N etcd PutRequests (8-byte big-endian keys 0..N-1, in key
  * order or shuffled; values of V zero bytes), each applied as one Raft
@@ -23,7 +23,10 @@
  * (-read index). Each read checks that the value has V bytes. With
  * -group G (default 1, at most 64) a reader takes its keys G at a time and
  * looks them up together first (mvcc_view_prefetch), as gatewayd does with
- * the point reads that arrive in one loop turn. The clock
+ * the point reads that arrive in one loop turn. The writer keeps a
+ * latest-entry cache (lcache.h) of -cache MiB (default LCACHE_DEFAULT_MIB,
+ * as stored's; 0: none) in memory shared with the readers, whose latest
+ * lookups go through it as gatewayd's do. The clock
  * runs from releasing the readers (already mapped, at the txn) until the
  * last one exits.
  *
@@ -43,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +55,7 @@
 #include "stored/arena.h"
 #include "stored/btree.h"
 #include "stored/kvindex.h"
+#include "stored/lcache.h"
 #include "stored/mvcc.h"
 #include "stored/mvcc_kv.h"
 #include "stored/revision.h"
@@ -70,6 +75,7 @@ struct bench_opts {
 	bool rand_order;
 	uint64_t readers;
 	uint64_t group;
+	uint64_t cache_mib;
 	enum bench_read read;
 	bool keep;
 	const char *path;
@@ -86,7 +92,7 @@ static int64_t bench_now_ns(void)
 static void bench_usage(void)
 {
 	fprintf(stderr, "usage: store_bench [-n N] [-val V] [-batch B] [-order seq|rand] "
-			"[-readers R] [-group G] [-read range|index] [-keep] FILE\n");
+			"[-readers R] [-group G] [-read range|index] [-cache MIB] [-keep] FILE\n");
 }
 
 /* ---- flags, as Go's flag package takes them: -name value, -name=value,
@@ -119,7 +125,7 @@ static int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 
 	*o = (struct bench_opts){
 		.n = 1000000, .val = 256, .batch = 10000, .readers = 2, .group = 1,
-		.read = BENCH_READ_RANGE,
+		.cache_mib = LCACHE_DEFAULT_MIB, .read = BENCH_READ_RANGE,
 	};
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL, *eq;
@@ -170,6 +176,8 @@ static int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 			rc = bench_parse_u64(name, v, 1, 1024, &o->readers);
 		} else if (strcmp(name, "group") == 0) {
 			rc = bench_parse_u64(name, v, 1, BTREE_GET_MANY_MAX, &o->group);
+		} else if (strcmp(name, "cache") == 0) {
+			rc = bench_parse_u64(name, v, 0, 1u << 20, &o->cache_mib);
 		} else if (strcmp(name, "order") == 0) {
 			if (strcmp(v, "seq") != 0 && strcmp(v, "rand") != 0) {
 				fprintf(stderr, "store_bench: -order is seq or rand, not \"%s\"\n", v);
@@ -220,6 +228,10 @@ static void bench_shuffle(uint64_t *ids, uint64_t n, uint64_t *seed)
 
 /* ---- put phase ---- */
 
+/* The latest-entry cache, in memory the readers share (none: hdr NULL). */
+static struct lcache bench_cache;
+#define BENCH_CACHE_GENERATION 1
+
 static int bench_fail(const char *what, int rc)
 {
 	const char *why = rc == -EUCLEAN ? mvcc_last_error() : btree_last_error();
@@ -253,6 +265,13 @@ static int bench_put(const struct bench_opts *o, const uint64_t *ids, struct btr
 	if (rc) {
 		bench_fail("open the db", rc);
 		goto out_free_val;
+	}
+	if (bench_cache.hdr) {
+		rc = kvindex_feed_cache(db, &bench_cache, BENCH_CACHE_GENERATION);
+		if (rc) {
+			bench_fail("feed the cache", rc);
+			goto out_close_db;
+		}
 	}
 	rc = mvcc_store_open(db, NULL, &s);
 	if (rc) {
@@ -424,6 +443,8 @@ static int bench_reader(const struct bench_opts *o, const struct btree_root *roo
 		bench_fail("reader: open a view", rc);
 		goto out_end_txn;
 	}
+	if (bench_cache.hdr)
+		mvcc_view_use_cache(&v, &bench_cache, BENCH_CACHE_GENERATION);
 	if (write(ready_fd, &c, 1) != 1 || read(go_fd, &c, 1) != 0) {
 		rc = -EPIPE;
 		fprintf(stderr, "store_bench: reader: lost the parent\n");
@@ -552,6 +573,17 @@ int main(int argc, char **argv)
 	if (o.rand_order)
 		bench_shuffle(ids, o.n, &seed);
 
+	if (o.cache_mib) {
+		uint64_t nsets = lcache_sets_for((size_t)o.cache_mib << 20);
+		void *mem = mmap(NULL, lcache_footprint(nsets), PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (mem == MAP_FAILED) {
+			fprintf(stderr, "store_bench: no memory for the cache: %s\n", strerror(errno));
+			free(ids);
+			return 1;
+		}
+		lcache_format(&bench_cache, mem, nsets);
+	}
 	rc = bench_put(&o, ids, &root, &secs);
 	if (rc)
 		goto out;

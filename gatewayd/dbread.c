@@ -12,6 +12,7 @@
 #include "gatewayd/server.h"
 #include "shm/log.h"
 #include "shm/readers.h"
+#include "shm/region.h"
 #include "stored/btree.h"
 #include "stored/page.h"
 
@@ -49,11 +50,25 @@ void gw_db_close(struct gw_server *s)
 	}
 }
 
+/* Attaches stored's latest-entry cache once stored has laid it out. */
+static void gw_cache_attach(struct gw_server *s)
+{
+	size_t bytes;
+	void *area;
+
+	if (s->cache_attached)
+		return;
+	area = shm_cache_area(s->r, &bytes);
+	if (area && lcache_attach(&s->cache, area, bytes) == 0)
+		s->cache_attached = true;
+}
+
 int gw_read_begin(struct gw_server *s, struct gw_read *rd)
 {
 	int rc;
 
 	rd->txn = NULL;
+	rd->cache = NULL;
 	if (!s->reader_claimed) {
 		rc = readers_claim(s->r, &s->reader_index);
 		if (rc)
@@ -93,6 +108,9 @@ int gw_read_begin(struct gw_server *s, struct gw_read *rd)
 		rd->txn = NULL;
 		goto out_end;
 	}
+	gw_cache_attach(s);
+	if (s->cache_attached)
+		rd->cache = &s->cache;
 	return 0;
 
 out_end:

@@ -175,8 +175,11 @@ static int kv_view_begin(struct gw_server *s, struct grpc_call *call, struct gw_
 	if (rc) {
 		gw_read_end(s, rd);
 		gw_read_refuse(s, call, rc);
+		return rc;
 	}
-	return rc;
+	if (rd->cache)
+		mvcc_view_use_cache(v, rd->cache, rd->st.db_generation);
+	return 0;
 }
 
 static void kv_view_end(struct gw_server *s, struct gw_read *rd, struct mvcc_view *v)
@@ -235,6 +238,8 @@ void kv_turn(struct gw_server *s)
 		rc = mvcc_view_open(rd.txn, &v);
 		if (rc)
 			gw_read_end(s, &rd);
+		else if (rd.cache)
+			mvcc_view_use_cache(&v, rd.cache, rd.st.db_generation);
 	}
 	if (rc) {
 		for (uint32_t i = 0; i < n; i++) {

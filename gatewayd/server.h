@@ -48,6 +48,7 @@
 #include "gatewayd/waker.h"
 #include "shm/slot.h"
 #include "shm/status.h"
+#include "stored/lcache.h"
 
 struct cetcd_config;
 struct shm_region;
@@ -95,6 +96,7 @@ struct gw_deferred {
 struct gw_read {
 	struct btree_txn *txn;
 	struct status_stored st; /* the record the txn reads at */
+	const struct lcache *cache; /* stored's latest-entry cache, or NULL */
 };
 
 /* A call's user pointer (grpc_call_user): NULL until its request message
@@ -194,6 +196,8 @@ struct gw_server {
 	uint32_t db_page_size;
 	uint32_t reader_index;
 	bool reader_claimed;
+	struct lcache cache;      /* attached once stored has laid it out */
+	bool cache_attached;
 
 	struct gw_stats stats;
 };

@@ -344,6 +344,8 @@ static const struct config_flag config_flags[] = {
 	/* cetcd's own */
 	ANY("gateways", CT_UINT32, gateways, "0", S_CETCD,
 	    "Number of gatewayd processes serving clients (0: one per online CPU)."),
+	ANY("latest-cache-mib", CT_UINT, latest_cache_mib, "64", S_CETCD,
+	    "MiB of shared memory in which stored records where each key's latest version sits in the db, so that point reads skip the tree (0: none)."),
 	{ .name = "runtime-dir", .type = CT_STRING, .off = OFF(runtime_dir), .def = "",
 	  .support = CS_ANY, .scope = SCOPE_ALL, .section = S_CETCD,
 	  .help_def = "/dev/shm/cetcd-<hash of the absolute data dir>",
@@ -1536,6 +1538,12 @@ static int config_validate(struct cetcd_config *c, struct config_error *err)
 	if (c->gateways > CONFIG_MAX_GATEWAYS) {
 		config_errorf(err, 1, "--gateways=%u is too many (at most %u)", c->gateways,
 			      CONFIG_MAX_GATEWAYS);
+		return -EINVAL;
+	}
+	if (c->latest_cache_mib > (SHM_MAX_CACHE_BYTES >> 20)) {
+		config_errorf(err, 1, "--latest-cache-mib=%llu is too large (at most %llu)",
+			      (unsigned long long)c->latest_cache_mib,
+			      (unsigned long long)(SHM_MAX_CACHE_BYTES >> 20));
 		return -EINVAL;
 	}
 	if (c->max_request_bytes == 0 || c->max_request_bytes > SHM_MAX_REQUEST_BYTES_LIMIT) {

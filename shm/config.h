@@ -189,6 +189,7 @@ struct cetcd_config {
 					   absolute data dir> after parsing */
 	bool prepare_only;              /* launcher only */
 	int64_t gateway_index;          /* gatewayd only; -1 when not given */
+	uint64_t latest_cache_mib;      /* 64; 0: no latest-entry cache */
 
 	/* Where each table entry's value came from (enum config_source),
 	 * indexed like the table in config.c. */

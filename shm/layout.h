@@ -6,6 +6,7 @@
  * Region layout (offsets in the header, all page aligned):
  *
  *   header (4 KiB) | roles | slots | reader table | status | rings | events
+ *   | latest-entry cache
  *
  * Rings: slot_count * SHM_SLOT_RING_COUNT slot rings (slot-major), then the
  * SHM_DAEMON_RING_COUNT daemon rings, all ring_stride bytes apart.
@@ -63,7 +64,9 @@ struct shm_header {
 	uint64_t bcast_bytes;
 	uint64_t blob_off;   /* blob area for results too big for a ring: none yet */
 	uint64_t blob_bytes;
-	uint8_t reserved[3944];
+	uint64_t cache_off;  /* stored's latest-entry cache (stored/lcache.h) */
+	uint64_t cache_bytes;
+	uint8_t reserved[3928];
 };
 _Static_assert(sizeof(struct shm_header) == SHM_HEADER_BYTES, "header size");
 #define SHM_HEADER_PREFIX_BYTES 40u

@@ -169,6 +169,7 @@ static int launch_create_region(const struct cetcd_config *c, struct shm_region 
 		.slot_count = (uint32_t)(slots < 4 ? 4 : slots),
 		.max_request_bytes = c->max_request_bytes,
 		.member_id = 0,
+		.cache_bytes = c->latest_cache_mib << 20,
 	};
 	uint64_t give_up = launch_now_ms() + LAUNCH_BUSY_WAIT_MS;
 	int rc = config_region_path(c, path, sizeof(path));

@@ -52,12 +52,13 @@ static uint64_t region_page_round(uint64_t n)
 }
 
 /*
- * Fills every layout field of h from slot_count and max_request_bytes.
+ * Fills every layout field of h from slot_count, max_request_bytes and
+ * cache_bytes.
  * Both create and attach use it: attach recomputes the layout and insists
  * that the file's header agrees, field by field.
  */
 static int region_layout(uint32_t slot_count, uint64_t max_request_bytes,
-			 struct shm_header *h)
+			 uint64_t cache_bytes, struct shm_header *h)
 {
 	uint64_t off, rings;
 
@@ -71,6 +72,12 @@ static int region_layout(uint32_t slot_count, uint64_t max_request_bytes,
 		shm_set_error("shm: max request bytes %llu is out of range "
 			      "(1 to %u)", (unsigned long long)max_request_bytes,
 			      SHM_MAX_REQUEST_BYTES_LIMIT);
+		return -EINVAL;
+	}
+	if (cache_bytes > SHM_MAX_CACHE_BYTES) {
+		shm_set_error("shm: latest-entry cache of %llu bytes is too large (at most %llu)",
+			      (unsigned long long)cache_bytes,
+			      (unsigned long long)SHM_MAX_CACHE_BYTES);
 		return -EINVAL;
 	}
 	h->header_bytes = SHM_HEADER_BYTES;
@@ -102,6 +109,9 @@ static int region_layout(uint32_t slot_count, uint64_t max_request_bytes,
 	off += h->bcast_bytes;
 	h->blob_off = off;
 	h->blob_bytes = 0;
+	h->cache_off = off;
+	h->cache_bytes = region_page_round(cache_bytes);
+	off += h->cache_bytes;
 	h->region_bytes = off;
 	return 0;
 }
@@ -113,7 +123,7 @@ static const char *region_layout_mismatch(const struct shm_header *file)
 	struct shm_header want;
 
 	memset(&want, 0, sizeof(want));
-	if (region_layout(file->slot_count, file->max_request_bytes, &want))
+	if (region_layout(file->slot_count, file->max_request_bytes, file->cache_bytes, &want))
 		return "slot_count or max_request_bytes";
 #define REGION_CHECK(f) if (file->f != want.f) return #f
 	REGION_CHECK(header_bytes);
@@ -130,6 +140,8 @@ static const char *region_layout_mismatch(const struct shm_header *file)
 	REGION_CHECK(bcast_bytes);
 	REGION_CHECK(blob_off);
 	REGION_CHECK(blob_bytes);
+	REGION_CHECK(cache_off);
+	REGION_CHECK(cache_bytes);
 	REGION_CHECK(region_bytes);
 #undef REGION_CHECK
 	return NULL;
@@ -211,7 +223,7 @@ static int region_init(struct shm_region *r, const struct shm_region_params *p,
 	struct shm_header *h = r->hdr;
 	uint32_t i;
 
-	if (region_layout(p->slot_count, p->max_request_bytes, h))
+	if (region_layout(p->slot_count, p->max_request_bytes, p->cache_bytes, h))
 		return -EINVAL;
 	atomic_init(&h->generation_floor, generation_floor);
 	h->incarnation = incarnation;
@@ -406,7 +418,7 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
 	bool old_empty = false;
 
 	memset(&layout, 0, sizeof(layout));
-	rc = region_layout(p->slot_count, p->max_request_bytes, &layout);
+	rc = region_layout(p->slot_count, p->max_request_bytes, p->cache_bytes, &layout);
 	if (rc)
 		return rc;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new.XXXXXX", path) >=
@@ -608,6 +620,12 @@ uint32_t shm_region_max_record(const struct shm_region *r)
 size_t shm_region_bytes(const struct shm_region *r)
 {
 	return r->bytes;
+}
+
+void *shm_cache_area(struct shm_region *r, size_t *bytes)
+{
+	*bytes = r->hdr->cache_bytes;
+	return r->hdr->cache_bytes ? r->base + r->hdr->cache_off : NULL;
 }
 
 struct bcast *shm_events(struct shm_region *r)

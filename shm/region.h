@@ -17,7 +17,7 @@
 
 /* Version of the layout this build reads and writes. Any change to the
  * header, or to a structure inside the region, bumps it. */
-#define SHM_LAYOUT_VERSION 1
+#define SHM_LAYOUT_VERSION 2
 
 /* Bytes a record may carry beyond --max-request-bytes (request identity,
  * framing of the message inside the record). */
@@ -31,7 +31,12 @@ struct shm_region_params {
 	uint32_t slot_count;        /* gatewayd slots, at least 4 */
 	uint64_t max_request_bytes; /* --max-request-bytes; ring sizes follow it */
 	uint64_t member_id;         /* may be 0 until the member id is known */
+	uint64_t cache_bytes;       /* stored's latest-entry cache (0: none),
+				     * at most SHM_MAX_CACHE_BYTES */
 };
+
+/* Largest latest-entry cache a region holds. */
+#define SHM_MAX_CACHE_BYTES (16ull << 30)
 
 /*
  * Process-local handle. Ring, status and reader-entry calls on what a
@@ -112,6 +117,13 @@ size_t shm_region_bytes(const struct shm_region *r);
  */
 struct bcast *shm_events(struct shm_region *r);
 void shm_events_notify(struct shm_region *r);
+
+/*
+ * The block set aside for stored's latest-entry cache (stored/lcache.h),
+ * zeroed when the region is made; NULL and 0 when it has none. stored
+ * lays it out and writes it; gatewayds read it.
+ */
+void *shm_cache_area(struct shm_region *r, size_t *bytes);
 
 /*
  * Allocation hook for the process-local handle (the only heap memory the

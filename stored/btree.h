@@ -133,6 +133,50 @@ int btree_db_checkpoint_poll(struct btree_db *db, bool wait, bool *done);
 /* Whether a checkpoint is being written. */
 bool btree_db_checkpoint_busy(const struct btree_db *db);
 
+/*
+ * Where the entries of one top-level bucket are, told to an observer as
+ * the writer's commits place them (the latest-entry cache, lcache.h, is
+ * kept this way). While a commit spills, `placed` hears of the entries of
+ * every leaf page run of the bucket it writes, n at a time: for each, its
+ * key, its element index in the run at pgid, its key's offset from the
+ * run's start and its value's size, placed by commit `txid`; nothing of
+ * the commit is visible to readers yet. `gone` hears of a key that left
+ * the bucket's pages (deleted, or the bucket is written inline into its
+ * parent); `reset` that anything heard before may be wrong (the bucket was
+ * dropped, or a commit failed after it had begun placing entries, and its
+ * txid will be used again). An entry never moves without one of the
+ * three. Callbacks run on the writer's thread and must not call into the
+ * db. One observer per db; o NULL removes it. -EINVAL on an empty name.
+ */
+struct btree_placed {
+	const uint8_t *key;
+	uint32_t ksize;
+	uint32_t index;
+	uint32_t key_off;
+	uint32_t vsize;
+};
+#define BTREE_PLACED_MAX 64   /* entries per call of placed */
+struct btree_observer {
+	void (*placed)(void *arg, uint64_t pgid, uint64_t txid, const struct btree_placed *e,
+		       size_t n);
+	void (*gone)(void *arg, const uint8_t *key, uint32_t ksize);
+	void (*reset)(void *arg);
+	void *arg;
+};
+int btree_db_observe(struct btree_db *db, const void *bucket_name, size_t len,
+		     const struct btree_observer *o);
+
+/*
+ * Tells the observer where up to max further entries of the observed
+ * bucket are in the newest commit, as `placed` with that commit's txid,
+ * resuming where the last call stopped (at the start after
+ * btree_db_observe or a reset): an observer that starts with a db that
+ * has entries learns of those no commit moves. Call it between write
+ * txns, as often as convenient, until *done. -EBUSY while a write txn is
+ * open; -EUCLEAN and other read errors.
+ */
+int btree_db_observe_warm(struct btree_db *db, size_t max, bool *done);
+
 /* Allows reuse of pages held back by btree_db_opts.resume. */
 void btree_db_unblock_reuse(struct btree_db *db);
 
@@ -269,6 +313,21 @@ int btree_get(struct btree_bucket *b, const void *key, size_t key_len,
 #define BTREE_GET_MANY_MAX 64
 int btree_get_many(struct btree_bucket *b, size_t n, const uint8_t *const *keys,
 		   const size_t *key_lens, const uint8_t **vals, size_t *val_lens, int *rcs);
+
+/*
+ * Reads the entry that a btree_observer heard placed: the value of key,
+ * when element `index` of the leaf page run at pgid holds exactly key at
+ * key_off with vsize bytes of value (*val, valid like btree_get's). Read
+ * txns of a bucket with pages only. The place is checked against the page
+ * (bounds, type, element, key bytes), not trusted; whether the txn's tree
+ * still has the entry there is the caller's to know. -ENOENT when the
+ * place does not hold the key (or the txn cannot read places).
+ */
+int btree_entry_at(struct btree_bucket *b, uint64_t pgid, uint32_t index, uint32_t key_off,
+		   uint32_t vsize, const void *key, size_t key_len, const uint8_t **val);
+/* Asks the CPU for the lines btree_entry_at will read. */
+void btree_entry_prefetch(struct btree_bucket *b, uint64_t pgid, uint32_t index,
+			  uint32_t key_off);
 
 /* Sets key to val (both copied). -EINVAL (empty key, key over 32768 bytes,
  * value over 2^31-2 bytes), -EISDIR, -EROFS, -ECANCELED, -ENOMEM. Any

@@ -102,6 +102,7 @@ struct btree_bucket {
 	uint8_t lg_key[BT_LAST_GET_KEY_MAX];
 	double fill;
 	bool deleted;
+	bool observed;                   /* the db's observer hears of its entries */
 	struct btree_bucket *all_next;   /* every bucket handle of the txn */
 };
 
@@ -177,6 +178,14 @@ struct btree_db {
 	uint8_t **page_pool;
 	size_t npool, pool_cap;
 	struct arena_pool arena_pool;  /* chunks of ended write txns' arenas */
+	/* btree_db_observe: the observed top-level bucket's name, or none. */
+	struct btree_observer obs;
+	uint8_t *obs_name;
+	size_t obs_name_len;
+	/* btree_db_observe_warm: the next key to tell of (none: start) */
+	uint8_t *warm_key;
+	size_t warm_len, warm_cap;
+	bool warm_done;
 };
 
 #define BT_PAGE_POOL_MAX 32768u
@@ -241,6 +250,10 @@ int bt_bucket_rebalance(struct btree_bucket *b);
 int bt_bucket_spill(struct btree_bucket *b);
 /* Frees every page of the bucket's tree (not nested buckets'). */
 int bt_bucket_free_pages(struct btree_bucket *b, bool via_nodes);
+/* Tells the db's observer to forget everything, and warming to start over. */
+void bt_db_observe_reset(struct btree_db *db);
+/* Tells the db's observer that every key of the node left its pages. */
+void bt_bucket_observe_gone(const struct btree_bucket *b, const struct bt_node *n);
 
 #define BT_MAX_NESTING 64   /* buckets nested deeper than this are refused */
 

@@ -78,6 +78,9 @@ static int bucket_from_value(struct btree_txn *t, struct btree_bucket *parent,
 	b->name_len = (uint32_t)kv->key_len;
 	b->holder_pgid = holder;
 	b->depth = parent->depth + 1;
+	if (t->writable && !parent->parent && t->db->obs_name &&
+	    t->db->obs_name_len == kv->key_len && memcmp(t->db->obs_name, name, kv->key_len) == 0)
+		b->observed = true;
 	if (root == 0) {
 		b->inline_page = kv->val + PAGE_BUCKET_HDR_SIZE;
 		b->inline_len = kv->val_len - PAGE_BUCKET_HDR_SIZE;
@@ -327,6 +330,8 @@ int btree_bucket_delete(struct btree_txn *t, struct btree_bucket *parent,
 		rc = bt_bucket_free_pages(child, false);
 	if (rc < 0)
 		return bt_txn_fail(t, rc);
+	if (child->observed)
+		bt_db_observe_reset(t->db);
 	bucket_unlink(p, child);
 	child->deleted = true;
 	struct bt_node *leaf;
@@ -517,6 +522,70 @@ int btree_put(struct btree_bucket *b, const void *key, size_t key_len,
 	return rc < 0 ? bt_txn_fail(t, rc) : 0;
 }
 
+/* The start of page pgid of a read txn's mapping, or NULL when it is not
+ * below the txn's high-water mark. */
+static const uint8_t *bucket_read_page(const struct btree_bucket *b, uint64_t pgid)
+{
+	const struct btree_txn *t = b->txn;
+	if (t->writable || b->root == 0 || pgid < 2 || pgid >= t->hwm)
+		return NULL;
+	return t->map->base + pgid * t->map->page_size;
+}
+
+void btree_entry_prefetch(struct btree_bucket *b, uint64_t pgid, uint32_t index,
+			  uint32_t key_off)
+{
+	const uint8_t *p = bucket_read_page(b, pgid);
+	if (!p)
+		return;
+	__builtin_prefetch(p);
+	__builtin_prefetch(p + PAGE_HDR_SIZE + (size_t)index * PAGE_ELEM_SIZE);
+	__builtin_prefetch(p + key_off);
+}
+
+int btree_entry_at(struct btree_bucket *b, uint64_t pgid, uint32_t index, uint32_t key_off,
+		   uint32_t vsize, const void *key, size_t key_len, const uint8_t **val)
+{
+	const struct btree_txn *t = b->txn;
+	const uint8_t *p = bucket_read_page(b, pgid);
+	if (!p)
+		return -ENOENT;
+	size_t el = PAGE_HDR_SIZE + (size_t)index * PAGE_ELEM_SIZE;
+	__builtin_prefetch(p + el);
+	/* The key's and the value's lines: the caller reads them next. */
+	for (size_t o = 0; o < key_len + vsize && o < 16 * 64; o += 64)
+		__builtin_prefetch(p + key_off + o);
+	uint32_t overflow = page_ld32(p + 12);
+	if (page_ld64(p) != pgid || page_ld16(p + 8) != PAGE_FLAG_LEAF ||
+	    index >= page_ld16(p + 10) || overflow >= t->hwm - pgid)
+		return -ENOENT;
+	uint64_t span = ((uint64_t)overflow + 1) * t->map->page_size;
+	if (el + PAGE_ELEM_SIZE > span || page_ld32(p + el) != 0 ||
+	    page_ld32(p + el + 8) != key_len || page_ld32(p + el + 12) != vsize ||
+	    el + page_ld32(p + el + 4) != key_off ||
+	    (uint64_t)key_off + key_len + vsize > span || memcmp(p + key_off, key, key_len) != 0)
+		return -ENOENT;
+	*val = p + key_off + key_len;
+	return 0;
+}
+
+/* Tells the db's observer that a key of an observed bucket is gone. */
+static void bucket_observe_del(const struct btree_bucket *b, const void *key, size_t key_len)
+{
+	const struct btree_db *db = b->txn->db;
+	if (b->observed && db->obs.gone)
+		db->obs.gone(db->obs.arg, key, (uint32_t)key_len);
+}
+
+void bt_bucket_observe_gone(const struct btree_bucket *b, const struct bt_node *n)
+{
+	const struct btree_db *db = b->txn->db;
+	if (!b->observed || !db->obs.gone)
+		return;
+	for (uint32_t i = 0; i < n->ninodes; i++)
+		db->obs.gone(db->obs.arg, n->inodes[i].key, n->inodes[i].ksize);
+}
+
 int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
 {
 	struct btree_cursor c;
@@ -534,6 +603,7 @@ int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
 		if (in->flags & PAGE_LEAF_BUCKET)
 			return bt_error(-EISDIR, "stored: the key names a bucket");
 		bt_node_del(leaf, key, (uint32_t)key_len);
+		bucket_observe_del(b, key, key_len);
 		return 0;
 	}
 	rc = bucket_seek(b, true, "key", key, key_len, &c, &kv, &exact);
@@ -547,6 +617,7 @@ int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
 	if (rc < 0)
 		return bt_txn_fail(b->txn, rc);
 	bt_node_del(leaf, key, (uint32_t)key_len);
+	bucket_observe_del(b, key, key_len);
 	return 0;
 }
 
@@ -599,6 +670,7 @@ static int bucket_spill_child(struct btree_bucket *b, struct btree_bucket *child
 		rc = bt_bucket_free_pages(child, true);
 		if (rc < 0)
 			return rc;
+		bt_bucket_observe_gone(child, child->root_node);
 		vlen = PAGE_BUCKET_HDR_SIZE + bt_node_size(child->root_node);
 		val = arena_zalloc(&t->arena, vlen);
 		if (!val)

@@ -467,6 +467,8 @@ void btree_db_close(struct btree_db *db)
 	stored_free(db->page_pool);
 	arena_pool_destroy(&db->arena_pool);
 	stored_free(db->local_readers);
+	stored_free(db->obs_name);
+	stored_free(db->warm_key);
 	pthread_mutex_destroy(&db->readers_lock);
 	stored_free(db);
 }
@@ -479,6 +481,110 @@ void btree_db_current(const struct btree_db *db, struct btree_root *out)
 void btree_db_durable(const struct btree_db *db, struct btree_root *out)
 {
 	*out = db->durable;
+}
+
+int btree_db_observe(struct btree_db *db, const void *bucket_name, size_t len,
+		     const struct btree_observer *o)
+{
+	uint8_t *name = NULL;
+
+	if (o) {
+		if (len == 0)
+			return bt_error(-EINVAL, "stored: an observed bucket needs a name");
+		name = stored_malloc(len);
+		if (!name)
+			return bt_error(-ENOMEM, "stored: out of memory");
+		memcpy(name, bucket_name, len);
+	}
+	stored_free(db->obs_name);
+	db->obs_name = name;
+	db->obs_name_len = o ? len : 0;
+	memset(&db->obs, 0, sizeof(db->obs));
+	if (o)
+		db->obs = *o;
+	db->warm_len = 0;
+	db->warm_done = false;
+	return 0;
+}
+
+void bt_db_observe_reset(struct btree_db *db)
+{
+	if (db->obs.reset)
+		db->obs.reset(db->obs.arg);
+	db->warm_len = 0;
+	db->warm_done = false;
+}
+
+/* Keeps key as the place where warming resumes. */
+static int warm_remember(struct btree_db *db, const uint8_t *key, size_t len)
+{
+	if (len > db->warm_cap) {
+		uint8_t *k = stored_realloc(db->warm_key, len);
+		if (!k)
+			return bt_error(-ENOMEM, "stored: out of memory");
+		db->warm_key = k;
+		db->warm_cap = len;
+	}
+	memcpy(db->warm_key, key, len);
+	db->warm_len = len;
+	return 0;
+}
+
+int btree_db_observe_warm(struct btree_db *db, size_t max, bool *done)
+{
+	struct btree_placed e[BTREE_PLACED_MAX];
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	struct btree_cursor c;
+	struct btree_kv kv;
+	uint64_t pgid = 0;
+	size_t k = 0;
+	int rc;
+
+	*done = true;
+	if (!db->obs_name || !db->obs.placed || db->warm_done)
+		return 0;
+	if (db->writing)
+		return bt_error(-EBUSY, "stored: warming an observer during a write txn");
+	rc = btree_db_read_begin(db, NULL, &t);
+	if (rc)
+		return rc;
+	rc = btree_bucket_open(t, NULL, db->obs_name, db->obs_name_len, &b);
+	if (rc == -ENOENT || rc == -ENOTDIR || (rc == 0 && b->root == 0)) {
+		db->warm_done = true;  /* nothing with pages to tell of */
+		rc = 0;
+		goto out_end;
+	}
+	if (rc)
+		goto out_end;
+	btree_cursor_init(&c, b);
+	rc = db->warm_len ? btree_cursor_seek(&c, db->warm_key, db->warm_len, &kv)
+			  : btree_cursor_first(&c, &kv);
+	for (size_t n = 0; rc == 0 && n < max; n++) {
+		const struct btree_cursor_frame *f = &c.stack[c.depth - 1];
+		if (k && (f->pgid != pgid || k == BTREE_PLACED_MAX)) {
+			db->obs.placed(db->obs.arg, pgid, t->txid, e, k);
+			k = 0;
+		}
+		pgid = f->pgid;
+		if (f->page && !(kv.flags & BTREE_KV_BUCKET))
+			e[k++] = (struct btree_placed){ kv.key, (uint32_t)kv.key_len, f->index,
+							(uint32_t)(kv.key - f->page),
+							(uint32_t)kv.val_len };
+		rc = btree_cursor_next(&c, &kv);
+	}
+	if (k)
+		db->obs.placed(db->obs.arg, pgid, t->txid, e, k);
+	if (rc == -ENOENT) {
+		db->warm_done = true;
+		rc = 0;
+	} else if (rc == 0) {
+		rc = warm_remember(db, kv.key, kv.key_len);
+		*done = false;
+	}
+out_end:
+	btree_txn_end(t);
+	return rc;
 }
 
 void btree_db_unblock_reuse(struct btree_db *db)

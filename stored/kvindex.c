@@ -194,6 +194,80 @@ static int latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_
 	return 0;
 }
 
+/* The latest-entry cache's place for the key of hash h, when the txn may
+ * use it (placed at or before the txn's txid). */
+static bool cache_place(const struct kvindex *x, uint64_t h, struct lcache_loc *loc)
+{
+	return lcache_get(x->lc, x->lc_generation, h, loc) &&
+	       loc->txid <= btree_txn_id(btree_bucket_txn(x->latest));
+}
+
+int kvindex_cache_get(const struct lcache *lc, uint64_t generation, struct btree_bucket *latest,
+		      const uint8_t *key, size_t len, const uint8_t **v, size_t *vlen)
+{
+	struct lcache_loc loc;
+	if (!lcache_get(lc, generation, lcache_hash(key, len), &loc) ||
+	    loc.txid > btree_txn_id(btree_bucket_txn(latest)) ||
+	    btree_entry_at(latest, loc.pgid, loc.index, loc.key_off, loc.vsize, key, len, v))
+		return -EAGAIN;
+	*vlen = loc.vsize;
+	return 0;
+}
+
+/* The value of key through the latest-entry cache, or -EAGAIN. */
+static int cached(struct kvindex *x, const uint8_t *key, size_t len, const uint8_t **v,
+		  size_t *vlen)
+{
+	if (!x->lc)
+		return -EAGAIN;
+	return kvindex_cache_get(x->lc, x->lc_generation, x->latest, key, len, v, vlen);
+}
+
+void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t generation)
+{
+	x->lc = lc;
+	x->lc_generation = generation;
+}
+
+static void feed_placed(void *arg, uint64_t pgid, uint64_t txid, const struct btree_placed *e,
+			size_t n)
+{
+	uint64_t hs[BTREE_PLACED_MAX];
+	/* Every set first, so that their misses overlap. */
+	for (size_t i = 0; i < n; i++) {
+		hs[i] = lcache_hash(e[i].key, e[i].ksize);
+		lcache_prefetch(arg, hs[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct lcache_loc loc = { .pgid = pgid, .txid = txid, .index = e[i].index,
+					  .key_off = e[i].key_off, .vsize = e[i].vsize };
+		lcache_put(arg, hs[i], &loc);
+	}
+}
+
+static void feed_gone(void *arg, const uint8_t *key, uint32_t ksize)
+{
+	lcache_del(arg, lcache_hash(key, ksize));
+}
+
+static void feed_reset(void *arg)
+{
+	struct lcache *lc = arg;
+	lcache_clear(lc, atomic_load_explicit(&lc->hdr->generation, memory_order_relaxed));
+}
+
+int kvindex_feed_cache(struct btree_db *db, struct lcache *lc, uint64_t generation)
+{
+	const struct btree_observer o = {
+		.placed = feed_placed,
+		.gone = feed_gone,
+		.reset = feed_reset,
+		.arg = lc,
+	};
+	lcache_clear(lc, generation);
+	return btree_db_observe(db, SCHEMA_BUCKET_KV_LATEST, strlen(SCHEMA_BUCKET_KV_LATEST), &o);
+}
+
 int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *keys,
 			    const size_t *lens)
 {
@@ -205,9 +279,50 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 		return -EINVAL;
 	if (n == 0 || btree_txn_writable(btree_bucket_txn(x->latest)))
 		return 0;
-	int rc = btree_get_many(x->latest, n, keys, lens, vals, vlens, rcs);
-	if (rc)
-		return rc;
+	/* The cache first, in stages so that the misses of different keys
+	 * overlap: every key's set, then every place found, then the
+	 * entries; the tree for the keys it did not give. */
+	const uint8_t *miss_keys[BTREE_GET_MANY_MAX];
+	size_t miss_lens[BTREE_GET_MANY_MAX], miss_at[BTREE_GET_MANY_MAX], nmiss = 0;
+	struct lcache_loc locs[BTREE_GET_MANY_MAX];
+	uint64_t hs[BTREE_GET_MANY_MAX];
+	bool placed[BTREE_GET_MANY_MAX];
+	for (size_t i = 0; x->lc && i < n; i++) {
+		hs[i] = lcache_hash(keys[i], lens[i]);
+		lcache_prefetch(x->lc, hs[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		placed[i] = x->lc && cache_place(x, hs[i], &locs[i]);
+		if (placed[i])
+			btree_entry_prefetch(x->latest, locs[i].pgid, locs[i].index, locs[i].key_off);
+	}
+	for (size_t i = 0; i < n; i++) {
+		rcs[i] = -EAGAIN;
+		if (placed[i] && btree_entry_at(x->latest, locs[i].pgid, locs[i].index,
+						locs[i].key_off, locs[i].vsize, keys[i], lens[i],
+						&vals[i]) == 0) {
+			rcs[i] = 0;
+			vlens[i] = locs[i].vsize;
+			continue;
+		}
+		miss_keys[nmiss] = keys[i];
+		miss_lens[nmiss] = lens[i];
+		miss_at[nmiss++] = i;
+	}
+	if (nmiss) {
+		const uint8_t *mvals[BTREE_GET_MANY_MAX];
+		size_t mvlens[BTREE_GET_MANY_MAX];
+		int mrcs[BTREE_GET_MANY_MAX];
+		int rc = btree_get_many(x->latest, nmiss, miss_keys, miss_lens, mvals, mvlens, mrcs);
+		if (rc)
+			return rc;
+		for (size_t j = 0; j < nmiss; j++) {
+			size_t i = miss_at[j];
+			rcs[i] = mrcs[j];
+			vals[i] = mvals[j];
+			vlens[i] = mvlens[j];
+		}
+	}
 	for (size_t i = 0; i < n; i++)
 		x->pre[i] = (struct kvindex_pre){ keys[i], lens[i], rcs[i], vals[i], vlens[i] };
 	x->npre = n;
@@ -234,8 +349,8 @@ static int prefetched(struct kvindex *x, const uint8_t *key, size_t len, const u
 	return -EAGAIN;
 }
 
-/* Looks key up in the latest bucket (or the prefetched answers);
- * `fields` as for latest_parse. */
+/* Looks key up in the latest bucket (or the prefetched answers, or the
+ * latest-entry cache); `fields` as for latest_parse. */
 static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool fields,
 			 struct kvindex_entry *out)
 {
@@ -244,6 +359,8 @@ static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool
 	if (len == 0 || len > PAGE_MAX_KEY)
 		return -ENOENT;
 	int rc = prefetched(x, key, len, &v, &vlen);
+	if (rc == -EAGAIN)
+		rc = cached(x, key, len, &v, &vlen);
 	if (rc == -EAGAIN)
 		rc = btree_get(x->latest, key, len, &v, &vlen);
 	if (rc)

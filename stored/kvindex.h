@@ -61,6 +61,7 @@
 #include <stdint.h>
 
 #include "stored/btree.h"
+#include "stored/lcache.h"
 #include "stored/mvcc_kv.h"
 #include "stored/revision.h"
 
@@ -91,6 +92,10 @@ struct kvindex {
 		const uint8_t *val;
 		size_t vlen;
 	} pre[BTREE_GET_MANY_MAX];
+	/* kvindex_use_cache: the latest-entry cache and the db generation
+	 * of this txn's file (read txns only). */
+	const struct lcache *lc;
+	uint64_t lc_generation;
 };
 
 /* Zeroes x before its first use. */
@@ -104,6 +109,31 @@ int kvindex_create(struct btree_txn *t, struct kvindex *x);
 int kvindex_drop(struct btree_txn *t);
 /* Frees the scratch; the buckets belong to the txn. NULL-safe. */
 void kvindex_close(struct kvindex *x);
+
+/*
+ * Lets the latest lookups of a read txn's index find entries through the
+ * latest-entry cache lc (lcache.h), which must describe the txn's file
+ * as db generation `generation`; a key the cache does not hold for the
+ * txn is looked up in the tree as before. lc must outlive x's use of it.
+ */
+void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t generation);
+
+/*
+ * The value of key in `latest` (a read txn's latest bucket) through lc:
+ * 0 with *v and *vlen as btree_get gives them, or -EAGAIN when lc holds
+ * no place for key that the txn may use (placed after the txn's commit,
+ * or not where it says).
+ */
+int kvindex_cache_get(const struct lcache *lc, uint64_t generation, struct btree_bucket *latest,
+		      const uint8_t *key, size_t len, const uint8_t **v, size_t *vlen);
+
+/*
+ * Makes the writer db keep lc up to date (btree_db_observe on the latest
+ * bucket), after clearing it for db generation `generation` (non-zero).
+ * Call it before publishing any commit of db to readers, and again with a
+ * new generation for a new file. lc must outlive db (or the next call).
+ */
+int kvindex_feed_cache(struct btree_db *db, struct lcache *lc, uint64_t generation);
 
 /* Whether key can be indexed (non-empty, encoding fits). */
 bool kvindex_key_fits(const uint8_t *key, size_t len);

@@ -14,12 +14,15 @@
 #include "shm/log.h"
 #include "shm/msg.h"
 #include "shm/readers.h"
+#include "shm/region.h"
 #include "shm/ring.h"
 #include "shm/slot.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
 #include "stored/arena.h"
 #include "stored/btree.h"
+#include "stored/kvindex.h"
+#include "stored/lcache.h"
 #include "stored/mvcc.h"
 
 /* How long spinning for raftd's next entries is worth it before sleeping. */
@@ -28,6 +31,8 @@
 #define LOOP_DB_BUSY_MS 10000
 /* How long a restart waits for the readers of a half-written status record. */
 #define LOOP_TORN_WAIT_MS 5000
+/* Entries of the file told to the latest-entry cache per idle turn. */
+#define LOOP_CACHE_WARM_STEP 8192
 
 /* A physical compaction whose answer waits for the deletion to finish. */
 struct loop_waiting {
@@ -66,6 +71,9 @@ struct stored_loop {
 	uint64_t checkpoint_index;       /* applied index the one being written covers */
 	int64_t reap_ns;                 /* time of the last reap */
 	uint64_t gap_logged;             /* applied index the last gap was logged at */
+	struct lcache cache;             /* the latest-entry cache in the region */
+	bool cache_on;                   /* kept up to date by the db */
+	bool cache_warm;                 /* every entry of the file told to it */
 	struct stored_loop_stats st;
 };
 
@@ -220,6 +228,58 @@ static void loop_publish_root(struct stored_loop *l)
 	shm_events_notify(l->r);
 }
 
+/*
+ * Lays the region's latest-entry cache out (the first stored of a region
+ * does) and has the db keep it, cleared first: entries of a predecessor
+ * may name pages and txids of commits it never published. Before any root
+ * of this process is published. Without an area (or with one that is not
+ * a cache) reads go down the tree.
+ */
+static void loop_cache_open(struct stored_loop *l)
+{
+	size_t bytes;
+	void *area = shm_cache_area(l->r, &bytes);
+	int rc;
+
+	if (!area)
+		return;
+	rc = lcache_attach(&l->cache, area, bytes);
+	if (rc == -EAGAIN) {
+		lcache_format(&l->cache, area, lcache_sets_for(bytes));
+		rc = 0;
+	}
+	if (rc == 0)
+		rc = kvindex_feed_cache(l->db, &l->cache, l->pub.db_generation);
+	if (rc) {
+		log_warn("cannot use the latest-entry cache; point reads go down the tree",
+			 LOG_U64("bytes", bytes), LOG_ERRNO(rc));
+		return;
+	}
+	l->cache_on = true;
+}
+
+/* Tells the cache of a chunk of the entries it has not heard of (those of
+ * the file as stored opened it), between batches. */
+static int loop_cache_warm(struct stored_loop *l)
+{
+	bool done;
+	int rc;
+
+	if (!l->cache_on || l->cache_warm)
+		return 0;
+	rc = btree_db_observe_warm(l->db, LOOP_CACHE_WARM_STEP, &done);
+	if (rc) {
+		log_warn("cannot fill the latest-entry cache from the db; it fills as keys are written",
+			 LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
+		done = true;
+	}
+	if (done) {
+		l->cache_warm = true;
+		log_info("the latest-entry cache holds every key of the db");
+	}
+	return 0;
+}
+
 static void loop_opts_defaults(struct stored_loop_opts *o)
 {
 	if (!o->batch_entries)
@@ -327,6 +387,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	rc = loop_open_db(l, &prev, known);
 	if (rc)
 		goto out_free;
+	loop_cache_open(l);
 
 	mvcc_store_state(l->store, &ms);
 	l->applied = l->committed_index = ms.consistent_index;
@@ -691,6 +752,11 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 		if (rc)
 			return rc;
 	}
+	if (!ring_has_data(l->committed)) {
+		rc = loop_cache_warm(l);
+		if (rc)
+			return rc;
+	}
 	if (now - l->reap_ns >= (int64_t)l->o.reap_ms * 1000000) {
 		int n = readers_reap(l->r);
 		if (n > 0)
@@ -700,7 +766,8 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	if (more) {
 		struct mvcc_state ms;
 		mvcc_store_state(l->store, &ms);
-		*more = ms.compacting || ring_has_data(l->committed);
+		*more = ms.compacting || ring_has_data(l->committed) ||
+			(l->cache_on && !l->cache_warm);
 	}
 	return 0;
 }

@@ -137,6 +137,11 @@ int mvcc_view_prefetch(struct mvcc_view *v, size_t n, const uint8_t *const *keys
 	return kvindex_latest_prefetch(&v->idx, n, keys, lens);
 }
 
+void mvcc_view_use_cache(struct mvcc_view *v, const struct lcache *lc, uint64_t generation)
+{
+	kvindex_use_cache(&v->idx, lc, generation);
+}
+
 int mvcc_view_open(struct btree_txn *t, struct mvcc_view *v)
 {
 	struct btree_bucket *meta;

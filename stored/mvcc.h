@@ -154,6 +154,11 @@ void mvcc_view_close(struct mvcc_view *v);
 int mvcc_view_prefetch(struct mvcc_view *v, size_t n, const uint8_t *const *keys,
 		       const size_t *lens);
 
+/* Lets the view's latest lookups use the latest-entry cache lc, which
+ * describes the txn's file as db generation `generation`
+ * (kvindex_use_cache). */
+void mvcc_view_use_cache(struct mvcc_view *v, const struct lcache *lc, uint64_t generation);
+
 /* One KeyValue of a range: its stored bytes and their fields. */
 struct mvcc_kv_ref {
 	const uint8_t *kv;    /* stored mvccpb.KeyValue bytes */

@@ -361,6 +361,32 @@ static int node_free_page(struct bt_node *n)
 	return 0;
 }
 
+/* Tells the db's observer where each entry of a leaf just written sits
+ * (the offsets bt_node_write gave them). */
+static void node_observe_placed(const struct bt_node *n)
+{
+	const struct btree_txn *t = n->bucket->txn;
+	const struct btree_observer *o = &t->db->obs;
+	struct btree_placed e[BTREE_PLACED_MAX];
+	size_t data = PAGE_HDR_SIZE + (size_t)n->ninodes * PAGE_ELEM_SIZE, k = 0;
+	if (!o->placed)
+		return;
+	for (uint32_t i = 0; i < n->ninodes; i++) {
+		const struct bt_inode *in = &n->inodes[i];
+		if (!(in->flags & PAGE_LEAF_BUCKET)) {
+			e[k++] = (struct btree_placed){ in->key, in->ksize, i, (uint32_t)data,
+							in->vsize };
+			if (k == BTREE_PLACED_MAX) {
+				o->placed(o->arg, n->pgid, t->txid, e, k);
+				k = 0;
+			}
+		}
+		data += in->ksize + (size_t)in->vsize;
+	}
+	if (k)
+		o->placed(o->arg, n->pgid, t->txid, e, k);
+}
+
 /* Writes one node (already split to size) to new pages and points its
  * parent at them. */
 static int node_write_out(struct bt_node *n)
@@ -389,6 +415,8 @@ static int node_write_out(struct bt_node *n)
 	bt_node_write(n, buf, pgid, n->overflow);
 	memset(buf + used, 0, npages * ps - used);  /* no stale bytes in the file */
 	n->spilled = true;
+	if (n->leaf && n->bucket->observed)
+		node_observe_placed(n);
 	if (n->parent) {
 		const uint8_t *k = n->key ? n->key : n->inodes[0].key;
 		uint32_t ks = n->key ? n->ksize : n->inodes[0].ksize;

@@ -439,6 +439,9 @@ int btree_commit(struct btree_txn *t, struct btree_root *out)
 out_nomem:
 	rc = bt_error(rc, "stored: out of memory");
 out_abort:
+	/* Entries placed by the spill name pages and a txid that the next
+	 * txn will use again. */
+	bt_db_observe_reset(db);
 	btree_txn_end(t);
 	return rc;
 }

@@ -1,0 +1,221 @@
+/* The latest-entry cache (see lcache.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "shm/barrier.h"
+#include "stored/lcache.h"
+
+/* Tries a reader makes on a set that a writer is changing. */
+#define LCACHE_READ_TRIES 4
+
+uint64_t lcache_sets_for(size_t bytes)
+{
+	uint64_t n = 1;
+
+	if (bytes < lcache_footprint(1))
+		return 0;
+	while (lcache_footprint(n * 2) <= bytes)
+		n *= 2;
+	return n;
+}
+
+void lcache_format(struct lcache *c, void *mem, uint64_t nsets)
+{
+	c->hdr = mem;
+	c->sets = (struct lcache_set *)((uint8_t *)mem + LCACHE_HDR_BYTES);
+	c->mask = nsets - 1;
+	atomic_store_explicit(&c->hdr->seq, 1, memory_order_relaxed);
+	atomic_store_explicit(&c->hdr->nsets, nsets, memory_order_release);
+}
+
+int lcache_attach(struct lcache *c, void *mem, size_t bytes)
+{
+	struct lcache_hdr *h = mem;
+	uint64_t nsets;
+
+	if (bytes < lcache_footprint(1))
+		return -EPROTO;
+	nsets = atomic_load_explicit(&h->nsets, memory_order_acquire);
+	if (nsets == 0)
+		return -EAGAIN;
+	if ((nsets & (nsets - 1)) || nsets > (bytes - LCACHE_HDR_BYTES) / LCACHE_SET_BYTES)
+		return -EPROTO;
+	c->hdr = h;
+	c->sets = (struct lcache_set *)((uint8_t *)mem + LCACHE_HDR_BYTES);
+	c->mask = nsets - 1;
+	return 0;
+}
+
+/* A 64-bit hash of the key's bytes: 8 at a time, each multiplied in, then
+ * murmur3's finalizer so that low and high bits both depend on all. */
+uint64_t lcache_hash(const void *key, size_t len)
+{
+	const uint8_t *p = key;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (len * 0xff51afd7ed558ccdull);
+
+	while (len >= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+		p += 8;
+		len -= 8;
+	}
+	if (len) {
+		uint64_t w = 0;
+		memcpy(&w, p, len);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+	}
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 33;
+	return h;
+}
+
+static inline uint32_t lcache_tag(uint64_t h)
+{
+	uint32_t t = (uint32_t)(h >> 32);
+	return t ? t : 1;
+}
+
+static inline struct lcache_set *lcache_set_of(const struct lcache *c, uint64_t h)
+{
+	return &c->sets[h & c->mask];
+}
+
+/* Writer: the set's seqlock. */
+static inline void set_write_begin(struct lcache_set *s)
+{
+	uint32_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	atomic_store_explicit(&s->seq, (q | 1u), memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+static inline void set_write_end(struct lcache_set *s)
+{
+	uint32_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	atomic_store_explicit(&s->seq, q + 1, memory_order_release);
+}
+
+static void set_clear_way(struct lcache_set *s, unsigned w)
+{
+	atomic_store_explicit(&s->tag[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&s->loc[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&s->off[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&s->txid[w], 0, memory_order_relaxed);
+}
+
+void lcache_clear(struct lcache *c, uint64_t generation)
+{
+	struct lcache_hdr *h = c->hdr;
+	uint64_t q = atomic_load_explicit(&h->seq, memory_order_relaxed);
+
+	atomic_store_explicit(&h->seq, q | 1u, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (uint64_t i = 0; i <= c->mask; i++) {
+		struct lcache_set *s = &c->sets[i];
+		set_write_begin(s);
+		for (unsigned w = 0; w < LCACHE_WAYS; w++)
+			set_clear_way(s, w);
+		s->victim = 0;
+		set_write_end(s);
+	}
+	atomic_store_explicit(&h->generation, generation, memory_order_relaxed);
+	atomic_store_explicit(&h->seq, (q | 1u) + 1, memory_order_release);
+}
+
+/* The way of s holding tag, or LCACHE_WAYS. */
+static unsigned set_find(const struct lcache_set *s, uint32_t tag)
+{
+	for (unsigned w = 0; w < LCACHE_WAYS; w++)
+		if (atomic_load_explicit(&s->tag[w], memory_order_relaxed) == tag)
+			return w;
+	return LCACHE_WAYS;
+}
+
+void lcache_del(struct lcache *c, uint64_t h)
+{
+	struct lcache_set *s = lcache_set_of(c, h);
+	unsigned w = set_find(s, lcache_tag(h));
+
+	if (w == LCACHE_WAYS)
+		return;
+	set_write_begin(s);
+	set_clear_way(s, w);
+	set_write_end(s);
+}
+
+void lcache_put(struct lcache *c, uint64_t h, const struct lcache_loc *loc)
+{
+	struct lcache_set *s = lcache_set_of(c, h);
+	uint32_t tag = lcache_tag(h);
+	unsigned w;
+
+	if (loc->pgid > LCACHE_MAX_PGID || loc->index > LCACHE_MAX_INDEX) {
+		lcache_del(c, h);
+		return;
+	}
+	w = set_find(s, tag);
+	if (w == LCACHE_WAYS)
+		w = set_find(s, 0);
+	if (w == LCACHE_WAYS) {
+		w = s->victim % LCACHE_WAYS;
+		s->victim = w + 1;
+	}
+	set_write_begin(s);
+	atomic_store_explicit(&s->tag[w], tag, memory_order_relaxed);
+	atomic_store_explicit(&s->loc[w], loc->pgid << 16 | loc->index, memory_order_relaxed);
+	atomic_store_explicit(&s->off[w], (uint64_t)loc->key_off << 32 | loc->vsize,
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->txid[w], loc->txid, memory_order_relaxed);
+	set_write_end(s);
+}
+
+void lcache_prefetch(const struct lcache *c, uint64_t h)
+{
+	__builtin_prefetch(lcache_set_of(c, h));
+}
+
+bool lcache_get(const struct lcache *c, uint64_t generation, uint64_t h,
+		struct lcache_loc *out)
+{
+	const struct lcache_hdr *hd = c->hdr;
+	struct lcache_set *s = lcache_set_of(c, h);
+	uint32_t tag = lcache_tag(h);
+	uint64_t hq = atomic_load_explicit(&hd->seq, memory_order_acquire);
+
+	if ((hq & 1u) || atomic_load_explicit(&hd->generation, memory_order_relaxed) != generation)
+		return false;
+	for (int tries = 0; tries < LCACHE_READ_TRIES; tries++) {
+		uint32_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
+		if (q & 1u) {
+			shm_cpu_relax();
+			continue;
+		}
+		unsigned w = set_find(s, tag);
+		if (w == LCACHE_WAYS) {
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q)
+				continue;
+			return false;
+		}
+		uint64_t loc = atomic_load_explicit(&s->loc[w], memory_order_relaxed);
+		uint64_t off = atomic_load_explicit(&s->off[w], memory_order_relaxed);
+		uint64_t txid = atomic_load_explicit(&s->txid[w], memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q)
+			continue;
+		if (atomic_load_explicit(&hd->seq, memory_order_relaxed) != hq)
+			return false;
+		out->pgid = loc >> 16;
+		out->index = (uint32_t)(loc & 0xFFFFu);
+		out->key_off = (uint32_t)(off >> 32);
+		out->vsize = (uint32_t)off;
+		out->txid = txid;
+		return true;
+	}
+	return false;
+}

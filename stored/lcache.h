@@ -1,0 +1,142 @@
+/*
+ * The latest-entry cache: where each key's entry in the latest bucket
+ * (kvindex.h) sits in the db file, so that a reader in any process finds
+ * the newest version of a key without descending the B+tree. A lookup
+ * costs the cache's own line and the leaf's lines of that one entry,
+ * where a descent costs a binary search through every level (most of
+ * them cache and TLB misses in a file larger than the cache).
+ *
+ * It lives in shared memory (the member region, or any MAP_SHARED block)
+ * and has one writer, stored, which updates it while it commits: every
+ * leaf page of the latest bucket that a commit writes records where each
+ * of its entries now is, tagged with the commit's txid, before the commit
+ * is published. A reader at txid T trusts an entry only when its txid is
+ * at most T: the entry then says where the key was placed at or before T,
+ * and since the writer would have replaced it had the key moved later but
+ * still at or before T, that place is the key's place at T. An entry of a
+ * later txid is ignored (the reader descends the tree as before), and so
+ * is anything the cache does not hold: it is a cache, never the only copy.
+ *
+ * A key that leaves the bucket (deleted, or the bucket goes inline) loses
+ * its entry at once; a commit that fails, a bucket that is dropped, a
+ * writer that restarts or a db file that is replaced clears everything.
+ *
+ * Layout: a header, then a power of two of 128-byte sets (two cache
+ * lines: the adjacent-line prefetcher pairs them), each with LCACHE_WAYS
+ * entries. A key's 64-bit hash picks the set (low bits) and its tag (high
+ * 32 bits); a set holds at most one entry per tag, and a reader compares
+ * the key's bytes in the leaf anyway.
+ *
+ * Ordering: each set, and the header, is a seqlock (barrier.h's pattern):
+ * the writer makes the set's seq odd, release fence, changes the entries,
+ * then stores seq + 1 with release; a reader loads seq with acquire,
+ * copies the entry, acquire fence, and re-reads seq. The writer finishes
+ * every update of a commit before it publishes the commit's root with a
+ * release store, so a reader that loaded that root with acquire sees
+ * them. A writer killed halfway leaves a set odd: readers give up on it
+ * after a few tries, and the next writer clears the cache before it
+ * publishes anything. The header's seq brackets a whole clear, and its
+ * generation names the db file the entries describe.
+ */
+#ifndef CETCD_STORED_LCACHE_H
+#define CETCD_STORED_LCACHE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LCACHE_WAYS 4u
+#define LCACHE_SET_BYTES 128u
+#define LCACHE_HDR_BYTES 128u
+/* stored's default size: 512 Ki sets, 2 Mi entries. */
+#define LCACHE_DEFAULT_MIB 64u
+/* Largest page id and element index an entry can hold. */
+#define LCACHE_MAX_PGID ((1ull << 48) - 1)
+#define LCACHE_MAX_INDEX 0xFFFFu
+
+struct lcache_hdr {
+	_Atomic uint64_t seq;        /* odd while the writer clears, and from
+				      * lcache_format until the first clear */
+	_Atomic uint64_t generation; /* db file the entries describe */
+	_Atomic uint64_t nsets;      /* power of two; 0 until lcache_format */
+	uint8_t pad[LCACHE_HDR_BYTES - 24];
+};
+
+struct lcache_set {
+	_Atomic uint32_t seq;               /* odd while the writer changes it */
+	_Atomic uint32_t tag[LCACHE_WAYS];  /* 0: the way is empty */
+	uint32_t victim;                    /* writer only: next way to replace */
+	_Atomic uint64_t loc[LCACHE_WAYS];  /* pgid << 16 | element index */
+	_Atomic uint64_t off[LCACHE_WAYS];  /* key offset in the page run << 32 | vsize */
+	_Atomic uint64_t txid[LCACHE_WAYS]; /* commit that placed it there */
+	uint8_t pad[LCACHE_SET_BYTES - 24 - 24 * LCACHE_WAYS];
+};
+_Static_assert(sizeof(struct lcache_set) == LCACHE_SET_BYTES, "lcache set size");
+
+/* A process's handle on a cache block (no allocation; copyable). */
+struct lcache {
+	struct lcache_hdr *hdr;
+	struct lcache_set *sets;
+	uint64_t mask;          /* nsets - 1 */
+};
+
+/* Where a key's entry is: element `index` of the leaf page run at `pgid`,
+ * its key `key_off` bytes from the run's start, followed by vsize bytes of
+ * value; placed there by commit `txid`. */
+struct lcache_loc {
+	uint64_t pgid;
+	uint64_t txid;
+	uint32_t index;
+	uint32_t key_off;
+	uint32_t vsize;
+};
+
+/* The bytes a cache of nsets sets takes (nsets a power of two). */
+static inline size_t lcache_footprint(uint64_t nsets)
+{
+	return LCACHE_HDR_BYTES + (size_t)nsets * LCACHE_SET_BYTES;
+}
+
+/* The largest power of two of sets that fits in bytes (0 if none). */
+uint64_t lcache_sets_for(size_t bytes);
+
+/* Lays a cache of nsets sets out in mem (zeroed, lcache_footprint bytes,
+ * 64-byte aligned) and attaches c to it. It answers no lookup until the
+ * first lcache_clear. Writer or creator only. */
+void lcache_format(struct lcache *c, void *mem, uint64_t nsets);
+
+/* Attaches c to a block of `bytes` bytes that lcache_format laid out.
+ * -EAGAIN when it has not been laid out yet (all zeroes); -EPROTO when
+ * its header does not describe a cache that fits. */
+int lcache_attach(struct lcache *c, void *mem, size_t bytes);
+
+/* The hash a key is filed under. */
+uint64_t lcache_hash(const void *key, size_t len);
+
+/* Writer: empties every set and makes the entries describe the db file of
+ * `generation` (non-zero) from now on. */
+void lcache_clear(struct lcache *c, uint64_t generation);
+
+/* Writer: records where the key of hash h is (replacing its entry, or
+ * another key's when the set is full). Locations that do not fit an entry
+ * drop the key's entry instead. */
+void lcache_put(struct lcache *c, uint64_t h, const struct lcache_loc *loc);
+
+/* Writer: drops the entry of hash h, if any. */
+void lcache_del(struct lcache *c, uint64_t h);
+
+/* Reader: asks the CPU for the set of hash h, ahead of lcache_get. */
+void lcache_prefetch(const struct lcache *c, uint64_t h);
+
+/*
+ * Reader: the entry of hash h, when the cache describes the db file of
+ * `generation`, holds one and no writer is changing its set or clearing
+ * the cache meanwhile. Whether the entry may be used at a reader's txid,
+ * and whether it really is the key's (the tag is 32 bits), is the
+ * caller's to check.
+ */
+bool lcache_get(const struct lcache *c, uint64_t generation, uint64_t h,
+		struct lcache_loc *out);
+
+#endif

@@ -1,0 +1,599 @@
+/*
+ * The latest-entry cache (stored/lcache.h) and the B+tree's observer that
+ * keeps it:
+ *
+ *  - the cache alone: layout, one entry per tag, eviction, generations, a
+ *    set or a clear left half done by a dead writer (lookups give up, they
+ *    never hang), and a forked writer churning entries while a reader
+ *    checks that no entry it is given is torn, then killed mid-churn;
+ *  - a model run: random puts (small, large, overflow values), deletes,
+ *    whole-bucket drops and inline spells, and commits that fail after
+ *    spilling, on the bucket the cache follows; read txns kept at older
+ *    commits look keys up through the cache (as kvindex does) and must get
+ *    exactly btree_get's value whenever the cache answers, and the
+ *    newest commit must be answered from the cache for most keys;
+ *  - a writer that dies after a commit nobody published and comes back at
+ *    the published state (DESIGN.md section 10, item 4): the new writer's
+ *    cache must not serve the dead commit's places, a reader kept at the
+ *    old root stays right, and warming refills the cache with the keys no
+ *    commit moves;
+ *  - MVCC views with the cache answer every single-key Range byte for byte
+ *    as views without it, one at a time and prefetched.
+ *
+ * BTREE_SEED=n replays a seed.
+ */
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include "test_mvcc_util.h"
+
+#include "stored/kvindex.h"
+#include "stored/lcache.h"
+
+#define LATEST SCHEMA_BUCKET_KV_LATEST
+#define LATEST_LEN (sizeof(SCHEMA_BUCKET_KV_LATEST) - 1)
+#define GEN 7
+
+static void *shared_block(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		T_FAIL("mmap: %s", strerror(errno));
+	return p;
+}
+
+/* ---- the cache alone ---- */
+
+static struct lcache_loc loc_of(uint64_t h, uint64_t txid)
+{
+	return (struct lcache_loc){ .pgid = (h >> 7) & 0xFFFFFFFFFFull, .txid = txid,
+				    .index = (uint32_t)(h >> 3) & 0xFFFFu,
+				    .key_off = (uint32_t)(h >> 13), .vsize = (uint32_t)(h >> 29) };
+}
+
+static bool loc_is(const struct lcache_loc *a, uint64_t h, uint64_t txid)
+{
+	struct lcache_loc b = loc_of(h, txid);
+	return a->pgid == b.pgid && a->txid == b.txid && a->index == b.index &&
+	       a->key_off == b.key_off && a->vsize == b.vsize;
+}
+
+static void test_cache_basics(void)
+{
+	t_phase = "cache basics";
+	const uint64_t nsets = 64;
+	size_t bytes = lcache_footprint(nsets);
+	void *mem = shared_block(bytes);
+	struct lcache c, r;
+	struct lcache_loc got;
+
+	T_CHECK(lcache_sets_for(bytes) == nsets);
+	T_CHECK(lcache_sets_for(bytes + LCACHE_SET_BYTES) == nsets);
+	T_CHECK(lcache_sets_for(LCACHE_HDR_BYTES) == 0);
+	T_RC(lcache_attach(&r, mem, bytes), -EAGAIN);
+	lcache_format(&c, mem, nsets);
+	T_OK(lcache_attach(&r, mem, bytes));
+	T_RC(lcache_attach(&r, mem, bytes - LCACHE_SET_BYTES), -EPROTO);
+	T_OK(lcache_attach(&r, mem, bytes));
+
+	uint64_t h = lcache_hash("key", 3);
+	T_CHECK(h != lcache_hash("kez", 3) && h != lcache_hash("key", 2));
+	/* nothing is answered before the first clear */
+	struct lcache_loc l = loc_of(h, 5);
+	lcache_put(&c, h, &l);
+	T_CHECK(!lcache_get(&r, 0, h, &got));
+	lcache_clear(&c, GEN);
+	T_CHECK(!lcache_get(&r, GEN, h, &got));
+	lcache_put(&c, h, &l);
+	T_CHECK(lcache_get(&r, GEN, h, &got) && loc_is(&got, h, 5));
+	T_CHECK(!lcache_get(&r, GEN + 1, h, &got));  /* another db file */
+	l = loc_of(h, 9);
+	lcache_put(&c, h, &l);
+	T_CHECK(lcache_get(&r, GEN, h, &got) && loc_is(&got, h, 9));
+	lcache_del(&c, h);
+	T_CHECK(!lcache_get(&r, GEN, h, &got));
+
+	/* one entry per (set, tag): a second hash with both in common
+	 * replaces the first */
+	uint64_t h2 = h ^ (1ull << 20);
+	lcache_put(&c, h, &l);
+	struct lcache_loc l2 = loc_of(h2, 11);
+	lcache_put(&c, h2, &l2);
+	T_CHECK(lcache_get(&r, GEN, h, &got) && loc_is(&got, h2, 11));
+	lcache_del(&c, h);
+	T_CHECK(!lcache_get(&r, GEN, h2, &got));
+
+	/* a full set: the newest entry is always there, at most WAYS are */
+	unsigned present = 0;
+	for (unsigned i = 0; i < 3 * LCACHE_WAYS; i++) {
+		uint64_t hi = (h & (nsets - 1)) | ((uint64_t)(i + 1) << 40);
+		struct lcache_loc li = loc_of(hi, i + 1);
+		lcache_put(&c, hi, &li);
+		T_CHECK(lcache_get(&r, GEN, hi, &got) && loc_is(&got, hi, i + 1));
+	}
+	for (unsigned i = 0; i < 3 * LCACHE_WAYS; i++) {
+		uint64_t hi = (h & (nsets - 1)) | ((uint64_t)(i + 1) << 40);
+		if (lcache_get(&r, GEN, hi, &got)) {
+			T_CHECK(loc_is(&got, hi, i + 1));
+			present++;
+		}
+	}
+	T_CHECK(present == LCACHE_WAYS);
+
+	/* a place that does not fit an entry drops the key's entry */
+	lcache_put(&c, h, &l);
+	struct lcache_loc big = l;
+	big.pgid = LCACHE_MAX_PGID + 1;
+	lcache_put(&c, h, &big);
+	T_CHECK(!lcache_get(&r, GEN, h, &got));
+
+	/* a writer that died inside a set or a clear: lookups give up */
+	lcache_put(&c, h, &l);
+	struct lcache_set *s = &c.sets[h & c.mask];
+	uint32_t q = atomic_load(&s->seq);
+	atomic_store(&s->seq, q | 1u);
+	T_CHECK(!lcache_get(&r, GEN, h, &got));
+	atomic_store(&s->seq, q);
+	T_CHECK(lcache_get(&r, GEN, h, &got));
+	uint64_t hq = atomic_load(&c.hdr->seq);
+	atomic_store(&c.hdr->seq, hq | 1u);
+	T_CHECK(!lcache_get(&r, GEN, h, &got));
+	atomic_store(&s->seq, q | 1u);  /* both, as a kill mid-clear leaves them */
+	lcache_clear(&c, GEN);           /* the next writer's clear mends them */
+	T_CHECK(!lcache_get(&r, GEN, h, &got));
+	lcache_put(&c, h, &l);
+	T_CHECK(lcache_get(&r, GEN, h, &got) && loc_is(&got, h, 9));
+	munmap(mem, bytes);
+}
+
+/* A forked writer rewrites the entries of a few hundred hashes (each
+ * entry's fields all derive from its hash and a txid) while this process
+ * reads them: every answer must be one whole entry. Then the writer is
+ * killed mid-churn, and every lookup still returns promptly. */
+static void test_cache_torn(void)
+{
+	t_phase = "cache torn reads";
+	const uint64_t nsets = 16;
+	size_t bytes = lcache_footprint(nsets);
+	void *mem = shared_block(bytes);
+	struct lcache c;
+	lcache_format(&c, mem, nsets);
+	lcache_clear(&c, GEN);
+	enum { NH = 200 };
+	uint64_t hs[NH];
+	for (int i = 0; i < NH; i++)
+		hs[i] = lcache_hash(&i, sizeof(i));
+
+	pid_t pid = fork();
+	if (pid < 0)
+		T_FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		for (uint64_t txid = 1;; txid++) {
+			uint64_t h = hs[txid % NH];
+			if (txid % 7 == 0) {
+				lcache_del(&c, h);
+			} else {
+				struct lcache_loc l = loc_of(h, txid);
+				lcache_put(&c, h, &l);
+			}
+		}
+	}
+	uint64_t answered = 0, asked = 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < NH; i++) {
+			struct lcache_loc got;
+			asked++;
+			if (!lcache_get(&c, GEN, hs[i], &got))
+				continue;
+			answered++;
+			/* the hash's own entry (or another with its set and tag,
+			 * which these hashes do not share), whole */
+			t_step = asked;
+			T_CHECK(loc_is(&got, hs[i], got.txid));
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while (t1.tv_sec - t0.tv_sec < 1);
+	T_CHECK(answered > asked / 10);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* whatever the kill left (a set may be odd for good), lookups end */
+	for (int round = 0; round < 1000; round++)
+		for (int i = 0; i < NH; i++) {
+			struct lcache_loc got;
+			if (lcache_get(&c, GEN, hs[i], &got))
+				T_CHECK(loc_is(&got, hs[i], got.txid));
+		}
+	lcache_clear(&c, GEN);
+	for (int i = 0; i < NH; i++) {
+		struct lcache_loc got;
+		T_CHECK(!lcache_get(&c, GEN, hs[i], &got));
+	}
+	munmap(mem, bytes);
+}
+
+/* ---- the B+tree keeps it: a model run ---- */
+
+enum { NKEYS = 1500, NREADERS = 4 };
+
+static uint8_t keyb[NKEYS][24];
+static size_t keyl[NKEYS];
+
+static void make_keys(void)
+{
+	for (int i = 0; i < NKEYS; i++) {
+		int n = snprintf((char *)keyb[i], sizeof(keyb[i]), "%s%05d",
+				 i % 3 ? "/registry/pods/" : "k", (int)t_below(100000));
+		keyl[i] = (size_t)n;
+		if (t_chance(50))
+			keyb[i][0] = 0x00;
+	}
+}
+
+/* kvindex's cached lookup, in txn t's bucket b. */
+static int cached_get(const struct lcache *c, struct btree_bucket *b, const uint8_t *key,
+		      size_t klen, const uint8_t **val, size_t *vlen)
+{
+	return kvindex_cache_get(c, GEN, b, key, klen, val, vlen);
+}
+
+struct kept {
+	struct btree_txn *t;
+	struct btree_bucket *b;  /* NULL: the txn has no such bucket */
+};
+
+/* Every key through the cache in kept txn k must be btree_get's answer
+ * there; returns how many the cache answered. */
+static uint64_t check_reader(const struct lcache *c, struct kept *k, uint64_t *present)
+{
+	uint64_t hits = 0;
+	if (!k->b)
+		return 0;
+	for (int i = 0; i < NKEYS; i++) {
+		const uint8_t *v, *cv;
+		size_t vl, cvl;
+		int rc = btree_get(k->b, keyb[i], keyl[i], &v, &vl);
+		int crc = cached_get(c, k->b, keyb[i], keyl[i], &cv, &cvl);
+		t_step = (uint64_t)i;
+		if (rc == 0)
+			(*present)++;
+		if (crc == -EAGAIN)
+			continue;
+		T_CHECK(crc == 0 && rc == 0);
+		T_CHECK(cvl == vl && memcmp(cv, v, vl) == 0);
+		hits++;
+	}
+	return hits;
+}
+
+static void keep_reader(struct btree_db *db, struct kept *slot)
+{
+	if (slot->t)
+		btree_txn_end(slot->t);
+	T_OK(btree_db_read_begin(db, NULL, &slot->t));
+	int rc = btree_bucket_open(slot->t, NULL, LATEST, LATEST_LEN, &slot->b);
+	if (rc == -ENOENT)
+		slot->b = NULL;
+	else
+		T_OK(rc);
+}
+
+static void end_readers(struct kept *k)
+{
+	for (int i = 0; i < NREADERS; i++) {
+		btree_txn_end(k[i].t);
+		k[i] = (struct kept){ 0 };
+	}
+}
+
+static uint8_t bigval[3 * 4096];
+
+static void random_put(struct btree_bucket *b, uint64_t round)
+{
+	int i = (int)t_below(NKEYS);
+	size_t vl = t_chance(30) ? 4096 + t_below(2 * 4096) : 1 + t_below(300);
+	bigval[0] = (uint8_t)round;
+	bigval[vl - 1] = (uint8_t)t_rand();
+	T_OK(btree_put(b, keyb[i], keyl[i], bigval, vl));
+}
+
+static void test_model(void)
+{
+	t_phase = "model";
+	char dir[256], path[300];
+	t_mkdir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/db", dir);
+	/* a small map, so that a commit can fail after its spill (-ENOSPC
+	 * when the file would grow past it) */
+	struct btree_db_opts o = { .create = true, .map_size = 64ull << 20 };
+	struct btree_db *db;
+	T_OK(btree_db_open(path, &o, &db));
+	size_t bytes = lcache_footprint(1024);
+	void *mem = shared_block(bytes);
+	struct lcache c;
+	lcache_format(&c, mem, 1024);
+	T_OK(kvindex_feed_cache(db, &c, GEN));
+	for (size_t i = 0; i < sizeof(bigval); i++)
+		bigval[i] = (uint8_t)(i * 31);
+
+	struct kept k[NREADERS] = { 0 };
+	uint64_t hits_newest = 0, present_newest = 0, failed = 0, drops = 0, inlines = 0;
+	for (uint64_t round = 0; round < 400; round++) {
+		struct btree_txn *t;
+		struct btree_bucket *b;
+		t_step = round;
+		T_OK(btree_write_begin(db, &t));
+		int rc = btree_bucket_create(t, NULL, LATEST, LATEST_LEN, &b);
+		T_CHECK(rc == 0 || rc == -EEXIST);
+		uint64_t r = t_below(100);
+		if (r < 3) {
+			/* drop the bucket (and start again) */
+			T_OK(btree_bucket_delete(t, NULL, LATEST, LATEST_LEN));
+			T_OK(btree_bucket_create(t, NULL, LATEST, LATEST_LEN, &b));
+			drops++;
+		} else if (r < 6) {
+			/* shrink it until it goes inline */
+			struct btree_cursor cur;
+			struct btree_kv kv;
+			uint8_t kbuf[64];
+			btree_cursor_init(&cur, b);
+			int n = 0;
+			while (btree_cursor_first(&cur, &kv) == 0) {
+				memcpy(kbuf, kv.key, kv.key_len);
+				T_OK(btree_del(b, kbuf, kv.key_len));
+				n++;
+			}
+			for (int j = 0; j < 3; j++)
+				T_OK(btree_put(b, keyb[j], keyl[j], "v", 1));
+			inlines++;
+		} else if (r < 9) {
+			/* a commit that fails after its spill */
+			for (int j = 0; j < 40; j++)
+				random_put(b, round);
+			uint8_t *huge = calloc(1, 80u << 20);
+			if (!huge)
+				T_FAIL("out of memory");
+			T_OK(btree_put(b, "huge", 4, huge, 80u << 20));
+			free(huge);
+			T_CHECK(btree_commit(t, NULL) != 0);
+			failed++;
+			continue;
+		}
+		size_t n = 1 + t_below(t_chance(200) ? 400 : 40);
+		for (size_t j = 0; j < n; j++) {
+			if (t_chance(200)) {
+				int i = (int)t_below(NKEYS);
+				rc = btree_del(b, keyb[i], keyl[i]);
+				T_CHECK(rc == 0 || rc == -ENOENT);
+			} else {
+				random_put(b, round);
+			}
+		}
+		T_OK(btree_commit(t, NULL));
+		if (t_chance(300))
+			T_OK(btree_db_checkpoint(db, NULL));
+		/* a reader at this commit replaces a random older one */
+		keep_reader(db, &k[t_below(NREADERS)]);
+		for (int i = 0; i < NREADERS; i++) {
+			uint64_t present = 0;
+			check_reader(&c, &k[i], &present);
+		}
+		/* the newest commit: most keys come from the cache */
+		struct kept now = { 0 };
+		keep_reader(db, &now);
+		hits_newest += check_reader(&c, &now, &present_newest);
+		btree_txn_end(now.t);
+	}
+	printf("model: %" PRIu64 " of %" PRIu64 " lookups at the newest commit answered by "
+	       "the cache; %" PRIu64 " failed commits, %" PRIu64 " drops, %" PRIu64
+	       " inline spells\n", hits_newest, present_newest, failed, drops, inlines);
+	T_CHECK(failed > 0 && drops > 0 && inlines > 0);
+	T_CHECK(hits_newest * 10 >= present_newest * 9);
+	end_readers(k);
+	btree_db_close(db);
+	munmap(mem, bytes);
+	t_rmdir(dir);
+}
+
+/* ---- a writer that dies and comes back ---- */
+
+static void put_all(struct btree_db *db, const char *value)
+{
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	T_OK(btree_write_begin(db, &t));
+	int rc = btree_bucket_create(t, NULL, LATEST, LATEST_LEN, &b);
+	T_CHECK(rc == 0 || rc == -EEXIST);
+	for (int i = 0; i < NKEYS; i++)
+		T_OK(btree_put(b, keyb[i], keyl[i], value, strlen(value)));
+	T_OK(btree_commit(t, NULL));
+}
+
+/* The oldest txid read elsewhere: the published one while the reader of
+ * the dead writer's time is open. */
+static uint64_t other_reader_txid = UINT64_MAX;
+static uint64_t other_readers(void *arg)
+{
+	(void)arg;
+	return other_reader_txid;
+}
+
+static void test_restart(void)
+{
+	t_phase = "restart";
+	char dir[256], path[300];
+	t_mkdir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/db", dir);
+	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30,
+				   .oldest_reader = other_readers };
+	struct btree_db *db;
+	size_t bytes = lcache_footprint(1024);
+	void *mem = shared_block(bytes);
+	struct lcache c;
+	struct btree_root published;
+	lcache_format(&c, mem, 1024);
+
+	T_OK(btree_db_open(path, &o, &db));
+	T_OK(kvindex_feed_cache(db, &c, GEN));
+	put_all(db, "published");
+	T_OK(btree_db_checkpoint(db, &published));
+	/* a reader of another process at the published root */
+	struct btree_reader *rd;
+	struct btree_txn *old;
+	struct btree_bucket *ob;
+	T_OK(btree_reader_open(path, NULL, &rd));
+	T_OK(btree_reader_begin(rd, &published, &old));
+	T_OK(btree_bucket_open(old, NULL, LATEST, LATEST_LEN, &ob));
+	other_reader_txid = published.txid;
+	/* a commit that is never published, then the writer dies */
+	put_all(db, "never published");
+	btree_db_close(db);
+
+	/* the next writer resumes after the published root */
+	o.resume = published;
+	T_OK(btree_db_open(path, &o, &db));
+	T_OK(kvindex_feed_cache(db, &c, GEN));
+	struct kept old_k = { old, ob };
+	uint64_t present = 0;
+	check_reader(&c, &old_k, &present);
+	T_CHECK(present > 0);
+	/* a commit of the new writer that moves a few keys only */
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	T_OK(btree_write_begin(db, &t));
+	T_OK(btree_bucket_open(t, NULL, LATEST, LATEST_LEN, &b));
+	for (int i = 0; i < 5; i++)
+		T_OK(btree_put(b, keyb[i], keyl[i], "moved", 5));
+	T_OK(btree_commit(t, NULL));
+	struct kept now = { 0 };
+	keep_reader(db, &now);
+	uint64_t p1 = 0, h1 = check_reader(&c, &now, &p1);
+	check_reader(&c, &old_k, &present);
+	/* warming tells the cache of every other key */
+	bool done = false;
+	int steps = 0;
+	while (!done) {
+		T_OK(btree_db_observe_warm(db, 100, &done));
+		steps++;
+	}
+	T_CHECK(steps > 1);
+	keep_reader(db, &now);
+	uint64_t p2 = 0, h2 = check_reader(&c, &now, &p2);
+	printf("restart: the cache answered %" PRIu64 " of %" PRIu64 " keys before warming, "
+	       "%" PRIu64 " of %" PRIu64 " after %d steps\n", h1, p1, h2, p2, steps);
+	T_CHECK(h1 < p1 / 2 && h2 * 10 >= p2 * 9);
+	check_reader(&c, &old_k, &present);
+	/* once done, warming stays done */
+	T_OK(btree_db_observe_warm(db, 100, &done));
+	T_CHECK(done);
+	btree_txn_end(now.t);
+	btree_txn_end(old);
+	other_reader_txid = UINT64_MAX;
+	btree_reader_close(rd);
+	btree_db_close(db);
+	munmap(mem, bytes);
+	t_rmdir(dir);
+}
+
+/* ---- MVCC views with and without the cache ---- */
+
+static void range_bytes(struct mvcc_view *v, const uint8_t *key, size_t klen, struct tbuf *out)
+{
+	RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	struct mvcc_range_result res;
+	mvcc_range_result_init(&res);
+	req.key = tbn(key, klen);
+	int rc = mvcc_range(v, &req, &res);
+	tbuf_add(out, &rc, sizeof(rc));
+	if (rc == 0) {
+		tbuf_add(out, &res.n, sizeof(res.n));
+		for (size_t i = 0; i < res.n; i++)
+			tbuf_add(out, res.kvs[i].kv, res.kvs[i].kv_len);
+	}
+	mvcc_range_result_free(&res);
+}
+
+static void test_views(void)
+{
+	t_phase = "views";
+	struct tdb d;
+	size_t bytes = lcache_footprint(1024);
+	void *mem = shared_block(bytes);
+	struct lcache c;
+	lcache_format(&c, mem, 1024);
+	tdb_init(&d, NULL);
+	T_OK(kvindex_feed_cache(d.db, &c, GEN));
+	uint64_t hits = 0;
+	for (int round = 0; round < 6; round++) {
+		tdb_begin(&d);
+		for (int i = 0; i < NKEYS; i++) {
+			if (t_chance(100)) {
+				DeleteRequest req = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+				DeleteResponse *resp;
+				req.key = tbn(keyb[i], keyl[i]);
+				tdb_entry(&d);
+				T_OK(mvcc_delete_range(d.s, &req, &d.a, &resp));
+			} else if (t_chance(500)) {
+				tdb_put(&d, keyb[i], keyl[i], round & 1 ? "odd round" : "even");
+			}
+		}
+		tdb_commit(&d);
+		struct btree_txn *t1, *t2;
+		struct mvcc_view v1, v2;
+		T_OK(btree_db_read_begin(d.db, NULL, &t1));
+		T_OK(btree_db_read_begin(d.db, NULL, &t2));
+		T_OK(mvcc_view_open(t1, &v1));
+		T_OK(mvcc_view_open(t2, &v2));
+		mvcc_view_use_cache(&v1, &c, GEN);
+		for (int i = 0; i < NKEYS; i += BTREE_GET_MANY_MAX / 2) {
+			const uint8_t *ks[BTREE_GET_MANY_MAX / 2];
+			size_t kls[BTREE_GET_MANY_MAX / 2];
+			int n = 0;
+			for (; n < BTREE_GET_MANY_MAX / 2 && i + n < NKEYS; n++) {
+				ks[n] = keyb[i + n];
+				kls[n] = keyl[i + n];
+			}
+			if (t_chance(500))
+				T_OK(mvcc_view_prefetch(&v1, (size_t)n, ks, kls));
+			for (int j = 0; j < n; j++) {
+				struct tbuf a = { 0 }, b = { 0 };
+				t_step = (uint64_t)(i + j);
+				range_bytes(&v1, ks[j], kls[j], &a);
+				range_bytes(&v2, ks[j], kls[j], &b);
+				T_CHECK(a.len == b.len && memcmp(a.p, b.p, a.len) == 0);
+				tbuf_free(&a);
+				tbuf_free(&b);
+			}
+		}
+		for (int i = 0; i < NKEYS; i++) {
+			const uint8_t *v;
+			size_t vl;
+			struct btree_bucket *lb = v1.idx.latest;
+			if (cached_get(&c, lb, keyb[i], keyl[i], &v, &vl) == 0)
+				hits++;
+		}
+		mvcc_view_close(&v1);
+		mvcc_view_close(&v2);
+		btree_txn_end(t1);
+		btree_txn_end(t2);
+	}
+	T_CHECK(hits > NKEYS);
+	tdb_free(&d);
+	munmap(mem, bytes);
+}
+
+int main(void)
+{
+	t_set_seed(t_pick_seed());
+	make_keys();
+	test_cache_basics();
+	test_cache_torn();
+	test_model();
+	test_restart();
+	test_views();
+	t_no_leaks();
+	printf("test_lcache: ok\n");
+	return 0;
+}
