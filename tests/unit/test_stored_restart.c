@@ -15,7 +15,9 @@
  * entry, published root, MVCC view, a range over every key) and checks
  * that a published revision and applied index never go backwards, and that
  * every published root opens and reads at the revision published with it,
- * across the kills.
+ * across the kills. It also looks every key the range found up through
+ * stored's latest-entry cache, which each new stored clears and warms: an
+ * answer of the cache must be the very entry the tree holds at that root.
  *
  * STORED_SEED=n replays a seed; STORED_ENTRIES=n changes the stream's
  * length.
@@ -25,6 +27,9 @@
 #include <sys/prctl.h>
 
 #include "test_stored_util.h"
+
+#include "stored/kvindex.h"
+#include "stored/lcache.h"
 
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
@@ -292,8 +297,30 @@ struct reader {
 	struct member *mb;
 	atomic_bool stop;
 	uint64_t reads, skipped;
+	uint64_t cache_asked, cache_hits;
 	char err[1024];
 };
+
+/* Every key of a range over everything, looked up through the cache: an
+ * answer must be the entry btree_get finds in the same txn (the same
+ * bytes of the same page). */
+static void reader_check_cache(struct reader *rd, const struct lcache *c, uint64_t generation,
+			       struct mvcc_view *v, const struct mvcc_range_result *res)
+{
+	for (size_t i = 0; i < res->n && !rd->err[0]; i++) {
+		const uint8_t *cv, *tv;
+		size_t cvl, tvl;
+		const uint8_t *key = res->kvs[i].f.key;
+		size_t klen = res->kvs[i].f.key_len;
+		rd->cache_asked++;
+		if (kvindex_cache_get(c, generation, v->idx.latest, key, klen, &cv, &cvl) != 0)
+			continue;
+		rd->cache_hits++;
+		if (btree_get(v->idx.latest, key, klen, &tv, &tvl) != 0 || tv != cv || tvl != cvl)
+			snprintf(rd->err, sizeof(rd->err),
+				 "the cache's entry of a %zu-byte key is not the tree's", klen);
+	}
+}
 
 static void reader_main(struct reader *rd)
 {
@@ -304,6 +331,8 @@ static void reader_main(struct reader *rd)
 	uint64_t last_rev = 0, last_applied = 0;
 	char path[600];
 	uint32_t e;
+	struct lcache cache;
+	bool cache_ok = false;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (shm_region_attach(rd->mb->m.region_path, &r))
@@ -337,6 +366,11 @@ static void reader_main(struct reader *rd)
 		last_applied = st.applied_index;
 		if (!db && btree_reader_open(path, NULL, &db) != 0)
 			db = NULL;
+		if (!cache_ok) {
+			size_t bytes;
+			void *area = shm_cache_area(r, &bytes);
+			cache_ok = area && lcache_attach(&cache, area, bytes) == 0;
+		}
 		struct btree_root root = { st.root_page, st.txid, st.high_water_page };
 		if (db && !rd->err[0]) {
 			rc = btree_reader_begin(db, &root, &t);
@@ -354,6 +388,8 @@ static void reader_main(struct reader *rd)
 					if (rc && rc != MVCC_ERR_COMPACTED)
 						snprintf(rd->err, sizeof(rd->err), "range: %d %s", rc,
 							 mvcc_last_error());
+					if (rc == 0 && cache_ok)
+						reader_check_cache(rd, &cache, st.db_generation, &v, &res);
 					mvcc_view_close(&v);
 				} else {
 					snprintf(rd->err, sizeof(rd->err),
@@ -462,6 +498,7 @@ int main(void)
 		CHECK(!rd->err[0]);
 	}
 	CHECK(rd->reads > 0);
+	CHECK(rd->cache_hits > 0);
 
 	{
 		char pa[600], pb[600];
@@ -479,9 +516,10 @@ int main(void)
 		CHECK(0);
 	}
 	printf("restarts %" PRIu64 " (%" PRIu64 " with entries left to apply), reads %" PRIu64 " (%" PRIu64 " waits), results A %" PRIu64
-	       " B %" PRIu64 ", final revision %" PRIu64 ", dump %zu bytes\n",
+	       " B %" PRIu64 ", final revision %" PRIu64 ", dump %zu bytes, cache answered %" PRIu64
+	       " of %" PRIu64 " lookups\n",
 	       a.restarts, a.kills_behind, rd->reads, rd->skipped, a.results_seen, b.results_seen,
-	       member_status(&a).revision, da.len);
+	       member_status(&a).revision, da.len, rd->cache_hits, rd->cache_asked);
 
 	tbuf_free(&buf);
 	tbuf_free(&da);

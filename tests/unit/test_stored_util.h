@@ -172,6 +172,7 @@ static inline void tst_member_init(struct tst_member *m, uint32_t max_request_by
 {
 	struct shm_region_params p = {
 		.slot_count = 4, .max_request_bytes = max_request_bytes, .member_id = TST_MEMBER,
+		.cache_bytes = 1u << 20,  /* stored's latest-entry cache */
 	};
 
 	if (!tst_base[0])
