@@ -1,7 +1,7 @@
 /*
  * Fuzz target: arbitrary bytes opened as a db file. They go into a memfd;
  * the reader side maps it, verifies it and walks every bucket (cursors both
- * ways, gets, seeks, nested buckets); the writer side opens it, changes a
+ * ways, gets, seeks, nested buckets, entries read by their place); the writer side opens it, changes a
  * few keys, commits, checkpoints and verifies. Any error is fine; a crash,
  * a hang or a sanitizer report is a bug.
  *
@@ -20,6 +20,35 @@
 
 #define DBFILE_WALK_BUDGET 20000u  /* entries visited per input, against cycles */
 #define DBFILE_MAP_SIZE (1ull << 30)
+
+/* The entry under the cursor read by its place, as the latest-entry
+ * cache reads it: found there, it is the cursor's own value; places a
+ * little off (another element, page, offset or size, or far out) are
+ * checked against the page and refused or read without a fault. */
+static void dbfile_places(struct btree_bucket *b, const struct btree_cursor *c,
+			  const struct btree_kv *kv)
+{
+	const struct btree_cursor_frame *f = &c->stack[c->depth - 1];
+	const uint8_t *v;
+	if (!f->page)
+		return;
+	uint32_t off = (uint32_t)(kv->key - f->page), vs = (uint32_t)kv->val_len;
+	if (btree_entry_at(b, f->pgid, f->index, off, vs, kv->key, kv->key_len, &v) == 0 &&
+	    v != kv->val)
+		abort();
+	const struct { uint64_t pgid; uint32_t index, off, vs; } odd[] = {
+		{ f->pgid, f->index + 1, off, vs },   { f->pgid + 1, f->index, off, vs },
+		{ f->pgid, f->index, off + 1, vs },   { f->pgid, f->index, off, vs + 1 },
+		{ f->pgid, 0xFFFF, off, vs },         { f->pgid, f->index, UINT32_MAX, vs },
+		{ f->pgid, f->index, off, UINT32_MAX }, { UINT64_MAX >> 16, f->index, off, vs },
+		{ 0, 0, 0, 0 },                        { 1, 0, 16, 0 },
+	};
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		btree_entry_prefetch(b, odd[i].pgid, odd[i].index, odd[i].off);
+		(void)btree_entry_at(b, odd[i].pgid, odd[i].index, odd[i].off, odd[i].vs, kv->key,
+				     kv->key_len, &v);
+	}
+}
 
 static int dbfile_walk_bucket(struct btree_txn *t, struct btree_bucket *b, int depth,
 			      unsigned *budget)
@@ -55,6 +84,7 @@ static int dbfile_walk_bucket(struct btree_txn *t, struct btree_bucket *b, int d
 			return rc;
 		if (vl != kv.val_len)
 			return -EUCLEAN;
+		dbfile_places(b, &c, &kv);
 		/* Seek to the key just found: it must come back. */
 		struct btree_cursor s;
 		struct btree_kv skv;
