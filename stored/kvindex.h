@@ -47,6 +47,12 @@
  *   bucket): what the index was built from. A file whose key or meta bucket
  *   no longer matches (etcd wrote to it) gets its index rebuilt.
  *
+ * The latest-entry cache (lcache.h), kept by stored's commits in shared
+ * memory, says where each key's latest entry sits in the file, so that a
+ * reader's latest lookup reads that one entry instead of descending the
+ * tree; kvindex_use_cache turns it on for a read txn, kvindex_feed_cache
+ * has the writer keep it.
+ *
  * Keys: a key is indexable when esc(key) plus 18 bytes fits a B+tree key
  * (32768 bytes): up to 32750 bytes, each 0x00 byte counting twice.
  *

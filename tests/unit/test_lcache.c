@@ -24,6 +24,7 @@
  */
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "test_mvcc_util.h"
@@ -169,6 +170,10 @@ static void test_cache_torn(void)
 	if (pid < 0)
 		T_FAIL("fork: %s", strerror(errno));
 	if (pid == 0) {
+		/* dies with this process, even when a check fails first */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(0);
 		for (uint64_t txid = 1;; txid++) {
 			uint64_t h = hs[txid % NH];
 			if (txid % 7 == 0) {
