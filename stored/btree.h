@@ -161,6 +161,9 @@ struct btree_observer {
 		       size_t n);
 	void (*gone)(void *arg, const uint8_t *key, uint32_t ksize);
 	void (*reset)(void *arg);
+	/* Everything placed so far has been told: after a commit's spill
+	 * (before its pages are written and it returns) and a warming step. */
+	void (*flush)(void *arg);
 	void *arg;
 };
 int btree_db_observe(struct btree_db *db, const void *bucket_name, size_t len,

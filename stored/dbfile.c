@@ -575,6 +575,8 @@ int btree_db_observe_warm(struct btree_db *db, size_t max, bool *done)
 	}
 	if (k)
 		db->obs.placed(db->obs.arg, pgid, t->txid, e, k);
+	if (db->obs.flush)
+		db->obs.flush(db->obs.arg);
 	if (rc == -ENOENT) {
 		db->warm_done = true;
 		rc = 0;

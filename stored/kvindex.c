@@ -232,17 +232,16 @@ void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t gene
 static void feed_placed(void *arg, uint64_t pgid, uint64_t txid, const struct btree_placed *e,
 			size_t n)
 {
-	uint64_t hs[BTREE_PLACED_MAX];
-	/* Every set first, so that their misses overlap. */
-	for (size_t i = 0; i < n; i++) {
-		hs[i] = lcache_hash(e[i].key, e[i].ksize);
-		lcache_prefetch(arg, hs[i]);
-	}
 	for (size_t i = 0; i < n; i++) {
 		struct lcache_loc loc = { .pgid = pgid, .txid = txid, .index = e[i].index,
 					  .key_off = e[i].key_off, .vsize = e[i].vsize };
-		lcache_put(arg, hs[i], &loc);
+		lcache_put_queued(arg, lcache_hash(e[i].key, e[i].ksize), &loc);
 	}
+}
+
+static void feed_flush(void *arg)
+{
+	lcache_flush(arg);
 }
 
 static void feed_gone(void *arg, const uint8_t *key, uint32_t ksize)
@@ -262,6 +261,7 @@ int kvindex_feed_cache(struct btree_db *db, struct lcache *lc, uint64_t generati
 		.placed = feed_placed,
 		.gone = feed_gone,
 		.reset = feed_reset,
+		.flush = feed_flush,
 		.arg = lc,
 	};
 	lcache_clear(lc, generation);

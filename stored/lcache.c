@@ -24,6 +24,7 @@ void lcache_format(struct lcache *c, void *mem, uint64_t nsets)
 	c->hdr = mem;
 	c->sets = (struct lcache_set *)((uint8_t *)mem + LCACHE_HDR_BYTES);
 	c->mask = nsets - 1;
+	c->npend = c->pend_head = 0;
 	atomic_store_explicit(&c->hdr->seq, 1, memory_order_relaxed);
 	atomic_store_explicit(&c->hdr->nsets, nsets, memory_order_release);
 }
@@ -43,6 +44,7 @@ int lcache_attach(struct lcache *c, void *mem, size_t bytes)
 	c->hdr = h;
 	c->sets = (struct lcache_set *)((uint8_t *)mem + LCACHE_HDR_BYTES);
 	c->mask = nsets - 1;
+	c->npend = c->pend_head = 0;
 	return 0;
 }
 
@@ -111,6 +113,8 @@ static void set_clear_way(struct lcache_set *s, unsigned w)
 void lcache_clear(struct lcache *c, uint64_t generation)
 {
 	struct lcache_hdr *h = c->hdr;
+
+	c->npend = 0;
 	uint64_t q = atomic_load_explicit(&h->seq, memory_order_relaxed);
 
 	atomic_store_explicit(&h->seq, q | 1u, memory_order_relaxed);
@@ -139,7 +143,10 @@ static unsigned set_find(const struct lcache_set *s, uint32_t tag)
 void lcache_del(struct lcache *c, uint64_t h)
 {
 	struct lcache_set *s = lcache_set_of(c, h);
-	unsigned w = set_find(s, lcache_tag(h));
+	unsigned w;
+
+	lcache_flush(c);
+	w = set_find(s, lcache_tag(h));
 
 	if (w == LCACHE_WAYS)
 		return;
@@ -172,6 +179,29 @@ void lcache_put(struct lcache *c, uint64_t h, const struct lcache_loc *loc)
 			      memory_order_relaxed);
 	atomic_store_explicit(&s->txid[w], loc->txid, memory_order_relaxed);
 	set_write_end(s);
+}
+
+void lcache_put_queued(struct lcache *c, uint64_t h, const struct lcache_loc *loc)
+{
+	if (c->npend == LCACHE_PENDING) {
+		struct lcache_pending *p = &c->pend[c->pend_head];
+		lcache_put(c, p->h, &p->loc);
+		c->pend_head = (c->pend_head + 1) % LCACHE_PENDING;
+		c->npend--;
+	}
+	__builtin_prefetch(lcache_set_of(c, h), 1);
+	c->pend[(c->pend_head + c->npend) % LCACHE_PENDING] = (struct lcache_pending){ h, *loc };
+	c->npend++;
+}
+
+void lcache_flush(struct lcache *c)
+{
+	while (c->npend) {
+		struct lcache_pending *p = &c->pend[c->pend_head];
+		c->pend_head = (c->pend_head + 1) % LCACHE_PENDING;
+		c->npend--;
+		lcache_put(c, p->h, &p->loc);
+	}
 }
 
 void lcache_prefetch(const struct lcache *c, uint64_t h)

@@ -74,13 +74,6 @@ struct lcache_set {
 };
 _Static_assert(sizeof(struct lcache_set) == LCACHE_SET_BYTES, "lcache set size");
 
-/* A process's handle on a cache block (no allocation; copyable). */
-struct lcache {
-	struct lcache_hdr *hdr;
-	struct lcache_set *sets;
-	uint64_t mask;          /* nsets - 1 */
-};
-
 /* Where a key's entry is: element `index` of the leaf page run at `pgid`,
  * its key `key_off` bytes from the run's start, followed by vsize bytes of
  * value; placed there by commit `txid`. */
@@ -90,6 +83,21 @@ struct lcache_loc {
 	uint32_t index;
 	uint32_t key_off;
 	uint32_t vsize;
+};
+
+#define LCACHE_PENDING 32
+
+/* A process's handle on a cache block (no allocation). The writer's
+ * handle also holds the puts it has queued (lcache_put_queued). */
+struct lcache {
+	struct lcache_hdr *hdr;
+	struct lcache_set *sets;
+	uint64_t mask;          /* nsets - 1 */
+	uint32_t npend, pend_head;
+	struct lcache_pending {
+		uint64_t h;
+		struct lcache_loc loc;
+	} pend[LCACHE_PENDING];
 };
 
 /* The bytes a cache of nsets sets takes (nsets a power of two). */
@@ -114,8 +122,8 @@ int lcache_attach(struct lcache *c, void *mem, size_t bytes);
 /* The hash a key is filed under. */
 uint64_t lcache_hash(const void *key, size_t len);
 
-/* Writer: empties every set and makes the entries describe the db file of
- * `generation` (non-zero) from now on. */
+/* Writer: empties every set (and drops the queued puts) and makes the
+ * entries describe the db file of `generation` from now on. */
 void lcache_clear(struct lcache *c, uint64_t generation);
 
 /* Writer: records where the key of hash h is (replacing its entry, or
@@ -123,7 +131,14 @@ void lcache_clear(struct lcache *c, uint64_t generation);
  * drop the key's entry instead. */
 void lcache_put(struct lcache *c, uint64_t h, const struct lcache_loc *loc);
 
-/* Writer: drops the entry of hash h, if any. */
+/* Writer: lcache_put, later: the set is asked for now and written once
+ * LCACHE_PENDING more puts have been queued (so that the misses of many
+ * sets overlap), or at lcache_flush. Queued puts are not visible to
+ * readers: flush before publishing the commit they belong to. */
+void lcache_put_queued(struct lcache *c, uint64_t h, const struct lcache_loc *loc);
+void lcache_flush(struct lcache *c);
+
+/* Writer: drops the entry of hash h, if any (after the queued puts). */
 void lcache_del(struct lcache *c, uint64_t h);
 
 /* Reader: asks the CPU for the set of hash h, ahead of lcache_get. */

@@ -407,6 +407,8 @@ int btree_commit(struct btree_txn *t, struct btree_root *out)
 	rc = bt_bucket_spill(&t->root);
 	if (rc < 0)
 		goto out_abort;
+	if (db->obs.flush)
+		db->obs.flush(db->obs.arg);
 	rc = freelist_reserve_pending(&db->fl, t->nfreed);
 	if (rc < 0)
 		goto out_nomem;

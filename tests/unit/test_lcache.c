@@ -122,6 +122,30 @@ static void test_cache_basics(void)
 	}
 	T_CHECK(present == LCACHE_WAYS);
 
+	/* queued puts: invisible until flushed (or until LCACHE_PENDING more
+	 * are queued), and a delete comes after the puts queued before it */
+	uint64_t hq0 = lcache_hash("queued", 6);
+	struct lcache_loc lq = loc_of(hq0, 21);
+	lcache_put_queued(&c, hq0, &lq);
+	T_CHECK(!lcache_get(&r, GEN, hq0, &got));
+	lcache_flush(&c);
+	T_CHECK(lcache_get(&r, GEN, hq0, &got) && loc_is(&got, hq0, 21));
+	lq = loc_of(hq0, 22);
+	lcache_put_queued(&c, hq0, &lq);
+	lcache_del(&c, hq0);
+	T_CHECK(!lcache_get(&r, GEN, hq0, &got));
+	lcache_put_queued(&c, hq0, &lq);
+	for (int i = 0; i < (int)LCACHE_PENDING; i++) {
+		uint64_t hi = lcache_hash(&i, sizeof(i));
+		struct lcache_loc li = loc_of(hi, 30);
+		lcache_put_queued(&c, hi, &li);
+	}
+	T_CHECK(lcache_get(&r, GEN, hq0, &got) && loc_is(&got, hq0, 22));
+	lcache_clear(&c, GEN);  /* drops what is still queued */
+	lcache_flush(&c);
+	for (int i = 0; i < (int)LCACHE_PENDING; i++)
+		T_CHECK(!lcache_get(&r, GEN, lcache_hash(&i, sizeof(i)), &got));
+
 	/* a place that does not fit an entry drops the key's entry */
 	lcache_put(&c, h, &l);
 	struct lcache_loc big = l;
