@@ -78,16 +78,19 @@ static void test_spin(void)
 static void test_cross_process_wake(void)
 {
 	size_t ring_bytes = ring_footprint(4096);
-	size_t bytes = ring_bytes + 2 * SHM_DOORBELL_BYTES;
+	size_t bytes = ring_bytes + 2 * SHM_DOORBELL_BYTES + 64;
 	uint8_t *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	struct shm_doorbell *cdb, *pdb;
 	struct ring *r;
+	_Atomic int *done; /* records the child has taken */
 	uint64_t wakes;
 	pid_t pid;
 	int i;
 
 	CHECK(mem != MAP_FAILED);
+	done = (_Atomic int *)(mem + ring_bytes + 2 * SHM_DOORBELL_BYTES);
+	atomic_init(done, 0);
 	r = (struct ring *)mem;
 	cdb = (void *)(mem + ring_bytes);
 	pdb = (void *)(mem + ring_bytes + SHM_DOORBELL_BYTES);
@@ -109,10 +112,15 @@ static void test_cross_process_wake(void)
 			if (ring_peek(r, &rec) || rec.type != (uint32_t)i)
 				_exit(3);
 			ring_release(r, &rec);
+			atomic_store(done, i + 1);
 		}
 		_exit(0);
 	}
 	for (i = 0; i < 20; i++) {
+		/* Once the child has taken the last record it has left its
+		 * last sleep, so the sleeper seen next is a new one (not one
+		 * the previous push woke that has yet to say it is awake). */
+		CHECK(TEST_WAIT_FOR(atomic_load(done) == i, 10000));
 		CHECK(TEST_WAIT_FOR(shm_doorbell_is_sleeping(cdb), 10000));
 		wakes = shm_doorbell_wakes(cdb);
 		CHECK_EQ(ring_push(r, (uint32_t)i, "x", 1), 0);
