@@ -11,7 +11,8 @@
 #                           background; it_cetcd_restart, it_cetcd_stop
 #   it_cetcd_child WHAT     the pid of raftd, stored or gatewayd-<i>
 #   it_kill_child WHAT ...  SIGKILL it, wait for its restart and for writes
-#   it_etcd_start ...       Debian's etcd with the same flags (IT_ETCD_PORT)
+#   it_etcd_start ...       Debian's etcd with the same flags (IT_ETCD_PORT),
+#                           from a snapshot if asked
 #   it_wait_healthy PORT    until /health says true and a gRPC get answers
 #   it_until, it_wait_*     polling with a deadline, never a fixed sleep
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
@@ -295,12 +296,20 @@ it_kill_child() {
 }
 
 # ------------------------------------------------------------ etcd
-# it_etcd_start NAME DATA_DIR LOG: Debian's etcd, started fresh with the
-# flags it_cetcd_start gives cetcd, on ports of its own. Sets IT_ETCD_PID
-# IT_ETCD_PORT and IT_ETCD_PPORT.
+# it_etcd_start NAME DATA_DIR LOG [SNAPSHOT]: Debian's etcd, started fresh
+# with the flags it_cetcd_start gives cetcd, on ports of its own; with
+# SNAPSHOT, DATA_DIR is first made from it by `etcdctl snapshot restore`
+# (its output in LOG.restore; a failed restore returns 1). Sets
+# IT_ETCD_PID, IT_ETCD_PORT and IT_ETCD_PPORT.
 it_etcd_start() {
-	local name=$1 data=$2 log=$3
+	local name=$1 data=$2 log=$3 snap=${4:-}
 	read -r IT_ETCD_PORT IT_ETCD_PPORT < <(it_free_ports 2)
+	if [[ -n $snap ]]; then
+		etcdctl snapshot restore "$snap" --skip-hash-check --name "$name" --data-dir "$data" \
+			--initial-cluster "$name=http://127.0.0.1:$IT_ETCD_PPORT" \
+			--initial-advertise-peer-urls "http://127.0.0.1:$IT_ETCD_PPORT" >"$log.restore" 2>&1 ||
+			{ echo "  (snapshot restore of $snap failed: $(tail -1 "$log.restore"))"; return 1; }
+	fi
 	etcd --name "$name" --data-dir "$data" \
 		--listen-client-urls "http://127.0.0.1:$IT_ETCD_PORT" \
 		--advertise-client-urls "http://127.0.0.1:$IT_ETCD_PORT" \

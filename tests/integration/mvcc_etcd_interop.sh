@@ -14,78 +14,29 @@
 #    `etcdctl snapshot restore` of cetcd's db starts an etcd that serves the
 #    same keys, values and revisions as cetcd-dbtool reads.
 # Exits 77 when etcd, etcdctl or python3 is missing.
-set -euo pipefail
-# check and it_summary (counted assertions)
 source "$(dirname "$0")/lib.sh"
+it_need_etcd
+it_need_etcdctl
+command -v python3 >/dev/null || it_skip "python3 is not installed (Debian package python3)"
+dbtool=$IT_BIN/cetcd-dbtool
+[[ -x $dbtool ]] || it_skip "$dbtool is not built"
+it_init mvcc-interop
+work=$IT_TMP
 
-src=${CETCD_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-build=${CETCD_BUILD:-$src/build}
-bin=${CETCD_BIN:-$build/bin}
-dbtool=$bin/cetcd-dbtool
-export ETCDCTL_API=3
-
-for tool in etcd etcdctl python3; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "skip: $tool is not installed (Debian packages etcd-server, etcd-client, python3)"
-		exit 77
-	fi
-done
-if [ ! -x "$dbtool" ]; then
-	echo "skip: $dbtool is not built"
-	exit 77
-fi
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/cetcd-mvcc-interop-XXXXXX")
-etcd_pid=
-cleanup() {
-	if [ -n "$etcd_pid" ]; then
-		kill "$etcd_pid" 2>/dev/null || true
-		wait "$etcd_pid" 2>/dev/null || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start_etcd NAME DATA_DIR [restored]: etcd on fresh loopback ports; sets
-# $ep and $etcd_pid, waits until it answers.
+# start_etcd NAME DATA_DIR [SNAPSHOT]: etcd (from SNAPSHOT when given) on
+# fresh loopback ports; sets $ep, waits until it answers.
 start_etcd() {
-	local name=$1 dir=$2 cport pport
-	cport=$(free_port)
-	pport=$(free_port)
-	ep=http://127.0.0.1:$cport
-	if [ "${3:-}" = restored ]; then
-		etcdctl snapshot restore "$work/ours.db" --skip-hash-check --name "$name" \
-			--data-dir "$dir" --initial-cluster "$name=http://127.0.0.1:$pport" \
-			--initial-advertise-peer-urls "http://127.0.0.1:$pport" >"$work/restore.log" 2>&1
-	fi
-	etcd --name "$name" --data-dir "$dir" \
-		--listen-client-urls "$ep" --advertise-client-urls "$ep" \
-		--listen-peer-urls "http://127.0.0.1:$pport" \
-		--initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-		--initial-cluster "$name=http://127.0.0.1:$pport" >"$work/$name.log" 2>&1 &
-	etcd_pid=$!
-	for _ in $(seq 1 300); do
-		if etcdctl --endpoints "$ep" --command-timeout=2s endpoint health >/dev/null 2>&1; then
-			return 0
-		fi
-		if ! kill -0 "$etcd_pid" 2>/dev/null; then
-			break
-		fi
-		sleep 0.1
-	done
+	it_etcd_start "$1" "$2" "$work/$1.log" "${3:-}" || return 1
+	ep=http://127.0.0.1:$IT_ETCD_PORT
+	it_wait_healthy "$IT_ETCD_PORT" 30 && return 0
 	echo "etcd did not start; its log:"
-	tail -20 "$work/$name.log"
+	tail -20 "$work/$1.log"
 	return 1
 }
 
 stop_etcd() {
-	kill "$etcd_pid"
-	wait "$etcd_pid" 2>/dev/null || true
-	etcd_pid=
+	kill "$IT_ETCD_PID"
+	wait "$IT_ETCD_PID" 2>/dev/null || true
 }
 
 ctl() {
@@ -250,7 +201,7 @@ ours_compact=$(awk '$1 == "compact_revision" {print $2}' "$work/write.out")
 echo "cetcd db at revision $ours_rev, compacted at $ours_compact"
 check "etcdctl snapshot status of cetcd's db" same_status "$work/ours.db"
 
-start_etcd restored "$work/restored.etcd" restored
+start_etcd restored "$work/restored.etcd" "$work/ours.db"
 same_restored() {
 	local r bad=0
 	for r in "" "$ours_compact" $(((ours_compact + ours_rev) / 2)); do
