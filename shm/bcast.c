@@ -123,7 +123,7 @@ static void bcast_write(struct bcast *b, uint64_t pos, uint64_t size,
 		atomic_thread_fence(memory_order_release);
 	}
 	memcpy(at, h, sizeof(*h));
-	if (h->type != BCAST_TYPE_PAD && h->len)
+	if (payload && h->len) /* a pad record has none */
 		memcpy(at + BCAST_REC_HDR, payload, h->len);
 }
 

@@ -44,7 +44,7 @@ static int db_fstat_size(const char *path, int fd, uint64_t *size)
  */
 static int db_pick_meta(const char *path, int fd, struct db_meta_pick *out)
 {
-	uint64_t size;
+	uint64_t size = 0;
 	int rc = db_fstat_size(path, fd, &size);
 	if (rc < 0)
 		return rc;
@@ -226,7 +226,7 @@ int bt_map_cover(struct bt_map *m, uint64_t pages)
 	uint64_t need = pages * m->page_size;
 	if (need <= atomic_load(&m->file_size))
 		return 0;
-	uint64_t size;
+	uint64_t size = 0;
 	int rc = db_fstat_size(m->path, m->fd, &size);
 	if (rc < 0)
 		return rc;
@@ -347,7 +347,7 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 {
 	static const struct btree_db_opts defaults;
 	struct db_meta_pick pick;
-	uint64_t size;
+	uint64_t size = 0;
 	int rc;
 	if (!o)
 		o = &defaults;

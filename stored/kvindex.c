@@ -899,7 +899,7 @@ static int meta_put64(struct kvindex *x, const char *name, uint64_t v)
 
 int kvindex_meta_read(struct kvindex *x, struct kvindex_meta *m)
 {
-	uint64_t rev;
+	uint64_t rev = 0;
 	const uint8_t *v;
 	size_t len;
 	int rc = meta_get64(x, SCHEMA_KV_META_FORMAT, &m->format);

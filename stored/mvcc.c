@@ -146,7 +146,7 @@ int mvcc_view_open(struct btree_txn *t, struct mvcc_view *v)
 {
 	struct btree_bucket *meta;
 	struct kvindex_meta m;
-	int64_t scheduled, finished;
+	int64_t scheduled = 0, finished = 0;
 	memset(v, 0, sizeof(*v));
 	kvindex_init(&v->idx);
 	int rc = mvcc_view_bind(t, v);
@@ -381,7 +381,7 @@ static int store_load(struct mvcc_store *s)
 {
 	struct btree_txn *t;
 	struct btree_bucket *key, *meta;
-	int64_t scheduled, finished, rev = 1;
+	int64_t scheduled = 0, finished = 0, rev = 1;
 	bool ok;
 	int rc = btree_write_begin(s->db, &t);
 	if (rc)
@@ -537,7 +537,7 @@ static int batch_finish(struct mvcc_store *s)
 			       SCHEMA_LEN(SCHEMA_META_CONSISTENT_INDEX), b, sizeof(b));
 	}
 	if (!rc && s->kv_dirty) {
-		int64_t scheduled, finished;
+		int64_t scheduled = 0, finished = 0;
 		struct kvindex_meta m = { .format = KVINDEX_FORMAT, .revision = s->c.rev };
 		rc = meta_rev(s->meta, SCHEMA_META_SCHEDULED_COMPACT, &scheduled);
 		if (!rc)

@@ -135,7 +135,7 @@ int mvcc_kv_decode(const uint8_t *buf, size_t len, struct mvcc_kv *out)
 	size_t pos = 0;
 	memset(out, 0, sizeof(*out));
 	while (pos < len) {
-		struct kv_field f;
+		struct kv_field f = { 0 };
 		int rc = field_next(buf, len, &pos, &f);
 		if (rc)
 			return rc;
@@ -221,7 +221,7 @@ int mvcc_kv_strip_value(const uint8_t *kv, size_t len, uint8_t *out, size_t *out
 {
 	size_t pos = 0, w = 0;
 	while (pos < len) {
-		struct kv_field f;
+		struct kv_field f = { 0 };
 		int rc = field_next(kv, len, &pos, &f);
 		if (rc)
 			return rc;
