@@ -114,6 +114,7 @@ static inline void *test_shared(size_t len)
 }
 
 /* Removes the files in dir, then dir. */
+/* Removes dir and everything under it (a data dir a test ran in). */
 static inline void test_rmdir(const char *dir)
 {
 	char path[4096];
@@ -125,8 +126,13 @@ static inline void test_rmdir(const char *dir)
 	while ((e = readdir(d)) != NULL) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
+		int n = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (n < 0 || (size_t)n >= sizeof(path))
+			continue;
+		if (e->d_type == DT_DIR)
+			test_rmdir(path);
+		else
+			unlink(path);
 	}
 	closedir(d);
 	rmdir(dir);
