@@ -194,24 +194,33 @@ static int latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_
 	return 0;
 }
 
-/* The latest-entry cache's place for the key of hash h, when the txn may
+/* The cache's place for the key of hash h, when the txn of `latest` may
  * use it (placed at or before the txn's txid). */
-static bool cache_place(const struct kvindex *x, uint64_t h, struct lcache_loc *loc)
+static bool cache_place(const struct lcache *lc, uint64_t generation,
+			struct btree_bucket *latest, uint64_t h, struct lcache_loc *loc)
 {
-	return lcache_get(x->lc, x->lc_generation, h, loc) &&
-	       loc->txid <= btree_txn_id(btree_bucket_txn(x->latest));
+	return lcache_get(lc, generation, h, loc) &&
+	       loc->txid <= btree_txn_id(btree_bucket_txn(latest));
+}
+
+/* The value at a place the cache gave: 0, or -EAGAIN when the place does
+ * not hold key. */
+static int cache_read(struct btree_bucket *latest, const struct lcache_loc *loc,
+		      const uint8_t *key, size_t len, const uint8_t **v, size_t *vlen)
+{
+	if (btree_entry_at(latest, loc->pgid, loc->index, loc->key_off, loc->vsize, key, len, v))
+		return -EAGAIN;
+	*vlen = loc->vsize;
+	return 0;
 }
 
 int kvindex_cache_get(const struct lcache *lc, uint64_t generation, struct btree_bucket *latest,
 		      const uint8_t *key, size_t len, const uint8_t **v, size_t *vlen)
 {
 	struct lcache_loc loc;
-	if (!lcache_get(lc, generation, lcache_hash(key, len), &loc) ||
-	    loc.txid > btree_txn_id(btree_bucket_txn(latest)) ||
-	    btree_entry_at(latest, loc.pgid, loc.index, loc.key_off, loc.vsize, key, len, v))
+	if (!cache_place(lc, generation, latest, lcache_hash(key, len), &loc))
 		return -EAGAIN;
-	*vlen = loc.vsize;
-	return 0;
+	return cache_read(latest, &loc, key, len, v, vlen);
 }
 
 /* The value of key through the latest-entry cache, or -EAGAIN. */
@@ -265,7 +274,7 @@ int kvindex_feed_cache(struct btree_db *db, struct lcache *lc, uint64_t generati
 		.arg = lc,
 	};
 	lcache_clear(lc, generation);
-	return btree_db_observe(db, SCHEMA_BUCKET_KV_LATEST, strlen(SCHEMA_BUCKET_KV_LATEST), &o);
+	return btree_db_observe(db, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST), &o);
 }
 
 int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *keys,
@@ -292,19 +301,16 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 		lcache_prefetch(x->lc, hs[i]);
 	}
 	for (size_t i = 0; i < n; i++) {
-		placed[i] = x->lc && cache_place(x, hs[i], &locs[i]);
+		placed[i] = x->lc && cache_place(x->lc, x->lc_generation, x->latest, hs[i], &locs[i]);
 		if (placed[i])
 			btree_entry_prefetch(x->latest, locs[i].pgid, locs[i].index, locs[i].key_off);
 	}
 	for (size_t i = 0; i < n; i++) {
-		rcs[i] = -EAGAIN;
-		if (placed[i] && btree_entry_at(x->latest, locs[i].pgid, locs[i].index,
-						locs[i].key_off, locs[i].vsize, keys[i], lens[i],
-						&vals[i]) == 0) {
-			rcs[i] = 0;
-			vlens[i] = locs[i].vsize;
+		rcs[i] = placed[i] ? cache_read(x->latest, &locs[i], keys[i], lens[i], &vals[i],
+						&vlens[i])
+				   : -EAGAIN;
+		if (rcs[i] == 0)
 			continue;
-		}
 		miss_keys[nmiss] = keys[i];
 		miss_lens[nmiss] = lens[i];
 		miss_at[nmiss++] = i;
