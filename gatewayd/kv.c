@@ -162,6 +162,16 @@ out_nomem:
 	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
 }
 
+/* Opens a view of rd's txn that reads through stored's latest-entry
+ * cache when there is one. */
+static int kv_view_open(struct gw_read *rd, struct mvcc_view *v)
+{
+	int rc = mvcc_view_open(rd->txn, v);
+	if (rc == 0 && rd->cache)
+		mvcc_view_use_cache(v, rd->cache, rd->st.db_generation);
+	return rc;
+}
+
 /* Opens a view at the published root; answers the call on failure. */
 static int kv_view_begin(struct gw_server *s, struct grpc_call *call, struct gw_read *rd,
 			 struct mvcc_view *v)
@@ -171,15 +181,12 @@ static int kv_view_begin(struct gw_server *s, struct grpc_call *call, struct gw_
 		gw_read_refuse(s, call, rc);
 		return rc;
 	}
-	rc = mvcc_view_open(rd->txn, v);
+	rc = kv_view_open(rd, v);
 	if (rc) {
 		gw_read_end(s, rd);
 		gw_read_refuse(s, call, rc);
-		return rc;
 	}
-	if (rd->cache)
-		mvcc_view_use_cache(v, rd->cache, rd->st.db_generation);
-	return 0;
+	return rc;
 }
 
 static void kv_view_end(struct gw_server *s, struct gw_read *rd, struct mvcc_view *v)
@@ -235,11 +242,9 @@ void kv_turn(struct gw_server *s)
 	k->npoints = 0;
 	rc = gw_read_begin(s, &rd);
 	if (rc == 0) {
-		rc = mvcc_view_open(rd.txn, &v);
+		rc = kv_view_open(&rd, &v);
 		if (rc)
 			gw_read_end(s, &rd);
-		else if (rd.cache)
-			mvcc_view_use_cache(&v, rd.cache, rd.st.db_generation);
 	}
 	if (rc) {
 		for (uint32_t i = 0; i < n; i++) {

@@ -259,14 +259,15 @@ static void loop_cache_open(struct stored_loop *l)
 }
 
 /* Tells the cache of a chunk of the entries it has not heard of (those of
- * the file as stored opened it), between batches. */
-static int loop_cache_warm(struct stored_loop *l)
+ * the file as stored opened it), between batches. A failure only stops
+ * the warming: the cache then fills as keys are written. */
+static void loop_cache_warm(struct stored_loop *l)
 {
 	bool done;
 	int rc;
 
 	if (!l->cache_on || l->cache_warm)
-		return 0;
+		return;
 	rc = btree_db_observe_warm(l->db, LOOP_CACHE_WARM_STEP, &done);
 	if (rc) {
 		log_warn("cannot fill the latest-entry cache from the db; it fills as keys are written",
@@ -277,7 +278,6 @@ static int loop_cache_warm(struct stored_loop *l)
 		l->cache_warm = true;
 		log_info("the latest-entry cache holds every key of the db");
 	}
-	return 0;
 }
 
 static void loop_opts_defaults(struct stored_loop_opts *o)
@@ -752,11 +752,8 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 		if (rc)
 			return rc;
 	}
-	if (!ring_has_data(l->committed)) {
-		rc = loop_cache_warm(l);
-		if (rc)
-			return rc;
-	}
+	if (!ring_has_data(l->committed))
+		loop_cache_warm(l);
 	if (now - l->reap_ns >= (int64_t)l->o.reap_ms * 1000000) {
 		int n = readers_reap(l->r);
 		if (n > 0)
