@@ -272,9 +272,8 @@ static void loop_cache_warm(struct stored_loop *l)
 	if (rc) {
 		log_warn("cannot fill the latest-entry cache from the db; it fills as keys are written",
 			 LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
-		done = true;
-	}
-	if (done) {
+		l->cache_warm = true;
+	} else if (done) {
 		l->cache_warm = true;
 		log_info("the latest-entry cache holds every key of the db");
 	}
