@@ -24,7 +24,7 @@
  * -group G (default 1, at most 64) a reader takes its keys G at a time and
  * looks them up together first (mvcc_view_prefetch), as gatewayd does with
  * the point reads that arrive in one loop turn. The writer keeps a
- * latest-entry cache (lcache.h) of -cache MiB (default LCACHE_DEFAULT_MIB,
+ * latest-entry cache (lcache.h) of -cache MiB (default SHM_CACHE_MIB_DEFAULT,
  * as stored's; 0: none) in memory shared with the readers, whose latest
  * lookups go through it as gatewayd's do. The clock
  * runs from releasing the readers (already mapped, at the txn) until the
@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "shm/region.h"
 #include "stored/arena.h"
 #include "stored/btree.h"
 #include "stored/kvindex.h"
@@ -125,7 +126,7 @@ static int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 
 	*o = (struct bench_opts){
 		.n = 1000000, .val = 256, .batch = 10000, .readers = 2, .group = 1,
-		.cache_mib = LCACHE_DEFAULT_MIB, .read = BENCH_READ_RANGE,
+		.cache_mib = SHM_CACHE_MIB_DEFAULT, .read = BENCH_READ_RANGE,
 	};
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL, *eq;

@@ -100,6 +100,9 @@ static const char *const choices_proxy[] = { "off", "on", "readonly", NULL };
 #define S_EXPERIMENTAL "Experimental feature"
 #define S_UNSAFE "Unsafe feature"
 #define S_DEPRECATED "TO BE DEPRECATED"
+/* A macro's value as a string literal (a default the table shares). */
+#define CONFIG_STR_(x) #x
+#define CONFIG_STR(x) CONFIG_STR_(x)
 #define S_CETCD "cetcd"
 #define S_IGNORED NULL /* not listed */
 
@@ -344,7 +347,7 @@ static const struct config_flag config_flags[] = {
 	/* cetcd's own */
 	ANY("gateways", CT_UINT32, gateways, "0", S_CETCD,
 	    "Number of gatewayd processes serving clients (0: one per online CPU)."),
-	ANY("latest-cache-mib", CT_UINT, latest_cache_mib, "64", S_CETCD,
+	ANY("latest-cache-mib", CT_UINT, latest_cache_mib, CONFIG_STR(SHM_CACHE_MIB_DEFAULT), S_CETCD,
 	    "MiB of shared memory in which stored records where each key's latest version sits in the db, so that point reads skip the tree (0: none)."),
 	{ .name = "runtime-dir", .type = CT_STRING, .off = OFF(runtime_dir), .def = "",
 	  .support = CS_ANY, .scope = SCOPE_ALL, .section = S_CETCD,

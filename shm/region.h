@@ -35,8 +35,10 @@ struct shm_region_params {
 				     * at most SHM_MAX_CACHE_BYTES */
 };
 
-/* Largest latest-entry cache a region holds. */
+/* Largest latest-entry cache a region holds, and --latest-cache-mib's
+ * default (512 Ki sets of 4 entries: about 2 million keys). */
 #define SHM_MAX_CACHE_BYTES (16ull << 30)
+#define SHM_CACHE_MIB_DEFAULT 64
 
 /*
  * Process-local handle. Ring, status and reader-entry calls on what a

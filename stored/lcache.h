@@ -49,8 +49,6 @@
 #define LCACHE_WAYS 4u
 #define LCACHE_SET_BYTES 128u
 #define LCACHE_HDR_BYTES 128u
-/* stored's default size: 512 Ki sets, 2 Mi entries. */
-#define LCACHE_DEFAULT_MIB 64u
 /* Largest page id and element index an entry can hold. */
 #define LCACHE_MAX_PGID ((1ull << 48) - 1)
 #define LCACHE_MAX_INDEX 0xFFFFu
