@@ -113,7 +113,6 @@ static inline void *test_shared(size_t len)
 	return p;
 }
 
-/* Removes the files in dir, then dir. */
 /* Removes dir and everything under it (a data dir a test ran in). */
 static inline void test_rmdir(const char *dir)
 {

@@ -150,26 +150,6 @@ static void test_btree(void)
 
 /* ---- the MVCC view's prefetch ---- */
 
-/* A single-key Range's whole response bytes, through view v. */
-static void range_bytes(struct mvcc_view *v, const uint8_t *key, size_t klen, int64_t rev,
-			struct tbuf *out)
-{
-	RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
-	struct mvcc_range_result res;
-	mvcc_range_result_init(&res);
-	req.key = tbn(key, klen);
-	req.revision = rev;
-	int rc = mvcc_range(v, &req, &res);
-	tbuf_add(out, &rc, sizeof(rc));
-	if (rc == 0) {
-		tbuf_add(out, &res.n, sizeof(res.n));
-		tbuf_add(out, &res.count, sizeof(res.count));
-		for (size_t i = 0; i < res.n; i++)
-			tbuf_add(out, res.kvs[i].kv, res.kvs[i].kv_len);
-	}
-	mvcc_range_result_free(&res);
-}
-
 static void test_prefetch(void)
 {
 	t_phase = "mvcc_view_prefetch";
@@ -211,8 +191,8 @@ static void test_prefetch(void)
 			int64_t rev = t_chance(100) ? 2 + (int64_t)t_below(3) : 0;
 			struct tbuf a = { 0 }, b = { 0 };
 			t_step = (uint64_t)round * 1000 + j;
-			range_bytes(&v1, k[i], kl[i], rev, &a);
-			range_bytes(&v2, k[i], kl[i], rev, &b);
+			tm_range_bytes(&v1, k[i], kl[i], rev, &a);
+			tm_range_bytes(&v2, k[i], kl[i], rev, &b);
 			T_CHECK(a.len == b.len && memcmp(a.p, b.p, a.len) == 0);
 			tbuf_free(&a);
 			tbuf_free(&b);

@@ -27,22 +27,15 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include "shm_testlib.h"
 #include "test_mvcc_util.h"
 
 #include "stored/kvindex.h"
 #include "stored/lcache.h"
 
 #define LATEST SCHEMA_BUCKET_KV_LATEST
-#define LATEST_LEN (sizeof(SCHEMA_BUCKET_KV_LATEST) - 1)
+#define LATEST_LEN SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST)
 #define GEN 7
-
-static void *shared_block(size_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		T_FAIL("mmap: %s", strerror(errno));
-	return p;
-}
 
 /* ---- the cache alone ---- */
 
@@ -65,7 +58,7 @@ static void test_cache_basics(void)
 	t_phase = "cache basics";
 	const uint64_t nsets = 64;
 	size_t bytes = lcache_footprint(nsets);
-	void *mem = shared_block(bytes);
+	void *mem = test_shared(bytes);
 	struct lcache c, r;
 	struct lcache_loc got;
 
@@ -181,7 +174,7 @@ static void test_cache_torn(void)
 	t_phase = "cache torn reads";
 	const uint64_t nsets = 16;
 	size_t bytes = lcache_footprint(nsets);
-	void *mem = shared_block(bytes);
+	void *mem = test_shared(bytes);
 	struct lcache c;
 	lcache_format(&c, mem, nsets);
 	lcache_clear(&c, GEN);
@@ -340,7 +333,7 @@ static void test_model(void)
 	struct btree_db *db;
 	T_OK(btree_db_open(path, &o, &db));
 	size_t bytes = lcache_footprint(1024);
-	void *mem = shared_block(bytes);
+	void *mem = test_shared(bytes);
 	struct lcache c;
 	lcache_format(&c, mem, 1024);
 	T_OK(kvindex_feed_cache(db, &c, GEN));
@@ -463,7 +456,7 @@ static void test_restart(void)
 				   .oldest_reader = other_readers };
 	struct btree_db *db;
 	size_t bytes = lcache_footprint(1024);
-	void *mem = shared_block(bytes);
+	void *mem = test_shared(bytes);
 	struct lcache c;
 	struct btree_root published;
 	lcache_format(&c, mem, 1024);
@@ -532,28 +525,12 @@ static void test_restart(void)
 
 /* ---- MVCC views with and without the cache ---- */
 
-static void range_bytes(struct mvcc_view *v, const uint8_t *key, size_t klen, struct tbuf *out)
-{
-	RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
-	struct mvcc_range_result res;
-	mvcc_range_result_init(&res);
-	req.key = tbn(key, klen);
-	int rc = mvcc_range(v, &req, &res);
-	tbuf_add(out, &rc, sizeof(rc));
-	if (rc == 0) {
-		tbuf_add(out, &res.n, sizeof(res.n));
-		for (size_t i = 0; i < res.n; i++)
-			tbuf_add(out, res.kvs[i].kv, res.kvs[i].kv_len);
-	}
-	mvcc_range_result_free(&res);
-}
-
 static void test_views(void)
 {
 	t_phase = "views";
 	struct tdb d;
 	size_t bytes = lcache_footprint(1024);
-	void *mem = shared_block(bytes);
+	void *mem = test_shared(bytes);
 	struct lcache c;
 	lcache_format(&c, mem, 1024);
 	tdb_init(&d, NULL);
@@ -593,8 +570,8 @@ static void test_views(void)
 			for (int j = 0; j < n; j++) {
 				struct tbuf a = { 0 }, b = { 0 };
 				t_step = (uint64_t)(i + j);
-				range_bytes(&v1, ks[j], kls[j], &a);
-				range_bytes(&v2, ks[j], kls[j], &b);
+				tm_range_bytes(&v1, ks[j], kls[j], 0, &a);
+				tm_range_bytes(&v2, ks[j], kls[j], 0, &b);
 				T_CHECK(a.len == b.len && memcmp(a.p, b.p, a.len) == 0);
 				tbuf_free(&a);
 				tbuf_free(&b);

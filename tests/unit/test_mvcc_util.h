@@ -183,6 +183,27 @@ static inline void tbuf_free(struct tbuf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* A single-key Range's whole answer as bytes (its result code, count and
+ * KeyValues), through view v at rev (<= 0: the view's revision). */
+static inline void tm_range_bytes(struct mvcc_view *v, const uint8_t *key, size_t klen,
+				  int64_t rev, struct tbuf *out)
+{
+	RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	struct mvcc_range_result res;
+	mvcc_range_result_init(&res);
+	req.key = tbn(key, klen);
+	req.revision = rev;
+	int rc = mvcc_range(v, &req, &res);
+	tbuf_add(out, &rc, sizeof(rc));
+	if (rc == 0) {
+		tbuf_add(out, &res.n, sizeof(res.n));
+		tbuf_add(out, &res.count, sizeof(res.count));
+		for (size_t i = 0; i < res.n; i++)
+			tbuf_add(out, res.kvs[i].kv, res.kvs[i].kv_len);
+	}
+	mvcc_range_result_free(&res);
+}
+
 /* The message's wire bytes, appended to b. */
 static inline void tm_pack(const ProtobufCMessage *m, struct tbuf *b)
 {
