@@ -231,6 +231,7 @@ static void bench_shuffle(uint64_t *ids, uint64_t n, uint64_t *seed)
 
 /* The latest-entry cache, in memory the readers share (none: hdr NULL). */
 static struct lcache bench_cache;
+static struct kvindex_feed bench_feed;
 #define BENCH_CACHE_GENERATION 1
 
 static int bench_fail(const char *what, int rc)
@@ -268,7 +269,7 @@ static int bench_put(const struct bench_opts *o, const uint64_t *ids, struct btr
 		goto out_free_val;
 	}
 	if (bench_cache.hdr) {
-		rc = kvindex_feed_cache(db, &bench_cache, BENCH_CACHE_GENERATION);
+		rc = kvindex_feed_cache(db, &bench_feed, &bench_cache, BENCH_CACHE_GENERATION);
 		if (rc) {
 			bench_fail("feed the cache", rc);
 			goto out_close_db;
@@ -352,6 +353,7 @@ out_close_store:
 	mvcc_store_close(s);
 out_close_db:
 	btree_db_close(db);
+	kvindex_feed_close(&bench_feed);
 out_free_val:
 	free(val);
 	return rc;
@@ -575,7 +577,8 @@ int main(int argc, char **argv)
 		bench_shuffle(ids, o.n, &seed);
 
 	if (o.cache_mib) {
-		uint64_t nsets = lcache_sets_for((size_t)o.cache_mib << 20);
+		/* MIB of sets, as stored's region lays them out */
+		uint64_t nsets = lcache_sets_for(((size_t)o.cache_mib << 20) + LCACHE_HDR_BYTES);
 		void *mem = mmap(NULL, lcache_footprint(nsets), PROT_READ | PROT_WRITE,
 				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		if (mem == MAP_FAILED) {

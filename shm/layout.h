@@ -65,7 +65,7 @@ struct shm_header {
 	uint64_t blob_off;   /* blob area for results too big for a ring: none yet */
 	uint64_t blob_bytes;
 	uint64_t cache_off;  /* stored's latest-entry cache (stored/lcache.h) */
-	uint64_t cache_bytes;
+	uint64_t cache_bytes;/* its sets' bytes, and a page for its header */
 	uint8_t reserved[3928];
 };
 _Static_assert(sizeof(struct shm_header) == SHM_HEADER_BYTES, "header size");

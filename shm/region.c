@@ -110,7 +110,8 @@ static int region_layout(uint32_t slot_count, uint64_t max_request_bytes,
 	h->blob_off = off;
 	h->blob_bytes = 0;
 	h->cache_off = off;
-	h->cache_bytes = region_page_round(cache_bytes);
+	/* The sets, and a page more for the cache's header. */
+	h->cache_bytes = cache_bytes ? region_page_round(cache_bytes) + SHM_PAGE : 0;
 	off += h->cache_bytes;
 	h->region_bytes = off;
 	return 0;
@@ -123,7 +124,9 @@ static const char *region_layout_mismatch(const struct shm_header *file)
 	struct shm_header want;
 
 	memset(&want, 0, sizeof(want));
-	if (region_layout(file->slot_count, file->max_request_bytes, file->cache_bytes, &want))
+	/* cache_bytes holds the cache's whole area: its sets and a page. */
+	uint64_t sets = file->cache_bytes >= SHM_PAGE ? file->cache_bytes - SHM_PAGE : 0;
+	if (region_layout(file->slot_count, file->max_request_bytes, sets, &want))
 		return "slot_count or max_request_bytes";
 #define REGION_CHECK(f) if (file->f != want.f) return #f
 	REGION_CHECK(header_bytes);

@@ -17,7 +17,7 @@
 
 /* Version of the layout this build reads and writes. Any change to the
  * header, or to a structure inside the region, bumps it. */
-#define SHM_LAYOUT_VERSION 2
+#define SHM_LAYOUT_VERSION 3
 
 /* Bytes a record may carry beyond --max-request-bytes (request identity,
  * framing of the message inside the record). */
@@ -31,8 +31,9 @@ struct shm_region_params {
 	uint32_t slot_count;        /* gatewayd slots, at least 4 */
 	uint64_t max_request_bytes; /* --max-request-bytes; ring sizes follow it */
 	uint64_t member_id;         /* may be 0 until the member id is known */
-	uint64_t cache_bytes;       /* stored's latest-entry cache (0: none),
-				     * at most SHM_MAX_CACHE_BYTES */
+	uint64_t cache_bytes;       /* stored's latest-entry cache's sets (0:
+				     * none), at most SHM_MAX_CACHE_BYTES; its
+				     * area is a page larger, for its header */
 };
 
 /* Largest latest-entry cache a region holds, and --latest-cache-mib's

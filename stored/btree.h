@@ -137,29 +137,35 @@ bool btree_db_checkpoint_busy(const struct btree_db *db);
  * Where the entries of one top-level bucket are, told to an observer as
  * the writer's commits place them (the latest-entry cache, lcache.h, is
  * kept this way). While a commit spills, `placed` hears of the entries of
- * every leaf page run of the bucket it writes, n at a time: for each, its
- * key, its element index in the run at pgid, its key's offset from the
- * run's start and its value's size, placed by commit `txid`; nothing of
- * the commit is visible to readers yet. `gone` hears of a key that left
- * the bucket's pages (deleted, or the bucket is written inline into its
- * parent); `reset` that anything heard before may be wrong (the bucket was
- * dropped, or a commit failed after it had begun placing entries, and its
- * txid will be used again). An entry never moves without one of the
- * three. Callbacks run on the writer's thread and must not call into the
- * db. One observer per db; o NULL removes it. -EINVAL on an empty name.
+ * every leaf page run of the bucket it writes, n at a time, in key order:
+ * for each, its key and value (valid during the call), its element index
+ * in the run at pgid, its key's offset from the run's start, its value's
+ * size, and whether this commit put it (`fresh`; otherwise it moved,
+ * unchanged, from the page it was read from), placed by commit `txid`;
+ * nothing of the commit is visible to readers yet. `gone` hears of a key
+ * that left the bucket's pages (deleted, or the bucket is written inline
+ * into its parent), with the value it had; `reset` that anything heard
+ * before may be wrong (the bucket was dropped, or a commit failed after it
+ * had begun placing entries, and its txid will be used again). An entry
+ * never moves without one of the three. Callbacks run on the writer's
+ * thread and must not call into the db other than btree_db_entry_key. One
+ * observer per db; o NULL removes it. -EINVAL on an empty name.
  */
 struct btree_placed {
 	const uint8_t *key;
+	const uint8_t *val;
 	uint32_t ksize;
 	uint32_t index;
 	uint32_t key_off;
 	uint32_t vsize;
+	bool fresh;
 };
 #define BTREE_PLACED_MAX 64   /* entries per call of placed */
 struct btree_observer {
 	void (*placed)(void *arg, uint64_t pgid, uint64_t txid, const struct btree_placed *e,
 		       size_t n);
-	void (*gone)(void *arg, const uint8_t *key, uint32_t ksize);
+	void (*gone)(void *arg, const uint8_t *key, uint32_t ksize, const uint8_t *val,
+		     uint32_t vsize);
 	void (*reset)(void *arg);
 	/* Everything placed so far has been told: after a commit's spill
 	 * (before its pages are written and it returns) and a warming step. */
@@ -171,7 +177,8 @@ int btree_db_observe(struct btree_db *db, const void *bucket_name, size_t len,
 
 /*
  * Tells the observer where up to max further entries of the observed
- * bucket are in the newest commit, as `placed` with that commit's txid,
+ * bucket are in the newest commit, as `placed` with that commit's txid
+ * (none of them fresh),
  * resuming where the last call stopped (at the start after
  * btree_db_observe or a reset): an observer that starts with a db that
  * has entries learns of those no commit moves. Call it between write
@@ -179,6 +186,16 @@ int btree_db_observe(struct btree_db *db, const void *bucket_name, size_t len,
  * open; -EUCLEAN and other read errors.
  */
 int btree_db_observe_warm(struct btree_db *db, size_t max, bool *done);
+
+/*
+ * The key of element `index` of the leaf page run at pgid in the writer's
+ * newest tree (for an observer's callbacks, which may also ask of a page
+ * that the commit being written has just freed): 0 with *key (valid until
+ * the page is reused) and *ksize, or -ENOENT when pgid is not a leaf
+ * below the high-water mark or has no such element.
+ */
+int btree_db_entry_key(const struct btree_db *db, uint64_t pgid, uint32_t index,
+		       const uint8_t **key, uint32_t *ksize);
 
 /* Allows reuse of pages held back by btree_db_opts.resume. */
 void btree_db_unblock_reuse(struct btree_db *db);
@@ -320,7 +337,8 @@ int btree_get_many(struct btree_bucket *b, size_t n, const uint8_t *const *keys,
 /*
  * Reads the entry that a btree_observer heard placed: the value of key,
  * when element `index` of the leaf page run at pgid holds exactly key at
- * key_off with vsize bytes of value (*val, valid like btree_get's). Read
+ * key_off with vsize bytes of value (*val, valid like btree_get's); with
+ * key NULL, any key of key_len bytes (at *val - key_len). Read
  * txns of a bucket with pages only. The place is checked against the page
  * (bounds, type, element, key bytes), not trusted; whether the txn's tree
  * still has the entry there is the caller's to know. -ENOENT when the

@@ -44,6 +44,7 @@ struct bt_inode {
 	uint32_t ksize;
 	uint32_t vsize;
 	uint32_t flags;       /* leaf: PAGE_LEAF_BUCKET or 0 */
+	bool fresh;           /* put by this txn, not read from a page */
 };
 
 /*

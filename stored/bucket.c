@@ -563,18 +563,39 @@ int btree_entry_at(struct btree_bucket *b, uint64_t pgid, uint32_t index, uint32
 	if (el + PAGE_ELEM_SIZE > span || page_ld32(p + el) != 0 ||
 	    page_ld32(p + el + 8) != key_len || page_ld32(p + el + 12) != vsize ||
 	    el + page_ld32(p + el + 4) != key_off ||
-	    (uint64_t)key_off + key_len + vsize > span || memcmp(p + key_off, key, key_len) != 0)
+	    (uint64_t)key_off + key_len + vsize > span ||
+	    (key && memcmp(p + key_off, key, key_len) != 0))
 		return -ENOENT;
 	*val = p + key_off + key_len;
 	return 0;
 }
 
+int btree_db_entry_key(const struct btree_db *db, uint64_t pgid, uint32_t index,
+		       const uint8_t **key, uint32_t *ksize)
+{
+	const struct bt_map *m = &db->map;
+	if (pgid < 2 || pgid >= db->cur.hwm_pgid)
+		return -ENOENT;
+	const uint8_t *p = m->base + pgid * m->page_size;
+	uint64_t overflow = page_ld32(p + 12);
+	if (page_ld64(p) != pgid || page_ld16(p + 8) != PAGE_FLAG_LEAF ||
+	    index >= page_ld16(p + 10) || overflow >= db->cur.hwm_pgid - pgid)
+		return -ENOENT;
+	struct page_elem e;
+	if (page_elem(p, (overflow + 1) * m->page_size, true, index, &e) < 0)
+		return -ENOENT;
+	*key = e.key;
+	*ksize = e.ksize;
+	return 0;
+}
+
 /* Tells the db's observer that a key of an observed bucket is gone. */
-static void bucket_observe_del(const struct btree_bucket *b, const void *key, size_t key_len)
+static void bucket_observe_del(const struct btree_bucket *b, const void *key, size_t key_len,
+			       const uint8_t *val, size_t vsize)
 {
 	const struct btree_db *db = b->txn->db;
 	if (b->observed && db->obs.gone)
-		db->obs.gone(db->obs.arg, key, (uint32_t)key_len);
+		db->obs.gone(db->obs.arg, key, (uint32_t)key_len, val, (uint32_t)vsize);
 }
 
 void bt_bucket_observe_gone(const struct btree_bucket *b, const struct bt_node *n)
@@ -583,7 +604,8 @@ void bt_bucket_observe_gone(const struct btree_bucket *b, const struct bt_node *
 	if (!b->observed || !db->obs.gone)
 		return;
 	for (uint32_t i = 0; i < n->ninodes; i++)
-		db->obs.gone(db->obs.arg, n->inodes[i].key, n->inodes[i].ksize);
+		db->obs.gone(db->obs.arg, n->inodes[i].key, n->inodes[i].ksize, n->inodes[i].val,
+			     n->inodes[i].vsize);
 }
 
 int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
@@ -602,8 +624,10 @@ int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
 			return -ENOENT;
 		if (in->flags & PAGE_LEAF_BUCKET)
 			return bt_error(-EISDIR, "stored: the key names a bucket");
+		const uint8_t *val = in->val;
+		uint32_t vsize = in->vsize;
 		bt_node_del(leaf, key, (uint32_t)key_len);
-		bucket_observe_del(b, key, key_len);
+		bucket_observe_del(b, key, key_len, val, vsize);
 		return 0;
 	}
 	rc = bucket_seek(b, true, "key", key, key_len, &c, &kv, &exact);
@@ -617,7 +641,7 @@ int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
 	if (rc < 0)
 		return bt_txn_fail(b->txn, rc);
 	bt_node_del(leaf, key, (uint32_t)key_len);
-	bucket_observe_del(b, key, key_len);
+	bucket_observe_del(b, key, key_len, kv.val, kv.val_len);
 	return 0;
 }
 

@@ -568,9 +568,9 @@ int btree_db_observe_warm(struct btree_db *db, size_t max, bool *done)
 		}
 		pgid = f->pgid;
 		if (f->page && !(kv.flags & BTREE_KV_BUCKET))
-			e[k++] = (struct btree_placed){ kv.key, (uint32_t)kv.key_len, f->index,
-							(uint32_t)(kv.key - f->page),
-							(uint32_t)kv.val_len };
+			e[k++] = (struct btree_placed){ kv.key, kv.val, (uint32_t)kv.key_len,
+							f->index, (uint32_t)(kv.key - f->page),
+							(uint32_t)kv.val_len, false };
 		rc = btree_cursor_next(&c, &kv);
 	}
 	if (k)

@@ -111,7 +111,7 @@ void kvindex_init(struct kvindex *x)
 static int open_all(struct btree_txn *t, struct kvindex *x, bool create)
 {
 	int rc;
-	x->latest = x->history = x->meta = NULL;
+	x->latest = x->history = x->meta = x->keyb = NULL;
 	x->npre = x->pre_next = 0;
 	rc = open_one(t, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST), create,
 		      &x->latest);
@@ -121,6 +121,9 @@ static int open_all(struct btree_txn *t, struct kvindex *x, bool create)
 	if (!rc)
 		rc = open_one(t, SCHEMA_BUCKET_KV_META, SCHEMA_LEN(SCHEMA_BUCKET_KV_META), create,
 			      &x->meta);
+	if (!rc && btree_bucket_open(t, NULL, SCHEMA_BUCKET_KEY, SCHEMA_LEN(SCHEMA_BUCKET_KEY),
+				     &x->keyb) != 0)
+		x->keyb = NULL;  /* only the cache's places need it */
 	return rc;
 }
 
@@ -194,42 +197,55 @@ static int latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_
 	return 0;
 }
 
-/* The cache's place for the key of hash h, when the txn of `latest` may
- * use it (placed at or before the txn's txid). */
-static bool cache_place(const struct lcache *lc, uint64_t generation,
-			struct btree_bucket *latest, uint64_t h, struct lcache_loc *loc)
+/* The cache's place for the key of hash h, when the txn of `kb` may use it
+ * (placed at or before the txn's txid). */
+static bool cache_place(const struct lcache *lc, uint64_t generation, struct btree_bucket *kb,
+			uint64_t h, struct lcache_loc *loc)
 {
 	return lcache_get(lc, generation, h, loc) &&
-	       loc->txid <= btree_txn_id(btree_bucket_txn(latest));
+	       loc->txid <= btree_txn_id(btree_bucket_txn(kb));
 }
 
-/* The value at a place the cache gave: 0, or -EAGAIN when the place does
- * not hold key. */
-static int cache_read(struct btree_bucket *latest, const struct lcache_loc *loc,
-		      const uint8_t *key, size_t len, const uint8_t **v, size_t *vlen)
+/* The KeyValue at a place the cache gave: 0, or -EAGAIN when the place
+ * does not hold a revision's entry. */
+static int cache_read(struct btree_bucket *kb, const struct lcache_loc *loc, const uint8_t **v,
+		      size_t *vlen)
 {
-	if (btree_entry_at(latest, loc->pgid, loc->index, loc->key_off, loc->vsize, key, len, v))
+	if (btree_entry_at(kb, loc->pgid, loc->index, loc->key_off, loc->vsize, NULL, REV_BYTES, v))
 		return -EAGAIN;
 	*vlen = loc->vsize;
 	return 0;
 }
 
-int kvindex_cache_get(const struct lcache *lc, uint64_t generation, struct btree_bucket *latest,
-		      const uint8_t *key, size_t len, const uint8_t **v, size_t *vlen)
+/* The latest entry of key from the KeyValue v (vlen bytes) read at a place
+ * the cache gave, whose revision precedes it in the page; -EAGAIN when v
+ * is not a live revision of key. */
+static int cache_entry(const uint8_t *key, size_t len, const uint8_t *v, size_t vlen,
+		       struct kvindex_entry *e)
 {
-	struct lcache_loc loc;
-	if (!cache_place(lc, generation, latest, lcache_hash(key, len), &loc))
+	struct mvcc_kv kv;
+	struct rev r;
+	bool tomb;
+	if (rev_decode(v - REV_BYTES, REV_BYTES, &r, &tomb) || tomb ||
+	    mvcc_kv_decode(v, vlen, &kv) || kv.mod_rev != r.main ||
+	    mvcc_bytes_cmp(kv.key, kv.key_len, key, len) != 0)
 		return -EAGAIN;
-	return cache_read(latest, &loc, key, len, v, vlen);
+	*e = (struct kvindex_entry){ .mod = r, .create_rev = kv.create_rev, .version = kv.version,
+				     .lease = kv.lease, .kv = v, .kv_len = vlen };
+	return 0;
 }
 
-/* The value of key through the latest-entry cache, or -EAGAIN. */
-static int cached(struct kvindex *x, const uint8_t *key, size_t len, const uint8_t **v,
-		  size_t *vlen)
+int kvindex_cache_get(const struct lcache *lc, uint64_t generation,
+		      struct btree_bucket *key_bucket, const uint8_t *key, size_t len,
+		      struct kvindex_entry *out)
 {
-	if (!x->lc)
+	struct lcache_loc loc;
+	const uint8_t *v;
+	size_t vlen;
+	if (!cache_place(lc, generation, key_bucket, lcache_hash(key, len), &loc) ||
+	    cache_read(key_bucket, &loc, &v, &vlen))
 		return -EAGAIN;
-	return kvindex_cache_get(x->lc, x->lc_generation, x->latest, key, len, v, vlen);
+	return cache_entry(key, len, v, vlen, out);
 }
 
 void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t generation)
@@ -238,43 +254,187 @@ void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t gene
 	x->lc_generation = generation;
 }
 
+/* ---- the writer's side (see kvindex_feed_cache) ---- */
+
+/* The etcd key a key-bucket entry's KeyValue names. */
+static bool feed_user_key(const uint8_t *val, size_t vlen, const uint8_t **key, size_t *len)
+{
+	struct mvcc_kv kv;
+	if (mvcc_kv_decode(val, vlen, &kv) || kv.key_len == 0)
+		return false;
+	*key = kv.key;
+	*len = kv.key_len;
+	return true;
+}
+
+/* Whether the cache's place for the key of hash h is the key-bucket entry
+ * of revision key rk (so that rk's move or removal concerns it). */
+static bool feed_holds(struct kvindex_feed *f, uint64_t h, const uint8_t *rk)
+{
+	struct lcache_loc old;
+	const uint8_t *k;
+	uint32_t kl;
+	lcache_flush(f->lc);
+	return lcache_get(f->lc, f->generation, h, &old) &&
+	       btree_db_entry_key(f->db, old.pgid, old.index, &k, &kl) == 0 && kl == REV_BYTES &&
+	       memcmp(k, rk, REV_BYTES) == 0;
+}
+
+/*
+ * A leaf of the key bucket was written. Entries come in key (revision)
+ * order, so among a commit's own writes of one key the newest is placed
+ * last; a commit's tombstone drops the key. An entry that only moved is an
+ * older revision: its key's place follows it only if that place was this
+ * very entry (the entry is its key's latest revision).
+ */
 static void feed_placed(void *arg, uint64_t pgid, uint64_t txid, const struct btree_placed *e,
 			size_t n)
 {
+	struct kvindex_feed *f = arg;
 	for (size_t i = 0; i < n; i++) {
-		struct lcache_loc loc = { .pgid = pgid, .txid = txid, .index = e[i].index,
-					  .key_off = e[i].key_off, .vsize = e[i].vsize };
-		lcache_put_queued(arg, lcache_hash(e[i].key, e[i].ksize), &loc);
+		const struct btree_placed *p = &e[i];
+		const uint8_t *key;
+		size_t len;
+		bool live = p->ksize == REV_BYTES;
+		if ((!live && p->ksize != REV_MARKED_BYTES) || (!live && !p->fresh) ||
+		    !feed_user_key(p->val, p->vsize, &key, &len))
+			continue;
+		uint64_t h = lcache_hash(key, len);
+		struct lcache_loc loc = { .pgid = pgid, .txid = txid, .index = p->index,
+					  .key_off = p->key_off, .vsize = p->vsize };
+		if (!live)
+			lcache_del(f->lc, h);
+		else if (p->fresh)
+			lcache_put_queued(f->lc, h, &loc);
+		else if (feed_holds(f, h, p->key))
+			lcache_put(f->lc, h, &loc);
 	}
 }
 
 static void feed_flush(void *arg)
 {
-	lcache_flush(arg);
+	struct kvindex_feed *f = arg;
+	lcache_flush(f->lc);
 }
 
-static void feed_gone(void *arg, const uint8_t *key, uint32_t ksize)
+/* A revision left the key bucket (compaction): its key's place goes if it
+ * was there. */
+static void feed_gone(void *arg, const uint8_t *rk, uint32_t ksize, const uint8_t *val,
+		      uint32_t vsize)
 {
-	lcache_del(arg, lcache_hash(key, ksize));
+	struct kvindex_feed *f = arg;
+	const uint8_t *key;
+	size_t len;
+	if (ksize != REV_BYTES || !feed_user_key(val, vsize, &key, &len))
+		return;
+	uint64_t h = lcache_hash(key, len);
+	if (feed_holds(f, h, rk))
+		lcache_del(f->lc, h);
 }
 
 static void feed_reset(void *arg)
 {
-	struct lcache *lc = arg;
-	lcache_clear(lc, atomic_load_explicit(&lc->hdr->generation, memory_order_relaxed));
+	struct kvindex_feed *f = arg;
+	lcache_clear(f->lc, f->generation);
+	f->warm_len = 0;
+	f->warm_done = false;
 }
 
-int kvindex_feed_cache(struct btree_db *db, struct lcache *lc, uint64_t generation)
+int kvindex_feed_cache(struct btree_db *db, struct kvindex_feed *f, struct lcache *lc,
+		       uint64_t generation)
 {
 	const struct btree_observer o = {
 		.placed = feed_placed,
 		.gone = feed_gone,
 		.reset = feed_reset,
 		.flush = feed_flush,
-		.arg = lc,
+		.arg = f,
 	};
+	f->db = db;
+	f->lc = lc;
+	f->generation = generation;
+	f->warm_len = 0;
+	f->warm_done = false;
 	lcache_clear(lc, generation);
-	return btree_db_observe(db, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST), &o);
+	return btree_db_observe(db, SCHEMA_BUCKET_KEY, SCHEMA_LEN(SCHEMA_BUCKET_KEY), &o);
+}
+
+void kvindex_feed_close(struct kvindex_feed *f)
+{
+	stored_free(f->warm_key);
+	f->warm_key = NULL;
+	f->warm_len = f->warm_cap = 0;
+}
+
+/* Places the key of the latest-bucket entry kv at its revision's entry in
+ * the key bucket of txn t (none when the entry does not parse or the
+ * revision is not there: such a key stays out of the cache). */
+static void warm_one(struct kvindex_feed *f, struct btree_txn *t, struct btree_bucket *kb,
+		     const struct btree_kv *kv)
+{
+	struct kvindex_entry e;
+	struct btree_cursor c;
+	struct btree_kv at;
+	uint8_t rk[REV_BYTES];
+	if (latest_parse(kv->key, kv->key_len, kv->val, kv->val_len, false, &e))
+		return;
+	rev_encode(e.mod, rk);
+	btree_cursor_init(&c, kb);
+	if (btree_cursor_seek(&c, rk, sizeof(rk), &at) != 0 || at.key_len != REV_BYTES ||
+	    memcmp(at.key, rk, REV_BYTES) != 0)
+		return;
+	const struct btree_cursor_frame *fr = &c.stack[c.depth - 1];
+	if (!fr->page)
+		return;
+	struct lcache_loc loc = { .pgid = fr->pgid, .txid = btree_txn_id(t), .index = fr->index,
+				  .key_off = (uint32_t)(at.key - fr->page),
+				  .vsize = (uint32_t)at.val_len };
+	lcache_put_queued(f->lc, lcache_hash(kv->key, kv->key_len), &loc);
+}
+
+int kvindex_feed_warm(struct kvindex_feed *f, size_t max, bool *done)
+{
+	struct btree_txn *t;
+	struct btree_bucket *latest, *kb;
+	struct btree_cursor c;
+	struct btree_kv kv;
+	int rc;
+
+	*done = true;
+	if (!f->lc || f->warm_done)
+		return 0;
+	rc = btree_db_read_begin(f->db, NULL, &t);
+	if (rc)
+		return rc;
+	if (btree_bucket_open(t, NULL, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST),
+			      &latest) != 0 ||
+	    btree_bucket_open(t, NULL, SCHEMA_BUCKET_KEY, SCHEMA_LEN(SCHEMA_BUCKET_KEY), &kb) != 0) {
+		f->warm_done = true;  /* no index or no key bucket: nothing to tell of */
+		goto out_end;
+	}
+	btree_cursor_init(&c, latest);
+	rc = f->warm_len ? btree_cursor_seek(&c, f->warm_key, f->warm_len, &kv)
+			 : btree_cursor_first(&c, &kv);
+	for (size_t n = 0; rc == 0 && n < max; n++) {
+		if (!(kv.flags & BTREE_KV_BUCKET))
+			warm_one(f, t, kb, &kv);
+		rc = btree_cursor_next(&c, &kv);
+	}
+	lcache_flush(f->lc);
+	if (rc == -ENOENT) {
+		f->warm_done = true;
+		rc = 0;
+	} else if (rc == 0) {
+		rc = reserve(&f->warm_key, &f->warm_cap, kv.key_len);
+		if (rc == 0) {
+			memcpy(f->warm_key, kv.key, kv.key_len);
+			f->warm_len = kv.key_len;
+			*done = false;
+		}
+	}
+out_end:
+	btree_txn_end(t);
+	return rc;
 }
 
 int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *keys,
@@ -283,6 +443,7 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 	const uint8_t *vals[BTREE_GET_MANY_MAX];
 	size_t vlens[BTREE_GET_MANY_MAX];
 	int rcs[BTREE_GET_MANY_MAX];
+	bool hit[BTREE_GET_MANY_MAX];
 	x->npre = x->pre_next = 0;
 	if (n > BTREE_GET_MANY_MAX)
 		return -EINVAL;
@@ -296,21 +457,24 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 	struct lcache_loc locs[BTREE_GET_MANY_MAX];
 	uint64_t hs[BTREE_GET_MANY_MAX];
 	bool placed[BTREE_GET_MANY_MAX];
-	for (size_t i = 0; x->lc && i < n; i++) {
+	const struct lcache *lc = x->keyb ? x->lc : NULL;
+	for (size_t i = 0; lc && i < n; i++) {
 		hs[i] = lcache_hash(keys[i], lens[i]);
-		lcache_prefetch(x->lc, hs[i]);
+		lcache_prefetch(lc, hs[i]);
 	}
 	for (size_t i = 0; i < n; i++) {
-		placed[i] = x->lc && cache_place(x->lc, x->lc_generation, x->latest, hs[i], &locs[i]);
+		placed[i] = lc && cache_place(lc, x->lc_generation, x->keyb, hs[i], &locs[i]);
 		if (placed[i])
-			btree_entry_prefetch(x->latest, locs[i].pgid, locs[i].index, locs[i].key_off);
+			btree_entry_prefetch(x->keyb, locs[i].pgid, locs[i].index, locs[i].key_off);
 	}
 	for (size_t i = 0; i < n; i++) {
-		rcs[i] = placed[i] ? cache_read(x->latest, &locs[i], keys[i], lens[i], &vals[i],
-						&vlens[i])
-				   : -EAGAIN;
-		if (rcs[i] == 0)
+		struct kvindex_entry e;
+		hit[i] = placed[i] && cache_read(x->keyb, &locs[i], &vals[i], &vlens[i]) == 0 &&
+			 cache_entry(keys[i], lens[i], vals[i], vlens[i], &e) == 0;
+		if (hit[i]) {
+			rcs[i] = 0;
 			continue;
+		}
 		miss_keys[nmiss] = keys[i];
 		miss_lens[nmiss] = lens[i];
 		miss_at[nmiss++] = i;
@@ -330,15 +494,15 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 		}
 	}
 	for (size_t i = 0; i < n; i++)
-		x->pre[i] = (struct kvindex_pre){ keys[i], lens[i], rcs[i], vals[i], vlens[i] };
+		x->pre[i] = (struct kvindex_pre){ keys[i], lens[i], rcs[i], hit[i], vals[i],
+						  vlens[i] };
 	x->npre = n;
 	return 0;
 }
 
 /* The prefetched answer for key, or -EAGAIN when there is none. Callers
  * usually ask in the order of the prefetch: that slot is tried first. */
-static int prefetched(struct kvindex *x, const uint8_t *key, size_t len, const uint8_t **v,
-		      size_t *vlen)
+static const struct kvindex_pre *prefetched(struct kvindex *x, const uint8_t *key, size_t len)
 {
 	for (size_t k = 0; k < x->npre; k++) {
 		size_t i = (x->pre_next + k) % x->npre;
@@ -346,13 +510,9 @@ static int prefetched(struct kvindex *x, const uint8_t *key, size_t len, const u
 		if (p->len != len || memcmp(p->key, key, len) != 0)
 			continue;
 		x->pre_next = (i + 1) % x->npre;
-		if (p->rc == 0) {
-			*v = p->val;
-			*vlen = p->vlen;
-		}
-		return p->rc;
+		return p;
 	}
-	return -EAGAIN;
+	return NULL;
 }
 
 /* Looks key up in the latest bucket (or the prefetched answers, or the
@@ -362,13 +522,23 @@ static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool
 {
 	const uint8_t *v = NULL;
 	size_t vlen = 0;
+	int rc;
 	if (len == 0 || len > PAGE_MAX_KEY)
 		return -ENOENT;
-	int rc = prefetched(x, key, len, &v, &vlen);
-	if (rc == -EAGAIN)
-		rc = cached(x, key, len, &v, &vlen);
-	if (rc == -EAGAIN)
+	const struct kvindex_pre *p = prefetched(x, key, len);
+	if (p && p->rc == 0 && p->cached)
+		return cache_entry(key, len, p->val, p->vlen, out) ? corrupt("a cached entry changed")
+								    : 0;
+	if (p) {
+		rc = p->rc;
+		v = p->val;
+		vlen = p->vlen;
+	} else if (x->lc && x->keyb &&
+		   kvindex_cache_get(x->lc, x->lc_generation, x->keyb, key, len, out) == 0) {
+		return 0;
+	} else {
 		rc = btree_get(x->latest, key, len, &v, &vlen);
+	}
 	if (rc)
 		return rc == -EISDIR ? corrupt("latest bucket holds a nested bucket") : rc;
 	return latest_parse(key, len, v, vlen, fields, out);

@@ -48,10 +48,16 @@
  *   no longer matches (etcd wrote to it) gets its index rebuilt.
  *
  * The latest-entry cache (lcache.h), kept by stored's commits in shared
- * memory, says where each key's latest entry sits in the file, so that a
- * reader's latest lookup reads that one entry instead of descending the
- * tree; kvindex_use_cache turns it on for a read txn, kvindex_feed_cache
- * has the writer keep it.
+ * memory, says where each key's latest revision sits in the `key` bucket
+ * (etcd's revision-keyed KeyValues), so that a reader's latest lookup reads
+ * that one KeyValue instead of descending the tree; kvindex_use_cache turns
+ * it on for a read txn, kvindex_feed_cache has the writer keep it. It
+ * points into the key bucket rather than the latest bucket because a
+ * revision's entry almost never moves once written (only the bucket's
+ * last leaf, and compaction, rewrite old entries), while the latest
+ * bucket's leaves are rewritten with every write to any of their keys,
+ * which would make each commit re-place every entry of every leaf it
+ * touches.
  *
  * Keys: a key is indexable when esc(key) plus 18 bytes fits a B+tree key
  * (32768 bytes): up to 32750 bytes, each 0x00 byte counting twice.
@@ -89,19 +95,24 @@ struct kvindex {
 	uint8_t *endbuf;    /* iterator's encoded range end */
 	size_t endcap;
 	/* Latest-bucket lookups done ahead by kvindex_latest_prefetch: their
-	 * keys (the caller's bytes), results and values (the txn's). */
+	 * keys (the caller's bytes), results and values (the txn's): a
+	 * latest-bucket value, or with `cached` a key-bucket KeyValue found
+	 * through the cache. */
 	size_t npre, pre_next;
 	struct kvindex_pre {
 		const uint8_t *key;
 		size_t len;
 		int rc;
+		bool cached;
 		const uint8_t *val;
 		size_t vlen;
 	} pre[BTREE_GET_MANY_MAX];
 	/* kvindex_use_cache: the latest-entry cache and the db generation
-	 * of this txn's file (read txns only). */
+	 * of this txn's file (read txns only), and the key bucket its places
+	 * are in (NULL: the file has none). */
 	const struct lcache *lc;
 	uint64_t lc_generation;
+	struct btree_bucket *keyb;
 };
 
 /* Zeroes x before its first use. */
@@ -125,21 +136,30 @@ void kvindex_close(struct kvindex *x);
 void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t generation);
 
 /*
- * The value of key in `latest` (a read txn's latest bucket) through lc:
- * 0 with *v and *vlen as btree_get gives them, or -EAGAIN when lc holds
- * no place for key that the txn may use (placed after the txn's commit,
- * or not where it says).
+ * The writer's side of the latest-entry cache. kvindex_feed_cache makes the
+ * writer db keep lc up to date (btree_db_observe on the key bucket), after
+ * clearing it for db generation `generation` (non-zero): each commit places
+ * the key revisions it writes, drops the keys it deletes, and moves the
+ * places of the entries its rewrites move. Call it before publishing any
+ * commit of db to readers, and again with a new generation for a new file;
+ * f, lc and db must outlive each other's use. kvindex_feed_warm tells lc,
+ * between write txns, of up to max further keys of the newest commit that
+ * no commit has placed (those of the file as it was opened), resuming
+ * where the last call stopped, until *done; -EBUSY during a write txn, or
+ * the tree's read errors. kvindex_feed_close frees what f holds.
  */
-int kvindex_cache_get(const struct lcache *lc, uint64_t generation, struct btree_bucket *latest,
-		      const uint8_t *key, size_t len, const uint8_t **v, size_t *vlen);
-
-/*
- * Makes the writer db keep lc up to date (btree_db_observe on the latest
- * bucket), after clearing it for db generation `generation` (non-zero).
- * Call it before publishing any commit of db to readers, and again with a
- * new generation for a new file. lc must outlive db (or the next call).
- */
-int kvindex_feed_cache(struct btree_db *db, struct lcache *lc, uint64_t generation);
+struct kvindex_feed {
+	struct btree_db *db;
+	struct lcache *lc;
+	uint64_t generation;
+	uint8_t *warm_key;     /* latest-bucket key where warming resumes */
+	size_t warm_len, warm_cap;
+	bool warm_done;
+};
+int kvindex_feed_cache(struct btree_db *db, struct kvindex_feed *f, struct lcache *lc,
+		       uint64_t generation);
+int kvindex_feed_warm(struct kvindex_feed *f, size_t max, bool *done);
+void kvindex_feed_close(struct kvindex_feed *f);
 
 /* Whether key can be indexed (non-empty, encoding fits). */
 bool kvindex_key_fits(const uint8_t *key, size_t len);
@@ -153,6 +173,16 @@ struct kvindex_entry {
 	const uint8_t *kv;   /* inline KeyValue bytes, or NULL: read the key */
 	size_t kv_len;       /* bucket at mod */
 };
+
+/*
+ * The latest entry of key through lc alone, in the read txn of key_bucket
+ * (its `key` bucket): 0 with *out (kv the bytes in the key bucket, valid
+ * like btree_get's), or -EAGAIN when lc holds no place for key that the txn
+ * may use (placed after the txn's commit, or not a KeyValue of key).
+ */
+int kvindex_cache_get(const struct lcache *lc, uint64_t generation,
+		      struct btree_bucket *key_bucket, const uint8_t *key, size_t len,
+		      struct kvindex_entry *out);
 
 /*
  * Looks up to BTREE_GET_MANY_MAX keys up in the latest bucket together

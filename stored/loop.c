@@ -31,8 +31,9 @@
 #define LOOP_DB_BUSY_MS 10000
 /* How long a restart waits for the readers of a half-written status record. */
 #define LOOP_TORN_WAIT_MS 5000
-/* Entries of the file told to the latest-entry cache per idle turn. */
-#define LOOP_CACHE_WARM_STEP 8192
+/* Keys of the file told to the latest-entry cache per idle turn (each a
+ * lookup of its revision in the key bucket). */
+#define LOOP_CACHE_WARM_STEP 4096
 
 /* A physical compaction whose answer waits for the deletion to finish. */
 struct loop_waiting {
@@ -72,8 +73,9 @@ struct stored_loop {
 	int64_t reap_ns;                 /* time of the last reap */
 	uint64_t gap_logged;             /* applied index the last gap was logged at */
 	struct lcache cache;             /* the latest-entry cache in the region */
+	struct kvindex_feed cache_feed;  /* what keeps it, and its warming */
 	bool cache_on;                   /* kept up to date by the db */
-	bool cache_warm;                 /* every entry of the file told to it */
+	bool cache_warm_failed;          /* warming stopped on an error */
 	struct stored_loop_stats st;
 };
 
@@ -249,7 +251,7 @@ static void loop_cache_open(struct stored_loop *l)
 		rc = 0;
 	}
 	if (rc == 0)
-		rc = kvindex_feed_cache(l->db, &l->cache, l->pub.db_generation);
+		rc = kvindex_feed_cache(l->db, &l->cache_feed, &l->cache, l->pub.db_generation);
 	if (rc) {
 		log_warn("cannot use the latest-entry cache; point reads go down the tree",
 			 LOG_U64("bytes", bytes), LOG_ERRNO(rc));
@@ -258,23 +260,29 @@ static void loop_cache_open(struct stored_loop *l)
 	l->cache_on = true;
 }
 
-/* Tells the cache of a chunk of the entries it has not heard of (those of
- * the file as stored opened it), between batches. A failure only stops
- * the warming: the cache then fills as keys are written. */
+/* Whether the cache still has keys of the file to hear of (those of the
+ * file as stored opened it, or all after the cache was cleared). */
+static bool loop_cache_cold(const struct stored_loop *l)
+{
+	return l->cache_on && !l->cache_feed.warm_done && !l->cache_warm_failed;
+}
+
+/* Tells the cache of a chunk of the keys it has not heard of, between
+ * batches. A failure only stops the warming: the cache then fills as keys
+ * are written. */
 static void loop_cache_warm(struct stored_loop *l)
 {
 	bool done;
 	int rc;
 
-	if (!l->cache_on || l->cache_warm)
+	if (!loop_cache_cold(l))
 		return;
-	rc = btree_db_observe_warm(l->db, LOOP_CACHE_WARM_STEP, &done);
+	rc = kvindex_feed_warm(&l->cache_feed, LOOP_CACHE_WARM_STEP, &done);
 	if (rc) {
 		log_warn("cannot fill the latest-entry cache from the db; it fills as keys are written",
 			 LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
-		l->cache_warm = true;
+		l->cache_warm_failed = true;
 	} else if (done) {
-		l->cache_warm = true;
 		log_info("the latest-entry cache holds every key of the db");
 	}
 }
@@ -417,6 +425,7 @@ void stored_loop_free(struct stored_loop *l)
 		return;
 	mvcc_store_close(l->store);
 	btree_db_close(l->db);
+	kvindex_feed_close(&l->cache_feed);
 	stored_results_fini(&l->results);
 	arena_release(&l->arena);
 	stored_free(l->res);
@@ -763,7 +772,7 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 		struct mvcc_state ms;
 		mvcc_store_state(l->store, &ms);
 		*more = ms.compacting || ring_has_data(l->committed) ||
-			(l->cache_on && !l->cache_warm);
+			loop_cache_cold(l);
 	}
 	return 0;
 }

@@ -119,7 +119,7 @@ static int node_read(struct bt_node *n, const struct bt_map *m, uint64_t pgid,
 			return bt_corrupt(m, pgid, "has element %u pointing outside the page", i);
 		if (e.ksize == 0)
 			return bt_corrupt(m, pgid, "has an empty key at element %u", i);
-		n->inodes[i] = (struct bt_inode){ e.key, e.val, e.pgid, e.ksize, e.vsize, e.flags };
+		n->inodes[i] = (struct bt_inode){ e.key, e.val, e.pgid, e.ksize, e.vsize, e.flags, false };
 	}
 	n->ninodes = count;
 	if (count > 0) {
@@ -198,7 +198,7 @@ int bt_node_put(struct bt_node *n, const uint8_t *old_key, uint32_t old_ksize,
 		memmove(&n->inodes[i + 1], &n->inodes[i], (n->ninodes - i) * sizeof(*n->inodes));
 		n->ninodes++;
 	}
-	n->inodes[i] = (struct bt_inode){ key, val, pgid, ksize, vsize, flags };
+	n->inodes[i] = (struct bt_inode){ key, val, pgid, ksize, vsize, flags, true };
 	return 0;
 }
 
@@ -374,8 +374,8 @@ static void node_observe_placed(const struct bt_node *n)
 	for (uint32_t i = 0; i < n->ninodes; i++) {
 		const struct bt_inode *in = &n->inodes[i];
 		if (!(in->flags & PAGE_LEAF_BUCKET)) {
-			e[k++] = (struct btree_placed){ in->key, in->ksize, i, (uint32_t)data,
-							in->vsize };
+			e[k++] = (struct btree_placed){ in->key, in->val, in->ksize, i,
+							(uint32_t)data, in->vsize, in->fresh };
 			if (k == BTREE_PLACED_MAX) {
 				o->placed(o->arg, n->pgid, t->txid, e, k);
 				k = 0;

@@ -6,19 +6,25 @@
  *    set or a clear left half done by a dead writer (lookups give up, they
  *    never hang), and a forked writer churning entries while a reader
  *    checks that no entry it is given is torn, then killed mid-churn;
- *  - a model run: random puts (small, large, overflow values), deletes,
- *    whole-bucket drops and inline spells, and commits that fail after
- *    spilling, on the bucket the cache follows; read txns kept at older
- *    commits look keys up through the cache (as kvindex does) and must get
- *    exactly btree_get's value whenever the cache answers, and the
- *    newest commit must be answered from the cache for most keys;
+ *  - a model run of the B+tree's observer, with an observer of the test's
+ *    own that places every entry it hears of under its own key: random
+ *    puts (small, large, overflow values), deletes, whole-bucket drops and
+ *    inline spells, and commits that fail after spilling, on the observed
+ *    bucket; read txns kept at older commits look keys up through the
+ *    cache and must get exactly btree_get's value whenever the cache
+ *    answers, and the newest commit must be answered from the cache for
+ *    most keys;
  *  - a writer that dies after a commit nobody published and comes back at
  *    the published state (DESIGN.md section 10, item 4): the new writer's
  *    cache must not serve the dead commit's places, a reader kept at the
  *    old root stays right, and warming refills the cache with the keys no
  *    commit moves;
- *  - MVCC views with the cache answer every single-key Range byte for byte
- *    as views without it, one at a time and prefetched.
+ *  - kvindex's feed (places in the key bucket): random puts, deletes,
+ *    several writes of a key in one batch, txns, and compactions that
+ *    rewrite old leaves; views kept at older revisions and the newest one
+ *    with the cache answer every single-key Range byte for byte as views
+ *    without it, one at a time and prefetched; then a new feed on the same
+ *    db (a restarted stored) starts empty and warming refills it.
  *
  * BTREE_SEED=n replays a seed.
  */
@@ -254,11 +260,65 @@ static void make_keys(void)
 	}
 }
 
-/* kvindex's cached lookup, in txn t's bucket b. */
+/* ---- an observer that places each entry under its own key ---- */
+
+struct obs_feed {
+	struct lcache *lc;
+};
+
+static void obs_placed(void *arg, uint64_t pgid, uint64_t txid, const struct btree_placed *e,
+		       size_t n)
+{
+	struct obs_feed *f = arg;
+	for (size_t i = 0; i < n; i++) {
+		struct lcache_loc loc = { .pgid = pgid, .txid = txid, .index = e[i].index,
+					  .key_off = e[i].key_off, .vsize = e[i].vsize };
+		lcache_put_queued(f->lc, lcache_hash(e[i].key, e[i].ksize), &loc);
+	}
+}
+
+static void obs_gone(void *arg, const uint8_t *key, uint32_t ksize, const uint8_t *val,
+		     uint32_t vsize)
+{
+	struct obs_feed *f = arg;
+	(void)val;
+	(void)vsize;
+	lcache_del(f->lc, lcache_hash(key, ksize));
+}
+
+static void obs_reset(void *arg)
+{
+	struct obs_feed *f = arg;
+	lcache_clear(f->lc, GEN);
+}
+
+static void obs_flush(void *arg)
+{
+	struct obs_feed *f = arg;
+	lcache_flush(f->lc);
+}
+
+static void obs_start(struct btree_db *db, struct obs_feed *f, struct lcache *lc)
+{
+	const struct btree_observer o = { .placed = obs_placed, .gone = obs_gone,
+					  .reset = obs_reset, .flush = obs_flush, .arg = f };
+	f->lc = lc;
+	lcache_clear(lc, GEN);
+	T_OK(btree_db_observe(db, LATEST, LATEST_LEN, &o));
+}
+
+/* The cached lookup, in txn t's bucket b: as kvindex does it, with the
+ * key's own bytes at the place. */
 static int cached_get(const struct lcache *c, struct btree_bucket *b, const uint8_t *key,
 		      size_t klen, const uint8_t **val, size_t *vlen)
 {
-	return kvindex_cache_get(c, GEN, b, key, klen, val, vlen);
+	struct lcache_loc loc;
+	if (!lcache_get(c, GEN, lcache_hash(key, klen), &loc) ||
+	    loc.txid > btree_txn_id(btree_bucket_txn(b)) ||
+	    btree_entry_at(b, loc.pgid, loc.index, loc.key_off, loc.vsize, key, klen, val))
+		return -EAGAIN;
+	*vlen = loc.vsize;
+	return 0;
 }
 
 struct kept {
@@ -336,7 +396,8 @@ static void test_model(void)
 	void *mem = test_shared(bytes);
 	struct lcache c;
 	lcache_format(&c, mem, 1024);
-	T_OK(kvindex_feed_cache(db, &c, GEN));
+	struct obs_feed f;
+	obs_start(db, &f, &c);
 	for (size_t i = 0; i < sizeof(bigval); i++)
 		bigval[i] = (uint8_t)(i * 31);
 
@@ -461,8 +522,9 @@ static void test_restart(void)
 	struct btree_root published;
 	lcache_format(&c, mem, 1024);
 
+	struct obs_feed f;
 	T_OK(btree_db_open(path, &o, &db));
-	T_OK(kvindex_feed_cache(db, &c, GEN));
+	obs_start(db, &f, &c);
 	put_all(db, "published");
 	T_OK(btree_db_checkpoint(db, &published));
 	/* a reader of another process at the published root */
@@ -480,7 +542,7 @@ static void test_restart(void)
 	/* the next writer resumes after the published root */
 	o.resume = published;
 	T_OK(btree_db_open(path, &o, &db));
-	T_OK(kvindex_feed_cache(db, &c, GEN));
+	obs_start(db, &f, &c);
 	struct kept old_k = { old, ob };
 	uint64_t present = 0;
 	check_reader(&c, &old_k, &present);
@@ -523,7 +585,96 @@ static void test_restart(void)
 	t_rmdir(dir);
 }
 
-/* ---- MVCC views with and without the cache ---- */
+/* ---- kvindex's feed: MVCC views with and without the cache ---- */
+
+/* A value of one of three kinds: inline in the latest entry, too large
+ * for that (the latest entry refers to the key bucket), or larger than a
+ * page (overflow pages). */
+static void feed_value(char *buf, size_t cap, uint64_t round, int i)
+{
+	size_t n = t_chance(100) ? 5000 + t_below(3000) : t_chance(100) ? 2100 + t_below(500)
+										 : 1 + t_below(200);
+	if (n >= cap)
+		n = cap - 1;
+	memset(buf, 'a' + (int)((round + (uint64_t)i) % 26), n);
+	snprintf(buf, cap < 32 ? cap : 32, "r%" PRIu64 "k%d", round, i);
+	buf[strlen(buf)] = n > strlen(buf) ? '.' : '\0';
+	buf[n] = '\0';
+}
+
+/* A view with the cache and one without, on two read txns at the same
+ * commit. */
+struct view_pair {
+	struct btree_txn *t1, *t2;
+	struct mvcc_view v1, v2;
+	bool open;
+};
+
+static void pair_open(struct tdb *d, const struct lcache *c, struct view_pair *p)
+{
+	T_OK(btree_db_read_begin(d->db, NULL, &p->t1));
+	T_OK(btree_db_read_begin(d->db, NULL, &p->t2));
+	T_OK(mvcc_view_open(p->t1, &p->v1));
+	T_OK(mvcc_view_open(p->t2, &p->v2));
+	mvcc_view_use_cache(&p->v1, c, GEN);
+	p->open = true;
+}
+
+static void pair_close(struct view_pair *p)
+{
+	if (!p->open)
+		return;
+	mvcc_view_close(&p->v1);
+	mvcc_view_close(&p->v2);
+	btree_txn_end(p->t1);
+	btree_txn_end(p->t2);
+	p->open = false;
+}
+
+/* Every key's single-key Range, with the cache and without, must match
+ * byte for byte (some of them after a prefetch); returns how many keys the
+ * cache answered. */
+static uint64_t pair_check(struct view_pair *p, const struct lcache *c)
+{
+	uint64_t hits = 0;
+	for (int i = 0; i < NKEYS; i += BTREE_GET_MANY_MAX / 2) {
+		const uint8_t *ks[BTREE_GET_MANY_MAX / 2];
+		size_t kls[BTREE_GET_MANY_MAX / 2];
+		int n = 0;
+		for (; n < BTREE_GET_MANY_MAX / 2 && i + n < NKEYS; n++) {
+			ks[n] = keyb[i + n];
+			kls[n] = keyl[i + n];
+		}
+		if (t_chance(300))
+			T_OK(mvcc_view_prefetch(&p->v1, (size_t)n, ks, kls));
+		for (int j = 0; j < n; j++) {
+			struct tbuf a = { 0 }, b = { 0 };
+			struct kvindex_entry e;
+			t_step = (uint64_t)(i + j);
+			tm_range_bytes(&p->v1, ks[j], kls[j], 0, &a);
+			tm_range_bytes(&p->v2, ks[j], kls[j], 0, &b);
+			T_CHECK(a.len == b.len && memcmp(a.p, b.p, a.len) == 0);
+			tbuf_free(&a);
+			tbuf_free(&b);
+			if (p->v1.idx.keyb &&
+			    kvindex_cache_get(c, GEN, p->v1.idx.keyb, ks[j], kls[j], &e) == 0)
+				hits++;
+		}
+	}
+	return hits;
+}
+
+/* The live keys of the newest commit. */
+static uint64_t live_keys(struct view_pair *p)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < NKEYS; i++) {
+		struct kvindex_entry e;
+		if (kvindex_latest_get(&p->v2.idx, keyb[i], keyl[i], &e) == 0)
+			n++;
+	}
+	return n;
+}
 
 static void test_views(void)
 {
@@ -532,64 +683,102 @@ static void test_views(void)
 	size_t bytes = lcache_footprint(1024);
 	void *mem = test_shared(bytes);
 	struct lcache c;
+	struct kvindex_feed feed = { 0 };
+	static char val[8192];
 	lcache_format(&c, mem, 1024);
 	tdb_init(&d, NULL);
-	T_OK(kvindex_feed_cache(d.db, &c, GEN));
-	uint64_t hits = 0;
-	for (int round = 0; round < 6; round++) {
+	T_OK(kvindex_feed_cache(d.db, &feed, &c, GEN));
+	struct view_pair kept[3] = { 0 }, now = { 0 };
+	uint64_t hits = 0, live = 0, compactions = 0;
+	for (uint64_t round = 0; round < 60; round++) {
+		t_step = round;
 		tdb_begin(&d);
-		for (int i = 0; i < NKEYS; i++) {
-			if (t_chance(100)) {
+		uint64_t nops = t_chance(250) ? 1200 : 1 + t_below(60);
+		for (uint64_t op = 0; op < nops; op++) {
+			int i = (int)t_below(NKEYS);
+			if (t_chance(80)) {
 				DeleteRequest req = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
 				DeleteResponse *resp;
 				req.key = tbn(keyb[i], keyl[i]);
 				tdb_entry(&d);
 				T_OK(mvcc_delete_range(d.s, &req, &d.a, &resp));
-			} else if (t_chance(500)) {
-				tdb_put(&d, keyb[i], keyl[i], round & 1 ? "odd round" : "even");
+			} else {
+				/* the same key again in this batch, now and then */
+				int times = t_chance(100) ? 2 + (int)t_below(3) : 1;
+				for (int k = 0; k < times; k++) {
+					feed_value(val, sizeof(val), round * 8 + (uint64_t)k, i);
+					tdb_put(&d, keyb[i], keyl[i], val);
+				}
 			}
 		}
 		tdb_commit(&d);
-		struct btree_txn *t1, *t2;
-		struct mvcc_view v1, v2;
-		T_OK(btree_db_read_begin(d.db, NULL, &t1));
-		T_OK(btree_db_read_begin(d.db, NULL, &t2));
-		T_OK(mvcc_view_open(t1, &v1));
-		T_OK(mvcc_view_open(t2, &v2));
-		mvcc_view_use_cache(&v1, &c, GEN);
-		for (int i = 0; i < NKEYS; i += BTREE_GET_MANY_MAX / 2) {
-			const uint8_t *ks[BTREE_GET_MANY_MAX / 2];
-			size_t kls[BTREE_GET_MANY_MAX / 2];
-			int n = 0;
-			for (; n < BTREE_GET_MANY_MAX / 2 && i + n < NKEYS; n++) {
-				ks[n] = keyb[i + n];
-				kls[n] = keyl[i + n];
-			}
-			if (t_chance(500))
-				T_OK(mvcc_view_prefetch(&v1, (size_t)n, ks, kls));
-			for (int j = 0; j < n; j++) {
-				struct tbuf a = { 0 }, b = { 0 };
-				t_step = (uint64_t)(i + j);
-				tm_range_bytes(&v1, ks[j], kls[j], 0, &a);
-				tm_range_bytes(&v2, ks[j], kls[j], 0, &b);
-				T_CHECK(a.len == b.len && memcmp(a.p, b.p, a.len) == 0);
-				tbuf_free(&a);
-				tbuf_free(&b);
+		if (t_chance(350)) {
+			/* compact at a revision of the last few rounds: the key
+			 * bucket's old leaves lose entries and are rewritten,
+			 * moving the ones they keep */
+			struct mvcc_state ms;
+			mvcc_store_state(d.s, &ms);
+			int64_t lo = ms.compact_rev > 0 ? ms.compact_rev + 1 : 1;
+			if (lo < ms.rev) {
+				Etcdserverpb__CompactionRequest q =
+					ETCDSERVERPB__COMPACTION_REQUEST__INIT;
+				Etcdserverpb__CompactionResponse *resp;
+				q.revision = lo + (int64_t)t_below((uint64_t)(ms.rev - lo));
+				tdb_begin(&d);
+				tdb_entry(&d);
+				T_OK(mvcc_compact(d.s, &q, &d.a, &resp));
+				tdb_commit(&d);
+				tdb_finish_compaction(&d, 1 + (uint32_t)t_below(500));
+				compactions++;
 			}
 		}
-		for (int i = 0; i < NKEYS; i++) {
-			const uint8_t *v;
-			size_t vl;
-			struct btree_bucket *lb = v1.idx.latest;
-			if (cached_get(&c, lb, keyb[i], keyl[i], &v, &vl) == 0)
-				hits++;
-		}
-		mvcc_view_close(&v1);
-		mvcc_view_close(&v2);
-		btree_txn_end(t1);
-		btree_txn_end(t2);
+		/* checkpoints let later commits reuse the pages that views
+		 * kept at older commits still read (freed since, but not
+		 * before the oldest view) */
+		if (t_chance(500))
+			T_OK(btree_db_checkpoint(d.db, NULL));
+		/* as stored does between batches */
+		bool done;
+		T_OK(kvindex_feed_warm(&feed, 100, &done));
+		/* a view at this commit replaces a random older one; all are
+		 * checked (reads below the compaction are not asked for) */
+		struct view_pair *slot = &kept[t_below(3)];
+		pair_close(slot);
+		pair_open(&d, &c, slot);
+		for (int k = 0; k < 3; k++)
+			if (kept[k].open)
+				pair_check(&kept[k], &c);
+		pair_open(&d, &c, &now);
+		hits += pair_check(&now, &c);
+		live += live_keys(&now);
+		pair_close(&now);
 	}
-	T_CHECK(hits > NKEYS);
+	printf("views: the cache answered %" PRIu64 " of %" PRIu64 " live keys at the newest "
+	       "commit; %" PRIu64 " compactions\n", hits, live, compactions);
+	T_CHECK(compactions > 0 && hits * 10 >= live * 9);
+	for (int k = 0; k < 3; k++)
+		pair_close(&kept[k]);
+
+	/* a new feed (a restarted stored) starts with an empty cache, and
+	 * warming brings back every key */
+	T_OK(kvindex_feed_cache(d.db, &feed, &c, GEN));
+	pair_open(&d, &c, &now);
+	uint64_t before = pair_check(&now, &c);
+	pair_close(&now);
+	bool done = false;
+	int steps = 0;
+	while (!done) {
+		T_OK(kvindex_feed_warm(&feed, 100, &done));
+		steps++;
+	}
+	pair_open(&d, &c, &now);
+	uint64_t after = pair_check(&now, &c), nlive = live_keys(&now);
+	pair_close(&now);
+	printf("views: after a new feed the cache answered %" PRIu64 " keys; after %d warming "
+	       "steps %" PRIu64 " of %" PRIu64 "\n", before, steps, after, nlive);
+	T_CHECK(before == 0 && steps > 1 && after * 10 >= nlive * 9);
+	btree_db_observe(d.db, NULL, 0, NULL);
+	kvindex_feed_close(&feed);
 	tdb_free(&d);
 	munmap(mem, bytes);
 }

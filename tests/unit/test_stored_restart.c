@@ -29,6 +29,7 @@
 #include "test_stored_util.h"
 
 #include "stored/kvindex.h"
+#include "stored/revision.h"
 #include "stored/lcache.h"
 
 #include "raftpb/raft.pb-c.h"
@@ -302,21 +303,30 @@ struct reader {
 };
 
 /* Every key of a range over everything, looked up through the cache: an
- * answer must be the entry btree_get finds in the same txn (the same
- * bytes of the same page). */
+ * answer must be the key's latest revision as the latest bucket has it in
+ * the same txn, and the very key-bucket entry btree_get finds for that
+ * revision (the same bytes of the same page). */
 static void reader_check_cache(struct reader *rd, const struct lcache *c, uint64_t generation,
 			       struct mvcc_view *v, const struct mvcc_range_result *res)
 {
 	for (size_t i = 0; i < res->n && !rd->err[0]; i++) {
-		const uint8_t *cv, *tv;
-		size_t cvl, tvl;
+		const uint8_t *lv, *tv;
+		size_t lvl, tvl;
+		struct kvindex_entry ce;
+		uint8_t rk[REV_BYTES];
 		const uint8_t *key = res->kvs[i].f.key;
 		size_t klen = res->kvs[i].f.key_len;
 		rd->cache_asked++;
-		if (kvindex_cache_get(c, generation, v->idx.latest, key, klen, &cv, &cvl) != 0)
+		if (!v->idx.keyb ||
+		    kvindex_cache_get(c, generation, v->idx.keyb, key, klen, &ce) != 0)
 			continue;
 		rd->cache_hits++;
-		if (btree_get(v->idx.latest, key, klen, &tv, &tvl) != 0 || tv != cv || tvl != cvl)
+		rev_encode(ce.mod, rk);
+		if (btree_get(v->idx.latest, key, klen, &lv, &lvl) != 0 || lvl < 17 ||
+		    (int64_t)rev_get_be64(lv + 1) != ce.mod.main ||
+		    (int64_t)rev_get_be64(lv + 9) != ce.mod.sub ||
+		    btree_get(v->idx.keyb, rk, sizeof(rk), &tv, &tvl) != 0 || tv != ce.kv ||
+		    tvl != ce.kv_len)
 			snprintf(rd->err, sizeof(rd->err),
 				 "the cache's entry of a %zu-byte key is not the tree's", klen);
 	}
