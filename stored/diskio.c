@@ -5,8 +5,6 @@
 #include "stored/diskio.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -86,8 +84,7 @@ static int pwrite_run(int fd, const struct diskio_write *w, size_t n)
 	return 0;
 }
 
-/* The entries in order, runs of adjacent ones through pwritev. */
-static int pwrite_serial(int fd, const struct diskio_write *w, size_t n)
+int diskio_pwrite_batch(int fd, const struct diskio_write *w, size_t n)
 {
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
@@ -100,54 +97,6 @@ static int pwrite_serial(int fd, const struct diskio_write *w, size_t n)
 		i = j;
 	}
 	return 0;
-}
-
-/* A batch of this many bytes or more is written by two threads. */
-#define DISKIO_SPLIT_BYTES (1u << 20)
-
-struct pwrite_half {
-	int fd;
-	const struct diskio_write *w;
-	size_t n;
-	int rc;
-};
-
-static void *pwrite_half_main(void *arg)
-{
-	struct pwrite_half *h = arg;
-	h->rc = pwrite_serial(h->fd, h->w, h->n);
-	return NULL;
-}
-
-/*
- * The kernel's part of a buffered write (finding or allocating each page
- * cache page, copying into it, marking it dirty) costs about as much as
- * building the pages did, and nothing else waits on this thread while a
- * commit writes: a large batch is split in two halves by bytes, and a
- * short-lived thread (signals blocked) writes the second while this one
- * writes the first. Where no thread can be made, this one writes both.
- */
-int diskio_pwrite_batch(int fd, const struct diskio_write *w, size_t n)
-{
-	size_t total = 0, acc = 0, mid = 0;
-	for (size_t i = 0; i < n; i++)
-		total += w[i].len;
-	if (n < 2 || total < DISKIO_SPLIT_BYTES)
-		return pwrite_serial(fd, w, n);
-	while (mid < n - 1 && acc < total / 2)
-		acc += w[mid++].len;
-	struct pwrite_half h = { fd, w + mid, n - mid, 0 };
-	sigset_t all, old;
-	pthread_t th;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int made = pthread_create(&th, NULL, pwrite_half_main, &h);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (made != 0)
-		return pwrite_serial(fd, w, n);
-	int rc = pwrite_serial(fd, w, mid);
-	pthread_join(th, NULL);
-	return rc < 0 ? rc : h.rc;
 }
 
 int diskio_pread_all(int fd, void *buf, size_t len, uint64_t off)
