@@ -339,49 +339,14 @@ static int node_new_sibling(struct bt_node *n, uint32_t start, uint32_t end,
 	return 0;
 }
 
-/* A child to sort by its first key: the key's first 8 bytes as a
- * big-endian number decide most comparisons without touching the key
- * again (it sits in a page the sort would otherwise read n log n times). */
-struct child_order {
-	uint64_t prefix;
-	struct bt_node *n;
-};
-
 static int node_child_cmp(const void *a, const void *b)
 {
-	const struct child_order *x = a, *y = b;
-	if (x->n->ninodes == 0 || y->n->ninodes == 0)
-		return (x->n->ninodes != 0) - (y->n->ninodes != 0);
-	if (x->prefix != y->prefix)
-		return x->prefix < y->prefix ? -1 : 1;
-	return page_keycmp(x->n->inodes[0].key, x->n->inodes[0].ksize, y->n->inodes[0].key,
-			   y->n->inodes[0].ksize);
-}
-
-/* Puts n's children in key order. */
-static int node_sort_children(struct bt_node *n)
-{
-	struct child_order stack[64], *o = stack;
-	if (n->nchildren > sizeof(stack) / sizeof(stack[0])) {
-		o = stored_malloc(n->nchildren * sizeof(*o));
-		if (!o)
-			return bt_error(-ENOMEM, "stored: out of memory");
-	}
-	for (uint32_t i = 0; i < n->nchildren; i++) {
-		const struct bt_node *c = n->children[i];
-		uint8_t b[8] = { 0 };
-		if (c->ninodes)
-			memcpy(b, c->inodes[0].key, c->inodes[0].ksize < 8 ? c->inodes[0].ksize : 8);
-		o[i] = (struct child_order){ 0, n->children[i] };
-		for (int k = 0; k < 8; k++)
-			o[i].prefix = o[i].prefix << 8 | b[k];
-	}
-	qsort(o, n->nchildren, sizeof(*o), node_child_cmp);
-	for (uint32_t i = 0; i < n->nchildren; i++)
-		n->children[i] = o[i].n;
-	if (o != stack)
-		stored_free(o);
-	return 0;
+	const struct bt_node *x = *(struct bt_node *const *)a;
+	const struct bt_node *y = *(struct bt_node *const *)b;
+	if (x->ninodes == 0 || y->ninodes == 0)
+		return (x->ninodes != 0) - (y->ninodes != 0);
+	return page_keycmp(x->inodes[0].key, x->inodes[0].ksize,
+			   y->inodes[0].key, y->inodes[0].ksize);
 }
 
 /* Gives the node's page back (pending until the txn commits). */
@@ -474,11 +439,8 @@ int bt_node_spill(struct bt_node *n)
 
 	/* Children first; a child's split appends siblings to this list,
 	 * which are visited too (and are spilled already). */
-	if (n->nchildren > 1) {
-		rc = node_sort_children(n);
-		if (rc < 0)
-			return rc;
-	}
+	if (n->nchildren > 1)
+		qsort(n->children, n->nchildren, sizeof(*n->children), node_child_cmp);
 	for (uint32_t i = 0; i < n->nchildren; i++) {
 		rc = bt_node_spill(n->children[i]);
 		if (rc < 0)
