@@ -256,9 +256,18 @@ void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t gene
 
 /* ---- the writer's side (see kvindex_feed_cache) ---- */
 
-/* The etcd key a key-bucket entry's KeyValue names. */
+/* The etcd key a key-bucket entry's KeyValue names. etcd and cetcd write
+ * the key (field 1) first, and reading only it keeps the rest of the
+ * value's lines out of the writer's cache; any other layout is decoded
+ * whole. */
 static bool feed_user_key(const uint8_t *val, size_t vlen, const uint8_t **key, size_t *len)
 {
+	if (vlen >= 2 && val[0] == 0x0a && val[1] < 0x80 && val[1] > 0 &&
+	    (size_t)val[1] <= vlen - 2) {
+		*key = val + 2;
+		*len = val[1];
+		return true;
+	}
 	struct mvcc_kv kv;
 	if (mvcc_kv_decode(val, vlen, &kv) || kv.key_len == 0)
 		return false;
