@@ -142,11 +142,12 @@ void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t gene
  * the key revisions it writes, drops the keys it deletes, and moves the
  * places of the entries its rewrites move. Call it before publishing any
  * commit of db to readers, and again with a new generation for a new file;
- * f, lc and db must outlive each other's use. kvindex_feed_warm tells lc,
- * between write txns, of up to max further keys of the newest commit that
- * no commit has placed (those of the file as it was opened), resuming
- * where the last call stopped, until *done; -EBUSY during a write txn, or
- * the tree's read errors. kvindex_feed_close frees what f holds.
+ * f, lc and db must outlive each other's use; 0 or -ENOMEM.
+ * kvindex_feed_warm tells lc, between write txns, of up to max further keys
+ * of the newest commit that no commit has placed (those of the file as it
+ * was opened, or all of them after a reset), resuming where the last call
+ * stopped, until *done; -EBUSY during a write txn, -ENOMEM, or the tree's
+ * read errors. kvindex_feed_close frees what f holds.
  */
 struct kvindex_feed {
 	struct btree_db *db;
