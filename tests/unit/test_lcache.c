@@ -38,6 +38,7 @@
 
 #include "stored/kvindex.h"
 #include "stored/lcache.h"
+#include "stored/revision.h"
 
 #define LATEST SCHEMA_BUCKET_KV_LATEST
 #define LATEST_LEN SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST)
@@ -657,8 +658,17 @@ static uint64_t pair_check(struct view_pair *p, const struct lcache *c)
 			tbuf_free(&a);
 			tbuf_free(&b);
 			if (p->v1.idx.keyb &&
-			    kvindex_cache_get(c, GEN, p->v1.idx.keyb, ks[j], kls[j], &e) == 0)
+			    kvindex_cache_get(c, GEN, p->v1.idx.keyb, ks[j], kls[j], &e) == 0) {
+				/* the very entry the view's tree has for that
+				 * revision, not a copy on a page it freed */
+				uint8_t rk[REV_BYTES];
+				const uint8_t *tv;
+				size_t tvl;
+				rev_encode(e.mod, rk);
+				T_OK(btree_get(p->v1.idx.keyb, rk, sizeof(rk), &tv, &tvl));
+				T_CHECK(tv == e.kv && tvl == e.kv_len);
 				hits++;
+			}
 		}
 	}
 	return hits;
