@@ -112,6 +112,7 @@ struct bt_dirty {
 	uint64_t pgid;
 	uint64_t npages;
 	uint8_t *buf;   /* npages * page_size bytes */
+	bool queued;    /* handed to db->pagewrite by the spill */
 };
 
 /* A run of pages. */
@@ -155,6 +156,9 @@ struct bt_ckpt {
 struct btree_db {
 	struct bt_map map;
 	struct diskio *io;
+	/* writes the pages of a commit as its spill finishes them; NULL:
+	 * they are written after the spill (see pagewrite.h) */
+	struct pagewrite *pagewrite;
 	struct freelist fl;
 	struct btree_root cur;       /* newest commit */
 	struct btree_root durable;   /* last durable checkpoint */

@@ -17,6 +17,7 @@
 
 #include "stored/alloc.h"
 #include "stored/btree_int.h"
+#include "stored/pagewrite.h"
 
 #define DB_GROW_STEP (16ull << 20)  /* grow the file by at most this much beyond need */
 #define DB_META_PROBE (2u * PAGE_MAX_SIZE)
@@ -442,6 +443,9 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 			db->cur.hwm_pgid = o->resume.hwm_pgid;
 		}
 	}
+	/* Without a thread of its own, a commit writes its pages itself. */
+	if (db->io->ops->concurrent_writes && pagewrite_start(db->io, &db->pagewrite) < 0)
+		db->pagewrite = NULL;
 	*out = db;
 	return 0;
 
@@ -459,6 +463,7 @@ void btree_db_close(struct btree_db *db)
 	if (db->ck.inflight && db->io)
 		(void)btree_db_checkpoint_poll(db, true, NULL);
 	ckpt_free(&db->ck);
+	pagewrite_stop(db->pagewrite);
 	diskio_close(db->io);
 	map_release(&db->map);
 	freelist_destroy(&db->fl);

@@ -172,6 +172,7 @@ static void plain_destroy(struct diskio *d)
 
 static const struct diskio_ops plain_ops = {
 	.name = "plain",
+	.concurrent_writes = true,
 	.write_batch = plain_write_batch,
 	.read = plain_read,
 	.sync = plain_sync,

@@ -27,6 +27,10 @@ struct diskio_write {
 
 struct diskio_ops {
 	const char *name;
+	/* write_batch may run on another thread than the rest (plain
+	 * syscalls on the fd); the db then writes a commit's pages on a
+	 * thread of their own while it builds them (pagewrite.h). */
+	bool concurrent_writes;
 	/* Writes every entry (in any order); when sync, then fdatasyncs, so
 	 * that on return the whole batch is durable. */
 	int (*write_batch)(struct diskio *d, const struct diskio_write *w,

@@ -316,6 +316,7 @@ static int uring_chain_reap(struct diskio *d, bool wait, bool *done)
 
 static const struct diskio_ops uring_ops = {
 	.name = "io_uring",
+	.concurrent_writes = true,
 	.write_batch = uring_write_batch,
 	.read = uring_read,
 	.sync = uring_sync,

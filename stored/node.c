@@ -11,6 +11,7 @@
 
 #include "stored/alloc.h"
 #include "stored/btree_int.h"
+#include "stored/pagewrite.h"
 
 #define NODE_MIN_KEYS_PER_PAGE 2u
 
@@ -415,6 +416,12 @@ static int node_write_out(struct bt_node *n)
 	bt_node_write(n, buf, pgid, n->overflow);
 	memset(buf + used, 0, npages * ps - used);  /* no stale bytes in the file */
 	n->spilled = true;
+	/* The page is final: the page writer may take it now (bt_txn_allocate
+	 * has just recorded it last). Where it cannot, the commit writes it. */
+	struct bt_dirty *d = &t->dirty[t->ndirty - 1];
+	if (t->db->pagewrite && d->buf == buf &&
+	    pagewrite_push(t->db->pagewrite, buf, npages * ps, pgid * ps) == 0)
+		d->queued = true;
 	if (n->leaf && n->bucket->observed)
 		node_observe_placed(n);
 	if (n->parent) {

@@ -10,6 +10,7 @@
 
 #include "stored/alloc.h"
 #include "stored/btree_int.h"
+#include "stored/pagewrite.h"
 
 static __thread char bt_errbuf[512];
 
@@ -184,7 +185,7 @@ int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid_out, ui
 	else
 		t->hwm += npages;
 	page_set_header(buf, pgid, 0, 0, (uint32_t)(npages - 1));
-	t->dirty[t->ndirty++] = (struct bt_dirty){ pgid, npages, buf };
+	t->dirty[t->ndirty++] = (struct bt_dirty){ pgid, npages, buf, false };
 	*pgid_out = pgid;
 	*buf_out = buf;
 	return 0;
@@ -373,16 +374,23 @@ static int txn_write_pages(struct btree_txn *t)
 	struct btree_db *db = t->db;
 	if (t->ndirty == 0)
 		return 0;
+	/* the pages the page writer took are written (or failed) already */
+	int rc = db->pagewrite ? pagewrite_drain(db->pagewrite) : 0;
+	if (rc < 0)
+		return rc;
 	qsort(t->dirty, t->ndirty, sizeof(*t->dirty), dirty_cmp);
 	struct diskio_write *w = stored_malloc(t->ndirty * sizeof(*w));
 	if (!w)
 		return -ENOMEM;
+	size_t n = 0;
 	for (size_t i = 0; i < t->ndirty; i++) {
-		w[i].buf = t->dirty[i].buf;
-		w[i].len = t->dirty[i].npages * db->map.page_size;
-		w[i].off = t->dirty[i].pgid * db->map.page_size;
+		if (t->dirty[i].queued)
+			continue;
+		w[n].buf = t->dirty[i].buf;
+		w[n].len = t->dirty[i].npages * db->map.page_size;
+		w[n++].off = t->dirty[i].pgid * db->map.page_size;
 	}
-	int rc = diskio_write_batch(db->io, w, t->ndirty, false);
+	rc = n ? diskio_write_batch(db->io, w, n, false) : 0;
 	stored_free(w);
 	return rc;
 }
@@ -441,6 +449,9 @@ int btree_commit(struct btree_txn *t, struct btree_root *out)
 out_nomem:
 	rc = bt_error(rc, "stored: out of memory");
 out_abort:
+	/* The page writer may still be writing this txn's buffers. */
+	if (db->pagewrite)
+		(void)pagewrite_drain(db->pagewrite);
 	/* Entries placed by the spill name pages and a txid that the next
 	 * txn will use again. */
 	bt_db_observe_reset(db);

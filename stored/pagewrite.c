@@ -1,0 +1,140 @@
+/* A second thread for a commit's page writes (see pagewrite.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "stored/alloc.h"
+#include "stored/pagewrite.h"
+
+/* Writes the thread takes from the queue at a time. */
+#define PAGEWRITE_TAKE 64
+
+/*
+ * q[head, head + n) are queued; the thread copies up to PAGEWRITE_TAKE of
+ * them out under mu and writes them unlocked, with `busy` set. All fields
+ * are under mu.
+ */
+struct pagewrite {
+	struct diskio *io;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t work;   /* something queued, or stop */
+	pthread_cond_t idle;   /* nothing queued and nothing being written */
+	struct diskio_write *q;
+	size_t head, n, cap;
+	bool busy;
+	bool stop;
+	int rc;                /* first error since the last drain */
+};
+
+static void *pagewrite_main(void *arg)
+{
+	struct pagewrite *p = arg;
+	struct diskio_write w[PAGEWRITE_TAKE];
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (p->n == 0 && !p->stop)
+			pthread_cond_wait(&p->work, &p->mu);
+		if (p->n == 0)
+			break;
+		size_t k = p->n < PAGEWRITE_TAKE ? p->n : PAGEWRITE_TAKE;
+		memcpy(w, p->q + p->head, k * sizeof(*w));
+		p->head += k;
+		p->n -= k;
+		if (p->n == 0)
+			p->head = 0;
+		p->busy = true;
+		pthread_mutex_unlock(&p->mu);
+		int rc = diskio_write_batch(p->io, w, k, false);
+		pthread_mutex_lock(&p->mu);
+		p->busy = false;
+		if (rc < 0 && p->rc == 0)
+			p->rc = rc;
+		if (p->n == 0)
+			pthread_cond_broadcast(&p->idle);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+int pagewrite_start(struct diskio *io, struct pagewrite **out)
+{
+	struct pagewrite *p = stored_calloc(1, sizeof(*p));
+	sigset_t all, old;
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	p->io = io;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->idle, NULL);
+	/* Signals stay with the threads that expect them. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&p->thread, NULL, pagewrite_main, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		pthread_cond_destroy(&p->idle);
+		pthread_cond_destroy(&p->work);
+		pthread_mutex_destroy(&p->mu);
+		stored_free(p);
+		return -rc;
+	}
+	*out = p;
+	return 0;
+}
+
+void pagewrite_stop(struct pagewrite *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->thread, NULL);
+	pthread_cond_destroy(&p->idle);
+	pthread_cond_destroy(&p->work);
+	pthread_mutex_destroy(&p->mu);
+	stored_free(p->q);
+	stored_free(p);
+}
+
+int pagewrite_push(struct pagewrite *p, const void *buf, size_t len, uint64_t off)
+{
+	pthread_mutex_lock(&p->mu);
+	if (p->head + p->n == p->cap) {
+		if (p->head > 0) {
+			memmove(p->q, p->q + p->head, p->n * sizeof(*p->q));
+			p->head = 0;
+		}
+		if (p->n == p->cap) {
+			size_t cap = p->cap ? p->cap * 2 : 256;
+			struct diskio_write *q = stored_realloc(p->q, cap * sizeof(*q));
+			if (!q) {
+				pthread_mutex_unlock(&p->mu);
+				return -ENOMEM;
+			}
+			p->q = q;
+			p->cap = cap;
+		}
+	}
+	p->q[p->head + p->n++] = (struct diskio_write){ buf, len, off };
+	pthread_cond_signal(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+int pagewrite_drain(struct pagewrite *p)
+{
+	pthread_mutex_lock(&p->mu);
+	while (p->n > 0 || p->busy)
+		pthread_cond_wait(&p->idle, &p->mu);
+	int rc = p->rc;
+	p->rc = 0;
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}

@@ -1,0 +1,308 @@
+/*
+ * The page writer (stored/pagewrite.h) and the commits that use it:
+ *
+ *  - alone: thousands of page writes, adjacent and scattered, pushed while
+ *    the thread writes earlier ones, land byte for byte; an error comes
+ *    back from the next drain and only from it; stopping writes what is
+ *    still queued;
+ *  - under the B+tree: a backend whose writes may run on another thread
+ *    (and record which thread ran them) shows the spill's pages written
+ *    by the page writer; a commit whose page writes fail with -ENOSPC
+ *    fails, leaves the db usable and loses no earlier commit; with -EIO it
+ *    leaves the db failed; a commit whose spill fails halfway (the map is
+ *    full) returns only once the page writer has stopped touching its
+ *    pages (a slow backend keeps it busy), and the sanitizer build checks
+ *    that no buffer is freed while the writer may still read it.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_btree_util.h"
+
+#include "stored/pagewrite.h"
+
+static char dir[256];
+static char path[300];
+
+/* ---- the page writer alone ---- */
+
+static void fill(uint8_t *b, size_t len, uint64_t tag)
+{
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t v = tag * 0x9e3779b97f4a7c15ull + i;
+		memcpy(b + i, &v, 8);
+	}
+}
+
+static void test_alone(void)
+{
+	t_phase = "page writer alone";
+	enum { N = 3000, PAGE = 4096 };
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	T_CHECK(fd >= 0);
+	struct diskio *io;
+	T_OK(diskio_plain_open(fd, &io));
+	struct pagewrite *p;
+	T_OK(pagewrite_start(io, &p));
+	uint8_t *bufs = t_xmalloc((size_t)N * PAGE);
+	uint64_t *offs = t_xmalloc(N * sizeof(*offs));
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++) {
+			/* runs of adjacent pages with gaps, in a shuffled order
+			 * of runs */
+			uint64_t slot = (uint64_t)i + (uint64_t)(i / 7) * 3;
+			offs[i] = slot * PAGE;
+			fill(bufs + (size_t)i * PAGE, PAGE, (uint64_t)round << 32 | (uint64_t)i);
+			T_OK(pagewrite_push(p, bufs + (size_t)i * PAGE, PAGE, offs[i]));
+		}
+		T_OK(pagewrite_drain(p));
+		uint8_t back[PAGE];
+		for (int i = 0; i < N; i++) {
+			t_step = (uint64_t)i;
+			T_CHECK(pread(fd, back, PAGE, (off_t)offs[i]) == PAGE);
+			T_CHECK(memcmp(back, bufs + (size_t)i * PAGE, PAGE) == 0);
+		}
+	}
+	pagewrite_stop(p);
+
+	/* errors: the next drain says so, the one after does not */
+	int ro = open(path, O_RDONLY);
+	struct diskio *rio;
+	T_OK(diskio_plain_open(ro, &rio));
+	T_OK(pagewrite_start(rio, &p));
+	T_OK(pagewrite_push(p, bufs, PAGE, 0));
+	T_RC(pagewrite_drain(p), -EBADF);
+	T_OK(pagewrite_drain(p));
+	pagewrite_stop(p);
+	diskio_close(rio);
+	close(ro);
+
+	/* stopping writes what is queued */
+	T_OK(pagewrite_start(io, &p));
+	fill(bufs, PAGE, 77);
+	T_OK(pagewrite_push(p, bufs, PAGE, 5 * PAGE));
+	pagewrite_stop(p);
+	uint8_t back[PAGE];
+	T_CHECK(pread(fd, back, PAGE, 5 * PAGE) == PAGE && memcmp(back, bufs, PAGE) == 0);
+
+	diskio_close(io);
+	close(fd);
+	free(bufs);
+	free(offs);
+}
+
+/* ---- under the B+tree: a backend that may fail its page writes ---- */
+
+struct cw_io {
+	struct diskio base;   /* first */
+	pthread_t owner;      /* the thread that opened the db */
+	_Atomic int fail;     /* 0, or the error unsynced writes return */
+	atomic_bool slow;     /* each unsynced batch takes 2 ms more */
+	atomic_ulong elsewhere;   /* unsynced batches written by another thread */
+	atomic_ulong calls, inflight;  /* unsynced batches begun, not yet ended */
+};
+
+static int cw_write_batch(struct diskio *d, const struct diskio_write *w, size_t n, bool sync)
+{
+	struct cw_io *c = (struct cw_io *)d;
+	if (!sync) {
+		if (!pthread_equal(pthread_self(), c->owner))
+			atomic_fetch_add(&c->elsewhere, 1);
+		int f = atomic_load(&c->fail);
+		if (f)
+			return f;
+		atomic_fetch_add(&c->calls, 1);
+		atomic_fetch_add(&c->inflight, 1);
+		if (atomic_load(&c->slow))
+			usleep(2000);
+	}
+	int rc = diskio_pwrite_batch(d->fd, w, n);
+	if (rc == 0 && sync && fdatasync(d->fd) != 0)
+		rc = -errno;
+	if (!sync)
+		atomic_fetch_sub(&c->inflight, 1);
+	return rc;
+}
+
+static int cw_read(struct diskio *d, void *buf, size_t len, uint64_t off)
+{
+	return diskio_pread_all(d->fd, buf, len, off);
+}
+
+static int cw_sync(struct diskio *d)
+{
+	return fdatasync(d->fd) == 0 ? 0 : -errno;
+}
+
+static int cw_truncate(struct diskio *d, uint64_t size)
+{
+	return ftruncate(d->fd, (off_t)size) == 0 ? 0 : -errno;
+}
+
+static int cw_allocate(struct diskio *d, uint64_t off, uint64_t len)
+{
+	return fallocate(d->fd, 0, (off_t)off, (off_t)len) == 0 ? 0 : -errno;
+}
+
+static void cw_destroy(struct diskio *d)
+{
+	free(d);
+}
+
+static const struct diskio_ops cw_ops = {
+	.name = "concurrent-test",
+	.concurrent_writes = true,
+	.write_batch = cw_write_batch,
+	.read = cw_read,
+	.sync = cw_sync,
+	.truncate = cw_truncate,
+	.allocate = cw_allocate,
+	.destroy = cw_destroy,
+};
+
+static struct cw_io *last_cw;
+
+static int cw_open(int fd, void *arg, struct diskio **out)
+{
+	(void)arg;
+	struct cw_io *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->base.ops = &cw_ops;
+	c->base.fd = fd;
+	c->owner = pthread_self();
+	last_cw = c;
+	*out = &c->base;
+	return 0;
+}
+
+/* A write txn putting keys "<tag>-<i>" (i < n) with 200-byte values into
+ * bucket "b": many leaves, so that the spill hands pages over as it goes. */
+static int commit_keys(struct btree_db *db, char tag, int n)
+{
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	T_OK(btree_write_begin(db, &t));
+	int rc = btree_bucket_create(t, NULL, "b", 1, &b);
+	if (rc == -EEXIST)
+		rc = btree_bucket_open(t, NULL, "b", 1, &b);
+	T_OK(rc);
+	for (int i = 0; i < n; i++) {
+		char k[32], v[200];
+		snprintf(k, sizeof(k), "%c-%05d", tag, (int)((uint64_t)i * 7919 % (uint64_t)n));
+		memset(v, tag, sizeof(v));
+		T_OK(btree_put(b, k, strlen(k), v, sizeof(v)));
+	}
+	return btree_commit(t, NULL);
+}
+
+/* How many keys of tag the newest commit holds, each with its value. */
+static int count_keys(struct btree_db *db, char tag, int n)
+{
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	int found = 0;
+	T_OK(btree_db_read_begin(db, NULL, &t));
+	if (btree_bucket_open(t, NULL, "b", 1, &b) == 0) {
+		for (int i = 0; i < n; i++) {
+			char k[32];
+			const uint8_t *v;
+			size_t len;
+			snprintf(k, sizeof(k), "%c-%05d", tag, i);
+			if (btree_get(b, k, strlen(k), &v, &len) == 0) {
+				T_CHECK(len == 200 && v[0] == (uint8_t)tag && v[199] == (uint8_t)tag);
+				found++;
+			}
+		}
+	}
+	btree_txn_end(t);
+	return found;
+}
+
+static void test_commits(void)
+{
+	t_phase = "commits through the page writer";
+	unlink(path);
+	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30, .io_open = cw_open };
+	struct btree_db *db;
+	T_OK(btree_db_open(path, &o, &db));
+	T_OK(commit_keys(db, 'a', 20000));
+	T_CHECK(atomic_load(&last_cw->elsewhere) > 0);
+	T_OK(btree_db_checkpoint(db, NULL));
+
+	/* -ENOSPC: the commit fails, the db goes on */
+	atomic_store(&last_cw->fail, -ENOSPC);
+	T_CHECK(commit_keys(db, 'b', 20000) < 0);
+	atomic_store(&last_cw->fail, 0);
+	T_CHECK(count_keys(db, 'b', 20000) == 0);
+	T_CHECK(count_keys(db, 'a', 20000) == 20000);
+	/* a slow writer: the commit returns only once its pages are in */
+	atomic_store(&last_cw->slow, true);
+	T_OK(commit_keys(db, 'c', 20000));
+	atomic_store(&last_cw->slow, false);
+	T_CHECK(atomic_load(&last_cw->inflight) == 0);
+	T_OK(btree_db_check(db));
+	T_CHECK(count_keys(db, 'c', 20000) == 20000 && count_keys(db, 'a', 20000) == 20000);
+	T_OK(btree_db_checkpoint(db, NULL));
+
+	/* -EIO: the commit fails and so does the db, until reopened */
+	atomic_store(&last_cw->fail, -EIO);
+	T_CHECK(commit_keys(db, 'd', 20000) < 0);
+	atomic_store(&last_cw->fail, 0);
+	struct btree_txn *t;
+	int rc = btree_write_begin(db, &t);
+	if (rc == 0)
+		rc = btree_commit(t, NULL);
+	T_CHECK(rc < 0);
+	btree_db_close(db);
+
+	/* what the last checkpoint made durable is all there */
+	o.io_open = NULL;
+	T_OK(btree_db_open(path, &o, &db));
+	T_OK(btree_db_check(db));
+	T_CHECK(count_keys(db, 'a', 20000) == 20000 && count_keys(db, 'c', 20000) == 20000 &&
+		count_keys(db, 'd', 20000) == 0);
+	btree_db_close(db);
+}
+
+static void test_spill_fails(void)
+{
+	t_phase = "a spill that fails halfway";
+	unlink(path);
+	/* room for the first commit but not for the second */
+	struct btree_db_opts o = { .create = true, .map_size = 24ull << 20, .io_open = cw_open };
+	struct btree_db *db;
+	T_OK(btree_db_open(path, &o, &db));
+	T_OK(commit_keys(db, 'a', 20000));
+	T_OK(btree_db_checkpoint(db, NULL));
+	atomic_store(&last_cw->slow, true);
+	T_CHECK(commit_keys(db, 'b', 60000) < 0);
+	/* nothing of that commit is being written, or will be */
+	unsigned long calls = atomic_load(&last_cw->calls);
+	T_CHECK(calls > 0);
+	T_CHECK(atomic_load(&last_cw->inflight) == 0);
+	usleep(20000);
+	T_CHECK(atomic_load(&last_cw->calls) == calls);
+	atomic_store(&last_cw->slow, false);
+	T_CHECK(count_keys(db, 'a', 20000) == 20000 && count_keys(db, 'b', 60000) == 0);
+	T_OK(btree_db_check(db));
+	btree_db_close(db);
+}
+
+int main(void)
+{
+	t_set_seed(t_pick_seed());
+	t_mkdir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/db", dir);
+	test_alone();
+	test_commits();
+	test_spill_fails();
+	t_rmdir(dir);
+	t_no_leaks();
+	printf("test_pagewrite: ok\n");
+	return 0;
+}
