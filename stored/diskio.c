@@ -181,6 +181,11 @@ static const struct diskio_ops plain_ops = {
 	.destroy = plain_destroy,
 };
 
+const struct diskio_ops *diskio_plain_ops(void)
+{
+	return &plain_ops;
+}
+
 int diskio_plain_open(int fd, struct diskio **out)
 {
 	struct diskio *d = stored_malloc(sizeof(*d));

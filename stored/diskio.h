@@ -118,6 +118,11 @@ void diskio_close(struct diskio *d);
 
 /* Plain pwrite/pread/fdatasync on fd. -ENOMEM. */
 int diskio_plain_open(int fd, struct diskio **out);
+/* The plain backend's ops, for a backend that changes only some of them
+ * (the tests' failing ones): it starts from a copy, and its struct, with
+ * its struct diskio first, comes from stored_calloc so that the plain
+ * destroy frees it. */
+const struct diskio_ops *diskio_plain_ops(void);
 
 /* io_uring for durable writes: a batch with a sync goes as one linked
  * write+fsync chain, short writes resubmitted; a batch without a sync is

@@ -32,35 +32,7 @@ static int fio_write_batch(struct diskio *d, const struct diskio_write *w, size_
 		if (f->redo_fails)
 			return -EIO;
 	}
-	int rc = diskio_pwrite_batch(d->fd, w, n);
-	if (rc == 0 && sync && fdatasync(d->fd) != 0)
-		rc = -errno;
-	return rc;
-}
-
-static int fio_read(struct diskio *d, void *buf, size_t len, uint64_t off)
-{
-	return diskio_pread_all(d->fd, buf, len, off);
-}
-
-static int fio_sync(struct diskio *d)
-{
-	return fdatasync(d->fd) == 0 ? 0 : -errno;
-}
-
-static int fio_truncate(struct diskio *d, uint64_t size)
-{
-	return ftruncate(d->fd, (off_t)size) == 0 ? 0 : -errno;
-}
-
-static int fio_allocate(struct diskio *d, uint64_t off, uint64_t len)
-{
-	return fallocate(d->fd, 0, (off_t)off, (off_t)len) == 0 ? 0 : -errno;
-}
-
-static void fio_destroy(struct diskio *d)
-{
-	free(d);
+	return diskio_plain_ops()->write_batch(d, w, n, sync);
 }
 
 /* Takes the chain and writes nothing of it, as if every op failed. */
@@ -87,23 +59,22 @@ static int fio_chain_reap(struct diskio *d, bool wait, bool *done)
 	return -EIO;
 }
 
-static const struct diskio_ops fio_ops = {
-	.name = "failing-chain",
-	.write_batch = fio_write_batch,
-	.read = fio_read,
-	.sync = fio_sync,
-	.truncate = fio_truncate,
-	.allocate = fio_allocate,
-	.destroy = fio_destroy,
-	.chain_submit = fio_chain_submit,
-	.chain_reap = fio_chain_reap,
-};
+/* The plain backend's ops but for its writes and chains (fio_open). */
+static struct diskio_ops fio_ops;
 
 static struct failing_io *last_fio;
 
 static int fio_open(int fd, void *arg, struct diskio **out)
 {
-	struct failing_io *f = calloc(1, sizeof(*f));
+	if (!fio_ops.name) {
+		fio_ops = *diskio_plain_ops();
+		fio_ops.name = "failing-chain";
+		fio_ops.concurrent_writes = false;
+		fio_ops.write_batch = fio_write_batch;
+		fio_ops.chain_submit = fio_chain_submit;
+		fio_ops.chain_reap = fio_chain_reap;
+	}
+	struct failing_io *f = stored_calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	f->base.ops = &fio_ops;
