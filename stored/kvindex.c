@@ -476,10 +476,10 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 		if (placed[i])
 			btree_entry_prefetch(x->keyb, locs[i].pgid, locs[i].index, locs[i].key_off);
 	}
+	struct kvindex_entry ents[BTREE_GET_MANY_MAX];
 	for (size_t i = 0; i < n; i++) {
-		struct kvindex_entry e;
 		hit[i] = placed[i] && cache_read(x->keyb, &locs[i], &vals[i], &vlens[i]) == 0 &&
-			 cache_entry(keys[i], lens[i], vals[i], vlens[i], &e) == 0;
+			 cache_entry(keys[i], lens[i], vals[i], vlens[i], &ents[i]) == 0;
 		if (hit[i]) {
 			rcs[i] = 0;
 			continue;
@@ -503,8 +503,10 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 		}
 	}
 	for (size_t i = 0; i < n; i++)
-		x->pre[i] = (struct kvindex_pre){ keys[i], lens[i], rcs[i], hit[i], vals[i],
-						  vlens[i] };
+		x->pre[i] = (struct kvindex_pre){
+			.key = keys[i], .len = lens[i], .rc = rcs[i], .cached = hit[i],
+			.val = vals[i], .vlen = vlens[i],
+			.entry = hit[i] ? ents[i] : (struct kvindex_entry){ .kv = NULL } };
 	x->npre = n;
 	return 0;
 }
@@ -535,9 +537,10 @@ static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool
 	if (len == 0 || len > PAGE_MAX_KEY)
 		return -ENOENT;
 	const struct kvindex_pre *p = prefetched(x, key, len);
-	if (p && p->rc == 0 && p->cached)
-		return cache_entry(key, len, p->val, p->vlen, out) ? corrupt("a cached entry changed")
-								    : 0;
+	if (p && p->cached) {
+		*out = p->entry;
+		return 0;
+	}
 	if (p) {
 		rc = p->rc;
 		v = p->val;

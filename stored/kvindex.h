@@ -82,6 +82,16 @@
 /* Largest key whose encoding fits, for a key without 0x00 bytes. */
 #define KVINDEX_MAX_KEY_BYTES 32750u
 
+/* The newest version of a live key. */
+struct kvindex_entry {
+	struct rev mod;
+	int64_t create_rev;
+	int64_t version;
+	int64_t lease;
+	const uint8_t *kv;   /* inline KeyValue bytes, or NULL: read the key */
+	size_t kv_len;       /* bucket at mod */
+};
+
 /* The index buckets of one txn and scratch space for encoding keys. The
  * scratch is owned by the struct (kvindex_close frees it). */
 struct kvindex {
@@ -95,9 +105,9 @@ struct kvindex {
 	uint8_t *endbuf;    /* iterator's encoded range end */
 	size_t endcap;
 	/* Latest-bucket lookups done ahead by kvindex_latest_prefetch: their
-	 * keys (the caller's bytes), results and values (the txn's): a
-	 * latest-bucket value, or with `cached` a key-bucket KeyValue found
-	 * through the cache. */
+	 * keys (the caller's bytes), results and values (the txn's): with
+	 * `cached`, the entry the cache gave; otherwise the latest-bucket
+	 * value. */
 	size_t npre, pre_next;
 	struct kvindex_pre {
 		const uint8_t *key;
@@ -106,6 +116,7 @@ struct kvindex {
 		bool cached;
 		const uint8_t *val;
 		size_t vlen;
+		struct kvindex_entry entry;
 	} pre[BTREE_GET_MANY_MAX];
 	/* kvindex_use_cache: the latest-entry cache and the db generation
 	 * of this txn's file (read txns only), and the key bucket its places
@@ -164,16 +175,6 @@ void kvindex_feed_close(struct kvindex_feed *f);
 
 /* Whether key can be indexed (non-empty, encoding fits). */
 bool kvindex_key_fits(const uint8_t *key, size_t len);
-
-/* The newest version of a live key. */
-struct kvindex_entry {
-	struct rev mod;
-	int64_t create_rev;
-	int64_t version;
-	int64_t lease;
-	const uint8_t *kv;   /* inline KeyValue bytes, or NULL: read the key */
-	size_t kv_len;       /* bucket at mod */
-};
 
 /*
  * The latest entry of key through lc alone, in the read txn of key_bucket
