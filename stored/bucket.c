@@ -543,6 +543,20 @@ void btree_entry_prefetch(struct btree_bucket *b, uint64_t pgid, uint32_t index,
 	__builtin_prefetch(p + key_off);
 }
 
+/* Whether p, page pgid of a file whose pages below hwm exist, starts a
+ * leaf page run that has an element `index`: 0 with the run's bytes in
+ * *span, or -ENOENT. */
+static int leaf_run_span(const uint8_t *p, uint64_t pgid, uint32_t index, uint64_t hwm,
+			 size_t page_size, uint64_t *span)
+{
+	uint32_t overflow = page_overflow(p);
+	if (page_id(p) != pgid || page_flags(p) != PAGE_FLAG_LEAF || index >= page_count(p) ||
+	    overflow >= hwm - pgid)
+		return -ENOENT;
+	*span = ((uint64_t)overflow + 1) * page_size;
+	return 0;
+}
+
 int btree_entry_at(struct btree_bucket *b, uint64_t pgid, uint32_t index, uint32_t key_off,
 		   uint32_t vsize, const void *key, size_t key_len, const uint8_t **val)
 {
@@ -555,12 +569,9 @@ int btree_entry_at(struct btree_bucket *b, uint64_t pgid, uint32_t index, uint32
 	/* The key's and the value's lines: the caller reads them next. */
 	for (size_t o = 0; o < key_len + vsize && o < 16 * 64; o += 64)
 		__builtin_prefetch(p + key_off + o);
-	uint32_t overflow = page_ld32(p + 12);
-	if (page_ld64(p) != pgid || page_ld16(p + 8) != PAGE_FLAG_LEAF ||
-	    index >= page_ld16(p + 10) || overflow >= t->hwm - pgid)
-		return -ENOENT;
-	uint64_t span = ((uint64_t)overflow + 1) * t->map->page_size;
-	if (el + PAGE_ELEM_SIZE > span || page_ld32(p + el) != 0 ||
+	uint64_t span;
+	if (leaf_run_span(p, pgid, index, t->hwm, t->map->page_size, &span) ||
+	    el + PAGE_ELEM_SIZE > span || page_ld32(p + el) != 0 ||
 	    page_ld32(p + el + 8) != key_len || page_ld32(p + el + 12) != vsize ||
 	    el + page_ld32(p + el + 4) != key_off ||
 	    (uint64_t)key_off + key_len + vsize > span ||
@@ -577,12 +588,10 @@ int btree_db_entry_key(const struct btree_db *db, uint64_t pgid, uint32_t index,
 	if (pgid < 2 || pgid >= db->cur.hwm_pgid)
 		return -ENOENT;
 	const uint8_t *p = m->base + pgid * m->page_size;
-	uint64_t overflow = page_ld32(p + 12);
-	if (page_ld64(p) != pgid || page_ld16(p + 8) != PAGE_FLAG_LEAF ||
-	    index >= page_ld16(p + 10) || overflow >= db->cur.hwm_pgid - pgid)
-		return -ENOENT;
+	uint64_t span;
 	struct page_elem e;
-	if (page_elem(p, (overflow + 1) * m->page_size, true, index, &e) < 0)
+	if (leaf_run_span(p, pgid, index, db->cur.hwm_pgid, m->page_size, &span) ||
+	    page_elem(p, span, true, index, &e) < 0)
 		return -ENOENT;
 	*key = e.key;
 	*ksize = e.ksize;
