@@ -362,10 +362,10 @@ void btree_txn_end(struct btree_txn *t)
 	txn_free(t);
 }
 
-static int dirty_cmp(const void *a, const void *b)
+static int write_cmp(const void *a, const void *b)
 {
-	const struct bt_dirty *x = a, *y = b;
-	return x->pgid < y->pgid ? -1 : x->pgid > y->pgid;
+	const struct diskio_write *x = a, *y = b;
+	return x->off < y->off ? -1 : x->off > y->off;
 }
 
 /* Writes every dirty page of t (sorted by page id, no sync). */
@@ -378,7 +378,6 @@ static int txn_write_pages(struct btree_txn *t)
 	int rc = db->pagewrite ? pagewrite_drain(db->pagewrite) : 0;
 	if (rc < 0)
 		return rc;
-	qsort(t->dirty, t->ndirty, sizeof(*t->dirty), dirty_cmp);
 	struct diskio_write *w = stored_malloc(t->ndirty * sizeof(*w));
 	if (!w)
 		return -ENOMEM;
@@ -390,6 +389,8 @@ static int txn_write_pages(struct btree_txn *t)
 		w[n].len = t->dirty[i].npages * db->map.page_size;
 		w[n++].off = t->dirty[i].pgid * db->map.page_size;
 	}
+	/* in file order, so that adjacent pages go out in one pwritev */
+	qsort(w, n, sizeof(*w), write_cmp);
 	rc = n ? diskio_write_batch(db->io, w, n, false) : 0;
 	stored_free(w);
 	return rc;
