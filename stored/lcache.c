@@ -88,6 +88,20 @@ static inline struct lcache_set *lcache_set_of(const struct lcache *c, uint64_t 
 	return &c->sets[h & c->mask];
 }
 
+/* Asks the CPU for every line of a set at once: which way's line a
+ * lookup needs is known only once the tags are in. */
+static inline void set_prefetch(const struct lcache_set *s)
+{
+	for (unsigned l = 0; l < LCACHE_SET_BYTES; l += 64)
+		__builtin_prefetch((const uint8_t *)s + l, 0);
+}
+
+static inline void set_prefetch_write(const struct lcache_set *s)
+{
+	for (unsigned l = 0; l < LCACHE_SET_BYTES; l += 64)
+		__builtin_prefetch((const uint8_t *)s + l, 1);
+}
+
 /* Writer: the set's seqlock. */
 static inline void set_write_begin(struct lcache_set *s)
 {
@@ -105,9 +119,9 @@ static inline void set_write_end(struct lcache_set *s)
 static void set_clear_way(struct lcache_set *s, unsigned w)
 {
 	atomic_store_explicit(&s->tag[w], 0, memory_order_relaxed);
-	atomic_store_explicit(&s->loc[w], 0, memory_order_relaxed);
-	atomic_store_explicit(&s->off[w], 0, memory_order_relaxed);
-	atomic_store_explicit(&s->txid[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&s->way[w].loc, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->way[w].off, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->way[w].txid, 0, memory_order_relaxed);
 }
 
 void lcache_clear(struct lcache *c, uint64_t generation)
@@ -174,10 +188,10 @@ void lcache_put(struct lcache *c, uint64_t h, const struct lcache_loc *loc)
 	}
 	set_write_begin(s);
 	atomic_store_explicit(&s->tag[w], tag, memory_order_relaxed);
-	atomic_store_explicit(&s->loc[w], loc->pgid << 16 | loc->index, memory_order_relaxed);
-	atomic_store_explicit(&s->off[w], (uint64_t)loc->key_off << 32 | loc->vsize,
+	atomic_store_explicit(&s->way[w].loc, loc->pgid << 16 | loc->index, memory_order_relaxed);
+	atomic_store_explicit(&s->way[w].off, (uint64_t)loc->key_off << 32 | loc->vsize,
 			      memory_order_relaxed);
-	atomic_store_explicit(&s->txid[w], loc->txid, memory_order_relaxed);
+	atomic_store_explicit(&s->way[w].txid, loc->txid, memory_order_relaxed);
 	set_write_end(s);
 }
 
@@ -189,7 +203,7 @@ void lcache_put_queued(struct lcache *c, uint64_t h, const struct lcache_loc *lo
 		c->pend_head = (c->pend_head + 1) % LCACHE_PENDING;
 		c->npend--;
 	}
-	__builtin_prefetch(lcache_set_of(c, h), 1);
+	set_prefetch_write(lcache_set_of(c, h));
 	c->pend[(c->pend_head + c->npend) % LCACHE_PENDING] = (struct lcache_pending){ h, *loc };
 	c->npend++;
 }
@@ -206,7 +220,7 @@ void lcache_flush(struct lcache *c)
 
 void lcache_prefetch(const struct lcache *c, uint64_t h)
 {
-	__builtin_prefetch(lcache_set_of(c, h));
+	set_prefetch(lcache_set_of(c, h));
 }
 
 bool lcache_get(const struct lcache *c, uint64_t generation, uint64_t h,
@@ -215,6 +229,7 @@ bool lcache_get(const struct lcache *c, uint64_t generation, uint64_t h,
 	const struct lcache_hdr *hd = c->hdr;
 	struct lcache_set *s = lcache_set_of(c, h);
 	uint32_t tag = lcache_tag(h);
+	set_prefetch(s);
 	uint64_t hq = atomic_load_explicit(&hd->seq, memory_order_acquire);
 
 	if ((hq & 1u) || atomic_load_explicit(&hd->generation, memory_order_relaxed) != generation)
@@ -232,9 +247,9 @@ bool lcache_get(const struct lcache *c, uint64_t generation, uint64_t h,
 				continue;
 			return false;
 		}
-		uint64_t loc = atomic_load_explicit(&s->loc[w], memory_order_relaxed);
-		uint64_t off = atomic_load_explicit(&s->off[w], memory_order_relaxed);
-		uint64_t txid = atomic_load_explicit(&s->txid[w], memory_order_relaxed);
+		uint64_t loc = atomic_load_explicit(&s->way[w].loc, memory_order_relaxed);
+		uint64_t off = atomic_load_explicit(&s->way[w].off, memory_order_relaxed);
+		uint64_t txid = atomic_load_explicit(&s->way[w].txid, memory_order_relaxed);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q)
 			continue;

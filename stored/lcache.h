@@ -1,31 +1,35 @@
 /*
- * The latest-entry cache: where each key's entry in the latest bucket
- * (kvindex.h) sits in the db file, so that a reader in any process finds
- * the newest version of a key without descending the B+tree. A lookup
- * costs the cache's own line and the leaf's lines of that one entry,
- * where a descent costs a binary search through every level (most of
- * them cache and TLB misses in a file larger than the cache).
+ * The latest-entry cache: where each key's latest revision sits in the db
+ * file (its entry in the `key` bucket, kvindex.h), so that a reader in any
+ * process finds the newest version of a key without descending the
+ * B+tree. A lookup costs the cache's set and the leaf's lines of that one
+ * entry, where a descent costs a binary search through every level (most
+ * of them cache and TLB misses in a file larger than the cache).
  *
  * It lives in shared memory (the member region, or any MAP_SHARED block)
- * and has one writer, stored, which updates it while it commits: every
- * leaf page of the latest bucket that a commit writes records where each
- * of its entries now is, tagged with the commit's txid, before the commit
- * is published. A reader at txid T trusts an entry only when its txid is
- * at most T: the entry then says where the key was placed at or before T,
- * and since the writer would have replaced it had the key moved later but
- * still at or before T, that place is the key's place at T. An entry of a
- * later txid is ignored (the reader descends the tree as before), and so
- * is anything the cache does not hold: it is a cache, never the only copy.
+ * and has one writer, stored, which updates it while it commits (kvindex's
+ * feed): a revision the commit wrote, or one it moved, records where it
+ * now is, tagged with the commit's txid, before the commit is published.
+ * A reader at txid T trusts an entry only when its txid is at most T: the
+ * entry then says where the key's latest revision was placed at or before
+ * T, and since the writer would have replaced it had the key changed or
+ * the entry moved later but still at or before T, that place holds the
+ * key's latest revision at T. An entry of a later txid is ignored (the
+ * reader descends the tree as before), and so is anything the cache does
+ * not hold: it is a cache, never the only copy.
  *
  * A key that leaves the bucket (deleted, or the bucket goes inline) loses
  * its entry at once; a commit that fails, a bucket that is dropped, a
  * writer that restarts or a db file that is replaced clears everything.
  *
- * Layout: a header, then a power of two of 128-byte sets (two cache
- * lines: the adjacent-line prefetcher pairs them), each with LCACHE_WAYS
- * entries. A key's 64-bit hash picks the set (low bits) and its tag (high
- * 32 bits); a set holds at most one entry per tag, and a reader compares
- * the key's bytes in the leaf anyway.
+ * Layout: a header, then a power of two of 256-byte sets (four cache
+ * lines, which a lookup asks for together), each with LCACHE_WAYS
+ * entries: the seqlock and the tags first, then each way's place. A key's
+ * 64-bit hash picks the set (low bits) and its tag (high 32 bits); a set
+ * holds at most one entry per tag, and a reader compares the key's bytes
+ * in the leaf anyway. Eight ways keep the keys a full set turns away to
+ * 0.7% with one entry per two ways (four ways turned away 3.3%, each
+ * then a descent of two trees).
  *
  * Ordering: each set, and the header, is a seqlock (barrier.h's pattern):
  * the writer makes the set's seq odd, release fence, changes the entries,
@@ -46,8 +50,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LCACHE_WAYS 4u
-#define LCACHE_SET_BYTES 128u
+#define LCACHE_WAYS 8u
+#define LCACHE_SET_BYTES 256u
 #define LCACHE_HDR_BYTES 128u
 /* Largest page id and element index an entry can hold. */
 #define LCACHE_MAX_PGID ((1ull << 48) - 1)
@@ -61,14 +65,18 @@ struct lcache_hdr {
 	uint8_t pad[LCACHE_HDR_BYTES - 24];
 };
 
+struct lcache_way {
+	_Atomic uint64_t loc;  /* pgid << 16 | element index */
+	_Atomic uint64_t off;  /* key offset in the page run << 32 | vsize */
+	_Atomic uint64_t txid; /* commit that placed it there */
+};
+
 struct lcache_set {
-	_Atomic uint32_t seq;               /* odd while the writer changes it */
-	_Atomic uint32_t tag[LCACHE_WAYS];  /* 0: the way is empty */
-	uint32_t victim;                    /* writer only: next way to replace */
-	_Atomic uint64_t loc[LCACHE_WAYS];  /* pgid << 16 | element index */
-	_Atomic uint64_t off[LCACHE_WAYS];  /* key offset in the page run << 32 | vsize */
-	_Atomic uint64_t txid[LCACHE_WAYS]; /* commit that placed it there */
-	uint8_t pad[LCACHE_SET_BYTES - 24 - 24 * LCACHE_WAYS];
+	_Atomic uint32_t seq;              /* odd while the writer changes it */
+	uint32_t victim;                   /* writer only: next way to replace */
+	_Atomic uint32_t tag[LCACHE_WAYS]; /* 0: the way is empty */
+	struct lcache_way way[LCACHE_WAYS];
+	uint8_t pad[LCACHE_SET_BYTES - 8 - 4 * LCACHE_WAYS - sizeof(struct lcache_way) * LCACHE_WAYS];
 };
 _Static_assert(sizeof(struct lcache_set) == LCACHE_SET_BYTES, "lcache set size");
 
