@@ -202,6 +202,13 @@ static int map_init(struct bt_map *m, const char *path, int fd, uint64_t map_siz
 	if (base == MAP_FAILED)
 		return bt_error(-errno, "stored: db %s: mapping %llu bytes: %s", path,
 				(unsigned long long)map_size, strerror(errno));
+	/* Fill the page tables for the file as it is now (as etcd maps bbolt
+	 * with MAP_POPULATE), so that a long-lived reader does not take its
+	 * first read of each page as a fault. Best effort: kernels before
+	 * 5.14 refuse the advice, and a page that cannot be read now is read
+	 * (and its error met) when it is used. */
+	if (file_size)
+		(void)madvise(base, file_size, MADV_POPULATE_READ);
 	m->fd = fd;
 	m->base = base;
 	m->map_size = map_size;
