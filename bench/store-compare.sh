@@ -18,6 +18,10 @@
 # reads; 16 reads keys 16 at a time, as gatewayd answers the point reads
 # that arrive in one loop turn),
 # BENCH_RUNS (3), BENCH_DIR (where db files go; default /var/tmp),
+# BENCH_CACHE_DIR (a dir where store_bench makes its cache as a file, as
+# stored's region is a file of its runtime dir: on a tmpfs mounted with
+# huge=within_size the cache gets 2 MiB pages; default: anonymous shared
+# memory),
 # BOLTBENCH_CACHE (where boltbench is built; default
 # ~/.cache/cetcd-boltbench).
 set -euo pipefail
@@ -58,7 +62,10 @@ trap 'rm -rf "$work"' EXIT
 run() {
   local name=$1 prog=$2 order=$3 i=$4 db=$work/$1.db out
   local extra=()
-  [[ $name == cetcd ]] && extra=(-group "$group")
+  if [[ $name == cetcd ]]; then
+    extra=(-group "$group")
+    [[ -n ${BENCH_CACHE_DIR:-} ]] && extra+=(-cache-file "$BENCH_CACHE_DIR/cetcd-store-compare-cache.$$")
+  fi
   if ! out=$("$prog" -n "$n" -val "$val" -batch "$batch" -order "$order" \
       -readers "$readers" "${extra[@]}" -keep "$db"); then
     echo "store-compare: $name failed (order $order, run $i)" >&2
@@ -73,7 +80,7 @@ run() {
 }
 
 : >"$work/results"
-echo "store-compare: n=$n val=$val batch=$batch readers=$readers group=$group runs=$runs dir=$basedir" >&2
+echo "store-compare: n=$n val=$val batch=$batch readers=$readers group=$group runs=$runs dir=$basedir cache_dir=${BENCH_CACHE_DIR:-anonymous}" >&2
 for order in seq rand; do
   for i in $(seq "$runs"); do
     run cetcd "$store_bench" "$order" "$i"

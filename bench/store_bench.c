@@ -4,7 +4,8 @@
  * lines (bench/store-compare.sh runs both).
  *
  *   store_bench [-n N] [-val V] [-batch B] [-order seq|rand] [-readers R]
- *               [-group G] [-read range|index] [-cache MIB] [-keep] FILE
+ *               [-group G] [-read range|index] [-cache MIB] [-cache-file PATH]
+ *               [-keep] FILE
  *
  * Put phase: N etcd PutRequests (8-byte big-endian keys 0..N-1, in key
  * order or shuffled; values of V zero bytes), each applied as one Raft
@@ -26,9 +27,14 @@
  * the point reads that arrive in one loop turn. The writer keeps a
  * latest-entry cache (lcache.h) of -cache MiB (default SHM_CACHE_MIB_DEFAULT,
  * as stored's; 0: none) in memory shared with the readers, whose latest
- * lookups go through it as gatewayd's do. The clock
+ * lookups go through it as gatewayd's do: anonymous shared memory, or with
+ * -cache-file a file made at PATH (and unlinked at once), as stored's
+ * region is a file of its runtime dir, with the same request for 2 MiB
+ * pages: on a tmpfs mounted with huge=within_size the sets get them. The
+ * clock
  * runs from releasing the readers (already mapped, at the txn) until the
- * last one exits.
+ * last one says it has read its keys (before it unmaps and exits, as
+ * boltbench's clock stops when its reader goroutines return).
  *
  * Output, one line per phase, as boltbench prints them:
  *
@@ -39,6 +45,7 @@
  * bad flag, 1 on any failure.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -77,6 +84,7 @@ struct bench_opts {
 	uint64_t readers;
 	uint64_t group;
 	uint64_t cache_mib;
+	const char *cache_file;
 	enum bench_read read;
 	bool keep;
 	const char *path;
@@ -93,7 +101,7 @@ static int64_t bench_now_ns(void)
 static void bench_usage(void)
 {
 	fprintf(stderr, "usage: store_bench [-n N] [-val V] [-batch B] [-order seq|rand] "
-			"[-readers R] [-group G] [-read range|index] [-cache MIB] [-keep] FILE\n");
+			"[-readers R] [-group G] [-read range|index] [-cache MIB] [-cache-file PATH] [-keep] FILE\n");
 }
 
 /* ---- flags, as Go's flag package takes them: -name value, -name=value,
@@ -179,6 +187,8 @@ static int bench_parse_args(int argc, char **argv, struct bench_opts *o)
 			rc = bench_parse_u64(name, v, 1, BTREE_GET_MANY_MAX, &o->group);
 		} else if (strcmp(name, "cache") == 0) {
 			rc = bench_parse_u64(name, v, 0, 1u << 20, &o->cache_mib);
+		} else if (strcmp(name, "cache-file") == 0) {
+			o->cache_file = v;
 		} else if (strcmp(name, "order") == 0) {
 			if (strcmp(v, "seq") != 0 && strcmp(v, "rand") != 0) {
 				fprintf(stderr, "store_bench: -order is seq or rand, not \"%s\"\n", v);
@@ -484,6 +494,13 @@ static int bench_reader(const struct bench_opts *o, const struct btree_root *roo
 		}
 	}
 
+	/* done: the clock stops at the last reader's byte, as boltbench's
+	 * stops when its readers return, before any process tears down */
+	if (write(ready_fd, &c, 1) != 1) {
+		rc = -EPIPE;
+		fprintf(stderr, "store_bench: reader: lost the parent\n");
+	}
+
 out_close_view:
 	mvcc_view_close(&v);
 out_end_txn:
@@ -537,16 +554,58 @@ static int bench_get(const struct bench_opts *o, const struct btree_root *root,
 	}
 	start = bench_now_ns();
 	close(go[1]); /* every reader's read of go returns 0: go */
+	/* each reader writes once more when it has read its keys; a reader
+	 * that fails exits without, and its end closes the pipe */
+	for (uint64_t i = 0; i < started && rc == 0; i++) {
+		char c;
+		if (read(ready[0], &c, 1) != 1)
+			rc = -EIO;
+	}
+	*secs = (double)(bench_now_ns() - start) / 1e9;
 	for (uint64_t i = 0; i < started; i++) {
 		int status;
 		if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 			rc = rc ? rc : -EIO;
 	}
-	*secs = (double)(bench_now_ns() - start) / 1e9;
 	close(ready[0]);
 	if (rc)
 		fprintf(stderr, "store_bench: a reader failed\n");
 	return rc;
+}
+
+/* Shared memory for the cache: anonymous, or a file made at path, sized
+ * and allocated as stored's region is, then unlinked (the mapping stays).
+ * NULL (said on stderr) on failure. */
+static void *bench_cache_map(const char *path, size_t bytes)
+{
+	void *mem;
+	int fd = -1, rc;
+
+	if (path) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			fprintf(stderr, "store_bench: cache file %s: %s\n", path, strerror(errno));
+			return NULL;
+		}
+		unlink(path);
+		rc = ftruncate(fd, (off_t)bytes) ? errno : posix_fallocate(fd, 0, (off_t)bytes);
+		if (rc) {
+			fprintf(stderr, "store_bench: cache file %s of %zu bytes: %s\n", path,
+				bytes, strerror(rc));
+			close(fd);
+			return NULL;
+		}
+	}
+	mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		   fd < 0 ? MAP_SHARED | MAP_ANONYMOUS : MAP_SHARED, fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (mem == MAP_FAILED) {
+		fprintf(stderr, "store_bench: no memory for the cache: %s\n", strerror(errno));
+		return NULL;
+	}
+	(void)madvise(mem, bytes, MADV_HUGEPAGE); /* as shm_region_create's */
+	return mem;
 }
 
 int main(int argc, char **argv)
@@ -579,10 +638,8 @@ int main(int argc, char **argv)
 	if (o.cache_mib) {
 		/* MIB of sets, as stored's region lays them out */
 		uint64_t nsets = lcache_sets_for(((size_t)o.cache_mib << 20) + LCACHE_HDR_BYTES);
-		void *mem = mmap(NULL, lcache_footprint(nsets), PROT_READ | PROT_WRITE,
-				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-		if (mem == MAP_FAILED) {
-			fprintf(stderr, "store_bench: no memory for the cache: %s\n", strerror(errno));
+		void *mem = bench_cache_map(o.cache_file, lcache_footprint(nsets));
+		if (!mem) {
 			free(ids);
 			return 1;
 		}

@@ -348,7 +348,7 @@ static const struct config_flag config_flags[] = {
 	ANY("gateways", CT_UINT32, gateways, "0", S_CETCD,
 	    "Number of gatewayd processes serving clients (0: one per online CPU)."),
 	ANY("latest-cache-mib", CT_UINT, latest_cache_mib, CONFIG_STR(SHM_CACHE_MIB_DEFAULT), S_CETCD,
-	    "MiB of shared memory in which stored records where each key's latest revision sits in the db, so that point reads skip the tree (0: none; the region takes a page more)."),
+	    "MiB of shared memory in which stored records where each key's latest revision sits in the db, so that point reads skip the tree (0: none). The region takes a page more, and starts the cache on a 2 MiB boundary: with --runtime-dir on a tmpfs mounted with huge=within_size the cache gets 2 MiB pages."),
 	{ .name = "runtime-dir", .type = CT_STRING, .off = OFF(runtime_dir), .def = "",
 	  .support = CS_ANY, .scope = SCOPE_ALL, .section = S_CETCD,
 	  .help_def = "/dev/shm/cetcd-<hash of the absolute data dir>",

@@ -27,6 +27,8 @@
 #define SHM_MAGIC "CETCDSHM"
 #define SHM_LINE 128 /* two cache lines: the adjacent-line prefetcher pairs them */
 #define SHM_PAGE 4096u
+/* Where the latest-entry cache starts in the region file: a huge page. */
+#define SHM_HUGE_ALIGN (2u << 20)
 #define SHM_HEADER_BYTES 4096u
 #define SHM_SLOT_METRICS_BYTES 4096u
 #define SHM_READERS_PER_SLOT 4u

@@ -109,6 +109,12 @@ static int region_layout(uint32_t slot_count, uint64_t max_request_bytes,
 	off += h->bcast_bytes;
 	h->blob_off = off;
 	h->blob_bytes = 0;
+	/* On a 2 MiB boundary of the file, so that a runtime dir on a tmpfs
+	 * with huge pages (huge=within_size or advise) backs the cache's sets
+	 * with whole 2 MiB pages: one lookup is then one TLB entry's worth of
+	 * page walk less. Costs at most 2 MiB of the region. */
+	if (cache_bytes)
+		off = (off + SHM_HUGE_ALIGN - 1) & ~(uint64_t)(SHM_HUGE_ALIGN - 1);
 	h->cache_off = off;
 	/* The sets, and a page more for the cache's header. */
 	h->cache_bytes = cache_bytes ? region_page_round(cache_bytes) + SHM_PAGE : 0;
@@ -173,6 +179,11 @@ static int region_handle_new(int fd, void *base, const struct shm_header *h,
 	r->base = base;
 	r->bytes = h->region_bytes;
 	r->hdr = base;
+	/* Asks for 2 MiB pages for the cache (honoured on a tmpfs mounted
+	 * with huge=advise; within_size and always need no asking; elsewhere
+	 * a no-op). Every lookup lands on a random set. */
+	if (h->cache_bytes)
+		(void)madvise((uint8_t *)base + h->cache_off, h->cache_bytes, MADV_HUGEPAGE);
 	*out = r;
 	return 0;
 

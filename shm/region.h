@@ -37,7 +37,8 @@ struct shm_region_params {
 };
 
 /* Largest latest-entry cache a region holds, and --latest-cache-mib's
- * default (512 Ki sets of 4 entries: about 2 million keys). */
+ * default (256 Ki sets of 8 entries: places for about 2 million keys, which
+ * it holds well up to about a million). */
 #define SHM_MAX_CACHE_BYTES (16ull << 30)
 #define SHM_CACHE_MIB_DEFAULT 64
 

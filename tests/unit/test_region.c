@@ -1,6 +1,6 @@
 /*
- * Unit tests for shm/region.c: create, attach, the version check and its
- * message, stale-region re-initialisation, refusals, allocation failures.
+ * Unit tests for shm/region.c: create, attach, the cache's area, the
+ * version check and its message, stale-region re-initialisation, refusals, allocation failures.
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -8,6 +8,7 @@
 #include "shm_testlib.h"
 
 #include "shm/bcast.h"
+#include "shm/layout.h"
 #include "shm/region.h"
 #include "shm/ring.h"
 #include "shm/slot.h"
@@ -68,6 +69,40 @@ static void test_create_attach(void)
 	}
 	shm_region_detach(a);
 	shm_region_detach(l);
+}
+
+/* The latest-entry cache's area: its sets and a page, last in the file,
+ * starting on a 2 MiB boundary of it (so that a tmpfs with huge pages can
+ * back it with whole ones), and shared by every handle. */
+static void test_cache_area(void)
+{
+	struct shm_region_params p = params;
+	struct shm_region *l, *a;
+	size_t lb, ab;
+
+	p.cache_bytes = 3u << 20;
+	CHECK_EQ(shm_region_create(path, &p, &l), 0);
+	CHECK_EQ(shm_region_attach(path, &a), 0);
+	uint8_t *lc = shm_cache_area(l, &lb), *ac = shm_cache_area(a, &ab);
+	CHECK(lc != NULL && ac != NULL);
+	CHECK_EQ(lb, (3u << 20) + SHM_PAGE);
+	CHECK_EQ(ab, lb);
+	size_t off = shm_region_bytes(l) - lb;
+	CHECK_EQ(off % SHM_HUGE_ALIGN, 0);
+	CHECK(off > 0);
+	lc[0] = 0x5a;
+	lc[lb - 1] = 0xa5;
+	CHECK_EQ(ac[0], 0x5a);
+	CHECK_EQ(ac[ab - 1], 0xa5);
+	shm_region_detach(a);
+	shm_region_detach(l);
+	unlink(path);
+
+	/* without a cache there is no area */
+	CHECK_EQ(shm_region_create(path, &params, &l), 0);
+	CHECK(shm_cache_area(l, &lb) == NULL && lb == 0);
+	shm_region_detach(l);
+	unlink(path);
 }
 
 static void test_bad_params(void)
@@ -279,6 +314,7 @@ int main(void)
 {
 	test_region_path(dir, sizeof(dir), path, sizeof(path));
 	test_create_attach();
+	test_cache_area();
 	test_bad_params();
 	test_version_mismatch();
 	test_not_a_region();
