@@ -335,17 +335,18 @@ int btree_get_many(struct btree_bucket *b, size_t n, const uint8_t *const *keys,
 		   const size_t *key_lens, const uint8_t **vals, size_t *val_lens, int *rcs);
 
 /*
- * Reads the entry that a btree_observer heard placed: the value of key,
- * when element `index` of the leaf page run at pgid holds exactly key at
- * key_off with vsize bytes of value (*val, valid like btree_get's); with
- * key NULL, any key of key_len bytes (at *val - key_len). Read
+ * Reads the entry that a btree_observer heard placed: the value of key
+ * (*val, *vsize bytes, valid like btree_get's), when element `index` of the
+ * leaf page run at pgid holds exactly key at key_off (0: wherever the
+ * element puts it); with key NULL, any key of key_len bytes (at *val -
+ * key_len). Read
  * txns of a bucket with pages only. The place is checked against the page
  * (bounds, type, element, key bytes), not trusted; whether the txn's tree
  * still has the entry there is the caller's to know. -ENOENT when the
  * place does not hold the key (or the txn cannot read places).
  */
 int btree_entry_at(struct btree_bucket *b, uint64_t pgid, uint32_t index, uint32_t key_off,
-		   uint32_t vsize, const void *key, size_t key_len, const uint8_t **val);
+		   const void *key, size_t key_len, const uint8_t **val, uint32_t *vsize);
 /* Asks the CPU for the lines btree_entry_at will read. */
 void btree_entry_prefetch(struct btree_bucket *b, uint64_t pgid, uint32_t index,
 			  uint32_t key_off);

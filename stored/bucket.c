@@ -557,27 +557,37 @@ static int leaf_run_span(const uint8_t *p, uint64_t pgid, uint32_t index, uint64
 	return 0;
 }
 
+/* Bytes from an entry's key that btree_entry_at asks the CPU for at once:
+ * a revision key and a KeyValue of a few hundred bytes. */
+#define ENTRY_PREFETCH_BYTES 384
+
 int btree_entry_at(struct btree_bucket *b, uint64_t pgid, uint32_t index, uint32_t key_off,
-		   uint32_t vsize, const void *key, size_t key_len, const uint8_t **val)
+		   const void *key, size_t key_len, const uint8_t **val, uint32_t *vsize)
 {
 	const struct btree_txn *t = b->txn;
 	const uint8_t *p = bucket_read_page(b, pgid);
 	if (!p)
 		return -ENOENT;
 	size_t el = PAGE_HDR_SIZE + (size_t)index * PAGE_ELEM_SIZE;
+	size_t ps = t->map->page_size;
 	__builtin_prefetch(p + el);
-	/* The key's and the value's lines: the caller reads them next. */
-	for (size_t o = 0; o < key_len + vsize && o < 16 * 64; o += 64)
-		__builtin_prefetch(p + key_off + o);
+	/* The key's line and the value's first ones, within the first page
+	 * (the element gives the value's size only once it is in). */
+	for (size_t o = key_off; key_off && o < (size_t)key_off + ENTRY_PREFETCH_BYTES && o < ps;
+	     o += 64)
+		__builtin_prefetch(p + o);
 	uint64_t span;
-	if (leaf_run_span(p, pgid, index, t->hwm, t->map->page_size, &span) ||
-	    el + PAGE_ELEM_SIZE > span || page_ld32(p + el) != 0 ||
-	    page_ld32(p + el + 8) != key_len || page_ld32(p + el + 12) != vsize ||
-	    el + page_ld32(p + el + 4) != key_off ||
-	    (uint64_t)key_off + key_len + vsize > span ||
-	    (key && memcmp(p + key_off, key, key_len) != 0))
+	if (leaf_run_span(p, pgid, index, t->hwm, ps, &span) || el + PAGE_ELEM_SIZE > span ||
+	    page_ld32(p + el) != 0 || page_ld32(p + el + 8) != key_len)
 		return -ENOENT;
-	*val = p + key_off + key_len;
+	uint64_t at = el + (uint64_t)page_ld32(p + el + 4);
+	if (key_off ? at != key_off : at < el + PAGE_ELEM_SIZE)
+		return -ENOENT;
+	uint32_t vs = page_ld32(p + el + 12);
+	if (at + key_len + vs > span || (key && memcmp(p + at, key, key_len) != 0))
+		return -ENOENT;
+	*val = p + at + key_len;
+	*vsize = vs;
 	return 0;
 }
 

@@ -211,9 +211,10 @@ static bool cache_place(const struct lcache *lc, uint64_t generation, struct btr
 static int cache_read(struct btree_bucket *kb, const struct lcache_loc *loc, const uint8_t **v,
 		      size_t *vlen)
 {
-	if (btree_entry_at(kb, loc->pgid, loc->index, loc->key_off, loc->vsize, NULL, REV_BYTES, v))
+	uint32_t vs;
+	if (btree_entry_at(kb, loc->pgid, loc->index, loc->key_off, NULL, REV_BYTES, v, &vs))
 		return -EAGAIN;
-	*vlen = loc->vsize;
+	*vlen = vs;
 	return 0;
 }
 
@@ -310,7 +311,7 @@ static void feed_placed(void *arg, uint64_t pgid, uint64_t txid, const struct bt
 			continue;
 		uint64_t h = lcache_hash(key, len);
 		struct lcache_loc loc = { .pgid = pgid, .txid = txid, .index = p->index,
-					  .key_off = p->key_off, .vsize = p->vsize };
+					  .key_off = p->key_off };
 		if (!live)
 			lcache_del(f->lc, h);
 		else if (p->fresh)
@@ -396,8 +397,7 @@ static void warm_one(struct kvindex_feed *f, struct btree_txn *t, struct btree_b
 	if (!fr->page)
 		return;
 	struct lcache_loc loc = { .pgid = fr->pgid, .txid = btree_txn_id(t), .index = fr->index,
-				  .key_off = (uint32_t)(at.key - fr->page),
-				  .vsize = (uint32_t)at.val_len };
+				  .key_off = (uint32_t)(at.key - fr->page) };
 	lcache_put_queued(f->lc, lcache_hash(kv->key, kv->key_len), &loc);
 }
 

@@ -77,10 +77,19 @@ uint64_t lcache_hash(const void *key, size_t len)
 	return h;
 }
 
-static inline uint32_t lcache_tag(uint64_t h)
+#define WAY_TAG_SHIFT 48
+#define WAY_PGID_SHIFT 20
+#define WAY_INDEX_SHIFT 12
+
+static inline uint64_t lcache_tag(uint64_t h)
 {
-	uint32_t t = (uint32_t)(h >> 32);
+	uint64_t t = h >> WAY_TAG_SHIFT;
 	return t ? t : 1;
+}
+
+static inline uint64_t way_tag(uint64_t way)
+{
+	return way >> WAY_TAG_SHIFT;
 }
 
 static inline struct lcache_set *lcache_set_of(const struct lcache *c, uint64_t h)
@@ -88,8 +97,7 @@ static inline struct lcache_set *lcache_set_of(const struct lcache *c, uint64_t 
 	return &c->sets[h & c->mask];
 }
 
-/* Asks the CPU for every line of a set at once: which way's line a
- * lookup needs is known only once the tags are in. */
+/* Asks the CPU for both lines of a set at once. */
 static inline void set_prefetch(const struct lcache_set *s)
 {
 	for (unsigned l = 0; l < LCACHE_SET_BYTES; l += 64)
@@ -116,19 +124,11 @@ static inline void set_write_end(struct lcache_set *s)
 	atomic_store_explicit(&s->seq, q + 1, memory_order_release);
 }
 
-static void set_clear_way(struct lcache_set *s, unsigned w)
-{
-	atomic_store_explicit(&s->tag[w], 0, memory_order_relaxed);
-	atomic_store_explicit(&s->way[w].loc, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->way[w].off, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->way[w].txid, 0, memory_order_relaxed);
-}
-
-void lcache_clear(struct lcache *c, uint64_t generation)
+/* Empties every set and makes the entries describe the db file of
+ * `generation`, their txids counting from base. */
+static void cache_reset(struct lcache *c, uint64_t generation, uint64_t base)
 {
 	struct lcache_hdr *h = c->hdr;
-
-	c->npend = 0;
 	uint64_t q = atomic_load_explicit(&h->seq, memory_order_relaxed);
 
 	atomic_store_explicit(&h->seq, q | 1u, memory_order_relaxed);
@@ -137,61 +137,108 @@ void lcache_clear(struct lcache *c, uint64_t generation)
 		struct lcache_set *s = &c->sets[i];
 		set_write_begin(s);
 		for (unsigned w = 0; w < LCACHE_WAYS; w++)
-			set_clear_way(s, w);
-		s->victim = 0;
+			atomic_store_explicit(&s->way[w], 0, memory_order_relaxed);
+		atomic_store_explicit(&s->txid, 0, memory_order_relaxed);
 		set_write_end(s);
 	}
 	atomic_store_explicit(&h->generation, generation, memory_order_relaxed);
+	atomic_store_explicit(&h->base, base, memory_order_relaxed);
 	atomic_store_explicit(&h->seq, (q | 1u) + 1, memory_order_release);
 }
 
+void lcache_clear(struct lcache *c, uint64_t generation)
+{
+	c->npend = 0;
+	cache_reset(c, generation, 0);
+}
+
 /* The way of s holding tag, or LCACHE_WAYS. */
-static unsigned set_find(const struct lcache_set *s, uint32_t tag)
+static unsigned set_find(const struct lcache_set *s, uint64_t tag)
+{
+	for (unsigned w = 0; w < LCACHE_WAYS; w++) {
+		uint64_t v = atomic_load_explicit(&s->way[w], memory_order_relaxed);
+		if (v && way_tag(v) == tag)
+			return w;
+	}
+	return LCACHE_WAYS;
+}
+
+static unsigned set_find_empty(const struct lcache_set *s)
 {
 	for (unsigned w = 0; w < LCACHE_WAYS; w++)
-		if (atomic_load_explicit(&s->tag[w], memory_order_relaxed) == tag)
+		if (atomic_load_explicit(&s->way[w], memory_order_relaxed) == 0)
 			return w;
 	return LCACHE_WAYS;
 }
 
-void lcache_del(struct lcache *c, uint64_t h)
+/* The set's txid for a change made by commit txid: never lowered (a set's
+ * txid stands for its newest change). */
+static uint32_t set_txid_after(const struct lcache_set *s, uint64_t rel)
 {
-	struct lcache_set *s = lcache_set_of(c, h);
-	unsigned w;
+	uint32_t cur = atomic_load_explicit(&s->txid, memory_order_relaxed);
+	return rel > cur ? (uint32_t)rel : cur;
+}
 
-	lcache_flush(c);
-	w = set_find(s, lcache_tag(h));
+/* The txid of commit txid relative to the header's base, clearing the
+ * cache to count from txid when it lies 2^32 or more past the base. One
+ * before the base counts as the base: a later txid than the true one only
+ * keeps more readers off the set. */
+static uint64_t rel_txid(struct lcache *c, uint64_t txid)
+{
+	struct lcache_hdr *h = c->hdr;
+	uint64_t base = atomic_load_explicit(&h->base, memory_order_relaxed);
+	if (txid < base)
+		return 0;
+	if (txid - base > UINT32_MAX) {
+		cache_reset(c, atomic_load_explicit(&h->generation, memory_order_relaxed), txid);
+		return 0;
+	}
+	return txid - base;
+}
 
+static void del_at(struct lcache_set *s, uint64_t tag, uint64_t rel)
+{
+	unsigned w = set_find(s, tag);
 	if (w == LCACHE_WAYS)
 		return;
 	set_write_begin(s);
-	set_clear_way(s, w);
+	atomic_store_explicit(&s->way[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&s->txid, set_txid_after(s, rel), memory_order_relaxed);
 	set_write_end(s);
+}
+
+void lcache_del(struct lcache *c, uint64_t h)
+{
+	lcache_flush(c);
+	/* a delete changes the set too: it needs no txid of its own, since
+	 * a reader that finds no entry descends the tree anyway */
+	del_at(lcache_set_of(c, h), lcache_tag(h), 0);
 }
 
 void lcache_put(struct lcache *c, uint64_t h, const struct lcache_loc *loc)
 {
 	struct lcache_set *s = lcache_set_of(c, h);
-	uint32_t tag = lcache_tag(h);
+	uint64_t tag = lcache_tag(h);
+	uint64_t rel = rel_txid(c, loc->txid);
 	unsigned w;
 
 	if (loc->pgid > LCACHE_MAX_PGID || loc->index > LCACHE_MAX_INDEX) {
-		lcache_del(c, h);
+		del_at(s, tag, rel);
 		return;
 	}
+	/* a key further in than a way holds: 0, the element tells */
+	uint64_t key_off = loc->key_off <= LCACHE_MAX_KEY_OFF ? loc->key_off : 0;
 	w = set_find(s, tag);
 	if (w == LCACHE_WAYS)
-		w = set_find(s, 0);
-	if (w == LCACHE_WAYS) {
-		w = s->victim % LCACHE_WAYS;
-		s->victim = w + 1;
-	}
+		w = set_find_empty(s);
+	if (w == LCACHE_WAYS) /* full: a way picked by the set's seq, which every change moves */
+		w = (atomic_load_explicit(&s->seq, memory_order_relaxed) >> 1) % LCACHE_WAYS;
 	set_write_begin(s);
-	atomic_store_explicit(&s->tag[w], tag, memory_order_relaxed);
-	atomic_store_explicit(&s->way[w].loc, loc->pgid << 16 | loc->index, memory_order_relaxed);
-	atomic_store_explicit(&s->way[w].off, (uint64_t)loc->key_off << 32 | loc->vsize,
+	atomic_store_explicit(&s->way[w],
+			      tag << WAY_TAG_SHIFT | loc->pgid << WAY_PGID_SHIFT |
+				      (uint64_t)loc->index << WAY_INDEX_SHIFT | key_off,
 			      memory_order_relaxed);
-	atomic_store_explicit(&s->way[w].txid, loc->txid, memory_order_relaxed);
+	atomic_store_explicit(&s->txid, set_txid_after(s, rel), memory_order_relaxed);
 	set_write_end(s);
 }
 
@@ -228,12 +275,13 @@ bool lcache_get(const struct lcache *c, uint64_t generation, uint64_t h,
 {
 	const struct lcache_hdr *hd = c->hdr;
 	struct lcache_set *s = lcache_set_of(c, h);
-	uint32_t tag = lcache_tag(h);
+	uint64_t tag = lcache_tag(h);
 	set_prefetch(s);
 	uint64_t hq = atomic_load_explicit(&hd->seq, memory_order_acquire);
 
 	if ((hq & 1u) || atomic_load_explicit(&hd->generation, memory_order_relaxed) != generation)
 		return false;
+	uint64_t base = atomic_load_explicit(&hd->base, memory_order_relaxed);
 	for (int tries = 0; tries < LCACHE_READ_TRIES; tries++) {
 		uint32_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
 		if (q & 1u) {
@@ -241,25 +289,19 @@ bool lcache_get(const struct lcache *c, uint64_t generation, uint64_t h,
 			continue;
 		}
 		unsigned w = set_find(s, tag);
-		if (w == LCACHE_WAYS) {
-			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q)
-				continue;
-			return false;
-		}
-		uint64_t loc = atomic_load_explicit(&s->way[w].loc, memory_order_relaxed);
-		uint64_t off = atomic_load_explicit(&s->way[w].off, memory_order_relaxed);
-		uint64_t txid = atomic_load_explicit(&s->way[w].txid, memory_order_relaxed);
+		uint64_t v = w < LCACHE_WAYS ? atomic_load_explicit(&s->way[w], memory_order_relaxed) : 0;
+		uint32_t txid = atomic_load_explicit(&s->txid, memory_order_relaxed);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q)
 			continue;
 		if (atomic_load_explicit(&hd->seq, memory_order_relaxed) != hq)
 			return false;
-		out->pgid = loc >> 16;
-		out->index = (uint32_t)(loc & 0xFFFFu);
-		out->key_off = (uint32_t)(off >> 32);
-		out->vsize = (uint32_t)off;
-		out->txid = txid;
+		if (!v || way_tag(v) != tag)
+			return false;
+		out->pgid = (v >> WAY_PGID_SHIFT) & LCACHE_MAX_PGID;
+		out->index = (uint32_t)(v >> WAY_INDEX_SHIFT) & LCACHE_MAX_INDEX;
+		out->key_off = (uint32_t)v & LCACHE_MAX_KEY_OFF;
+		out->txid = base + txid;
 		return true;
 	}
 	return false;

@@ -30,30 +30,36 @@ static void dbfile_places(struct btree_bucket *b, const struct btree_cursor *c,
 {
 	const struct btree_cursor_frame *f = &c->stack[c->depth - 1];
 	const uint8_t *v;
+	uint32_t vs;
 	if (!f->page)
 		return;
-	uint32_t off = (uint32_t)(kv->key - f->page), vs = (uint32_t)kv->val_len;
-	if (btree_entry_at(b, f->pgid, f->index, off, vs, kv->key, kv->key_len, &v) == 0 &&
-	    v != kv->val)
+	uint32_t off = (uint32_t)(kv->key - f->page);
+	if (btree_entry_at(b, f->pgid, f->index, off, kv->key, kv->key_len, &v, &vs) == 0 &&
+	    (v != kv->val || vs != kv->val_len))
 		abort();
 	/* without the key's bytes (any key of its length), as the cache's
 	 * places in the key bucket are read */
-	if (btree_entry_at(b, f->pgid, f->index, off, vs, NULL, kv->key_len, &v) == 0 &&
-	    v != kv->val)
+	if (btree_entry_at(b, f->pgid, f->index, off, NULL, kv->key_len, &v, &vs) == 0 &&
+	    (v != kv->val || vs != kv->val_len))
 		abort();
-	const struct { uint64_t pgid; uint32_t index, off, vs; } odd[] = {
-		{ f->pgid, f->index + 1, off, vs },   { f->pgid + 1, f->index, off, vs },
-		{ f->pgid, f->index, off + 1, vs },   { f->pgid, f->index, off, vs + 1 },
-		{ f->pgid, 0xFFFF, off, vs },         { f->pgid, f->index, UINT32_MAX, vs },
-		{ f->pgid, f->index, off, UINT32_MAX }, { UINT64_MAX >> 16, f->index, off, vs },
-		{ 0, 0, 0, 0 },                        { 1, 0, 16, 0 },
+	const struct { uint64_t pgid; uint32_t index, off; size_t klen; } odd[] = {
+		{ f->pgid, f->index + 1, off, kv->key_len },
+		{ f->pgid + 1, f->index, off, kv->key_len },
+		{ f->pgid, f->index, off + 1, kv->key_len },
+		{ f->pgid, f->index, off, kv->key_len + 1 },
+		{ f->pgid, 0xFFFF, off, kv->key_len },
+		{ f->pgid, f->index, UINT32_MAX, kv->key_len },
+		{ UINT64_MAX >> 16, f->index, off, kv->key_len },
+		{ 0, 0, 0, 0 },
+		{ 1, 0, 16, 0 },
 	};
 	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
 		btree_entry_prefetch(b, odd[i].pgid, odd[i].index, odd[i].off);
-		(void)btree_entry_at(b, odd[i].pgid, odd[i].index, odd[i].off, odd[i].vs, kv->key,
-				     kv->key_len, &v);
-		(void)btree_entry_at(b, odd[i].pgid, odd[i].index, odd[i].off, odd[i].vs, NULL,
-				     kv->key_len, &v);
+		if (odd[i].klen == kv->key_len)
+			(void)btree_entry_at(b, odd[i].pgid, odd[i].index, odd[i].off, kv->key,
+					     kv->key_len, &v, &vs);
+		(void)btree_entry_at(b, odd[i].pgid, odd[i].index, odd[i].off, NULL, odd[i].klen,
+				     &v, &vs);
 	}
 }
 
