@@ -30,6 +30,7 @@ struct hrec {
 	bool in_latest;   /* the newest revision of a live key */
 	int64_t version, create, lease;
 	size_t vlen;
+	size_t kvlen;     /* its KeyValue's encoded bytes (0: a tombstone) */
 };
 
 static struct hrec *recs;
@@ -115,6 +116,7 @@ static void put_one(struct kvindex *x, struct hrec *h, const struct kvindex_entr
 			      h->version, h->lease };
 	uint8_t *enc = malloc(mvcc_kv_encoded_len(&kv));
 	size_t n = mvcc_kv_encode(&kv, enc);
+	h->kvlen = n;
 	T_OK(kvindex_put(x, &kv, h->rev, enc, n, prev));
 	free(enc);
 }
@@ -149,7 +151,8 @@ static void build(struct btree_db *db, int64_t mains)
 				h.version = prev ? recs[newest].version + 1 : 1;
 				h.create = prev ? recs[newest].create : m;
 				h.lease = t_chance(200) ? (int64_t)t_below(1000) : 0;
-				h.vlen = t_chance(50) ? 3000 + t_below(2000) : t_below(64);
+				/* KeyValues on both sides of KVINDEX_INLINE_MAX */
+				h.vlen = t_chance(50) ? 3000 + t_below(2000) : t_below(100);
 				put_one(&x, &h, prev);
 			}
 			recs[nrecs++] = h;
@@ -195,7 +198,7 @@ static void check_layout(struct kvindex *x)
 	T_CHECK(i == nrecs);
 
 	t_phase = "latest bucket";
-	size_t live = 0, only_latest = 0, only_history = 0, both = 0;
+	size_t live = 0, only_latest = 0, only_history = 0, both = 0, inlined = 0, refs = 0;
 	for (i = 0; i < nrecs; i++) {
 		if (!first_of_key(i))
 			continue;
@@ -219,9 +222,11 @@ static void check_layout(struct kvindex *x)
 		T_CHECK(rev_cmp(e.mod, sorted[i].rev) == 0);
 		T_CHECK(e.version == sorted[i].version && e.create_rev == sorted[i].create &&
 			e.lease == sorted[i].lease);
-		if (sorted[i].vlen > 2000) {
+		if (sorted[i].kvlen > KVINDEX_INLINE_MAX) {
 			T_CHECK(e.kv == NULL);
+			refs++;
 		} else {
+			inlined++;
 			struct mvcc_kv f;
 			T_CHECK(e.kv != NULL);
 			T_OK(mvcc_kv_decode(e.kv, e.kv_len, &f));
@@ -233,8 +238,9 @@ static void check_layout(struct kvindex *x)
 	for (int rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv))
 		n++;
 	T_CHECK(n == live);
-	/* the random history has keys of every kind */
+	/* the random history has keys of every kind, and entries of both */
 	T_CHECK(only_latest > 0 && only_history > 0 && both > 0);
+	T_CHECK(inlined > 0 && refs > 0);
 }
 
 static void check_find(struct kvindex *x, int64_t maxrev)
@@ -314,7 +320,7 @@ static void check_hit(const struct kvindex_hit *h, const struct hrec *want, bool
 		return;
 	}
 	T_CHECK(key_cmp(h->key, h->key_len, want->key, want->klen) == 0);
-	T_CHECK((h->kv != NULL) == (want->vlen <= 2000));
+	T_CHECK((h->kv != NULL) == (want->kvlen <= KVINDEX_INLINE_MAX));
 	if (h->kv) {
 		struct mvcc_kv f;
 		T_OK(mvcc_kv_decode(h->kv, h->kv_len, &f));

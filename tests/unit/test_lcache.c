@@ -674,9 +674,9 @@ static void test_restart(void)
 
 /* ---- kvindex's feed: MVCC views with and without the cache ---- */
 
-/* A value of one of three kinds: inline in the latest entry, too large
- * for that (the latest entry refers to the key bucket), or larger than a
- * page (overflow pages). */
+/* A value of one of three kinds: small (its KeyValue inline in the latest
+ * entry up to KVINDEX_INLINE_MAX bytes, referred to beyond), a few KiB
+ * (referred to), or larger than a page (overflow pages). */
 static void feed_value(char *buf, size_t cap, uint64_t round, int i)
 {
 	size_t n = t_chance(100) ? 5000 + t_below(3000) : t_chance(100) ? 2100 + t_below(500)
