@@ -99,23 +99,11 @@ static struct btree_db_opts opts(void)
 	return o;
 }
 
-/* One write txn putting n keys "<tag>-<i>" into bucket "b". */
+/* One write txn putting n keys "<tag>-<i>" with 64-byte values into
+ * bucket "b". */
 static void commit_keys(struct btree_db *db, char tag, int n)
 {
-	struct btree_txn *t;
-	struct btree_bucket *b;
-	T_OK(btree_write_begin(db, &t));
-	int rc = btree_bucket_create(t, NULL, "b", 1, &b);
-	if (rc == -EEXIST)
-		rc = btree_bucket_open(t, NULL, "b", 1, &b);
-	T_OK(rc);
-	for (int i = 0; i < n; i++) {
-		char k[32], v[64];
-		snprintf(k, sizeof(k), "%c-%05d", tag, i);
-		memset(v, tag, sizeof(v));
-		T_OK(btree_put(b, k, strlen(k), v, sizeof(v)));
-	}
-	T_OK(btree_commit(t, NULL));
+	T_OK(t_put_tagged(db, tag, n, 64, false));
 }
 
 /* How many of the n keys of tag the file holds (0 or n expected). */
@@ -125,23 +113,7 @@ static int count_keys(char tag, int n)
 	struct btree_db_opts o = opts();
 	T_OK(btree_db_open(path, &o, &db));
 	T_OK(btree_db_check(db));
-	struct btree_txn *t;
-	T_OK(btree_db_read_begin(db, NULL, &t));
-	struct btree_bucket *b;
-	int found = 0;
-	if (btree_bucket_open(t, NULL, "b", 1, &b) == 0) {
-		for (int i = 0; i < n; i++) {
-			char k[32];
-			const uint8_t *v;
-			size_t len;
-			snprintf(k, sizeof(k), "%c-%05d", tag, i);
-			if (btree_get(b, k, strlen(k), &v, &len) == 0) {
-				T_CHECK(len == 64 && v[0] == (uint8_t)tag && v[63] == (uint8_t)tag);
-				found++;
-			}
-		}
-	}
-	btree_txn_end(t);
+	int found = t_count_tagged(db, tag, n, 64);
 	btree_db_close(db);
 	return found;
 }

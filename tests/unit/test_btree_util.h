@@ -115,6 +115,58 @@ static inline void t_no_leaks(void)
 		T_FAIL("%ld stored allocations still live at the end", live);
 }
 
+/* ---- tagged keys in bucket "b" ---- */
+
+/* One write txn putting keys "<tag>-<i>" (i < n) with vlen-byte values of
+ * the tag's byte into bucket "b" (made if missing), in key order or, with
+ * scattered, in a fixed scattered order; btree_commit's result. */
+static inline int t_put_tagged(struct btree_db *db, char tag, int n, size_t vlen, bool scattered)
+{
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	uint8_t v[4096];
+	if (vlen > sizeof(v))
+		T_FAIL("t_put_tagged: %zu-byte values", vlen);
+	memset(v, tag, vlen);
+	T_OK(btree_write_begin(db, &t));
+	int rc = btree_bucket_create(t, NULL, "b", 1, &b);
+	if (rc == -EEXIST)
+		rc = btree_bucket_open(t, NULL, "b", 1, &b);
+	T_OK(rc);
+	for (int i = 0; i < n; i++) {
+		char k[32];
+		int at = scattered ? (int)((uint64_t)i * 7919 % (uint64_t)n) : i;
+		snprintf(k, sizeof(k), "%c-%05d", tag, at);
+		T_OK(btree_put(b, k, strlen(k), v, vlen));
+	}
+	return btree_commit(t, NULL);
+}
+
+/* How many keys of tag (i < n) the db's newest commit holds, each checked
+ * to have its vlen-byte value. */
+static inline int t_count_tagged(struct btree_db *db, char tag, int n, size_t vlen)
+{
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	int found = 0;
+	T_OK(btree_db_read_begin(db, NULL, &t));
+	if (btree_bucket_open(t, NULL, "b", 1, &b) == 0) {
+		for (int i = 0; i < n; i++) {
+			char k[32];
+			const uint8_t *v;
+			size_t len;
+			snprintf(k, sizeof(k), "%c-%05d", tag, i);
+			if (btree_get(b, k, strlen(k), &v, &len) == 0) {
+				T_CHECK(len == vlen && v[0] == (uint8_t)tag &&
+					v[vlen - 1] == (uint8_t)tag);
+				found++;
+			}
+		}
+	}
+	btree_txn_end(t);
+	return found;
+}
+
 /* ---- reference model ---- */
 
 struct m_entry {

@@ -151,46 +151,17 @@ static int cw_open(int fd, void *arg, struct diskio **out)
 }
 
 /* A write txn putting keys "<tag>-<i>" (i < n) with 200-byte values into
- * bucket "b": many leaves, so that the spill hands pages over as it goes. */
+ * bucket "b", scattered: many leaves, so that the spill hands pages over
+ * as it goes. */
 static int commit_keys(struct btree_db *db, char tag, int n)
 {
-	struct btree_txn *t;
-	struct btree_bucket *b;
-	T_OK(btree_write_begin(db, &t));
-	int rc = btree_bucket_create(t, NULL, "b", 1, &b);
-	if (rc == -EEXIST)
-		rc = btree_bucket_open(t, NULL, "b", 1, &b);
-	T_OK(rc);
-	for (int i = 0; i < n; i++) {
-		char k[32], v[200];
-		snprintf(k, sizeof(k), "%c-%05d", tag, (int)((uint64_t)i * 7919 % (uint64_t)n));
-		memset(v, tag, sizeof(v));
-		T_OK(btree_put(b, k, strlen(k), v, sizeof(v)));
-	}
-	return btree_commit(t, NULL);
+	return t_put_tagged(db, tag, n, 200, true);
 }
 
 /* How many keys of tag the newest commit holds, each with its value. */
 static int count_keys(struct btree_db *db, char tag, int n)
 {
-	struct btree_txn *t;
-	struct btree_bucket *b;
-	int found = 0;
-	T_OK(btree_db_read_begin(db, NULL, &t));
-	if (btree_bucket_open(t, NULL, "b", 1, &b) == 0) {
-		for (int i = 0; i < n; i++) {
-			char k[32];
-			const uint8_t *v;
-			size_t len;
-			snprintf(k, sizeof(k), "%c-%05d", tag, i);
-			if (btree_get(b, k, strlen(k), &v, &len) == 0) {
-				T_CHECK(len == 200 && v[0] == (uint8_t)tag && v[199] == (uint8_t)tag);
-				found++;
-			}
-		}
-	}
-	btree_txn_end(t);
-	return found;
+	return t_count_tagged(db, tag, n, 200);
 }
 
 static void test_commits(void)
