@@ -6,9 +6,9 @@
  * gRPC (etcd's KV, Maintenance.Status, Cluster.MemberList) and HTTP/1.1
  * (/health, /version). The event loop is server.h's.
  *
- * SIGTERM or SIGINT: the listeners close, HTTP/2 clients get GOAWAY,
- * requests still waiting are answered "server stopped", and connections
- * get GW_DRAIN_MS to finish.
+ * SIGTERM, SIGINT or SIGHUP (config_stop_signals): the listeners close,
+ * HTTP/2 clients get GOAWAY, requests still waiting are answered "server
+ * stopped", and connections get GW_DRAIN_MS to finish.
  */
 #include <errno.h>
 #include <signal.h>
@@ -85,9 +85,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the client server", LOG_ERRNO(rc));
 		goto out_release_slot;
 	}
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
+	config_stop_signals(&set);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0 || gw_server_watch(s, sfd)) {
 		log_error("cannot watch signals", LOG_ERRNO(-errno));

@@ -5,8 +5,8 @@
  * requests from the gateways and stored in, committed entries out to
  * stored, attach hellos answered, its status published. The peer port is
  * taken and refuses peers plainly until the peer protocol exists
- * (peerstub.h). SIGTERM or SIGINT stops it cleanly, after the WAL's last
- * batch is durable.
+ * (peerstub.h). SIGTERM, SIGINT or SIGHUP (config_stop_signals) stops it
+ * cleanly, after the WAL's last batch is durable.
  */
 #include <errno.h>
 #include <signal.h>
@@ -77,9 +77,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the peer port thread", LOG_ERRNO(rc));
 		goto out_close_peers;
 	}
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
+	config_stop_signals(&set);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
 		log_error("cannot watch signals", LOG_ERRNO(-errno));

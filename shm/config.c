@@ -1964,17 +1964,27 @@ int config_load(struct cetcd_config *c, enum config_program prog, int argc,
 
 /* ---- daemons ---- */
 
+void config_stop_signals(sigset_t *set)
+{
+	struct sigaction old;
+
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	if (sigaction(SIGHUP, NULL, &old) != 0 || old.sa_handler != SIG_IGN)
+		sigaddset(set, SIGHUP);
+}
+
 int config_daemon_start(struct cetcd_config *c, enum config_program prog, const char *log_name,
 			int argc, char *const argv[], struct shm_region **region,
 			int *exit_status)
 {
 	char path[PATH_MAX];
+	const char *inherited;
 	sigset_t set;
 	int rc;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
+	config_stop_signals(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -1993,12 +2003,26 @@ int config_daemon_start(struct cetcd_config *c, enum config_program prog, const 
 		log_error("runtime dir path is too long", LOG_STR("runtime-dir", c->runtime_dir));
 		goto out_fatal;
 	}
-	/* -EAGAIN: a launcher is creating the region right now */
-	for (int tries = 0; tries < 100; tries++) {
-		rc = shm_region_attach(path, region);
-		if (rc != -EAGAIN)
-			break;
-		usleep(50 * 1000);
+	inherited = getenv(CONFIG_REGION_FD_ENV);
+	if (inherited) {
+		/* started by the launcher: the region has no name, only the
+		 * descriptor this process inherited */
+		char *end;
+		long fd;
+		errno = 0;
+		fd = strtol(inherited, &end, 10);
+		rc = errno || *end || end == inherited || fd < 0 || fd > INT_MAX ? -EBADF
+			: shm_region_attach_fd((int)fd, region);
+		unsetenv(CONFIG_REGION_FD_ENV);
+		snprintf(path, sizeof(path), "descriptor %s from the launcher", inherited);
+	} else {
+		/* -EAGAIN: a launcher is creating the region right now */
+		for (int tries = 0; tries < 100; tries++) {
+			rc = shm_region_attach(path, region);
+			if (rc != -EAGAIN)
+				break;
+			usleep(50 * 1000);
+		}
 	}
 	switch (rc) {
 	case 0:

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
 
@@ -247,12 +248,23 @@ int config_load(struct cetcd_config *c, enum config_program prog, int argc,
 
 struct shm_region;
 
-/* The start-up every daemon shares: blocks SIGTERM and SIGINT (the
+/* The environment variable through which the launcher tells a daemon the
+ * descriptor of the member's region (which has no name); a daemon without
+ * it attaches to "<runtime_dir>/region" instead. */
+#define CONFIG_REGION_FD_ENV "CETCD_REGION_FD"
+
+/* The signals that stop a daemon cleanly: SIGTERM, SIGINT and SIGHUP (a
+ * closed terminal), unless SIGHUP was ignored when the process started, as
+ * nohup and the launcher start it. */
+void config_stop_signals(sigset_t *set);
+
+/* The start-up every daemon shares: blocks the stop signals (the
  * daemon's loop unblocks or reads them, so none is lost before it is
  * ready), ignores SIGPIPE, runs config_load, names the log lines log_name
- * (with "-<index>" for a gatewayd given --gateway-index),
- * and attaches to the member's region, saying clearly what to do if there
- * is none or it has another layout. Returns 0 with *region attached (the
+ * (with "-<index>" for a gatewayd given --gateway-index), and attaches to
+ * the member's region (the descriptor CONFIG_REGION_FD_ENV names, or the
+ * region file in the runtime dir), saying clearly what to do if there is
+ * none or it has another layout. Returns 0 with *region attached (the
  * caller detaches it) and c loaded (the caller frees it); otherwise the
  * program exits with *exit_status and owns nothing. */
 int config_daemon_start(struct cetcd_config *c, enum config_program prog, const char *log_name,

@@ -7,16 +7,26 @@
  * --gateway-index). It restarts a process that dies, with a backoff, and
  * stops the member in order on SIGTERM or SIGINT: the gateways first (no
  * new requests), then stored, then raftd, each with SIGTERM and, after a
- * grace period, SIGKILL. A daemon that exits with CONFIG_EXIT_FATAL (or
- * cannot be executed) is not restarted: the launcher stops the member and
- * exits 1, as etcd exits when it cannot start.
+ * grace period, SIGKILL. SIGHUP (a closed terminal) stops it the same
+ * way. A daemon that exits with CONFIG_EXIT_FATAL (or cannot be executed)
+ * is not restarted: the launcher stops the member and exits 1, as etcd
+ * exits when it cannot start.
+ *
+ * The region has no name (shm_region_create_unnamed): the daemons inherit
+ * its descriptor, and a restarted daemon inherits it again. The kernel
+ * frees its memory once the last process of the member is gone, however
+ * they died, so a killed member leaves nothing on the tmpfs. One launcher
+ * runs per data dir: it holds a lock on <data-dir>/member through a
+ * descriptor its children inherit too, so the lock goes only with the
+ * last process of the member, and a new launcher started after a SIGKILL
+ * waits for the old daemons to go before it starts its own.
  *
  * If the launcher dies, even by SIGKILL, its children die with it
- * (PR_SET_PDEATHSIG), so a restart finds the region stale and re-creates
- * it (shm_region_create).
+ * (PR_SET_PDEATHSIG).
  *
- * With --prepare-only it creates the directories and the region and exits,
- * for systemd units that start each daemon on its own.
+ * With --prepare-only it creates the directories and a region with a name,
+ * <runtime-dir>/region, and exits, for systemd units that start each
+ * daemon on its own (their RuntimeDirectory= removes it on stop).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -69,10 +80,11 @@ struct launcher {
 	char **argv;
 	char bindir[PATH_MAX];
 	pid_t self;
-	int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT */
+	int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT, SIGHUP */
+	int member_lock_fd;      /* <data-dir>/member, flocked; children inherit it */
+	int region_fd;           /* the region's descriptor; children inherit it */
 	struct launch_child *children;
 	size_t nchildren;
-	bool made_runtime_dir;   /* the runtime dir did not exist before */
 	bool stopping;
 	int exit_status;
 };
@@ -130,13 +142,10 @@ static int launch_private_dir(const char *what, const char *path)
 	return 0;
 }
 
-/* Creates the data dir, member/ and the runtime dir. Sets
- * *made_runtime_dir when the runtime dir did not exist before. */
-static int launch_prepare_dirs(const struct cetcd_config *c, bool *made_runtime_dir)
+/* Creates the data dir and member/. */
+static int launch_prepare_dirs(const struct cetcd_config *c)
 {
 	char member[PATH_MAX];
-	struct statfs fs;
-	struct stat st;
 	int rc;
 
 	rc = launch_private_dir("data-dir", c->data_dir);
@@ -144,41 +153,147 @@ static int launch_prepare_dirs(const struct cetcd_config *c, bool *made_runtime_
 		return rc;
 	if (snprintf(member, sizeof(member), "%s/member", c->data_dir) >= (int)sizeof(member))
 		return -ENAMETOOLONG;
-	rc = launch_private_dir("member-dir", member);
-	if (rc)
-		return rc;
-	*made_runtime_dir = stat(c->runtime_dir, &st) < 0 && errno == ENOENT;
-	rc = launch_private_dir("runtime-dir", c->runtime_dir);
-	if (rc)
-		return rc;
-	if (statfs(c->runtime_dir, &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
-	    fs.f_type != RAMFS_MAGIC)
+	return launch_private_dir("member-dir", member);
+}
+
+static void launch_warn_not_tmpfs(const char *dir)
+{
+	struct statfs fs;
+
+	if (statfs(dir, &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC)
 		log_warn("runtime dir is not on tmpfs: the region's pages may be written back to disk; use --runtime-dir on a tmpfs such as /dev/shm or /run",
-			 LOG_STR("runtime-dir", c->runtime_dir));
+			 LOG_STR("runtime-dir", dir));
+}
+
+/* --prepare-only: creates the runtime dir, which holds the region's
+ * name. */
+static int launch_runtime_dir(const struct cetcd_config *c)
+{
+	int rc = launch_private_dir("runtime-dir", c->runtime_dir);
+
+	if (rc == 0)
+		launch_warn_not_tmpfs(c->runtime_dir);
+	return rc;
+}
+
+/*
+ * The directory an unnamed region is made in: the runtime dir, or, while
+ * it does not exist, its nearest existing ancestor. That is the file
+ * system the runtime dir would be made on (a directory that does not
+ * exist is no mount point), and nothing is created that a SIGKILL could
+ * leave behind. Writes it to buf.
+ */
+static int launch_region_dir(const struct cetcd_config *c, char *buf, size_t len)
+{
+	struct stat st;
+	char *slash;
+
+	if (snprintf(buf, len, "%s", c->runtime_dir) >= (int)len)
+		return -ENAMETOOLONG;
+	while (stat(buf, &st) < 0) {
+		if (errno != ENOENT)
+			return -errno;
+		slash = strrchr(buf, '/');
+		if (!slash)
+			snprintf(buf, len, ".");
+		else if (slash == buf)
+			buf[1] = '\0';
+		else
+			*slash = '\0';
+	}
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+/*
+ * Takes the lock of the member's data dir: an exclusive flock on
+ * <data-dir>/member. A launcher killed just before may still have children
+ * dying, and they hold it through the descriptor they inherited: it is
+ * retried for LAUNCH_BUSY_WAIT_MS before giving up.
+ */
+static int launch_lock_member(const struct cetcd_config *c, int *out_fd)
+{
+	char member[PATH_MAX];
+	uint64_t give_up = launch_now_ms() + LAUNCH_BUSY_WAIT_MS;
+	int fd, rc;
+
+	if (snprintf(member, sizeof(member), "%s/member", c->data_dir) >= (int)sizeof(member))
+		return -ENAMETOOLONG;
+	fd = open(member, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		log_error("cannot open the member dir", LOG_STR("path", member), LOG_ERRNO(rc));
+		return rc;
+	}
+	while ((rc = flock(fd, LOCK_EX | LOCK_NB)) < 0 && errno == EWOULDBLOCK &&
+	       launch_now_ms() < give_up)
+		usleep(50 * 1000);
+	if (rc < 0) {
+		rc = -errno;
+		if (rc == -EWOULDBLOCK)
+			log_error("another cetcd launcher, or a process it started, is still running for this member; stop it first",
+				  LOG_STR("data-dir", c->data_dir));
+		else
+			log_error("cannot lock the member dir", LOG_STR("path", member),
+				  LOG_ERRNO(rc));
+		close(fd);
+		return rc;
+	}
+	*out_fd = fd;
 	return 0;
 }
 
-/* Creates (or re-creates, after a crash) the member region. A launcher
- * killed just before may still have children dying: -EBUSY is retried for
- * LAUNCH_BUSY_WAIT_MS before giving up. */
-static int launch_create_region(const struct cetcd_config *c, struct shm_region **out)
+static void launch_region_params(const struct cetcd_config *c, struct shm_region_params *p)
 {
-	char path[PATH_MAX];
 	uint64_t slots = 2 * (uint64_t)c->gateways + 2;
-	struct shm_region_params p = {
+	*p = (struct shm_region_params){
 		.slot_count = (uint32_t)(slots < 4 ? 4 : slots),
 		.max_request_bytes = c->max_request_bytes,
 		.member_id = 0,
 		.cache_bytes = c->latest_cache_mib << 20,
 	};
-	uint64_t give_up = launch_now_ms() + LAUNCH_BUSY_WAIT_MS;
+}
+
+/* Creates the member's region, which has no name, on the runtime dir's
+ * file system (launch_region_dir). */
+static int launch_create_region(const struct cetcd_config *c, struct shm_region **out)
+{
+	struct shm_region_params p;
+	char dir[PATH_MAX];
+	int rc;
+
+	launch_region_params(c, &p);
+	rc = launch_region_dir(c, dir, sizeof(dir));
+	if (rc) {
+		log_error("cannot use the runtime dir", LOG_STR("runtime-dir", c->runtime_dir),
+			  LOG_ERRNO(rc));
+		return rc;
+	}
+	launch_warn_not_tmpfs(dir);
+	rc = shm_region_create_unnamed(dir, &p, out);
+	if (rc) {
+		log_error("cannot create the member region", LOG_STR("runtime-dir", dir),
+			  LOG_STR("reason", shm_region_last_error()), LOG_ERRNO(rc));
+		return rc;
+	}
+	log_info("created the member region", LOG_STR("runtime-dir", dir),
+		 LOG_U64("slots", p.slot_count), LOG_U64("bytes", shm_region_bytes(*out)));
+	return 0;
+}
+
+/* --prepare-only: creates (or re-creates, after a crash) the region file
+ * <runtime-dir>/region for daemons that start on their own. */
+static int launch_prepare_region(const struct cetcd_config *c, struct shm_region **out)
+{
+	char path[PATH_MAX];
+	struct shm_region_params p;
 	int rc = config_region_path(c, path, sizeof(path));
+
 	if (rc) {
 		log_error("runtime dir path is too long", LOG_STR("runtime-dir", c->runtime_dir));
 		return rc;
 	}
-	while ((rc = shm_region_create(path, &p, out)) == -EBUSY && launch_now_ms() < give_up)
-		usleep(100 * 1000);
+	launch_region_params(c, &p);
+	rc = shm_region_create(path, &p, out);
 	switch (rc) {
 	case 0:
 		log_info("created the member region", LOG_STR("region", path),
@@ -186,7 +301,7 @@ static int launch_create_region(const struct cetcd_config *c, struct shm_region 
 			 LOG_U64("incarnation", shm_region_incarnation(*out)));
 		return 0;
 	case -EBUSY:
-		log_error("another cetcd launcher, or a process it started, is still running for this member; stop it first",
+		log_error("a process of this member is still running with the region; stop it first",
 			  LOG_STR("region", path), LOG_STR("reason", shm_region_last_error()));
 		break;
 	case -EEXIST:
@@ -198,21 +313,6 @@ static int launch_create_region(const struct cetcd_config *c, struct shm_region 
 			  LOG_STR("reason", shm_region_last_error()), LOG_ERRNO(rc));
 	}
 	return rc;
-}
-
-/* After a clean stop nothing maps the region any more: remove it, and the
- * runtime dir if this launcher made it and it is empty now, so that a
- * stopped member leaves no memory behind on tmpfs. Still under the
- * launcher lock, so no other launcher is creating a region there
- * meanwhile. */
-static void launch_remove_region(const struct cetcd_config *c, bool made_runtime_dir)
-{
-	char path[PATH_MAX];
-	if (config_region_path(c, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT)
-		log_warn("cannot remove the member region", LOG_STR("region", path),
-			 LOG_ERRNO(-errno));
-	if (made_runtime_dir)
-		rmdir(c->runtime_dir);
 }
 
 /* The directory of the running executable, where the daemons live too. */
@@ -285,13 +385,27 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 
 	pid = fork();
 	if (pid == 0) {
+		char fd_arg[16];
 		sigset_t none;
 		/* die with the launcher; if it died before this line, the
 		 * parent is already someone else: leave at once */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != l->self)
 			_exit(1);
+		/* the region and the member lock go to the daemon: the
+		 * launcher is single-threaded, so setenv is safe here */
+		snprintf(fd_arg, sizeof(fd_arg), "%d", l->region_fd);
+		if (fcntl(l->region_fd, F_SETFD, 0) < 0 ||
+		    fcntl(l->member_lock_fd, F_SETFD, 0) < 0 ||
+		    setenv(CONFIG_REGION_FD_ENV, fd_arg, 1) < 0) {
+			dprintf(2, "cetcd: cannot pass the region to %s: %s\n", path,
+				strerror(errno));
+			_exit(127);
+		}
 		signal(SIGPIPE, SIG_DFL);
+		/* a closed terminal stops the member through the launcher, in
+		 * order; the daemons keep SIGHUP ignored (config_stop_signals) */
+		signal(SIGHUP, SIG_IGN);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		execv(path, av);
@@ -359,7 +473,8 @@ static void launch_reap(struct launcher *l)
 	}
 }
 
-/* Reads pending signals: SIGCHLD reaps, SIGTERM/SIGINT start the stop. */
+/* Reads pending signals: SIGCHLD reaps, SIGTERM/SIGINT/SIGHUP start the
+ * stop. */
 static void launch_read_signals(struct launcher *l, int *stop_requests)
 {
 	struct signalfd_siginfo si;
@@ -413,7 +528,7 @@ static void launch_supervise(struct launcher *l)
 }
 
 /* Stops the processes stage by stage: SIGTERM, then SIGKILL after the
- * grace period, or at once on a second SIGTERM/SIGINT. */
+ * grace period, or at once on a second stop signal. */
 static void launch_stop(struct launcher *l)
 {
 	int stop_requests = 0;
@@ -457,7 +572,7 @@ static void launch_stop(struct launcher *l)
 
 int main(int argc, char **argv)
 {
-	static struct launcher l;
+	static struct launcher l = { .member_lock_fd = -1, .region_fd = -1 };
 	struct shm_region *region = NULL;
 	sigset_t set;
 	int status, rc;
@@ -468,6 +583,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -487,15 +603,20 @@ int main(int argc, char **argv)
 
 	if (!l.cfg.prepare_only && launch_find_bindir(&l))
 		goto out_free_config;
-	if (launch_prepare_dirs(&l.cfg, &l.made_runtime_dir))
+	if (launch_prepare_dirs(&l.cfg))
 		goto out_free_config;
-	if (launch_create_region(&l.cfg, &region))
+	if (launch_lock_member(&l.cfg, &l.member_lock_fd))
 		goto out_free_config;
 	if (l.cfg.prepare_only) {
+		if (launch_runtime_dir(&l.cfg) || launch_prepare_region(&l.cfg, &region))
+			goto out_unlock;
 		log_info("prepared the member (data dir, runtime dir, region); exiting as --prepare-only asks");
 		status = 0;
 		goto out_detach;
 	}
+	if (launch_create_region(&l.cfg, &region))
+		goto out_unlock;
+	l.region_fd = shm_region_fd(region);
 	l.sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (l.sfd < 0) {
 		log_error("cannot watch signals", LOG_ERRNO(-errno));
@@ -508,7 +629,6 @@ int main(int argc, char **argv)
 
 	launch_supervise(&l);
 	launch_stop(&l);
-	launch_remove_region(&l.cfg, l.made_runtime_dir);
 	status = l.exit_status;
 	log_info("stopped cetcd", LOG_I64("exit-code", status));
 
@@ -517,6 +637,8 @@ out_close_sfd:
 	close(l.sfd);
 out_detach:
 	shm_region_detach(region);
+out_unlock:
+	close(l.member_lock_fd);
 out_free_config:
 	config_free(&l.cfg);
 	return status;

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -420,6 +422,75 @@ static int region_size_file(const char *path, int fd, uint64_t bytes)
 	return rc == ENOSPC ? -ENOSPC : -rc;
 }
 
+/*
+ * A generation floor for a region that carries none over: random, so that
+ * the generations of two regions of one member never meet, whatever the
+ * clock did between them. A restarted member replays WAL entries whose
+ * origins name its earlier region's (slot, generation, request id); a new
+ * gatewayd whose first calls reused them would take those results as its
+ * own. 2^62 leaves room for every claim a region will ever make.
+ */
+static uint64_t region_fresh_floor(void)
+{
+	uint64_t v = 0;
+	struct timespec ts;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		v ^= (uint64_t)getpid() << 40;
+	}
+	v &= (1ull << 62) - 1;
+	return v ? v : 1;
+}
+
+/*
+ * Builds a region in the empty file fd (named what in messages): takes its
+ * launcher lock, sizes it, maps it and lays it out. On failure the caller
+ * still owns fd and whatever name it has.
+ */
+static int region_build(int fd, const char *what, const struct shm_header *layout,
+			const struct shm_region_params *p, uint64_t floor,
+			uint64_t incarnation, struct shm_region **out)
+{
+	struct shm_region *r;
+	void *base;
+	int rc;
+
+	rc = ofdlock_try(fd, SHM_LOCK_LAUNCHER);
+	if (rc) {
+		shm_set_error("shm: cannot lock %s: %s", what, strerror(-rc));
+		return rc;
+	}
+	rc = region_size_file(what, fd, layout->region_bytes);
+	if (rc)
+		return rc;
+	base = mmap(NULL, layout->region_bytes, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		shm_set_error("shm: cannot map %s: %s", what, strerror(errno));
+		return rc;
+	}
+	rc = region_handle_new(fd, base, layout, &r);
+	if (rc)
+		goto out_unmap;
+	rc = region_init(r, p, floor, incarnation);
+	if (rc)
+		goto out_free_handle;
+	r->launcher = true;
+	*out = r;
+	return 0;
+
+out_free_handle:
+	region_free_fn(r->reader_held);
+	region_free_fn(r->slot_held);
+	region_free_fn(r);
+out_unmap:
+	munmap(base, layout->region_bytes);
+	return rc;
+}
+
 int shm_region_create(const char *path, const struct shm_region_params *p,
 		      struct shm_region **out)
 {
@@ -427,7 +498,6 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
 	uint64_t floor, incarnation;
 	struct shm_region *r;
 	char tmp[PATH_MAX];
-	void *base;
 	int old_fd = -1, fd, rc;
 	bool old_empty = false;
 
@@ -446,6 +516,8 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
 	rc = region_check_old(path, old_fd, &floor, &incarnation, &old_empty);
 	if (rc)
 		goto out_close_old;
+	if (old_empty)
+		floor = region_fresh_floor();
 	region_remove_leftovers(path);
 
 	fd = mkostemp(tmp, O_CLOEXEC);
@@ -454,44 +526,21 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
 		shm_set_error("shm: cannot create %s: %s", tmp, strerror(errno));
 		goto out_close_old;
 	}
-	rc = ofdlock_try(fd, SHM_LOCK_LAUNCHER);
-	if (rc) {
-		shm_set_error("shm: cannot lock %s: %s", tmp, strerror(-rc));
-		goto out_unlink_tmp;
-	}
-	rc = region_size_file(tmp, fd, layout.region_bytes);
+	rc = region_build(fd, tmp, &layout, p, floor, incarnation + 1, &r);
 	if (rc)
 		goto out_unlink_tmp;
-	base = mmap(NULL, layout.region_bytes, PROT_READ | PROT_WRITE,
-		    MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED) {
-		rc = -errno;
-		shm_set_error("shm: cannot map %s: %s", tmp, strerror(errno));
-		goto out_unlink_tmp;
-	}
-	rc = region_handle_new(fd, base, &layout, &r);
-	if (rc)
-		goto out_unmap;
-	rc = region_init(r, p, floor, incarnation + 1);
-	if (rc)
-		goto out_free_handle;
 	if (rename(tmp, path) != 0) {
 		rc = -errno;
 		shm_set_error("shm: cannot rename %s to %s: %s", tmp, path,
 			      strerror(errno));
-		goto out_free_handle;
+		shm_region_detach(r);
+		unlink(tmp);
+		goto out_close_old;
 	}
 	close(old_fd);
-	r->launcher = true;
 	*out = r;
 	return 0;
 
-out_free_handle:
-	region_free_fn(r->reader_held);
-	region_free_fn(r->slot_held);
-	region_free_fn(r);
-out_unmap:
-	munmap(base, layout.region_bytes);
 out_unlink_tmp:
 	unlink(tmp);
 	close(fd);
@@ -502,6 +551,64 @@ out_close_old:
 		unlink(path);
 	close(old_fd);
 	return rc;
+}
+
+/* Opens a file in dir that has no name. O_TMPFILE where the file system
+ * has it; elsewhere a named file unlinked at once. */
+static int region_open_unnamed(const char *dir)
+{
+	char tmp[PATH_MAX];
+	int fd, err;
+
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	err = errno;
+	if (err != EOPNOTSUPP && err != EISDIR && err != EINVAL) {
+		shm_set_error("shm: cannot create the region in %s: %s", dir,
+			      strerror(err));
+		return -err;
+	}
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/region.unnamed.XXXXXX", dir) >=
+	    sizeof(tmp)) {
+		shm_set_error("shm: runtime dir %s is too long", dir);
+		return -ENAMETOOLONG;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		err = errno;
+		shm_set_error("shm: cannot create the region in %s: %s", dir,
+			      strerror(err));
+		return -err;
+	}
+	unlink(tmp);
+	return fd;
+}
+
+int shm_region_create_unnamed(const char *dir, const struct shm_region_params *p,
+			      struct shm_region **out)
+{
+	struct shm_header layout;
+	char what[PATH_MAX];
+	int fd, rc;
+
+	memset(&layout, 0, sizeof(layout));
+	rc = region_layout(p->slot_count, p->max_request_bytes, p->cache_bytes, &layout);
+	if (rc)
+		return rc;
+	snprintf(what, sizeof(what), "the unnamed region in %s", dir);
+	fd = region_open_unnamed(dir);
+	if (fd < 0)
+		return fd;
+	rc = region_build(fd, what, &layout, p, region_fresh_floor(), 1, out);
+	if (rc)
+		close(fd);
+	return rc;
+}
+
+int shm_region_fd(const struct shm_region *r)
+{
+	return r->fd;
 }
 
 /* Reads and checks the header of an opened region file. */
@@ -548,11 +655,42 @@ static int region_check_header(const char *path, int fd, struct stat *st,
 	return 0;
 }
 
-int shm_region_attach(const char *path, struct shm_region **out)
+/* Checks and maps the region file open at fd (named what in messages);
+ * on success the handle owns fd, on failure the caller does. */
+static int region_attach_open(const char *what, int fd, struct shm_region **out)
 {
 	struct shm_header h;
 	struct stat st;
 	void *base;
+	int rc;
+
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		shm_set_error("shm: cannot stat %s: %s", what, strerror(errno));
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		shm_set_error("shm: %s is not a regular file, so not a region", what);
+		return -EPROTO;
+	}
+	rc = region_check_header(what, fd, &st, &h);
+	if (rc)
+		return rc;
+	base = mmap(NULL, h.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		shm_set_error("shm: cannot map %s: %s", what, strerror(errno));
+		return rc;
+	}
+	rc = region_handle_new(fd, base, &h, out);
+	if (rc)
+		munmap(base, h.region_bytes);
+	return rc;
+}
+
+int shm_region_attach(const char *path, struct shm_region **out)
+{
 	int fd, rc;
 
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -567,31 +705,40 @@ int shm_region_attach(const char *path, struct shm_region **out)
 				      strerror(errno));
 		return rc;
 	}
-	if (fstat(fd, &st) != 0) {
-		rc = -errno;
-		shm_set_error("shm: cannot stat %s: %s", path, strerror(errno));
-		goto out_close;
-	}
-	rc = region_check_header(path, fd, &st, &h);
+	rc = region_attach_open(path, fd, out);
 	if (rc)
-		goto out_close;
-	base = mmap(NULL, h.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-		    fd, 0);
-	if (base == MAP_FAILED) {
-		rc = -errno;
-		shm_set_error("shm: cannot map %s: %s", path, strerror(errno));
-		goto out_close;
-	}
-	rc = region_handle_new(fd, base, &h, out);
-	if (rc)
-		goto out_unmap;
-	return 0;
-
-out_unmap:
-	munmap(base, h.region_bytes);
-out_close:
-	close(fd);
+		close(fd);
 	return rc;
+}
+
+int shm_region_attach_fd(int fd, struct shm_region **out)
+{
+	char proc[64], what[64];
+	int own, rc;
+
+	snprintf(what, sizeof(what), "inherited as descriptor %d", fd);
+	if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
+		shm_set_error("shm: %s: no such open descriptor", what);
+		return -EBADF;
+	}
+	/* Opening the descriptor's /proc link makes a new open file
+	 * description of the same file: OFD locks taken through it are this
+	 * process's alone, and go when it dies. */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	own = open(proc, O_RDWR | O_CLOEXEC);
+	if (own < 0) {
+		rc = -errno;
+		shm_set_error("shm: cannot reopen %s through %s: %s (is /proc "
+			      "mounted?)", what, proc, strerror(errno));
+		return rc;
+	}
+	rc = region_attach_open(what, own, out);
+	if (rc) {
+		close(own);
+		return rc;
+	}
+	close(fd);
+	return 0;
 }
 
 void shm_region_detach(struct shm_region *r)

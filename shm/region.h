@@ -55,10 +55,13 @@ struct bcast;
 
 /*
  * Creates the region file at path, or re-initialises an existing one whose
- * launcher is dead (a stale region left by a SIGKILL). A new file is built
- * beside path and renamed over it, so a process still mapping the old one
- * keeps a consistent (if dead) view and never faults. Slot generations of
- * the old region carry over, so they keep increasing.
+ * launcher is dead (a stale region left by a SIGKILL). For daemons that
+ * start on their own (systemd units, after 'cetcd --prepare-only'); the
+ * file stays until removed, as the units' RuntimeDirectory= does. A new
+ * file is built beside path and renamed over it, so a process still
+ * mapping the old one keeps a consistent (if dead) view and never faults. Slot generations of
+ * the old region carry over, so they keep increasing; a new file starts
+ * them from a random floor (see shm_region_create_unnamed).
  *
  * The caller then holds the region's launcher lock until shm_region_detach.
  * *out is owned by the caller and freed by shm_region_detach.
@@ -73,6 +76,41 @@ struct bcast;
  */
 int shm_region_create(const char *path, const struct shm_region_params *p,
 		      struct shm_region **out);
+
+/*
+ * Creates a region that has no name: a file in dir (on the tmpfs the
+ * runtime dir is on) made with O_TMPFILE, so that the kernel frees its
+ * memory as soon as no process maps it or holds a descriptor of it,
+ * however they died. Nothing of it is left in dir at any moment. The
+ * launcher's children reach it through a descriptor they inherit
+ * (shm_region_fd, shm_region_attach_fd). Slot generations start from a
+ * random floor, so they never meet those of an earlier region of the
+ * member (whose proposals a restart may replay).
+ *
+ * The caller holds the region's launcher lock until shm_region_detach.
+ * Returns 0, or:
+ *   -EINVAL  bad parameters (message from shm_region_last_error())
+ *   -ENOSPC  the runtime dir has no room for the region
+ *   -ENOMEM, or another -errno from open/mmap.
+ */
+int shm_region_create_unnamed(const char *dir, const struct shm_region_params *p,
+			      struct shm_region **out);
+
+/* The descriptor of the region's file, for a child to inherit. Owned by
+ * the handle: closed by shm_region_detach. */
+int shm_region_fd(const struct shm_region *r);
+
+/*
+ * Attaches to the region open at descriptor fd (inherited from the
+ * launcher). The file is reopened through /proc/self/fd, so that this
+ * handle's OFD locks are its own and not shared with the launcher's; fd is
+ * closed on success. *out is freed by shm_region_detach.
+ * Returns 0, or:
+ *   -EBADF   fd is not open
+ *   -EPROTO  the file is not a region of this layout version
+ *   -ENOENT  /proc is not mounted, or another -errno from open/mmap.
+ */
+int shm_region_attach_fd(int fd, struct shm_region **out);
 
 /*
  * Attaches to an existing region. *out is freed by shm_region_detach.

@@ -4,8 +4,8 @@
  * <data-dir>/member/snap/db, and runs the apply loop (stored/loop.h):
  * committed entries from raftd in, the store changed in batches, roots
  * published to readers, results to the gateways, checkpoints. It answers
- * the attach hello of every gatewayd slot on the way. SIGTERM or SIGINT
- * stops it cleanly: a last checkpoint, whose index is published as durable.
+ * the attach hello of every gatewayd slot on the way. SIGTERM, SIGINT or
+ * SIGHUP (config_stop_signals) stops it cleanly: a last checkpoint, whose index is published as durable.
  */
 #include <errno.h>
 #include <signal.h>
@@ -34,7 +34,7 @@ static void stored_on_signal(int sig)
 	errno = saved;
 }
 
-/* Installs the handler for SIGTERM and SIGINT, then unblocks them
+/* Installs the handler for the stop signals, then unblocks them
  * (config_daemon_start blocked them so that none is lost before). */
 static void stored_signals(struct shm_region *r)
 {
@@ -43,11 +43,10 @@ static void stored_signals(struct shm_region *r)
 
 	stored_signal_bell = shm_role_doorbell(r, SHM_ROLE_STORED);
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
+	config_stop_signals(&set);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&set, sig) == 1)
+			sigaction(sig, &sa, NULL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 

@@ -5,8 +5,8 @@
 # and Cluster.MemberList through etcdctl when it is installed), the plain
 # refusal on the peer port, idle without spinning, restart of a killed
 # gatewayd with a higher slot generation, ordered stop on SIGTERM, no
-# survivors after SIGKILL of the launcher and recovery of the stale
-# region, flag handling (--version, unsupported values, unknown flags) and
+# survivors and nothing left in the runtime dir after SIGKILL of the
+# launcher, a second launcher on the same data dir refused, flag handling (--version, unsupported values, unknown flags) and
 # the daemons' refusal of a missing region or one of another layout.
 set -euo pipefail
 
@@ -220,7 +220,14 @@ pids_to_kill+=("$lp")
 check "launcher, raftd, stored and both gateways attach through the slot rings" wait_attached "$tmp/run1.log"
 check "data dir has member/ with mode 0700" test "$(stat -c %a "$tmp/data/member")" = 700
 check "data dir has mode 0700" test "$(stat -c %a "$tmp/data")" = 700
-check "the region lives in the runtime dir" test -f "$rtdir/region"
+check "the region has no name: the runtime dir holds nothing" test -z "$(ls -A "$rtdir")"
+set +e
+"$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/second.log"
+st=$?
+set -e
+check "a second launcher on the same data dir exits 1" test "$st" -eq 1
+check "saying another launcher runs for this member" \
+	grep -q 'another cetcd launcher, or a process it started, is still running for this member' "$tmp/second.log"
 mapfile -t kids < <(pgrep -P "$lp")
 pids_to_kill+=("${kids[@]}")
 check "the launcher runs 4 processes (raftd, stored, 2 gatewayd)" test "${#kids[@]}" -eq 4
@@ -342,14 +349,12 @@ el=$(($(now_ms) - t0))
 echo "  SIGKILL of the launcher to no survivors: ${el} ms"
 check "after SIGKILL of the launcher no process of it survives (2 s)" test "$alive" -eq 0
 check "the ports are free after the SIGKILL" ports_free
-check "the stale region is still there" test -f "$rtdir/region"
+check "nothing of the killed member is left in the runtime dir" test -z "$(ls -A "$rtdir")"
 
 "$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/run3.log" &
 lp=$!
 pids_to_kill+=("$lp")
-check "a restart over the stale region works" wait_attached "$tmp/run3.log"
-check "the region was re-created (incarnation 2)" \
-	grep -q '"msg":"created the member region".*"incarnation":2' "$tmp/run3.log"
+check "a restart on the same data dir works" wait_attached "$tmp/run3.log"
 kill -TERM "$lp"
 set +e
 wait "$lp"

@@ -1,6 +1,8 @@
 /*
  * Unit tests for shm/region.c: create, attach, the cache's area, the
- * version check and its message, stale-region re-initialisation, refusals, allocation failures.
+ * version check and its message, stale-region re-initialisation, refusals,
+ * allocation failures, and the unnamed region the launcher's children
+ * attach to through an inherited descriptor.
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -310,6 +312,148 @@ static void test_leftovers(void)
 	shm_region_detach(l);
 }
 
+/* Entries of directory d other than . and .. */
+static int dir_entries(const char *d)
+{
+	DIR *dd = opendir(d);
+	struct dirent *e;
+	int n = 0;
+
+	CHECK(dd != NULL);
+	while ((e = readdir(dd)) != NULL)
+		n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	closedir(dd);
+	return n;
+}
+
+/* An unnamed region is never in its directory. A child that inherits its
+ * descriptor attaches through it with a description of its own: its role
+ * lock is seen by the launcher's handle while it lives (a lock taken
+ * through the shared description would be the launcher's own, and
+ * invisible to it) and goes when the child is killed. */
+static void test_unnamed(void)
+{
+	char udir[600];
+	struct shm_region *l, *l2, *a;
+	struct shm_slot_ref s, s2;
+	struct stat st;
+	int to_parent[2], to_child[2];
+	char byte;
+	pid_t pid;
+	int wst;
+
+	snprintf(udir, sizeof(udir), "%s/unnamed", dir);
+	CHECK_EQ(mkdir(udir, 0700), 0);
+	CHECK_EQ(shm_region_create_unnamed(udir, &params, &l), 0);
+	CHECK_EQ(dir_entries(udir), 0);
+	CHECK_EQ(fstat(shm_region_fd(l), &st), 0);
+	CHECK_EQ(st.st_nlink, 0);
+	CHECK_EQ((uint64_t)st.st_size, shm_region_bytes(l));
+	CHECK_EQ(shm_region_member_id(l), 0x1234);
+	CHECK_EQ(shm_region_incarnation(l), 1);
+
+	CHECK_EQ(pipe(to_parent), 0);
+	CHECK_EQ(pipe(to_child), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct shm_region *c;
+		int inherited = dup(shm_region_fd(l));
+
+		/* never outlive a failed check of the parent's */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(to_child[1]);
+
+		if (inherited < 0 || shm_region_attach_fd(inherited, &c) != 0 ||
+		    fcntl(inherited, F_GETFD) != -1 || /* closed once attached */
+		    shm_role_claim(c, SHM_ROLE_STORED) != 0)
+			_exit(1);
+		shm_region_set_member_id(c, 0x5678);
+		if (write(to_parent[1], "a", 1) != 1)
+			_exit(1);
+		(void)read(to_child[0], &byte, 1); /* until killed */
+		_exit(0);
+	}
+	CHECK_EQ(read(to_parent[0], &byte, 1), 1);
+	CHECK(shm_role_is_live(l, SHM_ROLE_STORED));
+	CHECK_EQ(shm_region_member_id(l), 0x5678); /* the same memory */
+	kill(pid, SIGKILL);
+	CHECK_EQ(waitpid(pid, &wst, 0), pid);
+	CHECK(!shm_role_is_live(l, SHM_ROLE_STORED));
+	close(to_parent[0]);
+	close(to_parent[1]);
+	close(to_child[0]);
+	close(to_child[1]);
+
+	/* In this process too, the handle has its own description. */
+	CHECK_EQ(shm_region_attach_fd(dup(shm_region_fd(l)), &a), 0);
+	CHECK_EQ(shm_role_claim(a, SHM_ROLE_RAFTD), 0);
+	CHECK(shm_role_is_live(l, SHM_ROLE_RAFTD));
+	shm_region_detach(a);
+	CHECK(!shm_role_is_live(l, SHM_ROLE_RAFTD));
+
+	/* Two regions of one member never hand out the same generation:
+	 * each starts from a random floor. */
+	CHECK_EQ(shm_region_create_unnamed(udir, &params, &l2), 0);
+	CHECK_EQ(shm_slot_claim(l, &s), 0);
+	CHECK_EQ(shm_slot_claim(l2, &s2), 0);
+	CHECK(s.generation != s2.generation);
+	CHECK(s.generation > 1 && s2.generation > 1);
+	shm_region_detach(l2);
+	shm_region_detach(l);
+	CHECK_EQ(dir_entries(udir), 0);
+
+	/* Refusals: a descriptor that is not open, a file that is no region,
+	 * a directory. The caller keeps its descriptor on failure. */
+	CHECK_EQ(shm_region_attach_fd(987, &a), -EBADF);
+	CHECK_EQ(shm_region_attach_fd(-1, &a), -EBADF);
+	{
+		char other[700];
+		int fd;
+
+		snprintf(other, sizeof(other), "%s/plain", udir);
+		fd = open(other, O_CREAT | O_RDWR, 0600);
+		CHECK(fd >= 0);
+		CHECK_EQ(write(fd, "precious user data", 18), 18);
+		CHECK_EQ(shm_region_attach_fd(fd, &a), -EPROTO);
+		CHECK(strstr(shm_region_last_error(), "descriptor"));
+		CHECK(fcntl(fd, F_GETFD) >= 0);
+		close(fd);
+		unlink(other);
+		fd = open(udir, O_RDONLY | O_DIRECTORY);
+		CHECK(fd >= 0);
+		CHECK(shm_region_attach_fd(fd, &a) < 0);
+		close(fd);
+	}
+	CHECK_EQ(shm_region_create_unnamed("/nonexistent-cetcd-dir", &params, &l), -ENOENT);
+	CHECK(strstr(shm_region_last_error(), "/nonexistent-cetcd-dir"));
+
+	/* A failed allocation leaves nothing: no memory, no file. */
+	{
+		long n;
+		int rc;
+
+		shm_region_set_allocator(test_alloc, test_free);
+		for (n = 1;; n++) {
+			test_alloc_count = 0;
+			test_alloc_fail_at = n;
+			rc = shm_region_create_unnamed(udir, &params, &l);
+			if (rc == 0) {
+				shm_region_detach(l);
+				break;
+			}
+			CHECK_EQ(rc, -ENOMEM);
+			CHECK_EQ(test_alloc_live, 0);
+		}
+		CHECK(n > 1);
+		test_alloc_fail_at = 0;
+		CHECK_EQ(test_alloc_live, 0);
+		shm_region_set_allocator(NULL, NULL);
+	}
+	CHECK_EQ(dir_entries(udir), 0);
+	CHECK_EQ(rmdir(udir), 0);
+}
+
 int main(void)
 {
 	test_region_path(dir, sizeof(dir), path, sizeof(path));
@@ -321,6 +465,7 @@ int main(void)
 	test_stale_reinit();
 	test_alloc_failures();
 	test_leftovers();
+	test_unnamed();
 	printf("test_region: ok\n");
 	return 0;
 }

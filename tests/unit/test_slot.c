@@ -22,14 +22,18 @@ static void test_claim_release_generation(void)
 {
 	struct shm_region *l, *a, *b;
 	struct shm_slot_ref s0, s1, s;
+	uint64_t floor;
 	uint32_t i;
 
 	CHECK_EQ(shm_region_create(path, &params, &l), 0);
 	CHECK_EQ(shm_region_attach(path, &a), 0);
 	CHECK_EQ(shm_region_attach(path, &b), 0);
+	/* a new region starts every slot at one random floor */
+	floor = shm_slot_generation(l, 0);
+	CHECK(floor > 0 && floor < (1ull << 62));
 	for (i = 0; i < 4; i++) {
 		CHECK(!shm_slot_is_live(l, i));
-		CHECK_EQ(shm_slot_generation(l, i), 0);
+		CHECK_EQ(shm_slot_generation(l, i), floor);
 	}
 	CHECK(!shm_slot_is_live(l, 4)); /* out of range */
 	CHECK(shm_slot_ring(l, 4, SHM_SLOT_TO_RAFTD) == NULL);
@@ -37,7 +41,7 @@ static void test_claim_release_generation(void)
 
 	CHECK_EQ(shm_slot_claim(a, &s0), 0);
 	CHECK_EQ(s0.index, 0);
-	CHECK_EQ(s0.generation, 1);
+	CHECK_EQ(s0.generation, floor + 1);
 	CHECK_EQ(shm_slot_holder_pid(b, 0), getpid());
 	CHECK_EQ(shm_slot_claim(b, &s1), 0);
 	CHECK_EQ(s1.index, 1);
@@ -50,7 +54,7 @@ static void test_claim_release_generation(void)
 
 	/* Releasing a stale reference does nothing. */
 	s = s0;
-	s.generation = 7;
+	s.generation = floor + 7;
 	shm_slot_release(a, &s);
 	CHECK(shm_slot_is_live(l, 0));
 	shm_slot_release(b, &s0); /* not b's slot */
@@ -61,8 +65,8 @@ static void test_claim_release_generation(void)
 	CHECK_EQ(shm_slot_holder_pid(l, 0), 0);
 	CHECK_EQ(shm_slot_claim(b, &s), 0);
 	CHECK_EQ(s.index, 0);
-	CHECK_EQ(s.generation, 2); /* every claim bumps the generation */
-	CHECK_EQ(shm_slot_generation(a, 0), 2);
+	CHECK_EQ(s.generation, floor + 2); /* every claim bumps the generation */
+	CHECK_EQ(shm_slot_generation(a, 0), floor + 2);
 
 	/* All four taken: -ENOSPC with a message. */
 	CHECK_EQ(shm_slot_claim(a, &s), 0);
