@@ -67,7 +67,7 @@ struct grpc_call {
 	uint8_t prefix[GRPC_PREFIX_LEN]; /* the current message's prefix */
 	uint8_t prefix_len;  /* bytes of it received; 5 = inside the body */
 	struct h2_buf in;    /* body bytes of a message spread over DATA frames */
-	void *user;
+	uint64_t handler_state[GRPC_CALL_STATE_BYTES / 8]; /* grpc_call_state */
 	struct grpc_call *next_free; /* pool link */
 };
 
@@ -362,7 +362,7 @@ static struct grpc_call *grpc_call_alloc(struct grpc_conn *conn)
 	call->heap_idx = GRPC_NONE;
 	call->prefix_len = 0;
 	call->in.len = 0;
-	call->user = NULL;
+	memset(call->handler_state, 0, sizeof(call->handler_state));
 	call->next_free = NULL;
 	srv->ncalls++;
 	return call;
@@ -969,14 +969,9 @@ void *grpc_call_handler_arg(const struct grpc_call *call)
 	return call->entry == GRPC_NONE ? NULL : grpc_call_srv(call)->entries[call->entry].arg;
 }
 
-void grpc_call_set_user(struct grpc_call *call, void *user)
+void *grpc_call_state(struct grpc_call *call)
 {
-	call->user = user;
-}
-
-void *grpc_call_user(const struct grpc_call *call)
-{
-	return call->user;
+	return call->handler_state;
 }
 
 struct h2_conn *grpc_call_conn(const struct grpc_call *call)

@@ -152,9 +152,11 @@ const ProtobufCMethodDescriptor *grpc_call_method(const struct grpc_call *call);
 /* The handler's arg given to grpc_server_handle. */
 void *grpc_call_handler_arg(const struct grpc_call *call);
 
-/* A pointer of the handler's own, NULL until set. */
-void grpc_call_set_user(struct grpc_call *call, void *user);
-void *grpc_call_user(const struct grpc_call *call);
+/* Room in every call for its handler's own state (gatewayd keeps its
+ * struct gw_call there): GRPC_CALL_STATE_BYTES, 8-byte aligned, zeroed
+ * when the call starts, valid until the call is freed. */
+#define GRPC_CALL_STATE_BYTES 16
+void *grpc_call_state(struct grpc_call *call);
 
 /* The connection the call arrived on. */
 struct h2_conn *grpc_call_conn(const struct grpc_call *call);

@@ -112,7 +112,7 @@ static struct grpc_call *gw_take(struct gw_server *s, struct pending_req *p)
 	if (d)
 		d->ops->free(d);
 	if (call)
-		grpc_call_set_user(call, GW_CALL_STARTED);
+		gw_call_set(call, GW_CALL_HANDLED, 0);
 	return call;
 }
 
@@ -127,21 +127,21 @@ static void gw_fail(struct gw_server *s, struct pending_req *p, enum grpc_status
 
 void gw_rings_cancel(struct gw_server *s, struct grpc_call *call)
 {
-	void *user = grpc_call_user(call);
+	struct gw_call *g = gw_call_of(call);
 	struct pending_req *p;
 
-	if (!user || user == GW_CALL_STARTED || !s->pending.v)
+	if (g->stage != GW_CALL_PENDING || !s->pending.v)
 		return;
-	/* the call's id is already dead here; its user pointer names the
-	 * request it waits under */
-	p = pending_find(&s->pending, (uint64_t)(uintptr_t)user);
+	/* the call's id is already dead here: its state names the request
+	 * it waits under */
+	p = pending_find(&s->pending, g->rid);
 	if (p) {
 		struct gw_deferred *d = p->ctx;
 		pending_remove(&s->pending, p);
 		if (d)
 			d->ops->free(d);
 	}
-	grpc_call_set_user(call, GW_CALL_STARTED);
+	gw_call_set(call, GW_CALL_HANDLED, 0);
 }
 
 void gw_rings_stop(struct gw_server *s)
@@ -301,7 +301,7 @@ void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, con
 	w += len;
 	memcpy(w, origin, olen);
 	gw_out_commit(s, MSG_PROPOSE, (uint32_t)rec_len, in_ring);
-	grpc_call_set_user(call, (void *)(uintptr_t)rid);
+	gw_call_set(call, GW_CALL_PENDING, rid);
 	s->stats.proposals++;
 }
 
@@ -325,7 +325,7 @@ void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw
 	pending_origin(&s->pending, p, &ri.origin);
 	memcpy(out, &ri, sizeof(ri));
 	gw_out_commit(s, MSG_READ_INDEX, sizeof(ri), in_ring);
-	grpc_call_set_user(call, (void *)(uintptr_t)p->request_id);
+	gw_call_set(call, GW_CALL_PENDING, p->request_id);
 	s->stats.read_indexes++;
 }
 

@@ -500,16 +500,16 @@ struct gw_method {
 static void gw_unary_message(struct grpc_call *call, const uint8_t *msg, size_t len)
 {
 	struct gw_method *m = grpc_call_handler_arg(call);
-	if (grpc_call_user(call))
+	if (gw_call_of(call)->stage != GW_CALL_AWAITING)
 		return; /* a second message of a unary call: ignored, as grpc-go does */
-	grpc_call_set_user(call, GW_CALL_STARTED);
+	gw_call_set(call, GW_CALL_HANDLED, 0);
 	m->fn(m->s, call, msg, len);
 }
 
 static void gw_unary_half_close(struct grpc_call *call)
 {
 	/* The client ended its side without a request (grpc-go reads EOF). */
-	if (!grpc_call_user(call))
+	if (gw_call_of(call)->stage == GW_CALL_AWAITING)
 		grpc_call_finish(call, GRPC_STATUS_UNKNOWN, "EOF");
 }
 
@@ -713,6 +713,36 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
 	}
 }
 
+/*
+ * One turn of the loop. The order is what makes a turn one batch:
+ *
+ *  1. Wait (not at all if the last turn left work), and take the time once
+ *     for every deadline below.
+ *  2. Events: accept, read and decode requests. Handlers answer at once,
+ *     stage proposals and read-index asks for raftd, or queue point reads
+ *     for step 3. A waker event only marks that the rings have records:
+ *     they are read in step 5, with everything else that arrived.
+ *  3. kv_turn: the point reads that step 2 queued, answered from one read
+ *     transaction (one root, one reader slot, prefetched together).
+ *  4. Retries whose time came: the attach hello, paused listeners.
+ *  5. gw_rings_turn: results and read indexes from raftd and stored, reads
+ *     whose applied index is there, request timeouts. After step 2, so
+ *     that a record answering a call of this turn is seen in this turn.
+ *  6. Expiries: gRPC deadlines, lingering connections.
+ *  7. gw_rings_publish: everything staged in steps 2-6 goes to raftd with
+ *     one publish and at most one wake-up; the backlog first, in order.
+ *  8. gw_flush_all: every connection that got output in steps 2-6, one
+ *     writev each. After every step that answers, so that each socket is
+ *     written once per turn.
+ *  9. The waker may sleep again: the rings were drained in step 5, so a
+ *     record that lands from now on rings it afresh (waker.h).
+ * 10. The turn is over: connections closed during it are freed (steps 2-8
+ *     may still have touched them), and its scratch (gw_scratch) is reset.
+ * 11. The timer is armed at the nearest deadline any step left.
+ *
+ * Returns the descriptor of a watched source that fired (gw_server_watch),
+ * or -1.
+ */
 int gw_server_turn(struct gw_server *s, int timeout_ms)
 {
 	struct epoll_event evs[64];
@@ -730,29 +760,29 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	}
 	s->now_ns = gw_clock_ns();
 	s->stats.turns++;
-	for (int i = 0; i < n; i++)
-		gw_event(s, evs[i].data.ptr, evs[i].events);
-	kv_turn(s);
 
-	if (s->hello_retry_ns <= s->now_ns)
+	for (int i = 0; i < n; i++)                 /* 2 */
+		gw_event(s, evs[i].data.ptr, evs[i].events);
+	kv_turn(s);                                 /* 3 */
+	if (s->hello_retry_ns <= s->now_ns)         /* 4 */
 		gw_server_hello(s);
 	if (s->accept_resume_ns <= s->now_ns)
 		gw_listeners_resume(s);
-	gw_rings_turn(s);
-	grpc_server_expire(s->grpc);
+	gw_rings_turn(s);                           /* 5 */
+	grpc_server_expire(s->grpc);                /* 6 */
 	int64_t linger = gw_linger_expire(s);
-	gw_rings_publish(s);
-	gw_flush_all(s);
-	if (s->waker_fired) {
+	gw_rings_publish(s);                        /* 7 */
+	gw_flush_all(s);                            /* 8 */
+	if (s->waker_fired) {                       /* 9 */
 		s->waker_fired = false;
 		waker_drained(&s->waker);
 	}
-	gw_free_dead(s);
+	gw_free_dead(s);                            /* 10 */
 	gw_arena_reset(s->arena, false);
 
 	int64_t next = gw_min(grpc_server_next_deadline_ns(s->grpc), gw_rings_next_deadline(s));
 	next = gw_min(next, gw_min(linger, s->hello_retry_ns));
-	gw_timer_arm(s, gw_min(next, s->accept_resume_ns));
+	gw_timer_arm(s, gw_min(next, s->accept_resume_ns)); /* 11 */
 	return s->watch_fired;
 }
 

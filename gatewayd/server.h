@@ -99,10 +99,46 @@ struct gw_read {
 	const struct lcache *cache; /* stored's latest-entry cache, or NULL */
 };
 
-/* A call's user pointer (grpc_call_user): NULL until its request message
- * came, then GW_CALL_STARTED while its handler runs or once it answered,
- * or the request id it waits under (pending.h ids are never 1). */
-#define GW_CALL_STARTED ((void *)1)
+/*
+ * A unary call's life in gatewayd, kept in the call itself
+ * (grpc_call_state, zeroed when the call starts):
+ *
+ *   GW_CALL_AWAITING --request message--> GW_CALL_HANDLED
+ *   GW_CALL_HANDLED  --gw_propose / gw_read_linearizable--> GW_CALL_PENDING
+ *   GW_CALL_PENDING  --answer, refusal, timeout or cancel--> GW_CALL_HANDLED
+ *
+ * AWAITING: no request message yet; a half-close now is grpc-go's EOF.
+ * HANDLED: the handler ran; it answered, or will through a later stage;
+ * a second request message is ignored, as grpc-go ignores it. PENDING:
+ * the call waits for raftd or stored under request id `rid` (pending.h);
+ * a cancel frees that request, and its answer, if it comes, finds no call.
+ */
+enum gw_call_stage {
+	GW_CALL_AWAITING = 0,
+	GW_CALL_HANDLED,
+	GW_CALL_PENDING,
+};
+
+struct gw_call {
+	uint32_t stage; /* enum gw_call_stage */
+	uint32_t reserved;
+	uint64_t rid;   /* the pending request, while PENDING; else 0 */
+};
+_Static_assert(sizeof(struct gw_call) <= GRPC_CALL_STATE_BYTES, "gw_call fits in a call");
+
+static inline struct gw_call *gw_call_of(struct grpc_call *call)
+{
+	return grpc_call_state(call);
+}
+
+/* Moves a call to stage (rid only for GW_CALL_PENDING). */
+static inline void gw_call_set(struct grpc_call *call, enum gw_call_stage stage, uint64_t rid)
+{
+	struct gw_call *g = gw_call_of(call);
+
+	g->stage = stage;
+	g->rid = stage == GW_CALL_PENDING ? rid : 0;
+}
 
 /* The handler of a unary method: the one request message (valid during
  * the call only). It answers with grpc_call_send/finish, gw_propose or
