@@ -74,7 +74,8 @@ int gw_rings_init(struct gw_server *s, uint32_t pending_cap, size_t backlog_byte
 	if (rc)
 		return rc;
 	s->backlog_cap = backlog_bytes > floor ? backlog_bytes : floor;
-	rc = waker_start(&s->waker, shm_slot_doorbell(s->r, s->slot.index), gw_rings_has_work, s);
+	rc = shm_waker_start(&s->waker, shm_slot_doorbell(s->r, s->slot.index), gw_rings_has_work, s,
+			     SHM_DOORBELL_BACKSTOP_MS);
 	if (rc) {
 		pending_fini(&s->pending);
 		return rc;
@@ -84,7 +85,7 @@ int gw_rings_init(struct gw_server *s, uint32_t pending_cap, size_t backlog_byte
 
 void gw_rings_fini(struct gw_server *s)
 {
-	waker_stop(&s->waker);
+	shm_waker_stop(&s->waker);
 	if (s->pending.v)
 		shm_doorbell_want_events(shm_slot_doorbell(s->r, s->slot.index), false);
 	pending_fini(&s->pending);

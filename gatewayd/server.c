@@ -775,7 +775,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	gw_flush_all(s);                            /* 8 */
 	if (s->waker_fired) {                       /* 9 */
 		s->waker_fired = false;
-		waker_drained(&s->waker);
+		shm_waker_drained(&s->waker);
 	}
 	gw_free_dead(s);                            /* 10 */
 	gw_arena_reset(s->arena, false);
@@ -899,7 +899,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 			   p->backlog_bytes ? p->backlog_bytes : GW_DEFAULT_BACKLOG_BYTES);
 	if (rc)
 		goto out_free;
-	s->waker_src = (struct gw_src){ .kind = GW_SRC_WAKER, .fd = waker_fd(&s->waker) };
+	s->waker_src = (struct gw_src){ .kind = GW_SRC_WAKER, .fd = shm_waker_fd(&s->waker) };
 	rc = gw_epoll(s, EPOLL_CTL_ADD, &s->waker_src, EPOLLIN);
 	if (rc)
 		goto out_free;

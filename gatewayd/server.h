@@ -6,7 +6,7 @@
  *   - the accepted connections: each starts by telling an HTTP/2 client
  *     preface (gRPC, served through grpc.h/h2.h) from an HTTP/1.x request
  *     line (http1.h);
- *   - the waker's eventfd (waker.h): records arrived on the slot's reply
+ *   - the waker's eventfd (shm/waker.h): records arrived on the slot's reply
  *     rings, or stored published the applied index a read waits for;
  *   - a timerfd armed at the nearest deadline (gRPC deadlines, request
  *     timeouts, the backlog's retry);
@@ -45,9 +45,9 @@
 #include "gatewayd/h2.h"
 #include "gatewayd/http1.h"
 #include "gatewayd/pending.h"
-#include "gatewayd/waker.h"
 #include "shm/slot.h"
 #include "shm/status.h"
+#include "shm/waker.h"
 #include "stored/lcache.h"
 
 struct cetcd_config;
@@ -210,7 +210,7 @@ struct gw_server {
 	struct kv_state *kv;            /* kv.c's (owned) */
 
 	/* the ring side (rings.c) */
-	struct waker waker;
+	struct shm_waker waker;
 	bool waker_fired;
 	struct pending_table pending;
 	uint8_t *backlog;               /* records [type u32, len u32, payload,

@@ -3,8 +3,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -28,6 +26,7 @@
 #include "shm/region.h"
 #include "shm/slot.h"
 #include "shm/status.h"
+#include "shm/waker.h"
 
 /* Log entries kept below what stored may still need (etcd's
  * SnapshotCatchUpEntries: room for a follower that lags a little). */
@@ -46,22 +45,6 @@
 
 enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP };
 
-/* The doorbell bridge: a thread that sleeps on raftd's doorbell and makes
- * efd readable when requests wait or stored's epoch moved, then waits for
- * the loop to say it drained before it sleeps again (so it never spins
- * while work waits and never touches the rings itself). */
-struct loop_waker {
-	struct shm_region *r;
-	struct shm_doorbell *db;
-	int efd;
-	sem_t drained;
-	atomic_bool stop;
-	_Atomic uint64_t epoch; /* stored's epoch as the loop last saw it */
-	pthread_t thread;
-	bool running;
-	bool sem_ready;
-};
-
 /* The last entry of a ready saved into WAL batch seq. */
 struct loop_persist {
 	uint64_t seq;
@@ -75,7 +58,8 @@ struct loop {
 	struct wal *wal;
 	struct feed feed;
 	struct proposals props;
-	struct loop_waker waker;
+	struct shm_waker waker;        /* raftd's doorbell, bridged to epfd */
+	_Atomic uint64_t waker_epoch;  /* stored's epoch as the loop last saw it */
 	int epfd;
 	int timer_fd;
 	int stop_fd;
@@ -100,94 +84,17 @@ struct loop {
 
 /* ---- the doorbell bridge ---- */
 
-static bool waker_epoch_moved(struct loop_waker *w)
+/* The bridge's has_work (called on its thread): requests wait on the
+ * rings, or stored's epoch moved since the loop last looked. */
+static bool loop_has_work(void *arg)
 {
+	struct loop *l = arg;
 	struct status_stored st;
-	return status_stored_read(w->r, &st) == 0 &&
-	       st.epoch != atomic_load_explicit(&w->epoch, memory_order_relaxed);
-}
 
-static bool waker_work(struct loop_waker *w)
-{
-	return proposals_waiting(w->r) || waker_epoch_moved(w);
-}
-
-static bool waker_has_work(void *arg)
-{
-	struct loop_waker *w = arg;
-	return atomic_load(&w->stop) || waker_work(w);
-}
-
-static void *waker_main(void *arg)
-{
-	struct loop_waker *w = arg;
-	const uint64_t one = 1;
-
-	while (!atomic_load(&w->stop)) {
-		shm_doorbell_sleep(w->db, waker_has_work, w, SHM_DOORBELL_BACKSTOP_MS);
-		if (atomic_load(&w->stop))
-			break;
-		if (!waker_work(w))
-			continue; /* the backstop, or work the loop took meanwhile */
-		if (write(w->efd, &one, sizeof(one)) < 0)
-			continue; /* overflow only; cannot happen at one per wait */
-		while (sem_wait(&w->drained) < 0 && errno == EINTR)
-			;
-	}
-	return NULL;
-}
-
-static int waker_start(struct loop_waker *w, struct shm_region *r, uint64_t epoch)
-{
-	sigset_t all, old;
-	int rc;
-
-	w->r = r;
-	w->db = shm_role_doorbell(r, SHM_ROLE_RAFTD);
-	atomic_init(&w->stop, false);
-	atomic_init(&w->epoch, epoch);
-	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (w->efd < 0)
-		return -errno;
-	if (sem_init(&w->drained, 0, 0) < 0)
-		return -errno;
-	w->sem_ready = true;
-	/* the thread takes no signals: the loop reads them from its fd */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&w->thread, NULL, waker_main, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
-		return rc;
-	w->running = true;
-	return 0;
-}
-
-/* The loop drained after the bridge fired: let it sleep again. */
-static void waker_drained(struct loop_waker *w)
-{
-	uint64_t v;
-	if (read(w->efd, &v, sizeof(v)) == (ssize_t)sizeof(v))
-		sem_post(&w->drained);
-}
-
-static void waker_stop(struct loop_waker *w)
-{
-	if (w->running) {
-		atomic_store(&w->stop, true);
-		shm_doorbell_ring(w->db);
-		sem_post(&w->drained);
-		pthread_join(w->thread, NULL);
-		w->running = false;
-	}
-	if (w->sem_ready) {
-		sem_destroy(&w->drained);
-		w->sem_ready = false;
-	}
-	if (w->efd >= 0) {
-		close(w->efd);
-		w->efd = -1;
-	}
+	if (proposals_waiting(l->r))
+		return true;
+	return status_stored_read(l->r, &st) == 0 &&
+	       st.epoch != atomic_load_explicit(&l->waker_epoch, memory_order_relaxed);
 }
 
 /* ---- WAL bookkeeping ---- */
@@ -378,7 +285,7 @@ static void observe_stored(struct loop *l)
 	if (status_stored_read(l->r, &st))
 		return; /* a write in progress by a dead writer: next turn */
 	(void)feed_observe(&l->feed, &st);
-	atomic_store_explicit(&l->waker.epoch, st.epoch, memory_order_relaxed);
+	atomic_store_explicit(&l->waker_epoch, st.epoch, memory_order_relaxed);
 }
 
 static void pump(struct loop *l)
@@ -472,7 +379,7 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 	}
 	proposals_flush(&l->props);
 	if (woke)
-		waker_drained(&l->waker);
+		shm_waker_drained(&l->waker);
 }
 
 /* Stopping: refuse what still arrives, make the WAL durable, hand stored
@@ -550,13 +457,15 @@ static int open_fds(struct loop *l, const struct loop_options *o)
 		return -errno;
 	if (timerfd_settime(l->timer_fd, 0, &its, NULL) < 0)
 		return -errno;
-	rc = waker_start(&l->waker, l->r, l->feed.epoch);
+	atomic_store_explicit(&l->waker_epoch, l->feed.epoch, memory_order_relaxed);
+	rc = shm_waker_start(&l->waker, shm_role_doorbell(l->r, SHM_ROLE_RAFTD), loop_has_work, l,
+			     SHM_DOORBELL_BACKSTOP_MS);
 	if (!rc)
 		rc = epoll_watch(l->epfd, l->timer_fd, TAG_TIMER);
 	if (!rc)
 		rc = epoll_watch(l->epfd, wal_event_fd(l->wal), TAG_WAL);
 	if (!rc)
-		rc = epoll_watch(l->epfd, l->waker.efd, TAG_WAKER);
+		rc = epoll_watch(l->epfd, shm_waker_fd(&l->waker), TAG_WAKER);
 	if (!rc)
 		rc = epoll_watch(l->epfd, l->stop_fd, TAG_STOP);
 	if (!rc && l->signal_fd >= 0)
@@ -751,7 +660,7 @@ void loop_free(struct loop *l)
 {
 	if (!l)
 		return;
-	waker_stop(&l->waker);
+	shm_waker_stop(&l->waker);
 	if (l->wal) {
 		int rc = wal_close(l->wal);
 		if (rc)

@@ -8,6 +8,7 @@
 
 #include "shm_testlib.h"
 
+#include "shm/barrier.h"
 #include "shm/bcast.h"
 #include "shm/doorbell.h"
 #include "shm/region.h"
@@ -189,12 +190,125 @@ static void test_events_notify(void)
 	shm_region_detach(l);
 }
 
+/*
+ * The race the protocol's two full fences close, as a store-buffer litmus
+ * test: each round a sleeper and a producer start together (both spin on
+ * the round number) and, after a small random spin each, the sleeper
+ * sleeps until `published` reaches the round while the producer publishes
+ * and rings. Without the producer's fence its load of "sleeping" can pass
+ * its store of `published` (x86 lets a load pass an earlier store), and
+ * without the sleeper's its re-check can pass its announcement; either way
+ * both miss the other and the sleeper waits for its timeout, which only a
+ * lost wake-up reaches.
+ */
+struct litmus {
+	struct shm_doorbell *d;
+	_Atomic uint64_t go;        /* the round both sides start */
+	_Atomic uint64_t published; /* the producer's work: the round number */
+	_Atomic uint64_t want;      /* the round the sleeper waits for */
+	uint64_t rng;
+};
+
+#define LITMUS_DEADLINE_MS 20000
+
+static unsigned litmus_spin(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (unsigned)(*s % 32) >> (unsigned)((*s >> 8) % 6);
+}
+
+static bool litmus_ready(void *arg)
+{
+	struct litmus *t = arg;
+	return atomic_load_explicit(&t->published, memory_order_acquire) >=
+	       atomic_load_explicit(&t->want, memory_order_relaxed);
+}
+
+/* Waits for round i to start; yields now and then so that a descheduled
+ * partner gets the core back. */
+static void litmus_wait_go(struct litmus *t, uint64_t i)
+{
+	unsigned n = 0;
+
+	while (atomic_load_explicit(&t->go, memory_order_acquire) < i) {
+		if (++n % 1024 == 0)
+			sched_yield();
+		else
+			shm_cpu_relax();
+	}
+}
+
+static void *litmus_producer(void *arg)
+{
+	struct litmus *t = arg;
+	uint64_t i, rng = t->rng;
+	unsigned spin;
+
+	for (i = 1;; i++) {
+		litmus_wait_go(t, i);
+		if (atomic_load(&t->go) == UINT64_MAX)
+			return NULL;
+		spin = litmus_spin(&rng);
+		while (spin--)
+			shm_cpu_relax();
+		atomic_store_explicit(&t->published, i, memory_order_release);
+		shm_doorbell_ring(t->d);
+	}
+}
+
+static void test_no_lost_wakeup_litmus(void)
+{
+	static uint8_t mem[SHM_DOORBELL_BYTES] __attribute__((aligned(64)));
+	const uint64_t rounds = 100000;
+	struct litmus t = { .d = (void *)mem };
+	uint64_t i, rng, slept = 0;
+	pthread_t producer;
+	unsigned spin;
+	int rc;
+
+	shm_doorbell_init(mem);
+	rng = test_now_ns() | 1;
+	printf("litmus seed %llu\n", (unsigned long long)rng);
+	t.rng = rng * 7 + 1;
+	atomic_init(&t.go, 0);
+	atomic_init(&t.published, 0);
+	atomic_init(&t.want, 0);
+	CHECK_EQ(pthread_create(&producer, NULL, litmus_producer, &t), 0);
+	for (i = 1; i <= rounds; i++) {
+		atomic_store_explicit(&t.want, i, memory_order_relaxed);
+		atomic_store_explicit(&t.go, i, memory_order_release);
+		/* longer: the producer starts late, as it sees go late */
+		spin = 4 * litmus_spin(&rng);
+		while (spin--)
+			shm_cpu_relax();
+		while (!litmus_ready(&t)) {
+			uint64_t wakes = shm_doorbell_wakes(t.d);
+
+			rc = shm_doorbell_sleep(t.d, litmus_ready, &t, LITMUS_DEADLINE_MS);
+			if (rc == -ETIMEDOUT) {
+				fprintf(stderr, "lost wake-up in litmus round %llu: slept %d ms\n",
+					(unsigned long long)i, LITMUS_DEADLINE_MS);
+				exit(1);
+			}
+			CHECK_EQ(rc, 0);
+			slept += shm_doorbell_wakes(t.d) != wakes;
+		}
+	}
+	atomic_store(&t.go, UINT64_MAX);
+	pthread_join(producer, NULL);
+	printf("litmus: %llu rounds, %llu of them woken by the producer\n", (unsigned long long)rounds,
+	       (unsigned long long)slept);
+}
+
 int main(void)
 {
 	test_sleep_basics();
 	test_spin();
 	test_cross_process_wake();
 	test_events_notify();
+	test_no_lost_wakeup_litmus();
 	printf("test_doorbell: ok\n");
 	return 0;
 }

@@ -1,5 +1,5 @@
-/* Doorbell -> eventfd bridge (see waker.h). */
-#include "gatewayd/waker.h"
+/* The doorbell bridge (see waker.h). */
+#include "shm/waker.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -9,23 +9,25 @@
 
 #include "shm/doorbell.h"
 
+/* What the thread re-checks after announcing itself asleep: a stop
+ * request counts as work so that shm_waker_stop's ring is never missed. */
 static bool waker_has_work(void *arg)
 {
-	struct waker *w = arg;
+	struct shm_waker *w = arg;
 	return atomic_load(&w->stop) || w->has_work(w->arg);
 }
 
 static void *waker_main(void *arg)
 {
-	struct waker *w = arg;
+	struct shm_waker *w = arg;
 	const uint64_t one = 1;
 
 	while (!atomic_load(&w->stop)) {
-		shm_doorbell_sleep(w->db, waker_has_work, w, SHM_DOORBELL_BACKSTOP_MS);
+		shm_doorbell_sleep(w->db, waker_has_work, w, w->backstop_ms);
 		if (atomic_load(&w->stop))
 			break;
 		if (!w->has_work(w->arg))
-			continue; /* backstop timeout, nothing arrived */
+			continue; /* the backstop, or work the loop took meanwhile */
 		if (write(w->efd, &one, sizeof(one)) < 0)
 			continue; /* counter overflow only; cannot happen at 1 per wait */
 		while (sem_wait(&w->drained) < 0 && errno == EINTR)
@@ -34,14 +36,17 @@ static void *waker_main(void *arg)
 	return NULL;
 }
 
-int waker_start(struct waker *w, struct shm_doorbell *db, bool (*has_work)(void *),
-		void *arg)
+int shm_waker_start(struct shm_waker *w, struct shm_doorbell *db, bool (*has_work)(void *),
+		    void *arg, int backstop_ms)
 {
 	sigset_t all, old;
 	int rc;
 
-	*w = (struct waker){ .db = db, .has_work = has_work, .arg = arg, .efd = -1 };
+	*w = (struct shm_waker){ .db = db, .has_work = has_work, .arg = arg,
+				 .backstop_ms = backstop_ms, .efd = -1 };
 	atomic_init(&w->stop, false);
+	if (backstop_ms <= 0)
+		return -EINVAL;
 	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (w->efd < 0)
 		return -errno;
@@ -67,19 +72,19 @@ out_close_efd:
 	return rc;
 }
 
-int waker_fd(const struct waker *w)
+int shm_waker_fd(const struct shm_waker *w)
 {
 	return w->efd;
 }
 
-void waker_drained(struct waker *w)
+void shm_waker_drained(struct shm_waker *w)
 {
 	uint64_t v;
 	if (read(w->efd, &v, sizeof(v)) == (ssize_t)sizeof(v))
 		sem_post(&w->drained);
 }
 
-void waker_stop(struct waker *w)
+void shm_waker_stop(struct shm_waker *w)
 {
 	if (w->running) {
 		atomic_store(&w->stop, true);
