@@ -735,7 +735,7 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     writev each. After every step that answers, so that each socket is
  *     written once per turn.
  *  9. The waker may sleep again: the rings were drained in step 5, so a
- *     record that lands from now on rings it afresh (waker.h).
+ *     record that lands from now on rings it afresh (shm/waker.h).
  * 10. The turn is over: connections closed during it are freed (steps 2-8
  *     may still have touched them), and its scratch (gw_scratch) is reset.
  * 11. The timer is armed at the nearest deadline any step left.
