@@ -1,13 +1,13 @@
 /* etcdserverpb.Cluster in gatewayd: MemberList from the configuration
  * (a single member for now: its name, peer and client URLs and the ids
- * etcd derives, shm/member.h). The changes (MemberAdd, ...) answer
+ * etcd derives, shm/config/member.h). The changes (MemberAdd, ...) answer
  * UNIMPLEMENTED until membership changes are built. */
 #include "gatewayd/server.h"
 
 #include <stdlib.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
-#include "shm/config.h"
+#include "shm/config/config.h"
 
 /* The texts of a URL list, in the turn's scratch memory. */
 static char **cluster_urls(struct gw_server *s, const struct config_urls *us)

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "gatewayd/server.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 #include "shm/readers.h"
 #include "shm/region.h"
 #include "stored/btree.h"

@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "gatewayd/server.h"
-#include "shm/config.h"
-#include "shm/log.h"
-#include "shm/member.h"
+#include "shm/config/config.h"
+#include "shm/log/log.h"
+#include "shm/config/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 

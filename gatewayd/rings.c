@@ -23,7 +23,7 @@
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
 #include "shm/hello.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 #include "shm/msg.h"
 #include "shm/region.h"
 #include "shm/ring.h"

@@ -20,10 +20,10 @@
 #include "gatewayd/kv.h"
 #include "gatewayd/transport.h"
 #include "proto/check.h"
-#include "shm/config.h"
+#include "shm/config/config.h"
 #include "shm/doorbell.h"
 #include "shm/hello.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 #include "shm/region.h"
 
 /* What an epoll event's data.ptr points at. */

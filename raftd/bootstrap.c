@@ -11,8 +11,8 @@
 #include "raftd/alloc.h"
 #include "raftd/walio.h"
 #include "raftpb/raft.pb-c.h"
-#include "shm/log.h"
-#include "shm/member.h"
+#include "shm/log/log.h"
+#include "shm/config/member.h"
 
 /* ---- the protobuf messages (etcd's schema through protobuf-c) ---- */
 

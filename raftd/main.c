@@ -16,10 +16,10 @@
 
 #include "raftd/loop.h"
 #include "raftd/peerstub.h"
-#include "shm/config.h"
+#include "shm/config/config.h"
 #include "shm/hello.h"
-#include "shm/log.h"
-#include "shm/member.h"
+#include "shm/log/log.h"
+#include "shm/config/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 /* etcd's peers speak HTTP (rafthttp); a plain 503 says it in their terms. */
 static const char peerstub_reply[] =

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "shm/config.h"
+#include "shm/config/config.h"
 
 #define PEERSTUB_TEXT "cetcd: peer communication is not implemented yet"
 #define PEERSTUB_MAX_LISTENERS 16

@@ -30,7 +30,7 @@
 #include "raftd/walio.h"
 #include "raftd/walread.h"
 #include "raftd/walrec.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 #define WAL_NAME_BYTES 40 /* "%016x-%016x.wal" and NUL */
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "raftd/alloc.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 int walio_submit(struct walio *io, const struct walio_req *req)
 {

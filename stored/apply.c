@@ -8,7 +8,7 @@
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "proto/check.h"
 #include "raftpb/raft.pb-c.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 static const char apply_msg_malformed[] = "etcdserver: the request in the raft log does not decode";
 

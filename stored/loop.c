@@ -11,7 +11,7 @@
 
 #include "shm/doorbell.h"
 #include "shm/hello.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 #include "shm/msg.h"
 #include "shm/readers.h"
 #include "shm/region.h"

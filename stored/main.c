@@ -11,11 +11,11 @@
 #include <signal.h>
 #include <string.h>
 
-#include "shm/config.h"
+#include "shm/config/config.h"
 #include "shm/doorbell.h"
 #include "shm/hello.h"
-#include "shm/log.h"
-#include "shm/member.h"
+#include "shm/log/log.h"
+#include "shm/config/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 #include "stored/loop.h"

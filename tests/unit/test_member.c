@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/member.c: SHA-1 against FIPS 180 test vectors, and
+ * Unit tests for shm/config/member.c: SHA-1 against FIPS 180 test vectors, and
  * member and cluster IDs against the numbers Debian's etcd 3.4.23 printed
  * (`etcdctl member list -w json`) for these exact flags:
  *
@@ -13,8 +13,8 @@
  */
 #include "shm_testlib.h"
 
-#include "shm/config.h"
-#include "shm/member.h"
+#include "shm/config/config.h"
+#include "shm/config/member.h"
 
 static void hex(const uint8_t *d, size_t n, char *out)
 {

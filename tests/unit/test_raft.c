@@ -12,7 +12,7 @@
 #include "raftd/raft.h"
 #include "raftd/wal.h"
 #include "raftd/walio.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 static struct raft *single(uint64_t seed)
 {

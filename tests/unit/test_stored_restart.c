@@ -34,7 +34,7 @@
 
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 #include "shm/readers.h"
 #include "stored/alloc.h"
 #include "stored/loop.h"

@@ -12,7 +12,7 @@
 #include "raftd/walio.h"
 #include "raftd/walread.h"
 #include "raftd/walrec.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 #define SEG0 "0000000000000000-0000000000000000.wal"
 

@@ -11,7 +11,7 @@
 
 #include "raftd/wal.h"
 #include "raftd/walio.h"
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 static uint8_t bufs[256][2048];
 

@@ -28,7 +28,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 #ifndef CETCD_VERSION
 #define CETCD_VERSION "0.1.0"

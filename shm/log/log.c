@@ -1,5 +1,5 @@
 /* JSON line logging in the shape of etcd's zap logger (see log.h). */
-#include "shm/log.h"
+#include "shm/log/log.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,8 +1,8 @@
 /* cetcd: the launcher of a member.
  *
- * Parses etcd's flags (shm/config.h), creates the data dir as etcd does,
- * the runtime dir and the member region, then starts raftd, stored and
- * --gateways gatewayd processes from the directory the launcher itself
+ * Parses etcd's flags (shm/config/config.h), creates the data dir as etcd
+ * does and the member region, then starts raftd, stored and --gateways
+ * gatewayd processes from the directory the launcher itself
  * lives in, each with the launcher's own arguments (gatewayd also gets
  * --gateway-index). It restarts a process that dies, with a backoff, and
  * stops the member in order on SIGTERM or SIGINT: the gateways first (no
@@ -46,8 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shm/config.h"
-#include "shm/log.h"
+#include "shm/config/config.h"
+#include "shm/log/log.h"
 #include "shm/region.h"
 
 /* Restart backoff: doubles from the first value after each quick failure

@@ -1,13 +1,13 @@
 /* Member and cluster IDs as etcd 3.4 derives them (see member.h). */
-#include "shm/member.h"
+#include "shm/config/member.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/config.h"
-#include "shm/log.h"
+#include "shm/config/config.h"
+#include "shm/log/log.h"
 #include "shm/region.h"
 
 /* ---- SHA-1 (FIPS 180-4, section 6.1) ---- */

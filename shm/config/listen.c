@@ -1,0 +1,103 @@
+/* The listening sockets of a member's URLs (see config.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "shm/config/config_int.h"
+
+/* ---- addresses ---- */
+
+int config_region_path(const struct cetcd_config *c, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/region", c->runtime_dir);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int config_url_sockaddr(const struct config_url *u, struct sockaddr_storage *ss,
+			socklen_t *len, struct config_error *err)
+{
+	unsigned long port = 0;
+	size_t digits = strspn(u->port, "0123456789");
+	memset(ss, 0, sizeof(*ss));
+	if (strcmp(u->scheme, "http") && strcmp(u->scheme, "https")) {
+		config_errorf(err, 1, "cannot listen on %s: not a TCP URL", u->text);
+		return -EINVAL;
+	}
+	/* a decimal port, as net.Listen takes it */
+	if (digits > 0 && digits <= 5 && u->port[digits] == '\0')
+		port = strtoul(u->port, NULL, 10);
+	if (digits == 0 || digits > 5 || u->port[digits] != '\0' || port > 65535) {
+		config_errorf(err, 1, "cannot listen on %s: bad port \"%s\"", u->text, u->port);
+		return -EINVAL;
+	}
+	const char *host = strcmp(u->host, "localhost") == 0 ? "127.0.0.1" : u->host;
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		*len = sizeof(*a4);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*a6);
+		return 0;
+	}
+	config_errorf(err, 1, "cannot listen on %s: expected IP in URL for binding", u->text);
+	return -EINVAL;
+}
+
+int config_listen_url(const struct config_url *u, bool reuseport, int *fd_out,
+		      struct config_error *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int one = 1;
+	int fd, rc;
+
+	rc = config_url_sockaddr(u, &ss, &len, err);
+	if (rc)
+		return rc;
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		config_errorf(err, 1, "listen %s: socket: %s", u->text, strerror(errno));
+		return rc;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
+		rc = -errno;
+		config_errorf(err, 1, "listen %s: setsockopt: %s", u->text, strerror(errno));
+		goto out_close_fd;
+	}
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
+		rc = -errno;
+		config_errorf(err, 1, "listen tcp %s:%s: bind: %s", u->host, u->port, strerror(errno));
+		goto out_close_fd;
+	}
+	if (listen(fd, 1024) < 0) {
+		rc = -errno;
+		config_errorf(err, 1, "listen tcp %s:%s: %s", u->host, u->port, strerror(errno));
+		goto out_close_fd;
+	}
+	*fd_out = fd;
+	return 0;
+
+out_close_fd:
+	close(fd);
+	return rc;
+}
