@@ -60,13 +60,13 @@
 
 #include "etcdserverpb/rpc.pb-c.h"
 #include "shm/region.h"
-#include "stored/arena.h"
-#include "stored/btree.h"
-#include "stored/kvindex.h"
-#include "stored/lcache.h"
-#include "stored/mvcc.h"
-#include "stored/mvcc_kv.h"
-#include "stored/revision.h"
+#include "stored/btree/arena.h"
+#include "stored/btree/btree.h"
+#include "stored/mvcc/kvindex.h"
+#include "stored/mvcc/lcache.h"
+#include "stored/mvcc/mvcc.h"
+#include "stored/mvcc/mvcc_kv.h"
+#include "stored/mvcc/revision.h"
 
 /* stored's checkpoint policy (loop.h defaults). */
 #define BENCH_CHECKPOINT_MS 100

@@ -13,8 +13,8 @@
 #include "shm/log/log.h"
 #include "shm/readers.h"
 #include "shm/region.h"
-#include "stored/btree.h"
-#include "stored/page.h"
+#include "stored/btree/btree.h"
+#include "stored/btree/page.h"
 
 /* The page size a db file's first meta page records, 0 if unreadable. */
 static uint32_t gw_db_page_size(const char *path)

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
-#include "stored/arena.h"
-#include "stored/mvcc.h"
-#include "stored/mvcc_kv.h"
+#include "stored/btree/arena.h"
+#include "stored/mvcc/mvcc.h"
+#include "stored/mvcc/mvcc_kv.h"
 
 /* Fields of InternalRaftRequest the KV writes go in. */
 enum {

@@ -1,7 +1,7 @@
 /* The etcdserverpb.KV service in gatewayd: Range, Put, DeleteRange, Txn,
  * Compact, as etcd 3.4's v3rpc serves them.
  *
- * Requests are checked as etcd's gRPC layer checks them (stored/mvcc.h's
+ * Requests are checked as etcd's gRPC layer checks them (stored/mvcc/mvcc.h's
  * mvcc_validate_*, with etcd's codes and messages). Writes (Put,
  * DeleteRange, a Txn with a write, Compact) go to raftd as proposals
  * (gw_propose); stored's result is the encoded response and goes back to

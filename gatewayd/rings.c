@@ -27,7 +27,7 @@
 #include "shm/msg.h"
 #include "shm/region.h"
 #include "shm/ring.h"
-#include "stored/mvcc_kv.h"
+#include "stored/mvcc/mvcc_kv.h"
 
 /* InternalRaftRequest.header (field 100, length-delimited) */
 #define GW_IRR_HEADER_TAG (100u << 3 | 2) /* as a varint: a2 06 */

@@ -48,7 +48,7 @@
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "shm/waker.h"
-#include "stored/lcache.h"
+#include "stored/mvcc/lcache.h"
 
 struct cetcd_config;
 struct shm_region;

@@ -66,7 +66,7 @@ struct shm_header {
 	uint64_t bcast_bytes;
 	uint64_t blob_off;   /* blob area for results too big for a ring: none yet */
 	uint64_t blob_bytes;
-	uint64_t cache_off;  /* stored's latest-entry cache (stored/lcache.h) */
+	uint64_t cache_off;  /* stored's latest-entry cache (stored/mvcc/lcache.h) */
 	uint64_t cache_bytes;/* its sets' bytes, and a page for its header */
 	uint8_t reserved[3928];
 };

@@ -161,7 +161,7 @@ struct bcast *shm_events(struct shm_region *r);
 void shm_events_notify(struct shm_region *r);
 
 /*
- * The block set aside for stored's latest-entry cache (stored/lcache.h),
+ * The block set aside for stored's latest-entry cache (stored/mvcc/lcache.h),
  * zeroed when the region is made; NULL and 0 when it has none. stored
  * lays it out and writes it; gatewayds read it.
  */

@@ -28,8 +28,8 @@
 #include <stdint.h>
 
 #include "shm/msg.h"
-#include "stored/arena.h"
-#include "stored/mvcc.h"
+#include "stored/btree/arena.h"
+#include "stored/mvcc/mvcc.h"
 
 /* gRPC status codes the applier answers with (grpc-go's codes). */
 #define STORED_GRPC_INVALID_ARGUMENT 3

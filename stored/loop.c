@@ -19,11 +19,11 @@
 #include "shm/slot.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
-#include "stored/arena.h"
-#include "stored/btree.h"
-#include "stored/kvindex.h"
-#include "stored/lcache.h"
-#include "stored/mvcc.h"
+#include "stored/btree/arena.h"
+#include "stored/btree/btree.h"
+#include "stored/mvcc/kvindex.h"
+#include "stored/mvcc/lcache.h"
+#include "stored/mvcc/mvcc.h"
 
 /* How long spinning for raftd's next entries is worth it before sleeping. */
 #define LOOP_SPIN_US 50

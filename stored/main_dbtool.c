@@ -29,8 +29,8 @@
 
 #include "leasepb/lease.pb-c.h"
 #include "stored/alloc.h"
-#include "stored/mvcc.h"
-#include "stored/schema.h"
+#include "stored/mvcc/mvcc.h"
+#include "stored/mvcc/schema.h"
 
 static int usage(void)
 {

@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "stored/btree.h"
+#include "stored/btree/btree.h"
 
 #define DBFILE_WALK_BUDGET 20000u  /* entries visited per input, against cycles */
 #define DBFILE_MAP_SIZE (1ull << 30)

@@ -14,7 +14,7 @@
 #include "etcdserverpb/rpc.pb-c.h"
 #include "proto/check.h"
 #include "shm/msg.h"
-#include "stored/mvcc.h"
+#include "stored/mvcc/mvcc.h"
 
 static void validate(const ProtobufCMessageDescriptor *d, const ProtobufCMessage *m)
 {

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "stored/alloc.h"
-#include "stored/btree.h"
-#include "stored/page.h"
+#include "stored/btree/btree.h"
+#include "stored/btree/page.h"
 
 static uint64_t t_seed;          /* printed with every failure */
 static const char *t_phase = ""; /* what the test was doing */

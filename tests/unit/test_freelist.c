@@ -4,7 +4,7 @@
  * (including bbolt's count-in-the-first-slot form past 0xFFFF ids) and its
  * validation, and a randomized comparison with a plain bitmap.
  */
-#include "stored/freelist.h"
+#include "stored/btree/freelist.h"
 #include "test_btree_util.h"
 
 static void test_alloc(void)

@@ -42,9 +42,9 @@
 #include "shm/ring.h"
 #include "shm/slot.h"
 #include "shm/status.h"
-#include "stored/arena.h"
-#include "stored/btree.h"
-#include "stored/mvcc.h"
+#include "stored/btree/arena.h"
+#include "stored/btree/btree.h"
+#include "stored/mvcc/mvcc.h"
 
 #define MAX_REQ (64u * 1024u)
 #define PENDING_CAP 8u

@@ -20,7 +20,7 @@
  */
 #include "test_mvcc_util.h"
 
-#include "stored/kvindex.h"
+#include "stored/mvcc/kvindex.h"
 
 struct hrec {
 	uint8_t key[8];

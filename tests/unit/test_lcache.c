@@ -1,5 +1,5 @@
 /*
- * The latest-entry cache (stored/lcache.h) and the B+tree's observer that
+ * The latest-entry cache (stored/mvcc/lcache.h) and the B+tree's observer that
  * keeps it:
  *
  *  - the cache alone: layout, one entry per tag, eviction, generations, a
@@ -36,9 +36,9 @@
 #include "shm_testlib.h"
 #include "test_mvcc_util.h"
 
-#include "stored/kvindex.h"
-#include "stored/lcache.h"
-#include "stored/revision.h"
+#include "stored/mvcc/kvindex.h"
+#include "stored/mvcc/lcache.h"
+#include "stored/mvcc/revision.h"
 
 #define LATEST SCHEMA_BUCKET_KV_LATEST
 #define LATEST_LEN SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST)

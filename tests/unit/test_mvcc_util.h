@@ -10,8 +10,8 @@
 
 #include "test_btree_util.h"
 
-#include "stored/mvcc.h"
-#include "stored/schema.h"
+#include "stored/mvcc/mvcc.h"
+#include "stored/mvcc/schema.h"
 
 /* Shorter names for the request and response messages. */
 typedef Etcdserverpb__RangeRequest RangeRequest;

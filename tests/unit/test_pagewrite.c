@@ -1,5 +1,5 @@
 /*
- * The page writer (stored/pagewrite.h) and the commits that use it:
+ * The page writer (stored/btree/pagewrite.h) and the commits that use it:
  *
  *  - alone: thousands of page writes, adjacent and scattered, pushed while
  *    the thread writes earlier ones, land byte for byte; an error comes
@@ -23,7 +23,7 @@
 
 #include "test_btree_util.h"
 
-#include "stored/pagewrite.h"
+#include "stored/btree/pagewrite.h"
 
 static char dir[256];
 static char path[300];

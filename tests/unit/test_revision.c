@@ -4,7 +4,7 @@
  */
 #include "test_btree_util.h"
 
-#include "stored/revision.h"
+#include "stored/mvcc/revision.h"
 
 static void test_layout(void)
 {

@@ -13,7 +13,7 @@
 #include "raftpb/raft.pb-c.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
-#include "stored/mvcc.h"
+#include "stored/mvcc/mvcc.h"
 
 static const struct stored_apply_ids ids = { .member_id = TST_MEMBER, .cluster_id = TST_CLUSTER };
 

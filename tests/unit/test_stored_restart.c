@@ -28,9 +28,9 @@
 
 #include "test_stored_util.h"
 
-#include "stored/kvindex.h"
-#include "stored/revision.h"
-#include "stored/lcache.h"
+#include "stored/mvcc/kvindex.h"
+#include "stored/mvcc/revision.h"
+#include "stored/mvcc/lcache.h"
 
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
@@ -38,7 +38,7 @@
 #include "shm/readers.h"
 #include "stored/alloc.h"
 #include "stored/loop.h"
-#include "stored/mvcc.h"
+#include "stored/mvcc/mvcc.h"
 
 static uint64_t seed;
 

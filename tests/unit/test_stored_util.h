@@ -20,7 +20,7 @@
 #include "shm/ring.h"
 #include "shm/slot.h"
 #include "shm/status.h"
-#include "stored/btree.h"
+#include "stored/btree/btree.h"
 
 #define TST_MEMBER 0x1122334455667788ull
 #define TST_CLUSTER 0x0a0b0c0d0e0f1011ull

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stored/btree.h"
-#include "stored/page.h"
+#include "stored/btree/btree.h"
+#include "stored/btree/page.h"
 
 static int fail(const char *what, int rc)
 {

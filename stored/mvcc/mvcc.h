@@ -46,11 +46,11 @@
 #include <stdint.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
-#include "stored/arena.h"
-#include "stored/btree.h"
-#include "stored/kvindex.h"
-#include "stored/mvcc_kv.h"
-#include "stored/revision.h"
+#include "stored/btree/arena.h"
+#include "stored/btree/btree.h"
+#include "stored/mvcc/kvindex.h"
+#include "stored/mvcc/mvcc_kv.h"
+#include "stored/mvcc/revision.h"
 
 /*
  * Request errors. code: gRPC status, then the message (etcd's rpctypes):

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "stored/alloc.h"
-#include "stored/pagewrite.h"
+#include "stored/btree/pagewrite.h"
 
 /* Writes the thread takes from the queue at a time. */
 #define PAGEWRITE_TAKE 64

@@ -7,7 +7,7 @@
  */
 #include <errno.h>
 
-#include "stored/btree_int.h"
+#include "stored/btree/btree_int.h"
 
 enum {
 	CURSOR_UNSET,

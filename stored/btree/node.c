@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "stored/alloc.h"
-#include "stored/btree_int.h"
-#include "stored/pagewrite.h"
+#include "stored/btree/btree_int.h"
+#include "stored/btree/pagewrite.h"
 
 #define NODE_MIN_KEYS_PER_PAGE 2u
 

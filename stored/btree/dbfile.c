@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "stored/alloc.h"
-#include "stored/btree_int.h"
-#include "stored/pagewrite.h"
+#include "stored/btree/btree_int.h"
+#include "stored/btree/pagewrite.h"
 
 #define DB_GROW_STEP (16ull << 20)  /* grow the file by at most this much beyond need */
 #define DB_META_PROBE (2u * PAGE_MAX_SIZE)

@@ -1,12 +1,12 @@
 /*
  * Internals shared by the MVCC layer's files: the store, the write
- * primitives (mvcc_write.c), ranges (mvcc_range.c), txns (txn_apply.c)
- * and compaction (compact.c).
+ * primitives (mvcc_write.c), ranges (mvcc_range.c), txns (mvcc_txn.c)
+ * and compaction (mvcc_compact.c).
  */
 #ifndef CETCD_STORED_MVCC_INT_H
 #define CETCD_STORED_MVCC_INT_H
 
-#include "stored/mvcc.h"
+#include "stored/mvcc/mvcc.h"
 
 /* A compaction whose deletion is under way. */
 struct mvcc_compact_job {

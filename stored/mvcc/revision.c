@@ -1,7 +1,7 @@
 /*
  * Revision bytes of the key bucket (see revision.h).
  */
-#include "stored/revision.h"
+#include "stored/mvcc/revision.h"
 
 #include <errno.h>
 

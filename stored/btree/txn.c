@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "stored/alloc.h"
-#include "stored/btree_int.h"
-#include "stored/pagewrite.h"
+#include "stored/btree/btree_int.h"
+#include "stored/btree/pagewrite.h"
 
 static __thread char bt_errbuf[512];
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "stored/alloc.h"
-#include "stored/btree_int.h"
+#include "stored/btree/btree_int.h"
 
 /* Recursion budget over trees and nested buckets together. */
 #define CHECK_MAX_LEVELS 1024

@@ -17,12 +17,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "stored/arena.h"
+#include "stored/btree/arena.h"
 #include "stored/diskio.h"
-#include "stored/btree.h"
-#include "stored/freelist.h"
-#include "stored/page.h"
-#include "stored/pgmap.h"
+#include "stored/btree/btree.h"
+#include "stored/btree/freelist.h"
+#include "stored/btree/page.h"
+#include "stored/btree/pgmap.h"
 
 #define BT_LAST_GET_KEY_MAX 64u
 

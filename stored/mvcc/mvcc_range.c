@@ -4,7 +4,7 @@
  * extra for `more`, and when sorting or filtering: fetch everything,
  * filter, sort, then limit.
  */
-#include "stored/mvcc_int.h"
+#include "stored/mvcc/mvcc_int.h"
 
 #include <errno.h>
 #include <string.h>

@@ -7,12 +7,12 @@
  * revision at or below it unless that one is a tombstone, and records
  * finishedCompactRev when done.
  */
-#include "stored/mvcc_int.h"
+#include "stored/mvcc/mvcc_int.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "stored/schema.h"
+#include "stored/mvcc/schema.h"
 
 static int put_meta_rev(struct mvcc_store *s, const char *name, int64_t main)
 {

@@ -5,12 +5,12 @@
  * create revision and bumps its version, or starts a new generation
  * (version 1, created now); a delete writes a tombstone.
  */
-#include "stored/mvcc_int.h"
+#include "stored/mvcc/mvcc_int.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "stored/schema.h"
+#include "stored/mvcc/schema.h"
 
 /* The KeyValue bytes of a latest entry: inline, or read from the key
  * bucket. Valid like btree_get's. */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "stored/alloc.h"
-#include "stored/btree_int.h"
+#include "stored/btree/btree_int.h"
 
 #define BUCKET_DEFAULT_FILL 0.5
 

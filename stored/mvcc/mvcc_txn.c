@@ -6,7 +6,7 @@
  * run along that path; then its ops run in order, writes at one main
  * revision with increasing sub revisions.
  */
-#include "stored/mvcc_int.h"
+#include "stored/mvcc/mvcc_int.h"
 
 #include <errno.h>
 #include <string.h>

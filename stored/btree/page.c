@@ -1,7 +1,7 @@
 /*
  * Codec helpers for the bbolt page format (see page.h).
  */
-#include "stored/page.h"
+#include "stored/btree/page.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -77,10 +77,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stored/btree.h"
-#include "stored/lcache.h"
-#include "stored/mvcc_kv.h"
-#include "stored/revision.h"
+#include "stored/btree/btree.h"
+#include "stored/mvcc/lcache.h"
+#include "stored/mvcc/mvcc_kv.h"
+#include "stored/mvcc/revision.h"
 
 #define KVINDEX_FORMAT 2u
 /* KeyValues up to this size are copied into the latest entry. A copy of a

@@ -6,7 +6,7 @@
  * the same key, and any delete with range_end "\0" (its interval
  * [key, "\0") is empty to etcd's interval tree).
  */
-#include "stored/mvcc_int.h"
+#include "stored/mvcc/mvcc_int.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
  * Free and pending pages of the writer (see freelist.h).
  */
-#include "stored/freelist.h"
+#include "stored/btree/freelist.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "stored/alloc.h"
-#include "stored/page.h"
+#include "stored/btree/page.h"
 
 void freelist_init(struct freelist *fl)
 {

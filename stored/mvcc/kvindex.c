@@ -1,7 +1,7 @@
 /*
  * cetcd's index buckets (the encoding is described in kvindex.h).
  */
-#include "stored/kvindex.h"
+#include "stored/mvcc/kvindex.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "stored/alloc.h"
-#include "stored/page.h"
-#include "stored/schema.h"
+#include "stored/btree/page.h"
+#include "stored/mvcc/schema.h"
 
 #define LATEST_INLINE 'i'
 #define LATEST_REF 'r'

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "shm/barrier.h"
-#include "stored/lcache.h"
+#include "stored/mvcc/lcache.h"
 
 /* Tries a reader makes on a set that a writer is changing. */
 #define LCACHE_READ_TRIES 4

@@ -2,7 +2,7 @@
  * Txn arena (see arena.h): chunks of 64 KiB, larger requests get a chunk of
  * their own, placed behind the head so the head keeps its free room.
  */
-#include "stored/arena.h"
+#include "stored/btree/arena.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * Page id -> pointer map (see pgmap.h).
  */
-#include "stored/pgmap.h"
+#include "stored/btree/pgmap.h"
 
 #include <errno.h>
 

@@ -1,7 +1,7 @@
 /*
  * mvccpb.KeyValue codec (see mvcc_kv.h).
  */
-#include "stored/mvcc_kv.h"
+#include "stored/mvcc/mvcc_kv.h"
 
 #include <errno.h>
 #include <stdbool.h>

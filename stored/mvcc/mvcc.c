@@ -1,16 +1,16 @@
 /*
  * The MVCC store: errors, views, opening a db (schema, index check and
  * rebuild), apply batches and the consistent index. Writes are in
- * mvcc_write.c, ranges in mvcc_range.c, txns in txn_apply.c, compaction in
- * compact.c.
+ * mvcc_write.c, ranges in mvcc_range.c, txns in mvcc_txn.c, compaction in
+ * mvcc_compact.c.
  */
-#include "stored/mvcc_int.h"
+#include "stored/mvcc/mvcc_int.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include "stored/alloc.h"
-#include "stored/schema.h"
+#include "stored/mvcc/schema.h"
 
 enum {
 	GRPC_UNKNOWN = 2,
