@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "proto/wire.h"
 #include "stored/arena.h"
 #include "stored/mvcc.h"
 #include "stored/mvcc_kv.h"
@@ -38,20 +39,20 @@ struct kv_state {
 
 static size_t kv_field_len(size_t len)
 {
-	return 1 + mvcc_varint_len(len) + len; /* tag (fields < 16), length, bytes */
+	return 1 + proto_varint_len(len) + len; /* tag (fields < 16), length, bytes */
 }
 
 static size_t kv_header_inner(const struct gw_header *h)
 {
 	size_t n = 0;
 	if (h->cluster_id)
-		n += 1 + mvcc_varint_len(h->cluster_id);
+		n += 1 + proto_varint_len(h->cluster_id);
 	if (h->member_id)
-		n += 1 + mvcc_varint_len(h->member_id);
+		n += 1 + proto_varint_len(h->member_id);
 	if (h->revision)
-		n += 1 + mvcc_varint_len((uint64_t)h->revision);
+		n += 1 + proto_varint_len((uint64_t)h->revision);
 	if (h->raft_term)
-		n += 1 + mvcc_varint_len(h->raft_term);
+		n += 1 + proto_varint_len(h->raft_term);
 	return n;
 }
 
@@ -64,7 +65,7 @@ size_t kv_range_size(const struct gw_header *h, const struct kv_bytes *kvs, size
 	if (more)
 		len += 2;
 	if (count)
-		len += 1 + mvcc_varint_len((uint64_t)count);
+		len += 1 + proto_varint_len((uint64_t)count);
 	return len;
 }
 
@@ -74,26 +75,26 @@ size_t kv_range_write(uint8_t *out, const struct gw_header *h, const struct kv_b
 	uint8_t *w = out;
 
 	*w++ = 1 << 3 | 2; /* header */
-	w += mvcc_varint_put(w, kv_header_inner(h));
+	w += proto_varint_put(w, kv_header_inner(h));
 	if (h->cluster_id) {
 		*w++ = 1 << 3;
-		w += mvcc_varint_put(w, h->cluster_id);
+		w += proto_varint_put(w, h->cluster_id);
 	}
 	if (h->member_id) {
 		*w++ = 2 << 3;
-		w += mvcc_varint_put(w, h->member_id);
+		w += proto_varint_put(w, h->member_id);
 	}
 	if (h->revision) {
 		*w++ = 3 << 3;
-		w += mvcc_varint_put(w, (uint64_t)h->revision);
+		w += proto_varint_put(w, (uint64_t)h->revision);
 	}
 	if (h->raft_term) {
 		*w++ = 4 << 3;
-		w += mvcc_varint_put(w, h->raft_term);
+		w += proto_varint_put(w, h->raft_term);
 	}
 	for (size_t i = 0; i < n; i++) {
 		*w++ = 2 << 3 | 2; /* kvs: the stored bytes as they are */
-		w += mvcc_varint_put(w, kvs[i].len);
+		w += proto_varint_put(w, kvs[i].len);
 		memcpy(w, kvs[i].p, kvs[i].len);
 		w += kvs[i].len;
 	}
@@ -103,7 +104,7 @@ size_t kv_range_write(uint8_t *out, const struct gw_header *h, const struct kv_b
 	}
 	if (count) {
 		*w++ = 4 << 3;
-		w += mvcc_varint_put(w, (uint64_t)count);
+		w += proto_varint_put(w, (uint64_t)count);
 	}
 	return (size_t)(w - out);
 }
