@@ -306,14 +306,17 @@ static void kv_deferred_run(struct gw_server *s, struct grpc_call *call, struct 
 {
 	struct kv_deferred *k = (struct kv_deferred *)d;
 
+	const uint8_t *msg = k->msg;
+	size_t len = k->len;
+
 	if (k->txn) {
 		Etcdserverpb__TxnRequest *r =
-			gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, k->msg, k->len);
+			gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, &msg, &len);
 		if (r)
 			kv_txn_now(s, call, r);
 	} else {
 		Etcdserverpb__RangeRequest *r =
-			gw_unpack(s, call, &etcdserverpb__range_request__descriptor, k->msg, k->len);
+			gw_unpack(s, call, &etcdserverpb__range_request__descriptor, &msg, &len);
 		if (r)
 			kv_range_now(s, call, r);
 	}
@@ -349,7 +352,7 @@ static void kv_read_later(struct gw_server *s, struct grpc_call *call, bool txn,
 static void kv_range(struct gw_server *s, struct grpc_call *call, const uint8_t *msg, size_t len)
 {
 	Etcdserverpb__RangeRequest *r =
-		gw_unpack(s, call, &etcdserverpb__range_request__descriptor, msg, len);
+		gw_unpack(s, call, &etcdserverpb__range_request__descriptor, &msg, &len);
 	if (!r)
 		return;
 	int rc = mvcc_validate_range(r);
@@ -405,7 +408,7 @@ static const struct kv_write kv_write_compact = {
 static void kv_propose(struct gw_server *s, struct grpc_call *call, const struct kv_write *w,
 		       const uint8_t *msg, size_t len)
 {
-	const void *r = gw_unpack(s, call, w->desc, msg, len);
+	const void *r = gw_unpack(s, call, w->desc, &msg, &len);
 	if (!r)
 		return;
 	int rc = w->check(r);
@@ -450,7 +453,7 @@ static bool kv_txn_serializable(const Etcdserverpb__TxnRequest *r)
 static void kv_txn(struct gw_server *s, struct grpc_call *call, const uint8_t *msg, size_t len)
 {
 	Etcdserverpb__TxnRequest *r =
-		gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, msg, len);
+		gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, &msg, &len);
 	if (!r)
 		return;
 	int rc = mvcc_validate_txn(r, s->max_txn_ops > UINT32_MAX ? UINT32_MAX :
