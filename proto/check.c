@@ -97,8 +97,7 @@ static const char *go_field_name(const char *s, char *buf, size_t cap)
 	return buf;
 }
 
-/* The wire type a field of type t is declared with. */
-static unsigned declared_wire(ProtobufCType t)
+unsigned proto_check_declared_wire(ProtobufCType t)
 {
 	switch (t) {
 	case PROTOBUF_C_TYPE_INT32:
@@ -126,7 +125,7 @@ static unsigned declared_wire(ProtobufCType t)
 /* A repeated scalar, which gogo also takes packed (wire type 2). */
 static bool packable(const ProtobufCFieldDescriptor *f)
 {
-	return f->label == PROTOBUF_C_LABEL_REPEATED && declared_wire(f->type) != PROTO_WIRE_BYTES;
+	return f->label == PROTOBUF_C_LABEL_REPEATED && proto_check_declared_wire(f->type) != PROTO_WIRE_BYTES;
 }
 
 /* Reads a varint and notes whether it took more bytes than needed. */
@@ -236,7 +235,7 @@ static int check_value(struct check_ctx *c, struct proto_reader *r,
 	if (packable(f)) {
 		/* gogo reads elements while it is short of the end, each
 		 * bounded by the message, not by the packed length. */
-		unsigned ew = declared_wire(f->type);
+		unsigned ew = proto_check_declared_wire(f->type);
 		while (r->p < post) {
 			rc = check_value(c, r, f, ew, depth);
 			if (rc)
@@ -285,7 +284,7 @@ static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *
 		f = protobuf_c_message_descriptor_get_field(desc, (unsigned)num);
 		if (f == NULL) {
 			rc = skip_unknown(c, &r, wire);
-		} else if (wire != declared_wire(f->type) &&
+		} else if (wire != proto_check_declared_wire(f->type) &&
 			   !(wire == PROTO_WIRE_BYTES && packable(f))) {
 			return fail(c, -EBADMSG, "proto: wrong wireType = %u for field %s", wire,
 				    go_field_name(f->name, name, sizeof(name)));
@@ -346,7 +345,7 @@ static uint8_t *canon_message(const ProtobufCMessageDescriptor *desc, const uint
 			(void)skip_unknown(&c, &r, wire);
 			continue;
 		}
-		unsigned ew = declared_wire(f->type);
+		unsigned ew = proto_check_declared_wire(f->type);
 		const uint8_t *post = r.end;
 		if (wire == PROTO_WIRE_BYTES && ew != PROTO_WIRE_BYTES) {
 			(void)proto_read_varint(&r, &v); /* packed: written unpacked */

@@ -20,6 +20,10 @@
  * than followed (etcd's decoder, in Go, follows any depth). */
 #define PROTO_CHECK_MAX_DEPTH 64
 
+/* The wire type (enum proto_wire_type, proto/wire.h) a field of type t
+ * is declared with: varint, fixed64, fixed32 or length-delimited. */
+unsigned proto_check_declared_wire(ProtobufCType t);
+
 /* Room for the longest text proto_check_request writes. */
 #define PROTO_CHECK_TEXT_MAX 192
 

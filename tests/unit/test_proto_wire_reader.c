@@ -15,6 +15,7 @@
 
 #include "proto/wire.h"
 #include "../proto/expect.h"
+#include "../proto/rng.h"
 
 static int varint(const uint8_t *p, size_t n, uint64_t *v, size_t *used)
 {
@@ -103,16 +104,6 @@ static void test_fields(void)
 	CHECK(field(bytes, 1, &f, &used) == -EBADMSG);
 }
 
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return rng * 2685821657736338717ull;
-}
-
 /* Random fields written with proto_varint_put read back as written. */
 static void test_round_trip(void)
 {
@@ -129,10 +120,10 @@ static void test_round_trip(void)
 		size_t n = 0;
 		for (int i = 0; i < N; i++) {
 			static const unsigned wires[] = { 0, 1, 2, 5 };
-			want[i].num = 1 + (uint32_t)(rnd() % ((rnd() & 1) ? 15 : 0x1fffffff));
-			want[i].wire = wires[rnd() % 4];
-			want[i].v = rnd() >> (rnd() % 64);
-			want[i].len = rnd() % 8;
+			want[i].num = 1 + (uint32_t)(proto_test_rnd() % ((proto_test_rnd() & 1) ? 15 : 0x1fffffff));
+			want[i].wire = wires[proto_test_rnd() % 4];
+			want[i].v = proto_test_rnd() >> (proto_test_rnd() % 64);
+			want[i].len = proto_test_rnd() % 8;
 			size_t kl = proto_varint_put(buf + n, (uint64_t)want[i].num << 3 | want[i].wire);
 			CHECK(kl == proto_varint_len((uint64_t)want[i].num << 3 | want[i].wire));
 			n += kl;
@@ -187,7 +178,7 @@ int main(void)
 	const char *env = getenv("CETCD_TEST_SEED");
 	unsigned seed = env != NULL ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
 
-	rng = (uint64_t)seed * 2 + 1;
+	proto_test_seed(seed);
 	test_varint();
 	test_fields();
 	test_round_trip();
