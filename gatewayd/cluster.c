@@ -26,7 +26,7 @@ static void cluster_member_list(struct gw_server *s, struct grpc_call *call, con
 	Etcdserverpb__Member me, *members[1] = { &me };
 	const struct cetcd_config *c = s->cfg;
 
-	if (!gw_unpack(s, call, &etcdserverpb__member_list_request__descriptor, msg, len))
+	if (!gw_unpack(s, call, &etcdserverpb__member_list_request__descriptor, &msg, &len))
 		return;
 	etcdserverpb__response_header__init(&hdr);
 	gw_header_pb(s, 0, &hdr);

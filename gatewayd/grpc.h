@@ -78,7 +78,7 @@ struct grpc_handler {
 	void (*on_call_start)(struct grpc_call *call);
 	/* One request message (the protobuf bytes, prefix removed). msg is
 	 * valid during the call only: copy what must outlive it. Check it
-	 * with proto_check_strings (proto/check.h) before unpacking it. */
+	 * with proto_check_request (proto/check.h) before unpacking it. */
 	void (*on_message)(struct grpc_call *call, const uint8_t *msg, size_t len);
 	/* The client sent its last message. */
 	void (*on_half_close)(struct grpc_call *call);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "proto/wire.h"
 #include "stored/btree/arena.h"
 #include "stored/mvcc/mvcc.h"
 #include "stored/mvcc/mvcc_kv.h"
@@ -38,20 +39,20 @@ struct kv_state {
 
 static size_t kv_field_len(size_t len)
 {
-	return 1 + mvcc_varint_len(len) + len; /* tag (fields < 16), length, bytes */
+	return 1 + proto_varint_len(len) + len; /* tag (fields < 16), length, bytes */
 }
 
 static size_t kv_header_inner(const struct gw_header *h)
 {
 	size_t n = 0;
 	if (h->cluster_id)
-		n += 1 + mvcc_varint_len(h->cluster_id);
+		n += 1 + proto_varint_len(h->cluster_id);
 	if (h->member_id)
-		n += 1 + mvcc_varint_len(h->member_id);
+		n += 1 + proto_varint_len(h->member_id);
 	if (h->revision)
-		n += 1 + mvcc_varint_len((uint64_t)h->revision);
+		n += 1 + proto_varint_len((uint64_t)h->revision);
 	if (h->raft_term)
-		n += 1 + mvcc_varint_len(h->raft_term);
+		n += 1 + proto_varint_len(h->raft_term);
 	return n;
 }
 
@@ -64,7 +65,7 @@ size_t kv_range_size(const struct gw_header *h, const struct kv_bytes *kvs, size
 	if (more)
 		len += 2;
 	if (count)
-		len += 1 + mvcc_varint_len((uint64_t)count);
+		len += 1 + proto_varint_len((uint64_t)count);
 	return len;
 }
 
@@ -74,26 +75,26 @@ size_t kv_range_write(uint8_t *out, const struct gw_header *h, const struct kv_b
 	uint8_t *w = out;
 
 	*w++ = 1 << 3 | 2; /* header */
-	w += mvcc_varint_put(w, kv_header_inner(h));
+	w += proto_varint_put(w, kv_header_inner(h));
 	if (h->cluster_id) {
 		*w++ = 1 << 3;
-		w += mvcc_varint_put(w, h->cluster_id);
+		w += proto_varint_put(w, h->cluster_id);
 	}
 	if (h->member_id) {
 		*w++ = 2 << 3;
-		w += mvcc_varint_put(w, h->member_id);
+		w += proto_varint_put(w, h->member_id);
 	}
 	if (h->revision) {
 		*w++ = 3 << 3;
-		w += mvcc_varint_put(w, (uint64_t)h->revision);
+		w += proto_varint_put(w, (uint64_t)h->revision);
 	}
 	if (h->raft_term) {
 		*w++ = 4 << 3;
-		w += mvcc_varint_put(w, h->raft_term);
+		w += proto_varint_put(w, h->raft_term);
 	}
 	for (size_t i = 0; i < n; i++) {
 		*w++ = 2 << 3 | 2; /* kvs: the stored bytes as they are */
-		w += mvcc_varint_put(w, kvs[i].len);
+		w += proto_varint_put(w, kvs[i].len);
 		memcpy(w, kvs[i].p, kvs[i].len);
 		w += kvs[i].len;
 	}
@@ -103,7 +104,7 @@ size_t kv_range_write(uint8_t *out, const struct gw_header *h, const struct kv_b
 	}
 	if (count) {
 		*w++ = 4 << 3;
-		w += mvcc_varint_put(w, (uint64_t)count);
+		w += proto_varint_put(w, (uint64_t)count);
 	}
 	return (size_t)(w - out);
 }
@@ -305,14 +306,17 @@ static void kv_deferred_run(struct gw_server *s, struct grpc_call *call, struct 
 {
 	struct kv_deferred *k = (struct kv_deferred *)d;
 
+	const uint8_t *msg = k->msg;
+	size_t len = k->len;
+
 	if (k->txn) {
 		Etcdserverpb__TxnRequest *r =
-			gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, k->msg, k->len);
+			gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, &msg, &len);
 		if (r)
 			kv_txn_now(s, call, r);
 	} else {
 		Etcdserverpb__RangeRequest *r =
-			gw_unpack(s, call, &etcdserverpb__range_request__descriptor, k->msg, k->len);
+			gw_unpack(s, call, &etcdserverpb__range_request__descriptor, &msg, &len);
 		if (r)
 			kv_range_now(s, call, r);
 	}
@@ -348,7 +352,7 @@ static void kv_read_later(struct gw_server *s, struct grpc_call *call, bool txn,
 static void kv_range(struct gw_server *s, struct grpc_call *call, const uint8_t *msg, size_t len)
 {
 	Etcdserverpb__RangeRequest *r =
-		gw_unpack(s, call, &etcdserverpb__range_request__descriptor, msg, len);
+		gw_unpack(s, call, &etcdserverpb__range_request__descriptor, &msg, &len);
 	if (!r)
 		return;
 	int rc = mvcc_validate_range(r);
@@ -404,7 +408,7 @@ static const struct kv_write kv_write_compact = {
 static void kv_propose(struct gw_server *s, struct grpc_call *call, const struct kv_write *w,
 		       const uint8_t *msg, size_t len)
 {
-	const void *r = gw_unpack(s, call, w->desc, msg, len);
+	const void *r = gw_unpack(s, call, w->desc, &msg, &len);
 	if (!r)
 		return;
 	int rc = w->check(r);
@@ -449,7 +453,7 @@ static bool kv_txn_serializable(const Etcdserverpb__TxnRequest *r)
 static void kv_txn(struct gw_server *s, struct grpc_call *call, const uint8_t *msg, size_t len)
 {
 	Etcdserverpb__TxnRequest *r =
-		gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, msg, len);
+		gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, &msg, &len);
 	if (!r)
 		return;
 	int rc = mvcc_validate_txn(r, s->max_txn_ops > UINT32_MAX ? UINT32_MAX :

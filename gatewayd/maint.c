@@ -16,7 +16,7 @@ static void maint_status(struct gw_server *s, struct grpc_call *call, const uint
 	struct status_stored st = { 0 };
 	char *errors[1] = { "etcdserver: no leader" };
 
-	if (!gw_unpack(s, call, &etcdserverpb__status_request__descriptor, msg, len))
+	if (!gw_unpack(s, call, &etcdserverpb__status_request__descriptor, &msg, &len))
 		return;
 	if (status_raftd_read(s->r, &rs))
 		rs = (struct status_raftd){ 0 };

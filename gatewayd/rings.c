@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "gatewayd/server.h"
+#include "proto/wire.h"
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
 #include "shm/hello.h"
@@ -263,10 +264,10 @@ void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, con
 	}
 	uint64_t rid = p->request_id;
 	/* header { ID = rid } then field { body }: etcd's InternalRaftRequest */
-	size_t hdr_inner = 1 + mvcc_varint_len(rid);
-	size_t hdr_len = mvcc_varint_len(GW_IRR_HEADER_TAG) + 1 + hdr_inner;
+	size_t hdr_inner = 1 + proto_varint_len(rid);
+	size_t hdr_len = proto_varint_len(GW_IRR_HEADER_TAG) + 1 + hdr_inner;
 	uint64_t tag = (uint64_t)field << 3 | 2;
-	size_t irr_len = hdr_len + mvcc_varint_len(tag) + mvcc_varint_len(len) + len;
+	size_t irr_len = hdr_len + proto_varint_len(tag) + proto_varint_len(len) + len;
 	if (irr_len > s->max_request_bytes) {
 		pending_remove(&s->pending, p);
 		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, gw_msg_too_large);
@@ -291,12 +292,12 @@ void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, con
 	mp.flags = 0;
 	memcpy(out, &mp, sizeof(mp));
 	uint8_t *w = out + sizeof(mp);
-	w += mvcc_varint_put(w, GW_IRR_HEADER_TAG);
+	w += proto_varint_put(w, GW_IRR_HEADER_TAG);
 	*w++ = (uint8_t)hdr_inner;
 	*w++ = 1 << 3; /* RequestHeader.ID, varint */
-	w += mvcc_varint_put(w, rid);
-	w += mvcc_varint_put(w, tag);
-	w += mvcc_varint_put(w, len);
+	w += proto_varint_put(w, rid);
+	w += proto_varint_put(w, tag);
+	w += proto_varint_put(w, len);
 	if (len)
 		memcpy(w, body, len);
 	w += len;

@@ -546,19 +546,35 @@ int gw_handle_unary(struct gw_server *s, const char *path, gw_unary_fn fn)
 }
 
 void *gw_unpack(struct gw_server *s, struct grpc_call *call, const ProtobufCMessageDescriptor *desc,
-		const uint8_t *msg, size_t len)
+		const uint8_t **msg, size_t *len)
 {
-	int rc = proto_check_strings(desc, msg, len);
-	if (rc == -EILSEQ) {
-		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
-				 "grpc: error unmarshalling request: a string field holds a NUL byte");
-		return NULL;
+	char text[PROTO_CHECK_TEXT_MAX], status[sizeof(GW_UNMARSHAL_PREFIX) + PROTO_CHECK_TEXT_MAX];
+	bool canonical;
+	int rc = proto_check_request(desc, *msg, *len, text, &canonical);
+	void *m = NULL;
+
+	if (rc == 0 && !canonical) {
+		uint8_t *c = gw_scratch(s, proto_check_canonical_max(*len));
+		size_t clen;
+		if (!c) {
+			grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+			return NULL;
+		}
+		rc = proto_check_canonicalize(desc, *msg, *len, c, &clen);
+		*msg = c;
+		*len = clen;
 	}
-	void *m = rc ? NULL : protobuf_c_message_unpack(desc, gw_pb_alloc(s), len, msg);
-	if (!m)
-		grpc_call_finish(call, GRPC_STATUS_INTERNAL,
-				 "grpc: error unmarshalling request: unexpected EOF");
-	return m;
+	if (rc == 0) {
+		m = protobuf_c_message_unpack(desc, gw_pb_alloc(s), *len, *msg);
+		if (m)
+			return m;
+		snprintf(text, sizeof(text), "out of memory");
+		rc = -ENOMEM;
+	}
+	snprintf(status, sizeof(status), "%s%s", GW_UNMARSHAL_PREFIX, text);
+	grpc_call_finish(call, rc == -EILSEQ ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_INTERNAL,
+			 status);
+	return NULL;
 }
 
 void gw_answer(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *m)

@@ -292,11 +292,21 @@ static inline ProtobufCAllocator *gw_pb_alloc(struct gw_server *s)
  * memory. */
 void *gw_scratch(struct gw_server *s, size_t len);
 
-/* Unpacks a request after proto_check_strings; answers the call (INTERNAL,
- * as grpc-go answers a message it cannot unmarshal) and returns NULL when
- * the bytes are not a valid desc. The message lives until the turn ends. */
+/* What grpc-go puts before a decoder's error text in the INTERNAL status
+ * it answers a request it cannot unmarshal. */
+#define GW_UNMARSHAL_PREFIX "grpc: error unmarshalling request: "
+
+/*
+ * Unpacks a request the way etcd's gRPC server does: bytes etcd's decoder
+ * refuses are answered INTERNAL with its text (proto_check_request);
+ * bytes protobuf-c would read differently are re-encoded first, and then
+ * *msg and *len name those bytes (scratch memory, valid for the turn), so
+ * that what is proposed is what was decoded, as etcd proposes its own
+ * re-encoding. Returns the message (valid until the turn ends), or NULL
+ * after answering the call.
+ */
 void *gw_unpack(struct gw_server *s, struct grpc_call *call, const ProtobufCMessageDescriptor *desc,
-		const uint8_t *msg, size_t len);
+		const uint8_t **msg, size_t *len);
 
 /* Packs m (a response) and finishes the call OK; INTERNAL when out of
  * memory. */

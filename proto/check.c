@@ -1,70 +1,420 @@
 /*
- * proto/check.c: wire-level checks (see check.h).
+ * proto/check.c: wire-level checks (see check.h), on proto/wire.h's reader.
+ *
+ * proto_check_request follows the gogo-generated Unmarshal and skipRpc
+ * functions of etcd 3.4 (etcdserver/etcdserverpb/rpc.pb.go) step by step,
+ * so that it fails on the same field, in the same way, with the same text.
  */
 #include "proto/check.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
-/* Reads a varint of at most 10 bytes at *p (< end). 0 or -EBADMSG. */
-static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
+#include "proto/wire.h"
+
+/* gogo's error texts (rpc.pb.go's ErrIntOverflowRpc, ErrInvalidLengthRpc,
+ * and io.ErrUnexpectedEOF). */
+#define TXT_EOF "unexpected EOF"
+#define TXT_OVERFLOW "proto: integer overflow"
+#define TXT_NEGATIVE "proto: negative length found during unmarshaling"
+
+struct check_ctx {
+	char *text;      /* PROTO_CHECK_TEXT_MAX bytes or NULL */
+	bool canonical;  /* protobuf-c reads it as gogo does */
+	bool nul;        /* a string field holds a NUL */
+};
+
+static int fail(struct check_ctx *c, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(struct check_ctx *c, int rc, const char *fmt, ...)
 {
-	uint64_t v = 0;
+	va_list ap;
 
-	for (unsigned shift = 0; shift < 70 && *p < end; shift += 7) {
-		uint8_t b = *(*p)++;
-
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*out = v;
-			return 0;
-		}
+	if (c->text) {
+		va_start(ap, fmt);
+		vsnprintf(c->text, PROTO_CHECK_TEXT_MAX, fmt, ap);
+		va_end(ap);
 	}
-	return -EBADMSG;
+	return rc;
 }
 
-static int check_strings(const ProtobufCMessageDescriptor *desc,
-                         const uint8_t *p, const uint8_t *end, unsigned depth)
+/* A reader error (-EBADMSG cut short, -EOVERFLOW too long) as gogo says it. */
+static int fail_read(struct check_ctx *c, int rc)
 {
+	return fail(c, -EBADMSG, "%s", rc == -EOVERFLOW ? TXT_OVERFLOW : TXT_EOF);
+}
+
+/* The Go type name gogo gives desc: its full name without the package,
+ * nested names joined by '_' ("etcdserverpb.PutRequest" -> "PutRequest"). */
+static const char *go_message_name(const ProtobufCMessageDescriptor *desc, char *buf, size_t cap)
+{
+	const char *n = desc->name;
+	size_t pl = desc->package_name ? strlen(desc->package_name) : 0;
+	size_t i = 0;
+
+	if (pl && strncmp(n, desc->package_name, pl) == 0 && n[pl] == '.')
+		n += pl + 1;
+	for (; *n && i + 1 < cap; n++)
+		buf[i++] = *n == '.' ? '_' : *n;
+	buf[i] = '\0';
+	return buf;
+}
+
+/* The Go field name gogo's generator.CamelCase makes of a .proto field
+ * name ("prev_kv" -> "PrevKv", "ID" -> "ID"). */
+static const char *go_field_name(const char *s, char *buf, size_t cap)
+{
+	size_t i = 0, o = 0, n = strlen(s);
+
+#define PUT(ch) do { if (o + 1 < cap) buf[o++] = (char)(ch); } while (0)
+#define LOWER(ch) ((ch) >= 'a' && (ch) <= 'z')
+	if (n && s[0] == '_') {
+		PUT('X');
+		i++;
+	}
+	for (; i < n; i++) {
+		char ch = s[i];
+
+		if (ch == '_' && i + 1 < n && LOWER(s[i + 1]))
+			continue;
+		if ((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z')) {
+			PUT(ch);
+			continue;
+		}
+		if (LOWER(ch))
+			ch = (char)(ch - 'a' + 'A');
+		PUT(ch);
+		while (i + 1 < n && LOWER(s[i + 1]))
+			PUT(s[++i]);
+	}
+#undef PUT
+#undef LOWER
+	buf[o] = '\0';
+	return buf;
+}
+
+unsigned proto_check_declared_wire(ProtobufCType t)
+{
+	switch (t) {
+	case PROTOBUF_C_TYPE_INT32:
+	case PROTOBUF_C_TYPE_SINT32:
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_SINT64:
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_BOOL:
+	case PROTOBUF_C_TYPE_ENUM:
+		return PROTO_WIRE_VARINT;
+	case PROTOBUF_C_TYPE_SFIXED64:
+	case PROTOBUF_C_TYPE_FIXED64:
+	case PROTOBUF_C_TYPE_DOUBLE:
+		return PROTO_WIRE_FIXED64;
+	case PROTOBUF_C_TYPE_SFIXED32:
+	case PROTOBUF_C_TYPE_FIXED32:
+	case PROTOBUF_C_TYPE_FLOAT:
+		return PROTO_WIRE_FIXED32;
+	default: /* string, bytes, message */
+		return PROTO_WIRE_BYTES;
+	}
+}
+
+/* A repeated scalar, which gogo also takes packed (wire type 2). */
+static bool packable(const ProtobufCFieldDescriptor *f)
+{
+	return f->label == PROTOBUF_C_LABEL_REPEATED && proto_check_declared_wire(f->type) != PROTO_WIRE_BYTES;
+}
+
+/* Reads a varint and notes whether it took more bytes than needed. */
+static int read_varint(struct check_ctx *c, struct proto_reader *r, uint64_t *v)
+{
+	const uint8_t *s = r->p;
+	int rc = proto_read_varint(r, v);
+
+	if (rc == 0 && (size_t)(r->p - s) != proto_varint_len(*v))
+		c->canonical = false;
+	return rc;
+}
+
+/*
+ * Reads a length prefix as gogo does: an int, so a value with bit 63 set
+ * is negative; the bytes it announces must be there.
+ */
+static int read_len(struct check_ctx *c, struct proto_reader *r, uint64_t *n)
+{
+	int rc = read_varint(c, r, n);
+
+	if (rc)
+		return fail_read(c, rc);
+	if ((int64_t)*n < 0)
+		return fail(c, -EBADMSG, TXT_NEGATIVE);
+	if (*n > proto_reader_left(r))
+		return fail(c, -EBADMSG, TXT_EOF);
+	return 0;
+}
+
+/*
+ * Skips the value of an unknown field of wire type wire (its key read),
+ * as skipRpc does. A group runs to the end-group key that balances it;
+ * gogo does not match their field numbers, and neither does this.
+ */
+static int skip_unknown(struct check_ctx *c, struct proto_reader *r, unsigned wire)
+{
+	unsigned depth = 0;
+	uint64_t v;
+	int rc;
+
+	c->canonical = false;
+	for (;;) {
+		switch (wire) {
+		case PROTO_WIRE_VARINT:
+			rc = proto_read_varint(r, &v);
+			if (rc)
+				return fail_read(c, rc);
+			break;
+		case PROTO_WIRE_FIXED64:
+		case PROTO_WIRE_FIXED32:
+			v = wire == PROTO_WIRE_FIXED64 ? 8 : 4;
+			if (v > proto_reader_left(r))
+				return fail(c, -EBADMSG, TXT_EOF);
+			r->p += v;
+			break;
+		case PROTO_WIRE_BYTES:
+			rc = read_len(c, r, &v);
+			if (rc)
+				return rc;
+			r->p += v;
+			break;
+		case PROTO_WIRE_START_GROUP:
+			depth++;
+			break;
+		case PROTO_WIRE_END_GROUP:
+			depth--;
+			break;
+		default:
+			return fail(c, -EBADMSG, "proto: illegal wireType %u", wire);
+		}
+		if (depth == 0)
+			return 0;
+		int32_t num;
+		rc = proto_read_key(r, &num, &wire);
+		if (rc)
+			return fail_read(c, rc);
+	}
+}
+
+static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *desc,
+			 const uint8_t *data, size_t len, unsigned depth);
+
+/* Reads the value of known field f, of wire type wire (already checked
+ * against its declaration). */
+static int check_value(struct check_ctx *c, struct proto_reader *r,
+		       const ProtobufCFieldDescriptor *f, unsigned wire, unsigned depth)
+{
+	uint64_t v;
+	int rc;
+
+	if (wire == PROTO_WIRE_VARINT) {
+		rc = read_varint(c, r, &v);
+		return rc ? fail_read(c, rc) : 0;
+	}
+	if (wire != PROTO_WIRE_BYTES) {
+		v = wire == PROTO_WIRE_FIXED64 ? 8 : 4;
+		if (v > proto_reader_left(r))
+			return fail(c, -EBADMSG, TXT_EOF);
+		r->p += v;
+		return 0;
+	}
+	rc = read_len(c, r, &v);
+	if (rc)
+		return rc;
+	const uint8_t *p = r->p, *post = r->p + v;
+	if (packable(f)) {
+		/* gogo reads elements while it is short of the end, each
+		 * bounded by the message, not by the packed length. */
+		unsigned ew = proto_check_declared_wire(f->type);
+		while (r->p < post) {
+			rc = check_value(c, r, f, ew, depth);
+			if (rc)
+				return rc;
+		}
+		if (r->p != post)
+			c->canonical = false;
+		return 0;
+	}
+	r->p = post;
+	if (f->type == PROTOBUF_C_TYPE_STRING && memchr(p, '\0', v) != NULL)
+		c->nul = true;
+	if (f->type == PROTOBUF_C_TYPE_MESSAGE)
+		return check_message(c, f->descriptor, p, v, depth + 1);
+	return 0;
+}
+
+static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *desc,
+			 const uint8_t *data, size_t len, unsigned depth)
+{
+	struct proto_reader r = proto_reader_init(data, len);
+	char name[96];
+
+	if (depth > PROTO_CHECK_MAX_DEPTH)
+		return fail(c, -ELOOP, "proto: messages nest deeper than %d levels",
+			    PROTO_CHECK_MAX_DEPTH);
+	while (!proto_reader_done(&r)) {
+		const ProtobufCFieldDescriptor *f;
+		uint64_t key;
+		int32_t num;
+		unsigned wire;
+		int rc = read_varint(c, &r, &key);
+
+		if (rc)
+			return fail_read(c, rc);
+		num = (int32_t)(uint32_t)(key >> 3);
+		wire = (unsigned)(key & 7);
+		if (wire == PROTO_WIRE_END_GROUP)
+			return fail(c, -EBADMSG, "proto: %s: wiretype end group for non-group",
+				    go_message_name(desc, name, sizeof(name)));
+		if (num <= 0)
+			return fail(c, -EBADMSG, "proto: %s: illegal tag %" PRId32 " (wire type %" PRIu64 ")",
+				    go_message_name(desc, name, sizeof(name)), num, key);
+		if ((key >> 3) != (uint64_t)num)
+			c->canonical = false;
+		f = protobuf_c_message_descriptor_get_field(desc, (unsigned)num);
+		if (f == NULL) {
+			rc = skip_unknown(c, &r, wire);
+		} else if (wire != proto_check_declared_wire(f->type) &&
+			   !(wire == PROTO_WIRE_BYTES && packable(f))) {
+			return fail(c, -EBADMSG, "proto: wrong wireType = %u for field %s", wire,
+				    go_field_name(f->name, name, sizeof(name)));
+		} else {
+			rc = check_value(c, &r, f, wire, depth);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int proto_check_request(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+			size_t len, char *text, bool *canonical)
+{
+	struct check_ctx c = { .text = text, .canonical = true, .nul = false };
+	int rc;
+
+	if (text)
+		text[0] = '\0';
+	if (desc == NULL || (data == NULL && len > 0))
+		return fail(&c, -EINVAL, "no message type or no bytes");
+	rc = check_message(&c, desc, data, len, 0);
+	if (rc == 0 && c.nul)
+		rc = fail(&c, -EILSEQ, "a string field holds a NUL byte");
+	if (rc == 0 && canonical)
+		*canonical = c.canonical;
+	return rc;
+}
+
+/* ---- canonical re-encoding ---- */
+
+/* A sub-message's length, in five bytes whatever its value (< 2^35). */
+static uint8_t *put_len5(uint8_t *o, uint64_t n)
+{
+	for (int i = 0; i < 4; i++)
+		*o++ = (uint8_t)((n >> (7 * i)) & 0x7f) | 0x80;
+	*o++ = (uint8_t)((n >> 28) & 0x7f);
+	return o;
+}
+
+/* Writes message desc (data, checked) canonically at o; returns the end. */
+static uint8_t *canon_message(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+			      size_t len, uint8_t *o)
+{
+	struct check_ctx c = { 0 };
+	struct proto_reader r = proto_reader_init(data, len);
+
+	while (!proto_reader_done(&r)) {
+		int32_t num = 0;
+		unsigned wire = 0;
+		uint64_t v = 0;
+
+		(void)proto_read_key(&r, &num, &wire);
+		const ProtobufCFieldDescriptor *f =
+			protobuf_c_message_descriptor_get_field(desc, (unsigned)num);
+		if (f == NULL) {
+			(void)skip_unknown(&c, &r, wire);
+			continue;
+		}
+		unsigned ew = proto_check_declared_wire(f->type);
+		const uint8_t *post = r.end;
+		if (wire == PROTO_WIRE_BYTES && ew != PROTO_WIRE_BYTES) {
+			(void)proto_read_varint(&r, &v); /* packed: written unpacked */
+			post = r.p + v;
+		}
+		do {
+			o += proto_varint_put(o, (uint64_t)num << 3 | ew);
+			if (ew == PROTO_WIRE_VARINT) {
+				(void)proto_read_varint(&r, &v);
+				o += proto_varint_put(o, v);
+			} else if (ew != PROTO_WIRE_BYTES) {
+				v = ew == PROTO_WIRE_FIXED64 ? 8 : 4;
+				memcpy(o, r.p, v);
+				o += v;
+				r.p += v;
+			} else {
+				(void)proto_read_varint(&r, &v);
+				if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+					uint8_t *body = o + 5;
+					uint8_t *end = canon_message(f->descriptor, r.p, v, body);
+					o = put_len5(o, (uint64_t)(end - body));
+					o = end;
+				} else {
+					o += proto_varint_put(o, v);
+					memcpy(o, r.p, v);
+					o += v;
+				}
+				r.p += v;
+			}
+		} while (wire == PROTO_WIRE_BYTES && ew != PROTO_WIRE_BYTES && r.p < post);
+	}
+	return o;
+}
+
+int proto_check_canonicalize(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+			     size_t len, uint8_t *out, size_t *out_len)
+{
+	int rc = proto_check_request(desc, data, len, NULL, NULL);
+
+	if (rc && rc != -EILSEQ)
+		return -EBADMSG;
+	*out_len = len ? (size_t)(canon_message(desc, data, len, out) - out) : 0;
+	return 0;
+}
+
+/* ---- strings ---- */
+
+static int check_strings(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+			 size_t len, unsigned depth)
+{
+	struct proto_reader r = proto_reader_init(data, len);
+	struct proto_field fl;
+
 	if (depth > PROTO_CHECK_MAX_DEPTH)
 		return -EBADMSG;
-	while (p < end) {
-		const ProtobufCFieldDescriptor *f;
-		uint64_t key, n;
-		int rc;
-
-		if (read_varint(&p, end, &key) < 0 || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
+	while (!proto_reader_done(&r)) {
+		if (proto_read_field(&r, &fl))
 			return -EBADMSG;
-		switch (key & 7) {
-		case 0: /* varint */
-			if (read_varint(&p, end, &n) < 0)
-				return -EBADMSG;
+		if (fl.wire != PROTO_WIRE_BYTES)
 			continue;
-		case 1: /* 64-bit */
-			n = 8;
-			break;
-		case 5: /* 32-bit */
-			n = 4;
-			break;
-		case 2: /* length-delimited */
-			if (read_varint(&p, end, &n) < 0 || n > (uint64_t)(end - p))
-				return -EBADMSG;
-			f = protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3));
-			if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
-			    memchr(p, '\0', n) != NULL)
-				return -EILSEQ;
-			if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-				rc = check_strings(f->descriptor, p, p + n, depth + 1);
-				if (rc < 0)
-					return rc;
-			}
-			break;
-		default: /* groups (unused by etcd) and invalid wire types */
-			return -EBADMSG;
+		const ProtobufCFieldDescriptor *f =
+			protobuf_c_message_descriptor_get_field(desc, (unsigned)fl.num);
+		if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(fl.data, '\0', fl.len))
+			return -EILSEQ;
+		if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+			int rc = check_strings(f->descriptor, fl.data, fl.len, depth + 1);
+			if (rc < 0)
+				return rc;
 		}
-		if (n > (uint64_t)(end - p))
-			return -EBADMSG;
-		p += n;
 	}
 	return 0;
 }
@@ -74,7 +424,5 @@ int proto_check_strings(const ProtobufCMessageDescriptor *desc,
 {
 	if (desc == NULL || (data == NULL && len > 0))
 		return -EBADMSG;
-	if (len == 0)
-		return 0;
-	return check_strings(desc, data, data + len, 0);
+	return check_strings(desc, data, len, 0);
 }

@@ -1,5 +1,5 @@
 /*
- * etcd's WAL bytes (see walrec.h): a minimal protobuf wire reader and
+ * etcd's WAL bytes (see walrec.h): decoders (on proto/wire.h's reader) and a
  * writer for walpb.Record, raftpb.Entry, raftpb.HardState and
  * walpb.Snapshot. The field order and the always-written fields follow
  * etcd's gogo-generated marshalers, so the encoded bytes, and with them
@@ -10,80 +10,10 @@
 #include <errno.h>
 #include <string.h>
 
+#include "proto/wire.h"
 #include "raftd/crc32c.h"
 
 /* ---- wire reader ---- */
-
-struct pb_reader {
-	const uint8_t *p;
-	const uint8_t *end;
-};
-
-/* A varint of at most 10 bytes; bits past 64 are dropped, as gogo does. */
-static int pb_varint(struct pb_reader *r, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (r->p >= r->end)
-			return -EBADMSG;
-		uint8_t b = *r->p++;
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (b < 0x80) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -EBADMSG;
-}
-
-enum { PB_VARINT = 0, PB_FIXED64 = 1, PB_BYTES = 2, PB_FIXED32 = 5 };
-
-/* The next field key. Field number 0 and group wire types are refused
- * (etcd's messages have neither). */
-static int pb_key(struct pb_reader *r, uint64_t *field, unsigned *wire)
-{
-	uint64_t k;
-	if (pb_varint(r, &k))
-		return -EBADMSG;
-	*field = k >> 3;
-	*wire = (unsigned)(k & 7);
-	if (*field == 0 || *wire == 3 || *wire == 4 || *wire > 5)
-		return -EBADMSG;
-	return 0;
-}
-
-static int pb_bytes(struct pb_reader *r, const uint8_t **data, size_t *len)
-{
-	uint64_t n;
-	if (pb_varint(r, &n) || n > (uint64_t)(r->end - r->p))
-		return -EBADMSG;
-	*data = r->p;
-	*len = (size_t)n;
-	r->p += n;
-	return 0;
-}
-
-static int pb_skip(struct pb_reader *r, unsigned wire)
-{
-	uint64_t v;
-	const uint8_t *d;
-	size_t n;
-
-	switch (wire) {
-	case PB_VARINT:
-		return pb_varint(r, &v);
-	case PB_BYTES:
-		return pb_bytes(r, &d, &n);
-	case PB_FIXED64:
-	case PB_FIXED32:
-		n = wire == PB_FIXED64 ? 8 : 4;
-		if (n > (size_t)(r->end - r->p))
-			return -EBADMSG;
-		r->p += n;
-		return 0;
-	}
-	return -EBADMSG;
-}
 
 /*
  * Reads a message made of varint fields 1..nv (stored in v[field - 1])
@@ -94,9 +24,8 @@ static int pb_decode_simple(const uint8_t *p, size_t len, uint64_t *v, unsigned 
 			    unsigned bytes_field, bool *has_bytes,
 			    const uint8_t **bytes, size_t *bytes_len)
 {
-	struct pb_reader r = { p, len ? p + len : p };
-	uint64_t field;
-	unsigned wire;
+	struct proto_reader r = proto_reader_init(p, len);
+	struct proto_field f;
 
 	memset(v, 0, nv * sizeof(*v));
 	if (has_bytes) {
@@ -104,18 +33,19 @@ static int pb_decode_simple(const uint8_t *p, size_t len, uint64_t *v, unsigned 
 		*bytes = NULL;
 		*bytes_len = 0;
 	}
-	while (r.p < r.end) {
-		if (pb_key(&r, &field, &wire))
+	while (!proto_reader_done(&r)) {
+		if (proto_read_field(&r, &f))
 			return -EBADMSG;
-		if (field >= 1 && field <= nv) {
-			if (wire != PB_VARINT || pb_varint(&r, &v[field - 1]))
+		if ((unsigned)f.num <= nv) {
+			if (f.wire != PROTO_WIRE_VARINT)
 				return -EBADMSG;
-		} else if (bytes_field && field == bytes_field) {
-			if (wire != PB_BYTES || pb_bytes(&r, bytes, bytes_len))
+			v[f.num - 1] = f.varint;
+		} else if (bytes_field && (unsigned)f.num == bytes_field) {
+			if (f.wire != PROTO_WIRE_BYTES)
 				return -EBADMSG;
+			*bytes = f.data;
+			*bytes_len = f.len;
 			*has_bytes = true;
-		} else if (pb_skip(&r, wire)) {
-			return -EBADMSG;
 		}
 	}
 	return 0;
@@ -171,33 +101,13 @@ int walrec_decode_snapshot(const uint8_t *p, size_t len, uint64_t *index, uint64
 
 /* ---- wire writer ---- */
 
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-static uint8_t *varint_put(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
 /* Bytes of a record of type whose data (when has_data) is dlen bytes,
  * with the largest crc varint: frames are sized before the crc is known. */
 static size_t frame_size_max(int64_t type, bool has_data, size_t dlen)
 {
-	size_t rec = 1 + varint_len((uint64_t)type) + 1 + 5;
+	size_t rec = 1 + proto_varint_len((uint64_t)type) + 1 + 5;
 	if (has_data)
-		rec += 1 + varint_len(dlen) + dlen;
+		rec += 1 + proto_varint_len(dlen) + dlen;
 	return WALREC_FRAME_BYTES + rec + 7;
 }
 
@@ -209,21 +119,21 @@ static size_t frame_put(uint8_t *dst, int64_t type, uint32_t crc, bool has_data,
 			const uint8_t *head, size_t hlen, const uint8_t *body, size_t blen)
 {
 	size_t dlen = hlen + blen;
-	size_t rec = 1 + varint_len((uint64_t)type) + 1 + varint_len(crc);
+	size_t rec = 1 + proto_varint_len((uint64_t)type) + 1 + proto_varint_len(crc);
 	if (has_data)
-		rec += 1 + varint_len(dlen) + dlen;
+		rec += 1 + proto_varint_len(dlen) + dlen;
 	unsigned pad;
 	uint64_t word = walrec_frame_word(rec, &pad);
 	for (int i = 0; i < 8; i++)
 		dst[i] = (uint8_t)(word >> (8 * i));
 	uint8_t *p = dst + WALREC_FRAME_BYTES;
 	*p++ = 0x08;
-	p = varint_put(p, (uint64_t)type);
+	p += proto_varint_put(p, (uint64_t)type);
 	*p++ = 0x10;
-	p = varint_put(p, crc);
+	p += proto_varint_put(p, crc);
 	if (has_data) {
 		*p++ = 0x1a;
-		p = varint_put(p, dlen);
+		p += proto_varint_put(p, dlen);
 		if (hlen)
 			memcpy(p, head, hlen);
 		p += hlen;
@@ -241,7 +151,7 @@ static size_t put_varint_fields(uint8_t *buf, const uint64_t *v, unsigned n)
 	uint8_t *p = buf;
 	for (unsigned i = 0; i < n; i++) {
 		*p++ = (uint8_t)((i + 1) << 3);
-		p = varint_put(p, v[i]);
+		p += proto_varint_put(p, v[i]);
 	}
 	return (size_t)(p - buf);
 }
@@ -254,7 +164,7 @@ static size_t entry_head(uint8_t *buf, const struct raft_entry *e)
 	size_t n = put_varint_fields(buf, v, 3);
 	if (e->data) {
 		buf[n++] = 0x22;
-		n = (size_t)(varint_put(buf + n, e->len) - buf);
+		n += proto_varint_put(buf + n, e->len);
 	}
 	return n;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "proto/wire.h"
 #include "stored/alloc.h"
 #include "stored/btree/page.h"
 #include "stored/mvcc/schema.h"
@@ -263,10 +264,12 @@ void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t gene
  * whole. */
 static bool feed_user_key(const uint8_t *val, size_t vlen, const uint8_t **key, size_t *len)
 {
-	if (vlen >= 2 && val[0] == 0x0a && val[1] < 0x80 && val[1] > 0 &&
-	    (size_t)val[1] <= vlen - 2) {
-		*key = val + 2;
-		*len = val[1];
+	struct proto_reader r = proto_reader_init(val, vlen);
+	struct proto_field f;
+	if (proto_read_field(&r, &f) == 0 && f.num == 1 && f.wire == PROTO_WIRE_BYTES &&
+	    f.len > 0) {
+		*key = f.data;
+		*len = f.len;
 		return true;
 	}
 	struct mvcc_kv kv;

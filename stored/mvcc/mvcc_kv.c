@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "proto/wire.h"
 #include "stored/alloc.h"
 
 enum {
@@ -17,8 +18,6 @@ enum {
 	KV_FIELD_VALUE = 5,
 	KV_FIELD_LEASE = 6,
 };
-
-enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_BYTES = 2, WT_FIXED32 = 5 };
 
 int mvcc_bytes_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
@@ -44,114 +43,27 @@ int mvcc_reserve(void **buf, size_t *cap, size_t need)
 	return 0;
 }
 
-size_t mvcc_varint_len(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-size_t mvcc_varint_put(uint8_t *out, uint64_t v)
-{
-	size_t n = 0;
-	while (v >= 0x80) {
-		out[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	out[n++] = (uint8_t)v;
-	return n;
-}
-
-/* Reads a varint at *pos; false when it is truncated or longer than 10 bytes. */
-static bool varint_get(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
-{
-	uint64_t v = 0;
-	for (unsigned shift = 0; shift < 70; shift += 7) {
-		if (*pos >= len)
-			return false;
-		uint8_t b = buf[(*pos)++];
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
-/* One field of a message: its number, wire type and where its bytes are. */
-struct kv_field {
-	uint32_t num;
-	uint32_t wt;
-	uint64_t varint;        /* WT_VARINT */
-	const uint8_t *data;    /* WT_BYTES */
-	size_t data_len;
-	size_t start, end;      /* the whole field, tag included */
-};
-
-/* Reads the field at *pos. 0, or -EBADMSG. */
-static int field_next(const uint8_t *buf, size_t len, size_t *pos, struct kv_field *f)
-{
-	uint64_t tag, n;
-	f->start = *pos;
-	if (!varint_get(buf, len, pos, &tag) || tag >> 3 == 0 || tag >> 3 > UINT32_MAX)
-		return -EBADMSG;
-	f->num = (uint32_t)(tag >> 3);
-	f->wt = (uint32_t)(tag & 7);
-	switch (f->wt) {
-	case WT_VARINT:
-		if (!varint_get(buf, len, pos, &f->varint))
-			return -EBADMSG;
-		break;
-	case WT_FIXED64:
-		if (len - *pos < 8)
-			return -EBADMSG;
-		*pos += 8;
-		break;
-	case WT_FIXED32:
-		if (len - *pos < 4)
-			return -EBADMSG;
-		*pos += 4;
-		break;
-	case WT_BYTES:
-		if (!varint_get(buf, len, pos, &n) || n > len - *pos)
-			return -EBADMSG;
-		f->data = buf + *pos;
-		f->data_len = (size_t)n;
-		*pos += (size_t)n;
-		break;
-	default:
-		return -EBADMSG;  /* groups are not used by etcd's messages */
-	}
-	f->end = *pos;
-	return 0;
-}
-
 int mvcc_kv_decode(const uint8_t *buf, size_t len, struct mvcc_kv *out)
 {
-	size_t pos = 0;
+	struct proto_reader r = proto_reader_init(buf, len);
 	memset(out, 0, sizeof(*out));
-	while (pos < len) {
-		struct kv_field f = { 0 };
-		int rc = field_next(buf, len, &pos, &f);
-		if (rc)
-			return rc;
+	while (!proto_reader_done(&r)) {
+		struct proto_field f;
+		if (proto_read_field(&r, &f))
+			return -EBADMSG;
 		bool bytes_field = f.num == KV_FIELD_KEY || f.num == KV_FIELD_VALUE;
 		if (f.num > KV_FIELD_LEASE)
 			continue;
-		if (bytes_field != (f.wt == WT_BYTES) || (!bytes_field && f.wt != WT_VARINT))
+		if (f.wire != (bytes_field ? PROTO_WIRE_BYTES : PROTO_WIRE_VARINT))
 			return -EBADMSG;
 		switch (f.num) {
 		case KV_FIELD_KEY:
 			out->key = f.data;
-			out->key_len = f.data_len;
+			out->key_len = f.len;
 			break;
 		case KV_FIELD_VALUE:
 			out->value = f.data;
-			out->value_len = f.data_len;
+			out->value_len = f.len;
 			break;
 		case KV_FIELD_CREATE:
 			out->create_rev = (int64_t)f.varint;
@@ -172,12 +84,12 @@ int mvcc_kv_decode(const uint8_t *buf, size_t len, struct mvcc_kv *out)
 
 static size_t bytes_field_len(size_t n)
 {
-	return n ? 1 + mvcc_varint_len(n) + n : 0;
+	return n ? 1 + proto_varint_len(n) + n : 0;
 }
 
 static size_t int_field_len(int64_t v)
 {
-	return v ? 1 + mvcc_varint_len((uint64_t)v) : 0;
+	return v ? 1 + proto_varint_len((uint64_t)v) : 0;
 }
 
 size_t mvcc_kv_encoded_len(const struct mvcc_kv *kv)
@@ -191,8 +103,8 @@ static size_t put_bytes_field(uint8_t *out, unsigned num, const uint8_t *p, size
 {
 	if (!n)
 		return 0;
-	size_t w = mvcc_varint_put(out, (uint64_t)num << 3 | WT_BYTES);
-	w += mvcc_varint_put(out + w, n);
+	size_t w = proto_varint_put(out, (uint64_t)num << 3 | PROTO_WIRE_BYTES);
+	w += proto_varint_put(out + w, n);
 	memcpy(out + w, p, n);
 	return w + n;
 }
@@ -201,8 +113,8 @@ static size_t put_int_field(uint8_t *out, unsigned num, int64_t v)
 {
 	if (!v)
 		return 0;
-	size_t w = mvcc_varint_put(out, (uint64_t)num << 3 | WT_VARINT);
-	return w + mvcc_varint_put(out + w, (uint64_t)v);
+	size_t w = proto_varint_put(out, (uint64_t)num << 3 | PROTO_WIRE_VARINT);
+	return w + proto_varint_put(out + w, (uint64_t)v);
 }
 
 size_t mvcc_kv_encode(const struct mvcc_kv *kv, uint8_t *out)
@@ -219,16 +131,16 @@ size_t mvcc_kv_encode(const struct mvcc_kv *kv, uint8_t *out)
 
 int mvcc_kv_strip_value(const uint8_t *kv, size_t len, uint8_t *out, size_t *out_len)
 {
-	size_t pos = 0, w = 0;
-	while (pos < len) {
-		struct kv_field f = { 0 };
-		int rc = field_next(kv, len, &pos, &f);
-		if (rc)
-			return rc;
+	struct proto_reader r = proto_reader_init(kv, len);
+	size_t w = 0;
+	while (!proto_reader_done(&r)) {
+		struct proto_field f;
+		if (proto_read_field(&r, &f))
+			return -EBADMSG;
 		if (f.num == KV_FIELD_VALUE)
 			continue;
-		memcpy(out + w, kv + f.start, f.end - f.start);
-		w += f.end - f.start;
+		memcpy(out + w, f.start, (size_t)(r.p - f.start));
+		w += (size_t)(r.p - f.start);
 	}
 	*out_len = w;
 	return 0;

@@ -57,8 +57,4 @@ int mvcc_bytes_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl);
  * need bytes. 0 or -ENOMEM (the buffer is then unchanged). */
 int mvcc_reserve(void **buf, size_t *cap, size_t need);
 
-/* Protobuf varint helpers shared by the store's encoders. */
-size_t mvcc_varint_len(uint64_t v);
-size_t mvcc_varint_put(uint8_t *out, uint64_t v);
-
 #endif

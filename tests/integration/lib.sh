@@ -15,6 +15,7 @@
 #                           from a snapshot if asked
 #   it_wait_healthy PORT    until /health says true and a gRPC get answers
 #   it_until, it_wait_*     polling with a deadline, never a fixed sleep
+#   it_build_go_tool NAME PKG  tests/tools/NAME, built with Debian's Go packages
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
 #   check / ok / fail / it_summary   counted assertions
@@ -351,21 +352,27 @@ it_kv_stop() {
 	return "$st"
 }
 
-# Builds tests/tools/kvclient (Go, on Debian's etcd clientv3) into the
-# build dir and sets KVCLIENT; exits 77 when Go or the client is missing.
-it_build_kvclient() {
+# it_build_go_tool NAME PKGDIR: builds tests/tools/NAME (Go, on Debian's
+# Go packages) into $IT_BUILD/tests/NAME; exits 77 when Go or etcd's Go
+# package PKGDIR (under /usr/share/gocode/src) is missing.
+it_build_go_tool() {
 	local gopath=/usr/share/gocode
 	command -v go >/dev/null || it_skip "go is not installed (Debian package golang-go)"
-	[[ -d $gopath/src/go.etcd.io/etcd/clientv3 ]] ||
-		it_skip "etcd's clientv3 is missing (Debian package golang-etcd-server-dev)"
-	KVCLIENT=$IT_BUILD/tests/kvclient
+	[[ -d $gopath/src/$2 ]] ||
+		it_skip "$2 is missing (Debian package golang-etcd-server-dev)"
 	mkdir -p "$IT_BUILD/tests/gocache"
-	if ! (cd "$IT_SRC/tests/tools/kvclient" &&
+	if ! (cd "$IT_SRC/tests/tools/$1" &&
 		GO111MODULE=off GOPATH=$gopath GOCACHE=$IT_BUILD/tests/gocache GOFLAGS='' \
-			go build -o "$KVCLIENT" .); then
-		echo "FAIL: kvclient does not build against $gopath"
+			go build -o "$IT_BUILD/tests/$1" .); then
+		echo "FAIL: $1 does not build against $gopath"
 		exit 1
 	fi
+}
+
+# Builds tests/tools/kvclient (on etcd's clientv3) and sets KVCLIENT.
+it_build_kvclient() {
+	it_build_go_tool kvclient go.etcd.io/etcd/clientv3
+	KVCLIENT=$IT_BUILD/tests/kvclient
 }
 
 # ------------------------------------------------------------ self-check
