@@ -762,13 +762,12 @@ int btree_db_checkpoint_poll(struct btree_db *db, bool wait, bool *done)
 	if (!ended)
 		return 0;
 	if (rc < 0) {
-		/* A failed or short op of the chain: write it all again, in
-		 * order; the bytes are the same. */
-		rc = ckpt_write(db);
-		if (rc < 0) {
-			ckpt_free(ck);
-			return rc;
-		}
+		/* Never written again: after a failed fdatasync the kernel may
+		 * have dropped the dirty pages of this chain and of the commits
+		 * before it, so a later sync that succeeds proves nothing. The
+		 * db is failed; its owner restarts from the durable meta. */
+		ckpt_free(ck);
+		return db_fail(db, rc, "writing and syncing the checkpoint");
 	}
 	ckpt_done(db);
 	return 0;

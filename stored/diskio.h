@@ -51,8 +51,9 @@ struct diskio_ops {
 	int (*chain_submit)(struct diskio *d, const struct diskio_write *w, size_t n);
 	/* Reaps the chain: *done once it has ended (with wait, blocks until
 	 * then). 0 when every write was whole and every sync succeeded, else
-	 * the first error (-EIO for a short write); the caller may then do
-	 * the same writes again with write_batch. No chain: *done, 0. */
+	 * the first error (-EIO for a short write). After an error nothing
+	 * of the chain may be written again: a sync may have failed, and
+	 * the kernel may have dropped the dirty pages. No chain: *done, 0. */
 	int (*chain_reap)(struct diskio *d, bool wait, bool *done);
 };
 
