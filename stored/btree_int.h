@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "stored/arena.h"
-#include "stored/diskio.h"
+#include "shm/diskio.h"
 #include "stored/btree.h"
 #include "stored/freelist.h"
 #include "stored/page.h"
