@@ -9,7 +9,7 @@
 
 #include "etcdserverpb/etcdserver.pb-c.h"
 #include "raftd/alloc.h"
-#include "raftd/walio.h"
+#include "shm/diskio.h"
 #include "raftpb/raft.pb-c.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
@@ -353,14 +353,14 @@ int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out
 	memset(out, 0, sizeof(*out));
 	if (!p->wal_dir || !p->wal_dir[0]) {
 		if (p->wal.io)
-			walio_close(p->wal.io);
+			diskio_close(p->wal.io);
 		return -EINVAL;
 	}
 	if (wal_exists(p->wal_dir))
 		return bs_replay(p, out);
 	if (!p->cluster || p->cluster->count == 0 || !p->member_id) {
 		if (p->wal.io)
-			walio_close(p->wal.io);
+			diskio_close(p->wal.io);
 		return -EINVAL;
 	}
 	return bs_create(p, out);

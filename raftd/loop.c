@@ -19,7 +19,7 @@
 #include "raftd/bootstrap.h"
 #include "raftd/feed.h"
 #include "raftd/proposals.h"
-#include "raftd/walio.h"
+#include "shm/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
@@ -596,13 +596,13 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	if (!o->region || !o->cluster || !o->cluster->count || !o->tick_ms ||
 	    o->election_ms / o->tick_ms < 2 || o->election_ms / o->tick_ms > UINT32_MAX) {
 		if (o->wal.io)
-			walio_close(o->wal.io);
+			diskio_close(o->wal.io);
 		return -EINVAL;
 	}
 	l = raftd_calloc(1, sizeof(*l));
 	if (!l) {
 		if (o->wal.io)
-			walio_close(o->wal.io);
+			diskio_close(o->wal.io);
 		return -ENOMEM;
 	}
 	l->r = o->region;

@@ -1,7 +1,7 @@
 /*
  * The WAL (see wal.h): creating and opening a WAL directory, group
  * commit, and cutting segments. Decoding lives in walread.c, the record
- * bytes in walrec.c, the disk requests in walio*.c.
+ * bytes in walrec.c, the disk requests through shm/diskio.
  *
  * Batches: `pending` collects encoded records; `inflight` is the batch
  * being written (at most one). A batch lives in one segment: when it is
@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "raftd/alloc.h"
-#include "raftd/walio.h"
+#include "shm/diskio.h"
 #include "raftd/walread.h"
 #include "raftd/walrec.h"
 #include "shm/log/log.h"
@@ -49,7 +49,7 @@ struct wal_batch {
 struct wal {
 	char *dir;
 	int dir_fd;
-	struct walio *io;
+	struct diskio *io;
 	uint64_t segment_bytes;
 
 	/* The last segment with a name; everything before tail_end is durable. */
@@ -71,7 +71,7 @@ struct wal {
 	size_t metadata_len;
 
 	struct wal_batch pending;
-	struct wal_batch inflight; /* valid while walio_busy(io) */
+	struct wal_batch inflight; /* valid while diskio_chain_busy(io) */
 	uint64_t batches;     /* batch numbers handed out */
 	uint64_t appended_seq;
 	uint64_t durable_seq;
@@ -103,35 +103,6 @@ static int preallocate(int fd, uint64_t size)
 		return -errno;
 	if ((uint64_t)st.st_size < size && ftruncate(fd, (off_t)size) < 0)
 		return -errno;
-	return 0;
-}
-
-static int fsync_path(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int rc = fsync(fd) < 0 ? -errno : 0;
-	close(fd);
-	return rc;
-}
-
-static int mkdir_all(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-	if (n == 0 || n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		char c = buf[i];
-		buf[i] = '\0';
-		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		buf[i] = c;
-	}
 	return 0;
 }
 
@@ -463,7 +434,7 @@ static int pending_prepare(struct wal *w, size_t more)
 	if (p->len)
 		return batch_reserve(p, more);
 
-	bool busy = walio_busy(w->io);
+	bool busy = diskio_chain_busy(w->io);
 	p->new_segment = w->cut_next;
 	p->cut_after = false;
 	p->seq = w->batches + 1;
@@ -604,7 +575,7 @@ int wal_submit(struct wal *w)
 {
 	if (w->err)
 		return w->err;
-	if (walio_busy(w->io))
+	if (diskio_chain_busy(w->io))
 		return 0;
 	if (w->pending.len == 0) {
 		if (!w->cut_next)
@@ -626,8 +597,10 @@ int wal_submit(struct wal *w)
 			return wal_fail(w, -errno, "truncating the full segment");
 		fd = w->next_fd;
 	}
-	struct walio_req req = { fd, p->buf, p->len, p->off };
-	int rc = walio_submit(w->io, &req);
+	struct diskio_write req = { p->buf, p->len, p->off };
+	int rc = diskio_set_fd(w->io, fd);
+	if (!rc)
+		rc = diskio_chain_submit(w->io, &req, 1);
 	if (rc)
 		return wal_fail(w, rc, "submitting a write");
 	struct wal_batch t = w->inflight;
@@ -650,15 +623,16 @@ static int complete_inflight(struct wal *w)
 		segment_name(name, b->seg_seq, b->seg_index);
 		if (renameat(w->dir_fd, w->next_name, w->dir_fd, name) < 0)
 			return wal_fail(w, -errno, "renaming a new segment");
-		if (fsync(w->dir_fd) < 0)
-			return wal_fail(w, -errno, "syncing the WAL directory");
+		int rc = diskio_sync_dir(w->dir);
+		if (rc)
+			return wal_fail(w, rc, "syncing the WAL directory");
 		close(w->tail_fd);
 		w->tail_fd = w->next_fd;
 		w->next_fd = -1;
 		w->tail_seq = b->seg_seq;
 		w->tail_index = b->seg_index;
 		log_info("created a new WAL segment", LOG_STR("path", name));
-		int rc = prepare_next(w);
+		rc = prepare_next(w);
 		if (rc)
 			return wal_fail(w, rc, "preallocating a segment");
 	}
@@ -672,9 +646,9 @@ static int complete_inflight(struct wal *w)
  * failure error. */
 static int finish(struct wal *w, bool wait)
 {
-	if (!walio_busy(w->io))
+	if (!diskio_chain_busy(w->io))
 		return 0;
-	int rc = walio_reap(w->io, wait);
+	int rc = diskio_chain_reap(w->io, wait);
 	if (rc == -EINPROGRESS)
 		return 0;
 	if (rc)
@@ -712,7 +686,7 @@ int wal_sync(struct wal *w)
 
 int wal_event_fd(const struct wal *w)
 {
-	return walio_event_fd(w->io);
+	return diskio_event_fd(w->io);
 }
 
 uint64_t wal_last_seq(const struct wal *w)
@@ -727,7 +701,7 @@ uint64_t wal_durable_seq(const struct wal *w)
 
 bool wal_idle(const struct wal *w)
 {
-	return w->pending.len == 0 && !walio_busy(w->io);
+	return w->pending.len == 0 && !diskio_chain_busy(w->io);
 }
 
 int wal_error(const struct wal *w)
@@ -742,22 +716,22 @@ uint64_t wal_last_index(const struct wal *w)
 
 const char *wal_io_name(const struct wal *w)
 {
-	return walio_name(w->io);
+	return diskio_name(w->io);
 }
 
 /* A writer over an open tail; takes over io (closing it on failure). */
 static int wal_new(const char *dir, const struct wal_options *o, struct wal **out)
 {
-	struct walio *io = o ? o->io : NULL;
+	struct diskio *io = o ? o->io : NULL;
 	int rc;
 	if (!io) {
-		rc = walio_open_auto(&io);
+		rc = diskio_open_auto(-1, "the WAL", &io);
 		if (rc)
 			return rc;
 	}
 	struct wal *w = raftd_calloc(1, sizeof(*w));
 	if (!w) {
-		walio_close(io);
+		diskio_close(io);
 		return -ENOMEM;
 	}
 	w->io = io;
@@ -801,7 +775,7 @@ int wal_open(const char *dir, uint64_t snap_index, uint64_t snap_term,
 	if (rc) {
 		log_error("cannot open the WAL", LOG_STR("error", rep->error));
 		if (o && o->io)
-			walio_close(o->io);
+			diskio_close(o->io);
 		return rc;
 	}
 	char name[WAL_NAME_BYTES];
@@ -851,7 +825,7 @@ int wal_open(const char *dir, uint64_t snap_index, uint64_t snap_term,
 out_close_tail:
 	close(s.tail_fd);
 	if (o && o->io)
-		walio_close(o->io);
+		diskio_close(o->io);
 	wal_replay_free(rep);
 	return rc;
 }
@@ -893,16 +867,9 @@ static int create_first_segment(const char *tmpdir, const uint8_t *md, size_t md
 	n += walrec_encode_crc(buf + n, 0);
 	n += walrec_encode_metadata(buf + n, crc, md, md_len);
 	n += walrec_encode_snapshot(buf + n, crc, 0, 0);
-	for (size_t done = 0; done < n;) {
-		ssize_t k = pwrite(fd, buf + done, n - done, (off_t)done);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			rc = k < 0 ? -errno : -EIO;
-			goto out_free;
-		}
-		done += (size_t)k;
-	}
+	rc = diskio_pwrite_all(fd, buf, n, 0);
+	if (rc)
+		goto out_free;
 	if (fdatasync(fd) < 0) {
 		rc = -errno;
 		goto out_free;
@@ -946,7 +913,7 @@ int wal_create(const char *dir, const uint8_t *metadata, size_t metadata_len,
 	memcpy(tmpdir + dl, ".tmp", 5);
 	rc = remove_flat_dir(tmpdir);
 	if (!rc)
-		rc = mkdir_all(tmpdir);
+		rc = diskio_mkdir_all(tmpdir, 0700);
 	if (rc) {
 		log_error("cannot create the temporary WAL directory",
 			  LOG_STR("path", tmpdir), LOG_ERRNO(rc));
@@ -956,7 +923,7 @@ int wal_create(const char *dir, const uint8_t *metadata, size_t metadata_len,
 	if (rc)
 		goto out_remove_tmpdir;
 	/* The segment's name is durable in dir.tmp before dir.tmp becomes dir. */
-	rc = fsync_path(tmpdir);
+	rc = diskio_sync_dir(tmpdir);
 	if (rc)
 		goto out_close_fd;
 	if (rmdir(dir) < 0 && errno != ENOENT) {
@@ -972,12 +939,7 @@ int wal_create(const char *dir, const uint8_t *metadata, size_t metadata_len,
 		goto out_close_fd;
 	}
 	/* The rename is durable once the parent directory is. */
-	char *slash = strrchr(tmpdir, '/');
-	if (slash == tmpdir)
-		slash[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-	rc = fsync_path(slash ? tmpdir : ".");
+	rc = diskio_sync_parent(dir);
 	if (rc) {
 		log_error("cannot sync the data directory", LOG_STR("path", tmpdir),
 			  LOG_ERRNO(rc));
@@ -1014,7 +976,7 @@ out_free_tmpdir:
 	raftd_free(tmpdir);
 out_close_io:
 	if (o && o->io)
-		walio_close(o->io);
+		diskio_close(o->io);
 	return rc;
 }
 
@@ -1026,12 +988,12 @@ int wal_close(struct wal *w)
 	if (w->tail_fd >= 0 && !w->err)
 		rc = wal_sync(w);
 	/* A cut begun by the last sync may still be in flight. */
-	while (!w->err && walio_busy(w->io))
+	while (!w->err && diskio_chain_busy(w->io))
 		if (finish(w, true) < 0)
 			break;
 	if (!rc)
 		rc = w->err;
-	walio_close(w->io);
+	diskio_close(w->io);
 	if (w->next_fd >= 0) {
 		close(w->next_fd);
 		unlinkat(w->dir_fd, w->next_name, 0);

@@ -40,7 +40,7 @@
 
 #include "raftd/raftlog.h"
 
-struct walio;
+struct diskio;
 struct wal;
 
 /* etcd's wal.SegmentSizeBytes. */
@@ -48,7 +48,7 @@ struct wal;
 
 struct wal_options {
 	uint64_t segment_bytes; /* 0 = WAL_SEGMENT_BYTES */
-	struct walio *io;       /* NULL = walio_open_auto(); taken over by the
+	struct diskio *io;      /* NULL = diskio_open_auto(); taken over by the
 				 * WAL (closed by wal_close, or on failure) */
 };
 

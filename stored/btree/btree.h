@@ -48,7 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stored/diskio.h"
+#include "shm/diskio.h"
 
 struct btree_db;      /* the writer of one file */
 struct btree_reader;  /* a read-only mapping of one file, in any process */

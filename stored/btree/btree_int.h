@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "stored/btree/arena.h"
-#include "stored/diskio.h"
+#include "shm/diskio.h"
 #include "stored/btree/btree.h"
 #include "stored/btree/freelist.h"
 #include "stored/btree/page.h"

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,17 +175,10 @@ static int db_init_file(const char *path, struct diskio *io, uint32_t ps)
 /* fsyncs the directory holding path, so a new file's entry is durable. */
 static int db_sync_dir(const char *path)
 {
-	char *copy = stored_strdup(path);
-	if (!copy)
-		return bt_error(-ENOMEM, "stored: out of memory");
-	int rc = 0;
-	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		rc = bt_error(-errno, "stored: db %s: syncing its directory: %s", path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	stored_free(copy);
-	return rc;
+	int rc = diskio_sync_parent(path);
+	if (rc < 0)
+		return bt_error(rc, "stored: db %s: syncing its directory: %s", path, strerror(-rc));
+	return 0;
 }
 
 static int map_init(struct bt_map *m, const char *path, int fd, uint64_t map_size,
@@ -348,7 +340,7 @@ static int db_open_io(const struct btree_db_opts *o, int fd, struct diskio **io)
 {
 	if (o->io_open)
 		return o->io_open(fd, o->io_open_arg, io);
-	return diskio_open_auto(fd, io);
+	return diskio_open_auto(fd, "the db", io);
 }
 
 int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_db **out)
@@ -738,6 +730,8 @@ static bool ckpt_needed(const struct btree_db *db)
 
 static int ckpt_usable(struct btree_db *db)
 {
+	if (diskio_failed(db->io))
+		db->failed = true;
 	if (db->failed)
 		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
 				db->map.path);
@@ -756,19 +750,19 @@ int btree_db_checkpoint_poll(struct btree_db *db, bool wait, bool *done)
 			*done = true;
 		return 0;
 	}
-	int rc = diskio_chain_reap(db->io, wait, &ended);
+	int rc = diskio_chain_reap(db->io, wait);
+	ended = rc != -EINPROGRESS;
 	if (done)
 		*done = ended;
 	if (!ended)
 		return 0;
 	if (rc < 0) {
-		/* A failed or short op of the chain: write it all again, in
-		 * order; the bytes are the same. */
-		rc = ckpt_write(db);
-		if (rc < 0) {
-			ckpt_free(ck);
-			return rc;
-		}
+		/* Never written again: after a failed fdatasync the kernel may
+		 * have dropped the dirty pages of this chain and of the commits
+		 * before it, so a later sync that succeeds proves nothing. The
+		 * db is failed; its owner restarts from the durable meta. */
+		ckpt_free(ck);
+		return db_fail(db, rc, "writing and syncing the checkpoint");
 	}
 	ckpt_done(db);
 	return 0;
@@ -791,12 +785,15 @@ int btree_db_checkpoint_begin(struct btree_db *db, bool *started)
 		return rc;
 	}
 	*started = true;
-	if (diskio_has_chain(db->io) && diskio_chain_submit(db->io, db->ck.w, 2) == 0) {
+	rc = diskio_chain_submit(db->io, db->ck.w, 2);
+	if (rc == 0) {
 		db->ck.inflight = true;
 		return 0;
 	}
-	/* No background chain here: write it now. */
-	rc = ckpt_write(db);
+	if (rc == -EOPNOTSUPP)  /* no background chain here: write it now */
+		rc = ckpt_write(db);
+	else
+		rc = db_fail(db, rc, "starting the checkpoint chain");
 	if (rc < 0) {
 		ckpt_free(&db->ck);
 		return rc;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stored/diskio.h"
+#include "shm/diskio.h"
 
 struct pagewrite;
 

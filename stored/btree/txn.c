@@ -270,6 +270,10 @@ static struct btree_txn *txn_new(struct bt_map *m, struct btree_db *db, bool wri
 
 int btree_write_begin(struct btree_db *db, struct btree_txn **out)
 {
+	/* The file failed (a write or sync of it failed, maybe on the page
+	 * writer's thread): so did the db. */
+	if (diskio_failed(db->io))
+		db->failed = true;
 	if (db->failed)
 		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
 				db->map.path);

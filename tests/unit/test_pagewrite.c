@@ -131,6 +131,11 @@ static struct diskio_ops cw_ops;
 
 static struct cw_io *last_cw;
 
+static void cw_destroy(struct diskio *d)
+{
+	stored_free(d);
+}
+
 static int cw_open(int fd, void *arg, struct diskio **out)
 {
 	(void)arg;
@@ -138,12 +143,16 @@ static int cw_open(int fd, void *arg, struct diskio **out)
 		cw_ops = *diskio_plain_ops();
 		cw_ops.name = "concurrent-test";
 		cw_ops.write_batch = cw_write_batch;
+		cw_ops.destroy = cw_destroy;
 	}
 	struct cw_io *c = stored_calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->base.ops = &cw_ops;
-	c->base.fd = fd;
+	int rc = diskio_base_init(&c->base, &cw_ops, fd);
+	if (rc < 0) {
+		stored_free(c);
+		return rc;
+	}
 	c->owner = pthread_self();
 	last_cw = c;
 	*out = &c->base;

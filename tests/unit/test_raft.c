@@ -11,7 +11,7 @@
 
 #include "raftd/raft.h"
 #include "raftd/wal.h"
-#include "raftd/walio.h"
+#include "shm/diskio.h"
 #include "shm/log/log.h"
 
 static struct raft *single(uint64_t seed)
@@ -142,7 +142,7 @@ static void test_single_voter_with_wal(void)
 	uint8_t data[100];
 
 	wt_path(dir, sizeof(dir), "raftwal");
-	CHECK_EQ(walio_plain_open(&o.io), 0);
+	CHECK_EQ(diskio_plain_open(-1, &o.io), 0);
 	CHECK_EQ(wal_create(dir, NULL, 0, &o, &w), 0);
 	struct raft *r = single(3);
 	tick_to_leader(r);
@@ -161,7 +161,7 @@ static void test_single_voter_with_wal(void)
 
 	/* Restart: replay, hand the log to a new core, which must become
 	 * leader of term 2 and deliver what the application lacks. */
-	CHECK_EQ(walio_plain_open(&o.io), 0);
+	CHECK_EQ(diskio_plain_open(-1, &o.io), 0);
 	CHECK_EQ(wal_open(dir, 0, 0, &o, &w, &rep), 0);
 	CHECK_EQ(rep.n_entries, 301);
 	struct raft_config c;

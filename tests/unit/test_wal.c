@@ -9,7 +9,7 @@
 #include "test_wal_util.h"
 
 #include "raftd/wal.h"
-#include "raftd/walio.h"
+#include "shm/diskio.h"
 #include "raftd/walread.h"
 #include "raftd/walrec.h"
 #include "shm/log/log.h"
@@ -22,7 +22,7 @@ static uint8_t databuf[64 * 1024];
 static struct wal_options opts(uint64_t seg)
 {
 	struct wal_options o = { .segment_bytes = seg };
-	CHECK_EQ(walio_plain_open(&o.io), 0);
+	CHECK_EQ(diskio_plain_open(-1, &o.io), 0);
 	return o;
 }
 

@@ -2,15 +2,14 @@
  * Group commit and the WAL's disk requests: batching of everything
  * appended while a write is in flight (through the fault backend, which
  * holds requests until released), write and sync failures that fail the
- * WAL, power cuts in the middle of a write at random points (seeded; the
- * seed is printed on failure), and io_uring short writes resubmitted.
+ * WAL, and power cuts in the middle of a write at random points (seeded;
+ * the seed is printed on failure). test_wal_uring runs the WAL over
+ * io_uring.
  */
-#include <poll.h>
-
 #include "test_wal_util.h"
 
 #include "raftd/wal.h"
-#include "raftd/walio.h"
+#include "shm/diskio.h"
 #include "shm/log/log.h"
 
 static uint8_t bufs[256][2048];
@@ -22,20 +21,14 @@ static struct raft_entry entry(uint64_t index, uint64_t term, uint32_t len, int 
 
 static uint32_t len_of(uint64_t index) { return (uint32_t)(index * 53 % 700); }
 
-/* Waits until the WAL's eventfd is readable (a request finished). */
-static void wait_event(struct wal *w)
-{
-	struct pollfd p = { .fd = wal_event_fd(w), .events = POLLIN };
-	CHECK_EQ(poll(&p, 1, 10000), 1);
-}
 
 /* A new WAL in dir over the fault backend with options fo. */
 static struct wal *fault_wal(char *dir, size_t len, const char *name,
-			     const struct walio_fault_opts *fo, struct walio **io)
+			     const struct diskio_fault_opts *fo, struct diskio **io)
 {
 	struct wal *w;
 	struct wal_options o = { .segment_bytes = 1 << 20 };
-	CHECK_EQ(walio_fault_open(fo, &o.io), 0);
+	CHECK_EQ(diskio_fault_open(-1, fo, &o.io), 0);
 	*io = o.io;
 	wt_path(dir, len, name);
 	CHECK_EQ(wal_create(dir, NULL, 0, &o, &w), 0);
@@ -45,11 +38,11 @@ static struct wal *fault_wal(char *dir, size_t len, const char *name,
 static void test_group_commit(void)
 {
 	char dir[512];
-	struct walio *io;
+	struct diskio *io;
 	struct wal_replay r;
-	struct walio_fault_opts fo = walio_fault_defaults();
+	struct diskio_fault_opts fo = diskio_fault_defaults();
 
-	fo.hold = true;
+	fo.chain = DISKIO_FAULT_CHAIN_HELD;
 	struct wal *w = fault_wal(dir, sizeof(dir), "gc", &fo, &io);
 	CHECK(wal_idle(w));
 
@@ -58,7 +51,7 @@ static void test_group_commit(void)
 	CHECK_EQ(wal_save(w, &hs, &e, 1), 0);
 	CHECK_EQ(wal_last_seq(w), 1);
 	CHECK_EQ(wal_submit(w), 0);
-	CHECK(walio_fault_is_held(io));
+	CHECK(diskio_fault_is_held(io));
 	CHECK_EQ(wal_durable_seq(w), 0);
 
 	/* 100 entries arrive, one at a time, while batch 1 is in flight;
@@ -71,21 +64,21 @@ static void test_group_commit(void)
 		CHECK_EQ(wal_reap(w), 0);
 		CHECK_EQ(wal_last_seq(w), 2);
 	}
-	CHECK_EQ(io->requests, 1);
-	CHECK(walio_fault_release(io));
-	wait_event(w);
+	CHECK_EQ(io->chains, 1);
+	CHECK(diskio_fault_release(io));
+	wt_wait_event(w);
 	CHECK_EQ(wal_reap(w), 1); /* batch 1 durable, batch 2 submitted */
 	CHECK_EQ(wal_durable_seq(w), 1);
-	CHECK_EQ(io->requests, 2);
-	CHECK(walio_fault_is_held(io));
-	CHECK(walio_fault_release(io));
-	wait_event(w);
+	CHECK_EQ(io->chains, 2);
+	CHECK(diskio_fault_is_held(io));
+	CHECK(diskio_fault_release(io));
+	wt_wait_event(w);
 	CHECK_EQ(wal_reap(w), 1);
 	CHECK_EQ(wal_durable_seq(w), 2);
 	CHECK(wal_idle(w));
-	CHECK_EQ(io->requests, 2); /* 101 entries, 2 writes + syncs */
+	CHECK_EQ(io->chains, 2); /* 101 entries, 2 writes + syncs */
 	CHECK_EQ(wal_reap(w), 0);
-	walio_fault_set_hold(io, false);
+	diskio_fault_set_chain(io, DISKIO_FAULT_CHAIN_AT_SUBMIT);
 	CHECK_EQ(wal_close(w), 0);
 
 	CHECK_EQ(wal_read(dir, 0, 0, &r), 0);
@@ -99,11 +92,12 @@ static void test_group_commit(void)
 static void test_failure_is_sticky(void)
 {
 	char dir[512];
-	struct walio *io;
+	struct diskio *io;
 	struct wal_replay r;
-	struct walio_fault_opts fo = walio_fault_defaults();
+	struct diskio_fault_opts fo = diskio_fault_defaults();
 
-	fo.fail_at = 2;
+	fo.chain = DISKIO_FAULT_CHAIN_AT_SUBMIT;
+	fo.fail_write_at = 2;
 	fo.fail_errno = ENOSPC;
 	struct wal *w = fault_wal(dir, sizeof(dir), "fail", &fo, &io);
 	int rc = 0;
@@ -172,16 +166,17 @@ static void crash_run(uint64_t seed, unsigned *saw_partial)
 	char dir[512];
 	struct wal *w;
 	struct wal_replay r;
-	struct walio_fault_opts fo = walio_fault_defaults();
+	struct diskio_fault_opts fo = diskio_fault_defaults();
 	uint64_t s = seed * 2654435761u + 1;
 	struct wal_options o = { .segment_bytes = 4096 + rnd(&s) % 8192 };
 	static struct model durable, cand;
 	static struct batch_rec batches[512];
 	size_t nb = 0;
 
-	fo.tear_at = (long)(rnd(&s) % 40);
+	fo.chain = DISKIO_FAULT_CHAIN_AT_SUBMIT;
+	fo.tear_write_at = (long)(rnd(&s) % 40);
 	fo.seed = seed;
-	CHECK_EQ(walio_fault_open(&fo, &o.io), 0);
+	CHECK_EQ(diskio_fault_open(-1, &fo, &o.io), 0);
 	wt_path(dir, sizeof(dir), "crash");
 	CHECK_EQ(wal_create(dir, NULL, 0, &o, &w), 0);
 	memset(&durable, 0, sizeof(durable));
@@ -249,7 +244,7 @@ static void crash_run(uint64_t seed, unsigned *saw_partial)
 			return;
 		}
 	}
-	/* tear_at beyond the run: nothing failed */
+	/* tear_write_at beyond the run: nothing failed */
 	CHECK_EQ(wal_close(w), 0);
 	CHECK_EQ(wal_read(dir, 0, 0, &r), 0);
 	CHECK(model_matches(&durable, &r));
@@ -271,52 +266,6 @@ static void test_power_cuts(void)
 	CHECK(partial > 0);
 }
 
-static void test_uring_short_writes(void)
-{
-	char dir[512];
-	struct wal *w;
-	struct wal_replay r;
-	struct wal_options o = { .segment_bytes = 64 * 1024 };
-
-	int rc = walio_uring_open(4, &o.io);
-	if (rc) {
-		printf("io_uring refused (%s): its tests are skipped here\n", strerror(-rc));
-		return;
-	}
-	walio_uring_set_write_cap(o.io, 100);
-	struct walio *io = o.io;
-	wt_path(dir, sizeof(dir), "uring");
-	CHECK_EQ(wal_create(dir, NULL, 0, &o, &w), 0);
-	CHECK(!strcmp(wal_io_name(w), "io_uring"));
-	uint64_t i = 1;
-	for (int b = 0; b < 40; b++) {
-		struct raft_entry ents[5];
-		for (int k = 0; k < 5; k++, i++)
-			ents[k] = entry(i, 2, len_of(i), k);
-		struct raft_hardstate hs = { 2, 1, i - 1 };
-		CHECK_EQ(wal_save(w, &hs, ents, 5), 0);
-		CHECK_EQ(wal_submit(w), 0);
-		/* an event loop: poll, then reap, until the batch is durable */
-		while (wal_durable_seq(w) < wal_last_seq(w)) {
-			wait_event(w);
-			CHECK(wal_reap(w) >= 0);
-		}
-	}
-	CHECK(io->requests >= 40);
-	CHECK_EQ(wal_close(w), 0);
-	CHECK_EQ(wal_read(dir, 0, 0, &r), 0);
-	CHECK_EQ(r.n_entries, 200);
-	for (uint64_t k = 1; k <= 200; k++)
-		CHECK(wt_entry_ok(&r.entries[k - 1], k, 2, len_of(k)));
-	wal_replay_free(&r);
-
-	/* The automatic choice takes io_uring here. */
-	struct walio *auto_io;
-	CHECK_EQ(walio_open_auto(&auto_io), 0);
-	CHECK(!strcmp(walio_name(auto_io), "io_uring"));
-	walio_close(auto_io);
-}
-
 int main(void)
 {
 	log_set_level(LOG_LEVEL_FATAL); /* failures under test are logged too */
@@ -324,7 +273,6 @@ int main(void)
 	test_group_commit();
 	test_failure_is_sticky();
 	test_power_cuts();
-	test_uring_short_writes();
 	CHECK_EQ(wt_live_allocs(), 0);
 	printf("test_wal_commit: ok\n");
 	return 0;

@@ -8,12 +8,14 @@
 #define CETCD_TESTS_WAL_UTIL_H
 
 #include <ftw.h>
+#include <poll.h>
 #include <stdatomic.h>
 
 #include "shm_testlib.h"
 
 #include "raftd/alloc.h"
 #include "raftd/raftlog.h"
+#include "raftd/wal.h"
 
 static char wt_root[256];
 
@@ -195,6 +197,13 @@ static inline void wt_fail_after(long n)
 static inline long wt_live_allocs(void)
 {
 	return atomic_load(&wt_live);
+}
+
+/* Waits until the WAL's eventfd is readable (a request finished). */
+static inline void wt_wait_event(struct wal *w)
+{
+	struct pollfd p = { .fd = wal_event_fd(w), .events = POLLIN };
+	CHECK_EQ(poll(&p, 1, 10000), 1);
 }
 
 #endif

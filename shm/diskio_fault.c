@@ -1,13 +1,15 @@
 /*
  * The fault-injecting diskio backend, for tests. It writes through to the
- * file, fails chosen writes or syncs, can lose the device after a number of
- * operations, and keeps an undo record of every write since the last
- * successful sync so that diskio_fault_crash can rebuild what a power cut
- * could leave: the synced state plus any subset of the later writes, some
- * of them torn at a sector boundary, the latest kept write winning where
- * they overlap.
+ * file, fails or tears chosen writes, fails chosen syncs, can lose the
+ * device after a number of operations, and keeps an undo record of every
+ * write since the last successful sync. The undo records give the file's
+ * durable content (what the last good sync saw): a failed sync goes back
+ * to it, as the kernel may drop the dirty pages when writeback fails, and
+ * diskio_fault_crash rebuilds what a power cut could leave: the synced
+ * state plus any subset of the later writes, some of them torn at a
+ * sector boundary, the latest kept write winning where they overlap.
  */
-#include "stored/diskio.h"
+#include "shm/diskio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "stored/alloc.h"
 
 #define FAULT_SECTOR 512u
 
@@ -32,20 +33,23 @@ struct fault_io {
 	struct diskio_fault_opts opts;
 	long writes, syncs, ops;
 	bool cut;
+	uint64_t rng;           /* for tears */
 	uint64_t synced_size;   /* file size at the last successful sync */
+	int synced_fd;          /* the file synced_size is of */
 	struct fault_undo *undo;
 	size_t nundo, undo_cap;
 	struct diskio_write chain[DISKIO_CHAIN_MAX];  /* a chain not yet run */
 	size_t nchain;
-	bool chain_pending;
+	bool chain_pending;     /* submitted, not yet reaped */
+	bool chain_ran;         /* its ops have run (chain_rc is its result) */
 	int chain_rc;
 };
 
 static void fault_forget(struct fault_io *f)
 {
 	for (size_t i = 0; i < f->nundo; i++) {
-		stored_free(f->undo[i].old);
-		stored_free(f->undo[i].data);
+		diskio_free(f->undo[i].old);
+		diskio_free(f->undo[i].data);
 	}
 	f->nundo = 0;
 }
@@ -72,17 +76,36 @@ static bool fault_op(struct fault_io *f)
 	return true;
 }
 
-static int fault_write_one(struct fault_io *f, const struct diskio_write *w)
+/* xorshift64*: the faults' random choices, reproducible from the seed. */
+static uint64_t fault_rand(uint64_t *s)
 {
-	if (!fault_op(f))
-		return -EIO;
-	if (f->opts.fail_write_at >= 0 && f->writes++ == f->opts.fail_write_at)
-		return -f->opts.fail_errno;
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 2685821657736338717ull;
+}
+
+/* Records what w is about to overwrite (and the bytes it writes). */
+static int fault_record(struct fault_io *f, const struct diskio_write *w)
+{
+	if (f->synced_fd != f->base.fd) {
+		/* Pointed at another file (the WAL's next segment) with
+		 * nothing pending: its durable size is its size now. */
+		int rc = fault_file_size(f->base.fd, &f->synced_size);
+		if (rc < 0)
+			return rc;
+		f->synced_fd = f->base.fd;
+	}
 	if (f->nundo == f->undo_cap) {
 		size_t cap = f->undo_cap ? f->undo_cap * 2 : 16;
-		struct fault_undo *u = stored_realloc(f->undo, cap * sizeof(*u));
+		struct fault_undo *u = diskio_zalloc(cap * sizeof(*u));
 		if (!u)
 			return -ENOMEM;
+		if (f->nundo)
+			memcpy(u, f->undo, f->nundo * sizeof(*u));
+		diskio_free(f->undo);
 		f->undo = u;
 		f->undo_cap = cap;
 	}
@@ -94,22 +117,74 @@ static int fault_write_one(struct fault_io *f, const struct diskio_write *w)
 	u->off = w->off;
 	u->len = w->len;
 	u->old_len = w->off >= size ? 0 : (size_t)(size - w->off < w->len ? size - w->off : w->len);
-	u->old = stored_malloc(u->old_len);
-	u->data = stored_malloc(w->len);
-	if (!u->old || !u->data) {
-		stored_free(u->old);
-		stored_free(u->data);
-		return -ENOMEM;
-	}
+	u->old = diskio_zalloc(u->old_len);
+	u->data = diskio_zalloc(w->len);
+	if (!u->old || !u->data)
+		goto out_free;
 	memcpy(u->data, w->buf, w->len);
 	rc = diskio_pread_all(f->base.fd, u->old, u->old_len, w->off);
-	if (rc < 0) {
-		stored_free(u->old);
-		stored_free(u->data);
-		return rc;
-	}
+	if (rc < 0)
+		goto out_free;
 	f->nundo++;
+	return 0;
+
+out_free:
+	diskio_free(u->old);
+	diskio_free(u->data);
+	return rc < 0 ? rc : -ENOMEM;
+}
+
+/* Writes a random subset of w's 512-byte sectors, as a power cut in the
+ * middle of the write could leave it. */
+static int fault_tear(struct fault_io *f, const struct diskio_write *w)
+{
+	const uint8_t *p = w->buf;
+	uint64_t off = w->off, end = w->off + w->len;
+	while (off < end) {
+		uint64_t next = (off / FAULT_SECTOR + 1) * FAULT_SECTOR;
+		if (next > end)
+			next = end;
+		if (fault_rand(&f->rng) & 1) {
+			int rc = diskio_pwrite_all(f->base.fd, p + (off - w->off), next - off, off);
+			if (rc < 0)
+				return rc;
+		}
+		off = next;
+	}
+	return 0;
+}
+
+static int fault_write_one(struct fault_io *f, const struct diskio_write *w)
+{
+	if (!fault_op(f))
+		return -EIO;
+	long idx = f->writes++;
+	if (idx == f->opts.fail_write_at)
+		return -f->opts.fail_errno;
+	int rc = fault_record(f, w);
+	if (rc < 0)
+		return rc;
+	if (idx == f->opts.tear_write_at) {
+		(void)fault_tear(f, w);
+		f->cut = true;
+		return -EIO;
+	}
 	return diskio_pwrite_all(f->base.fd, w->buf, w->len, w->off);
+}
+
+/* Puts the file back to what the last good sync saw: undoes every write
+ * since, in reverse order, and drops what they grew it by. */
+static int fault_revert(struct fault_io *f)
+{
+	for (size_t i = f->nundo; i-- > 0;) {
+		struct fault_undo *u = &f->undo[i];
+		int rc = diskio_pwrite_all(f->base.fd, u->old, u->old_len, u->off);
+		if (rc < 0)
+			return rc;
+	}
+	if (ftruncate(f->base.fd, (off_t)f->synced_size) < 0)
+		return -errno;
+	return 0;
 }
 
 static int fault_sync(struct diskio *d)
@@ -117,11 +192,17 @@ static int fault_sync(struct diskio *d)
 	struct fault_io *f = (struct fault_io *)d;
 	if (!fault_op(f))
 		return -EIO;
-	if (f->opts.fail_sync_at >= 0 && f->syncs++ == f->opts.fail_sync_at)
-		return -f->opts.fail_errno;
+	if (f->syncs++ == f->opts.fail_sync_at) {
+		/* Writeback failed: the kernel may drop the dirty pages, and
+		 * what the file reads is what the disk holds. */
+		int rc = fault_revert(f);
+		fault_forget(f);
+		return rc < 0 ? rc : -f->opts.fail_errno;
+	}
 	if (fdatasync(d->fd) < 0)
 		return -errno;
 	fault_forget(f);
+	f->synced_fd = d->fd;
 	return fault_file_size(d->fd, &f->synced_size);
 }
 
@@ -166,8 +247,8 @@ static void fault_destroy(struct diskio *d)
 {
 	struct fault_io *f = (struct fault_io *)d;
 	fault_forget(f);
-	stored_free(f->undo);
-	stored_free(f);
+	diskio_free(f->undo);
+	diskio_free(f);
 }
 
 /* A chain's ops, in order, through the same faults as any other op. */
@@ -190,25 +271,30 @@ static int fault_chain_submit(struct diskio *d, const struct diskio_write *w, si
 		return -EOPNOTSUPP;
 	if (f->chain_pending)
 		return -EBUSY;
+	f->chain_pending = true;
+	f->chain_ran = false;
 	if (f->opts.chain == DISKIO_FAULT_CHAIN_AT_SUBMIT) {
 		f->chain_rc = fault_chain_run(f, w, n);
+		f->chain_ran = true;
 	} else {
 		memcpy(f->chain, w, n * sizeof(*w));
 		f->nchain = n;
 	}
-	f->chain_pending = true;
+	if (f->opts.chain != DISKIO_FAULT_CHAIN_HELD)
+		diskio_signal(d);
 	return 0;
 }
 
-static int fault_chain_reap(struct diskio *d, bool wait, bool *done)
+static int fault_chain_reap(struct diskio *d, bool wait)
 {
 	struct fault_io *f = (struct fault_io *)d;
-	(void)wait;
-	*done = true;
 	if (!f->chain_pending)
 		return 0;
-	if (f->opts.chain == DISKIO_FAULT_CHAIN_AT_REAP)
+	if (!f->chain_ran) {
+		if (f->opts.chain == DISKIO_FAULT_CHAIN_HELD)
+			return wait ? -EDEADLK : -EINPROGRESS;
 		f->chain_rc = fault_chain_run(f, f->chain, f->nchain);
+	}
 	f->chain_pending = false;
 	return f->chain_rc;
 }
@@ -227,32 +313,63 @@ static const struct diskio_ops fault_ops = {
 
 int diskio_fault_open(int fd, const struct diskio_fault_opts *o, struct diskio **out)
 {
-	struct fault_io *f = stored_calloc(1, sizeof(*f));
+	struct fault_io *f = diskio_zalloc(sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	f->base.ops = &fault_ops;
-	f->base.fd = fd;
 	f->opts = o ? *o : diskio_fault_defaults();
 	if (f->opts.fail_errno <= 0)
 		f->opts.fail_errno = EIO;
-	int rc = fault_file_size(fd, &f->synced_size);
-	if (rc < 0) {
-		stored_free(f);
-		return rc;
-	}
+	f->rng = f->opts.seed * 0x9E3779B97F4A7C15ull + 1;
+	f->synced_fd = fd;
+	int rc = fd >= 0 ? fault_file_size(fd, &f->synced_size) : 0;
+	if (rc < 0)
+		goto out_free;
+	rc = diskio_base_init(&f->base, &fault_ops, fd);
+	if (rc < 0)
+		goto out_free;
 	*out = &f->base;
 	return 0;
+
+out_free:
+	diskio_free(f);
+	return rc;
 }
 
-/* xorshift64*: the crash's choices, reproducible from the seed. */
-static uint64_t fault_rand(uint64_t *s)
+static struct fault_io *as_fault(const struct diskio *d)
 {
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 2685821657736338717ull;
+	return d->ops == &fault_ops ? (struct fault_io *)d : NULL;
+}
+
+bool diskio_fault_release(struct diskio *d)
+{
+	struct fault_io *f = as_fault(d);
+	if (!f || !f->chain_pending || f->chain_ran)
+		return false;
+	f->chain_rc = fault_chain_run(f, f->chain, f->nchain);
+	f->chain_ran = true;
+	diskio_signal(d);
+	return true;
+}
+
+bool diskio_fault_is_held(const struct diskio *d)
+{
+	struct fault_io *f = as_fault(d);
+	return f && f->chain_pending && !f->chain_ran &&
+	       f->opts.chain == DISKIO_FAULT_CHAIN_HELD;
+}
+
+void diskio_fault_set_chain(struct diskio *d, int chain)
+{
+	struct fault_io *f = as_fault(d);
+	if (f)
+		f->opts.chain = chain;
+}
+
+void diskio_fault_fail_sync_after(struct diskio *d, long n)
+{
+	struct fault_io *f = as_fault(d);
+	if (f)
+		f->opts.fail_sync_at = f->syncs + n;
 }
 
 int diskio_fault_crash(struct diskio *d, enum diskio_crash_mode mode, uint64_t seed)
@@ -264,15 +381,9 @@ int diskio_fault_crash(struct diskio *d, enum diskio_crash_mode mode, uint64_t s
 	if (mode == DISKIO_CRASH_KEEP_ALL)
 		goto out_forget;
 
-	/* Back to the synced state: undo in reverse order, then drop growth. */
-	for (size_t i = f->nundo; i-- > 0;) {
-		struct fault_undo *u = &f->undo[i];
-		rc = diskio_pwrite_all(fd, u->old, u->old_len, u->off);
-		if (rc < 0)
-			return rc;
-	}
-	if (ftruncate(fd, (off_t)f->synced_size) < 0)
-		return -errno;
+	rc = fault_revert(f);
+	if (rc < 0)
+		return rc;
 
 	if (mode == DISKIO_CRASH_RANDOM) {
 		uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
