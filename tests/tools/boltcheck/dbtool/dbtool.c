@@ -18,12 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shm/errmsg.h"
 #include "stored/btree.h"
 #include "stored/page.h"
 
 static int fail(const char *what, int rc)
 {
-	fprintf(stderr, "dbtool: %s: %s (%s)\n", what, strerror(-rc), btree_last_error());
+	fprintf(stderr, "dbtool: %s: %s (%s)\n", what, strerror(-rc), errmsg_get(rc));
 	return 1;
 }
 
