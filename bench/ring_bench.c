@@ -37,6 +37,7 @@
 
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
+#include "shm/errmsg.h"
 #include "shm/region.h"
 #include "shm/ring.h"
 #include "shm/slot.h"
@@ -98,7 +99,7 @@ static void side_attach(int side, struct side *s)
 
 	rc = shm_region_attach(region_path, &s->r);
 	if (rc)
-		die(shm_region_last_error(), rc);
+		die(errmsg_get(rc), rc);
 	if (side == 0) {
 		rc = shm_slot_claim(s->r, &ref);
 		if (rc)
@@ -331,7 +332,7 @@ static double run_case(enum bench_case c, uint32_t size)
 
 	rc = shm_region_create(region_path, &p, &l);
 	if (rc)
-		die(shm_region_last_error(), rc);
+		die(errmsg_get(rc), rc);
 	atomic_store(&sh->stop, 0);
 	atomic_store(&sh->ready, 0);
 	getrusage(RUSAGE_CHILDREN, &before);

@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "shm/errmsg.h"
 #include "shm/region.h"
 #include "stored/btree/arena.h"
 #include "stored/btree/btree.h"
@@ -246,10 +247,9 @@ static struct kvindex_feed bench_feed;
 
 static int bench_fail(const char *what, int rc)
 {
-	const char *why = rc == -EUCLEAN ? mvcc_last_error() : btree_last_error();
+	const char *why = mvcc_is_request_error(rc) ? mvcc_strerror(rc) : errmsg_get(rc);
 
-	fprintf(stderr, "store_bench: %s: %s (%s)\n", what, strerror(rc < 0 ? -rc : rc),
-		why && *why ? why : mvcc_strerror(rc));
+	fprintf(stderr, "store_bench: %s: %s (%s)\n", what, strerror(rc < 0 ? -rc : rc), why);
 	return rc;
 }
 

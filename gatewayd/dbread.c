@@ -11,6 +11,7 @@
 
 #include "gatewayd/server.h"
 #include "shm/log/log.h"
+#include "shm/errmsg.h"
 #include "shm/readers.h"
 #include "shm/region.h"
 #include "stored/btree/btree.h"
@@ -88,7 +89,7 @@ int gw_read_begin(struct gw_server *s, struct gw_read *rd)
 		rc = btree_reader_open(s->db_path, NULL, &s->db);
 		if (rc) {
 			log_warn("cannot map the db for reading", LOG_STR("path", s->db_path),
-				 LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
+				 LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 			s->db = NULL;
 			goto out_end;
 		}
@@ -103,7 +104,7 @@ int gw_read_begin(struct gw_server *s, struct gw_read *rd)
 	rc = btree_reader_begin(s->db, &root, &rd->txn);
 	if (rc) {
 		log_warn("cannot begin a read at the published root",
-			 LOG_STR("reason", btree_last_error()), LOG_U64("root", root.root_pgid),
+			 LOG_STR("reason", errmsg_get(rc)), LOG_U64("root", root.root_pgid),
 			 LOG_U64("txid", root.txid), LOG_ERRNO(rc));
 		rd->txn = NULL;
 		goto out_end;
@@ -131,7 +132,7 @@ void gw_read_refuse(struct gw_server *s, struct grpc_call *call, int rc)
 	if (rc == -EAGAIN || rc == -ENOENT || rc == -ENOMEM || rc == -ENOSPC)
 		grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "etcdserver: not capable");
 	else
-		grpc_call_finish(call, GRPC_STATUS_INTERNAL, btree_last_error());
+		grpc_call_finish(call, GRPC_STATUS_INTERNAL, errmsg_get(rc));
 }
 
 void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *size,

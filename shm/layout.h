@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "shm/doorbell.h"
+#include "shm/errmsg.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 #include "shm/status.h"
@@ -159,9 +160,9 @@ static inline struct ring *shm_ring_at(struct shm_region *r, uint64_t n)
 			       n * r->hdr->ring_stride);
 }
 
-/* Records the message returned by shm_region_last_error(). */
-void shm_set_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
+/* Records the text of the failure rc in the error slot (shm/errmsg.h) and
+ * returns rc: the region code's name for errmsg_set. */
+#define shm_set_error(rc, ...) errmsg_set((rc), __VA_ARGS__)
 
 /*
  * OFD locks on one byte of fd (shm/ofdlock.c).

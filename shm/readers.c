@@ -39,11 +39,9 @@ int readers_claim(struct shm_region *r, uint32_t *out_index)
 		rc = ofdlock_try(r->fd, SHM_LOCK_READER(r->hdr, j));
 		if (rc == -EBUSY)
 			continue;
-		if (rc) {
-			shm_set_error("readers: cannot lock entry %u: %s", j,
-				      strerror(-rc));
-			return rc;
-		}
+		if (rc)
+			return shm_set_error(rc, "readers: cannot lock entry %u: %s", j,
+					     strerror(-rc));
 		e = shm_reader_at(r, j);
 		atomic_store_explicit(&e->txid, READERS_IDLE,
 				      memory_order_relaxed);
@@ -53,9 +51,8 @@ int readers_claim(struct shm_region *r, uint32_t *out_index)
 		*out_index = j;
 		return 0;
 	}
-	shm_set_error("readers: all %u reader entries are held by live "
-		      "processes", r->hdr->reader_count);
-	return -ENOSPC;
+	return shm_set_error(-ENOSPC, "readers: all %u reader entries are held by live "
+			     "processes", r->hdr->reader_count);
 }
 
 void readers_release(struct shm_region *r, uint32_t index)
@@ -146,11 +143,9 @@ int readers_reap(struct shm_region *r)
 		rc = ofdlock_try(r->fd, SHM_LOCK_READER(r->hdr, j));
 		if (rc == -EBUSY)
 			continue; /* its owner is alive */
-		if (rc) {
-			shm_set_error("readers: cannot lock entry %u: %s", j,
-				      strerror(-rc));
-			return rc;
-		}
+		if (rc)
+			return shm_set_error(rc, "readers: cannot lock entry %u: %s", j,
+					     strerror(-rc));
 		atomic_store_explicit(&e->txid, READERS_IDLE,
 				      memory_order_release);
 		atomic_store_explicit(&e->holder_pid, 0, memory_order_relaxed);

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +17,10 @@
 
 #include "shm/barrier.h"
 #include "shm/bcast.h"
+#include "shm/errmsg.h"
 #include "shm/layout.h"
 #include "shm/readers.h"
 #include "shm/ring.h"
-
-static __thread char shm_last_error[512];
 
 static void *(*region_alloc_fn)(size_t) = malloc;
 static void (*region_free_fn)(void *) = free;
@@ -32,20 +30,6 @@ void shm_region_set_allocator(void *(*alloc_fn)(size_t),
 {
 	region_alloc_fn = alloc_fn ? alloc_fn : malloc;
 	region_free_fn = free_fn ? free_fn : free;
-}
-
-void shm_set_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(shm_last_error, sizeof(shm_last_error), fmt, ap);
-	va_end(ap);
-}
-
-const char *shm_region_last_error(void)
-{
-	return shm_last_error;
 }
 
 static uint64_t region_page_round(uint64_t n)
@@ -64,24 +48,19 @@ static int region_layout(uint32_t slot_count, uint64_t max_request_bytes,
 {
 	uint64_t off, rings;
 
-	if (slot_count < 4 || slot_count > SHM_MAX_SLOTS) {
-		shm_set_error("shm: slot count %u is out of range (4 to %u)",
-			      slot_count, SHM_MAX_SLOTS);
-		return -EINVAL;
-	}
+	if (slot_count < 4 || slot_count > SHM_MAX_SLOTS)
+		return shm_set_error(-EINVAL, "shm: slot count %u is out of range (4 to %u)",
+				     slot_count, SHM_MAX_SLOTS);
 	if (max_request_bytes < 1 ||
 	    max_request_bytes > SHM_MAX_REQUEST_BYTES_LIMIT) {
-		shm_set_error("shm: max request bytes %llu is out of range "
-			      "(1 to %u)", (unsigned long long)max_request_bytes,
-			      SHM_MAX_REQUEST_BYTES_LIMIT);
-		return -EINVAL;
+		return shm_set_error(-EINVAL, "shm: max request bytes %llu is out of range "
+				     "(1 to %u)", (unsigned long long)max_request_bytes,
+				     SHM_MAX_REQUEST_BYTES_LIMIT);
 	}
-	if (cache_bytes > SHM_MAX_CACHE_BYTES) {
-		shm_set_error("shm: latest-entry cache of %llu bytes is too large (at most %llu)",
-			      (unsigned long long)cache_bytes,
-			      (unsigned long long)SHM_MAX_CACHE_BYTES);
-		return -EINVAL;
-	}
+	if (cache_bytes > SHM_MAX_CACHE_BYTES)
+		return shm_set_error(-EINVAL, "shm: latest-entry cache of %llu bytes is too large (at most %llu)",
+				     (unsigned long long)cache_bytes,
+				     (unsigned long long)SHM_MAX_CACHE_BYTES);
 	h->header_bytes = SHM_HEADER_BYTES;
 	h->max_request_bytes = max_request_bytes;
 	h->slot_count = slot_count;
@@ -194,8 +173,7 @@ out_free_slots:
 out_free_handle:
 	region_free_fn(r);
 out_nomem:
-	shm_set_error("shm: out of memory for the region handle");
-	return -ENOMEM;
+	return shm_set_error(-ENOMEM, "shm: out of memory for the region handle");
 }
 
 /* Wires the rings of slot i (or, for i == slot_count, the daemon rings) to
@@ -261,10 +239,8 @@ static int region_init(struct shm_region *r, const struct shm_region_params *p,
 	}
 	status_seqlock_init(shm_status_at(r)->raftd);
 	status_seqlock_init(shm_status_at(r)->stored);
-	if (region_init_rings(r)) {
-		shm_set_error("shm: ring layout does not fit (internal error)");
-		return -EINVAL;
-	}
+	if (region_init_rings(r))
+		return shm_set_error(-EINVAL, "shm: ring layout does not fit (internal error)");
 	/* Last: the header says what this is. Nobody can see the file yet
 	 * (it is renamed into place afterwards), so no fence is needed. */
 	h->layout_version = SHM_LAYOUT_VERSION;
@@ -286,20 +262,19 @@ static int region_lock_path(const char *path, int *out_fd)
 		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0) {
 			rc = -errno;
-			shm_set_error("shm: cannot open %s: %s", path,
-				      strerror(errno));
-			return rc;
+			return shm_set_error(rc, "shm: cannot open %s: %s", path,
+					     strerror(errno));
 		}
 		rc = ofdlock_try(fd, SHM_LOCK_LAUNCHER);
 		if (rc) {
 			close(fd);
 			if (rc == -EBUSY)
-				shm_set_error("shm: region %s is held by a live "
+				shm_set_error(rc, "shm: region %s is held by a live "
 					      "cetcd launcher; stop it first, "
 					      "or give this member another "
 					      "--runtime-dir", path);
 			else
-				shm_set_error("shm: cannot lock %s: %s", path,
+				shm_set_error(rc, "shm: cannot lock %s: %s", path,
 					      strerror(-rc));
 			return rc;
 		}
@@ -310,8 +285,7 @@ static int region_lock_path(const char *path, int *out_fd)
 		}
 		close(fd);
 	}
-	shm_set_error("shm: %s keeps being replaced while being opened", path);
-	return -EBUSY;
+	return shm_set_error(-EBUSY, "shm: %s keeps being replaced while being opened", path);
 }
 
 /*
@@ -330,8 +304,7 @@ static int region_check_old(const char *path, int fd, uint64_t *floor,
 	*empty = false;
 	if (fstat(fd, &st) != 0) {
 		rc = -errno;
-		shm_set_error("shm: cannot stat %s: %s", path, strerror(errno));
-		return rc;
+		return shm_set_error(rc, "shm: cannot stat %s: %s", path, strerror(errno));
 	}
 	if (st.st_size == 0) {
 		*empty = true; /* just created, or a create that died early */
@@ -341,23 +314,19 @@ static int region_check_old(const char *path, int fd, uint64_t *floor,
 	    pread(fd, &prefix, SHM_HEADER_PREFIX_BYTES, 0) !=
 	    (ssize_t)SHM_HEADER_PREFIX_BYTES ||
 	    memcmp(prefix.magic, SHM_MAGIC, sizeof(prefix.magic)) != 0) {
-		shm_set_error("shm: %s exists and is not a cetcd shared-memory "
-			      "region; it was left alone: remove it or choose "
-			      "another --runtime-dir", path);
-		return -EEXIST;
+		return shm_set_error(-EEXIST, "shm: %s exists and is not a cetcd shared-memory "
+				     "region; it was left alone: remove it or choose "
+				     "another --runtime-dir", path);
 	}
 	rc = ofdlock_any_from(fd, SHM_LOCK_LAUNCHER + 1);
 	if (rc != 0) {
-		if (rc > 0) {
-			shm_set_error("shm: stale region %s is still used by a "
-				      "live process (it holds a role, slot or "
-				      "reader lock); stop that process first",
-				      path);
-			return -EBUSY;
-		}
-		shm_set_error("shm: cannot test locks on %s: %s", path,
-			      strerror(-rc));
-		return rc;
+		if (rc > 0)
+			return shm_set_error(-EBUSY, "shm: stale region %s is still used by a "
+					     "live process (it holds a role, slot or "
+					     "reader lock); stop that process first",
+					     path);
+		return shm_set_error(rc, "shm: cannot test locks on %s: %s", path,
+				     strerror(-rc));
 	}
 	*floor = atomic_load_explicit(&prefix.generation_floor,
 				      memory_order_relaxed);
@@ -408,18 +377,17 @@ static int region_size_file(const char *path, int fd, uint64_t bytes)
 
 	if (bytes > (uint64_t)SIZE_MAX / 2 || ftruncate(fd, (off_t)bytes) != 0) {
 		rc = bytes > (uint64_t)SIZE_MAX / 2 ? -EFBIG : -errno;
-		shm_set_error("shm: cannot size the region %s to %llu bytes: "
-			      "%s", path, (unsigned long long)bytes,
-			      strerror(-rc));
-		return rc;
+		return shm_set_error(rc, "shm: cannot size the region %s to %llu bytes: "
+				     "%s", path, (unsigned long long)bytes,
+				     strerror(-rc));
 	}
 	rc = posix_fallocate(fd, 0, (off_t)bytes);
 	if (rc == 0 || rc == EOPNOTSUPP || rc == EINVAL)
 		return 0;
-	shm_set_error("shm: no room for the %llu MiB region %s: %s; make the "
-		      "runtime dir larger or lower --max-request-bytes",
-		      (unsigned long long)(bytes >> 20), path, strerror(rc));
-	return rc == ENOSPC ? -ENOSPC : -rc;
+	return shm_set_error(rc == ENOSPC ? -ENOSPC : -rc,
+			     "shm: no room for the %llu MiB region %s: %s; make the "
+			     "runtime dir larger or lower --max-request-bytes",
+			     (unsigned long long)(bytes >> 20), path, strerror(rc));
 }
 
 /*
@@ -458,10 +426,8 @@ static int region_build(int fd, const char *what, const struct shm_header *layou
 	int rc;
 
 	rc = ofdlock_try(fd, SHM_LOCK_LAUNCHER);
-	if (rc) {
-		shm_set_error("shm: cannot lock %s: %s", what, strerror(-rc));
-		return rc;
-	}
+	if (rc)
+		return shm_set_error(rc, "shm: cannot lock %s: %s", what, strerror(-rc));
 	rc = region_size_file(what, fd, layout->region_bytes);
 	if (rc)
 		return rc;
@@ -469,8 +435,7 @@ static int region_build(int fd, const char *what, const struct shm_header *layou
 		    MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
-		shm_set_error("shm: cannot map %s: %s", what, strerror(errno));
-		return rc;
+		return shm_set_error(rc, "shm: cannot map %s: %s", what, strerror(errno));
 	}
 	rc = region_handle_new(fd, base, layout, &r);
 	if (rc)
@@ -507,8 +472,7 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
 		return rc;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new.XXXXXX", path) >=
 	    sizeof(tmp)) {
-		shm_set_error("shm: region path %s is too long", path);
-		return -ENAMETOOLONG;
+		return shm_set_error(-ENAMETOOLONG, "shm: region path %s is too long", path);
 	}
 	rc = region_lock_path(path, &old_fd);
 	if (rc)
@@ -523,7 +487,7 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		shm_set_error("shm: cannot create %s: %s", tmp, strerror(errno));
+		shm_set_error(rc, "shm: cannot create %s: %s", tmp, strerror(errno));
 		goto out_close_old;
 	}
 	rc = region_build(fd, tmp, &layout, p, floor, incarnation + 1, &r);
@@ -531,7 +495,7 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
 		goto out_unlink_tmp;
 	if (rename(tmp, path) != 0) {
 		rc = -errno;
-		shm_set_error("shm: cannot rename %s to %s: %s", tmp, path,
+		shm_set_error(rc, "shm: cannot rename %s to %s: %s", tmp, path,
 			      strerror(errno));
 		shm_region_detach(r);
 		unlink(tmp);
@@ -564,22 +528,18 @@ static int region_open_unnamed(const char *dir)
 	if (fd >= 0)
 		return fd;
 	err = errno;
-	if (err != EOPNOTSUPP && err != EISDIR && err != EINVAL) {
-		shm_set_error("shm: cannot create the region in %s: %s", dir,
-			      strerror(err));
-		return -err;
-	}
+	if (err != EOPNOTSUPP && err != EISDIR && err != EINVAL)
+		return shm_set_error(-err, "shm: cannot create the region in %s: %s", dir,
+				     strerror(err));
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s/region.unnamed.XXXXXX", dir) >=
 	    sizeof(tmp)) {
-		shm_set_error("shm: runtime dir %s is too long", dir);
-		return -ENAMETOOLONG;
+		return shm_set_error(-ENAMETOOLONG, "shm: runtime dir %s is too long", dir);
 	}
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		err = errno;
-		shm_set_error("shm: cannot create the region in %s: %s", dir,
-			      strerror(err));
-		return -err;
+		return shm_set_error(-err, "shm: cannot create the region in %s: %s", dir,
+				     strerror(err));
 	}
 	unlink(tmp);
 	return fd;
@@ -617,41 +577,32 @@ static int region_check_header(const char *path, int fd, struct stat *st,
 {
 	const char *field;
 
-	if (st->st_size == 0) {
-		shm_set_error("shm: region %s is empty: a launcher is creating "
-			      "it; retry", path);
-		return -EAGAIN;
-	}
+	if (st->st_size == 0)
+		return shm_set_error(-EAGAIN, "shm: region %s is empty: a launcher is creating "
+				     "it; retry", path);
 	if (st->st_size < (off_t)SHM_HEADER_BYTES ||
 	    pread(fd, h, sizeof(*h), 0) != (ssize_t)sizeof(*h) ||
 	    memcmp(h->magic, SHM_MAGIC, sizeof(h->magic)) != 0) {
-		shm_set_error("shm: %s is not a cetcd shared-memory region "
-			      "(bad magic)", path);
-		return -EPROTO;
+		return shm_set_error(-EPROTO, "shm: %s is not a cetcd shared-memory region "
+				     "(bad magic)", path);
 	}
-	if (h->layout_version != SHM_LAYOUT_VERSION) {
-		shm_set_error("shm: region %s has layout version %u, but this "
-			      "program uses layout version %u; run every "
-			      "process of the member from the same cetcd "
-			      "build (restart the launcher to re-create the "
-			      "region)", path, h->layout_version,
-			      SHM_LAYOUT_VERSION);
-		return -EPROTO;
-	}
+	if (h->layout_version != SHM_LAYOUT_VERSION)
+		return shm_set_error(-EPROTO, "shm: region %s has layout version %u, but this "
+				     "program uses layout version %u; run every "
+				     "process of the member from the same cetcd "
+				     "build (restart the launcher to re-create the "
+				     "region)", path, h->layout_version,
+				     SHM_LAYOUT_VERSION);
 	field = region_layout_mismatch(h);
-	if (field) {
-		shm_set_error("shm: region %s has an inconsistent header "
-			      "(field %s); restart the launcher to re-create it",
-			      path, field);
-		return -EPROTO;
-	}
-	if ((uint64_t)st->st_size != h->region_bytes) {
-		shm_set_error("shm: region %s is %llu bytes, its header says "
-			      "%llu; restart the launcher to re-create it", path,
-			      (unsigned long long)st->st_size,
-			      (unsigned long long)h->region_bytes);
-		return -EPROTO;
-	}
+	if (field)
+		return shm_set_error(-EPROTO, "shm: region %s has an inconsistent header "
+				     "(field %s); restart the launcher to re-create it",
+				     path, field);
+	if ((uint64_t)st->st_size != h->region_bytes)
+		return shm_set_error(-EPROTO, "shm: region %s is %llu bytes, its header says "
+				     "%llu; restart the launcher to re-create it", path,
+				     (unsigned long long)st->st_size,
+				     (unsigned long long)h->region_bytes);
 	return 0;
 }
 
@@ -666,13 +617,10 @@ static int region_attach_open(const char *what, int fd, struct shm_region **out)
 
 	if (fstat(fd, &st) != 0) {
 		rc = -errno;
-		shm_set_error("shm: cannot stat %s: %s", what, strerror(errno));
-		return rc;
+		return shm_set_error(rc, "shm: cannot stat %s: %s", what, strerror(errno));
 	}
-	if (!S_ISREG(st.st_mode)) {
-		shm_set_error("shm: %s is not a regular file, so not a region", what);
-		return -EPROTO;
-	}
+	if (!S_ISREG(st.st_mode))
+		return shm_set_error(-EPROTO, "shm: %s is not a regular file, so not a region", what);
 	rc = region_check_header(what, fd, &st, &h);
 	if (rc)
 		return rc;
@@ -680,8 +628,7 @@ static int region_attach_open(const char *what, int fd, struct shm_region **out)
 		    fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
-		shm_set_error("shm: cannot map %s: %s", what, strerror(errno));
-		return rc;
+		return shm_set_error(rc, "shm: cannot map %s: %s", what, strerror(errno));
 	}
 	rc = region_handle_new(fd, base, &h, out);
 	if (rc)
@@ -697,13 +644,10 @@ int shm_region_attach(const char *path, struct shm_region **out)
 	if (fd < 0) {
 		rc = -errno;
 		if (rc == -ENOENT)
-			shm_set_error("shm: no region at %s (is the cetcd "
-				      "launcher running with this "
-				      "--runtime-dir?)", path);
-		else
-			shm_set_error("shm: cannot open %s: %s", path,
-				      strerror(errno));
-		return rc;
+			return shm_set_error(rc, "shm: no region at %s (is the cetcd "
+					     "launcher running with this "
+					     "--runtime-dir?)", path);
+		return shm_set_error(rc, "shm: cannot open %s: %s", path, strerror(errno));
 	}
 	rc = region_attach_open(path, fd, out);
 	if (rc)
@@ -717,10 +661,8 @@ int shm_region_attach_fd(int fd, struct shm_region **out)
 	int own, rc;
 
 	snprintf(what, sizeof(what), "inherited as descriptor %d", fd);
-	if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
-		shm_set_error("shm: %s: no such open descriptor", what);
-		return -EBADF;
-	}
+	if (fd < 0 || fcntl(fd, F_GETFD) < 0)
+		return shm_set_error(-EBADF, "shm: %s: no such open descriptor", what);
 	/* Opening the descriptor's /proc link makes a new open file
 	 * description of the same file: OFD locks taken through it are this
 	 * process's alone, and go when it dies. */
@@ -728,9 +670,8 @@ int shm_region_attach_fd(int fd, struct shm_region **out)
 	own = open(proc, O_RDWR | O_CLOEXEC);
 	if (own < 0) {
 		rc = -errno;
-		shm_set_error("shm: cannot reopen %s through %s: %s (is /proc "
-			      "mounted?)", what, proc, strerror(errno));
-		return rc;
+		return shm_set_error(rc, "shm: cannot reopen %s through %s: %s (is /proc "
+				     "mounted?)", what, proc, strerror(errno));
 	}
 	rc = region_attach_open(what, own, out);
 	if (rc) {

@@ -67,7 +67,7 @@ struct bcast;
  * *out is owned by the caller and freed by shm_region_detach.
  *
  * Returns 0, or:
- *   -EINVAL  bad parameters (message from shm_region_last_error())
+ *   -EINVAL  bad parameters (errmsg_get(rc) says which)
  *   -EBUSY   a live launcher holds the region, or a live process still holds
  *            a role, slot or reader lock in the stale region
  *   -EEXIST  path exists and is not a cetcd region (it is left alone)
@@ -89,7 +89,7 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
  *
  * The caller holds the region's launcher lock until shm_region_detach.
  * Returns 0, or:
- *   -EINVAL  bad parameters (message from shm_region_last_error())
+ *   -EINVAL  bad parameters (errmsg_get(rc) says which)
  *   -ENOSPC  the runtime dir has no room for the region
  *   -ENOMEM, or another -errno from open/mmap.
  */
@@ -123,10 +123,6 @@ int shm_region_attach_fd(int fd, struct shm_region **out);
  *   -ENOMEM, or another -errno from open/mmap.
  */
 int shm_region_attach(const char *path, struct shm_region **out);
-
-/* The message of the last failed shm call on this thread, or "" if none.
- * Valid until the next shm call on this thread. */
-const char *shm_region_last_error(void);
 
 /* Unmaps the region and drops every lock this handle holds (launcher,
  * roles, slots, reader entries). NULL is allowed. */

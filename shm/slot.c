@@ -84,27 +84,20 @@ int shm_role_claim(struct shm_region *r, enum shm_role role)
 {
 	int rc;
 
-	if (!slot_role_valid(role)) {
-		shm_set_error("shm: no role %d", (int)role);
-		return -EINVAL;
-	}
+	if (!slot_role_valid(role))
+		return shm_set_error(-EINVAL, "shm: no role %d", (int)role);
 	if (r->role_held[role])
 		return 0;
 	rc = ofdlock_try(r->fd, SHM_LOCK_ROLE(role));
-	if (rc == -EBUSY) {
-		shm_set_error("shm: a live %s (pid %d, as it recorded) already "
-			      "runs for this member",
-			      slot_role_names[role],
-			      atomic_load_explicit(
-				      &shm_role_block(r, role)->holder_pid,
-				      memory_order_relaxed));
-		return rc;
-	}
-	if (rc) {
-		shm_set_error("shm: cannot lock the %s role: %s",
-			      slot_role_names[role], strerror(-rc));
-		return rc;
-	}
+	if (rc == -EBUSY)
+		return shm_set_error(rc, "shm: a live %s (pid %d, as it recorded) already "
+				     "runs for this member",
+				     slot_role_names[role],
+				     atomic_load_explicit(&shm_role_block(r, role)->holder_pid,
+							  memory_order_relaxed));
+	if (rc)
+		return shm_set_error(rc, "shm: cannot lock the %s role: %s",
+				     slot_role_names[role], strerror(-rc));
 	r->role_held[role] = true;
 	atomic_store_explicit(&shm_role_block(r, role)->holder_pid,
 			      (int32_t)getpid(), memory_order_relaxed);
@@ -176,11 +169,9 @@ int shm_slot_claim(struct shm_region *r, struct shm_slot_ref *out)
 		rc = ofdlock_try(r->fd, SHM_LOCK_SLOT(i));
 		if (rc == -EBUSY)
 			continue;
-		if (rc) {
-			shm_set_error("shm: cannot lock slot %u: %s", i,
-				      strerror(-rc));
-			return rc;
-		}
+		if (rc)
+			return shm_set_error(rc, "shm: cannot lock slot %u: %s", i,
+					     strerror(-rc));
 		s = shm_slot_at(r, i);
 		gen = atomic_fetch_add_explicit(&s->generation, 1,
 						memory_order_acq_rel) + 1;
@@ -193,9 +184,8 @@ int shm_slot_claim(struct shm_region *r, struct shm_slot_ref *out)
 		out->generation = gen;
 		return 0;
 	}
-	shm_set_error("shm: all %u gateway slots are held by live processes",
-		      r->hdr->slot_count);
-	return -ENOSPC;
+	return shm_set_error(-ENOSPC, "shm: all %u gateway slots are held by live processes",
+			     r->hdr->slot_count);
 }
 
 void shm_slot_release(struct shm_region *r, const struct shm_slot_ref *ref)

@@ -96,10 +96,9 @@ int status_seqlock_read(const struct status_seqlock *s, uint64_t *words,
 		if (s1 == s2)
 			return 0;
 	}
-	shm_set_error("status: a write stayed in progress for %d ms; its "
-		      "writer died mid-write and has not been restarted yet",
-		      STATUS_READ_GIVE_UP_MS);
-	return -EAGAIN;
+	return shm_set_error(-EAGAIN, "status: a write stayed in progress for %d ms; its "
+			     "writer died mid-write and has not been restarted yet",
+			     STATUS_READ_GIVE_UP_MS);
 }
 
 uint64_t status_seqlock_version(const struct status_seqlock *s)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "shm/doorbell.h"
+#include "shm/errmsg.h"
 #include "shm/hello.h"
 #include "shm/log/log.h"
 #include "shm/msg.h"
@@ -280,7 +281,7 @@ static void loop_cache_warm(struct stored_loop *l)
 	rc = kvindex_feed_warm(&l->cache_feed, LOOP_CACHE_WARM_STEP, &done);
 	if (rc) {
 		log_warn("cannot fill the latest-entry cache from the db; it fills as keys are written",
-			 LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
+			 LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		l->cache_warm_failed = true;
 	} else if (done) {
 		log_info("the latest-entry cache holds every key of the db");
@@ -334,20 +335,19 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 			 LOG_STR("path", l->db_path), LOG_I64("waited-ms", (loop_now_ns() - start) / 1000000));
 	if (rc) {
 		log_error("cannot open the db", LOG_STR("path", l->db_path),
-			  LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
 	rc = mvcc_store_open(l->db, NULL, &l->store);
 	if (rc) {
 		log_error("cannot open the key-value store in the db", LOG_STR("path", l->db_path),
-			  LOG_STR("reason", rc == -EUCLEAN ? mvcc_last_error() : btree_last_error()),
-			  LOG_ERRNO(rc));
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
 	rc = btree_db_checkpoint(l->db, NULL);
 	if (rc)
 		log_error("cannot checkpoint the db", LOG_STR("path", l->db_path),
-			  LOG_STR("reason", btree_last_error()), LOG_ERRNO(rc));
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 	return rc;
 }
 
@@ -460,7 +460,7 @@ void stored_loop_stats(const struct stored_loop *l, struct stored_loop_stats *ou
 static int loop_checkpoint_failed(struct stored_loop *l, int rc)
 {
 	log_error("checkpoint failed; restart stored to recover from the last one",
-		  LOG_STR("path", l->db_path), LOG_STR("reason", btree_last_error()),
+		  LOG_STR("path", l->db_path), LOG_STR("reason", errmsg_get(rc)),
 		  LOG_ERRNO(rc));
 	return rc;
 }
@@ -663,14 +663,14 @@ static int loop_deliver(struct stored_loop *l)
  * consumed are left for whoever applies them next. */
 static int loop_batch_failed(struct stored_loop *l, int rc)
 {
-	mvcc_batch_abort(l->store);
-	l->nres = 0;
-	arena_release(&l->arena);
+	/* logged first: what undoes the batch must not replace the reason */
 	log_error("applying a batch of committed entries failed; restart stored to recover "
 		  "from the last checkpoint",
 		  LOG_U64("applied-index", l->committed_index), LOG_U64("next-index", l->applied + 1),
-		  LOG_STR("reason", rc == -EUCLEAN ? mvcc_last_error() : btree_last_error()),
-		  LOG_ERRNO(rc));
+		  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+	mvcc_batch_abort(l->store);
+	l->nres = 0;
+	arena_release(&l->arena);
 	return rc;
 }
 

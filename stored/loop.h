@@ -78,7 +78,7 @@ struct stored_loop_stats {
  * Opens (creating <data_dir>/member/snap/db, directories 0700 and fsynced)
  * the db and the MVCC store, and publishes this process's new epoch as
  * above. r must stay attached while the loop lives. Returns 0, or -ENOMEM,
- * a db or store error (btree_last_error / mvcc_last_error say more), or
+ * a db or store error (errmsg_get(rc) says more), or
  * -errno of mkdir/open.
  */
 int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,

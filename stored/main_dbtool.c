@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "leasepb/lease.pb-c.h"
+#include "shm/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/mvcc/mvcc.h"
 #include "stored/mvcc/schema.h"
@@ -45,9 +46,11 @@ static int usage(void)
 
 static int fail(const char *what, int rc)
 {
+	const char *why = errmsg_get(rc);
+
 	fprintf(stderr, "cetcd-dbtool: %s: %s", what, mvcc_strerror(rc));
-	if (rc == -EUCLEAN)
-		fprintf(stderr, " (%s; %s)", mvcc_last_error(), btree_last_error());
+	if (!mvcc_is_request_error(rc) && strcmp(why, mvcc_strerror(rc)) != 0)
+		fprintf(stderr, " (%s)", why);
 	fprintf(stderr, "\n");
 	return 1;
 }

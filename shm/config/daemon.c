@@ -16,6 +16,7 @@
 
 #include "shm/config/config_int.h"
 
+#include "shm/errmsg.h"
 #include "shm/region.h"
 
 /* ---- daemons ---- */
@@ -91,11 +92,11 @@ int config_daemon_start(struct cetcd_config *c, enum config_program prog, const 
 		break;
 	case -EPROTO:
 		log_error("refusing to attach to the member region: it was made by another cetcd version; stop every process of the member and start it again with one version",
-			  LOG_STR("region", path), LOG_STR("reason", shm_region_last_error()));
+			  LOG_STR("region", path), LOG_STR("reason", errmsg_get(rc)));
 		break;
 	default:
 		log_error("cannot attach to the member region", LOG_STR("region", path),
-			  LOG_STR("reason", shm_region_last_error()), LOG_ERRNO(rc));
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		break;
 	}
 out_fatal:

@@ -48,6 +48,7 @@
 
 #include "shm/config/config.h"
 #include "shm/log/log.h"
+#include "shm/errmsg.h"
 #include "shm/region.h"
 
 /* Restart backoff: doubles from the first value after each quick failure
@@ -272,7 +273,7 @@ static int launch_create_region(const struct cetcd_config *c, struct shm_region 
 	rc = shm_region_create_unnamed(dir, &p, out);
 	if (rc) {
 		log_error("cannot create the member region", LOG_STR("runtime-dir", dir),
-			  LOG_STR("reason", shm_region_last_error()), LOG_ERRNO(rc));
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
 	log_info("created the member region", LOG_STR("runtime-dir", dir),
@@ -302,7 +303,7 @@ static int launch_prepare_region(const struct cetcd_config *c, struct shm_region
 		return 0;
 	case -EBUSY:
 		log_error("a process of this member is still running with the region; stop it first",
-			  LOG_STR("region", path), LOG_STR("reason", shm_region_last_error()));
+			  LOG_STR("region", path), LOG_STR("reason", errmsg_get(rc)));
 		break;
 	case -EEXIST:
 		log_error("the runtime dir holds a file that is not a cetcd region; remove it or choose another --runtime-dir",
@@ -310,7 +311,7 @@ static int launch_prepare_region(const struct cetcd_config *c, struct shm_region
 		break;
 	default:
 		log_error("cannot create the member region", LOG_STR("region", path),
-			  LOG_STR("reason", shm_region_last_error()), LOG_ERRNO(rc));
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 	}
 	return rc;
 }

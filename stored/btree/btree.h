@@ -33,7 +33,7 @@
  *   -EBUSY    another process is the writer; a write txn is already open
  *   -ENOSPC   the file would grow past the map size, or the disk is full
  *   -ENOMEM, -EIO and other -errno of the system calls.
- * btree_last_error() describes the last failure of the calling thread, e.g.
+ * errmsg_get(rc) (shm/errmsg.h) describes the failure rc, e.g.
  * "stored: db /x/member/snap/db: page 17 has invalid flags 0x0040; the file
  * is corrupt, restore from a snapshot".
  *
@@ -218,7 +218,7 @@ void btree_db_stats(const struct btree_db *db, struct btree_db_stats *out);
  * the durable freelist page, the tree, free and pending pages), page
  * types and element bounds are sound, keys are sorted within pages and
  * within the key ranges of their parents, buckets are well formed.
- * 0, -EUCLEAN with the first problem in btree_last_error(), -ENOMEM.
+ * 0, -EUCLEAN with the first problem in errmsg_get(-EUCLEAN), -ENOMEM.
  */
 int btree_db_check(struct btree_db *db);
 
@@ -402,8 +402,5 @@ int btree_cursor_prev(struct btree_cursor *c, struct btree_kv *kv);
 /* Positions at the first key >= key. */
 int btree_cursor_seek(struct btree_cursor *c, const void *key, size_t key_len,
 		      struct btree_kv *kv);
-
-/* The description of the calling thread's last failure. */
-const char *btree_last_error(void);
 
 #endif

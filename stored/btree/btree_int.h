@@ -23,6 +23,7 @@
 #include "stored/btree/freelist.h"
 #include "stored/btree/page.h"
 #include "stored/btree/pgmap.h"
+#include "shm/errmsg.h"
 
 #define BT_LAST_GET_KEY_MAX 64u
 
@@ -200,8 +201,9 @@ struct btree_reader {
 	struct bt_map map;
 };
 
-/* Errors: set the thread's message and return rc. */
-int bt_error(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Errors: record the message in the thread's error slot (shm/errmsg.h)
+ * and return rc. */
+#define bt_error(rc, ...) errmsg_set((rc), __VA_ARGS__)
 /* "stored: db PATH: page N <what>; the file is corrupt, restore from a
  * snapshot" and -EUCLEAN. */
 int bt_corrupt(const struct bt_map *m, uint64_t pgid, const char *fmt, ...)

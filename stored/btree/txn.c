@@ -12,22 +12,6 @@
 #include "stored/btree/btree_int.h"
 #include "stored/btree/pagewrite.h"
 
-static __thread char bt_errbuf[512];
-
-const char *btree_last_error(void)
-{
-	return bt_errbuf;
-}
-
-int bt_error(int rc, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(bt_errbuf, sizeof(bt_errbuf), fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 int bt_corrupt(const struct bt_map *m, uint64_t pgid, const char *fmt, ...)
 {
 	char what[256];
@@ -35,10 +19,9 @@ int bt_corrupt(const struct bt_map *m, uint64_t pgid, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	snprintf(bt_errbuf, sizeof(bt_errbuf),
-		 "stored: db %s: page %llu %s; the file is corrupt, restore from a snapshot",
-		 m->path, (unsigned long long)pgid, what);
-	return -EUCLEAN;
+	return errmsg_set(-EUCLEAN,
+			  "stored: db %s: page %llu %s; the file is corrupt, restore from a snapshot",
+			  m->path, (unsigned long long)pgid, what);
 }
 
 int bt_txn_fail(struct btree_txn *t, int rc)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "proto/wire.h"
+#include "shm/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/btree/page.h"
 #include "stored/mvcc/schema.h"
@@ -22,21 +23,14 @@
 #define HIST_SUFFIX 16u           /* ~main, ~sub */
 #define HIST_TERM 2u              /* 0x00 0x01 */
 
-static _Thread_local char kvindex_err[256];
-
-const char *kvindex_last_error(void)
-{
-	return kvindex_err;
-}
-
 int kvindex_corrupt(const char *fmt, ...)
 {
+	char what[ERRMSG_MAX];
 	va_list ap;
-	int n = snprintf(kvindex_err, sizeof(kvindex_err), "stored: ");
 	va_start(ap, fmt);
-	vsnprintf(kvindex_err + n, sizeof(kvindex_err) - (size_t)n, fmt, ap);
+	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	return -EUCLEAN;
+	return errmsg_set(-EUCLEAN, "stored: %s", what);
 }
 
 #define corrupt(...) kvindex_corrupt("cetcd index: " __VA_ARGS__)

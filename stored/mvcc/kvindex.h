@@ -68,7 +68,7 @@
  * (32768 bytes): up to 32750 bytes, each 0x00 byte counting twice.
  *
  * Errors: 0 or negative errno of the B+tree (btree.h); -EUCLEAN when an
- * index entry is malformed (kvindex_last_error names it).
+ * index entry is malformed (errmsg_get(-EUCLEAN) names it).
  */
 #ifndef CETCD_STORED_KVINDEX_H
 #define CETCD_STORED_KVINDEX_H
@@ -327,10 +327,9 @@ int kvindex_meta_set_revision(struct kvindex *x, int64_t revision);
 void kvindex_covers_make(struct kvindex_meta *m, int64_t scheduled, int64_t finished,
 			 const uint8_t *last_key, size_t last_len);
 
-/* The description of the calling thread's last -EUCLEAN. */
-const char *kvindex_last_error(void);
-/* Records a description of malformed data for kvindex_last_error (the
- * MVCC layer reports through it too); returns -EUCLEAN. */
+/* Records "stored: <description of the malformed data>" in the thread's
+ * error slot (shm/errmsg.h; the MVCC layer reports through it too);
+ * returns -EUCLEAN. */
 int kvindex_corrupt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

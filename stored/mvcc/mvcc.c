@@ -64,11 +64,6 @@ int mvcc_grpc_code(int err)
 	return GRPC_UNKNOWN;
 }
 
-const char *mvcc_last_error(void)
-{
-	return kvindex_last_error();
-}
-
 /* ---- meta bucket ---- */
 
 static int open_bucket(struct btree_txn *t, const char *name, struct btree_bucket **out)

@@ -93,8 +93,6 @@ const char *mvcc_strerror(int err);
 /* The gRPC status code for err: as above for MVCC_ERR_*, UNKNOWN (2) for
  * anything else (etcd answers unexpected errors so). */
 int mvcc_grpc_code(int err);
-/* The description of the calling thread's last -EUCLEAN from this layer. */
-const char *mvcc_last_error(void);
 
 /* ---- validation etcd does in its gRPC layer (for gatewayd) ---- */
 
@@ -264,8 +262,8 @@ struct mvcc_state {
  * none or it does not match (in commits of o->rebuild_batch entries, each
  * checkpointed so that the file does not grow by every chunk's copies),
  * and resumes an unfinished compaction. Otherwise it commits but does not
- * checkpoint. o may be NULL. -EUCLEAN (mvcc_last_error), -ENOMEM, B+tree
- * errors.
+ * checkpoint. o may be NULL. -EUCLEAN, -ENOMEM, B+tree errors
+ * (errmsg_get(rc) describes each).
  */
 int mvcc_store_open(struct btree_db *db, const struct mvcc_store_opts *o,
 		    struct mvcc_store **out);

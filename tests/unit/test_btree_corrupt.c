@@ -182,7 +182,7 @@ static void put_meta(unsigned s, struct page_meta m, bool both)
 
 static void expect_msg(const char *what, const char *want, int rc, int want_rc)
 {
-	const char *msg = btree_last_error();
+	const char *msg = errmsg_get(rc);
 	if (rc != want_rc)
 		T_FAIL("%s: returned %d, want %d (%s)", what, rc, want_rc, msg);
 	if (!strstr(msg, path) || !strstr(msg, want))

@@ -258,7 +258,7 @@ static void io_error_run(uint64_t seed, bool in_sync)
 	struct btree_txn *t;
 	T_RC(btree_write_begin(db, &t), -EIO);
 	T_RC(btree_db_checkpoint(db, NULL), -EIO);
-	T_CHECK(strstr(btree_last_error(), path) != NULL);
+	T_CHECK(strstr(errmsg_get(-EIO), path) != NULL);
 	btree_db_close(db);
 	db = open_db(4096, false);
 	T_OK(btree_db_check(db));

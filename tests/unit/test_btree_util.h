@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/btree/btree.h"
 #include "stored/btree/page.h"
@@ -29,9 +30,8 @@ static uint64_t t_step;          /* operation number within the phase */
 	do {                                                                        \
 		fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                     \
 		fprintf(stderr, __VA_ARGS__);                                       \
-		fprintf(stderr, " [seed %" PRIu64 ", %s, step %" PRIu64             \
-			"; last error: %s]\n", t_seed, t_phase, t_step,             \
-			btree_last_error());                                        \
+		fprintf(stderr, " [seed %" PRIu64 ", %s, step %" PRIu64 "]\n",     \
+			t_seed, t_phase, t_step);                                   \
 		exit(1);                                                            \
 	} while (0)
 
@@ -45,7 +45,7 @@ static uint64_t t_step;          /* operation number within the phase */
 	do {                                                                       \
 		int t_rc_ = (expr);                                                \
 		if (t_rc_ != 0)                                                    \
-			T_FAIL("%s returned %d (%s)", #expr, t_rc_, strerror(-t_rc_)); \
+			T_FAIL("%s returned %d (%s)", #expr, t_rc_, errmsg_get(t_rc_)); \
 	} while (0)
 
 #define T_RC(expr, want)                                                            \
@@ -53,7 +53,7 @@ static uint64_t t_step;          /* operation number within the phase */
 		int t_rc_ = (expr);                                                 \
 		if (t_rc_ != (want))                                                \
 			T_FAIL("%s returned %d (%s), want %d", #expr, t_rc_,        \
-			       strerror(-t_rc_), (want));                           \
+			       errmsg_get(t_rc_), (want));                          \
 	} while (0)
 
 /* splitmix64: small, fast, good enough for test choices. */

@@ -555,7 +555,7 @@ static void check_scenario(struct btree_db *db)
 	uint8_t enc[64];
 	size_t n = mvcc_kv_encode(&stale, enc);
 	T_RC(kvindex_put(&x, &stale, (struct rev){ 2, 0 }, enc, n, &e), -EUCLEAN);
-	T_CHECK(strstr(kvindex_last_error(), "latest entry is 2_0") != NULL);
+	T_CHECK(strstr(errmsg_get(-EUCLEAN), "latest entry is 2_0") != NULL);
 	T_RC(kvindex_tombstone(&x, (const uint8_t *)"a", 1, (struct rev){ 1, 5 }, &e), -EUCLEAN);
 	btree_txn_end(t);
 	kvindex_close(&x);
@@ -714,7 +714,7 @@ static void check_format_rebuild(void)
 	struct mvcc_view v;
 	T_OK(btree_db_read_begin(d.db, NULL, &t));
 	T_RC(mvcc_view_open(t, &v), -EUCLEAN);
-	T_CHECK(strstr(kvindex_last_error(), "format 1") != NULL);
+	T_CHECK(strstr(errmsg_get(-EUCLEAN), "format 1") != NULL);
 	btree_txn_end(t);
 
 	/* the store rebuilds it as this build writes it */

@@ -945,7 +945,7 @@ static void check_rc(int got, int want, const char *what)
 {
 	if (got != want)
 		T_FAIL("%s: store returned %d (%s), model %d (%s); %s", what, got, mvcc_strerror(got),
-		       want, mvcc_strerror(want), mvcc_last_error());
+		       want, mvcc_strerror(want), errmsg_get(got));
 	if (got)
 		stats[S_ERR]++;
 }

@@ -160,7 +160,7 @@ static void apply(struct tdb *d, size_t i, struct tbuf *out)
 	out->len = 0;
 	if (rc) {
 		if (!mvcc_is_request_error(rc))
-			T_FAIL("entry %zu: %d (%s) %s", i, rc, mvcc_strerror(rc), mvcc_last_error());
+			T_FAIL("entry %zu: %d (%s) %s", i, rc, mvcc_strerror(rc), errmsg_get(rc));
 		tbuf_add(out, "E", 1);
 		tbuf_add(out, &rc, sizeof(rc));
 	} else {

@@ -61,7 +61,7 @@ static inline void tdb_open_store(struct tdb *d)
 	T_OK(btree_db_open(d->path, &o, &d->db));
 	int rc = mvcc_store_open(d->db, &d->o, &d->s);
 	if (rc)
-		T_FAIL("mvcc_store_open: %d (%s): %s", rc, mvcc_strerror(rc), mvcc_last_error());
+		T_FAIL("mvcc_store_open: %d (%s): %s", rc, mvcc_strerror(rc), errmsg_get(rc));
 	btree_db_current(d->db, &d->root);
 }
 
@@ -130,7 +130,7 @@ static inline void tdb_commit(struct tdb *d)
 {
 	int rc = mvcc_batch_commit(d->s, &d->root);
 	if (rc)
-		T_FAIL("commit: %d (%s): %s", rc, mvcc_strerror(rc), mvcc_last_error());
+		T_FAIL("commit: %d (%s): %s", rc, mvcc_strerror(rc), errmsg_get(rc));
 	arena_release(&d->a);
 }
 

@@ -8,6 +8,7 @@
 
 #include "shm_testlib.h"
 
+#include "shm/errmsg.h"
 #include "shm/readers.h"
 #include "shm/region.h"
 #include "shm/status.h"
@@ -74,7 +75,7 @@ static void test_basic(void)
 	for (i = 0; i < n - 1; i++)
 		CHECK_EQ(readers_claim(gw2, &e3), 0);
 	CHECK_EQ(readers_claim(gw2, &e3), -ENOSPC);
-	CHECK(strstr(shm_region_last_error(), "reader entries"));
+	CHECK(strstr(errmsg_get(-ENOSPC), "reader entries"));
 	readers_release(gw2, e2);
 	CHECK_EQ(readers_claim(stored, &e3), 0);
 	CHECK_EQ(e3, e2);

@@ -10,6 +10,7 @@
 #include "shm_testlib.h"
 
 #include "shm/bcast.h"
+#include "shm/errmsg.h"
 #include "shm/layout.h"
 #include "shm/region.h"
 #include "shm/ring.h"
@@ -28,7 +29,7 @@ static void test_create_attach(void)
 	struct shm_region *l, *a;
 
 	CHECK_EQ(shm_region_attach(path, &a), -ENOENT);
-	CHECK(strstr(shm_region_last_error(), path) != NULL);
+	CHECK(strstr(errmsg_get(-ENOENT), path) != NULL);
 	CHECK_EQ(shm_region_create(path, &params, &l), 0);
 	CHECK_EQ(shm_region_attach(path, &a), 0);
 	CHECK_EQ(shm_slot_count(a), 4);
@@ -67,7 +68,7 @@ static void test_create_attach(void)
 		struct shm_region *l2;
 
 		CHECK_EQ(shm_region_create(path, &params, &l2), -EBUSY);
-		CHECK(strstr(shm_region_last_error(), "live cetcd launcher"));
+		CHECK(strstr(errmsg_get(-EBUSY), "live cetcd launcher"));
 	}
 	shm_region_detach(a);
 	shm_region_detach(l);
@@ -114,7 +115,7 @@ static void test_bad_params(void)
 
 	p.slot_count = 3;
 	CHECK_EQ(shm_region_create(path, &p, &r), -EINVAL);
-	CHECK(strstr(shm_region_last_error(), "slot count"));
+	CHECK(strstr(errmsg_get(-EINVAL), "slot count"));
 	p = params;
 	p.max_request_bytes = 0;
 	CHECK_EQ(shm_region_create(path, &p, &r), -EINVAL);
@@ -142,14 +143,14 @@ static void test_version_mismatch(void)
 	CHECK_EQ(shm_region_attach(path, &a), -EPROTO);
 	snprintf(msg, sizeof(msg), "has layout version 99, but this program "
 		 "uses layout version %u", SHM_LAYOUT_VERSION);
-	printf("version mismatch message: %s\n", shm_region_last_error());
-	CHECK(strstr(shm_region_last_error(), msg) != NULL);
-	CHECK(strstr(shm_region_last_error(), path) != NULL);
+	printf("version mismatch message: %s\n", errmsg_get(-EPROTO));
+	CHECK(strstr(errmsg_get(-EPROTO), msg) != NULL);
+	CHECK(strstr(errmsg_get(-EPROTO), path) != NULL);
 
 	/* Bad magic. */
 	poke(path, 0, "NOTCETCD", 8);
 	CHECK_EQ(shm_region_attach(path, &a), -EPROTO);
-	CHECK(strstr(shm_region_last_error(), "bad magic"));
+	CHECK(strstr(errmsg_get(-EPROTO), "bad magic"));
 	shm_region_detach(l);
 
 	/* The launcher re-creates a region of another version (an upgrade):
@@ -165,7 +166,7 @@ static void test_version_mismatch(void)
 
 		poke(path, 56, &slots, sizeof(slots)); /* slot_count */
 		CHECK_EQ(shm_region_attach(path, &a), -EPROTO);
-		CHECK(strstr(shm_region_last_error(), "inconsistent header"));
+		CHECK(strstr(errmsg_get(-EPROTO), "inconsistent header"));
 	}
 	shm_region_detach(l);
 }
@@ -182,7 +183,7 @@ static void test_not_a_region(void)
 	CHECK_EQ(write(fd, "precious user data", 18), 18);
 	close(fd);
 	CHECK_EQ(shm_region_create(other, &params, &r), -EEXIST);
-	CHECK(strstr(shm_region_last_error(), "not a cetcd"));
+	CHECK(strstr(errmsg_get(-EEXIST), "not a cetcd"));
 	fd = open(other, O_RDONLY);
 	CHECK_EQ(read(fd, buf, sizeof(buf)), 18);
 	CHECK(memcmp(buf, "precious user data", 18) == 0);
@@ -222,7 +223,7 @@ static void test_stale_reinit(void)
 	last = s.generation;
 	shm_region_detach(l); /* the launcher "dies" */
 	CHECK_EQ(shm_region_create(path, &params, &l), -EBUSY);
-	CHECK(strstr(shm_region_last_error(), "still used by a live process"));
+	CHECK(strstr(errmsg_get(-EBUSY), "still used by a live process"));
 	shm_region_detach(a);
 
 	CHECK_EQ(shm_region_create(path, &params, &l), 0);
@@ -416,7 +417,7 @@ static void test_unnamed(void)
 		CHECK(fd >= 0);
 		CHECK_EQ(write(fd, "precious user data", 18), 18);
 		CHECK_EQ(shm_region_attach_fd(fd, &a), -EPROTO);
-		CHECK(strstr(shm_region_last_error(), "descriptor"));
+		CHECK(strstr(errmsg_get(-EPROTO), "descriptor"));
 		CHECK(fcntl(fd, F_GETFD) >= 0);
 		close(fd);
 		unlink(other);
@@ -426,7 +427,7 @@ static void test_unnamed(void)
 		close(fd);
 	}
 	CHECK_EQ(shm_region_create_unnamed("/nonexistent-cetcd-dir", &params, &l), -ENOENT);
-	CHECK(strstr(shm_region_last_error(), "/nonexistent-cetcd-dir"));
+	CHECK(strstr(errmsg_get(-ENOENT), "/nonexistent-cetcd-dir"));
 
 	/* A failed allocation leaves nothing: no memory, no file. */
 	{

@@ -7,6 +7,7 @@
 #include "shm_testlib.h"
 
 #include "shm/doorbell.h"
+#include "shm/errmsg.h"
 #include "shm/region.h"
 #include "shm/ring.h"
 #include "shm/slot.h"
@@ -72,7 +73,7 @@ static void test_claim_release_generation(void)
 	CHECK_EQ(shm_slot_claim(a, &s), 0);
 	CHECK_EQ(shm_slot_claim(a, &s), 0);
 	CHECK_EQ(shm_slot_claim(a, &s), -ENOSPC);
-	CHECK(strstr(shm_region_last_error(), "all 4 gateway slots"));
+	CHECK(strstr(errmsg_get(-ENOSPC), "all 4 gateway slots"));
 	/* Detaching drops every lock of the handle. */
 	shm_region_detach(b);
 	CHECK(!shm_slot_is_live(l, 0));
@@ -94,7 +95,7 @@ static void test_roles(void)
 	CHECK_EQ(shm_role_claim(a, SHM_ROLE_RAFTD), 0);
 	CHECK_EQ(shm_role_claim(a, SHM_ROLE_RAFTD), 0); /* idempotent */
 	CHECK_EQ(shm_role_claim(b, SHM_ROLE_RAFTD), -EBUSY);
-	CHECK(strstr(shm_region_last_error(), "live raftd"));
+	CHECK(strstr(errmsg_get(-EBUSY), "live raftd"));
 	CHECK_EQ(shm_role_claim(b, SHM_ROLE_STORED), 0);
 	CHECK(shm_role_is_live(l, SHM_ROLE_RAFTD));
 	CHECK(shm_role_is_live(a, SHM_ROLE_RAFTD));

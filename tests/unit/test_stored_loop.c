@@ -14,16 +14,23 @@
  *   the applied index published before, with a new epoch, and txids and
  *   revisions never go backwards
  * - attach hellos are still answered; the run loop stops on its flag
+ * - a db whose published root page is corrupt is refused with -EUCLEAN,
+ *   and both the returned and the logged message name the page and say
+ *   to restore from a snapshot
  */
+#include <fcntl.h>
 #include <pthread.h>
 
 #include "test_stored_util.h"
 
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
+#include "shm/errmsg.h"
 #include "shm/hello.h"
+#include "shm/log/log.h"
 #include "stored/alloc.h"
 #include "stored/loop.h"
+#include "stored/btree/page.h"
 
 struct env {
 	struct tst_member m;
@@ -406,6 +413,73 @@ static void test_run(void)
 	env_fini(&e);
 }
 
+/* Reads all of path (at most cap - 1 bytes) as a string. */
+static void read_text(const char *path, char *buf, size_t cap)
+{
+	ssize_t n, got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	CHECK(fd >= 0);
+	while ((n = read(fd, buf + got, cap - 1 - (size_t)got)) > 0)
+		got += n;
+	CHECK(n == 0);
+	buf[got] = '\0';
+	close(fd);
+}
+
+static void test_corrupt_root(void)
+{
+	struct env e;
+	struct status_stored st;
+	char db[512], logpath[512], page[64], logged[16384];
+	uint32_t ps;
+	uint16_t flags = 0x0040; /* neither branch nor leaf */
+	int fd, log_fd, rc;
+
+	env_init(&e, 8);
+	env_put(&e, 1, "a", "1");
+	env_put(&e, 2, "b", "2");
+	env_turn(&e);
+	CHECK_EQ(stored_loop_checkpoint(e.l), 0);
+	st = env_status(&e);
+	CHECK(st.root_page >= 2);
+	stored_loop_free(e.l);
+	e.l = NULL;
+
+	/* the durable meta names the published root: break its flags */
+	snprintf(db, sizeof(db), "%s/member/snap/db", e.m.data_dir);
+	fd = open(db, O_RDWR | O_CLOEXEC);
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &ps, sizeof(ps), PAGE_HDR_SIZE + 8), sizeof(ps)); /* meta 0 */
+	CHECK(page_size_valid(ps));
+	CHECK_EQ(pwrite(fd, &flags, sizeof(flags), (off_t)(st.root_page * ps + 8)),
+		 sizeof(flags));
+	close(fd);
+
+	snprintf(logpath, sizeof(logpath), "%s/open.log", e.m.dir);
+	log_fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(log_fd >= 0);
+	log_set_fd(log_fd);
+	rc = stored_loop_open(e.st, &e.o, &e.l);
+	log_set_fd(2);
+	close(log_fd);
+	CHECK_EQ(rc, -EUCLEAN);
+	CHECK(e.l == NULL);
+
+	snprintf(page, sizeof(page), "page %llu ", (unsigned long long)st.root_page);
+	printf("corrupt root: %s\n", errmsg_get(rc));
+	CHECK(strstr(errmsg_get(rc), page) != NULL);
+	CHECK(strstr(errmsg_get(rc), db) != NULL);
+	CHECK(strstr(errmsg_get(rc), "restore from a snapshot") != NULL);
+	read_text(logpath, logged, sizeof(logged));
+	fputs(logged, stdout);
+	CHECK(strstr(logged, page) != NULL);
+	CHECK(strstr(logged, "invalid flags 0x0040") != NULL);
+	CHECK(strstr(logged, "restore from a snapshot") != NULL);
+	unlink(logpath);
+	env_fini(&e);
+}
+
 int main(void)
 {
 	test_index_rules();
@@ -413,6 +487,7 @@ int main(void)
 	test_physical_compaction();
 	test_restart_hold();
 	test_run();
+	test_corrupt_root();
 	CHECK_EQ(stored_alloc_live(), 0);
 	printf("test_stored_loop: ok\n");
 	return 0;

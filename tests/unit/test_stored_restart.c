@@ -35,6 +35,7 @@
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
 #include "shm/log/log.h"
+#include "shm/errmsg.h"
 #include "shm/readers.h"
 #include "stored/alloc.h"
 #include "stored/loop.h"
@@ -386,7 +387,7 @@ static void reader_main(struct reader *rd)
 			rc = btree_reader_begin(db, &root, &t);
 			if (rc) {
 				snprintf(rd->err, sizeof(rd->err), "reader begin at txid %" PRIu64 ": %d %s",
-					 st.txid, rc, btree_last_error());
+					 st.txid, rc, errmsg_get(rc));
 			} else {
 				rc = mvcc_view_open(t, &v);
 				if (rc == 0) {
@@ -397,7 +398,7 @@ static void reader_main(struct reader *rd)
 					rc = mvcc_range(&v, &all, &res);
 					if (rc && rc != MVCC_ERR_COMPACTED)
 						snprintf(rd->err, sizeof(rd->err), "range: %d %s", rc,
-							 mvcc_last_error());
+							 errmsg_get(rc));
 					if (rc == 0 && cache_ok)
 						reader_check_cache(rd, &cache, st.db_generation, &v, &res);
 					mvcc_view_close(&v);
@@ -405,10 +406,9 @@ static void reader_main(struct reader *rd)
 					snprintf(rd->err, sizeof(rd->err),
 						 "view open at txid %" PRIu64 " root %" PRIu64
 						 " hwm %" PRIu64 " applied %" PRIu64 " epoch %" PRIu64
-						 ": %d %s / %s",
+						 ": %d %s",
 						 st.txid, st.root_page, st.high_water_page,
-						 st.applied_index, st.epoch, rc, mvcc_last_error(),
-						 btree_last_error());
+						 st.applied_index, st.epoch, rc, errmsg_get(rc));
 				}
 				btree_txn_end(t);
 				rd->reads++;

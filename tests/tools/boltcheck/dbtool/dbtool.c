@@ -20,10 +20,11 @@
 
 #include "stored/btree/btree.h"
 #include "stored/btree/page.h"
+#include "shm/errmsg.h"
 
 static int fail(const char *what, int rc)
 {
-	fprintf(stderr, "dbtool: %s: %s (%s)\n", what, strerror(-rc), btree_last_error());
+	fprintf(stderr, "dbtool: %s: %s (%s)\n", what, strerror(-rc), errmsg_get(rc));
 	return 1;
 }
 
