@@ -11,7 +11,7 @@
 
 #include "gatewayd/server.h"
 #include "shm/log/log.h"
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "shm/readers.h"
 #include "shm/region.h"
 #include "stored/btree/btree.h"

@@ -9,7 +9,7 @@
 
 #include "etcdserverpb/etcdserver.pb-c.h"
 #include "raftd/alloc.h"
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 #include "raftpb/raft.pb-c.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"

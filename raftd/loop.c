@@ -19,7 +19,7 @@
 #include "raftd/bootstrap.h"
 #include "raftd/feed.h"
 #include "raftd/proposals.h"
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "shm/doorbell.h"
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "shm/hello.h"
 #include "shm/log/log.h"
 #include "shm/msg.h"

@@ -16,7 +16,7 @@
 
 #include "shm/config/config_int.h"
 
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "shm/region.h"
 
 /* ---- daemons ---- */

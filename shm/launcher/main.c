@@ -48,7 +48,7 @@
 
 #include "shm/config/config.h"
 #include "shm/log/log.h"
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "shm/region.h"
 
 /* Restart backoff: doubles from the first value after each quick failure

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 
 struct pagewrite;
 

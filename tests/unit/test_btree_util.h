@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/btree/btree.h"
 #include "stored/btree/page.h"

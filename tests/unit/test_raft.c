@@ -11,7 +11,7 @@
 
 #include "raftd/raft.h"
 #include "raftd/wal.h"
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 #include "shm/log/log.h"
 
 static struct raft *single(uint64_t seed)

@@ -8,7 +8,7 @@
 
 #include "shm_testlib.h"
 
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "shm/readers.h"
 #include "shm/region.h"
 #include "shm/status.h"

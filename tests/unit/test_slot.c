@@ -7,7 +7,7 @@
 #include "shm_testlib.h"
 
 #include "shm/doorbell.h"
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "shm/region.h"
 #include "shm/ring.h"
 #include "shm/slot.h"

@@ -25,7 +25,7 @@
 
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "shm/hello.h"
 #include "shm/log/log.h"
 #include "stored/alloc.h"

@@ -35,7 +35,7 @@
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
 #include "shm/log/log.h"
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 #include "shm/readers.h"
 #include "stored/alloc.h"
 #include "stored/loop.h"

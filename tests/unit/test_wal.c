@@ -9,7 +9,7 @@
 #include "test_wal_util.h"
 
 #include "raftd/wal.h"
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 #include "raftd/walread.h"
 #include "raftd/walrec.h"
 #include "shm/log/log.h"

@@ -19,7 +19,7 @@
 
 #include "raftd/alloc.h"
 #include "raftd/wal.h"
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 #include "shm/log/log.h"
 
 /* ---- the generator, mirrored from tests/tools/walgen/main.go ---- */

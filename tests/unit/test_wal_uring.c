@@ -7,7 +7,7 @@
 #include "test_wal_util.h"
 
 #include "raftd/wal.h"
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 #include "shm/log/log.h"
 
 static uint8_t bufs[8][2048];

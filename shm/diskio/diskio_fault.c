@@ -9,7 +9,7 @@
  * state plus any subset of the later writes, some of them torn at a
  * sector boundary, the latest kept write winning where they overlap.
  */
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 
 #include <errno.h>
 #include <fcntl.h>

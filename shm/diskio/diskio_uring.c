@@ -15,7 +15,7 @@
  * only copy into the page cache, which pwrite does inline where io_uring
  * would hand buffered writes to its worker threads.
  */
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 
 #include <errno.h>
 #include <liburing.h>

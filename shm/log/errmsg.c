@@ -1,5 +1,5 @@
 /* The one error slot (see errmsg.h). */
-#include "shm/errmsg.h"
+#include "shm/log/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * to, the plain backend, the backend choice, the plain helpers and the
  * directory fsyncs.
  */
-#include "shm/diskio.h"
+#include "shm/diskio/diskio.h"
 
 #include <errno.h>
 #include <fcntl.h>
