@@ -209,6 +209,10 @@ static void gen_value(struct buf *b, unsigned wire, const ProtobufCMessageDescri
 		put_rand_bytes(b, 4);
 		break;
 	case PROTO_WIRE_BYTES:
+		if (below(40) == 0) { /* a length near or past what an int holds */
+			put_varint(b, (below(2) ? (uint64_t)INT64_MAX : UINT64_MAX) - below(40));
+			break;
+		}
 		in = malloc(sizeof(*in));
 		if (!in)
 			abort();
