@@ -157,11 +157,15 @@ static int read_len(struct check_ctx *c, struct proto_reader *r, uint64_t *n)
 }
 
 /*
- * Skips the value of an unknown field of wire type wire (its key read),
- * as skipRpc does. A group runs to the end-group key that balances it;
- * gogo does not match their field numbers, and neither does this.
+ * Skips the value of an unknown field of wire type wire whose key starts
+ * at start, as skipRpc does. A group runs to the end-group key that
+ * balances it; gogo does not match their field numbers, and neither does
+ * this. gogo adds a length to the field's offset in an int: a length that
+ * makes it overflow is "negative" (inside a group, gogo then indexes out
+ * of range and panics; this says the bytes end first).
  */
-static int skip_unknown(struct check_ctx *c, struct proto_reader *r, unsigned wire)
+static int skip_unknown(struct check_ctx *c, struct proto_reader *r, unsigned wire,
+			const uint8_t *start)
 {
 	unsigned depth = 0;
 	uint64_t v;
@@ -183,6 +187,13 @@ static int skip_unknown(struct check_ctx *c, struct proto_reader *r, unsigned wi
 			r->p += v;
 			break;
 		case PROTO_WIRE_BYTES:
+			if (depth == 0) {
+				const uint8_t *at = r->p;
+				rc = proto_read_varint(r, &v);
+				if (rc == 0 && v > (uint64_t)INT64_MAX - (uint64_t)(r->p - start))
+					return fail(c, -EBADMSG, TXT_NEGATIVE);
+				r->p = at;
+			}
 			rc = read_len(c, r, &v);
 			if (rc)
 				return rc;
@@ -267,6 +278,7 @@ static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *
 		uint64_t key;
 		int32_t num;
 		unsigned wire;
+		const uint8_t *field_start = r.p;
 		int rc = read_varint(c, &r, &key);
 
 		if (rc)
@@ -283,7 +295,7 @@ static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *
 			c->canonical = false;
 		f = protobuf_c_message_descriptor_get_field(desc, (unsigned)num);
 		if (f == NULL) {
-			rc = skip_unknown(c, &r, wire);
+			rc = skip_unknown(c, &r, wire, field_start);
 		} else if (wire != proto_check_declared_wire(f->type) &&
 			   !(wire == PROTO_WIRE_BYTES && packable(f))) {
 			return fail(c, -EBADMSG, "proto: wrong wireType = %u for field %s", wire,
@@ -338,11 +350,13 @@ static uint8_t *canon_message(const ProtobufCMessageDescriptor *desc, const uint
 		unsigned wire = 0;
 		uint64_t v = 0;
 
+		const uint8_t *field_start = r.p;
+
 		(void)proto_read_key(&r, &num, &wire);
 		const ProtobufCFieldDescriptor *f =
 			protobuf_c_message_descriptor_get_field(desc, (unsigned)num);
 		if (f == NULL) {
-			(void)skip_unknown(&c, &r, wire);
+			(void)skip_unknown(&c, &r, wire, field_start);
 			continue;
 		}
 		unsigned ew = proto_check_declared_wire(f->type);

@@ -84,6 +84,8 @@ static const struct {
 	{ 1, "0a0161a501020304" },       /* unknown fixed32 */
 	{ 1, "0a0161a2ffffffffffffffffff01" }, /* unknown, negative length */
 	{ 1, "0a0161a0ffffffffffffffffffff01" }, /* unknown varint overflow */
+	{ 1, "0a0161a201ffffffffffffffff7f61" }, /* unknown, length overflows an int */
+	{ 1, "0a0161a201f5ffffffffffffff7f61" }, /* unknown, length + key + prefix = 2^63 */
 	{ 1, "0a016120ffffffffffffffffff01" }, /* prev_kv 10-byte varint */
 	{ 1, "0a0161208080808080808080800200" }, /* prev_kv: only bit 64 set, then tag 0 */
 	{ 1, "0a016120ffffffffffffffffffff01" }, /* prev_kv varint overflow */
@@ -207,6 +209,10 @@ static void gen_value(struct buf *b, unsigned wire, const ProtobufCMessageDescri
 		put_rand_bytes(b, 4);
 		break;
 	case PROTO_WIRE_BYTES:
+		if (below(40) == 0) { /* a length near or past what an int holds */
+			put_varint(b, (below(2) ? (uint64_t)INT64_MAX : UINT64_MAX) - below(40));
+			break;
+		}
 		in = malloc(sizeof(*in));
 		if (!in)
 			abort();

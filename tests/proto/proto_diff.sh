@@ -21,11 +21,11 @@ echo "proto_diff: seed $seed, $count random cases"
 "$gen" "$seed" "$count" "$work/cases" "$work/c"
 "$IT_BUILD/tests/protodiff" decode <"$work/cases" >"$work/go"
 
-# Go's decoder panics on a few lengths near 2^63 (etcd would crash); the
-# generator does not make them, and any that turn up are reported apart.
+# Go's decoder panics on a few lengths near 2^63 (a gRPC server built on
+# it crashes; cetcd answers "unexpected EOF"): those are not compared.
 if grep -n '^PANIC' "$work/go" >"$work/panics"; then
-	echo "note: etcd's decoder panicked on these cases (not compared):"
-	while IFS=: read -r n _; do sed -n "${n}p" "$work/cases"; done <"$work/panics"
+	echo "note: etcd's decoder panicked on $(wc -l <"$work/panics") cases (not compared), e.g.:"
+	head -3 "$work/panics" | while IFS=: read -r n _; do sed -n "${n}p" "$work/cases"; done
 fi
 bad=0
 while IFS=: read -r n _; do
