@@ -266,6 +266,8 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 		.map_size = l->o.map_size,
 		.oldest_reader = loop_oldest_reader,
 		.oldest_reader_arg = l,
+		.io_open = l->o.io_open,
+		.io_open_arg = l->o.io_open_arg,
 	};
 	int rc;
 
