@@ -4,8 +4,8 @@
 # there (the data dir, member/, member/wal/, member/snap/, the db file, WAL
 # segments), and every name a rename gives, must be followed by an fsync
 # of the directory that holds it. Temporary files (*.tmp) that are renamed
-# before they count are exempt. A write goes through the member first, so
-# that everything it creates at start exists.
+# before they count are exempt. When etcdctl is installed a write goes
+# through the member first.
 # Exits 77 when strace (Debian package strace), the programs, python3 or
 # curl are missing, or when ptrace is not permitted here.
 source "$(dirname "$0")/lib.sh"
