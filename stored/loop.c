@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/errmsg.h"
 #include "shm/hello.h"
@@ -90,60 +91,13 @@ static int64_t loop_now_ns(void)
 
 /* ---- start ---- */
 
-/* fsyncs a directory, so that an entry created in it survives a crash. */
-static int loop_fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 /* mkdir -p with mode 0700 for what it creates; the parent of every
  * directory it creates is fsynced (DESIGN invariant 12). */
 static int loop_mkdir_p(const char *path)
 {
-	size_t len = strlen(path);
-	char *buf = stored_malloc(len + 1);
-	struct stat sb;
-	int rc = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	memcpy(buf, path, len + 1);
-	for (size_t i = 1; i <= len && rc == 0; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0700) == 0) {
-			char *slash = strrchr(buf, '/');
-			if (slash == buf) {
-				rc = loop_fsync_dir("/");
-			} else if (slash) {
-				*slash = '\0';
-				rc = loop_fsync_dir(buf);
-				*slash = '/';
-			} else {
-				rc = loop_fsync_dir(".");
-			}
-		} else if (errno != EEXIST) {
-			rc = -errno;
-		}
-		if (i < len)
-			buf[i] = '/';
-	}
-	if (rc == 0 && stat(path, &sb) < 0)
-		rc = -errno;
-	else if (rc == 0 && !S_ISDIR(sb.st_mode))
-		rc = -ENOTDIR;
+	int rc = diskio_mkdir_all(path, 0700);
 	if (rc)
 		log_error("cannot create the db directory", LOG_STR("path", path), LOG_ERRNO(rc));
-	stored_free(buf);
 	return rc;
 }
 
@@ -313,6 +267,8 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 		.map_size = l->o.map_size,
 		.oldest_reader = loop_oldest_reader,
 		.oldest_reader_arg = l,
+		.io_open = l->o.io_open,
+		.io_open_arg = l->o.io_open_arg,
 	};
 	int rc;
 

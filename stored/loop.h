@@ -42,6 +42,7 @@
 #include "shm/status.h"
 #include "stored/results.h"
 
+struct diskio;
 struct stored_loop;
 
 struct stored_loop_opts {
@@ -55,6 +56,10 @@ struct stored_loop_opts {
 	uint32_t compact_step;         /* key entries per compaction step; 0: 1000 */
 	uint32_t reap_ms;              /* reader reaping period; 0: 1000 */
 	uint64_t map_size;             /* db address space; 0: btree's default */
+	/* Tests only: opens the db's disk I/O (btree_db_opts.io_open), e.g.
+	 * the fault backend; NULL: io_uring where permitted, else plain. */
+	int (*io_open)(int fd, void *arg, struct diskio **out);
+	void *io_open_arg;
 };
 
 struct stored_loop_stats {

@@ -373,8 +373,10 @@ int diskio_plain_open(int fd, struct diskio **out)
 int diskio_open_auto(int fd, const char *what, struct diskio **out)
 {
 	static atomic_bool logged;
+	/* Any refusal, -ENOMEM included (the kernel's limit on rings), falls
+	 * back: plain syscalls keep the same rule. */
 	int rc = diskio_uring_open(fd, 0, out);
-	if (rc == 0 || rc == -ENOMEM)
+	if (rc == 0)
 		return rc;
 	if (!atomic_exchange(&logged, true))
 		log_warn("io_uring is not permitted here; writing with pwrite and fdatasync",

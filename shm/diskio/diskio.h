@@ -159,9 +159,11 @@ int diskio_base_init(struct diskio *d, const struct diskio_ops *ops, int fd);
  * the kernel signalling the eventfd). */
 void diskio_signal(struct diskio *d);
 
-/* io_uring with a ring of entries (0 = 64) for synchronous batches and a
- * ring of its own for chains. -errno of io_uring_queue_init (-EPERM,
- * -ENOSYS where it is refused), -ENOMEM, -errno of eventfd. */
+/* io_uring: a ring for chains, made now, and a ring of entries (0 = 64)
+ * for synchronous batches, made on first use (where the kernel refuses
+ * it then, batches go through plain syscalls). -errno of
+ * io_uring_queue_init (-EPERM, -ENOSYS where it is refused; -ENOMEM past
+ * the kernel's limits), -ENOMEM, -errno of eventfd. */
 int diskio_uring_open(int fd, unsigned entries, struct diskio **out);
 
 /* Test knob of the io_uring backend: each submitted write carries at most
@@ -169,9 +171,10 @@ int diskio_uring_open(int fd, unsigned entries, struct diskio **out);
  * resubmitted. Ignored by other backends. */
 void diskio_uring_set_write_cap(struct diskio *d, size_t cap);
 
-/* io_uring when the kernel allows it, else plain; the fallback is logged
- * once per process, naming what (e.g. "the WAL", "the db") it is for.
- * -ENOMEM, -errno of eventfd. */
+/* io_uring when the kernel allows it, else plain (whatever the reason,
+ * -ENOMEM from the ring's setup included); the fallback is logged once per
+ * process, naming what (e.g. "the WAL", "the db") it is for. -ENOMEM,
+ * -errno of eventfd. */
 int diskio_open_auto(int fd, const char *what, struct diskio **out);
 
 /* ---- plain helpers ---- */

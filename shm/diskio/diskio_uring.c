@@ -45,6 +45,7 @@ struct uring_list {
 struct uring_io {
 	struct diskio base;   /* first: a struct diskio * is a struct uring_io * */
 	size_t write_cap;     /* test knob: bytes per submitted write, 0 = all */
+	unsigned batch_entries; /* size of the batch ring, made on first use */
 	struct uring_list batch;
 	struct uring_list chain;
 	struct uring_op chain_ops[2 * DISKIO_CHAIN_MAX];
@@ -179,6 +180,14 @@ static int uring_write_batch(struct diskio *d, const struct diskio_write *w, siz
 	struct uring_io *u = (struct uring_io *)d;
 	if (!sync)
 		return diskio_pwrite_batch(d->fd, w, n);
+	if (!u->batch.ready) {
+		/* Made on first use (the WAL never needs it); where the kernel
+		 * refuses another ring, the batch goes through plain syscalls. */
+		if (io_uring_queue_init(u->batch_entries, &u->batch.ring, 0) < 0)
+			return diskio_plain_ops()->write_batch(d, w, n, sync);
+		u->batch.ready = true;
+		u->batch.cap = u->batch.ring.sq.ring_entries;
+	}
 	struct uring_op *ops = diskio_zalloc((n + 1) * sizeof(*ops));
 	if (!ops)
 		return -ENOMEM;
@@ -202,18 +211,6 @@ static int uring_chain_submit(struct diskio *d, const struct diskio_write *w, si
 {
 	struct uring_io *u = (struct uring_io *)d;
 	struct uring_list *l = &u->chain;
-	if (!l->ready) {
-		int rc = io_uring_queue_init(2 * DISKIO_CHAIN_MAX, &l->ring, 0);
-		if (rc < 0)
-			return rc;
-		rc = io_uring_register_eventfd(&l->ring, d->event_fd);
-		if (rc < 0) {
-			io_uring_queue_exit(&l->ring);
-			return rc;
-		}
-		l->ready = true;
-		l->cap = 2 * DISKIO_CHAIN_MAX;
-	}
 	for (size_t i = 0; i < n; i++) {
 		op_write(&u->chain_ops[2 * i], &w[i]);
 		op_sync(&u->chain_ops[2 * i + 1]);
@@ -248,9 +245,9 @@ static int uring_allocate(struct diskio *d, uint64_t off, uint64_t len)
 static void uring_destroy(struct diskio *d)
 {
 	struct uring_io *u = (struct uring_io *)d;
-	if (u->chain.ready)
-		io_uring_queue_exit(&u->chain.ring);
-	io_uring_queue_exit(&u->batch.ring);
+	io_uring_queue_exit(&u->chain.ring);
+	if (u->batch.ready)
+		io_uring_queue_exit(&u->batch.ring);
 	diskio_free(u);
 }
 
@@ -272,19 +269,27 @@ int diskio_uring_open(int fd, unsigned entries, struct diskio **out)
 	struct uring_io *u = diskio_zalloc(sizeof(*u));
 	if (!u)
 		return -ENOMEM;
-	int rc = io_uring_queue_init(entries ? entries : 64, &u->batch.ring, 0);
+	u->batch_entries = entries ? entries : 64;
+	/* The chain ring is made now, so that a kernel that refuses io_uring
+	 * says so here, where diskio_open_auto can fall back. */
+	int rc = io_uring_queue_init(2 * DISKIO_CHAIN_MAX, &u->chain.ring, 0);
 	if (rc < 0)
 		goto out_free;
-	u->batch.ready = true;
-	u->batch.cap = u->batch.ring.sq.ring_entries;
+	u->chain.ready = true;
+	u->chain.cap = 2 * DISKIO_CHAIN_MAX;
 	rc = diskio_base_init(&u->base, &uring_ops, fd);
 	if (rc < 0)
 		goto out_exit;
+	rc = io_uring_register_eventfd(&u->chain.ring, u->base.event_fd);
+	if (rc < 0)
+		goto out_close_eventfd;
 	*out = &u->base;
 	return 0;
 
+out_close_eventfd:
+	close(u->base.event_fd);
 out_exit:
-	io_uring_queue_exit(&u->batch.ring);
+	io_uring_queue_exit(&u->chain.ring);
 out_free:
 	diskio_free(u);
 	return rc;

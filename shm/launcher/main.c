@@ -47,8 +47,9 @@
 #include <unistd.h>
 
 #include "shm/config/config.h"
-#include "shm/log/log.h"
+#include "shm/diskio/diskio.h"
 #include "shm/log/errmsg.h"
+#include "shm/log/log.h"
 #include "shm/region.h"
 
 /* Restart backoff: doubles from the first value after each quick failure
@@ -97,36 +98,13 @@ static uint64_t launch_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* mkdir -p with mode for the directories it creates. */
-static int launch_mkdir_all(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-	size_t len = strlen(path);
-	if (len == 0 || len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -errno;
-	struct stat st;
-	if (stat(buf, &st) < 0)
-		return -errno;
-	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-}
-
 /* etcd's fileutil.TouchDirAll: create with 0700, or warn if an existing
- * directory is more open than that. */
+ * directory is more open than that. Every directory created has its
+ * parent fsynced, so that it survives a crash (diskio_mkdir_all). */
 static int launch_private_dir(const char *what, const char *path)
 {
 	struct stat st;
-	int rc = launch_mkdir_all(path, 0700);
+	int rc = diskio_mkdir_all(path, 0700);
 	if (rc) {
 		log_error("cannot create directory", LOG_STR("directory", what),
 			  LOG_STR("path", path), LOG_ERRNO(rc));

@@ -171,6 +171,20 @@ static size_t record_ends(const uint8_t *b, size_t len, uint64_t *ends, size_t m
 	return n;
 }
 
+/* Directory fsyncs seen through diskio's hook: of the WAL dir, and of
+ * the one that holds it. */
+static const char *seg_dir;
+static size_t seg_dir_syncs, seg_parent_syncs;
+
+static void seg_count_sync(const char *d)
+{
+	size_t n = strlen(d);
+	if (strcmp(d, seg_dir) == 0)
+		seg_dir_syncs++;
+	else if (strncmp(seg_dir, d, n) == 0 && seg_dir[n] == '/' && !strchr(seg_dir + n + 1, '/'))
+		seg_parent_syncs++;
+}
+
 static void test_segments(void)
 {
 	char dir[512], names[64][64], p[700];
@@ -180,14 +194,23 @@ static void test_segments(void)
 	struct wal_options o = opts(seg);
 
 	wt_path(dir, sizeof(dir), "seg");
+	seg_dir = dir;
+	seg_dir_syncs = seg_parent_syncs = 0;
+	diskio_set_dir_sync_hook(seg_count_sync);
 	CHECK_EQ(wal_create(dir, (const uint8_t *)"m", 1, &o, &w), 0);
+	/* The rename of dir.tmp to dir is durable in its parent. */
+	CHECK(seg_parent_syncs >= 1);
 	save_range(w, 1, 300, 1, len_mixed, 4);
 	CHECK_EQ(wal_save_snapshot(w, 150, 1), 0);
 	save_range(w, 301, 400, 1, len_mixed, 4);
 	CHECK_EQ(wal_close(w), 0);
+	diskio_set_dir_sync_hook(NULL);
 
 	size_t n = segments(dir, names, 64);
 	CHECK(n >= 10);
+	/* Every segment after the first got its name by a rename in dir,
+	 * made durable by an fsync of dir. */
+	CHECK(seg_dir_syncs >= n - 1);
 	uint64_t prev_index = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t s, idx;

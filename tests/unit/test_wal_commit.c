@@ -89,17 +89,18 @@ static void test_group_commit(void)
 	wal_replay_free(&r);
 }
 
-static void test_failure_is_sticky(void)
+/* The third request fails (fo says how) with err: the WAL is failed for
+ * good, nothing reaches the file after it, and a reopen finds exactly the
+ * two durable batches. */
+static void sticky_run(const char *name, struct diskio_fault_opts fo, int err)
 {
 	char dir[512];
 	struct diskio *io;
 	struct wal_replay r;
-	struct diskio_fault_opts fo = diskio_fault_defaults();
 
 	fo.chain = DISKIO_FAULT_CHAIN_AT_SUBMIT;
-	fo.fail_write_at = 2;
-	fo.fail_errno = ENOSPC;
-	struct wal *w = fault_wal(dir, sizeof(dir), "fail", &fo, &io);
+	fo.fail_errno = -err;
+	struct wal *w = fault_wal(dir, sizeof(dir), name, &fo, &io);
 	int rc = 0;
 	uint64_t i;
 	for (i = 1; i <= 10 && rc >= 0; i++) {
@@ -109,17 +110,34 @@ static void test_failure_is_sticky(void)
 		if (rc == 0)
 			rc = wal_reap(w);
 	}
-	CHECK_EQ(rc, -ENOSPC);
+	CHECK_EQ(rc, err);
 	CHECK_EQ(i, 4); /* the third request failed */
 	CHECK_EQ(wal_durable_seq(w), 2);
-	CHECK_EQ(wal_error(w), -ENOSPC);
+	CHECK_EQ(wal_error(w), err);
+	CHECK_EQ(diskio_failed(io), err);
+	long ops = diskio_fault_ops(io);
 	struct raft_entry e = entry(4, 1, 1, 0);
-	CHECK_EQ(wal_save(w, NULL, &e, 1), -ENOSPC);
-	CHECK_EQ(wal_sync(w), -ENOSPC);
-	CHECK_EQ(wal_close(w), -ENOSPC);
+	CHECK_EQ(wal_save(w, NULL, &e, 1), err);
+	CHECK_EQ(wal_sync(w), err);
+	CHECK_EQ(diskio_fault_ops(io), ops); /* no write or sync was retried */
+	CHECK_EQ(wal_close(w), err);
 	CHECK_EQ(wal_read(dir, 0, 0, &r), 0);
 	CHECK_EQ(r.n_entries, 2);
 	wal_replay_free(&r);
+}
+
+static void test_failure_is_sticky(void)
+{
+	struct diskio_fault_opts fo = diskio_fault_defaults();
+
+	/* A write the file system refused. */
+	fo.fail_write_at = 2;
+	sticky_run("fail-write", fo, -ENOSPC);
+	/* A sync that failed after its write landed: the fault backend drops
+	 * the write, as the kernel may; it is never synced again. */
+	fo = diskio_fault_defaults();
+	fo.fail_sync_at = 2;
+	sticky_run("fail-sync", fo, -EIO);
 }
 
 /* ---- power cuts at random points ---- */
