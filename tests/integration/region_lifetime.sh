@@ -142,7 +142,7 @@ check "saying another launcher runs for this member" \
 #   hup     SIGHUP to the launcher: a clean stop, exit 0
 #   killall SIGKILL of the launcher and every daemon at once
 round() {
-	local kind=$1 i data log pids st bad=0 peak=0 used
+	local kind=$1 i data log pids st bad=0 peak=0 used retries=0
 	for ((i = 1; i <= ROUNDS; i++)); do
 		data="$IT_TMP/$kind-$i"
 		log="$IT_TMP/$kind-$i.log"
@@ -151,6 +151,18 @@ round() {
 			sleep "0.$(printf '%03d' $((RANDOM % 300)))"
 		else
 			if ! it_until 20000 has_children "$MP" 4 || ! it_wait_healthy "$MC" 20; then
+				# a port it_free_ports found free may be taken by
+				# another program before the member binds it: that
+				# member is started again on other ports
+				if grep -q 'bind: Address already in use' "$log" && ((retries < 5)); then
+					echo "  ($kind $i: a port was taken meanwhile; again on others)"
+					kill -9 $(member_pids "$MP") 2>/dev/null || true
+					wait "$MP" 2>/dev/null || true
+					rm -rf "$data" "$log"
+					retries=$((retries + 1))
+					i=$((i - 1))
+					continue
+				fi
 				echo "  ($kind $i did not come up; its log:)"
 				tail -5 "$log" | sed 's/^/    /'
 				bad=$((bad + 1))
