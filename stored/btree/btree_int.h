@@ -209,6 +209,10 @@ struct btree_reader {
 int bt_corrupt(const struct bt_map *m, uint64_t pgid, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Whether the db may still write: 0, or -EIO once a write or sync of its
+ * file failed (db->failed is then set for good; txn.c). */
+int bt_db_usable(struct btree_db *db);
+
 /* Marks a write txn failed (if rc is not a refused argument) and returns rc. */
 int bt_txn_fail(struct btree_txn *t, int rc);
 

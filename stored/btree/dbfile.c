@@ -730,11 +730,10 @@ static bool ckpt_needed(const struct btree_db *db)
 
 static int ckpt_usable(struct btree_db *db)
 {
-	if (diskio_failed(db->io))
-		db->failed = true;
-	if (db->failed)
-		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
-				db->map.path);
+	int rc = bt_db_usable(db);
+
+	if (rc)
+		return rc;
 	if (db->writing)
 		return bt_error(-EBUSY, "stored: db %s: checkpoint while a write txn is open",
 				db->map.path);

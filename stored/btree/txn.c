@@ -251,7 +251,7 @@ static struct btree_txn *txn_new(struct bt_map *m, struct btree_db *db, bool wri
 	return t;
 }
 
-int btree_write_begin(struct btree_db *db, struct btree_txn **out)
+int bt_db_usable(struct btree_db *db)
 {
 	/* The file failed (a write or sync of it failed, maybe on the page
 	 * writer's thread): so did the db. */
@@ -260,6 +260,15 @@ int btree_write_begin(struct btree_db *db, struct btree_txn **out)
 	if (db->failed)
 		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
 				db->map.path);
+	return 0;
+}
+
+int btree_write_begin(struct btree_db *db, struct btree_txn **out)
+{
+	int rc = bt_db_usable(db);
+
+	if (rc)
+		return rc;
 	if (db->writing)
 		return bt_error(-EBUSY, "stored: db %s: a write txn is already open", db->map.path);
 
@@ -268,7 +277,7 @@ int btree_write_begin(struct btree_db *db, struct btree_txn **out)
 	    db->oldest_reader(db->oldest_reader_arg) > db->resume_txid)
 		db->reuse_blocked = false;
 	uint64_t upto = db->durable.txid < oldest ? db->durable.txid : oldest;
-	int rc = freelist_release(&db->fl, upto);
+	rc = freelist_release(&db->fl, upto);
 	if (rc == -EEXIST)
 		return bt_error(-EUCLEAN, "stored: db %s: a page was freed twice; the db state is corrupt, reopen it",
 				db->map.path);
