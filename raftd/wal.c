@@ -787,12 +787,15 @@ int wal_open(const char *dir, uint64_t snap_index, uint64_t snap_term,
 	 * allocated (etcd's ZeroToEnd): half-written records past a zero
 	 * length word must not resurface between new ones. */
 	if (s.tail_size > s.tail_end) {
-		if (ftruncate(s.tail_fd, (off_t)s.tail_end) < 0 ||
-		    preallocate(s.tail_fd, s.tail_size) < 0 || fsync(s.tail_fd) < 0) {
-			rc = -errno;
+		rc = ftruncate(s.tail_fd, (off_t)s.tail_end) < 0 ? -errno : 0;
+		if (rc == 0)
+			rc = preallocate(s.tail_fd, s.tail_size);
+		if (rc == 0)
+			rc = diskio_fdatasync(s.tail_fd);
+		if (rc) {
 			snprintf(rep->error, sizeof(rep->error),
 				 "wal: cannot clear the tail of %s in %s: %s", name, dir,
-				 strerror(errno));
+				 strerror(-rc));
 			goto out_close_tail;
 		}
 	}
@@ -870,10 +873,9 @@ static int create_first_segment(const char *tmpdir, const uint8_t *md, size_t md
 	rc = diskio_pwrite_all(fd, buf, n, 0);
 	if (rc)
 		goto out_free;
-	if (fdatasync(fd) < 0) {
-		rc = -errno;
+	rc = diskio_fdatasync(fd);
+	if (rc)
 		goto out_free;
-	}
 	raftd_free(buf);
 	*end = n;
 	*fd_out = fd;

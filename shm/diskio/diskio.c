@@ -393,6 +393,11 @@ void diskio_set_dir_sync_hook(void (*hook)(const char *dir))
 	dir_sync_hook = hook;
 }
 
+int diskio_fdatasync(int fd)
+{
+	return fdatasync(fd) < 0 ? -errno : 0;
+}
+
 int diskio_sync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -187,6 +187,10 @@ int diskio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 int diskio_pwrite_batch(int fd, const struct diskio_write *w, size_t n);
 /* pread of exactly len bytes: -ENODATA if the file ends first. */
 int diskio_pread_all(int fd, void *buf, size_t len, uint64_t off);
+/* fdatasync of a file no diskio holds yet (a WAL segment being made or
+ * repaired before the WAL opens): -errno on failure, which the caller
+ * returns and never retries, as every sync of this layer. */
+int diskio_fdatasync(int fd);
 
 /* ---- directories ---- */
 
