@@ -96,6 +96,15 @@ all_gone() {
 	done
 }
 
+# No process runs with data dir $1 any more (a child the launcher forked
+# after its pids were listed included), within 5 s.
+no_member_left() { ! pgrep -f -- "--data-dir $1 --listen-client-urls" >/dev/null; }
+member_gone() {
+	it_until 5000 no_member_left "$1" && return 0
+	echo "  (still running with $1: $(pgrep -f -- "--data-dir $1 --listen-client-urls" | tr '\n' ' '))"
+	return 1
+}
+
 ectl() { etcdctl --endpoints "127.0.0.1:$1" --dial-timeout 2s --command-timeout 5s "${@:2}"; }
 ectl_put() { ectl "$1" put "$2" "$3" >/dev/null; }
 
@@ -184,6 +193,7 @@ round() {
 		fi
 		# shellcheck disable=SC2086
 		all_gone $pids || bad=$((bad + 1))
+		member_gone "$data" || bad=$((bad + 1))
 	done
 	echo "  $kind: $ROUNDS members, peak tmpfs usage $peak KiB, now $(shm_used_kb) KiB"
 	ROUND_BAD=$bad ROUND_PEAK=$peak
