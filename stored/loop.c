@@ -413,11 +413,34 @@ void stored_loop_stats(const struct stored_loop *l, struct stored_loop_stats *ou
 
 /* ---- checkpoints ---- */
 
+/*
+ * After the db's file failed, the pages of commits since the last durable
+ * checkpoint may never reach the disk: the kernel may drop them from its
+ * cache after a failed sync, and a reader would then find the old bytes.
+ * So the root that reaches them is withdrawn: readers begin no new
+ * transaction (gatewayd answers UNAVAILABLE) until the next stored has
+ * replayed to the applied index published here (DESIGN invariant 4; the
+ * record keeps that index, the epoch and the high-water mark).
+ */
+static void loop_withdraw_root(struct stored_loop *l)
+{
+	if (!btree_db_failed(l->db) || l->pub.root_page == 0)
+		return;
+	log_warn("withdrew the published root: the db file failed, so pages it reaches may be "
+		 "lost; reads wait until stored has restarted and replayed",
+		 LOG_U64("applied-index", l->pub.applied_index),
+		 LOG_U64("durable-index", l->pub.durable_index));
+	l->pub.root_page = 0;
+	l->publishing = false;
+	loop_write_status(l);
+}
+
 static int loop_checkpoint_failed(struct stored_loop *l, int rc)
 {
 	log_error("checkpoint failed; restart stored to recover from the last one",
 		  LOG_STR("path", l->db_path), LOG_STR("reason", errmsg_get(rc)),
 		  LOG_ERRNO(rc));
+	loop_withdraw_root(l);
 	return rc;
 }
 
@@ -627,6 +650,7 @@ static int loop_batch_failed(struct stored_loop *l, int rc)
 	mvcc_batch_abort(l->store);
 	l->nres = 0;
 	arena_release(&l->arena);
+	loop_withdraw_root(l);
 	return rc;
 }
 

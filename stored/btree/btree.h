@@ -222,6 +222,10 @@ void btree_db_stats(const struct btree_db *db, struct btree_db_stats *out);
  */
 int btree_db_check(struct btree_db *db);
 
+/* Whether the db failed (a write or sync of its file failed, or its
+ * accounting broke): it refuses every later write; reopen it. */
+bool btree_db_failed(struct btree_db *db);
+
 /* Begins the write txn (only one at a time: -EBUSY). Its txid is the
  * newest one plus one. -EIO when the db failed. */
 int btree_write_begin(struct btree_db *db, struct btree_txn **out);

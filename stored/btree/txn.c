@@ -251,13 +251,18 @@ static struct btree_txn *txn_new(struct bt_map *m, struct btree_db *db, bool wri
 	return t;
 }
 
+bool btree_db_failed(struct btree_db *db)
+{
+	if (diskio_failed(db->io))
+		db->failed = true;
+	return db->failed;
+}
+
 int bt_db_usable(struct btree_db *db)
 {
 	/* The file failed (a write or sync of it failed, maybe on the page
 	 * writer's thread): so did the db. */
-	if (diskio_failed(db->io))
-		db->failed = true;
-	if (db->failed)
+	if (btree_db_failed(db))
 		return bt_error(-EIO, "stored: db %s: an earlier write or sync failed; reopen the db",
 				db->map.path);
 	return 0;

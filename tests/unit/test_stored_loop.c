@@ -19,8 +19,10 @@
  *   to restore from a snapshot
  * - a checkpoint whose fdatasync fails under a continuous writer (the
  *   failed sync drops every write since the last good one, as the kernel
- *   may) stops the loop; a new one starts from the last durable
- *   checkpoint, the replay from the durable index follows, and every put
+ *   may) stops the loop and withdraws the published root, whose pages
+ *   may be lost; a new one starts from the last durable checkpoint,
+ *   offers readers no root until the replay from the durable index
+ *   reaches the applied index published before, and every put
  *   acknowledged before the failure is there
  */
 #include <fcntl.h>
@@ -619,6 +621,9 @@ static void test_failed_sync(void)
 	 * can bring them back. */
 	CHECK(st.durable_index > 0 && st.applied_index > st.durable_index);
 	CHECK_EQ(raft_kept, st.durable_index);
+	/* The root that reaches pages the failed sync may have lost is no
+	 * longer offered to readers; the applied index stays published. */
+	CHECK_EQ(st.root_page, 0);
 	bool beyond = false;
 	for (uint64_t i = st.durable_index + 1; i <= SF_PUTS; i++)
 		beyond = beyond || acked[i];
@@ -631,8 +636,10 @@ static void test_failed_sync(void)
 	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
 	st = env_status(&e);
 	/* It starts from the checkpoint it published as durable: raftd
-	 * still has everything after it. */
+	 * still has everything after it. Readers get no root until the
+	 * replay reaches the applied index published before. */
 	CHECK_EQ(st.durable_index, raft_kept);
+	CHECK_EQ(st.root_page, 0);
 	uint64_t last = next - 1;
 	for (uint64_t i = st.durable_index + 1; i <= last;) {
 		for (int k = 0; k < 16 && i <= last; k++, i++)
@@ -645,6 +652,7 @@ static void test_failed_sync(void)
 	sf_drain(&e, acked, &nacked);
 	CHECK_EQ(stored_loop_checkpoint(e.l), 0);
 	CHECK_EQ(env_status(&e).durable_index, last);
+	CHECK(env_status(&e).root_page != 0);
 	sf_check(&e, acked);
 	printf("failed sync: %llu puts acknowledged before it, all there after the restart\n",
 	       (unsigned long long)acked_before);
