@@ -237,9 +237,9 @@ const struct config_flag config_flags[] = {
 		 "Time (in milliseconds) for a read to timeout."),
 
 	/* Experimental */
-	DEF_ONLY("experimental-initial-corrupt-check", CT_BOOL, experimental_initial_corrupt_check,
-		 "false", S_EXPERIMENTAL,
-		 "Enable to check data corruption before serving any client/peer traffic."),
+	ANY("experimental-initial-corrupt-check", CT_BOOL, experimental_initial_corrupt_check,
+	    "false", S_EXPERIMENTAL,
+	    "Enable to check data corruption before serving any client/peer traffic."),
 	DEF_ONLY("experimental-corrupt-check-time", CT_DURATION, experimental_corrupt_check_time_ns,
 		 "0s", S_EXPERIMENTAL, "Duration of time between cluster corruption check passes."),
 	DEF_ONLY("experimental-enable-v2v3", CT_STRING, experimental_enable_v2v3, "", S_EXPERIMENTAL,
