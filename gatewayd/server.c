@@ -873,7 +873,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s->max_request_bytes = p->cfg->max_request_bytes;
 	s->max_txn_ops = p->cfg->max_txn_ops;
 	s->request_timeout_ns = p->request_timeout_ns ? p->request_timeout_ns :
-				5000000000ll + 2 * (int64_t)p->cfg->election_timeout_ms * 1000000;
+				(int64_t)config_request_timeout_ms(p->cfg) * 1000000;
 	s->epfd = s->timerfd = -1;
 	s->timer_armed_ns = INT64_MAX;
 	s->accept_resume_ns = INT64_MAX;

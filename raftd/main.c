@@ -41,8 +41,7 @@ static int wal_dir_of(const struct cetcd_config *cfg, char *buf, size_t len)
 static void raftd_initial_corrupt_check(const struct cetcd_config *cfg, uint64_t member_id)
 {
 	char id[24], timeout[32];
-	/* etcd's ReqTimeout: 5 s and two election timeouts */
-	uint64_t ms = 5000 + 2 * (uint64_t)cfg->election_timeout_ms;
+	uint64_t ms = config_request_timeout_ms(cfg);
 
 	snprintf(id, sizeof(id), "%llx", (unsigned long long)member_id);
 	if (ms % 1000 == 0)

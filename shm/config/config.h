@@ -284,6 +284,10 @@ bool config_is_set(const struct cetcd_config *c, const char *flag);
  * -ENAMETOOLONG if it does not fit in len bytes. */
 int config_region_path(const struct cetcd_config *c, char *buf, size_t len);
 
+/* etcd's ReqTimeout, in ms: how long a request may wait (5 s and two
+ * election timeouts). */
+uint64_t config_request_timeout_ms(const struct cetcd_config *c);
+
 /* The socket address a listen URL names (an IP address, or localhost as
  * 127.0.0.1, and a numeric port). Returns 0, or -EINVAL (with a message in
  * err) if it does not name one. */

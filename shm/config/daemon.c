@@ -104,3 +104,16 @@ out_fatal:
 	*exit_status = CONFIG_EXIT_FATAL;
 	return rc ? rc : -EINVAL;
 }
+
+int config_region_path(const struct cetcd_config *c, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/region", c->runtime_dir);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+uint64_t config_request_timeout_ms(const struct cetcd_config *c)
+{
+	return 5000 + 2 * (uint64_t)c->election_timeout_ms;
+}

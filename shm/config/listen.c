@@ -15,16 +15,6 @@
 
 #include "shm/config/config_int.h"
 
-/* ---- addresses ---- */
-
-int config_region_path(const struct cetcd_config *c, char *buf, size_t len)
-{
-	int n = snprintf(buf, len, "%s/region", c->runtime_dir);
-	if (n < 0 || (size_t)n >= len)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 int config_url_sockaddr(const struct config_url *u, struct sockaddr_storage *ss,
 			socklen_t *len, struct config_error *err)
 {
