@@ -31,29 +31,6 @@ static int wal_dir_of(const struct cetcd_config *cfg, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/*
- * --experimental-initial-corrupt-check: etcd compares its HashKV with every
- * peer's before it serves, and passes when none differs. A member is
- * alone in its cluster (--initial-cluster names one member: more are
- * refused), so there is no peer to differ, and the check passes as etcd's
- * does on one member, with etcd's log lines.
- */
-static void raftd_initial_corrupt_check(const struct cetcd_config *cfg, uint64_t member_id)
-{
-	char id[24], timeout[32];
-	uint64_t ms = config_request_timeout_ms(cfg);
-
-	snprintf(id, sizeof(id), "%llx", (unsigned long long)member_id);
-	if (ms % 1000 == 0)
-		snprintf(timeout, sizeof(timeout), "%llus", (unsigned long long)(ms / 1000));
-	else
-		snprintf(timeout, sizeof(timeout), "%llu.%03llus", (unsigned long long)(ms / 1000),
-			 (unsigned long long)(ms % 1000));
-	log_info("starting initial corruption check", LOG_STR("local-member-id", id),
-		 LOG_STR("timeout", timeout));
-	log_info("initial corruption checking passed; no corruption", LOG_STR("local-member-id", id));
-}
-
 int main(int argc, char **argv)
 {
 	struct cetcd_config cfg;
@@ -84,8 +61,6 @@ int main(int argc, char **argv)
 		status = CONFIG_EXIT_FATAL;
 		goto out_release_role;
 	}
-	if (cfg.experimental_initial_corrupt_check)
-		raftd_initial_corrupt_check(&cfg, member_id);
 	if (wal_dir_of(&cfg, wal_dir, sizeof(wal_dir))) {
 		log_error("the WAL directory's path is too long", LOG_STR("data-dir", cfg.data_dir));
 		status = CONFIG_EXIT_FATAL;
