@@ -25,13 +25,14 @@
 #include <stdint.h>
 
 #include "gatewayd/h2.h"
+#include "shm/config/config.h"
 
 /* Largest request head (request line and header fields) accepted; a
  * longer one is answered 431 and the connection closed. */
 #define HTTP1_MAX_HEAD_BYTES (64u * 1024u)
 
 /* The etcd version /version reports (the API level cetcd speaks). */
-#define HTTP1_ETCD_VERSION "3.4.0"
+#define HTTP1_ETCD_VERSION CETCD_ETCD_SERVER_VERSION
 #define HTTP1_ETCD_CLUSTER_VERSION "3.4.0"
 
 /* One parsed request head. Pointers point into the parsed bytes. */

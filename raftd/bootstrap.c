@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "etcdserverpb/etcdserver.pb-c.h"
@@ -13,6 +14,7 @@
 #include "raftpb/raft.pb-c.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
+#include "shm/config/member_json.h"
 
 /* ---- the protobuf messages (etcd's schema through protobuf-c) ---- */
 
@@ -64,159 +66,28 @@ int bootstrap_metadata_decode(const uint8_t *p, size_t len, uint64_t *node_id,
 	return 0;
 }
 
-/* ---- the member as etcd's JSON ---- */
-
-struct bs_buf {
-	uint8_t *p;
-	size_t len;
-	size_t cap;
-	bool failed; /* out of memory: everything after is dropped */
-};
-
-static void bs_add(struct bs_buf *b, const void *data, size_t n)
-{
-	if (b->failed)
-		return;
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 128;
-		while (cap < b->len + n)
-			cap *= 2;
-		uint8_t *p = raftd_realloc(b->p, cap);
-		if (!p) {
-			b->failed = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, data, n);
-	b->len += n;
-}
-
-static void bs_adds(struct bs_buf *b, const char *s)
-{
-	bs_add(b, s, strlen(s));
-}
-
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one
- * (Go's utf8.DecodeRuneInString then gives RuneError, width 1). */
-static size_t bs_utf8_len(const unsigned char *s, size_t n, uint32_t *rune)
-{
-	size_t k;
-	uint32_t c = s[0], min;
-
-	if (c < 0x80) {
-		*rune = c;
-		return 1;
-	} else if ((c & 0xe0) == 0xc0) {
-		k = 2, c &= 0x1f, min = 0x80;
-	} else if ((c & 0xf0) == 0xe0) {
-		k = 3, c &= 0x0f, min = 0x800;
-	} else if ((c & 0xf8) == 0xf0) {
-		k = 4, c &= 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < k)
-		return 0;
-	for (size_t i = 1; i < k; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*rune = c;
-	return k;
-}
-
-/* A JSON string as Go's encoding/json writes it (HTML-safe escapes,
- * U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD). */
-static void bs_json_string(struct bs_buf *b, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *u = (const unsigned char *)s;
-	size_t n = strlen(s), i = 0;
-	char esc[8];
-
-	bs_add(b, "\"", 1);
-	while (i < n) {
-		uint32_t rune;
-		size_t k = bs_utf8_len(u + i, n - i, &rune);
-		if (k == 0) {
-			bs_adds(b, "\\ufffd");
-			i++;
-			continue;
-		}
-		if (rune == '"' || rune == '\\') {
-			esc[0] = '\\', esc[1] = (char)rune;
-			bs_add(b, esc, 2);
-		} else if (rune == '\n') {
-			bs_adds(b, "\\n");
-		} else if (rune == '\r') {
-			bs_adds(b, "\\r");
-		} else if (rune == '\t') {
-			bs_adds(b, "\\t");
-		} else if (rune < 0x20 || rune == '<' || rune == '>' || rune == '&') {
-			snprintf(esc, sizeof(esc), "\\u00%c%c", hex[rune >> 4], hex[rune & 15]);
-			bs_add(b, esc, 6);
-		} else if (rune == 0x2028 || rune == 0x2029) {
-			bs_adds(b, rune == 0x2028 ? "\\u2028" : "\\u2029");
-		} else {
-			bs_add(b, u + i, k);
-		}
-		i += k;
-	}
-	bs_add(b, "\"", 1);
-}
-
-/* json.Marshal(membership.Member) of a new member: id, peerURLs, and the
- * name (clientURLs are empty before it publishes, so omitted). */
-static void bs_member_json(struct bs_buf *b, const struct member_info *m)
-{
-	char num[24];
-
-	snprintf(num, sizeof(num), "%" PRIu64, m->id);
-	bs_adds(b, "{\"id\":");
-	bs_adds(b, num);
-	bs_adds(b, ",\"peerURLs\":[");
-	for (size_t i = 0; i < m->n_peer_urls; i++) {
-		if (i)
-			bs_add(b, ",", 1);
-		bs_json_string(b, m->peer_urls[i]);
-	}
-	bs_add(b, "]", 1);
-	if (m->name && m->name[0]) {
-		bs_adds(b, ",\"name\":");
-		bs_json_string(b, m->name);
-	}
-	bs_add(b, "}", 1);
-}
-
 int bootstrap_conf_change(const struct member_info *m, uint8_t **data, uint32_t *len)
 {
-	struct bs_buf ctx = { 0 };
 	Raftpb__ConfChange cc = RAFTPB__CONF_CHANGE__INIT;
+	char *json;
+	size_t json_len;
 
-	bs_member_json(&ctx, m);
-	if (ctx.failed) {
-		raftd_free(ctx.p);
+	if (member_json_encode(m, &json, &json_len))
 		return -ENOMEM;
-	}
 	/* as gogo/protobuf writes it: ID, Type, NodeID always, then Context */
 	cc.has_id = cc.has_type = cc.has_node_id = cc.has_context = 1;
 	cc.type = RAFTPB__CONF_CHANGE_TYPE__ConfChangeAddNode;
 	cc.node_id = m->id;
-	cc.context.data = ctx.p;
-	cc.context.len = ctx.len;
+	cc.context.data = (uint8_t *)json;
+	cc.context.len = json_len;
 	size_t n = raftpb__conf_change__get_packed_size(&cc);
 	uint8_t *out = raftd_malloc(n);
 	if (!out) {
-		raftd_free(ctx.p);
+		free(json);
 		return -ENOMEM;
 	}
 	raftpb__conf_change__pack(&cc, out);
-	raftd_free(ctx.p);
+	free(json);
 	*data = out;
 	*len = (uint32_t)n;
 	return 0;

@@ -18,6 +18,7 @@
 #include "raftd/alloc.h"
 #include "raftd/bootstrap.h"
 #include "raftd/feed.h"
+#include "raftd/members.h"
 #include "raftd/proposals.h"
 #include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
@@ -58,6 +59,7 @@ struct loop {
 	struct wal *wal;
 	struct feed feed;
 	struct proposals props;
+	struct members members;
 	struct shm_waker waker;        /* raftd's doorbell, bridged to epfd */
 	_Atomic uint64_t waker_epoch;  /* stored's epoch as the loop last saw it */
 	int epfd;
@@ -234,6 +236,12 @@ static void take_ready(struct loop *l)
 		return;
 	}
 	l->stats.msgs_dropped += rd.n_msgs;
+	for (size_t i = 0; i < rd.n_committed && !rc; i++)
+		rc = members_apply(&l->members, &rd.committed[i]);
+	if (rc) {
+		loop_fail(l, rc, "cannot apply a membership change");
+		return;
+	}
 	if (rd.n_committed)
 		feed_handed(&l->feed, rd.committed[rd.n_committed - 1].index);
 	for (size_t i = 0; i < rd.n_reads; i++)
@@ -327,6 +335,7 @@ static void on_timer(struct loop *l)
 	 * election clock (etcd's ticker drops ticks the same way) */
 	raft_tick(l->raft);
 	proposals_tick(&l->props, 2 * l->election_ticks);
+	members_tick(&l->members);
 	l->stats.ticks++;
 }
 
@@ -373,6 +382,7 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 	if (!l->stopping && !l->fatal) {
 		/* a failed request ring is logged there and skipped */
 		(void)proposals_drain(&l->props, l->raft, false);
+		members_propose(&l->members, l->raft);
 		handle_ready(l);
 		pump(l);
 		publish_status(l, false);
@@ -509,6 +519,14 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	feed_init(&l->feed, shm_daemon_ring(l->r, SHM_RING_COMMITTED), &st,
 		  shm_role_is_live(l->r, SHM_ROLE_STORED));
 	uint64_t last = bs->n_entries ? bs->entries[bs->n_entries - 1].index : 0;
+	/* membership as of what stored applied: the entries after it come
+	 * out of the core as committed */
+	for (size_t i = 0; i < bs->n_entries && bs->entries[i].index <= feed_start_after(&l->feed);
+	     i++) {
+		int rc = members_apply(&l->members, &bs->entries[i]);
+		if (rc)
+			return rc;
+	}
 	if (feed_start_after(&l->feed) > last)
 		log_error("stored has applied entries beyond the end of this member's WAL; its db does not belong to this log",
 			  LOG_U64("stored-applied-index", feed_start_after(&l->feed)),
@@ -627,6 +645,11 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->cluster_id = bs.cluster_id;
 	l->saved = bs.hs;
 	rc = proposals_init(&l->props, l->r);
+	if (!rc)
+		rc = members_init(&l->members, l->member_id, l->cluster_id, o->name, o->client_urls,
+				  o->request_timeout_ms ? o->request_timeout_ms :
+							  5000 + 2 * o->election_ms,
+				  o->tick_ms);
 	if (rc)
 		goto out_free_state;
 	rc = build_core(l, o, &bs);
@@ -668,6 +691,7 @@ void loop_free(struct loop *l)
 	}
 	raft_free(l->raft);
 	proposals_free(&l->props);
+	members_free(&l->members);
 	raftd_free(l->persist);
 	if (l->epfd >= 0)
 		close(l->epfd);

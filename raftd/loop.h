@@ -53,6 +53,12 @@ struct loop_options {
 					       * voters, and a new WAL's
 					       * bootstrap entries */
 	uint64_t member_id;         /* this member, one of cluster's */
+	const char *name;           /* --name, published to the cluster */
+	const struct config_urls *client_urls; /* --advertise-client-urls,
+						* published; NULL = none */
+	uint64_t request_timeout_ms; /* etcd's request timeout: how long a
+				      * publish may take before it is retried
+				      * (0: etcd's 5 s + 2 election timeouts) */
 	uint64_t tick_ms;           /* --heartbeat-interval */
 	uint64_t election_ms;       /* --election-timeout */
 	bool pre_vote;              /* --pre-vote */

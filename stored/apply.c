@@ -1,5 +1,6 @@
 /* stored's applier: decode, dispatch, encode (see apply.h). */
 #include "stored/apply.h"
+#include "stored/members.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -197,10 +198,19 @@ int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	if (rc)
 		return rc;
 
-	/* Not a client request: a configuration change (membership is
-	 * raftd's), or a new leader's empty entry. The index moves all the
+	/* Not a client request: a new leader's empty entry, a configuration
+	 * change, or etcd's v2 membership requests. The index moves all the
 	 * same. */
-	if (e->entry_type != RAFTPB__ENTRY_TYPE__EntryNormal || e->data_len == 0)
+	if (e->entry_type == RAFTPB__ENTRY_TYPE__EntryNormal && e->data_len == 0)
+		return 0;
+	if (ids->membership) {
+		bool handled;
+		rc = stored_members_apply(mvcc_batch_txn(s), ids->membership, e->entry_type, data,
+					  e->data_len, &handled);
+		if (rc || handled)
+			return rc;
+	}
+	if (e->entry_type != RAFTPB__ENTRY_TYPE__EntryNormal)
 		return 0;
 
 	rc = msg_origin_find(data, e->data_len, &out->origin);

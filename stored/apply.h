@@ -14,8 +14,9 @@
  * changes nothing.
  *
  * Entries that carry no client request still move the consistent index:
- * empty entries (a new leader's no-op), configuration changes, and request
- * kinds stored does not apply yet (leases, auth, alarms, v2), which are
+ * empty entries (a new leader's no-op), configuration changes and etcd's
+ * v2 membership requests (which change the members buckets), and request
+ * kinds stored does not apply yet (leases, auth, alarms), which are
  * answered UNIMPLEMENTED without touching the store.
  *
  * Memory: the decoded request, the response and every byte a result
@@ -42,6 +43,11 @@
 struct stored_apply_ids {
 	uint64_t member_id;
 	uint64_t cluster_id;
+	/* the cluster's membership as of the store's consistent index, which
+	 * configuration changes and v2 membership requests update (with the
+	 * db's members buckets, stored/members.h); NULL: such entries only
+	 * move the index */
+	struct membership *membership;
 };
 
 /* What one applied entry gives the client that asked. */

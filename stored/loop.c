@@ -1,5 +1,6 @@
 /* stored's apply loop (see loop.h). */
 #include "stored/loop.h"
+#include "stored/members.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +52,7 @@ struct stored_loop {
 	struct btree_db *db;
 	struct mvcc_store *store;
 	struct stored_apply_ids ids;
+	struct membership membership;    /* as of the store's consistent index */
 	struct stored_results results;
 	struct ring *committed;
 	struct shm_doorbell *bell;       /* the stored role's */
@@ -301,9 +303,21 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 		return rc;
 	}
 	rc = btree_db_checkpoint(l->db, NULL);
-	if (rc)
+	if (rc) {
 		log_error("cannot checkpoint the db", LOG_STR("path", l->db_path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+		return rc;
+	}
+	struct btree_txn *t;
+	rc = btree_db_read_begin(l->db, NULL, &t);
+	if (!rc) {
+		rc = stored_members_load(t, &l->membership);
+		btree_txn_end(t);
+	}
+	if (rc)
+		log_error("cannot read the cluster's members from the db", LOG_STR("path", l->db_path),
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+	l->ids.membership = &l->membership;
 	return rc;
 }
 
@@ -381,6 +395,7 @@ void stored_loop_free(struct stored_loop *l)
 		return;
 	mvcc_store_close(l->store);
 	btree_db_close(l->db);
+	membership_free(&l->membership);
 	kvindex_feed_close(&l->cache_feed);
 	stored_results_fini(&l->results);
 	arena_release(&l->arena);

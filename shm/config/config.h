@@ -35,6 +35,9 @@
 #endif
 /* The etcd API this version speaks. */
 #define CETCD_ETCD_API_VERSION "3.4"
+/* The etcd server version a member reports to clients and peers (/version)
+ * and from which the cluster version is decided. */
+#define CETCD_ETCD_SERVER_VERSION "3.4.0"
 
 /* Which program parses: decides which program-only flags exist. */
 enum config_program {

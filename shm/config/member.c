@@ -190,14 +190,22 @@ static char *member_url_canon(const char *s, size_t len)
 	return u;
 }
 
+void member_info_clear(struct member_info *m)
+{
+	free(m->name);
+	for (size_t j = 0; j < m->n_peer_urls; j++)
+		free(m->peer_urls[j]);
+	free(m->peer_urls);
+	for (size_t j = 0; j < m->n_client_urls; j++)
+		free(m->client_urls[j]);
+	free(m->client_urls);
+	memset(m, 0, sizeof(*m));
+}
+
 void member_cluster_free(struct member_cluster *c)
 {
-	for (size_t i = 0; i < c->count; i++) {
-		free(c->v[i].name);
-		for (size_t j = 0; j < c->v[i].n_peer_urls; j++)
-			free(c->v[i].peer_urls[j]);
-		free(c->v[i].peer_urls);
-	}
+	for (size_t i = 0; i < c->count; i++)
+		member_info_clear(&c->v[i]);
 	free(c->v);
 	memset(c, 0, sizeof(*c));
 }

@@ -16,6 +16,7 @@
 #ifndef CETCD_SHM_MEMBER_H
 #define CETCD_SHM_MEMBER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,13 +33,21 @@ int member_id_compute(const char *const *peer_urls, size_t n, const char *token,
 /* etcd's cluster id over n member ids (any order). */
 uint64_t member_cluster_id(const uint64_t *ids, size_t n);
 
-/* One member of the initial cluster. */
+/* One member: of the initial cluster, or as etcd's membership.Member
+ * carries it (member_json.h). Strings and arrays are malloc'ed and owned
+ * by the struct (member_info_clear frees them). */
 struct member_info {
-	char *name;
+	char *name;           /* "" or NULL before the member published */
 	uint64_t id;
 	size_t n_peer_urls;
-	char **peer_urls;   /* canonical texts, sorted */
+	char **peer_urls;     /* canonical texts, sorted */
+	size_t n_client_urls;
+	char **client_urls;   /* as the member published them */
+	bool is_learner;
 };
+
+/* Frees what m owns and zeroes it. */
+void member_info_clear(struct member_info *m);
 
 /* The members of --initial-cluster, in the order of their ids, and the
  * cluster id. Owned by the struct; member_cluster_free frees it. */

@@ -314,11 +314,7 @@ static int launch_initial_corrupt_check(const struct cetcd_config *cfg)
 	if (rc)
 		return rc;
 	snprintf(id, sizeof(id), "%llx", (unsigned long long)member_id);
-	if (ms % 1000 == 0)
-		snprintf(timeout, sizeof(timeout), "%llus", (unsigned long long)(ms / 1000));
-	else
-		snprintf(timeout, sizeof(timeout), "%llu.%03llus", (unsigned long long)(ms / 1000),
-			 (unsigned long long)(ms % 1000));
+	log_duration_text(ms, timeout);
 	log_info("starting initial corruption check", LOG_STR("local-member-id", id),
 		 LOG_STR("timeout", timeout));
 	log_info("initial corruption checking passed; no corruption", LOG_STR("local-member-id", id));

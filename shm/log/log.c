@@ -71,10 +71,7 @@ void log_set_name(const char *name)
 	snprintf(log_name, sizeof(log_name), "%s", name);
 }
 
-/* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 if the
- * bytes there are not one: overlong forms, surrogates and code points past
- * U+10FFFF are invalid, as Go's utf8.DecodeRune decides. */
-static size_t log_utf8_len(const unsigned char *s, size_t len)
+size_t log_utf8_len(const unsigned char *s, size_t len)
 {
 	unsigned char c = s[0];
 	size_t n;
@@ -416,4 +413,28 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 	log_write_all(b.p, b.len);
 	if (b.heap)
 		free(b.p);
+}
+
+void log_duration_text(uint64_t ms, char out[32])
+{
+	char frac[8] = "";
+	unsigned long long h = ms / 3600000, m = ms / 60000 % 60, sec = ms / 1000 % 60;
+	unsigned rest = (unsigned)(ms % 1000);
+
+	if (ms < 1000) {
+		snprintf(out, 32, "%llums", (unsigned long long)ms);
+		return;
+	}
+	if (rest) {
+		/* Go trims the fraction's trailing zeros */
+		snprintf(frac, sizeof(frac), ".%03u", rest);
+		for (size_t n = strlen(frac); frac[n - 1] == '0'; n--)
+			frac[n - 1] = '\0';
+	}
+	if (h)
+		snprintf(out, 32, "%lluh%llum%llu%ss", h, m, sec, frac);
+	else if (m)
+		snprintf(out, 32, "%llum%llu%ss", m, sec, frac);
+	else
+		snprintf(out, 32, "%llu%ss", sec, frac);
 }

@@ -115,4 +115,14 @@ void log_set_name(const char *name);
  * NUL), so a result above cap means dst was too small. */
 size_t log_json_escape(char *dst, size_t cap, const char *s, size_t len);
 
+/* Length of the valid multi-byte UTF-8 sequence at s (at most len bytes),
+ * or 0 if the bytes there are not one (ASCII included): overlong forms,
+ * surrogates and code points past U+10FFFF are invalid, as Go's
+ * utf8.DecodeRune decides. */
+size_t log_utf8_len(const unsigned char *s, size_t len);
+
+/* A duration of ms milliseconds as zap logs a Go time.Duration ("7s",
+ * "5.5s", "1m30s", "250ms"), NUL-terminated in out. */
+void log_duration_text(uint64_t ms, char out[32]);
+
 #endif

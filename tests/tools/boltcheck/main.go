@@ -8,6 +8,8 @@
 //	                                (and BUCKET's keys, hex, with value sizes)
 //	boltcheck -dump FILE            check, then print every bucket and key,
 //	                                recursively, in key order (see dump)
+//	boltcheck -text BUCKET FILE     check, then print BUCKET's keys and
+//	                                values as text, one "key value" a line
 //	boltcheck -write FILE [-seed N] [-txns N] [-nofreelistsync] [-pagesize N]
 //	                                write a new file with bbolt: nested,
 //	                                inline and big buckets, overflow values,
@@ -34,6 +36,7 @@ import (
 func main() {
 	keys := flag.String("keys", "", "bucket whose keys to print")
 	dump := flag.Bool("dump", false, "print every bucket and key")
+	text := flag.String("text", "", "bucket whose keys and values to print as text")
 	write := flag.Bool("write", false, "write a new file with bbolt")
 	modify := flag.Bool("modify", false, "change an existing file with bbolt")
 	seed := flag.Int64("seed", 1, "seed of -write and -modify")
@@ -42,7 +45,7 @@ func main() {
 	txns := flag.Int("txns", 40, "-write: number of txns")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: boltcheck [-keys BUCKET | -dump | -write | -modify] FILE")
+		fmt.Fprintln(os.Stderr, "usage: boltcheck [-keys BUCKET | -dump | -text BUCKET | -write | -modify] FILE")
 		os.Exit(2)
 	}
 	path := flag.Arg(0)
@@ -53,7 +56,7 @@ func main() {
 	case *modify:
 		err = modifyFile(path, *seed)
 	default:
-		err = checkFile(path, *keys, *dump)
+		err = checkFile(path, *keys, *dump, *text)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "boltcheck:", err)
@@ -61,7 +64,7 @@ func main() {
 	}
 }
 
-func checkFile(path, keys string, dump bool) error {
+func checkFile(path, keys string, dump bool, text string) error {
 	db, err := bolt.Open(path, 0400, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		return fmt.Errorf("open: %v", err)
@@ -74,6 +77,16 @@ func checkFile(path, keys string, dump bool) error {
 		}
 		if len(problems) > 0 {
 			return fmt.Errorf("check: %s", strings.Join(problems, "; "))
+		}
+		if text != "" {
+			b := tx.Bucket([]byte(text))
+			if b == nil {
+				return fmt.Errorf("no bucket %q", text)
+			}
+			return b.ForEach(func(k, v []byte) error {
+				fmt.Printf("%s %s\n", k, v)
+				return nil
+			})
 		}
 		if dump {
 			return dumpBucket(tx.Cursor(), nil, func(name []byte) *bolt.Bucket { return tx.Bucket(name) })

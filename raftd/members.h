@@ -1,0 +1,70 @@
+/*
+ * raftd's side of membership: it applies every committed entry to the
+ * membership state (shm/config/membership.h) as it hands the entry to
+ * stored, logs the changes with etcd's wording, and proposes, as etcd
+ * 3.4's server does:
+ *
+ *   publish   this member's attributes (name, client URLs) as a v2 PUT
+ *             of /0/members/<id>/attributes, once per start, retried
+ *             after a request timeout until it is applied; then
+ *             "published local member to cluster through raft";
+ *   version   on the leader, once an entry of its term committed and
+ *             while the cluster has no version: the lowest server version
+ *             of the members (major.minor), as a v2 PUT of /0/version;
+ *             applying it logs "set initial cluster version" and
+ *             "enabled capabilities for version".
+ *
+ * Tooling (etcd's own e2e harness among it) waits for those two lines
+ * before it talks to a member.
+ */
+#ifndef CETCD_RAFTD_MEMBERS_H
+#define CETCD_RAFTD_MEMBERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "raftd/raftlog.h"
+#include "shm/config/membership.h"
+
+struct raft;
+struct config_urls;
+
+struct members {
+	struct membership ms;
+	uint64_t self_id;
+	uint64_t cluster_id;
+	struct member_info attr;      /* what this member publishes */
+	uint64_t timeout_ticks;       /* etcd's request timeout, in ticks */
+	uint64_t req_next;            /* request ids, etcd's idutil layout */
+	/* publish: pending while publish_req != 0 */
+	bool published;
+	uint64_t publish_req;
+	uint64_t publish_age;         /* ticks since it was proposed */
+	uint64_t publish_timeout_ms;
+	/* the cluster version proposal */
+	uint64_t version_req;
+	uint64_t version_age;
+};
+
+/*
+ * Sets m up for member self_id of cluster_id, publishing name and the
+ * client URLs; timeout_ms is etcd's request timeout and tick_ms the tick.
+ * 0 or -ENOMEM.
+ */
+int members_init(struct members *m, uint64_t self_id, uint64_t cluster_id, const char *name,
+		 const struct config_urls *client_urls, uint64_t timeout_ms, uint64_t tick_ms);
+
+void members_free(struct members *m);
+
+/* Applies a committed entry (logged as etcd logs it). A conf change that
+ * cannot be decoded is logged and skipped. Returns 0 or -ENOMEM. */
+int members_apply(struct members *m, const struct raft_entry *e);
+
+/* One tick: ages pending proposals. */
+void members_tick(struct members *m);
+
+/* Proposes what is due (see above) through r. Never fails the caller: a
+ * proposal the core refuses now is tried again on a later call. */
+void members_propose(struct members *m, struct raft *r);
+
+#endif

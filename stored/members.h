@@ -1,0 +1,44 @@
+/*
+ * Membership in the db file, as etcd 3.4 keeps it in its backend
+ * (etcdserver/api/membership/store.go):
+ *
+ *   members          the member id in hex ("8e9e05c52164694d") -> the
+ *                    member as etcd's JSON (shm/config/member_json.h)
+ *   members_removed  a removed member's id in hex -> "removed"
+ *   cluster          "clusterVersion" -> the cluster version ("3.4.0")
+ *
+ * stored applies the committed entries that change membership
+ * (shm/config/membership.h) into these buckets in the entry's batch, and
+ * loads them when it opens the db; gatewayd reads them for MemberList.
+ */
+#ifndef CETCD_STORED_MEMBERS_H
+#define CETCD_STORED_MEMBERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/config/membership.h"
+
+struct btree_txn;
+
+#define STORED_MEMBERS_VERSION_KEY "clusterVersion"
+
+/*
+ * Loads the buckets through t (a write txn, or a reader's) into m, which
+ * the caller initialized (entries are added to what it holds). A member
+ * whose JSON cannot be decoded is skipped with a warning. Missing buckets
+ * load nothing. Returns 0, -ENOMEM, or the B+tree's error.
+ */
+int stored_members_load(struct btree_txn *t, struct membership *m);
+
+/*
+ * Applies the committed entry (type, data[0..len)) to m and, when it
+ * changed membership, to the buckets through the open write txn t. Sets
+ * *handled when the entry was membership's (a conf change or a v2
+ * request); other entries are left to the key-value applier. Returns 0,
+ * -ENOMEM or the B+tree's error (the batch must then be aborted).
+ */
+int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t type,
+			 const uint8_t *data, size_t len, bool *handled);
+
+#endif
