@@ -1,16 +1,28 @@
-/* etcdserverpb.Cluster in gatewayd: MemberList from the members stored
- * keeps in the db (stored/members.h), as of its published root; before
- * stored applied the cluster's first entries, from the configuration
- * (this member: its name, peer and client URLs and the ids etcd derives,
- * shm/config/member.h). The changes (MemberAdd, ...) answer UNIMPLEMENTED
- * until membership changes are built. */
+/* etcdserverpb.Cluster in gatewayd.
+ *
+ * MemberList reads the members stored keeps in the db (stored/members.h),
+ * as of its published root; before stored applied the cluster's first
+ * entries, it answers from the configuration (this member: its name,
+ * peer and client URLs and the ids etcd derives, shm/config/member.h).
+ *
+ * MemberAdd, MemberRemove and MemberUpdate check the request as etcd's
+ * server does before it proposes (URLs, --strict-reconfig-check's count
+ * of started members against the db's members), then propose etcd's
+ * raftpb.ConfChange; stored answers once it is applied (stored/apply.c),
+ * with etcd's error when membership refuses it there. MemberPromote
+ * answers UNIMPLEMENTED: etcd promotes a learner only once it caught up
+ * with the leader, which needs the leader's replication progress. */
 #include "gatewayd/server.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "raftpb/raft.pb-c.h"
 #include "shm/config/config.h"
+#include "shm/config/member_json.h"
 #include "stored/members.h"
 
 /* The texts of a URL list, in the turn's scratch memory. */
@@ -37,17 +49,18 @@ static int cluster_load(struct gw_server *s, struct membership *ms)
 	return rc;
 }
 
-/* A member as etcd's Cluster service answers it (pointing into m). */
-static void cluster_member_pb(const struct member_info *m, Etcdserverpb__Member *out)
+/* Loads the members into ms, answering the call on failure. */
+static bool cluster_load_or_refuse(struct gw_server *s, struct grpc_call *call,
+				   struct membership *ms)
 {
-	etcdserverpb__member__init(out);
-	out->id = m->id;
-	out->name = m->name ? m->name : "";
-	out->n_peerurls = m->n_peer_urls;
-	out->peerurls = m->peer_urls;
-	out->n_clienturls = m->n_client_urls;
-	out->clienturls = m->client_urls;
-	out->islearner = m->is_learner;
+	membership_init(ms);
+	int rc = cluster_load(s, ms);
+	if (rc) {
+		membership_free(ms);
+		gw_read_refuse(s, call, rc);
+		return false;
+	}
+	return true;
 }
 
 static void cluster_member_list(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
@@ -63,13 +76,8 @@ static void cluster_member_list(struct gw_server *s, struct grpc_call *call, con
 
 	if (!gw_unpack(s, call, &etcdserverpb__member_list_request__descriptor, &msg, &len))
 		return;
-	membership_init(&ms);
-	int rc = cluster_load(s, &ms);
-	if (rc) {
-		membership_free(&ms);
-		gw_read_refuse(s, call, rc);
+	if (!cluster_load_or_refuse(s, call, &ms))
 		return;
-	}
 	if (ms.count) {
 		v = ms.v;
 		n = ms.count;
@@ -91,7 +99,7 @@ static void cluster_member_list(struct gw_server *s, struct grpc_call *call, con
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		cluster_member_pb(&v[i], &pbs[i]);
+		stored_members_pb(&v[i], &pbs[i]);
 		ptrs[i] = &pbs[i];
 	}
 
@@ -108,7 +116,187 @@ static void cluster_member_list(struct gw_server *s, struct grpc_call *call, con
 	membership_free(&ms);
 }
 
+/* ---- changes ---- */
+
+#define CLUSTER_ERR_BAD_URLS "etcdserver: given member URLs are invalid"
+#define CLUSTER_ERR_NOT_STARTED \
+	"etcdserver: re-configuration failed due to not enough started members"
+
+/* etcd's IsReadyToAddVotingMember / IsReadyToRemoveVotingMember: enough
+ * voting members have started (published) to keep a quorum after the
+ * change. remove_id 0: an addition. */
+static bool cluster_ready(const struct membership *ms, uint64_t remove_id)
+{
+	size_t members = remove_id ? 0 : 1, started = 0;
+	for (size_t i = 0; i < ms->count; i++) {
+		const struct member_info *m = &ms->v[i];
+		if (m->is_learner || m->id == remove_id)
+			continue;
+		started += m->name && m->name[0];
+		members++;
+	}
+	/* adding a second member to a one-member cluster, as when restoring */
+	if (!remove_id && started == 1 && members == 2)
+		return true;
+	return started >= members / 2 + 1;
+}
+
+/* A ConfChange's ID: etcd's idutil layout (the member id's low 16 bits,
+ * then time), with this process's slot in place of its counter's high
+ * bits so that gateways do not collide. */
+static uint64_t cluster_cc_id(struct gw_server *s)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (s->member_id & 0xffff) << 48 | (uint64_t)(s->slot.index & 0xff) << 40 |
+	       (ms & ((UINT64_C(1) << 40) - 1));
+}
+
+/* Proposes a ConfChange; context may be NULL. */
+static void cluster_propose(struct gw_server *s, struct grpc_call *call, int type, uint64_t node,
+			    const char *context, size_t context_len)
+{
+	Raftpb__ConfChange cc = RAFTPB__CONF_CHANGE__INIT;
+	/* as gogo/protobuf writes it: ID, Type, NodeID always, then Context */
+	cc.has_id = cc.has_type = cc.has_node_id = 1;
+	cc.id = cluster_cc_id(s);
+	cc.type = type;
+	cc.node_id = node;
+	if (context) {
+		cc.has_context = 1;
+		cc.context.data = (uint8_t *)context;
+		cc.context.len = context_len;
+	}
+	size_t n = raftpb__conf_change__get_packed_size(&cc);
+	uint8_t *buf = gw_scratch(s, n ? n : 1);
+	if (!buf) {
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	raftpb__conf_change__pack(&cc, buf);
+	gw_propose_conf_change(s, call, buf, n);
+}
+
+/* The request's peer URLs as etcd checks and orders them; answers the
+ * call when they are refused. */
+static bool cluster_urls_or_refuse(struct grpc_call *call, char **in, size_t n, char ***out)
+{
+	int rc = member_peer_urls(in, n, out);
+	if (rc == -EINVAL)
+		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, CLUSTER_ERR_BAD_URLS);
+	else if (rc)
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+	return rc == 0;
+}
+
+static void cluster_member_add(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
+			       size_t len)
+{
+	Etcdserverpb__MemberAddRequest *r =
+		gw_unpack(s, call, &etcdserverpb__member_add_request__descriptor, &msg, &len);
+	struct member_info m = { 0 };
+	struct membership ms;
+	char *ctx;
+	size_t ctx_len;
+
+	if (!r || !cluster_urls_or_refuse(call, r->peerurls, r->n_peerurls, &m.peer_urls))
+		return;
+	m.n_peer_urls = r->n_peerurls;
+	m.is_learner = r->islearner;
+	if (member_id_added(m.peer_urls, m.n_peer_urls, (int64_t)time(NULL), &m.id)) {
+		member_info_clear(&m);
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	if (s->cfg->strict_reconfig_check && !m.is_learner) {
+		if (!cluster_load_or_refuse(s, call, &ms)) {
+			member_info_clear(&m);
+			return;
+		}
+		bool ready = cluster_ready(&ms, 0);
+		membership_free(&ms);
+		if (!ready) {
+			member_info_clear(&m);
+			grpc_call_finish(call, GRPC_STATUS_FAILED_PRECONDITION, CLUSTER_ERR_NOT_STARTED);
+			return;
+		}
+	}
+	if (member_json_encode_context(&m, false, &ctx, &ctx_len)) {
+		member_info_clear(&m);
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	cluster_propose(s, call,
+			m.is_learner ? RAFTPB__CONF_CHANGE_TYPE__ConfChangeAddLearnerNode :
+				       RAFTPB__CONF_CHANGE_TYPE__ConfChangeAddNode,
+			m.id, ctx, ctx_len);
+	free(ctx);
+	member_info_clear(&m);
+}
+
+static void cluster_member_remove(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
+				  size_t len)
+{
+	Etcdserverpb__MemberRemoveRequest *r =
+		gw_unpack(s, call, &etcdserverpb__member_remove_request__descriptor, &msg, &len);
+	struct membership ms;
+
+	if (!r)
+		return;
+	if (s->cfg->strict_reconfig_check) {
+		if (!cluster_load_or_refuse(s, call, &ms))
+			return;
+		const struct member_info *m = membership_find(&ms, r->id);
+		bool ready = (m && m->is_learner) || cluster_ready(&ms, r->id);
+		membership_free(&ms);
+		if (!ready) {
+			grpc_call_finish(call, GRPC_STATUS_FAILED_PRECONDITION, CLUSTER_ERR_NOT_STARTED);
+			return;
+		}
+	}
+	cluster_propose(s, call, RAFTPB__CONF_CHANGE_TYPE__ConfChangeRemoveNode, r->id, NULL, 0);
+}
+
+static void cluster_member_update(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
+				  size_t len)
+{
+	Etcdserverpb__MemberUpdateRequest *r =
+		gw_unpack(s, call, &etcdserverpb__member_update_request__descriptor, &msg, &len);
+	struct member_info m = { 0 };
+	char *ctx;
+	size_t ctx_len;
+
+	if (!r || !cluster_urls_or_refuse(call, r->peerurls, r->n_peerurls, &m.peer_urls))
+		return;
+	m.n_peer_urls = r->n_peerurls;
+	m.id = r->id;
+	/* etcd's context here is the Member alone: id and peer URLs */
+	if (member_json_encode(&m, &ctx, &ctx_len)) {
+		member_info_clear(&m);
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	cluster_propose(s, call, RAFTPB__CONF_CHANGE_TYPE__ConfChangeUpdateNode, m.id, ctx, ctx_len);
+	free(ctx);
+	member_info_clear(&m);
+}
+
 int cluster_register(struct gw_server *s)
 {
-	return gw_handle_unary(s, "/etcdserverpb.Cluster/MemberList", cluster_member_list);
+	static const struct {
+		const char *path;
+		void (*fn)(struct gw_server *, struct grpc_call *, const uint8_t *, size_t);
+	} methods[] = {
+		{ "/etcdserverpb.Cluster/MemberList", cluster_member_list },
+		{ "/etcdserverpb.Cluster/MemberAdd", cluster_member_add },
+		{ "/etcdserverpb.Cluster/MemberRemove", cluster_member_remove },
+		{ "/etcdserverpb.Cluster/MemberUpdate", cluster_member_update },
+	};
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		int rc = gw_handle_unary(s, methods[i].path, methods[i].fn);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }

@@ -248,50 +248,84 @@ static void gw_refuse_too_many(struct gw_server *s, struct grpc_call *call)
 	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);
 }
 
+/* A MSG_PROPOSE record being written for a call. */
+struct gw_proposal {
+	struct pending_req *p;
+	struct msg_propose mp;
+	uint8_t origin[MSG_ORIGIN_MAX_BYTES];
+	size_t olen;
+	uint32_t rec_len;
+	bool in_ring;
+	uint8_t *out;
+};
+
+/* Registers call as pending (g->p, whose request_id the entry data may
+ * carry). false: the call was answered (too many requests). */
+static bool gw_propose_pending(struct gw_server *s, struct grpc_call *call, struct gw_proposal *g)
+{
+	g->p = pending_add(&s->pending, PENDING_PROPOSE, grpc_call_id(call),
+			   s->now_ns + s->request_timeout_ns);
+	if (!g->p)
+		gw_refuse_too_many(s, call);
+	return g->p != NULL;
+}
+
+/*
+ * Reserves the pending call's MSG_PROPOSE record for data_len bytes of
+ * entry data, which the caller writes at the returned pointer before
+ * gw_propose_commit; the call's origin follows them. NULL: the call was
+ * answered (too large, too many requests) and is no longer pending.
+ */
+static uint8_t *gw_propose_reserve(struct gw_server *s, struct grpc_call *call, size_t data_len,
+				   uint32_t flags, struct gw_proposal *g)
+{
+	pending_origin(&s->pending, g->p, &g->mp.origin);
+	g->olen = msg_origin_encode(&g->mp.origin, g->origin);
+	size_t rec_len = sizeof(g->mp) + data_len + g->olen;
+	if (data_len > s->max_request_bytes || rec_len > shm_region_max_record(s->r)) {
+		pending_remove(&s->pending, g->p);
+		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, gw_msg_too_large);
+		return NULL;
+	}
+	g->out = gw_out_reserve(s, (uint32_t)rec_len, &g->in_ring);
+	if (!g->out) {
+		pending_remove(&s->pending, g->p);
+		gw_refuse_too_many(s, call);
+		return NULL;
+	}
+	g->rec_len = (uint32_t)rec_len;
+	g->mp.term = 0;
+	g->mp.data_len = (uint32_t)(data_len + g->olen);
+	g->mp.flags = flags;
+	memcpy(g->out, &g->mp, sizeof(g->mp));
+	return g->out + sizeof(g->mp);
+}
+
+/* Appends the origin and sends the record gw_propose_reserve made. */
+static void gw_propose_commit(struct gw_server *s, struct grpc_call *call, struct gw_proposal *g)
+{
+	memcpy(g->out + g->rec_len - g->olen, g->origin, g->olen);
+	gw_out_commit(s, MSG_PROPOSE, g->rec_len, g->in_ring);
+	gw_call_set(call, GW_CALL_PENDING, g->p->request_id);
+	s->stats.proposals++;
+}
+
 void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
 		size_t len)
 {
-	uint8_t origin[MSG_ORIGIN_MAX_BYTES];
-	struct msg_propose mp;
-	struct pending_req *p;
-	bool in_ring;
+	struct gw_proposal g;
 
-	p = pending_add(&s->pending, PENDING_PROPOSE, grpc_call_id(call),
-			s->now_ns + s->request_timeout_ns);
-	if (!p) {
-		gw_refuse_too_many(s, call);
+	if (!gw_propose_pending(s, call, &g))
 		return;
-	}
-	uint64_t rid = p->request_id;
+	uint64_t rid = g.p->request_id;
 	/* header { ID = rid } then field { body }: etcd's InternalRaftRequest */
 	size_t hdr_inner = 1 + proto_varint_len(rid);
 	size_t hdr_len = proto_varint_len(GW_IRR_HEADER_TAG) + 1 + hdr_inner;
 	uint64_t tag = (uint64_t)field << 3 | 2;
 	size_t irr_len = hdr_len + proto_varint_len(tag) + proto_varint_len(len) + len;
-	if (irr_len > s->max_request_bytes) {
-		pending_remove(&s->pending, p);
-		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, gw_msg_too_large);
+	uint8_t *w = gw_propose_reserve(s, call, irr_len, 0, &g);
+	if (!w)
 		return;
-	}
-	pending_origin(&s->pending, p, &mp.origin);
-	size_t olen = msg_origin_encode(&mp.origin, origin);
-	size_t rec_len = sizeof(mp) + irr_len + olen;
-	if (rec_len > shm_region_max_record(s->r)) {
-		pending_remove(&s->pending, p);
-		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, gw_msg_too_large);
-		return;
-	}
-	uint8_t *out = gw_out_reserve(s, (uint32_t)rec_len, &in_ring);
-	if (!out) {
-		pending_remove(&s->pending, p);
-		gw_refuse_too_many(s, call);
-		return;
-	}
-	mp.term = 0;
-	mp.data_len = (uint32_t)(irr_len + olen);
-	mp.flags = 0;
-	memcpy(out, &mp, sizeof(mp));
-	uint8_t *w = out + sizeof(mp);
 	w += proto_varint_put(w, GW_IRR_HEADER_TAG);
 	*w++ = (uint8_t)hdr_inner;
 	*w++ = 1 << 3; /* RequestHeader.ID, varint */
@@ -300,11 +334,20 @@ void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, con
 	w += proto_varint_put(w, len);
 	if (len)
 		memcpy(w, body, len);
-	w += len;
-	memcpy(w, origin, olen);
-	gw_out_commit(s, MSG_PROPOSE, (uint32_t)rec_len, in_ring);
-	gw_call_set(call, GW_CALL_PENDING, rid);
-	s->stats.proposals++;
+	gw_propose_commit(s, call, &g);
+}
+
+void gw_propose_conf_change(struct gw_server *s, struct grpc_call *call, const uint8_t *cc,
+			    size_t len)
+{
+	struct gw_proposal g;
+	uint8_t *w;
+
+	if (!gw_propose_pending(s, call, &g) ||
+	    !(w = gw_propose_reserve(s, call, len, MSG_PROPOSE_F_CONF_CHANGE, &g)))
+		return;
+	memcpy(w, cc, len);
+	gw_propose_commit(s, call, &g);
 }
 
 void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d)

@@ -337,6 +337,11 @@ void gw_header_pb(struct gw_server *s, int64_t revision, struct Etcdserverpb__Re
  */
 void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
 		size_t len);
+/* Proposes cc[0..len), a raftpb.ConfChange, as an EntryConfChange with the
+ * call's origin appended; stored answers the call once it is applied
+ * (MemberAdd, MemberRemove, MemberUpdate, MemberPromote). */
+void gw_propose_conf_change(struct gw_server *s, struct grpc_call *call, const uint8_t *cc,
+			    size_t len);
 
 /*
  * A linearizable read: asks raftd for a read index, waits until stored's

@@ -201,7 +201,8 @@ static void take_proposal(struct proposals *p, struct raft *raft, const struct r
 		return;
 	}
 	struct raft_entry e = {
-		.type = RAFT_ENTRY_NORMAL,
+		.type = (h.flags & MSG_PROPOSE_F_CONF_CHANGE) ? RAFT_ENTRY_CONF_CHANGE :
+								 RAFT_ENTRY_NORMAL,
 		.len = h.data_len,
 		.data = h.data_len ? (uint8_t *)rec->data + sizeof(h) : NULL,
 	};

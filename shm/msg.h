@@ -69,8 +69,12 @@ struct msg_propose {
 			    * they were made in (DESIGN invariant 8); 0 for
 			    * client requests */
 	uint32_t data_len;
-	uint32_t flags;    /* zero for now */
+	uint32_t flags;    /* MSG_PROPOSE_F_* */
 };
+
+/* msg_propose.flags: the data is a raftpb.ConfChange (with the origin
+ * appended), proposed as an EntryConfChange; otherwise an EntryNormal. */
+#define MSG_PROPOSE_F_CONF_CHANGE 1u
 
 /* MSG_READ_INDEX: a gatewayd asks for a read index; raftd batches these
  * and confirms leadership once for many. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "etcdserverpb/raft_internal.pb-c.h"
+#include "etcdserverpb/rpc.pb-c.h"
 #include "proto/check.h"
 #include "raftpb/raft.pb-c.h"
 #include "shm/log/log.h"
@@ -181,6 +182,109 @@ static int apply_kv(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	return apply_encode(a, resp, out);
 }
 
+/* etcd's gRPC error for a refused configuration change (v3rpc's
+ * toGRPCErrorMap). */
+static void apply_membership_error(enum membership_error e, struct stored_apply_result *out)
+{
+	switch (e) {
+	case MEMBERSHIP_ERR_ID_EXISTS:
+		apply_error(out, STORED_GRPC_FAILED_PRECONDITION, "etcdserver: member ID already exist");
+		break;
+	case MEMBERSHIP_ERR_PEER_URL_EXISTS:
+		apply_error(out, STORED_GRPC_FAILED_PRECONDITION, "etcdserver: Peer URLs already exists");
+		break;
+	case MEMBERSHIP_ERR_NOT_LEARNER:
+		apply_error(out, STORED_GRPC_FAILED_PRECONDITION,
+			    "etcdserver: can only promote a learner member");
+		break;
+	case MEMBERSHIP_ERR_TOO_MANY_LEARNERS:
+		apply_error(out, STORED_GRPC_FAILED_PRECONDITION,
+			    "etcdserver: too many learner members in cluster");
+		break;
+	default: /* removed, not found */
+		apply_error(out, STORED_GRPC_NOT_FOUND, "etcdserver: member not found");
+		break;
+	}
+}
+
+/*
+ * The answer to a configuration change this member's client proposed (its
+ * origin follows the ConfChange's fields): MemberAdd, MemberRemove,
+ * MemberUpdate or MemberPromote's response with the members after the
+ * change, or etcd's error when the change was refused. Other membership
+ * entries answer nobody.
+ */
+static int apply_membership_answer(const struct stored_apply_ids *ids,
+				   const struct msg_committed *e, const uint8_t *data,
+				   const struct membership_result *mr, struct arena *a,
+				   struct stored_apply_result *out)
+{
+	const struct membership *ms = ids->membership;
+
+	if (e->entry_type != RAFTPB__ENTRY_TYPE__EntryConfChange ||
+	    msg_origin_find(data, e->data_len, &out->origin) != 0 ||
+	    out->origin.member_id != ids->member_id)
+		return 0;
+	out->deliver = true;
+	if (mr->change == MEMBERSHIP_REFUSED) {
+		apply_membership_error(mr->error, out);
+		return 0;
+	}
+	Etcdserverpb__ResponseHeader hdr = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+	Etcdserverpb__Member *pbs = arena_alloc(a, (ms->count ? ms->count : 1) * sizeof(*pbs) + 1);
+	Etcdserverpb__Member **ptrs = arena_alloc(a, (ms->count ? ms->count : 1) * sizeof(*ptrs));
+	Etcdserverpb__Member added;
+	if (!pbs || !ptrs)
+		return -ENOMEM;
+	for (size_t i = 0; i < ms->count; i++) {
+		stored_members_pb(&ms->v[i], &pbs[i]);
+		ptrs[i] = &pbs[i];
+	}
+	/* etcd's Cluster service headers carry no revision */
+	apply_header_fill(ids, e->term, &hdr);
+
+	switch (mr->change) {
+	case MEMBERSHIP_ADDED: {
+		Etcdserverpb__MemberAddResponse r = ETCDSERVERPB__MEMBER_ADD_RESPONSE__INIT;
+		/* etcd answers the new member with its id, peer URLs and role */
+		etcdserverpb__member__init(&added);
+		added.id = mr->member->id;
+		added.n_peerurls = mr->member->n_peer_urls;
+		added.peerurls = mr->member->peer_urls;
+		added.islearner = mr->member->is_learner;
+		r.header = &hdr;
+		r.member = &added;
+		r.n_members = ms->count;
+		r.members = ptrs;
+		return apply_encode(a, &r.base, out);
+	}
+	case MEMBERSHIP_REMOVED: {
+		Etcdserverpb__MemberRemoveResponse r = ETCDSERVERPB__MEMBER_REMOVE_RESPONSE__INIT;
+		r.header = &hdr;
+		r.n_members = ms->count;
+		r.members = ptrs;
+		return apply_encode(a, &r.base, out);
+	}
+	case MEMBERSHIP_UPDATED: {
+		Etcdserverpb__MemberUpdateResponse r = ETCDSERVERPB__MEMBER_UPDATE_RESPONSE__INIT;
+		r.header = &hdr;
+		r.n_members = ms->count;
+		r.members = ptrs;
+		return apply_encode(a, &r.base, out);
+	}
+	case MEMBERSHIP_PROMOTED: {
+		Etcdserverpb__MemberPromoteResponse r = ETCDSERVERPB__MEMBER_PROMOTE_RESPONSE__INIT;
+		r.header = &hdr;
+		r.n_members = ms->count;
+		r.members = ptrs;
+		return apply_encode(a, &r.base, out);
+	}
+	default:
+		out->deliver = false;
+		return 0;
+	}
+}
+
 int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 		       const struct msg_committed *e, const uint8_t *data, struct arena *a,
 		       struct stored_apply_result *out)
@@ -204,11 +308,13 @@ int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	if (e->entry_type == RAFTPB__ENTRY_TYPE__EntryNormal && e->data_len == 0)
 		return 0;
 	if (ids->membership) {
-		bool handled;
+		struct membership_result mr;
 		rc = stored_members_apply(mvcc_batch_txn(s), ids->membership, e->entry_type, data,
-					  e->data_len, &handled);
-		if (rc || handled)
+					  e->data_len, &mr);
+		if (rc)
 			return rc;
+		if (stored_members_handled(e->entry_type, &mr))
+			return apply_membership_answer(ids, e, data, &mr, a, out);
 	}
 	if (e->entry_type != RAFTPB__ENTRY_TYPE__EntryNormal)
 		return 0;

@@ -34,6 +34,8 @@
 
 /* gRPC status codes the applier answers with (grpc-go's codes). */
 #define STORED_GRPC_INVALID_ARGUMENT 3
+#define STORED_GRPC_NOT_FOUND 5
+#define STORED_GRPC_FAILED_PRECONDITION 9
 #define STORED_GRPC_RESOURCE_EXHAUSTED 8
 #define STORED_GRPC_UNIMPLEMENTED 12
 #define STORED_GRPC_INTERNAL 13

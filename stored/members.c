@@ -108,20 +108,22 @@ static int members_put(struct btree_txn *t, const char *bucket, const char *key,
 }
 
 int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t type,
-			 const uint8_t *data, size_t len, bool *handled)
+			 const uint8_t *data, size_t len, struct membership_result *out)
 {
-	struct membership_result res;
 	char key[24];
-	int rc = membership_apply(m, type, data, len, &res);
+	int rc = membership_apply(m, type, data, len, out);
 
-	*handled = type != 0 || res.change != MEMBERSHIP_NONE;
 	if (rc == -EBADMSG) {
 		log_warn("skipped a configuration change that cannot be decoded",
 			 LOG_U64("len", len));
+		memset(out, 0, sizeof(*out));
+		out->change = MEMBERSHIP_REFUSED;
+		out->error = MEMBERSHIP_ERR_ID_NOT_FOUND;
 		return 0;
 	}
 	if (rc)
 		return rc;
+	const struct membership_result res = *out;
 	snprintf(key, sizeof(key), "%" PRIx64, res.node_id);
 	switch (res.change) {
 	case MEMBERSHIP_ADDED:
@@ -157,4 +159,16 @@ int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t typ
 	default:
 		return 0;
 	}
+}
+
+void stored_members_pb(const struct member_info *m, Etcdserverpb__Member *out)
+{
+	etcdserverpb__member__init(out);
+	out->id = m->id;
+	out->name = m->name ? m->name : "";
+	out->n_peerurls = m->n_peer_urls;
+	out->peerurls = m->peer_urls;
+	out->n_clienturls = m->n_client_urls;
+	out->clienturls = m->client_urls;
+	out->islearner = m->is_learner;
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "etcdserverpb/rpc.pb-c.h"
 #include "shm/config/membership.h"
 
 struct btree_txn;
@@ -33,12 +34,25 @@ int stored_members_load(struct btree_txn *t, struct membership *m);
 
 /*
  * Applies the committed entry (type, data[0..len)) to m and, when it
- * changed membership, to the buckets through the open write txn t. Sets
- * *handled when the entry was membership's (a conf change or a v2
- * request); other entries are left to the key-value applier. Returns 0,
- * -ENOMEM or the B+tree's error (the batch must then be aborted).
+ * changed membership, to the buckets through the open write txn t. *res
+ * says what it did; the entry was membership's (a conf change or a v2
+ * request) unless res->change is MEMBERSHIP_NONE for a normal entry:
+ * such entries are left to the key-value applier. A conf change that
+ * cannot be decoded is logged and counts as refused (etcd would stop
+ * there). Returns 0, -ENOMEM or the B+tree's error (the batch must then
+ * be aborted).
  */
 int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t type,
-			 const uint8_t *data, size_t len, bool *handled);
+			 const uint8_t *data, size_t len, struct membership_result *res);
+
+/* m as etcd's Cluster service answers a member (pointing into m, valid
+ * while m is). */
+void stored_members_pb(const struct member_info *m, Etcdserverpb__Member *out);
+
+/* Whether an entry's outcome *res was membership's. */
+static inline bool stored_members_handled(uint32_t type, const struct membership_result *res)
+{
+	return type != 0 || res->change != MEMBERSHIP_NONE;
+}
 
 #endif

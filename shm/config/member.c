@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shm/config/config.h"
+#include "shm/config/config_int.h"
 #include "shm/log/log.h"
 #include "shm/region.h"
 
@@ -354,4 +356,42 @@ int member_ids_load(const struct cetcd_config *c, struct shm_region *r, uint64_t
 		log_warn("the member region names another member id",
 			 LOG_U64("region-member-id", region_id), LOG_U64("member-id", *member_id));
 	return 0;
+}
+
+int member_peer_urls(char *const *in, size_t n, char ***out)
+{
+	char **v = calloc(n ? n : 1, sizeof(*v));
+	char why[256];
+	int rc = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct config_url u;
+		if (config_parse_url(in[i], &u, why, sizeof(why))) {
+			rc = -EINVAL;
+			break;
+		}
+		if (!(v[i] = strdup(u.text)))
+			rc = -ENOMEM;
+		free(u.text);
+		free(u.host);
+		free(u.port);
+	}
+	if (rc) {
+		for (size_t i = 0; i < n; i++)
+			free(v[i]);
+		free(v);
+		return rc;
+	}
+	qsort(v, n, sizeof(*v), member_strcmp);
+	*out = v;
+	return 0;
+}
+
+int member_id_added(char *const *peer_urls, size_t n, int64_t now_s, uint64_t *id)
+{
+	char token[24];
+	snprintf(token, sizeof(token), "%lld", (long long)now_s);
+	return member_id_compute((const char *const *)peer_urls, n, token, id);
 }

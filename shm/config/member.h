@@ -69,6 +69,20 @@ struct member_cluster {
 int member_cluster_parse(const char *initial_cluster, const char *token,
 			 struct member_cluster *out);
 
+/*
+ * Peer URLs of a MemberAdd or MemberUpdate, checked and ordered as etcd's
+ * types.NewURLs does (http, https, unix or unixs with host:port and no
+ * path; sorted): their canonical texts into *out (n of them, malloc'ed;
+ * free each and the array). Returns 0, -EINVAL (a URL etcd refuses: the
+ * Cluster service answers "etcdserver: given member URLs are invalid") or
+ * -ENOMEM.
+ */
+int member_peer_urls(char *const *in, size_t n, char ***out);
+
+/* etcd's id for a member added at unix time now_s (membership.NewMember:
+ * the sorted peer URLs, then the time in decimal, through SHA-1). */
+int member_id_added(char *const *peer_urls, size_t n, int64_t now_s, uint64_t *id);
+
 /* The member named name, or NULL. */
 const struct member_info *member_cluster_find(const struct member_cluster *c, const char *name);
 

@@ -156,6 +156,27 @@ int member_json_encode(const struct member_info *m, char **out, size_t *len)
 	return mj_finish(&b, out, len);
 }
 
+int member_json_encode_context(const struct member_info *m, bool is_promote, char **out,
+			       size_t *len)
+{
+	const char *tail = is_promote ? ",\"isPromote\":true}" : ",\"isPromote\":false}";
+	char *p;
+	size_t n;
+	int rc = member_json_encode(m, &p, &n);
+	if (rc)
+		return rc;
+	/* the member's fields, then ConfigChangeContext's own */
+	char *q = realloc(p, n + strlen(tail));
+	if (!q) {
+		free(p);
+		return -ENOMEM;
+	}
+	memcpy(q + n - 1, tail, strlen(tail) + 1);
+	*out = q;
+	*len = n - 1 + strlen(tail);
+	return 0;
+}
+
 int member_json_encode_attributes(const struct member_info *m, char **out, size_t *len)
 {
 	struct mj_buf b = { 0 };

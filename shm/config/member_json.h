@@ -27,6 +27,12 @@
  * *len bytes without the NUL). 0 or -ENOMEM. */
 int member_json_encode(const struct member_info *m, char **out, size_t *len);
 
+/* json.Marshal(membership.ConfigChangeContext): a ConfChange's context
+ * as etcd 3.4 proposes it for AddNode, AddLearnerNode and a promotion:
+ * the member's fields, then "isPromote". */
+int member_json_encode_context(const struct member_info *m, bool is_promote, char **out,
+			       size_t *len);
+
 /* json.Marshal(membership.Attributes): m's name and client URLs. */
 int member_json_encode_attributes(const struct member_info *m, char **out, size_t *len);
 

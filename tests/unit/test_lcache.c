@@ -309,8 +309,12 @@ static void test_cache_torn(void)
 			T_CHECK(loc_is(&got, hs[i], got.txid));
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-	} while (t1.tv_sec - t0.tv_sec < 1);
-	T_CHECK(answered > asked / 10);
+		/* a second of torn reads at least; longer while the writer
+		 * leaves readers few answers (a loaded machine may run it
+		 * alone for a while), up to 30 s */
+	} while (t1.tv_sec - t0.tv_sec < 1 ||
+		 (answered < 1000 && t1.tv_sec - t0.tv_sec < 30));
+	T_CHECK(answered >= 1000);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	/* whatever the kill left (a set may be odd for good), lookups end */

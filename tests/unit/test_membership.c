@@ -38,6 +38,13 @@ static void test_json_encode(void)
 	CHECK(strcmp(out, "{\"name\":\"n\\u2028\\\"\",\"clientURLs\":[\"http://c\"]}") == 0);
 	free(out);
 
+	CHECK(member_json_encode_context(&m, true, &out, &len) == 0);
+	CHECK(strcmp(out, "{\"id\":1234,\"peerURLs\":[\"http://a:1\",\"http://b\\u003c\\u0026\\u003e\"],"
+			  "\"isLearner\":true,\"name\":\"n\\u2028\\\"\",\"clientURLs\":[\"http://c\"],"
+			  "\"isPromote\":true}") == 0);
+	CHECK(len == strlen(out));
+	free(out);
+
 	struct member_info empty = { .id = 5 };
 	CHECK(member_json_encode_attributes(&empty, &out, &len) == 0);
 	CHECK(strcmp(out, "{}") == 0);
