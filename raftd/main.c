@@ -4,8 +4,8 @@
  * member's WAL, and runs the event loop (loop.h): proposals and read-index
  * requests from the gateways and stored in, committed entries out to
  * stored, attach hellos answered, its status published. The peer port is
- * taken and refuses peers plainly until the peer protocol exists
- * (peerstub.h). SIGTERM, SIGINT or SIGHUP (config_stop_signals) stops it
+ * taken and refuses peers (after a TLS handshake on https URLs) until the
+ * peer protocol exists (peerstub.h). SIGTERM, SIGINT or SIGHUP (config_stop_signals) stops it
  * cleanly, after the WAL's last batch is durable.
  */
 #include <errno.h>
@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 		goto out_free_cluster;
 	}
 
-	rc = peerstub_listen(&peers, &cfg.listen_peer_urls);
+	rc = peerstub_listen(&peers, &cfg);
 	if (rc) {
 		status = CONFIG_EXIT_FATAL;
 		goto out_close_peers;

@@ -7,6 +7,7 @@
  * wording so that operators (and scripts) see what etcd would print.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,6 +24,7 @@
 #include "shm/config/config_int.h"
 
 #include "shm/region.h"
+#include "shm/tls/tls.h"
 
 extern char **environ;
 
@@ -498,6 +500,63 @@ out_free_entries:
 	return rc;
 }
 
+/* Whether path can be read; otherwise Go's text for the failed open. */
+static int config_check_readable(const char *path, struct config_error *err)
+{
+	if (path[0] == '\0' || access(path, R_OK) == 0)
+		return 0;
+	char text[128];
+	/* Go's error text is in lower case */
+	snprintf(text, sizeof(text), "%s", strerror(errno));
+	text[0] = (char)tolower((unsigned char)text[0]);
+	config_errorf(err, 1, "open %s: %s", path, text);
+	return -EINVAL;
+}
+
+/* The peer TLS flags, checked as etcd's configurePeerListeners and its
+ * TLS listener and peer transport find them at start-up, so that the
+ * launcher refuses them before any daemon starts. */
+static int config_validate_peer_tls(const struct cetcd_config *c, struct config_error *err)
+{
+	bool empty = c->peer_cert_file[0] == '\0' && c->peer_key_file[0] == '\0';
+	int rc;
+
+	for (size_t i = 0; i < c->cipher_suites.count; i++) {
+		const char *name;
+		if (tls_cipher_suite(c->cipher_suites.v[i], &name)) {
+			config_errorf(err, 1, "unexpected TLS cipher suite \"%s\"",
+				      c->cipher_suites.v[i]);
+			return -EINVAL;
+		}
+	}
+	if (!empty && (c->peer_cert_file[0] == '\0' || c->peer_key_file[0] == '\0')) {
+		config_errorf(err, 1, "KeyFile and CertFile must both be present[key: %s, cert: %s]",
+			      c->peer_key_file, c->peer_cert_file);
+		return -EINVAL;
+	}
+	if (c->peer_cert_allowed_cn[0] && c->peer_cert_allowed_hostname[0]) {
+		config_errorf(err, 1,
+			      "AllowedCN and AllowedHostname are mutually exclusive (cn=\"%s\", hostname=\"%s\")",
+			      c->peer_cert_allowed_cn, c->peer_cert_allowed_hostname);
+		return -EINVAL;
+	}
+	if ((rc = config_check_readable(c->peer_cert_file, err)) ||
+	    (rc = config_check_readable(c->peer_key_file, err)) ||
+	    (rc = config_check_readable(c->peer_trusted_ca_file, err)))
+		return rc;
+	for (size_t i = 0; i < c->listen_peer_urls.count; i++) {
+		const struct config_url *u = &c->listen_peer_urls.v[i];
+		const char *host = strcmp(u->host, "localhost") ? u->host : "127.0.0.1";
+		if (strcmp(u->scheme, "https") || !empty || c->peer_auto_tls)
+			continue;
+		config_errorf(err, 1,
+			      "cannot listen on TLS for %s%s%s:%s: KeyFile and CertFile are not presented",
+			      strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", u->port);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int config_validate(struct cetcd_config *c, struct config_error *err)
 {
 	int rc;
@@ -575,6 +634,10 @@ static int config_validate(struct cetcd_config *c, struct config_error *err)
 			      "setting experimental-enable-lease-checkpoint-persist requires experimental-enable-lease-checkpoint");
 		return -EINVAL;
 	}
+
+	rc = config_validate_peer_tls(c, err);
+	if (rc)
+		return rc;
 
 	/* cetcd's own */
 	if (c->gateways > CONFIG_MAX_GATEWAYS) {

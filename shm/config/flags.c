@@ -21,6 +21,8 @@
 
 static int config_check_urls_http(const struct cetcd_config *, const struct config_flag *,
 				  struct config_error *);
+static int config_check_urls_peer(const struct cetcd_config *, const struct config_flag *,
+				  struct config_error *);
 static int config_check_initial_cluster(const struct cetcd_config *, const struct config_flag *,
 					struct config_error *);
 static int config_check_cluster_state(const struct cetcd_config *, const struct config_flag *,
@@ -79,7 +81,7 @@ const struct config_flag config_flags[] = {
 	{ .name = "listen-peer-urls", .type = CT_URLS, .off = OFF(listen_peer_urls),
 	  .def = "http://localhost:2380", .support = CS_PARTIAL, .scope = SCOPE_ALL,
 	  .section = S_MEMBER, .usage = "List of URLs to listen on for peer traffic.",
-	  .check = config_check_urls_http },
+	  .check = config_check_urls_peer },
 	{ .name = "listen-client-urls", .type = CT_URLS, .off = OFF(listen_client_urls),
 	  .def = "http://localhost:2379", .support = CS_PARTIAL, .scope = SCOPE_ALL,
 	  .section = S_MEMBER, .usage = "List of URLs to listen on for client traffic.",
@@ -114,7 +116,7 @@ const struct config_flag config_flags[] = {
 	  .off = OFF(initial_advertise_peer_urls), .def = "http://localhost:2380",
 	  .support = CS_PARTIAL, .scope = SCOPE_ALL, .section = S_CLUSTER,
 	  .usage = "List of this member's peer URLs to advertise to the rest of the cluster.",
-	  .check = config_check_urls_http },
+	  .check = config_check_urls_peer },
 	{ .name = "initial-cluster", .type = CT_STRING, .off = OFF(initial_cluster),
 	  .def = "default=http://localhost:2380", .support = CS_PARTIAL, .scope = SCOPE_ALL,
 	  .section = S_CLUSTER, .usage = "Initial cluster configuration for bootstrapping.",
@@ -167,29 +169,29 @@ const struct config_flag config_flags[] = {
 		 "Path to the client server TLS trusted CA cert file."),
 	DEF_ONLY("auto-tls", CT_BOOL, auto_tls, "false", S_SECURITY,
 		 "Client TLS using generated certificates."),
-	DEF_ONLY("peer-cert-file", CT_STRING, peer_cert_file, "", S_SECURITY,
+	ANY("peer-cert-file", CT_STRING, peer_cert_file, "", S_SECURITY,
 		 "Path to the peer server TLS cert file."),
-	DEF_ONLY("peer-key-file", CT_STRING, peer_key_file, "", S_SECURITY,
+	ANY("peer-key-file", CT_STRING, peer_key_file, "", S_SECURITY,
 		 "Path to the peer server TLS key file."),
-	DEF_ONLY("peer-client-cert-auth", CT_BOOL, peer_client_cert_auth, "false", S_SECURITY,
+	ANY("peer-client-cert-auth", CT_BOOL, peer_client_cert_auth, "false", S_SECURITY,
 		 "Enable peer client cert authentication."),
-	DEF_ONLY("peer-trusted-ca-file", CT_STRING, peer_trusted_ca_file, "", S_SECURITY,
+	ANY("peer-trusted-ca-file", CT_STRING, peer_trusted_ca_file, "", S_SECURITY,
 		 "Path to the peer server TLS trusted CA file."),
-	DEF_ONLY("peer-cert-allowed-cn", CT_STRING, peer_cert_allowed_cn, "", S_SECURITY,
+	ANY("peer-cert-allowed-cn", CT_STRING, peer_cert_allowed_cn, "", S_SECURITY,
 		 "Required CN for client certs connecting to the peer endpoint."),
-	DEF_ONLY("peer-cert-allowed-hostname", CT_STRING, peer_cert_allowed_hostname, "",
+	ANY("peer-cert-allowed-hostname", CT_STRING, peer_cert_allowed_hostname, "",
 		 S_SECURITY, "Allowed TLS hostname for inter peer authentication."),
-	DEF_ONLY("peer-auto-tls", CT_BOOL, peer_auto_tls, "false", S_SECURITY,
+	ANY("peer-auto-tls", CT_BOOL, peer_auto_tls, "false", S_SECURITY,
 		 "Peer TLS using self-generated certificates if --peer-key-file and --peer-cert-file are not provided."),
-	DEF_ONLY("peer-crl-file", CT_STRING, peer_crl_file, "", S_SECURITY,
+	ANY("peer-crl-file", CT_STRING, peer_crl_file, "", S_SECURITY,
 		 "Path to the peer certificate revocation list file."),
-	DEF_ONLY("cipher-suites", CT_STRINGS, cipher_suites, "", S_SECURITY,
+	ANY("cipher-suites", CT_STRINGS, cipher_suites, "", S_SECURITY,
 		 "Comma-separated list of supported TLS cipher suites between client/server and peers (empty will be auto-populated by Go)."),
 	DEF_ONLY("cors", CT_URLS_STAR, cors, "*", S_SECURITY,
 		 "Comma-separated whitelist of origins for CORS, or cross-origin resource sharing, (empty or * means allow all)."),
 	DEF_ONLY("host-whitelist", CT_USTRINGS, host_whitelist, "*", S_SECURITY,
 		 "Acceptable hostnames from HTTP client requests, if server is not secure (empty or * means allow all)."),
-	DEF_ONLY("experimental-peer-skip-client-san-verification", CT_BOOL,
+	ANY("experimental-peer-skip-client-san-verification", CT_BOOL,
 		 experimental_peer_skip_client_san_verification, "false", S_SECURITY,
 		 "Skip verification of SAN field in client certificate for peer connections."),
 
@@ -364,21 +366,35 @@ static void config_value_text(const struct cetcd_config *c, const struct config_
 	}
 }
 
-static int config_check_urls_http(const struct cetcd_config *c, const struct config_flag *f,
-				  struct config_error *err)
+/* URLs of the schemes cetcd serves: http, and https where TLS is built. */
+static int config_check_url_schemes(const struct cetcd_config *c, const struct config_flag *f,
+				    bool https, struct config_error *err)
 {
 	const struct config_urls *us = config_cfield(c, f);
 	for (size_t i = 0; i < us->count; i++) {
 		const char *scheme = us->v[i].scheme;
-		if (strcmp(scheme, "http") == 0)
+		if (strcmp(scheme, "http") == 0 || (https && strcmp(scheme, "https") == 0))
 			continue;
 		config_errorf(err, 2,
 			      "--%s=%s is not supported by cetcd yet: %s URLs need %s, which is not built yet; use http:// URLs",
 			      f->name, us->v[i].text, scheme,
-			      scheme[0] == 'h' ? "TLS" : "unix socket listeners");
+			      scheme[0] == 'h' ? "TLS on the client port" : "unix socket listeners");
 		return -ENOTSUP;
 	}
 	return 0;
+}
+
+static int config_check_urls_http(const struct cetcd_config *c, const struct config_flag *f,
+				  struct config_error *err)
+{
+	return config_check_url_schemes(c, f, false, err);
+}
+
+/* The peer port speaks TLS (raftd/peerstub.c); unix sockets are not built. */
+static int config_check_urls_peer(const struct cetcd_config *c, const struct config_flag *f,
+				  struct config_error *err)
+{
+	return config_check_url_schemes(c, f, true, err);
 }
 
 /* One member's entry of --initial-cluster: name=url,name=url. Counts the

@@ -508,8 +508,13 @@ static void test_refusals(void)
 	expect_fail(PARSE(&c, &err, "--config-file=/etc/etcd.yml"), &err, -ENOTSUP, 2,
 		    "--config-file=/etc/etcd.yml is not supported");
 	config_free(&c);
-	expect_fail(PARSE(&c, &err, "--listen-peer-urls=https://127.0.0.1:1"), &err, -ENOTSUP, 2,
-		    "--listen-peer-urls=https://127.0.0.1:1 is not supported");
+	expect_fail(PARSE(&c, &err, "--listen-client-urls=https://127.0.0.1:1",
+			  "--advertise-client-urls=https://127.0.0.1:1"),
+		    &err, -ENOTSUP, 2,
+		    "--listen-client-urls=https://127.0.0.1:1 is not supported by cetcd yet: https URLs need TLS on the client port");
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, "--listen-peer-urls=unixs://127.0.0.1:1"), &err, -ENOTSUP, 2,
+		    "--listen-peer-urls=unixs://127.0.0.1:1 is not supported");
 	config_free(&c);
 	expect_fail(PARSE(&c, &err, "--listen-client-urls=unix://127.0.0.1:1",
 			  "--advertise-client-urls=http://127.0.0.1:1"),
@@ -534,6 +539,97 @@ static void test_refusals(void)
 	CHECK_EQ(c.quota_backend_bytes, 8589934592LL);
 	CHECK_EQ(c.log_level, LOG_LEVEL_WARN);
 	CHECK_EQ(c.gateways, 2);
+	config_free(&c);
+}
+
+/* The peer TLS flags: accepted, and checked as etcd checks them when it
+ * starts its peer listeners. */
+static void test_peer_tls(void)
+{
+	struct cetcd_config c;
+	struct config_error err;
+	char tmp[256], cert[300], key[300];
+	char *env[] = { "ETCD_PEER_AUTO_TLS=true", "ETCD_CIPHER_SUITES=TLS_AES_128_GCM_SHA256",
+			NULL };
+	const char *https[] = { "--listen-peer-urls=https://127.0.0.1:12380",
+				"--initial-advertise-peer-urls=https://127.0.0.1:12380",
+				"--initial-cluster=default=https://127.0.0.1:12380" };
+	int fd;
+
+	/* beside the log, in main's scratch directory */
+	snprintf(tmp, sizeof(tmp), "%.*s", (int)(strrchr(log_path, '/') - log_path), log_path);
+	snprintf(key, sizeof(key), "%s/peer.key", tmp);
+	snprintf(cert, sizeof(cert), "%s/peer.crt", tmp);
+	for (const char *p = cert; p; p = p == cert ? key : NULL) {
+		fd = open(p, O_WRONLY | O_CREAT, 0600);
+		CHECK(fd >= 0);
+		close(fd);
+	}
+
+	/* https peer URLs need certificates or auto TLS */
+	expect_fail(PARSE(&c, &err, https[0], https[1], https[2]), &err, -EINVAL, 1,
+		    "cannot listen on TLS for 127.0.0.1:12380: KeyFile and CertFile are not presented");
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, "--listen-peer-urls=https://localhost:12380,https://[::1]:12381"),
+		    &err, -EINVAL, 1, "cannot listen on TLS for [::1]:12381");
+	config_free(&c);
+	CHECK_EQ(PARSE(&c, &err, https[0], https[1], https[2], "--peer-auto-tls"), 0);
+	CHECK(c.peer_auto_tls);
+	CHECK_STREQ(c.listen_peer_urls.v[0].scheme, "https");
+	config_free(&c);
+	CHECK_EQ(PARSE_ENV(&c, &err, env, https[0], https[1], https[2]), 0);
+	CHECK(c.peer_auto_tls);
+	CHECK_EQ(c.cipher_suites.count, 1);
+	CHECK_STREQ(c.cipher_suites.v[0], "TLS_AES_128_GCM_SHA256");
+	config_free(&c);
+
+	/* every peer flag set; the files are only opened, not parsed, here */
+	CHECK_EQ(PARSE(&c, &err, https[0], https[1], https[2], "--peer-cert-file", cert,
+		       "--peer-key-file", key, "--peer-trusted-ca-file", cert,
+		       "--peer-client-cert-auth", "--peer-crl-file=/any/crl",
+		       "--peer-cert-allowed-cn=member", "--experimental-peer-skip-client-san-verification",
+		       "--cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305"),
+		 0);
+	CHECK_STREQ(c.peer_cert_file, cert);
+	CHECK_STREQ(c.peer_key_file, key);
+	CHECK_STREQ(c.peer_trusted_ca_file, cert);
+	CHECK_STREQ(c.peer_crl_file, "/any/crl");
+	CHECK_STREQ(c.peer_cert_allowed_cn, "member");
+	CHECK(c.peer_client_cert_auth && c.experimental_peer_skip_client_san_verification);
+	CHECK_EQ(c.cipher_suites.count, 2);
+	CHECK_STREQ(c.cipher_suites.v[1], "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305");
+	config_free(&c);
+	/* also on http peer URLs (etcd warns and ignores them there) */
+	CHECK_EQ(PARSE(&c, &err, "--peer-cert-file", cert, "--peer-key-file", key,
+		       "--peer-cert-allowed-hostname=member.example"),
+		 0);
+	config_free(&c);
+
+	/* etcd's refusals */
+	expect_fail(PARSE(&c, &err, "--cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,AES128-SHA"),
+		    &err, -EINVAL, 1, "unexpected TLS cipher suite \"AES128-SHA\"");
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, "--peer-cert-file", cert), &err, -EINVAL, 1, "");
+	CHECK(strcmp(err.msg, "KeyFile and CertFile must both be present[key: , cert: ") > 0);
+	CHECK(strstr(err.msg, cert) != NULL);
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, "--peer-cert-allowed-cn=a", "--peer-cert-allowed-hostname=b"),
+		    &err, -EINVAL, 1,
+		    "AllowedCN and AllowedHostname are mutually exclusive (cn=\"a\", hostname=\"b\")");
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, https[0], https[1], https[2], "--peer-cert-file", cert,
+			  "--peer-key-file", key, "--peer-trusted-ca-file=/nonexistent/ca.crt"),
+		    &err, -EINVAL, 1, "open /nonexistent/ca.crt: no such file or directory");
+	config_free(&c);
+
+	/* the client side is not built: its flags keep their defaults */
+	expect_fail(PARSE(&c, &err, "--cert-file", cert), &err, -ENOTSUP, 2, "--cert-file=");
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, "--auto-tls"), &err, -ENOTSUP, 2, "--auto-tls=true");
+	config_free(&c);
+	/* etcd 3.4 has no --self-signed-cert-validity (3.5 added it) */
+	expect_fail(PARSE(&c, &err, "--self-signed-cert-validity=2"), &err, -EINVAL, 2,
+		    "flag provided but not defined: -self-signed-cert-validity");
 	config_free(&c);
 }
 
@@ -707,6 +803,7 @@ int main(void)
 	test_syntax();
 	test_env();
 	test_refusals();
+	test_peer_tls();
 	test_bad_values();
 	test_scopes();
 	test_runtime_dir();

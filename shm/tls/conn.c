@@ -1,0 +1,515 @@
+/* TLS connections over a socket, and the checks etcd makes after the
+ * handshake: the CRL and the client SANs (see tls.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+
+#include "shm/log/errmsg.h"
+#include "shm/tls/tls_int.h"
+
+int tls_conn_new(struct tls_ctx *ctx, int fd, const char *server_name, struct tls_conn **out)
+{
+	struct tls_conn *c = tls_zalloc(sizeof(*c));
+	unsigned char addr[16];
+
+	*out = NULL;
+	if (!c)
+		return errmsg_set(-ENOMEM, "tls: out of memory");
+	c->ctx = ctx;
+	c->fd = fd;
+	c->ssl = SSL_new(ctx->ssl);
+	if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
+		tls_conn_free(c);
+		return tls_ssl_error(-ENOMEM, "tls: cannot make a connection");
+	}
+	SSL_set_app_data(c->ssl, c);
+	if (ctx->role == TLS_SERVER) {
+		SSL_set_accept_state(c->ssl);
+	} else {
+		SSL_set_connect_state(c->ssl);
+		if (server_name && *server_name) {
+			bool ip = inet_pton(AF_INET, server_name, addr) == 1 ||
+				  inet_pton(AF_INET6, server_name, addr) == 1;
+			int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl),
+								    server_name) :
+				      SSL_set1_host(c->ssl, server_name) &&
+					      SSL_set_tlsext_host_name(c->ssl, server_name);
+			if (ok != 1) {
+				tls_conn_free(c);
+				return tls_ssl_error(-ENOMEM, "tls: cannot set the server name %s",
+						     server_name);
+			}
+		}
+	}
+	*out = c;
+	return 0;
+}
+
+void tls_conn_free(struct tls_conn *c)
+{
+	if (!c)
+		return;
+	SSL_free(c->ssl);
+	tls_free_mem(c);
+}
+
+uint32_t tls_conn_want(const struct tls_conn *c)
+{
+	return c->want;
+}
+
+/* Marks c failed with rc, which every later call returns. */
+static int tls_conn_fail(struct tls_conn *c, int rc)
+{
+	c->failed = rc;
+	return rc;
+}
+
+/* Turns the result r of an SSL call into the module's codes. */
+static int tls_conn_result(struct tls_conn *c, int r, const char *what)
+{
+	int e = SSL_get_error(c->ssl, r);
+	int saved = errno;
+	long vr;
+
+	switch (e) {
+	case SSL_ERROR_WANT_READ:
+		c->want = TLS_WANT_READ;
+		return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		c->want = TLS_WANT_WRITE;
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		ERR_clear_error();
+		if (r == 0 || saved == 0)
+			return tls_conn_fail(c, errmsg_set(-ECONNRESET,
+							   "tls: the peer closed the connection during %s",
+							   what));
+		return tls_conn_fail(c, errmsg_set(-saved, "tls: %s: %s", what, strerror(saved)));
+	default:
+		break;
+	}
+	/* OpenSSL 3 reports a peer that hung up without close_notify so */
+	if (ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+		ERR_clear_error();
+		return tls_conn_fail(c, errmsg_set(-ECONNRESET,
+						   "tls: the peer closed the connection during %s",
+						   what));
+	}
+	if (c->refusal[0]) {
+		ERR_clear_error();
+		return tls_conn_fail(c, errmsg_set(-EACCES, "%s", c->refusal));
+	}
+	vr = SSL_get_verify_result(c->ssl);
+	if (vr != X509_V_OK && SSL_get_verify_mode(c->ssl) != SSL_VERIFY_NONE) {
+		ERR_clear_error();
+		return tls_conn_fail(c, errmsg_set(-EPROTO, "tls: %s failed: the peer's certificate: %s",
+						   what, X509_verify_cert_error_string(vr)));
+	}
+	return tls_conn_fail(c, tls_ssl_error(-EPROTO, "tls: %s failed", what));
+}
+
+/* ---- the checks after the handshake ---- */
+
+/* Reads a CRL in PEM or DER, as Go's x509.ParseCRL takes either. */
+static X509_CRL *tls_read_crl(const char *path, int *rc)
+{
+	X509_CRL *crl = NULL;
+	FILE *f = fopen(path, "rb");
+
+	if (!f) {
+		*rc = -errno;
+		return NULL;
+	}
+	crl = PEM_read_X509_CRL(f, NULL, NULL, NULL);
+	if (!crl) {
+		ERR_clear_error();
+		rewind(f);
+		crl = d2i_X509_CRL_fp(f, NULL);
+	}
+	fclose(f);
+	*rc = crl ? 0 : -EPROTO;
+	return crl;
+}
+
+/* Whether cert's serial is listed in crl (by serial only, as etcd). */
+static bool tls_crl_lists(X509_CRL *crl, X509 *cert)
+{
+	STACK_OF(X509_REVOKED) *revoked = X509_CRL_get_REVOKED(crl);
+	const ASN1_INTEGER *serial = X509_get0_serialNumber(cert);
+
+	for (int i = 0; i < sk_X509_REVOKED_num(revoked); i++) {
+		const X509_REVOKED *r = sk_X509_REVOKED_value(revoked, i);
+		if (ASN1_INTEGER_cmp(X509_REVOKED_get0_serialNumber(r), serial) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* etcd's words for a revoked certificate: its serial's bytes in hex. */
+static int tls_refuse_serial(X509 *cert)
+{
+	BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
+	unsigned char bytes[64];
+	char hex[2 * sizeof(bytes) + 1] = "";
+	int n = bn && BN_num_bytes(bn) <= (int)sizeof(bytes) ? BN_bn2bin(bn, bytes) : 0;
+
+	for (int i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+	BN_free(bn);
+	return errmsg_set(-EACCES, "transport: certificate serial %s revoked", hex);
+}
+
+/* etcd's checkCRL: every certificate the client presented, looked up by
+ * serial in the CRL file, read again for each connection. */
+static int tls_check_crl(struct tls_conn *c)
+{
+	const char *path = c->ctx->info.crl_file;
+	STACK_OF(X509) *chain = SSL_get_peer_cert_chain(c->ssl);
+	X509 *leaf = SSL_get0_peer_certificate(c->ssl);
+	X509_CRL *crl;
+	int rc;
+
+	if (!path || !leaf)
+		return 0;
+	crl = tls_read_crl(path, &rc);
+	if (!crl)
+		return errmsg_set(rc, "tls: cannot read the CRL %s %s: %s; check the file or the flag",
+				  tls_flag_name(c->ctx->info.side, TLS_FLAG_CRL), path,
+				  rc == -EPROTO ? "not a PEM or DER CRL" : strerror(-rc));
+	rc = tls_crl_lists(crl, leaf) ? tls_refuse_serial(leaf) : 0;
+	/* a server's peer chain leaves out the leaf */
+	for (int i = 0; rc == 0 && i < sk_X509_num(chain); i++) {
+		if (tls_crl_lists(crl, sk_X509_value(chain, i)))
+			rc = tls_refuse_serial(sk_X509_value(chain, i));
+	}
+	X509_CRL_free(crl);
+	return rc;
+}
+
+/* The peer's address as text, or -ENOTSUP for a socket that is not IP
+ * (a socketpair in tests). */
+static int tls_peer_ip(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+		return -errno;
+	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+		return -ENOTSUP;
+	if (getnameinfo((struct sockaddr *)&ss, sl, buf, (socklen_t)len, NULL, 0, NI_NUMERICHOST))
+		return -EINVAL;
+	/* an IPv4 client of a dual-stack socket */
+	if (ss.ss_family == AF_INET6 && strncmp(buf, "::ffff:", 7) == 0 && strchr(buf + 7, '.'))
+		memmove(buf, buf + 7, strlen(buf + 7) + 1);
+	return 0;
+}
+
+/* Whether the DNS name resolves to ip, or ip's reverse name is name (etcd's
+ * isHostInDNS, in the other order: forward lookups first). */
+static bool tls_dns_has(const char *name, const char *ip)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *a;
+	bool found = false;
+
+	if (strncmp(name, "*.", 2) != 0 && getaddrinfo(name, NULL, &hints, &res) == 0) {
+		for (a = res; a && !found; a = a->ai_next) {
+			char host[INET6_ADDRSTRLEN];
+			found = getnameinfo(a->ai_addr, a->ai_addrlen, host, sizeof(host), NULL, 0,
+					    NI_NUMERICHOST) == 0 &&
+				strcmp(host, ip) == 0;
+		}
+		freeaddrinfo(res);
+	}
+	return found;
+}
+
+static bool tls_reverse_matches(const char *ip, GENERAL_NAMES *sans)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *res;
+	char name[NI_MAXHOST];
+	bool found = false;
+
+	if (getaddrinfo(ip, NULL, &hints, &res) != 0)
+		return false;
+	if (getnameinfo(res->ai_addr, res->ai_addrlen, name, sizeof(name), NULL, 0,
+			NI_NAMEREQD) == 0) {
+		for (int i = 0; i < sk_GENERAL_NAME_num(sans) && !found; i++) {
+			const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+			const char *dns;
+			size_t dl, nl = strlen(name);
+			if (g->type != GEN_DNS)
+				continue;
+			dns = (const char *)ASN1_STRING_get0_data(g->d.dNSName);
+			dl = strlen(dns);
+			if (dns[0] == '*' && dns[1] == '.')
+				found = nl >= dl - 1 && strcmp(name + nl - (dl - 1), dns + 1) == 0;
+			else
+				found = strcmp(name, dns) == 0;
+		}
+	}
+	freeaddrinfo(res);
+	return found;
+}
+
+/* etcd's checkCertSAN: a client certificate with SANs must name the
+ * address the connection comes from, by IP SAN or by a DNS SAN that
+ * resolves to it. */
+static int tls_check_san(struct tls_conn *c)
+{
+	X509 *leaf = SSL_get0_peer_certificate(c->ssl);
+	GENERAL_NAMES *sans;
+	char ip[INET6_ADDRSTRLEN + 8], dns_list[256] = "";
+	bool has_ip = false, has_dns = false, ok = false;
+	size_t n = 0;
+	int rc;
+
+	if (!c->ctx->info.check_client_san || !leaf)
+		return 0;
+	sans = X509_get_ext_d2i(leaf, NID_subject_alt_name, NULL, NULL);
+	if (!sans)
+		return 0;
+	rc = tls_peer_ip(c->fd, ip, sizeof(ip));
+	if (rc) {
+		GENERAL_NAMES_free(sans);
+		return rc == -ENOTSUP ? 0 : errmsg_set(rc, "tls: cannot tell the client's address");
+	}
+	for (int i = 0; i < sk_GENERAL_NAME_num(sans); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+		has_ip |= g->type == GEN_IPADD;
+		if (g->type == GEN_DNS) {
+			const char *d = (const char *)ASN1_STRING_get0_data(g->d.dNSName);
+			has_dns = true;
+			if (n < sizeof(dns_list))
+				n += (size_t)snprintf(dns_list + n, sizeof(dns_list) - n, "%s\"%s\"",
+						      n ? " " : "", d);
+		}
+	}
+	if (!has_ip && !has_dns)
+		goto out;
+	if (has_ip && X509_check_ip_asc(leaf, ip, 0) == 1)
+		goto out_ok;
+	if (has_ip && !has_dns) {
+		rc = errmsg_set(-EACCES,
+				"x509: certificate is valid for other IPs, not %s (the client's address)",
+				ip);
+		goto out;
+	}
+	ok = tls_reverse_matches(ip, sans);
+	for (int i = 0; i < sk_GENERAL_NAME_num(sans) && !ok; i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+		if (g->type == GEN_DNS)
+			ok = tls_dns_has((const char *)ASN1_STRING_get0_data(g->d.dNSName), ip);
+	}
+	if (ok)
+		goto out_ok;
+	rc = errmsg_set(-EACCES, "tls: \"%s\" does not match any of DNSNames [%s]", ip, dns_list);
+	goto out;
+out_ok:
+	rc = 0;
+out:
+	GENERAL_NAMES_free(sans);
+	return rc;
+}
+
+/* Checks of the peer's certificate once the TLS handshake is done. */
+static int tls_conn_check_peer(struct tls_conn *c)
+{
+	const struct tls_info *info = &c->ctx->info;
+	int rc;
+
+	/* Go's VerifyPeerCertificate runs on both sides and fails without a
+	 * verified chain (a self-signed server seen by a client that skips
+	 * verification) */
+	if ((info->allowed_cn || info->allowed_hostname) && !tls_conn_peer_verified(c))
+		return errmsg_set(-EACCES,
+				  "client certificate authentication failed: the peer's certificate was not verified");
+	if (c->ctx->role != TLS_SERVER)
+		return 0;
+	if ((rc = tls_check_crl(c)) || (rc = tls_check_san(c)))
+		return rc;
+	return 0;
+}
+
+int tls_conn_handshake(struct tls_conn *c)
+{
+	const unsigned char *proto;
+	unsigned int n;
+	int r, rc;
+
+	if (c->failed)
+		return c->failed;
+	if (c->handshake_done)
+		return 0;
+	c->want = 0;
+	ERR_clear_error();
+	r = SSL_do_handshake(c->ssl);
+	if (r != 1) {
+		rc = tls_conn_result(c, r, "the TLS handshake");
+		if (rc == 0) /* close_notify before the handshake ended */
+			rc = tls_conn_fail(c, errmsg_set(-ECONNRESET,
+							 "tls: the peer closed the connection during the TLS handshake"));
+		return rc;
+	}
+	rc = tls_conn_check_peer(c);
+	if (rc)
+		return tls_conn_fail(c, rc);
+	SSL_get0_alpn_selected(c->ssl, &proto, &n);
+	if (proto) {
+		memcpy(c->alpn, proto, n);
+		c->alpn[n] = '\0';
+	}
+	c->handshake_done = true;
+	return 0;
+}
+
+ssize_t tls_conn_read(struct tls_conn *c, void *buf, size_t len)
+{
+	size_t got = 0;
+	int r, rc;
+
+	if ((rc = tls_conn_handshake(c)))
+		return rc;
+	c->want = 0;
+	ERR_clear_error();
+	r = SSL_read_ex(c->ssl, buf, len, &got);
+	if (r == 1)
+		return (ssize_t)got;
+	return tls_conn_result(c, r, "a TLS read");
+}
+
+ssize_t tls_conn_write(struct tls_conn *c, const void *buf, size_t len)
+{
+	size_t put = 0;
+	int r, rc;
+
+	if ((rc = tls_conn_handshake(c)))
+		return rc;
+	c->want = 0;
+	ERR_clear_error();
+	r = SSL_write_ex(c->ssl, buf, len, &put);
+	if (r == 1)
+		return (ssize_t)put;
+	rc = tls_conn_result(c, r, "a TLS write");
+	return rc == 0 ? tls_conn_fail(c, errmsg_set(-EPIPE, "tls: the peer closed the session"))
+		       : rc;
+}
+
+int tls_conn_shutdown(struct tls_conn *c)
+{
+	int r;
+
+	if (c->failed || !c->handshake_done)
+		return c->failed ? c->failed : -ENOTCONN;
+	c->want = 0;
+	ERR_clear_error();
+	r = SSL_shutdown(c->ssl);
+	if (r >= 0)
+		return 0; /* sent; the peer's close_notify is not awaited */
+	return tls_conn_result(c, r, "the TLS shutdown");
+}
+
+/* ---- blocking helpers ---- */
+
+static int64_t tls_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until the socket allows what c wants, or the deadline. */
+static int tls_conn_wait(struct tls_conn *c, int64_t deadline_ms)
+{
+	struct pollfd p = { .fd = c->fd };
+	int64_t left;
+
+	p.events = (short)(((c->want & TLS_WANT_READ) ? POLLIN : 0) |
+			   ((c->want & TLS_WANT_WRITE) ? POLLOUT : 0));
+	for (;;) {
+		left = deadline_ms - tls_now_ms();
+		if (left <= 0)
+			return errmsg_set(-ETIMEDOUT, "tls: the peer did not answer in time");
+		int r = poll(&p, 1, (int)left);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+int tls_conn_handshake_timed(struct tls_conn *c, int timeout_ms)
+{
+	int64_t deadline = tls_now_ms() + timeout_ms;
+	int rc;
+
+	while ((rc = tls_conn_handshake(c)) == -EAGAIN) {
+		if ((rc = tls_conn_wait(c, deadline)))
+			return rc;
+	}
+	return rc;
+}
+
+int tls_conn_write_all_timed(struct tls_conn *c, const void *buf, size_t len, int timeout_ms)
+{
+	int64_t deadline = tls_now_ms() + timeout_ms;
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = tls_conn_write(c, p, len);
+		if (n == -EAGAIN) {
+			int rc = tls_conn_wait(c, deadline);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- what the peer showed ---- */
+
+bool tls_conn_peer_verified(const struct tls_conn *c)
+{
+	return SSL_get0_peer_certificate(c->ssl) && SSL_get_verify_result(c->ssl) == X509_V_OK &&
+	       SSL_get_verify_mode(c->ssl) != SSL_VERIFY_NONE;
+}
+
+int tls_conn_peer_cn(const struct tls_conn *c, char *buf, size_t len)
+{
+	X509 *cert = SSL_get0_peer_certificate(c->ssl);
+	int n;
+
+	if (!cert)
+		return -ENOENT;
+	n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, NULL, 0);
+	if (n < 0)
+		return -ENOENT;
+	if ((size_t)n >= len)
+		return -ENOSPC;
+	X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf, (int)len);
+	return 0;
+}
+
+const char *tls_conn_alpn(const struct tls_conn *c)
+{
+	return c->alpn;
+}
