@@ -169,7 +169,7 @@ int members_apply(struct members *m, const struct raft_entry *e)
 		    res.request_id == m->publish_req) {
 			m->publish_req = 0;
 			m->published = true;
-			members_log_published(m);
+			m->publish_index = e->index;
 		}
 		break;
 	default:
@@ -177,6 +177,14 @@ int members_apply(struct members *m, const struct raft_entry *e)
 		break;
 	}
 	return 0;
+}
+
+void members_stored_applied(struct members *m, uint64_t index)
+{
+	if (m->publish_index && index >= m->publish_index) {
+		m->publish_index = 0;
+		members_log_published(m);
+	}
 }
 
 /* ---- proposing ---- */

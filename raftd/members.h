@@ -6,8 +6,9 @@
  *
  *   publish   this member's attributes (name, client URLs) as a v2 PUT
  *             of /0/members/<id>/attributes, once per start, retried
- *             after a request timeout until it is applied; then
- *             "published local member to cluster through raft";
+ *             after a request timeout until it is committed; once
+ *             stored applied it, "published local member to cluster
+ *             through raft";
  *   version   on the leader, once an entry of its term committed and
  *             while the cluster has no version: the lowest server version
  *             of the members (major.minor), as a v2 PUT of /0/version;
@@ -39,6 +40,9 @@ struct members {
 	/* publish: pending while publish_req != 0 */
 	bool published;
 	uint64_t publish_req;
+	uint64_t publish_index;       /* where the publish committed; logged
+				       * once stored applied it (0: not yet
+				       * committed, or logged) */
 	uint64_t publish_age;         /* ticks since it was proposed */
 	uint64_t publish_timeout_ms;
 	/* the cluster version proposal */
@@ -59,6 +63,11 @@ void members_free(struct members *m);
 /* Applies a committed entry (logged as etcd logs it). A conf change that
  * cannot be decoded is logged and skipped. Returns 0 or -ENOMEM. */
 int members_apply(struct members *m, const struct raft_entry *e);
+
+/* stored applied up to index: logs the publish once it is applied, as
+ * etcd logs it once its request returns (tooling that waits for the line
+ * then finds the member's attributes in the db). */
+void members_stored_applied(struct members *m, uint64_t index);
 
 /* One tick: ages pending proposals. */
 void members_tick(struct members *m);
