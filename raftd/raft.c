@@ -89,6 +89,10 @@ struct raft {
 	struct raft_msg *msgs;   /* outbox */
 	size_t n_msgs;
 	size_t cap_msgs;
+	/* The outbox the last ready handed out, until raft_advance: calls in
+	 * between (raft_apply_conf_change) queue into the other one. */
+	struct raft_msg *out_msgs;
+	size_t cap_out_msgs;
 	struct raft_read_state *reads;
 	size_t n_reads;
 	size_t cap_reads;
@@ -1186,6 +1190,7 @@ void raft_free(struct raft *r)
 	raftd_free(r->ccp);
 	raftd_free(r->rr);
 	raftd_free(r->msgs);
+	raftd_free(r->out_msgs);
 	raftd_free(r->reads);
 	raftd_free(r);
 }
@@ -1193,7 +1198,11 @@ void raft_free(struct raft *r)
 void raft_tick(struct raft *r)
 {
 	if (r->role != RAFT_LEADER) {
-		if (++r->election_elapsed >= r->randomized_timeout) {
+		/* A member that may not campaign keeps counting, as etcd's
+		 * tickElection: its leader's lease then runs out, and it can
+		 * vote for whoever the configuration it does not know yet
+		 * needs it for. */
+		if (++r->election_elapsed >= r->randomized_timeout && promotable(r)) {
 			r->election_elapsed = 0;
 			hup(r);
 		}
@@ -1461,9 +1470,15 @@ void raft_ready(struct raft *r, struct raft_ready *rd)
 		}
 		r->msgs[k++] = *m;
 	}
-	r->n_msgs = k;
-	rd->msgs = r->msgs;
-	rd->n_msgs = r->n_msgs;
+	struct raft_msg *out = r->out_msgs;
+	size_t cap_out = r->cap_out_msgs;
+	r->out_msgs = r->msgs;
+	r->cap_out_msgs = r->cap_msgs;
+	r->msgs = out;
+	r->cap_msgs = cap_out;
+	r->n_msgs = 0;
+	rd->msgs = r->out_msgs;
+	rd->n_msgs = k;
 	rd->msgs_after_persist = r->role != RAFT_LEADER;
 	rd->reads = r->reads;
 	rd->n_reads = r->n_reads;
@@ -1482,8 +1497,11 @@ void raft_advance(struct raft *r, const struct raft_ready *rd)
 		r->prev_hs = rd->hs;
 	if (rd->n_committed)
 		r->log.applying = rd->committed[rd->n_committed - 1].index;
-	r->n_msgs = 0;
-	r->n_reads = 0;
+	if (rd->n_reads) {
+		memmove(r->reads, r->reads + rd->n_reads,
+			(r->n_reads - rd->n_reads) * sizeof(*r->reads));
+		r->n_reads -= rd->n_reads;
+	}
 	r->prev_lead = rd->leader;
 	r->prev_role = rd->role;
 }
@@ -1520,8 +1538,10 @@ void raft_compact(struct raft *r, uint64_t index)
 	size_t k = 0;
 	while (k < r->n_ccp && r->ccp[k].index <= r->log.snap_index)
 		r->snap_conf = r->ccp[k++].cs;
-	memmove(r->ccp, r->ccp + k, (r->n_ccp - k) * sizeof(*r->ccp));
-	r->n_ccp -= k;
+	if (k) {
+		memmove(r->ccp, r->ccp + k, (r->n_ccp - k) * sizeof(*r->ccp));
+		r->n_ccp -= k;
+	}
 }
 
 uint64_t raft_term(const struct raft *r) { return r->term; }

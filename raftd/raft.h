@@ -130,7 +130,12 @@ struct raft_msg {
 	 * data travels beside). snap_conf from raft_ready points into the
 	 * core, valid until raft_advance; given to raft_step it is read
 	 * during the call only, and NULL means "the receiver's current
-	 * configuration" (callers without membership changes). */
+	 * configuration" (callers without membership changes). From
+	 * raft_ready it names the core's snapshot point; the transport
+	 * sends the application's newest state instead, as etcd's server
+	 * does (its applied index and term, and the configuration in force
+	 * there: raft_conf_state): a member added after the core's
+	 * snapshot point refuses a snapshot that does not name it. */
 	uint64_t snap_index;
 	uint64_t snap_term;
 	const struct raft_conf_state *snap_conf;
@@ -347,7 +352,8 @@ int raft_progress(const struct raft *r, uint64_t id, struct raft_progress *out);
 bool raft_has_ready(const struct raft *r);
 
 /* Fills rd with the pending work; everything it points to stays valid and
- * unchanged until raft_advance. Call nothing else on r in between. */
+ * unchanged until raft_advance. Call nothing else on r in between but
+ * raft_apply_conf_change (its messages come in the next ready). */
 void raft_ready(struct raft *r, struct raft_ready *rd);
 
 /* The caller took everything out of rd (the last raft_ready). */
