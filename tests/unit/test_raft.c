@@ -5,7 +5,13 @@
  * scenarios: election, replication, a follower's conflicting suffix
  * replaced, pre-vote keeping a partitioned node from disrupting, the
  * leader stepping down without a quorum (check-quorum), ReadIndex
- * confirmed by a heartbeat round, a follower caught up by snapshot.
+ * confirmed by a heartbeat round, a follower caught up by snapshot; then
+ * membership: a voter added and one removed, etcd's one pending conf
+ * change, learners (replicated, never counted, never campaigning,
+ * promoted), the leader removing itself, leadership transfer (at once,
+ * after catching up, forwarded, abandoned), ReadIndex from a follower and
+ * a learner in etcd's message shapes, and the configuration a snapshot
+ * carries.
  */
 #include "test_wal_util.h"
 

@@ -18,7 +18,8 @@
  *                       same entry, and so are the entries before them;
  *   leader completeness a leader holds every entry committed before its
  *                       term began;
- *   durability          a committed entry is durable on a quorum;
+ *   durability          an entry a leader commits is durable on a quorum
+ *                       of that leader's voters;
  *   state machine       every node applies the same entry at an index,
  *                       and only entries committed and durable in its
  *                       own WAL;
