@@ -79,6 +79,7 @@ struct loop {
 	struct raft_hardstate saved;  /* the last hard state given to the WAL */
 	unsigned retry_ms;            /* backoff while COMMITTED is full */
 	bool stopping;
+	bool lone;                    /* the only member: campaigns at start */
 	int stop_signal;
 	int fatal;                    /* the error that ends the loop */
 	struct loop_stats stats;
@@ -421,9 +422,14 @@ int loop_run(struct loop *l)
 {
 	struct epoll_event ev[8];
 
-	/* the core may already have work: the first campaign, bootstrap
-	 * entries to hand over */
+	/* the core may already have work: bootstrap entries to hand over.
+	 * A lone member campaigns once they are: the core refuses to while
+	 * committed conf changes wait to be applied (as etcd's raft). */
 	turn(l, NULL, 0);
+	if (l->lone && !l->stopping && !l->fatal) {
+		(void)raft_campaign(l->raft);
+		turn(l, NULL, 0);
+	}
 	while (!l->stopping && !l->fatal) {
 		int n = epoll_wait(l->epfd, ev, 8, next_timeout(l));
 		if (n < 0) {
@@ -660,11 +666,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	}
 	bootstrap_state_free(&bs);
 	log_start(l, &bs);
-	if (o->cluster->count == 1) {
-		rc = raft_campaign(l->raft);
-		if (rc)
-			goto out_free;
-	}
+	l->lone = o->cluster->count == 1;
 	rc = open_fds(l, o);
 	if (rc) {
 		log_error("cannot set up the event loop", LOG_ERRNO(rc));

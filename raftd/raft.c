@@ -9,6 +9,11 @@
  * Messages are queued in r->msgs as they are made. A MsgApp keeps only
  * the range of its entries (index = the entry before them, n_entries);
  * raft_ready points it into the log, which by then can only have grown.
+ * A MsgSnap gets the snapshot point current at raft_ready.
+ *
+ * Members (voters and learners) sit in prs[0..n_prs), in no particular
+ * order; a removal moves the last one into the hole. Quorums count the
+ * voters only.
  */
 #include "raftd/raft.h"
 
@@ -19,9 +24,10 @@
 
 enum progress_state { PR_PROBE, PR_REPLICATE, PR_SNAPSHOT };
 
-/* What the leader knows of one voter (etcd's tracker.Progress). */
+/* What the leader knows of one member (etcd's tracker.Progress). */
 struct progress {
 	uint64_t id;
+	bool learner;
 	uint64_t match;          /* highest index known replicated there */
 	uint64_t next;           /* next index to send; match < next */
 	enum progress_state state;
@@ -35,7 +41,8 @@ struct progress {
 };
 
 /* A ReadIndex request: waiting for a commit in this term (index 0), or
- * for heartbeat acknowledgements from a quorum (acks: a bit per voter). */
+ * for heartbeat acknowledgements from a quorum (acks: a bit per position
+ * in prs). */
 struct read_req {
 	uint64_t context;
 	uint64_t from;           /* 0: this node's own request */
@@ -43,10 +50,28 @@ struct read_req {
 	uint64_t acks;
 };
 
+/* A configuration the application applied at an entry index: the
+ * configuration at a later snapshot point is the last one at or below
+ * it. */
+struct conf_change_point {
+	uint64_t index;
+	struct raft_conf_state cs;
+};
+
+#define NO_SELF SIZE_MAX
+
 struct raft {
-	struct raft_config cfg;
-	struct progress prs[RAFT_MAX_VOTERS]; /* cfg.n_voters of them */
-	size_t self;             /* this node's position in prs */
+	struct raft_config cfg;  /* voters and learners not kept: see prs */
+	struct progress prs[RAFT_MAX_MEMBERS];
+	size_t n_prs;
+	size_t self;             /* this node's position in prs, or NO_SELF */
+	uint64_t lead_transferee; /* leader: the transfer target, 0 = none */
+	uint64_t pending_conf_index; /* leader: a conf change may be unapplied
+				      * while applying is below this */
+	struct raft_conf_state snap_conf; /* configuration at log.snap_index */
+	struct conf_change_point *ccp; /* after snap_index, oldest first */
+	size_t n_ccp;
+	size_t cap_ccp;
 	uint64_t term;
 	uint64_t vote;
 	uint64_t lead;
@@ -64,6 +89,10 @@ struct raft {
 	struct raft_msg *msgs;   /* outbox */
 	size_t n_msgs;
 	size_t cap_msgs;
+	/* The outbox the last ready handed out, until raft_advance: calls in
+	 * between (raft_apply_conf_change) queue into the other one. */
+	struct raft_msg *out_msgs;
+	size_t cap_out_msgs;
 	struct raft_read_state *reads;
 	size_t n_reads;
 	size_t cap_reads;
@@ -97,17 +126,46 @@ static uint64_t rnd(struct raft *r)
 	return z ^ (z >> 31);
 }
 
+static size_t n_voters(const struct raft *r)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->n_prs; i++)
+		n += !r->prs[i].learner;
+	return n;
+}
+
 static size_t quorum(const struct raft *r)
 {
-	return r->cfg.n_voters / 2 + 1;
+	return n_voters(r) / 2 + 1;
+}
+
+/* The positions in prs of the voters, as a bit set. */
+static uint64_t voter_mask(const struct raft *r)
+{
+	uint64_t m = 0;
+	for (size_t i = 0; i < r->n_prs; i++)
+		if (!r->prs[i].learner)
+			m |= 1ull << i;
+	return m;
 }
 
 static struct progress *progress_of(struct raft *r, uint64_t id)
 {
-	for (size_t i = 0; i < r->cfg.n_voters; i++)
+	for (size_t i = 0; i < r->n_prs; i++)
 		if (r->prs[i].id == id)
 			return &r->prs[i];
 	return NULL;
+}
+
+static struct progress *self_pr(struct raft *r)
+{
+	return r->self == NO_SELF ? NULL : &r->prs[r->self];
+}
+
+/* etcd's promotable: a voter of its own configuration may campaign. */
+static bool promotable(const struct raft *r)
+{
+	return r->self != NO_SELF && !r->prs[r->self].learner;
 }
 
 static bool grow(void **p, size_t *cap, size_t n, size_t elem)
@@ -248,7 +306,9 @@ static void reset(struct raft *r, uint64_t term)
 	r->randomized_timeout = r->cfg.election_ticks +
 				(unsigned)(rnd(r) % r->cfg.election_ticks);
 	uint64_t last = raftlog_last_index(&r->log);
-	for (size_t i = 0; i < r->cfg.n_voters; i++) {
+	r->lead_transferee = 0;
+	r->pending_conf_index = 0;
+	for (size_t i = 0; i < r->n_prs; i++) {
 		struct progress *pr = &r->prs[i];
 		pr_reset_state(pr, PR_PROBE);
 		pr->match = 0;
@@ -270,7 +330,7 @@ static void become_follower(struct raft *r, uint64_t term, uint64_t lead)
 static void become_pre_candidate(struct raft *r)
 {
 	/* etcd: no term change and no reset of the election clock. */
-	for (size_t i = 0; i < r->cfg.n_voters; i++)
+	for (size_t i = 0; i < r->n_prs; i++)
 		r->prs[i].vote = 0;
 	r->lead = 0;
 	r->n_rr = 0;
@@ -302,9 +362,15 @@ static void become_leader(struct raft *r)
 	reset(r, r->term);
 	r->lead = r->cfg.id;
 	r->role = RAFT_LEADER;
-	struct progress *me = &r->prs[r->self];
-	me->match = r->log.stabled;
-	pr_become_replicate(me);
+	struct progress *me = self_pr(r);
+	if (me) {
+		me->match = r->log.stabled;
+		pr_become_replicate(me);
+	}
+	/* A conf change may hide in the log's unapplied tail: accept the
+	 * next one only once all of it is applied (etcd does the same
+	 * rather than scan the tail). */
+	r->pending_conf_index = raftlog_last_index(&r->log);
 	/* An empty entry of the new term: committing it commits everything
 	 * before it, and tells ReadIndex the leader is current. (Without
 	 * memory for it, the first proposal plays its part.) */
@@ -319,18 +385,22 @@ static int poll_votes(struct raft *r, uint64_t id, bool granted)
 	if (pr && pr->vote == 0)
 		pr->vote = granted ? 1 : -1;
 	size_t yes = 0, no = 0;
-	for (size_t i = 0; i < r->cfg.n_voters; i++) {
+	for (size_t i = 0; i < r->n_prs; i++) {
+		if (r->prs[i].learner)
+			continue;
 		yes += r->prs[i].vote > 0;
 		no += r->prs[i].vote < 0;
 	}
 	if (yes >= quorum(r))
 		return 1;
-	if (no > r->cfg.n_voters - quorum(r))
+	if (no > n_voters(r) - quorum(r))
 		return -1;
 	return 0;
 }
 
-static void campaign(struct raft *r, bool pre)
+/* Campaigns for the next term: with a pre-vote round first (pre), or at
+ * once; transfer marks the votes of a leadership transfer. */
+static void campaign(struct raft *r, bool pre, bool transfer)
 {
 	enum raft_msg_type type;
 	uint64_t term;
@@ -347,29 +417,41 @@ static void campaign(struct raft *r, bool pre)
 	if (poll_votes(r, r->cfg.id, true) > 0) {
 		/* A single voter wins at once. */
 		if (pre) {
-			campaign(r, false);
+			campaign(r, false, false);
 		} else {
 			become_leader(r);
 			bcast_append(r);
 		}
 		return;
 	}
-	for (size_t i = 0; i < r->cfg.n_voters; i++) {
-		if (i == r->self)
+	for (size_t i = 0; i < r->n_prs; i++) {
+		if (i == r->self || r->prs[i].learner)
 			continue;
 		send(r, (struct raft_msg){
 			.type = type, .to = r->prs[i].id, .term = term,
 			.index = raftlog_last_index(&r->log),
-			.log_term = raftlog_last_term(&r->log),
+			.log_term = raftlog_last_term(&r->log), .transfer = transfer,
 		});
 	}
 }
 
+/* Whether a committed conf change waits to be applied: its configuration
+ * is not in force yet, so this node may not know its own quorum. */
+static bool conf_change_unapplied(const struct raft *r)
+{
+	for (uint64_t i = r->log.applying + 1; i <= r->log.committed; i++) {
+		const struct raft_entry *e = raftlog_entry(&r->log, i);
+		if (e && e->type == RAFT_ENTRY_CONF_CHANGE)
+			return true;
+	}
+	return false;
+}
+
 static void hup(struct raft *r)
 {
-	if (r->role == RAFT_LEADER)
+	if (r->role == RAFT_LEADER || !promotable(r) || conf_change_unapplied(r))
 		return;
-	campaign(r, r->cfg.pre_vote);
+	campaign(r, r->cfg.pre_vote, false);
 }
 
 /* ---- the leader's sending ---- */
@@ -420,14 +502,16 @@ static bool send_append(struct raft *r, struct progress *pr, bool send_if_empty)
 
 static void bcast_append(struct raft *r)
 {
-	for (size_t i = 0; i < r->cfg.n_voters; i++)
+	for (size_t i = 0; i < r->n_prs; i++)
 		if (i != r->self)
 			send_append(r, &r->prs[i], true);
 }
 
+/* Heartbeats to every member; context is the ReadIndex request they
+ * confirm (0: none). */
 static void bcast_heartbeat(struct raft *r, uint64_t context)
 {
-	for (size_t i = 0; i < r->cfg.n_voters; i++) {
+	for (size_t i = 0; i < r->n_prs; i++) {
 		if (i == r->self)
 			continue;
 		struct progress *pr = &r->prs[i];
@@ -456,6 +540,23 @@ static void deliver_read(struct raft *r, uint64_t index, uint64_t context, uint6
 					   .context = context });
 }
 
+/* The acknowledgements a new ReadIndex round starts with: the leader's
+ * own, while it is a member. */
+static uint64_t own_ack(const struct raft *r)
+{
+	return r->self == NO_SELF ? 0 : 1ull << r->self;
+}
+
+/* The newest request in a heartbeat round: every heartbeat carries it
+ * (etcd's lastPendingRequestCtx), so that a lost round is retried. */
+static uint64_t last_pending_read(const struct raft *r)
+{
+	for (size_t i = r->n_rr; i-- > 0;)
+		if (r->rr[i].index)
+			return r->rr[i].context;
+	return 0;
+}
+
 /* Starts heartbeat rounds for the requests that waited for a commit in
  * this term: one heartbeat confirms them all. */
 static void start_waiting_reads(struct raft *r)
@@ -464,7 +565,7 @@ static void start_waiting_reads(struct raft *r)
 	for (size_t i = 0; i < r->n_rr; i++) {
 		if (r->rr[i].index == 0) {
 			r->rr[i].index = r->log.committed;
-			r->rr[i].acks = 1ull << r->self;
+			r->rr[i].acks = own_ack(r);
 			last_ctx = r->rr[i].context;
 		}
 	}
@@ -477,16 +578,21 @@ static void start_waiting_reads(struct raft *r)
  * Whether the commit index moved. */
 static bool maybe_commit(struct raft *r)
 {
-	uint64_t m[RAFT_MAX_VOTERS];
-	size_t n = r->cfg.n_voters;
-	r->prs[r->self].match = r->log.stabled;
-	for (size_t i = 0; i < n; i++) {
+	uint64_t m[RAFT_MAX_MEMBERS];
+	size_t n = 0;
+	if (self_pr(r))
+		self_pr(r)->match = r->log.stabled;
+	for (size_t i = 0; i < r->n_prs; i++) {
+		if (r->prs[i].learner)
+			continue;
 		uint64_t v = r->prs[i].match;
-		size_t j = i;
+		size_t j = n++;
 		for (; j > 0 && m[j - 1] < v; j--)
 			m[j] = m[j - 1];
 		m[j] = v;
 	}
+	if (n == 0)
+		return false;
 	uint64_t q = m[quorum(r) - 1];
 	if (q <= r->log.committed || raftlog_term(&r->log, q) != r->term)
 		return false;
@@ -499,7 +605,7 @@ static bool maybe_commit(struct raft *r)
 
 static void read_index(struct raft *r, uint64_t context, uint64_t from)
 {
-	if (r->cfg.n_voters == 1) {
+	if (n_voters(r) == 1 && promotable(r)) {
 		deliver_read(r, r->log.committed, context, from);
 		return;
 	}
@@ -511,7 +617,7 @@ static void read_index(struct raft *r, uint64_t context, uint64_t from)
 	 * before that its commit index may be behind the cluster's. */
 	if (committed_in_term(r)) {
 		q->index = r->log.committed;
-		q->acks = 1ull << r->self;
+		q->acks = own_ack(r);
 		bcast_heartbeat(r, context);
 	}
 }
@@ -528,13 +634,179 @@ static void read_ack(struct raft *r, uint64_t context, uint64_t from)
 	if (at == r->n_rr || !pr)
 		return;
 	r->rr[at].acks |= 1ull << (pr - r->prs);
-	if ((size_t)__builtin_popcountll(r->rr[at].acks) < quorum(r))
+	if ((size_t)__builtin_popcountll(r->rr[at].acks & voter_mask(r)) < quorum(r))
 		return;
 	/* Leadership was confirmed after every earlier request arrived. */
 	for (size_t i = 0; i <= at; i++)
 		deliver_read(r, r->rr[i].index, r->rr[i].context, r->rr[i].from);
 	memmove(r->rr, r->rr + at + 1, (r->n_rr - at - 1) * sizeof(*r->rr));
 	r->n_rr -= at + 1;
+}
+
+/* ---- the configuration ---- */
+
+static bool conf_has(const struct raft_conf_state *cs, uint64_t id)
+{
+	for (size_t i = 0; i < cs->n_voters; i++)
+		if (cs->voters[i] == id)
+			return true;
+	for (size_t i = 0; i < cs->n_learners; i++)
+		if (cs->learners[i] == id)
+			return true;
+	return false;
+}
+
+/* Whether cs is a configuration raft_new and snapshots may carry: ids
+ * not 0, each once, within the bound. */
+static bool conf_valid(const struct raft_conf_state *cs)
+{
+	if (cs->n_voters > RAFT_MAX_MEMBERS ||
+	    cs->n_learners > RAFT_MAX_MEMBERS - cs->n_voters)
+		return false;
+	for (size_t i = 0; i < cs->n_voters + cs->n_learners; i++) {
+		uint64_t id = i < cs->n_voters ? cs->voters[i] : cs->learners[i - cs->n_voters];
+		if (!id)
+			return false;
+		for (size_t j = 0; j < i; j++)
+			if ((j < cs->n_voters ? cs->voters[j] : cs->learners[j - cs->n_voters]) == id)
+				return false;
+	}
+	return true;
+}
+
+static void conf_drop(struct raft_conf_state *cs, uint64_t id)
+{
+	for (size_t i = 0; i < cs->n_voters; i++)
+		if (cs->voters[i] == id)
+			cs->voters[i--] = cs->voters[--cs->n_voters];
+	for (size_t i = 0; i < cs->n_learners; i++)
+		if (cs->learners[i] == id)
+			cs->learners[i--] = cs->learners[--cs->n_learners];
+}
+
+static void find_self(struct raft *r)
+{
+	struct progress *me = progress_of(r, r->cfg.id);
+	r->self = me ? (size_t)(me - r->prs) : NO_SELF;
+}
+
+/* The member at position i leaves prs; the last one takes its place, and
+ * pending ReadIndex acknowledgements follow it. */
+static void remove_member(struct raft *r, size_t i)
+{
+	size_t last = r->n_prs - 1;
+	raftd_free(r->prs[i].infl);
+	r->prs[i] = r->prs[last];
+	for (size_t k = 0; k < r->n_rr; k++) {
+		uint64_t a = r->rr[k].acks & ~(1ull << i);
+		if (a & (1ull << last))
+			a = (a & ~(1ull << last)) | (1ull << i);
+		r->rr[k].acks = a;
+	}
+	r->n_prs--;
+	find_self(r);
+}
+
+/* Replaces the whole configuration with cs (valid): members that stay
+ * keep their progress; new ones are probed from the last index and count
+ * as active until the next quorum check (etcd's initProgress). 0 or
+ * -ENOMEM (then nothing changed). */
+static int switch_config(struct raft *r, const struct raft_conf_state *cs)
+{
+	size_t fresh = 0;
+	for (size_t i = 0; i < cs->n_voters + cs->n_learners; i++) {
+		uint64_t id = i < cs->n_voters ? cs->voters[i] : cs->learners[i - cs->n_voters];
+		fresh += progress_of(r, id) == NULL;
+	}
+	/* allocate first, so that a failure changes nothing */
+	uint64_t *infl[RAFT_MAX_MEMBERS];
+	for (size_t i = 0; i < fresh; i++) {
+		infl[i] = raftd_calloc(r->cfg.max_inflight, sizeof(uint64_t));
+		if (!infl[i]) {
+			while (i--)
+				raftd_free(infl[i]);
+			return -ENOMEM;
+		}
+	}
+	for (size_t i = r->n_prs; i-- > 0;)
+		if (!conf_has(cs, r->prs[i].id))
+			remove_member(r, i);
+	for (size_t i = 0; i < cs->n_voters + cs->n_learners; i++) {
+		bool learner = i >= cs->n_voters;
+		uint64_t id = learner ? cs->learners[i - cs->n_voters] : cs->voters[i];
+		struct progress *pr = progress_of(r, id);
+		if (!pr) {
+			pr = &r->prs[r->n_prs++];
+			memset(pr, 0, sizeof(*pr));
+			pr->infl = infl[--fresh];
+			pr->id = id;
+			pr->next = raftlog_last_index(&r->log) ? raftlog_last_index(&r->log) : 1;
+			pr->state = PR_PROBE;
+			pr->recent_active = true;
+		}
+		pr->learner = learner;
+	}
+	find_self(r);
+	return 0;
+}
+
+/* ---- proposals and leadership transfer on the leader ---- */
+
+/* Appends proposed entries, replacing each conf change that comes while
+ * an earlier one may be unapplied by an empty normal entry (etcd's
+ * pendingConfIndex rule). 0, -EBUSY (a transfer runs), -EPERM (this
+ * leader was removed), -ENOMEM. */
+static int propose_entries(struct raft *r, const struct raft_entry *ents, size_t n)
+{
+	struct raft_entry *copy = NULL;
+	uint64_t last = raftlog_last_index(&r->log);
+	uint64_t pending = r->pending_conf_index;
+
+	if (!self_pr(r))
+		return -EPERM;
+	if (r->lead_transferee)
+		return -EBUSY;
+	for (size_t i = 0; i < n; i++) {
+		if (ents[i].type != RAFT_ENTRY_CONF_CHANGE)
+			continue;
+		if (pending <= r->log.applying) {
+			pending = last + i + 1;
+			continue;
+		}
+		if (!copy) {
+			copy = raftd_malloc(n * sizeof(*copy));
+			if (!copy)
+				return -ENOMEM;
+			memcpy(copy, ents, n * sizeof(*copy));
+		}
+		copy[i] = (struct raft_entry){ .type = RAFT_ENTRY_NORMAL };
+	}
+	int rc = append_own(r, copy ? copy : ents, n);
+	raftd_free(copy);
+	if (rc)
+		return rc;
+	r->pending_conf_index = pending;
+	bcast_append(r);
+	return 0;
+}
+
+static void send_timeout_now(struct raft *r, uint64_t to)
+{
+	send(r, (struct raft_msg){ .type = RAFT_MSG_TIMEOUT_NOW, .to = to, .term = r->term });
+}
+
+/* etcd's MsgTransferLeader on the leader, pr the transferee. */
+static void start_transfer(struct raft *r, struct progress *pr)
+{
+	if (pr->learner || pr->id == r->lead_transferee || pr == self_pr(r))
+		return;
+	/* one election timeout to finish, measured from now */
+	r->election_elapsed = 0;
+	r->lead_transferee = pr->id;
+	if (pr->match == raftlog_last_index(&r->log))
+		send_timeout_now(r, pr->id);
+	else
+		send_append(r, pr, true);
 }
 
 /* ---- stepping ---- */
@@ -545,22 +817,23 @@ static void step_leader(struct raft *r, const struct raft_msg *m)
 
 	switch (m->type) {
 	case RAFT_MSG_BEAT:
-		bcast_heartbeat(r, 0);
+		bcast_heartbeat(r, last_pending_read(r));
 		return;
 	case RAFT_MSG_CHECK_QUORUM: {
 		size_t active = 0;
-		for (size_t i = 0; i < r->cfg.n_voters; i++) {
-			active += i == r->self || r->prs[i].recent_active;
+		for (size_t i = 0; i < r->n_prs; i++) {
+			if (!r->prs[i].learner)
+				active += i == r->self || r->prs[i].recent_active;
 			if (i != r->self)
 				r->prs[i].recent_active = false;
 		}
-		if (active < quorum(r))
+		/* No voter at all: etcd's empty majority wins. */
+		if (n_voters(r) && active < quorum(r))
 			become_follower(r, r->term, 0);
 		return;
 	}
 	case RAFT_MSG_PROP:
-		if (append_own(r, m->entries, m->n_entries) == 0)
-			bcast_append(r);
+		propose_entries(r, m->entries, m->n_entries);
 		return;
 	case RAFT_MSG_READ_INDEX:
 		read_index(r, m->context, m->from);
@@ -570,7 +843,7 @@ static void step_leader(struct raft *r, const struct raft_msg *m)
 	}
 
 	pr = progress_of(r, m->from);
-	if (!pr || pr == &r->prs[r->self])
+	if (!pr || pr == self_pr(r))
 		return;
 	switch (m->type) {
 	case RAFT_MSG_APP_RESP:
@@ -600,6 +873,9 @@ static void step_leader(struct raft *r, const struct raft_msg *m)
 			/* The window may have room for several MsgApps now. */
 			while (send_append(r, pr, false))
 				;
+			if (m->from == r->lead_transferee &&
+			    pr->match == raftlog_last_index(&r->log))
+				send_timeout_now(r, m->from);
 		}
 		return;
 	case RAFT_MSG_HEARTBEAT_RESP:
@@ -624,6 +900,9 @@ static void step_leader(struct raft *r, const struct raft_msg *m)
 	case RAFT_MSG_UNREACHABLE:
 		if (pr->state == PR_REPLICATE)
 			pr_become_probe(pr);
+		return;
+	case RAFT_MSG_TRANSFER_LEADER:
+		start_transfer(r, pr);
 		return;
 	default:
 		return;
@@ -675,18 +954,28 @@ static void handle_heartbeat(struct raft *r, const struct raft_msg *m)
 static void handle_snapshot(struct raft *r, const struct raft_msg *m)
 {
 	struct raft_msg resp = { .type = RAFT_MSG_APP_RESP, .to = m->from, .term = r->term };
+	struct raft_conf_state cur;
 
-	if (m->snap_index <= r->log.committed) {
+	if (!m->snap_conf)
+		raft_conf_state(r, &cur);
+	const struct raft_conf_state *cs = m->snap_conf ? m->snap_conf : &cur;
+	if (m->snap_index <= r->log.committed || !conf_has(cs, r->cfg.id)) {
+		/* old news, or (defence in depth, as etcd) a snapshot of a
+		 * configuration without this member */
 		resp.index = r->log.committed;
 	} else if (raftlog_term(&r->log, m->snap_index) == m->snap_term &&
 		   m->snap_index <= raftlog_last_index(&r->log)) {
 		/* The log already has it: just commit up to it. */
 		commit_to(r, m->snap_index);
 		resp.index = r->log.committed;
-	} else {
+	} else if (switch_config(r, cs) == 0) {
 		raftlog_reset(&r->log, m->snap_index, m->snap_term);
+		r->snap_conf = *cs;
+		r->n_ccp = 0;
 		r->snap_pending = true;
 		resp.index = m->snap_index;
+	} else {
+		return; /* no memory: the leader sends it again */
 	}
 	send(r, resp);
 }
@@ -716,7 +1005,7 @@ static void step_candidate(struct raft *r, const struct raft_msg *m)
 	int won = poll_votes(r, m->from, !m->reject);
 	if (won > 0) {
 		if (r->role == RAFT_PRE_CANDIDATE) {
-			campaign(r, false);
+			campaign(r, false, false);
 		} else {
 			become_leader(r);
 			bcast_append(r);
@@ -746,7 +1035,17 @@ static void step_follower(struct raft *r, const struct raft_msg *m)
 		push_read(r, m->index, m->context);
 		return;
 	case RAFT_MSG_TIMEOUT_NOW:
-		campaign(r, false);
+		/* a transfer skips pre-vote: no partition to recover from */
+		if (promotable(r))
+			campaign(r, false, true);
+		return;
+	case RAFT_MSG_READ_INDEX:
+	case RAFT_MSG_TRANSFER_LEADER:
+		/* etcd forwards both to the leader as this node's own */
+		if (r->lead)
+			send(r, (struct raft_msg){ .type = m->type, .to = r->lead,
+						   .term = m->type == RAFT_MSG_READ_INDEX ? 0 : r->term,
+						   .context = m->context });
 		return;
 	default:
 		return;
@@ -758,7 +1057,7 @@ static void step(struct raft *r, const struct raft_msg *m)
 {
 	if (m->term > r->term) {
 		bool vote = m->type == RAFT_MSG_VOTE || m->type == RAFT_MSG_PRE_VOTE;
-		if (vote && r->cfg.check_quorum && r->lead != 0 &&
+		if (vote && !m->transfer && r->cfg.check_quorum && r->lead != 0 &&
 		    r->election_elapsed < r->cfg.election_ticks)
 			return; /* a leader is alive: its lease forbids a new vote */
 		if (m->type == RAFT_MSG_PRE_VOTE) {
@@ -824,21 +1123,18 @@ int raft_new(const struct raft_config *cfg, const struct raft_hardstate *hs,
 	     uint64_t snap_index, uint64_t snap_term, struct raft_entry *ents, size_t n,
 	     uint64_t applied, struct raft **out)
 {
-	if (!cfg->id || !cfg->n_voters || cfg->n_voters > RAFT_MAX_VOTERS ||
+	struct raft_conf_state cs = { .n_voters = cfg->n_voters, .n_learners = cfg->n_learners };
+
+	if (!cfg->id || cfg->n_voters > RAFT_MAX_MEMBERS ||
+	    cfg->n_learners > RAFT_MAX_MEMBERS - cfg->n_voters ||
 	    !cfg->election_ticks || !cfg->heartbeat_ticks ||
 	    cfg->heartbeat_ticks >= cfg->election_ticks || !cfg->max_inflight)
 		return -EINVAL;
-	size_t self = cfg->n_voters;
-	for (size_t i = 0; i < cfg->n_voters; i++) {
-		if (!cfg->voters[i])
-			return -EINVAL;
-		for (size_t j = 0; j < i; j++)
-			if (cfg->voters[j] == cfg->voters[i])
-				return -EINVAL;
-		if (cfg->voters[i] == cfg->id)
-			self = i;
-	}
-	if (self == cfg->n_voters)
+	if (cfg->n_voters)
+		memcpy(cs.voters, cfg->voters, cfg->n_voters * sizeof(*cs.voters));
+	if (cfg->n_learners)
+		memcpy(cs.learners, cfg->learners, cfg->n_learners * sizeof(*cs.learners));
+	if (!conf_valid(&cs))
 		return -EINVAL;
 	struct raft_hardstate zero = { 0, 0, 0 };
 	if (!hs)
@@ -851,17 +1147,15 @@ int raft_new(const struct raft_config *cfg, const struct raft_hardstate *hs,
 		return -ENOMEM;
 	r->cfg = *cfg;
 	r->cfg.voters = NULL;
-	r->self = self;
+	r->cfg.learners = NULL;
+	r->self = NO_SELF;
 	r->rng = cfg->seed ^ (cfg->id * 0x9e3779b97f4a7c15ull);
-	for (size_t i = 0; i < cfg->n_voters; i++) {
-		r->prs[i].id = cfg->voters[i];
-		r->prs[i].infl = raftd_calloc(cfg->max_inflight, sizeof(uint64_t));
-		if (!r->prs[i].infl) {
-			raft_free(r);
-			return -ENOMEM;
-		}
-	}
 	raftlog_init(&r->log, snap_index, snap_term);
+	if (switch_config(r, &cs)) {
+		raft_free(r);
+		return -ENOMEM;
+	}
+	r->snap_conf = cs;
 	if (raftlog_restore(&r->log, snap_index, snap_term, ents, n)) {
 		raft_free(r);
 		return -EINVAL;
@@ -890,11 +1184,13 @@ void raft_free(struct raft *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->cfg.n_voters; i++)
+	for (size_t i = 0; i < r->n_prs; i++)
 		raftd_free(r->prs[i].infl);
 	raftlog_free(&r->log);
+	raftd_free(r->ccp);
 	raftd_free(r->rr);
 	raftd_free(r->msgs);
+	raftd_free(r->out_msgs);
 	raftd_free(r->reads);
 	raftd_free(r);
 }
@@ -902,7 +1198,11 @@ void raft_free(struct raft *r)
 void raft_tick(struct raft *r)
 {
 	if (r->role != RAFT_LEADER) {
-		if (++r->election_elapsed >= r->randomized_timeout) {
+		/* A member that may not campaign keeps counting, as etcd's
+		 * tickElection: its leader's lease then runs out, and it can
+		 * vote for whoever the configuration it does not know yet
+		 * needs it for. */
+		if (++r->election_elapsed >= r->randomized_timeout && promotable(r)) {
 			r->election_elapsed = 0;
 			hup(r);
 		}
@@ -917,10 +1217,12 @@ void raft_tick(struct raft *r)
 			if (r->role != RAFT_LEADER)
 				return;
 		}
+		/* a transfer that took an election timeout failed */
+		r->lead_transferee = 0;
 	}
 	if (r->heartbeat_elapsed >= r->cfg.heartbeat_ticks) {
 		r->heartbeat_elapsed = 0;
-		bcast_heartbeat(r, 0);
+		bcast_heartbeat(r, last_pending_read(r));
 	}
 }
 
@@ -932,19 +1234,19 @@ int raft_step(struct raft *r, const struct raft_msg *m)
 	case RAFT_MSG_CHECK_QUORUM:
 	case RAFT_MSG_UNREACHABLE:
 	case RAFT_MSG_SNAP_STATUS:
-	case RAFT_MSG_TRANSFER_LEADER:
 		return -EINVAL; /* local only */
 	default:
 		break;
 	}
-	if (m->type > RAFT_MSG_PRE_VOTE_RESP || m->to != r->cfg.id)
+	if (m->type > RAFT_MSG_PRE_VOTE_RESP || m->to != r->cfg.id || !m->from ||
+	    m->from == r->cfg.id)
 		return -EINVAL;
-	if (!progress_of(r, m->from) || m->from == r->cfg.id)
-		return 0;
 	if (m->type == RAFT_MSG_PROP || m->type == RAFT_MSG_READ_INDEX) {
 		/* forwarded requests carry no term (as in etcd) */
 		if (r->role == RAFT_LEADER)
 			step_leader(r, m);
+		else if (r->role == RAFT_FOLLOWER && m->type == RAFT_MSG_READ_INDEX)
+			step_follower(r, m);
 		return 0;
 	}
 	step(r, m);
@@ -955,11 +1257,7 @@ int raft_propose(struct raft *r, const struct raft_entry *ents, size_t n)
 {
 	if (r->role != RAFT_LEADER)
 		return -EAGAIN;
-	size_t before = r->log.n;
-	struct raft_msg m = { .type = RAFT_MSG_PROP, .from = r->cfg.id, .entries = ents,
-			      .n_entries = n };
-	step_leader(r, &m);
-	return r->log.n == before + n ? 0 : -ENOMEM;
+	return propose_entries(r, ents, n);
 }
 
 int raft_read_index(struct raft *r, uint64_t context)
@@ -981,6 +1279,144 @@ int raft_campaign(struct raft *r)
 {
 	hup(r);
 	return 0;
+}
+
+int raft_transfer_leader(struct raft *r, uint64_t to)
+{
+	if (r->role == RAFT_LEADER) {
+		struct progress *pr = progress_of(r, to);
+		if (to == r->cfg.id)
+			return -EALREADY;
+		if (!pr || pr->learner)
+			return -EINVAL;
+		start_transfer(r, pr);
+		return 0;
+	}
+	if (to != r->cfg.id)
+		return -EINVAL;
+	if (!r->lead)
+		return -EAGAIN;
+	if (r->role == RAFT_FOLLOWER)
+		send(r, (struct raft_msg){ .type = RAFT_MSG_TRANSFER_LEADER, .to = r->lead,
+					   .term = r->term });
+	return 0;
+}
+
+void raft_conf_state(const struct raft *r, struct raft_conf_state *out)
+{
+	out->n_voters = out->n_learners = 0;
+	for (size_t i = 0; i < r->n_prs; i++) {
+		if (r->prs[i].learner)
+			out->learners[out->n_learners++] = r->prs[i].id;
+		else
+			out->voters[out->n_voters++] = r->prs[i].id;
+	}
+}
+
+/* Remembers the configuration the entry at index brought, for the
+ * snapshot point compaction will move past it. */
+static int note_conf_change(struct raft *r, uint64_t index, const struct raft_conf_state *cs)
+{
+	if (index <= r->log.snap_index) {
+		/* a change before the snapshot point, applied again */
+		r->snap_conf = *cs;
+		return 0;
+	}
+	while (r->n_ccp && r->ccp[r->n_ccp - 1].index >= index)
+		r->n_ccp--;
+	if (!grow((void **)&r->ccp, &r->cap_ccp, r->n_ccp, sizeof(*r->ccp)))
+		return -ENOMEM;
+	r->ccp[r->n_ccp++] = (struct conf_change_point){ index, *cs };
+	return 0;
+}
+
+int raft_apply_conf_change(struct raft *r, uint64_t index, enum raft_conf_change_type type,
+			   uint64_t node, struct raft_conf_state *out)
+{
+	struct raft_conf_state cs;
+
+	if ((unsigned)type > RAFT_CONF_ADD_LEARNER_NODE)
+		return -EINVAL;
+	raft_conf_state(r, &cs);
+	if (node && type != RAFT_CONF_UPDATE_NODE) {
+		conf_drop(&cs, node);
+		if (cs.n_voters + cs.n_learners == RAFT_MAX_MEMBERS &&
+		    type != RAFT_CONF_REMOVE_NODE)
+			return -EINVAL;
+		if (type == RAFT_CONF_ADD_NODE)
+			cs.voters[cs.n_voters++] = node;
+		else if (type == RAFT_CONF_ADD_LEARNER_NODE)
+			cs.learners[cs.n_learners++] = node;
+		if (cs.n_voters == 0)
+			return -EINVAL; /* etcd: "removed all voters" */
+	}
+	if (note_conf_change(r, index, &cs))
+		return -ENOMEM;
+	if (switch_config(r, &cs)) {
+		r->n_ccp -= index > r->log.snap_index;
+		return -ENOMEM;
+	}
+	if (out)
+		*out = cs;
+	/* A leader removed or demoted stays leader, counting itself no
+	 * more (etcd 3.4 does the same); otherwise a smaller quorum may
+	 * commit more, and new members are probed at once. */
+	if (r->role != RAFT_LEADER || !promotable(r))
+		return 0;
+	if (maybe_commit(r)) {
+		bcast_append(r);
+	} else {
+		for (size_t i = 0; i < r->n_prs; i++)
+			if (i != r->self)
+				send_append(r, &r->prs[i], false);
+	}
+	if (r->lead_transferee && !progress_of(r, r->lead_transferee))
+		r->lead_transferee = 0;
+	return 0;
+}
+
+static void progress_info(const struct progress *pr, struct raft_progress *out)
+{
+	static const enum raft_progress_state states[] = {
+		[PR_PROBE] = RAFT_PROGRESS_PROBE,
+		[PR_REPLICATE] = RAFT_PROGRESS_REPLICATE,
+		[PR_SNAPSHOT] = RAFT_PROGRESS_SNAPSHOT,
+	};
+	*out = (struct raft_progress){
+		.id = pr->id, .learner = pr->learner, .match = pr->match, .next = pr->next,
+		.state = states[pr->state], .pending_snapshot = pr->pending_snapshot,
+		.recent_active = pr->recent_active,
+	};
+}
+
+void raft_status(const struct raft *r, struct raft_status *st)
+{
+	st->id = r->cfg.id;
+	st->term = r->term;
+	st->vote = r->vote;
+	st->commit = r->log.committed;
+	st->applied = r->log.applying;
+	st->leader = r->lead;
+	st->role = r->role;
+	st->lead_transferee = r->lead_transferee;
+	st->n_progress = 0;
+	if (r->role != RAFT_LEADER)
+		return;
+	for (size_t i = 0; i < r->n_prs; i++)
+		progress_info(&r->prs[i], &st->progress[st->n_progress++]);
+}
+
+int raft_progress(const struct raft *r, uint64_t id, struct raft_progress *out)
+{
+	if (r->role != RAFT_LEADER)
+		return -EAGAIN;
+	for (size_t i = 0; i < r->n_prs; i++) {
+		if (r->prs[i].id == id) {
+			progress_info(&r->prs[i], out);
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 static struct raft_hardstate hard_state(const struct raft *r)
@@ -1010,6 +1446,7 @@ void raft_ready(struct raft *r, struct raft_ready *rd)
 	rd->has_snapshot = r->snap_pending;
 	rd->snap_index = r->log.snap_index;
 	rd->snap_term = r->log.snap_term;
+	rd->snap_conf = &r->snap_conf;
 	rd->hs = hard_state(r);
 	rd->hs_changed = memcmp(&rd->hs, &r->prev_hs, sizeof(rd->hs)) != 0;
 	rd->committed = raftlog_slice(&r->log, r->log.applying, applicable(r), &rd->n_committed);
@@ -1025,12 +1462,23 @@ void raft_ready(struct raft *r, struct raft_ready *rd)
 				continue;
 			size_t n;
 			m->entries = raftlog_slice(&r->log, m->index, m->index + m->n_entries, &n);
+		} else if (m->type == RAFT_MSG_SNAP) {
+			/* the newest snapshot: compaction may have moved it */
+			m->snap_index = r->log.snap_index;
+			m->snap_term = r->log.snap_term;
+			m->snap_conf = &r->snap_conf;
 		}
 		r->msgs[k++] = *m;
 	}
-	r->n_msgs = k;
-	rd->msgs = r->msgs;
-	rd->n_msgs = r->n_msgs;
+	struct raft_msg *out = r->out_msgs;
+	size_t cap_out = r->cap_out_msgs;
+	r->out_msgs = r->msgs;
+	r->cap_out_msgs = r->cap_msgs;
+	r->msgs = out;
+	r->cap_msgs = cap_out;
+	r->n_msgs = 0;
+	rd->msgs = r->out_msgs;
+	rd->n_msgs = k;
 	rd->msgs_after_persist = r->role != RAFT_LEADER;
 	rd->reads = r->reads;
 	rd->n_reads = r->n_reads;
@@ -1049,8 +1497,11 @@ void raft_advance(struct raft *r, const struct raft_ready *rd)
 		r->prev_hs = rd->hs;
 	if (rd->n_committed)
 		r->log.applying = rd->committed[rd->n_committed - 1].index;
-	r->n_msgs = 0;
-	r->n_reads = 0;
+	if (rd->n_reads) {
+		memmove(r->reads, r->reads + rd->n_reads,
+			(r->n_reads - rd->n_reads) * sizeof(*r->reads));
+		r->n_reads -= rd->n_reads;
+	}
 	r->prev_lead = rd->leader;
 	r->prev_role = rd->role;
 }
@@ -1084,6 +1535,13 @@ void raft_report_unreachable(struct raft *r, uint64_t peer)
 void raft_compact(struct raft *r, uint64_t index)
 {
 	raftlog_compact(&r->log, index);
+	size_t k = 0;
+	while (k < r->n_ccp && r->ccp[k].index <= r->log.snap_index)
+		r->snap_conf = r->ccp[k++].cs;
+	if (k) {
+		memmove(r->ccp, r->ccp + k, (r->n_ccp - k) * sizeof(*r->ccp));
+		r->n_ccp -= k;
+	}
 }
 
 uint64_t raft_term(const struct raft *r) { return r->term; }

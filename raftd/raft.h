@@ -24,9 +24,32 @@
  * check-quorum with leader leases for votes, log matching with reject
  * hints, pipelined replication with a per-follower window, heartbeats
  * carrying the commit index, ReadIndex confirmed by one heartbeat round,
- * snapshots to followers that fell behind the compacted log. Membership
- * is fixed by the configuration here (conf change entries are carried
- * but not applied by the core).
+ * snapshots to followers that fell behind the compacted log, single-step
+ * membership changes (raftpb.ConfChange, applied by the application
+ * through raft_apply_conf_change, as etcd's node.ApplyConfChange),
+ * learners, and leadership transfer.
+ *
+ * Membership. The configuration (voters and learners) changes only when
+ * the application applies a committed EntryConfChange entry and calls
+ * raft_apply_conf_change. As in etcd, a leader accepts one conf change at
+ * a time: one proposed while an earlier one may be unapplied is replaced
+ * by an empty EntryNormal entry (raft_propose still returns 0). A member
+ * not in the configuration, or a learner, never campaigns. A leader that
+ * applies its own removal stays leader (etcd 3.4 does the same) but no
+ * longer counts itself and drops proposals; the application is expected
+ * to stop such a member, as etcd's server does.
+ *
+ * Wire mapping (a codec translates struct raft_msg to raftpb.Message):
+ *   context   MsgReadIndex and MsgReadIndexResp: Entries[0].Data holds
+ *             the context as 8 bytes big-endian (etcd's servers use
+ *             exactly that for their read request ids; n_entries is 0
+ *             here). MsgHeartbeat and MsgHeartbeatResp: Context holds the
+ *             8 bytes big-endian, or is empty for 0. Any other length
+ *             from a peer is decoded as 0.
+ *   transfer  MsgVote and MsgPreVote: Context = "CampaignTransfer"
+ *             (etcd's campaignTransfer) when set, empty otherwise.
+ *   snap_*    MsgSnap: Snapshot.Metadata.{Index,Term,ConfState}.
+ *   term      0 on MsgProp and MsgReadIndex (etcd sends them without).
  *
  * Functions returning int give 0 or a negative errno. A struct raft is
  * used by one thread at a time.
@@ -63,6 +86,27 @@ enum raft_msg_type {
 	RAFT_MSG_PRE_VOTE_RESP = 18,
 };
 
+/* At most this many members (voters and learners together). */
+#define RAFT_MAX_MEMBERS 64
+/* The former name of the bound; voters are members too. */
+#define RAFT_MAX_VOTERS RAFT_MAX_MEMBERS
+
+/* raftpb.ConfState: the members, each id once across both lists. */
+struct raft_conf_state {
+	uint64_t voters[RAFT_MAX_MEMBERS];
+	size_t n_voters;
+	uint64_t learners[RAFT_MAX_MEMBERS];
+	size_t n_learners;
+};
+
+/* raftpb.ConfChangeType; the values are etcd's. */
+enum raft_conf_change_type {
+	RAFT_CONF_ADD_NODE = 0,
+	RAFT_CONF_REMOVE_NODE = 1,
+	RAFT_CONF_UPDATE_NODE = 2,
+	RAFT_CONF_ADD_LEARNER_NODE = 3,
+};
+
 /* One message (raftpb.Message's fields that the core uses). */
 struct raft_msg {
 	enum raft_msg_type type;
@@ -75,14 +119,26 @@ struct raft_msg {
 	bool reject;
 	uint64_t reject_hint;
 	uint64_t context;      /* ReadIndex: the request's id; 0 = none */
+	bool transfer;         /* MsgVote of a leadership transfer: granted
+				* even while a leader's lease holds */
 	/* MsgApp and MsgProp: the entries. In a message from raft_ready
 	 * they point into the core's log, valid until raft_advance; in a
 	 * message given to raft_step, they are read during the call only. */
 	const struct raft_entry *entries;
 	size_t n_entries;
-	/* MsgSnap: the snapshot's point (its data travels beside). */
+	/* MsgSnap: the snapshot's point and the configuration there (its
+	 * data travels beside). snap_conf from raft_ready points into the
+	 * core, valid until raft_advance; given to raft_step it is read
+	 * during the call only, and NULL means "the receiver's current
+	 * configuration" (callers without membership changes). From
+	 * raft_ready it names the core's snapshot point; the transport
+	 * sends the application's newest state instead, as etcd's server
+	 * does (its applied index and term, and the configuration in force
+	 * there: raft_conf_state): a member added after the core's
+	 * snapshot point refuses a snapshot that does not name it. */
 	uint64_t snap_index;
 	uint64_t snap_term;
+	const struct raft_conf_state *snap_conf;
 };
 
 enum raft_role {
@@ -92,10 +148,18 @@ enum raft_role {
 	RAFT_LEADER,
 };
 
+/* The configuration given to raft_new is the ConfState as of the
+ * snapshot point (snap_index): voters and learners, copied, ids not 0 and
+ * each named once, at most RAFT_MAX_MEMBERS in all. This member may be
+ * in neither list (a member joining an existing cluster learns its
+ * configuration from the leader's log or snapshot); then it never
+ * campaigns. */
 struct raft_config {
 	uint64_t id;              /* this member, not 0 */
-	const uint64_t *voters;   /* every voter, this one included; copied */
-	size_t n_voters;          /* at most RAFT_MAX_VOTERS */
+	const uint64_t *voters;
+	size_t n_voters;
+	const uint64_t *learners;
+	size_t n_learners;
 	unsigned election_ticks;  /* a follower campaigns after a random
 				   * [election, 2 * election) ticks without
 				   * a leader */
@@ -106,8 +170,6 @@ struct raft_config {
 	unsigned max_inflight;    /* MsgApps in flight per follower */
 	uint64_t seed;            /* randomizes election timeouts */
 };
-
-#define RAFT_MAX_VOTERS 64
 
 /* etcd's defaults, with the caller ticking once per heartbeat interval
  * (100 ms): election 10 ticks (1000 ms), heartbeat 1 tick, pre-vote and
@@ -132,6 +194,9 @@ struct raft_ready {
 				    * the WAL's snapshot (as etcd orders it) */
 	uint64_t snap_index;
 	uint64_t snap_term;
+	const struct raft_conf_state *snap_conf; /* with has_snapshot: the
+				    * configuration at the snapshot, already
+				    * in force in the core */
 	bool hs_changed;           /* then append hs after the entries */
 	struct raft_hardstate hs;
 	const struct raft_entry *committed; /* to apply, in order */
@@ -171,16 +236,25 @@ void raft_free(struct raft *r);
 void raft_tick(struct raft *r);
 
 /* Feeds a message from a peer. -EINVAL for a message that names another
- * member as recipient or a type peers do not send; -ENOMEM. Messages from
- * stale terms and unknown members are dropped silently (Raft expects
- * that), returning 0. */
+ * member as recipient, claims to come from this member, or has a type
+ * peers do not send; -ENOMEM. Messages from stale terms are dropped
+ * silently (Raft expects that), returning 0. Messages from members not
+ * in this node's configuration are taken (a configuration may lag the
+ * sender's), as etcd does. A follower forwards MsgReadIndex and
+ * MsgTransferLeader to its leader as its own (etcd's stepFollower); a
+ * MsgProp is not forwarded (etcd's DisableProposalForwarding: callers
+ * forward proposals themselves). */
 int raft_step(struct raft *r, const struct raft_msg *m);
 
 /*
  * Proposes entries (type and data of each; term and index are assigned
- * here), appended to the leader's log at once. -EAGAIN when this node is
- * not the leader (raft_leader says who is, 0 if none is known: the caller
- * forwards or retries), -ENOMEM.
+ * here), appended to the leader's log at once. An EntryConfChange while
+ * an earlier one may be unapplied is replaced by an empty EntryNormal
+ * (etcd's pendingConfIndex rule); the call still succeeds. -EAGAIN when
+ * this node is not the leader (raft_leader says who is, 0 if none is
+ * known: the caller forwards or retries), -EBUSY while a leadership
+ * transfer is in progress (retry after it: the new leader takes it),
+ * -EPERM on a leader removed from the configuration, -ENOMEM.
  */
 int raft_propose(struct raft *r, const struct raft_entry *ents, size_t n);
 
@@ -189,14 +263,97 @@ int raft_propose(struct raft *r, const struct raft_entry *ents, size_t n);
  * its leader. -EAGAIN without a known leader, -ENOMEM. */
 int raft_read_index(struct raft *r, uint64_t context);
 
-/* Campaigns now (as an election timeout would). */
+/* Campaigns now (as an election timeout would). Does nothing on a
+ * member that may not campaign (a learner, a member outside the
+ * configuration, or one with committed conf changes not yet applied). */
 int raft_campaign(struct raft *r);
+
+/*
+ * Moves leadership to member to (etcd's MsgTransferLeader): the leader
+ * catches to up, then sends it MsgTimeoutNow, on which it campaigns at
+ * once without pre-vote, its votes granted despite leader leases. While
+ * the transfer runs, proposals fail with -EBUSY; it is abandoned after an
+ * election timeout, or when to leaves the configuration or the leader
+ * steps down. Asking for the transfer already in progress does nothing;
+ * asking for another one replaces it. On a follower, only to == this
+ * member is possible: the request goes to the leader naming the sender
+ * as transferee (the wire names the transferee by From). -EINVAL (to is
+ * not a voter this leader knows, or a follower asks for another member),
+ * -EALREADY (this node already leads), -EAGAIN (no leader known).
+ */
+int raft_transfer_leader(struct raft *r, uint64_t to);
+
+/*
+ * Applies a committed EntryConfChange (entry index index, decoded by the
+ * caller from raftpb.ConfChange) to the configuration, as etcd's
+ * node.ApplyConfChange: AddNode adds a voter or promotes a learner,
+ * AddLearnerNode adds a learner (or demotes a voter), RemoveNode removes
+ * a member, UpdateNode changes nothing here; node 0 changes nothing (etcd
+ * zeroes the node of a change it decided not to apply). Changing an
+ * existing member's role into its own role, or removing a member that is
+ * not there, changes nothing. Fills out (may be NULL) with the
+ * configuration now in force.
+ *
+ * Call it for each conf change entry taken from ready.committed, in
+ * order, before raft_advance of that ready (the core then knows the
+ * entry applied; it refuses to campaign while one is committed but not
+ * applied), and before compacting past it (the configuration at a
+ * snapshot point is taken from these calls). After a restart, the caller
+ * applies again the conf changes of entries after snap_index that the
+ * application had already applied. -EINVAL (unknown type, or the change
+ * would leave no voter: nothing changed), -ENOMEM (nothing changed).
+ */
+int raft_apply_conf_change(struct raft *r, uint64_t index, enum raft_conf_change_type type,
+			   uint64_t node, struct raft_conf_state *out);
+
+/* The configuration in force. */
+void raft_conf_state(const struct raft *r, struct raft_conf_state *out);
+
+enum raft_progress_state {
+	RAFT_PROGRESS_PROBE,
+	RAFT_PROGRESS_REPLICATE,
+	RAFT_PROGRESS_SNAPSHOT,  /* needs the snapshot being sent (MsgSnap) */
+};
+
+/* What a leader knows of one member (etcd's tracker.Progress). */
+struct raft_progress {
+	uint64_t id;
+	bool learner;
+	uint64_t match;            /* highest index known replicated there */
+	uint64_t next;             /* next index to send */
+	enum raft_progress_state state;
+	uint64_t pending_snapshot; /* RAFT_PROGRESS_SNAPSHOT: its index */
+	bool recent_active;        /* heard from since the last quorum check */
+};
+
+/* etcd's raft.Status: progress is filled on a leader only (n_progress 0
+ * elsewhere), one per member, this one included while it is a member. */
+struct raft_status {
+	uint64_t id;
+	uint64_t term;
+	uint64_t vote;
+	uint64_t commit;
+	uint64_t applied;          /* last index handed to the application */
+	uint64_t leader;
+	enum raft_role role;
+	uint64_t lead_transferee;  /* 0: no transfer in progress */
+	size_t n_progress;
+	struct raft_progress progress[RAFT_MAX_MEMBERS];
+};
+
+void raft_status(const struct raft *r, struct raft_status *st);
+
+/* One member's progress on a leader (for a transport: whether it waits
+ * for a snapshot; for MemberPromote: a learner's match). -EAGAIN when
+ * this node does not lead, -ENOENT for a member it does not track. */
+int raft_progress(const struct raft *r, uint64_t id, struct raft_progress *out);
 
 /* Whether raft_ready would return any work. */
 bool raft_has_ready(const struct raft *r);
 
 /* Fills rd with the pending work; everything it points to stays valid and
- * unchanged until raft_advance. Call nothing else on r in between. */
+ * unchanged until raft_advance. Call nothing else on r in between but
+ * raft_apply_conf_change (its messages come in the next ready). */
 void raft_ready(struct raft *r, struct raft_ready *rd);
 
 /* The caller took everything out of rd (the last raft_ready). */

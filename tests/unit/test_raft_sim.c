@@ -1,10 +1,16 @@
 /*
- * The Raft core in a simulated cluster, driven by a seed: 3 or 5 nodes,
- * each with a simulated WAL (writes become durable after a delay, in
- * order; a crash loses what was not yet durable), a network that drops,
- * delays, duplicates and reorders messages and partitions the nodes,
- * crashes and restarts, log compaction with snapshots sent to followers
- * that fell behind, proposals and ReadIndex requests.
+ * The Raft core in a simulated cluster, driven by a seed: 3 or 5 voters
+ * at first and spare nodes that membership changes add (as learners,
+ * promoted later, or as voters at once) while members are removed, the
+ * leader too; each node with a simulated WAL (writes become durable
+ * after a delay, in order; a crash loses what was not yet durable), a
+ * network that drops, delays, duplicates and reorders messages and
+ * partitions the nodes, crashes and restarts from the durable state only,
+ * log compaction with snapshots sent to followers that fell behind,
+ * leadership transfers, proposals and ReadIndex requests. Conf changes
+ * travel as proposed EntryConfChange entries that the simulated
+ * application applies with raft_apply_conf_change; a node that applies
+ * its own removal stops for good (as etcd's server does).
  *
  * After every step it checks Raft's safety properties:
  *   election safety     at most one leader per term, ever;
@@ -12,33 +18,44 @@
  *                       same entry, and so are the entries before them;
  *   leader completeness a leader holds every entry committed before its
  *                       term began;
- *   durability          a committed entry is durable on a quorum;
+ *   durability          an entry a leader commits is durable on a quorum
+ *                       of that leader's voters;
  *   state machine       every node applies the same entry at an index,
  *                       and only entries committed and durable in its
  *                       own WAL;
  *   ReadIndex           a read index covers everything committed before
  *                       the read was asked.
  * and at the end, with the network healed, that the cluster makes
- * progress. A failure prints its seed; CETCD_RAFT_SEED=n reruns one.
+ * progress. A failure prints its seed; CETCD_RAFT_SEED=n reruns one, and
+ * CETCD_RAFT_RUNS=n runs seeds 1..n (default 10000). The totals printed
+ * at the end (elections, conf changes, transfers, snapshots) must all be
+ * nonzero, so the run is known to exercise them.
  */
 #include "test_wal_util.h"
 
 #include "raftd/raft.h"
 
-#define MAXN 5
-#define MAXIDX 8192
-#define MAXTERM 100000
-#define MAXBATCH 512
-#define MAXHELD 4096
-#define MAXNET 16384
+#define MAXN 7           /* node slots: initial voters, then spares */
+#define STEPS 1200        /* chaotic steps per seed */
+#define MAXIDX 4096
+#define MAXTERM 20000
+#define MAXBATCH 256
+#define MAXHELD 1024
+#define MAXNET 4096
+
+/* Conf change entries carry this tag in their value: the rest holds a
+ * sequence number, the change type and the node. */
+#define CC_TAG (1ull << 63)
 
 static uint64_t cur_seed;
 
 #define SIM_CHECK(cond)                                                      \
 	do {                                                                 \
 		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: check failed: %s (seed %llu)\n", \
+			fprintf(stderr, "%s:%d: check failed: %s (seed %llu; "   \
+				"rerun it alone with CETCD_RAFT_SEED=%llu)\n", \
 				__FILE__, __LINE__, #cond,                   \
+				(unsigned long long)cur_seed,                \
 				(unsigned long long)cur_seed);               \
 			exit(1);                                             \
 		}                                                            \
@@ -49,11 +66,13 @@ struct sentry {
 	uint64_t value; /* the 8 data bytes; 0 for an empty entry */
 };
 
-/* A message on the wire: the raft_msg with its entries copied. */
+/* A message on the wire: the raft_msg with its entries (and a
+ * snapshot's configuration) copied. */
 struct wire {
 	struct raft_msg m;
 	struct raft_entry *ents;
 	uint64_t *vals;
+	struct raft_conf_state *conf;
 	uint64_t due;
 };
 
@@ -65,6 +84,7 @@ struct batch {
 	struct raft_hardstate hs;
 	bool has_snap;
 	uint64_t snap_index, snap_term;
+	struct raft_conf_state *snap_conf; /* with has_snap */
 	uint64_t due;
 };
 
@@ -78,9 +98,12 @@ struct node {
 	struct raft *r;
 	bool up;
 	uint64_t down_until;
+	uint64_t retire_at;  /* applied its own removal: stops for good then */
+	bool retired;
 	/* the disk */
 	struct raft_hardstate dhs;
 	uint64_t dsnap_index, dsnap_term;
+	struct raft_conf_state dsnap_conf;
 	struct sentry dlog[MAXIDX]; /* index i at dlog[i]; valid (dsnap_index, dlast] */
 	uint64_t dlast;
 	/* the WAL pipeline */
@@ -99,7 +122,8 @@ struct node {
 };
 
 static struct sim {
-	size_t n;
+	size_t n;          /* node slots in use */
+	size_t n_initial;  /* voters at the start: nodes 1..n_initial */
 	struct node nodes[MAXN];
 	struct wire net[MAXNET];
 	size_t nnet;
@@ -117,7 +141,10 @@ static struct sim {
 	uint64_t committed_max;
 	struct { uint64_t value; bool set; } app[MAXIDX];
 	uint64_t next_value;
+	bool removed[MAXN + 1];  /* ids never to be added again (etcd's rule) */
+	uint64_t transfer_to, transfer_term;
 	unsigned reads_done, snaps_installed, crashes;
+	unsigned elections, conf_applied, transfers_started, transfers_done;
 } S;
 
 static uint64_t rnd(void)
@@ -141,14 +168,21 @@ static uint64_t val_of(const struct raft_entry *e)
 	return v;
 }
 
+static uint32_t type_of(uint64_t value)
+{
+	return value & CC_TAG ? RAFT_ENTRY_CONF_CHANGE : RAFT_ENTRY_NORMAL;
+}
+
 /* ---- the network ---- */
 
 static void wire_free(struct wire *w)
 {
 	free(w->ents);
 	free(w->vals);
+	free(w->conf);
 	w->ents = NULL;
 	w->vals = NULL;
+	w->conf = NULL;
 }
 
 static struct wire wire_copy(const struct raft_msg *m)
@@ -165,6 +199,12 @@ static struct wire wire_copy(const struct raft_msg *m)
 		}
 	}
 	w.m.entries = w.ents;
+	if (m->snap_conf) {
+		w.conf = malloc(sizeof(*w.conf));
+		SIM_CHECK(w.conf);
+		*w.conf = *m->snap_conf;
+		w.m.snap_conf = w.conf;
+	}
 	return w;
 }
 
@@ -197,6 +237,7 @@ static void deliver(struct wire *w)
 		for (size_t i = 0; i < w->m.n_entries; i++)
 			w->ents[i].data = w->ents[i].len ? (uint8_t *)&w->vals[i] : NULL;
 		w->m.entries = w->ents;
+		w->m.snap_conf = w->conf;
 		SIM_CHECK(raft_step(to->r, &w->m) == 0);
 	}
 	if (w->m.type == RAFT_MSG_SNAP && from->up)
@@ -226,16 +267,32 @@ static void net_step(void)
 
 /* ---- nodes ---- */
 
+/* The application's conf change: decodes the entry's value. */
+static void cc_decode(uint64_t value, enum raft_conf_change_type *type, uint64_t *node)
+{
+	*type = (enum raft_conf_change_type)((value >> 8) & 0xff);
+	*node = value & 0xff;
+}
+
 static void node_start(struct node *nd)
 {
 	struct raft_config c;
 	uint64_t voters[MAXN];
-	for (size_t i = 0; i < S.n; i++)
+	for (size_t i = 0; i < S.n_initial; i++)
 		voters[i] = i + 1;
 	raft_config_defaults(&c);
 	c.id = nd->id;
-	c.voters = voters;
-	c.n_voters = S.n;
+	/* the configuration at the WAL's snapshot: the initial one (which
+	 * spare nodes are told too, not being in it) or the snapshot's */
+	if (nd->dsnap_index) {
+		c.voters = nd->dsnap_conf.voters;
+		c.n_voters = nd->dsnap_conf.n_voters;
+		c.learners = nd->dsnap_conf.learners;
+		c.n_learners = nd->dsnap_conf.n_learners;
+	} else {
+		c.voters = voters;
+		c.n_voters = S.n_initial;
+	}
 	c.seed = rnd();
 	c.max_inflight = 1 + (unsigned)(rnd() % 8);
 	c.max_msg_bytes = 8 * (1 + rnd() % 4);
@@ -251,6 +308,7 @@ static void node_start(struct node *nd)
 		const struct sentry *s = &nd->dlog[si + 1 + i];
 		ents[i].index = si + 1 + i;
 		ents[i].term = s->term;
+		ents[i].type = type_of(s->value);
 		if (s->value) {
 			ents[i].len = 8;
 			ents[i].data = raftd_malloc(8);
@@ -260,6 +318,15 @@ static void node_start(struct node *nd)
 	}
 	struct raft_hardstate hs = nd->dhs;
 	SIM_CHECK(raft_new(&c, &hs, si, st, ents, n, nd->applied, &nd->r) == 0);
+	/* the conf changes the application applied after the snapshot */
+	for (uint64_t i = si + 1; i <= nd->applied && i <= last; i++) {
+		enum raft_conf_change_type type;
+		uint64_t node;
+		if (type_of(nd->dlog[i].value) != RAFT_ENTRY_CONF_CHANGE)
+			continue;
+		cc_decode(nd->dlog[i].value, &type, &node);
+		SIM_CHECK(raft_apply_conf_change(nd->r, i, type, node, NULL) == 0);
+	}
 	nd->up = true;
 	nd->checked_commit = 0;
 }
@@ -269,8 +336,10 @@ static void node_crash(struct node *nd)
 	raft_free(nd->r);
 	nd->r = NULL;
 	nd->up = false;
-	for (size_t i = 0; i < nd->qn; i++)
+	for (size_t i = 0; i < nd->qn; i++) {
 		free(nd->q[(nd->qhead + i) % MAXBATCH].ents);
+		free(nd->q[(nd->qhead + i) % MAXBATCH].snap_conf);
+	}
 	nd->qn = 0;
 	nd->handed = nd->durable = 0;
 	for (size_t i = 0; i < nd->nheld; i++)
@@ -289,6 +358,7 @@ static void node_persist(struct node *nd)
 		if (b->has_snap) {
 			nd->dsnap_index = b->snap_index;
 			nd->dsnap_term = b->snap_term;
+			nd->dsnap_conf = *b->snap_conf;
 			nd->dlast = b->snap_index;
 			if (b->snap_index > nd->applied)
 				nd->applied = b->snap_index;
@@ -306,6 +376,7 @@ static void node_persist(struct node *nd)
 		if (b->n)
 			raft_persisted(nd->r, b->first + b->n - 1, b->ents[b->n - 1].term);
 		free(b->ents);
+		free(b->snap_conf);
 	}
 	size_t k = 0;
 	for (size_t i = 0; i < nd->nheld; i++) {
@@ -321,7 +392,12 @@ static void node_persist(struct node *nd)
  * a quorum. Run before nd compacts its log, too. */
 static void record_commits(struct node *nd)
 {
-	size_t q = S.n / 2 + 1;
+	/* A leader's commit is durable on a quorum of its voters (it may
+	 * not count itself, once removed). A follower only learns commits
+	 * a leader made, under a configuration it may not know yet. */
+	struct raft_conf_state cs;
+	raft_conf_state(nd->r, &cs);
+	bool leader = raft_is_leader(nd->r);
 	const struct raftlog *l = raft_log(nd->r);
 	uint64_t term = raft_term(nd->r);
 	uint64_t commit = raft_commit_index(nd->r);
@@ -339,12 +415,12 @@ static void record_commits(struct node *nd)
 		S.committed[i].value = val_of(e);
 		S.committed[i].seen_term = term;
 		size_t durable = 0;
-		for (size_t j = 0; j < S.n; j++) {
-			struct node *o = &S.nodes[j];
+		for (size_t j = 0; j < cs.n_voters; j++) {
+			struct node *o = &S.nodes[cs.voters[j] - 1];
 			durable += (i <= o->dsnap_index) ||
 				   (i <= o->dlast && o->dlog[i].term == e->term);
 		}
-		SIM_CHECK(durable >= q);
+		SIM_CHECK(!leader || durable >= cs.n_voters / 2 + 1);
 		if (i > S.committed_max)
 			S.committed_max = i;
 	}
@@ -365,11 +441,27 @@ static void apply(struct node *nd, const struct raft_entry *e)
 		return;
 	}
 	SIM_CHECK(e->index == nd->applied + 1);
+	SIM_CHECK(e->type == type_of(v));
 	if (S.app[e->index].set)
 		SIM_CHECK(S.app[e->index].value == v);
+	else
+		S.conf_applied += e->type == RAFT_ENTRY_CONF_CHANGE;
 	S.app[e->index].set = true;
 	S.app[e->index].value = v;
 	nd->applied = e->index;
+	if (e->type == RAFT_ENTRY_CONF_CHANGE) {
+		enum raft_conf_change_type type;
+		uint64_t node;
+		cc_decode(v, &type, &node);
+		/* commits so far were made under the old configuration */
+		record_commits(nd);
+		SIM_CHECK(raft_apply_conf_change(nd->r, e->index, type, node, NULL) == 0);
+		if (type == RAFT_CONF_REMOVE_NODE) {
+			S.removed[node] = true;
+			if (node == nd->id && !nd->retire_at)
+				nd->retire_at = S.now + 1 + rnd() % 50;
+		}
+	}
 }
 
 static void node_ready(struct node *nd)
@@ -406,6 +498,11 @@ static void node_ready(struct node *nd)
 			b->has_snap = rd.has_snapshot;
 			b->snap_index = rd.snap_index;
 			b->snap_term = rd.snap_term;
+			if (rd.has_snapshot) {
+				b->snap_conf = malloc(sizeof(*b->snap_conf));
+				SIM_CHECK(b->snap_conf);
+				*b->snap_conf = *rd.snap_conf;
+			}
 			uint64_t prev_due = nd->qn ? nd->q[(nd->qhead + nd->qn - 1) % MAXBATCH].due : 0;
 			b->due = S.now + rnd() % 4;
 			if (S.chaos && chance(10))
@@ -419,6 +516,15 @@ static void node_ready(struct node *nd)
 			apply(nd, &rd.committed[i]);
 		for (size_t i = 0; i < rd.n_msgs; i++) {
 			struct wire w = wire_copy(&rd.msgs[i]);
+			if (w.m.type == RAFT_MSG_SNAP) {
+				/* the transport sends the application's state, as
+				 * etcd's server does: at its applied index, with
+				 * the configuration in force there */
+				w.m.snap_index = nd->applied;
+				w.m.snap_term = raftlog_term(raft_log(nd->r), nd->applied);
+				SIM_CHECK(w.m.snap_term);
+				raft_conf_state(nd->r, w.conf);
+			}
 			if (rd.msgs_after_persist && nd->durable < nd->handed) {
 				SIM_CHECK(nd->nheld < MAXHELD);
 				nd->held[nd->nheld++] = (struct held){ nd->handed, w };
@@ -458,6 +564,13 @@ static void check_all(void)
 		SIM_CHECK(term < MAXTERM);
 		if (raft_is_leader(nd->r)) {
 			SIM_CHECK(S.leader_of[term] == 0 || S.leader_of[term] == nd->id);
+			if (!S.leader_of[term]) {
+				S.elections++;
+				if (nd->id == S.transfer_to && term > S.transfer_term) {
+					S.transfers_done++;
+					S.transfer_to = 0;
+				}
+			}
 			S.leader_of[term] = nd->id;
 		}
 		/* log matching through a canonical (index, term) -> entry map */
@@ -511,8 +624,12 @@ static void step_all(void)
 	net_step();
 	for (size_t k = 0; k < S.n; k++) {
 		struct node *nd = &S.nodes[k];
+		if (nd->up && nd->retire_at && S.now >= nd->retire_at) {
+			node_crash(nd);
+			nd->retired = true;
+		}
 		if (!nd->up) {
-			if (S.now >= nd->down_until)
+			if (!nd->retired && S.now >= nd->down_until)
 				node_start(nd);
 			continue;
 		}
@@ -525,17 +642,69 @@ static void step_all(void)
 	check_all();
 }
 
+static bool in_list(const uint64_t *ids, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/* A membership change the leader nd proposes, chosen from its
+ * configuration: add a spare (as learner or voter), promote a learner,
+ * remove a learner or a voter (itself too) while three voters remain. */
+static void propose_conf_change(struct node *nd)
+{
+	struct raft_conf_state cs;
+	raft_conf_state(nd->r, &cs);
+	uint64_t id = 1 + rnd() % S.n;
+	enum raft_conf_change_type type;
+	if (in_list(cs.learners, cs.n_learners, id))
+		type = chance(700) ? RAFT_CONF_ADD_NODE : RAFT_CONF_REMOVE_NODE;
+	else if (in_list(cs.voters, cs.n_voters, id))
+		type = cs.n_voters >= 3 ? RAFT_CONF_REMOVE_NODE : RAFT_CONF_UPDATE_NODE;
+	else if (!S.removed[id])
+		type = chance(600) ? RAFT_CONF_ADD_LEARNER_NODE : RAFT_CONF_ADD_NODE;
+	else
+		return;
+	uint64_t v = CC_TAG | (++S.next_value << 16) | ((uint64_t)type << 8) | id;
+	struct raft_entry e = { .type = RAFT_ENTRY_CONF_CHANGE, .len = 8, .data = (uint8_t *)&v };
+	int rc = raft_propose(nd->r, &e, 1);
+	SIM_CHECK(rc == 0 || rc == -EBUSY || rc == -EPERM);
+}
+
+/* The leader nd hands leadership to a random voter. */
+static void transfer(struct node *nd)
+{
+	struct raft_conf_state cs;
+	raft_conf_state(nd->r, &cs);
+	if (!cs.n_voters)
+		return;
+	uint64_t to = cs.voters[rnd() % cs.n_voters];
+	int rc = raft_transfer_leader(nd->r, to);
+	SIM_CHECK(rc == 0 || rc == -EALREADY);
+	if (rc == 0) {
+		S.transfers_started++;
+		S.transfer_to = to;
+		S.transfer_term = raft_term(nd->r);
+	}
+}
+
 static void client(void)
 {
 	size_t k = rnd() % S.n;
 	struct node *nd = &S.nodes[k];
 	if (!nd->up)
 		return;
-	if (chance(600)) {
+	if (raft_is_leader(nd->r) && chance(60)) {
+		propose_conf_change(nd);
+	} else if (raft_is_leader(nd->r) && chance(40)) {
+		transfer(nd);
+	} else if (chance(600)) {
 		uint64_t v = ++S.next_value;
 		struct raft_entry e = { .len = 8, .data = (uint8_t *)&v };
 		int rc = raft_propose(nd->r, &e, 1);
-		SIM_CHECK(rc == 0 || rc == -EAGAIN);
+		SIM_CHECK(rc == 0 || rc == -EAGAIN || rc == -EBUSY || rc == -EPERM);
 	} else if (nd->nreads < 64) {
 		uint64_t ctx = ((uint64_t)nd->id << 40) | ++nd->next_ctx;
 		if (raft_read_index(nd->r, ctx) == 0) {
@@ -571,22 +740,43 @@ static void chaos(void)
 	}
 }
 
-static void sim_run(uint64_t seed, size_t n, unsigned steps)
+static void sim_free(void)
 {
 	for (size_t k = 0; k < S.n; k++)
 		if (S.nodes[k].up)
 			node_crash(&S.nodes[k]);
 	for (size_t i = 0; i < S.nnet; i++)
 		wire_free(&S.net[i]);
+}
+
+/* Whether every member of the leader nd's configuration is up and has
+ * applied up to index. */
+static bool members_applied(struct node *nd, uint64_t index)
+{
+	struct raft_conf_state cs;
+	raft_conf_state(nd->r, &cs);
+	for (size_t i = 0; i < cs.n_voters + cs.n_learners; i++) {
+		uint64_t id = i < cs.n_voters ? cs.voters[i] : cs.learners[i - cs.n_voters];
+		struct node *o = &S.nodes[id - 1];
+		if (!o->up || o->applied < index)
+			return false;
+	}
+	return true;
+}
+
+static void sim_run(uint64_t seed, size_t n_initial, unsigned steps)
+{
+	sim_free();
 	memset(&S, 0, sizeof(S));
 	cur_seed = seed;
 	S.rng = seed * 0x2545f4914f6cdd1dull + 7;
-	S.n = n;
+	S.n = MAXN;
+	S.n_initial = n_initial;
 	S.p_drop = (unsigned)(rnd() % 200);
 	S.p_dup = (unsigned)(rnd() % 100);
 	S.max_delay = 1 + (unsigned)(rnd() % 6);
 	S.chaos = true;
-	for (size_t k = 0; k < n; k++) {
+	for (size_t k = 0; k < S.n; k++) {
 		S.nodes[k].id = k + 1;
 		node_start(&S.nodes[k]);
 	}
@@ -597,30 +787,45 @@ static void sim_run(uint64_t seed, size_t n, unsigned steps)
 		chaos();
 	}
 	/* Heal: everyone up, one network, no loss. Then the cluster must
-	 * elect a leader and commit new proposals everywhere. */
+	 * elect a leader and commit new proposals on every member. */
 	S.chaos = false;
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < S.n; k++)
 		S.group[k] = 0;
 	uint64_t target = 0;
+	struct node *lead = NULL;
 	for (unsigned s = 0; s < 3000; s++) {
 		step_all();
-		for (size_t k = 0; k < n; k++) {
+		for (size_t k = 0; k < S.n && !target; k++) {
 			struct node *nd = &S.nodes[k];
-			if (nd->up && raft_is_leader(nd->r) && !target && S.now % 7 == 0) {
+			if (nd->up && raft_is_leader(nd->r) && S.now % 7 == 0) {
 				uint64_t v = ++S.next_value;
 				struct raft_entry e = { .len = 8, .data = (uint8_t *)&v };
-				SIM_CHECK(raft_propose(nd->r, &e, 1) == 0);
-				target = raft_last_index(nd->r);
+				if (raft_propose(nd->r, &e, 1) == 0) {
+					target = raft_last_index(nd->r);
+					lead = nd;
+				}
 			}
 		}
-		bool done = target != 0;
-		for (size_t k = 0; k < n && done; k++)
-			done = S.nodes[k].up && S.nodes[k].applied >= target;
-		if (done)
+		if (target && lead->up && raft_is_leader(lead->r) && members_applied(lead, target))
 			return;
 		/* a proposal lost with its leader is asked again */
 		if (target && s % 400 == 399)
 			target = 0;
+	}
+	for (size_t k = 0; k < S.n; k++) {
+		struct node *nd = &S.nodes[k];
+		struct raft_conf_state cs = { 0 };
+		if (nd->up)
+			raft_conf_state(nd->r, &cs);
+		fprintf(stderr, "node %llu: last %llu/%llu %s role %d term %llu commit %llu applied %llu "
+			"voters %zu learners %zu\n", (unsigned long long)nd->id,
+			(unsigned long long)(nd->up ? raft_last_index(nd->r) : 0),
+			(unsigned long long)(nd->up ? raftlog_last_term(raft_log(nd->r)) : 0),
+			nd->retired ? "retired" : nd->up ? "up" : "down",
+			nd->up ? (int)raft_role(nd->r) : -1,
+			(unsigned long long)(nd->up ? raft_term(nd->r) : 0),
+			(unsigned long long)(nd->up ? raft_commit_index(nd->r) : 0),
+			(unsigned long long)nd->applied, cs.n_voters, cs.n_learners);
 	}
 	SIM_CHECK(!"no progress after the network healed");
 }
@@ -630,37 +835,46 @@ int main(void)
 	const char *env = getenv("CETCD_RAFT_SEED");
 	if (env) {
 		uint64_t seed = strtoull(env, NULL, 0);
-		sim_run(seed, 3 + 2 * (seed % 2), 4000);
-		printf("seed %llu: ok\n", (unsigned long long)seed);
+		sim_run(seed, 3 + 2 * (seed % 2), STEPS);
+		printf("seed %llu: ok (%u elections, %u conf changes applied, %u of %u transfers "
+		       "done, %u snapshots installed)\n", (unsigned long long)seed, S.elections,
+		       S.conf_applied, S.transfers_done, S.transfers_started, S.snaps_installed);
+		sim_free();
 		return 0;
 	}
-	/* CETCD_RAFT_RUNS=n runs seeds 1..n (default 300). */
 	const char *nruns = getenv("CETCD_RAFT_RUNS");
-	uint64_t max_seed = nruns ? strtoull(nruns, NULL, 0) : 300;
+	uint64_t max_seed = nruns ? strtoull(nruns, NULL, 0) : 10000;
 	unsigned runs = 0;
 	uint64_t commits = 0, reads = 0, snaps = 0, crashes = 0, terms = 0;
+	uint64_t elections = 0, confs = 0, transfers = 0, transfers_started = 0;
 	for (uint64_t seed = 1; seed <= max_seed; seed++) {
-		sim_run(seed, 3 + 2 * (seed % 2), 4000);
+		sim_run(seed, 3 + 2 * (seed % 2), STEPS);
 		runs++;
 		commits += S.committed_max;
 		reads += S.reads_done;
 		snaps += S.snaps_installed;
 		crashes += S.crashes;
+		elections += S.elections;
+		confs += S.conf_applied;
+		transfers += S.transfers_done;
+		transfers_started += S.transfers_started;
 		for (size_t k = 0; k < S.n; k++)
 			if (S.nodes[k].up && raft_term(S.nodes[k].r) > terms)
 				terms = raft_term(S.nodes[k].r);
 	}
-	printf("raft sim: %u runs, %llu entries committed, %llu reads, %llu snapshots "
-	       "installed, %llu crashes, highest term %llu\n", runs,
+	printf("raft sim: %u runs of %u steps, %llu entries committed, %llu reads, %llu elections, "
+	       "%llu conf changes applied, %llu of %llu transfers done, %llu snapshots installed, "
+	       "%llu crashes, highest term %llu\n", runs, STEPS,
 	       (unsigned long long)commits, (unsigned long long)reads,
-	       (unsigned long long)snaps, (unsigned long long)crashes,
-	       (unsigned long long)terms);
-	CHECK(commits > 1000 && reads > 100 && snaps > 0 && crashes > 10);
-	for (size_t k = 0; k < S.n; k++)
-		if (S.nodes[k].up)
-			node_crash(&S.nodes[k]);
-	for (size_t i = 0; i < S.nnet; i++)
-		wire_free(&S.net[i]);
+	       (unsigned long long)elections, (unsigned long long)confs,
+	       (unsigned long long)transfers, (unsigned long long)transfers_started,
+	       (unsigned long long)snaps, (unsigned long long)crashes, (unsigned long long)terms);
+	printf("raft sim: per run %.1f elections, %.2f conf changes, %.2f transfers, "
+	       "%.2f snapshots\n", (double)elections / runs, (double)confs / runs,
+	       (double)transfers / runs, (double)snaps / runs);
+	CHECK(commits > runs && reads > 0 && snaps > 0 && crashes > 0 && elections > runs &&
+	      confs > 0 && transfers > 0);
+	sim_free();
 	printf("test_raft_sim: ok\n");
 	return 0;
 }
