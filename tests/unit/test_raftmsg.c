@@ -312,9 +312,8 @@ static void test_contexts(void)
 
 int main(void)
 {
-	uint64_t seed = getenv("CETCD_TEST_SEED") ? strtoull(getenv("CETCD_TEST_SEED"), NULL, 10)
-						  : (uint64_t)time(NULL);
-	printf("test_raftmsg: seed %llu\n", (unsigned long long)seed);
+	uint64_t seed = rm_test_seed("test_raftmsg");
+
 	wt_count_allocs();
 	test_vectors();
 	test_random_roundtrip(seed);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "raftd/raftmsg.h"
 
@@ -169,6 +170,17 @@ static inline struct raftmsg_conf_change *rm_conf_change(struct rm_gen *g)
 	cc->node_id = rm_value(g);
 	rm_bytes(g, &cc->has_context, &cc->context, &cc->context_len);
 	return cc;
+}
+
+/* The seed of a unit test: CETCD_TEST_SEED, else the time; printed so
+ * that a failure can be repeated. */
+static inline uint64_t rm_test_seed(const char *test)
+{
+	const char *env = getenv("CETCD_TEST_SEED");
+	uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+
+	printf("%s: seed %llu\n", test, (unsigned long long)seed);
+	return seed;
 }
 
 /* Hex (or "-" for nothing) to bytes at out; returns the count, or
