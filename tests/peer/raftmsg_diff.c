@@ -56,6 +56,8 @@ static void buf_reserve(struct buf *b, size_t more)
 
 static void buf_put(struct buf *b, const void *p, size_t n)
 {
+	if (n == 0)
+		return;
 	buf_reserve(b, n);
 	memcpy(b->p + b->len, p, n);
 	b->len += n;
