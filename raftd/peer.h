@@ -1,0 +1,132 @@
+/*
+ * raftd's peer transport: etcd 3.4's rafthttp, so that cetcd and etcd
+ * members form one cluster.
+ *
+ * Served on the peer URLs (http, https, unix, unixs):
+ *   GET  /raft/stream/msgappv2/<from>  a long-lived stream of MsgApp to
+ *                                      that peer (msgappv2.h)
+ *   GET  /raft/stream/message/<from>   a long-lived stream of the other
+ *                                      messages to that peer (msgframe.h)
+ *   POST /raft                         one message (the pipeline)
+ *   POST /raft/snapshot                a MsgSnap and the db file after it
+ *   GET  /raft/probing                 liveness probe
+ *   GET  /version                      {"etcdserver":..,"etcdcluster":..}
+ *   GET  /members                      the members as etcd's JSON array
+ * with etcd's headers (X-Etcd-Cluster-ID, X-Server-From, X-Server-Version,
+ * X-Min-Cluster-Version, X-Raft-To, X-PeerURLs) and its checks (a cluster
+ * id mismatch, a removed member, a request for another member), answered
+ * with etcd's status codes and texts.
+ *
+ * Dialed: to each peer, the two streams (the peer writes the messages it
+ * has for this member on them), reconnected with backoff; messages to a
+ * peer go on its stream from this member when that peer has dialed it,
+ * MsgApp on msgappv2, others on message, and otherwise through the
+ * pipeline.
+ *
+ * Threads: the transport runs its own thread(s); the loop thread calls
+ * peer_send (never blocks: a full queue drops the message and reports
+ * the peer unreachable, as etcd does) and takes what arrived with
+ * peer_recv when peer_event_fd is readable.
+ *
+ * All functions return 0 or a negative errno unless said otherwise.
+ */
+#ifndef CETCD_RAFTD_PEER_H
+#define CETCD_RAFTD_PEER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raftd/raftmsg.h"
+
+struct config_urls;
+struct tls_ctx;
+
+struct peer_opts {
+	uint64_t self_id;
+	uint64_t cluster_id;
+	const struct config_urls *listen;   /* --listen-peer-urls, bound here */
+	const char *const *self_urls;       /* this member's advertised peer
+					     * URLs (X-PeerURLs) */
+	size_t n_self_urls;
+	struct tls_ctx *server_tls;         /* for https/unixs listeners; NULL
+					     * without peer TLS */
+	struct tls_ctx *client_tls;         /* for dialing https/unixs peers */
+	const char *server_version;         /* "3.4.0" */
+	const char *min_cluster_version;    /* "3.0.0" */
+	size_t queue_msgs;                  /* per peer; 0 = etcd's 4096 */
+};
+
+/* A peer to talk to. */
+struct peer_member {
+	uint64_t id;
+	const char *const *urls;            /* its peer URLs */
+	size_t n_urls;
+};
+
+/* What peer_recv hands over. */
+enum peer_event_kind {
+	PEER_EV_MESSAGE = 1,     /* msg: a message for this member */
+	PEER_EV_UNREACHABLE,     /* id: a message to it could not be sent */
+	PEER_EV_SNAPSHOT_DONE,   /* id, ok: a snapshot send ended */
+	PEER_EV_REMOVED,         /* a peer answered that this member was
+				  * removed from the cluster */
+};
+
+struct peer_event {
+	enum peer_event_kind kind;
+	uint64_t id;
+	bool ok;
+	struct raftmsg msg;      /* PEER_EV_MESSAGE: decoded, pointing into
+				  * buf */
+	uint8_t *buf;            /* owned by the event */
+	/* PEER_EV_MESSAGE of type MsgSnap: the db file received after it,
+	 * written to this path (owned by the event; the receiver renames it
+	 * into place), or NULL */
+	char *snap_db_path;
+};
+
+struct peer;
+
+/* Binds the listeners and starts the transport. -EADDRINUSE and the like
+ * for a listener (logged with the address), -ENOMEM. */
+int peer_start(const struct peer_opts *o, struct peer **out);
+
+/* Stops every thread, closes every connection and frees p. NULL is fine. */
+void peer_stop(struct peer *p);
+
+/* The peers to talk to (this member not among them), replacing the last
+ * set: new ones are dialed, gone ones dropped. removed: members removed
+ * from the cluster, answered "removed member" when they call. */
+int peer_set_members(struct peer *p, const struct peer_member *v, size_t n,
+		     const uint64_t *removed, size_t n_removed);
+
+/* The JSON GET /members answers (etcd's []Member as json.Marshal writes
+ * it); copied. */
+int peer_set_members_json(struct peer *p, const char *json, size_t len);
+
+/* Queues m (encoded here; m's bytes are not kept) for its recipient m->to.
+ * -ENOENT for an unknown peer; a full queue drops it (0 is returned and
+ * PEER_EV_UNREACHABLE follows). */
+int peer_send(struct peer *p, const struct raftmsg *m);
+
+/* Sends a MsgSnap m followed by the db file at db_path (a file the
+ * transport may read until the send ends; PEER_EV_SNAPSHOT_DONE says how
+ * it ended). */
+int peer_send_snapshot(struct peer *p, const struct raftmsg *m, const char *db_path);
+
+/* Readable (level-triggered) while events wait. */
+int peer_event_fd(const struct peer *p);
+
+/* Takes the next event: 0, or -EAGAIN when none waits. */
+int peer_recv(struct peer *p, struct peer_event *ev);
+
+/* Frees what an event owns. */
+void peer_event_release(struct peer_event *ev);
+
+/* Whether both streams to peer id are connected now, and since when
+ * (CLOCK_MONOTONIC ns; 0 when not): etcd's ActiveSince, for the
+ * --strict-reconfig-check health checks. */
+uint64_t peer_active_since(struct peer *p, uint64_t id);
+
+#endif
