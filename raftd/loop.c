@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -19,11 +20,14 @@
 #include "raftd/bootstrap.h"
 #include "raftd/feed.h"
 #include "raftd/members.h"
+#include "raftd/outbox.h"
+#include "raftd/peer.h"
 #include "raftd/proposals.h"
 #include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
+#include "shm/config/member_json.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 #include "shm/status.h"
@@ -44,7 +48,7 @@
 #define LOOP_MAX_MSG_BYTES (1u << 20)
 #define LOOP_MAX_INFLIGHT 512u
 
-enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP };
+enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP, TAG_PEER };
 
 /* The last entry of a ready saved into WAL batch seq. */
 struct loop_persist {
@@ -60,6 +64,10 @@ struct loop {
 	struct feed feed;
 	struct proposals props;
 	struct members members;
+	struct peer *peer;            /* the transport; NULL: no peers */
+	struct outbox outbox;         /* messages to peers */
+	struct msgconv_scratch conv;  /* messages from peers */
+	bool removed;                 /* this member left the cluster */
 	struct shm_waker waker;        /* raftd's doorbell, bridged to epfd */
 	_Atomic uint64_t waker_epoch;  /* stored's epoch as the loop last saw it */
 	int epfd;
@@ -133,6 +141,8 @@ static void persist_done(struct loop *l)
 		raft_persisted(l->raft, l->persist[k].index, l->persist[k].term);
 		k++;
 	}
+	if (l->peer)
+		outbox_release(&l->outbox, durable);
 	if (k == 0)
 		return;
 	memmove(l->persist, l->persist + k, (l->n_persist - k) * sizeof(*l->persist));
@@ -201,6 +211,198 @@ static void maybe_compact(struct loop *l)
 		raft_compact(l->raft, to);
 }
 
+/* ---- peers ---- */
+
+/*
+ * Sends a ready's messages: at once, or, when the ready saved what must
+ * be durable before a follower speaks (raft.h), once the WAL batch
+ * holding it is. A MsgSnap cannot go yet (the snapshot needs the db
+ * sent after it): its peer is reported a failed snapshot after
+ * raft_advance (ids in snap_failed).
+ */
+static int send_msgs(struct loop *l, const struct raft_ready *rd, bool must_sync,
+		     uint64_t *snap_failed, size_t *n_snap_failed)
+{
+	if (!l->peer) {
+		l->stats.msgs_dropped += rd->n_msgs;
+		return 0;
+	}
+	for (size_t i = 0; i < rd->n_msgs; i++) {
+		const struct raft_msg *m = &rd->msgs[i];
+		int rc;
+		if (rd->msgs_after_persist && must_sync)
+			rc = outbox_hold(&l->outbox, m, wal_last_seq(l->wal));
+		else
+			rc = outbox_send(&l->outbox, m);
+		if (rc == -ENOTSUP && *n_snap_failed < RAFT_MAX_MEMBERS)
+			snap_failed[(*n_snap_failed)++] = m->to;
+		else if (rc == -ENOMEM)
+			return rc;
+	}
+	return 0;
+}
+
+/* The transport's view of the members: who to dial, and /members. */
+static void update_peers(struct loop *l)
+{
+	const struct membership *ms = &l->members.ms;
+	struct peer_member *v;
+	char *json = NULL;
+	size_t len = 1;
+
+	if (!l->peer)
+		return;
+	v = raftd_calloc(ms->count ? ms->count : 1, sizeof(*v));
+	if (!v)
+		goto out_nomem;
+	size_t n = 0;
+	for (size_t i = 0; i < ms->count; i++) {
+		if (ms->v[i].id == l->member_id)
+			continue;
+		v[n].id = ms->v[i].id;
+		v[n].urls = (const char *const *)ms->v[i].peer_urls;
+		v[n].n_urls = ms->v[i].n_peer_urls;
+		n++;
+	}
+	int rc = peer_set_members(l->peer, v, n, ms->removed, ms->n_removed);
+	raftd_free(v);
+	if (rc)
+		goto out_nomem;
+	/* GET /members: the members as etcd's JSON array */
+	json = raftd_malloc(2);
+	if (!json)
+		goto out_nomem;
+	json[0] = '[';
+	for (size_t i = 0; i < ms->count; i++) {
+		char *one;
+		size_t n1;
+		if (member_json_encode(&ms->v[i], &one, &n1))
+			goto out_nomem;
+		char *j = raftd_realloc(json, len + n1 + 2);
+		if (!j) {
+			free(one);
+			goto out_nomem;
+		}
+		json = j;
+		if (i)
+			json[len++] = ',';
+		memcpy(json + len, one, n1);
+		len += n1;
+		free(one);
+	}
+	json[len++] = ']';
+	if (peer_set_members_json(l->peer, json, len))
+		goto out_nomem;
+	raftd_free(json);
+	return;
+
+out_nomem:
+	raftd_free(json);
+	log_warn("cannot update the peer transport's members (out of memory); retried at the next change");
+}
+
+/* This member was removed from the cluster: it stops for good, as etcd. */
+static void removed_self(struct loop *l)
+{
+	if (l->removed)
+		return;
+	l->removed = true;
+	log_error("the member has been permanently removed from the cluster");
+	log_error("the data-dir used by this member must be removed");
+	loop_fail(l, -EIDRM, "this member was removed from the cluster");
+}
+
+/*
+ * Applies a committed entry to the membership and, for a configuration
+ * change it accepts, to the core (etcd applies a refused one as a no-op);
+ * *peers_changed says the transport's members need an update.
+ */
+static int apply_membership(struct loop *l, const struct raft_entry *e, bool *peers_changed)
+{
+	struct membership_result res;
+	int rc = members_apply(&l->members, e, &res);
+
+	if (rc || e->type != RAFT_ENTRY_CONF_CHANGE)
+		return rc;
+	enum raft_conf_change_type t;
+	switch (res.change) {
+	case MEMBERSHIP_ADDED:
+		t = res.cc_type == MEMBERSHIP_CC_ADD_LEARNER_NODE ? RAFT_CONF_ADD_LEARNER_NODE :
+								     RAFT_CONF_ADD_NODE;
+		break;
+	case MEMBERSHIP_PROMOTED:
+		t = RAFT_CONF_ADD_NODE;
+		break;
+	case MEMBERSHIP_REMOVED:
+		t = RAFT_CONF_REMOVE_NODE;
+		break;
+	case MEMBERSHIP_UPDATED:
+		t = RAFT_CONF_UPDATE_NODE;
+		break;
+	default:
+		return 0;
+	}
+	struct raft_conf_state cs;
+	rc = raft_apply_conf_change(l->raft, e->index, t, res.node_id, &cs);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc)
+		log_warn("the Raft core refused a configuration change that membership applied",
+			 LOG_U64("index", e->index), LOG_U64("node", res.node_id), LOG_ERRNO(rc));
+	*peers_changed = true;
+	if (res.change == MEMBERSHIP_REMOVED && res.node_id == l->member_id)
+		removed_self(l);
+	return 0;
+}
+
+/* Messages and news from peers. */
+static void on_peer(struct loop *l)
+{
+	struct peer_event ev;
+
+	for (int n = 0; n < 256 && !l->fatal && peer_recv(l->peer, &ev) == 0; n++) {
+		switch (ev.kind) {
+		case PEER_EV_MESSAGE: {
+			struct raft_msg m;
+			int rc = msgconv_from_wire(&ev.msg, &l->conv, &m);
+			if (rc == 0 && m.type == RAFT_MSG_SNAP) {
+				/* installing a leader's snapshot (the db received
+				 * with it) into stored is not built yet */
+				log_warn("a snapshot from the leader was refused: installing snapshots is not supported yet",
+					 LOG_U64("from", m.from), LOG_U64("index", m.snap_index));
+				rc = -ENOTSUP;
+			}
+			if (rc == 0)
+				rc = raft_step(l->raft, &m);
+			if (rc && rc != -ENOTSUP)
+				log_debug("dropped a message from a peer", LOG_U64("from", ev.msg.from),
+					  LOG_U64("type", ev.msg.type), LOG_ERRNO(rc));
+			break;
+		}
+		case PEER_EV_UNREACHABLE:
+			raft_report_unreachable(l->raft, ev.id);
+			break;
+		case PEER_EV_SNAPSHOT_DONE:
+			raft_report_snapshot(l->raft, ev.id, ev.ok);
+			break;
+		case PEER_EV_REMOVED:
+			removed_self(l);
+			break;
+		}
+		peer_event_release(&ev);
+	}
+}
+
+/* Forwards proposals to the leader (proposals.h): a follower's gateways
+ * are answered by this member's stored once the entries commit. */
+static int loop_forward(void *arg, uint64_t leader, const struct raft_entry *ents, size_t n)
+{
+	struct loop *l = arg;
+	struct raft_msg m = { .type = RAFT_MSG_PROP, .to = leader, .from = l->member_id,
+			      .entries = ents, .n_entries = n };
+	return outbox_send(&l->outbox, &m);
+}
+
 /* Takes one ready out of the core. */
 static void take_ready(struct loop *l)
 {
@@ -236,9 +438,12 @@ static void take_ready(struct loop *l)
 		loop_fail(l, rc, "cannot append to the WAL");
 		return;
 	}
-	l->stats.msgs_dropped += rd.n_msgs;
+	uint64_t snap_failed[RAFT_MAX_MEMBERS];
+	size_t n_snap_failed = 0;
+	rc = send_msgs(l, &rd, must_submit, snap_failed, &n_snap_failed);
+	bool peers_changed = false;
 	for (size_t i = 0; i < rd.n_committed && !rc; i++)
-		rc = members_apply(&l->members, &rd.committed[i]);
+		rc = apply_membership(l, &rd.committed[i], &peers_changed);
 	if (rc) {
 		loop_fail(l, rc, "cannot apply a membership change");
 		return;
@@ -254,6 +459,10 @@ static void take_ready(struct loop *l)
 		l->lead_seen = rd.leader;
 	}
 	raft_advance(l->raft, &rd);
+	for (size_t i = 0; i < n_snap_failed; i++)
+		raft_report_snapshot(l->raft, snap_failed[i], false);
+	if (peers_changed)
+		update_peers(l);
 	maybe_compact(l);
 	if (must_submit) {
 		rc = wal_submit(l->wal);
@@ -378,6 +587,9 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 		case TAG_STOP:
 			on_stop_fd(l, l->stop_fd, false);
 			break;
+		case TAG_PEER:
+			on_peer(l);
+			break;
 		}
 	}
 	observe_stored(l);
@@ -487,6 +699,8 @@ static int open_fds(struct loop *l, const struct loop_options *o)
 		rc = epoll_watch(l->epfd, l->stop_fd, TAG_STOP);
 	if (!rc && l->signal_fd >= 0)
 		rc = epoll_watch(l->epfd, l->signal_fd, TAG_SIGNAL);
+	if (!rc && l->peer)
+		rc = epoll_watch(l->epfd, peer_event_fd(l->peer), TAG_PEER);
 	return rc;
 }
 
@@ -530,7 +744,7 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	 * out of the core as committed */
 	for (size_t i = 0; i < bs->n_entries && bs->entries[i].index <= feed_start_after(&l->feed);
 	     i++) {
-		int rc = members_apply(&l->members, &bs->entries[i]);
+		int rc = members_apply(&l->members, &bs->entries[i], NULL);
 		if (rc)
 			return rc;
 	}
@@ -543,6 +757,21 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	cfg.id = bs->member_id;
 	cfg.voters = voters;
 	cfg.n_voters = c->count;
+	/* a member that applied membership changes before it stopped starts
+	 * from the members as of then; the changes after come through the
+	 * core and apply_membership */
+	uint64_t learners[RAFT_MAX_MEMBERS];
+	const struct membership *ms = &l->members.ms;
+	if (ms->count && ms->count <= RAFT_MAX_MEMBERS) {
+		cfg.n_voters = cfg.n_learners = 0;
+		for (size_t i = 0; i < ms->count; i++) {
+			if (ms->v[i].is_learner)
+				learners[cfg.n_learners++] = ms->v[i].id;
+			else
+				voters[cfg.n_voters++] = ms->v[i].id;
+		}
+		cfg.learners = learners;
+	}
 	cfg.election_ticks = (unsigned)l->election_ticks;
 	cfg.heartbeat_ticks = 1;
 	cfg.pre_vote = o->pre_vote;
@@ -667,6 +896,13 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	bootstrap_state_free(&bs);
 	log_start(l, &bs);
 	l->lone = o->cluster->count == 1;
+	l->peer = o->peer;
+	outbox_init(&l->outbox, o->peer);
+	if (o->peer) {
+		l->props.forward = loop_forward;
+		l->props.forward_arg = l;
+		update_peers(l);
+	}
 	rc = open_fds(l, o);
 	if (rc) {
 		log_error("cannot set up the event loop", LOG_ERRNO(rc));
@@ -695,6 +931,8 @@ void loop_free(struct loop *l)
 	raft_free(l->raft);
 	proposals_free(&l->props);
 	members_free(&l->members);
+	outbox_free(&l->outbox);
+	msgconv_scratch_free(&l->conv);
 	raftd_free(l->persist);
 	if (l->epfd >= 0)
 		close(l->epfd);

@@ -45,6 +45,7 @@
 
 struct shm_region;
 struct member_cluster;
+struct peer;
 
 struct loop_options {
 	struct shm_region *region;  /* attached, with the raftd role held */
@@ -65,6 +66,9 @@ struct loop_options {
 	struct wal_options wal;     /* io NULL = io_uring or plain; taken over */
 	int signal_fd;              /* a signalfd whose readability means stop,
 				     * or -1 */
+	struct peer *peer;          /* the peer transport (started, owned by
+				     * the caller, stopped after loop_free);
+				     * NULL: messages to peers are dropped */
 };
 
 struct loop_stats {

@@ -145,13 +145,15 @@ static void members_log_change(struct members *m, const struct membership_result
 
 /* ---- applying ---- */
 
-int members_apply(struct members *m, const struct raft_entry *e)
+int members_apply(struct members *m, const struct raft_entry *e, struct membership_result *out)
 {
-	struct membership_result res;
+	struct membership_result local, *resp = out ? out : &local;
 	bool had_version = m->ms.has_version;
-	int rc = membership_apply(&m->ms, e->type, e->data, e->len, &res);
+	int rc = membership_apply(&m->ms, e->type, e->data, e->len, resp);
+	const struct membership_result res = *resp;
 
 	if (rc == -EBADMSG) {
+		memset(resp, 0, sizeof(*resp));
 		log_error("skipped a configuration change that cannot be decoded",
 			  LOG_U64("index", e->index), LOG_U64("len", e->len));
 		return 0;

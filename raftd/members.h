@@ -60,9 +60,11 @@ int members_init(struct members *m, uint64_t self_id, uint64_t cluster_id, const
 
 void members_free(struct members *m);
 
-/* Applies a committed entry (logged as etcd logs it). A conf change that
- * cannot be decoded is logged and skipped. Returns 0 or -ENOMEM. */
-int members_apply(struct members *m, const struct raft_entry *e);
+/* Applies a committed entry (logged as etcd logs it), saying in *res
+ * (may be NULL) what it did. A conf change that cannot be decoded is
+ * logged and skipped (res->change MEMBERSHIP_NONE). Returns 0 or
+ * -ENOMEM. */
+int members_apply(struct members *m, const struct raft_entry *e, struct membership_result *res);
 
 /* stored applied up to index: logs the publish once it is applied, as
  * etcd logs it once its request returns (tooling that waits for the line

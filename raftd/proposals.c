@@ -157,6 +157,11 @@ static void propose_batch(struct proposals *p, struct raft *raft, size_t n, bool
 	if (n == 0)
 		return;
 	int rc = raft_propose(raft, p->ents, n);
+	if (rc == -EAGAIN && !from_stored && p->forward && raft_leader(raft) &&
+	    p->forward(p->forward_arg, raft_leader(raft), p->ents, n) == 0) {
+		p->stats.forwarded += n;
+		return;
+	}
 	if (rc == 0) {
 		p->stats.proposed += n;
 		return;
@@ -214,7 +219,7 @@ static void take_proposal(struct proposals *p, struct raft *raft, const struct r
 	} else if (walrec_entry_size(&e) - WALREC_FRAME_BYTES >= WALREC_MAX_RECORD) {
 		status = PROPOSALS_GRPC_INVALID_ARGUMENT;
 		text = PROPOSALS_MSG_TOO_LARGE;
-	} else if (!raft_is_leader(raft)) {
+	} else if (!raft_is_leader(raft) && !(p->forward && raft_leader(raft) && !from_stored)) {
 		refusal(raft, -EAGAIN, &status, &text);
 	}
 	if (status) {

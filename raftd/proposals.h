@@ -58,6 +58,7 @@ struct shm_region;
 
 struct proposals_stats {
 	uint64_t proposed;       /* entries handed to the core */
+	uint64_t forwarded;      /* entries sent to the leader (a follower) */
 	uint64_t rejected;       /* MSG_PROPOSE_REJECT sent (proposals and reads) */
 	uint64_t dropped_term;   /* term-carrying proposals dropped */
 	uint64_t dropped_stored; /* stored proposals the core refused */
@@ -92,6 +93,11 @@ struct proposals {
 	uint64_t ticks;                /* proposals_tick calls */
 	uint64_t *staged;              /* bitmap of slots with staged replies */
 	bool more;                     /* a ring held more than one batch */
+	/* on a follower, proposals go to the leader through this (0: sent;
+	 * the result comes from stored once they commit); NULL: refused
+	 * with "not leader" */
+	int (*forward)(void *arg, uint64_t leader, const struct raft_entry *ents, size_t n);
+	void *forward_arg;
 	struct proposals_stats stats;
 };
 

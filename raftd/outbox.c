@@ -1,0 +1,97 @@
+/* Messages from the Raft core to peers (see outbox.h). */
+#include "raftd/outbox.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "raftd/alloc.h"
+#include "raftd/peer.h"
+#include "shm/log/log.h"
+
+void outbox_init(struct outbox *o, struct peer *peer)
+{
+	memset(o, 0, sizeof(*o));
+	o->peer = peer;
+}
+
+void outbox_free(struct outbox *o)
+{
+	for (size_t i = 0; i < o->n_held; i++)
+		raftd_free(o->held[i].block);
+	raftd_free(o->held);
+	msgconv_scratch_free(&o->conv);
+	memset(o, 0, sizeof(*o));
+}
+
+int outbox_send(struct outbox *o, const struct raft_msg *m)
+{
+	struct raftmsg w;
+
+	if (m->type == RAFT_MSG_SNAP)
+		return -ENOTSUP;
+	int rc = msgconv_to_wire(m, &o->conv, &w);
+	if (!rc)
+		rc = peer_send(o->peer, &w);
+	if (rc) {
+		o->failed++;
+		return rc;
+	}
+	o->sent++;
+	return 0;
+}
+
+int outbox_hold(struct outbox *o, const struct raft_msg *m, uint64_t seq)
+{
+	size_t bytes = m->n_entries * sizeof(struct raft_entry);
+	for (size_t i = 0; i < m->n_entries; i++)
+		bytes += m->entries[i].len;
+	if (o->n_held == o->cap_held) {
+		size_t cap = o->cap_held ? 2 * o->cap_held : 16;
+		struct outbox_msg *v = raftd_realloc(o->held, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		o->held = v;
+		o->cap_held = cap;
+	}
+	struct outbox_msg *h = &o->held[o->n_held];
+	h->seq = seq;
+	h->m = *m;
+	h->block = NULL;
+	/* a held snapshot message keeps no pointer into the core */
+	h->m.snap_conf = NULL;
+	if (m->n_entries) {
+		h->block = raftd_malloc(bytes);
+		if (!h->block)
+			return -ENOMEM;
+		struct raft_entry *ents = h->block;
+		uint8_t *data = (uint8_t *)(ents + m->n_entries);
+		for (size_t i = 0; i < m->n_entries; i++) {
+			ents[i] = m->entries[i];
+			if (ents[i].len) {
+				memcpy(data, m->entries[i].data, ents[i].len);
+				ents[i].data = data;
+				data += ents[i].len;
+			}
+		}
+		h->m.entries = ents;
+	}
+	o->n_held++;
+	return 0;
+}
+
+void outbox_release(struct outbox *o, uint64_t durable)
+{
+	size_t k = 0;
+	while (k < o->n_held && o->held[k].seq <= durable) {
+		int rc = outbox_send(o, &o->held[k].m);
+		if (rc && rc != -ENOENT)
+			log_debug("a message to a peer was not sent", LOG_U64("to", o->held[k].m.to),
+				  LOG_U64("type", o->held[k].m.type), LOG_ERRNO(rc));
+		raftd_free(o->held[k].block);
+		k++;
+	}
+	if (k) {
+		memmove(o->held, o->held + k, (o->n_held - k) * sizeof(*o->held));
+		o->n_held -= k;
+	}
+}
