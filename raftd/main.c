@@ -3,25 +3,77 @@
  * It claims the raftd role in the member region, opens (or creates) the
  * member's WAL, and runs the event loop (loop.h): proposals and read-index
  * requests from the gateways and stored in, committed entries out to
- * stored, attach hellos answered, its status published. The peer port is
- * taken and refuses peers (after a TLS handshake on https URLs) until the
- * peer protocol exists (peerstub.h). SIGTERM, SIGINT or SIGHUP (config_stop_signals) stops it
+ * stored, attach hellos answered, its status published; peers speak
+ * etcd's rafthttp with it on the peer URLs (peer.h), over TLS on https
+ * ones. SIGTERM, SIGINT or SIGHUP (config_stop_signals) stops it
  * cleanly, after the WAL's last batch is durable.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "raftd/loop.h"
-#include "raftd/peerstub.h"
+#include "raftd/peer.h"
 #include "shm/config/config.h"
 #include "shm/hello.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
+#include "shm/log/errmsg.h"
+#include "shm/tls/tls.h"
+
+/* etcd's peer TLS set-up (configurePeerListeners and the peer
+ * transport's client side): the info from the flags, its log line, and
+ * the server and client contexts. Without https peer URLs and peer TLS
+ * files, both stay NULL. */
+static int peer_tls(const struct cetcd_config *c, struct tls_ctx **server, struct tls_ctx **client)
+{
+	struct tls_info info;
+	char text[2048], suites[1024] = "";
+	bool https = false;
+	int rc;
+
+	*server = *client = NULL;
+	for (size_t i = 0; i < c->listen_peer_urls.count; i++)
+		https |= strcmp(c->listen_peer_urls.v[i].scheme, "https") == 0 ||
+			 strcmp(c->listen_peer_urls.v[i].scheme, "unixs") == 0;
+	if (!https && !c->peer_cert_file[0] && !c->peer_auto_tls)
+		return 0;
+	rc = tls_info_from_config(c, TLS_SIDE_PEER, &info);
+	if (rc) {
+		log_error("failed to get peer self-signed certs", LOG_STR("error", errmsg_get(rc)));
+		return rc;
+	}
+	if (tls_info_is_empty(&info)) {
+		tls_info_free(&info);
+		return 0;
+	}
+	/* etcd prints its TLSInfo with this String method */
+	snprintf(text, sizeof(text),
+		 "cert = %s, key = %s, trusted-ca = %s, client-cert-auth = %s, crl-file = %s",
+		 info.cert_file ? info.cert_file : "", info.key_file ? info.key_file : "",
+		 info.trusted_ca_file ? info.trusted_ca_file : "",
+		 info.client_cert_auth ? "true" : "false", info.crl_file ? info.crl_file : "");
+	for (size_t i = 0, n = 0; i < c->cipher_suites.count && n < sizeof(suites); i++)
+		n += (size_t)snprintf(suites + n, sizeof(suites) - n, "%s%s", i ? "," : "",
+				      c->cipher_suites.v[i]);
+	log_info("starting with peer TLS", LOG_STR("tls-info", text),
+		 LOG_STR("cipher-suites", suites));
+	rc = tls_ctx_new(&info, TLS_SERVER, server);
+	if (!rc)
+		rc = tls_ctx_new(&info, TLS_CLIENT, client);
+	tls_info_free(&info);
+	if (rc) {
+		log_error("cannot set up peer TLS", LOG_STR("error", errmsg_get(rc)));
+		tls_ctx_free(*server);
+		*server = NULL;
+	}
+	return rc;
+}
 
 /* The WAL directory: --wal-dir, else <data-dir>/member/wal (etcd's). */
 static int wal_dir_of(const struct cetcd_config *cfg, char *buf, size_t len)
@@ -36,7 +88,8 @@ int main(int argc, char **argv)
 	struct cetcd_config cfg;
 	struct member_cluster cluster = { 0 };
 	struct shm_region *r;
-	struct peerstub peers;
+	struct peer *peers = NULL;
+	struct tls_ctx *server_tls = NULL, *client_tls = NULL;
 	struct loop *loop = NULL;
 	uint64_t member_id, cluster_id;
 	char wal_dir[4096];
@@ -67,14 +120,31 @@ int main(int argc, char **argv)
 		goto out_free_cluster;
 	}
 
-	rc = peerstub_listen(&peers, &cfg);
+	rc = peer_tls(&cfg, &server_tls, &client_tls);
 	if (rc) {
 		status = CONFIG_EXIT_FATAL;
 		goto out_close_peers;
 	}
-	rc = peerstub_start(&peers);
+	const char *self_urls[64];
+	size_t n_self = 0;
+	for (size_t i = 0; i < cfg.initial_advertise_peer_urls.count && n_self < 64; i++)
+		self_urls[n_self++] = cfg.initial_advertise_peer_urls.v[i].text;
+	struct peer_opts po = {
+		.self_id = member_id,
+		.cluster_id = cluster_id,
+		.listen = &cfg.listen_peer_urls,
+		.self_urls = self_urls,
+		.n_self_urls = n_self,
+		.server_tls = server_tls,
+		.client_tls = client_tls,
+		.server_version = CETCD_ETCD_SERVER_VERSION,
+		.min_cluster_version = "3.0.0",
+	};
+	rc = peer_start(&po, &peers);
 	if (rc) {
-		log_error("cannot start the peer port thread", LOG_ERRNO(rc));
+		/* a taken address is not freed by restarting */
+		if (rc == -EADDRINUSE || rc == -EACCES || rc == -EADDRNOTAVAIL)
+			status = CONFIG_EXIT_FATAL;
 		goto out_close_peers;
 	}
 	config_stop_signals(&set);
@@ -96,6 +166,7 @@ int main(int argc, char **argv)
 		.election_ms = cfg.election_timeout_ms,
 		.pre_vote = cfg.pre_vote,
 		.signal_fd = sfd,
+		.peer = peers,
 	};
 	rc = loop_new(&lo, &loop);
 	if (rc) {
@@ -109,13 +180,16 @@ int main(int argc, char **argv)
 		shm_region_set_member_id(r, loop_member_id(loop));
 
 	rc = loop_run(loop);
-	status = rc ? 1 : 0;
+	/* a member removed from the cluster stays stopped, as etcd's */
+	status = rc == -EIDRM ? CONFIG_EXIT_FATAL : rc ? 1 : 0;
 	loop_free(loop);
 
 out_close_signals:
 	close(sfd);
 out_close_peers:
-	peerstub_stop(&peers);
+	peer_stop(peers);
+	tls_ctx_free(server_tls);
+	tls_ctx_free(client_tls);
 out_free_cluster:
 	member_cluster_free(&cluster);
 out_release_role:

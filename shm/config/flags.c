@@ -23,8 +23,6 @@ static int config_check_urls_http(const struct cetcd_config *, const struct conf
 				  struct config_error *);
 static int config_check_urls_peer(const struct cetcd_config *, const struct config_flag *,
 				  struct config_error *);
-static int config_check_initial_cluster(const struct cetcd_config *, const struct config_flag *,
-					struct config_error *);
 static int config_check_cluster_state(const struct cetcd_config *, const struct config_flag *,
 				      struct config_error *);
 static int config_check_log_outputs(const struct cetcd_config *, const struct config_flag *,
@@ -119,8 +117,7 @@ const struct config_flag config_flags[] = {
 	  .check = config_check_urls_peer },
 	{ .name = "initial-cluster", .type = CT_STRING, .off = OFF(initial_cluster),
 	  .def = "default=http://localhost:2380", .support = CS_PARTIAL, .scope = SCOPE_ALL,
-	  .section = S_CLUSTER, .usage = "Initial cluster configuration for bootstrapping.",
-	  .check = config_check_initial_cluster },
+	  .section = S_CLUSTER, .usage = "Initial cluster configuration for bootstrapping." },
 	{ .name = "initial-cluster-state", .type = CT_CHOICE, .off = OFF(initial_cluster_state),
 	  .def = "new", .support = CS_PARTIAL, .scope = SCOPE_ALL, .section = S_CLUSTER,
 	  .usage = "Initial cluster state ('new' or 'existing').", .choices = choices_cluster_state,
@@ -143,7 +140,7 @@ const struct config_flag config_flags[] = {
 		 "DNS srv domain used to bootstrap the cluster."),
 	DEF_ONLY("discovery-srv-name", CT_STRING, discovery_srv_name, "", S_CLUSTER,
 		 "Suffix to the dns srv name queried when bootstrapping."),
-	DEF_ONLY("strict-reconfig-check", CT_BOOL, strict_reconfig_check, "true", S_CLUSTER,
+	ANY("strict-reconfig-check", CT_BOOL, strict_reconfig_check, "true", S_CLUSTER,
 		 "Reject reconfiguration requests that would cause quorum loss."),
 	DEF_ONLY("pre-vote", CT_BOOL, pre_vote, "false", S_CLUSTER,
 		 "Enable to run an additional Raft election phase."),
@@ -395,51 +392,6 @@ static int config_check_urls_peer(const struct cetcd_config *c, const struct con
 				  struct config_error *err)
 {
 	return config_check_url_schemes(c, f, true, err);
-}
-
-/* One member's entry of --initial-cluster: name=url,name=url. Counts the
- * distinct names, as etcd's types.NewURLsMap groups them. */
-static size_t config_cluster_names(const char *cluster, const char **first, size_t *first_len)
-{
-	size_t names = 0;
-	const char *p = cluster;
-	*first = NULL;
-	*first_len = 0;
-	while (*p) {
-		size_t len = strcspn(p, ",");
-		size_t klen = strcspn(p, "=");
-		if (klen > len)
-			klen = len;
-		if (len > 0) {
-			if (!*first) {
-				*first = p;
-				*first_len = klen;
-				names = 1;
-			} else if (klen != *first_len || memcmp(p, *first, klen) != 0) {
-				/* a second name; more are not counted exactly */
-				names++;
-			}
-		}
-		p += len;
-		if (*p == ',')
-			p++;
-	}
-	return names;
-}
-
-static int config_check_initial_cluster(const struct cetcd_config *c, const struct config_flag *f,
-					struct config_error *err)
-{
-	const char *first;
-	size_t first_len;
-	(void)f;
-	if (config_cluster_names(c->initial_cluster, &first, &first_len) > 1) {
-		config_errorf(err, 2,
-			      "--initial-cluster=%s is not supported by cetcd yet: it names more than one member, and multi-member clusters are not built yet",
-			      c->initial_cluster);
-		return -ENOTSUP;
-	}
-	return 0;
 }
 
 static int config_check_cluster_state(const struct cetcd_config *c, const struct config_flag *f,
