@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# A 3-member cetcd cluster on loopback, each member its own launcher with
+# its own data dir and ports, peers on etcd's rafthttp:
+#   - one leader is elected; every member publishes itself and lists the
+#     same three members with etcd's ids;
+#   - a writer on etcd's Go client records every acknowledged put through
+#     all three members while the test SIGKILLs the leader's raftd, then
+#     every process of the leader (and restarts it), and pauses a
+#     follower with SIGSTOP beyond the election timeout (then resumes it);
+#     after each fault a leader is back within two election timeouts
+#     (writes acknowledged again);
+#   - at the end no acknowledged put is lost (each readable with its value
+#     through every member) and all members report the same revision and
+#     the same raft applied state.
+# Exits 77 when the programs, etcdctl, python3 or Go with Debian's clientv3
+# are missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcdctl
+it_build_kvclient
+it_init cluster
+
+ELECTION_MS=1000
+read -r -a ports < <(it_free_ports 6)
+names=(c0 c1 c2)
+initial=""
+for i in 0 1 2; do
+	initial+="${initial:+,}${names[i]}=http://127.0.0.1:${ports[2 * i + 1]}"
+done
+declare -a pids logs args
+start_member() {
+	local i=$1 log=$2
+	logs[i]=$log
+	local rt="$IT_RT/${names[i]}"
+	mkdir -p "$rt"
+	chmod 700 "$rt"
+	"$IT_BIN/cetcd" --name "${names[i]}" --data-dir "$IT_TMP/${names[i]}" --runtime-dir "$rt" \
+		--listen-client-urls "http://127.0.0.1:${ports[2 * i]}" \
+		--advertise-client-urls "http://127.0.0.1:${ports[2 * i]}" \
+		--listen-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
+		--initial-advertise-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
+		--initial-cluster "$initial" --initial-cluster-token cluster-test \
+		--election-timeout "$ELECTION_MS" 2>>"$log" &
+	pids[i]=$!
+	it_track "${pids[i]}"
+}
+ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
+ctl() { ETCDCTL_API=3 etcdctl --command-timeout 5s "$@"; }
+
+for i in 0 1 2; do
+	start_member "$i" "$IT_TMP/${names[i]}.log"
+done
+for i in 0 1 2; do
+	if ! it_wait_healthy "${ports[2 * i]}" 60; then
+		fail "member ${names[i]} answers"
+		tail -n 30 "${logs[i]}"
+		exit 1
+	fi
+done
+ok "three members answer"
+
+# the leader, by member id (hex) and index in names
+leader_index() {
+	local i st lid
+	for i in 0 1 2; do
+		st=$(ctl --endpoints "$(ep "$i")" endpoint status -w json 2>/dev/null) || continue
+		lid=$(python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["leader"], d["header"]["member_id"])' <<<"$st") || continue
+		read -r l m <<<"$lid"
+		if [[ $l == "$m" && $l != 0 ]]; then
+			echo "$i"
+			return 0
+		fi
+	done
+	return 1
+}
+check "one member leads" it_until 10000 leader_index
+for i in 0 1 2; do
+	check "${names[i]} published itself" \
+		it_wait_log "${logs[i]}" '"msg":"published local member to cluster through raft"' 10
+done
+list=$(ctl --endpoints "$(ep 1)" member list -w json)
+check "member list: three members, all started" \
+	test "$(python3 -c 'import json,sys; print(",".join(sorted(m.get("name","") for m in json.load(sys.stdin)["members"])))' <<<"$list")" = "c0,c1,c2"
+
+# a put through one member is read through the others
+check "a put through c0" ctl --endpoints "$(ep 0)" put hello world
+for i in 1 2; do
+	check "read through ${names[i]} (linearizable)" \
+		test "$(ctl --endpoints "$(ep "$i")" get hello --print-value-only)" = world
+done
+
+# writers, one through each member, record every acknowledged put
+declare -a acks wpids
+for i in 0 1 2; do
+	acks[i]=$IT_TMP/acks.$i
+	it_kv_start "$IT_TMP/writer.$i.out" write -endpoint "$(ep "$i")" -prefix "kv/m$i" \
+		-acks "${acks[i]}" -writers 2 -per-conn 1
+	wpids[i]=$IT_KV_PID
+	check "writes through ${names[i]} are acknowledged" it_wait_lines "${acks[i]}" 20 20
+done
+all_acks() { cat "${acks[@]}" 2>/dev/null | wc -l; }
+
+# after a fault: a leader within two election timeouts, writes flowing
+more_acks() { (($(all_acks) >= $1)); }
+recovered() {
+	local what=$1 t0 at
+	t0=$(it_now_ms)
+	at=$(all_acks)
+	if it_until 30000 more_acks $((at + 20)); then
+		echo "  $what: writes acknowledged again after $(($(it_now_ms) - t0)) ms"
+		return 0
+	fi
+	return 1
+}
+
+li=$(leader_index)
+pid=$(IT_CETCD_PID=${pids[li]} it_cetcd_child raftd) && kill -9 "$pid"
+check "SIGKILL of the leader's raftd (${names[li]}): writes go on" recovered "leader raftd killed"
+check "a leader is elected" it_until $((2 * ELECTION_MS + 5000)) leader_index
+
+li=$(leader_index)
+kill -9 "${pids[li]}"
+for p in $(pgrep -f -- "--data-dir $IT_TMP/${names[li]}( |$)"); do kill -9 "$p" 2>/dev/null || true; done
+t0=$(it_now_ms)
+check "SIGKILL of every process of the leader (${names[li]}): a new leader" \
+	it_until $((2 * ELECTION_MS + 5000)) leader_index
+echo "  new leader after $(($(it_now_ms) - t0)) ms"
+check "writes go on with two members" recovered "leader killed"
+start_member "$li" "$IT_TMP/${names[li]}.restart.log"
+check "the killed member comes back" it_wait_healthy "${ports[2 * li]}" 60
+
+fi_=$(( ($(leader_index) + 1) % 3 ))
+kill -STOP "${pids[fi_]}" $(pgrep -P "${pids[fi_]}")
+sleep $((2 * ELECTION_MS / 1000 + 1))
+check "a follower paused beyond the election timeout: writes go on" recovered "follower paused"
+kill -CONT "${pids[fi_]}" $(pgrep -P "${pids[fi_]}")
+check "the paused follower answers again" it_wait_healthy "${ports[2 * fi_]}" 30
+
+for i in 0 1 2; do
+	it_kv_stop "${wpids[i]}" "$IT_TMP/writer.$i.out" >/dev/null || true
+done
+echo "  $(all_acks) puts acknowledged"
+
+# every acknowledged put, through every member
+ackfiles=$(IFS=,; echo "${acks[*]}")
+n=$(all_acks)
+for i in 0 1 2; do
+	out=$IT_TMP/check.$i.out
+	"$KVCLIENT" check -endpoint "$(ep "$i")" -prefix kv -acks "$ackfiles" >"$out" 2>&1 || true
+	check "all $n acknowledged puts are there, read through ${names[i]} (value, mod revision)" \
+		test "$(it_kv_val "$out" acks-found)" -eq "$n" -a "$(it_kv_val "$out" violations)" -eq 0
+	grep '^violation ' "$out" | head -5 | sed 's/^/    /' || true
+done
+
+same_state() {
+	local revs
+	revs=$(for i in 0 1 2; do
+		ctl --endpoints "$(ep "$i")" endpoint status -w json |
+			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
+	done | sort -u | wc -l)
+	[[ $revs == 1 ]]
+}
+check "all members report the same revision and raft index" it_until 10000 same_state
+it_summary
