@@ -11,7 +11,10 @@
  * raftpb.ConfChange; stored answers once it is applied (stored/apply.c),
  * with etcd's error when membership refuses it there. MemberPromote
  * answers UNIMPLEMENTED: etcd promotes a learner only once it caught up
- * with the leader, which needs the leader's replication progress. */
+ * with the leader, which needs the leader's replication progress.
+ *
+ * Maintenance.MoveLeader is here too: raftd serves it (it needs the
+ * membership and the leader). */
 #include "gatewayd/server.h"
 
 #include <errno.h>
@@ -282,6 +285,16 @@ static void cluster_member_update(struct gw_server *s, struct grpc_call *call, c
 	member_info_clear(&m);
 }
 
+/* Maintenance.MoveLeader: raftd hands leadership over (it answers). */
+static void cluster_move_leader(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
+				size_t len)
+{
+	Etcdserverpb__MoveLeaderRequest *r =
+		gw_unpack(s, call, &etcdserverpb__move_leader_request__descriptor, &msg, &len);
+	if (r)
+		gw_move_leader(s, call, r->targetid);
+}
+
 int cluster_register(struct gw_server *s)
 {
 	static const struct {
@@ -292,6 +305,8 @@ int cluster_register(struct gw_server *s)
 		{ "/etcdserverpb.Cluster/MemberAdd", cluster_member_add },
 		{ "/etcdserverpb.Cluster/MemberRemove", cluster_member_remove },
 		{ "/etcdserverpb.Cluster/MemberUpdate", cluster_member_update },
+		/* leadership is membership's too: raftd serves it */
+		{ "/etcdserverpb.Maintenance/MoveLeader", cluster_move_leader },
 	};
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
 		int rc = gw_handle_unary(s, methods[i].path, methods[i].fn);

@@ -350,6 +350,27 @@ void gw_propose_conf_change(struct gw_server *s, struct grpc_call *call, const u
 	gw_propose_commit(s, call, &g);
 }
 
+void gw_move_leader(struct gw_server *s, struct grpc_call *call, uint64_t target)
+{
+	struct gw_proposal g;
+	struct msg_move_leader m;
+	bool in_ring;
+
+	if (!gw_propose_pending(s, call, &g))
+		return;
+	uint8_t *out = gw_out_reserve(s, sizeof(m), &in_ring);
+	if (!out) {
+		pending_remove(&s->pending, g.p);
+		gw_refuse_too_many(s, call);
+		return;
+	}
+	pending_origin(&s->pending, g.p, &m.origin);
+	m.target = target;
+	memcpy(out, &m, sizeof(m));
+	gw_out_commit(s, MSG_MOVE_LEADER, sizeof(m), in_ring);
+	gw_call_set(call, GW_CALL_PENDING, g.p->request_id);
+}
+
 void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d)
 {
 	struct msg_read_index ri;
@@ -611,11 +632,10 @@ static void gw_on_record(struct gw_server *s, enum shm_role from, const struct r
 		gw_on_ack(s, from, rec);
 		return;
 	case MSG_RESULT:
-		if (from == SHM_ROLE_STORED) {
-			gw_on_result(s, rec);
-			return;
-		}
-		break;
+		/* stored answers applied requests; raftd the requests it
+		 * serves itself (MoveLeader) */
+		gw_on_result(s, rec);
+		return;
 	case MSG_READ_INDEX_REPLY:
 		if (from == SHM_ROLE_RAFTD) {
 			gw_on_read_index(s, rec);

@@ -342,6 +342,9 @@ void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, con
  * (MemberAdd, MemberRemove, MemberUpdate, MemberPromote). */
 void gw_propose_conf_change(struct gw_server *s, struct grpc_call *call, const uint8_t *cc,
 			    size_t len);
+/* Asks raftd to hand leadership to target (Maintenance.MoveLeader); raftd
+ * answers the call when the transferee leads, or with etcd's error. */
+void gw_move_leader(struct gw_server *s, struct grpc_call *call, uint64_t target);
 
 /*
  * A linearizable read: asks raftd for a read index, waits until stored's

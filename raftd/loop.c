@@ -50,6 +50,15 @@
 
 enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP, TAG_PEER };
 
+/* A MoveLeader call waiting for the transferee to lead. */
+struct loop_move {
+	uint32_t slot;
+	struct msg_origin origin;
+	uint64_t target;
+	uint64_t from;            /* the leader when it was asked */
+	uint64_t ticks;           /* ticks waited */
+};
+
 /* The last entry of a ready saved into WAL batch seq. */
 struct loop_persist {
 	uint64_t seq;
@@ -68,6 +77,9 @@ struct loop {
 	struct outbox outbox;         /* messages to peers */
 	struct msgconv_scratch conv;  /* messages from peers */
 	bool removed;                 /* this member left the cluster */
+	struct loop_move *moves;      /* MoveLeader calls waiting */
+	size_t n_moves;
+	size_t cap_moves;
 	struct shm_waker waker;        /* raftd's doorbell, bridged to epfd */
 	_Atomic uint64_t waker_epoch;  /* stored's epoch as the loop last saw it */
 	int epfd;
@@ -209,6 +221,84 @@ static void maybe_compact(struct loop *l)
 	uint64_t to = keep - 1 - LOOP_KEEP_ENTRIES;
 	if (to >= raft_log(l->raft)->snap_index + LOOP_COMPACT_STEP)
 		raft_compact(l->raft, to);
+}
+
+/* ---- moving the leader (Maintenance.MoveLeader) ---- */
+
+#define LOOP_MSG_NOT_LEADER "etcdserver: not leader"
+#define LOOP_MSG_BAD_TRANSFEREE "etcdserver: bad leader transferee"
+#define LOOP_MSG_TRANSFER_TIMEOUT "etcdserver: request timed out, leader transfer took too long"
+
+static void move_done(struct loop *l, size_t i, int32_t status, const char *text)
+{
+	struct loop_move *m = &l->moves[i];
+	char from[24], to[24];
+
+	if (!status) {
+		snprintf(from, sizeof(from), "%" PRIx64, m->from);
+		snprintf(to, sizeof(to), "%" PRIx64, m->target);
+		log_info("leadership transfer finished", LOG_STR("old-leader-member-id", from),
+			 LOG_STR("new-leader-member-id", to));
+	}
+	/* MoveLeaderResponse is empty on the wire */
+	proposals_answer(&l->props, m->slot, &m->origin, status, text, NULL, 0);
+	l->moves[i] = l->moves[--l->n_moves];
+}
+
+/* etcd's MoveLeader: only the leader moves leadership, to a voting
+ * member; the call ends when the transferee leads, or after the request
+ * timeout. */
+static void on_move_leader(void *arg, uint32_t slot, const struct msg_move_leader *req)
+{
+	struct loop *l = arg;
+	const struct member_info *m = membership_find(&l->members.ms, req->target);
+
+	if (!raft_is_leader(l->raft)) {
+		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_FAILED_PRECONDITION,
+				 LOOP_MSG_NOT_LEADER, NULL, 0);
+		return;
+	}
+	if (!m || m->is_learner) {
+		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_FAILED_PRECONDITION,
+				 LOOP_MSG_BAD_TRANSFEREE, NULL, 0);
+		return;
+	}
+	if (l->n_moves == l->cap_moves) {
+		size_t cap = l->cap_moves ? 2 * l->cap_moves : 4;
+		struct loop_move *v = raftd_realloc(l->moves, cap * sizeof(*v));
+		if (!v) {
+			proposals_answer(&l->props, slot, &req->origin,
+					 PROPOSALS_GRPC_RESOURCE_EXHAUSTED, PROPOSALS_MSG_TOO_MANY, NULL, 0);
+			return;
+		}
+		l->moves = v;
+		l->cap_moves = cap;
+	}
+	l->moves[l->n_moves++] = (struct loop_move){ .slot = slot, .origin = req->origin,
+						     .target = req->target,
+						     .from = l->member_id };
+	char from[24], to[24];
+	snprintf(from, sizeof(from), "%" PRIx64, l->member_id);
+	snprintf(to, sizeof(to), "%" PRIx64, req->target);
+	log_info("leadership transfer starting", LOG_STR("current-leader-member-id", from),
+		 LOG_STR("transferee-member-id", to));
+	if (req->target != l->member_id)
+		(void)raft_transfer_leader(l->raft, req->target);
+}
+
+/* Ends the MoveLeader calls whose transferee leads, or that waited too
+ * long (tick: one more tick passed). */
+static void check_moves(struct loop *l, bool tick)
+{
+	uint64_t lead = raft_leader(l->raft);
+	for (size_t i = l->n_moves; i-- > 0;) {
+		struct loop_move *m = &l->moves[i];
+		m->ticks += tick;
+		if (lead == m->target)
+			move_done(l, i, 0, NULL);
+		else if (m->ticks >= l->members.timeout_ticks)
+			move_done(l, i, PROPOSALS_GRPC_UNKNOWN, LOOP_MSG_TRANSFER_TIMEOUT);
+	}
 }
 
 /* ---- peers ---- */
@@ -547,6 +637,7 @@ static void on_timer(struct loop *l)
 	raft_tick(l->raft);
 	proposals_tick(&l->props, 2 * l->election_ticks);
 	members_tick(&l->members);
+	check_moves(l, true);
 	l->stats.ticks++;
 }
 
@@ -598,6 +689,8 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 		(void)proposals_drain(&l->props, l->raft, false);
 		members_propose(&l->members, l->raft);
 		handle_ready(l);
+		if (l->n_moves)
+			check_moves(l, false);
 		pump(l);
 		publish_status(l, false);
 	}
@@ -626,6 +719,8 @@ static void stop(struct loop *l)
 		}
 	}
 	proposals_fail_reads(&l->props, PROPOSALS_GRPC_UNAVAILABLE, true);
+	while (l->n_moves)
+		move_done(l, l->n_moves - 1, PROPOSALS_GRPC_UNAVAILABLE, PROPOSALS_MSG_STOPPED);
 	proposals_flush(&l->props);
 	publish_status(l, true);
 }
@@ -898,6 +993,8 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->lone = o->cluster->count == 1;
 	l->peer = o->peer;
 	outbox_init(&l->outbox, o->peer);
+	l->props.move_leader = on_move_leader;
+	l->props.move_leader_arg = l;
 	if (o->peer) {
 		l->props.forward = loop_forward;
 		l->props.forward_arg = l;
@@ -932,6 +1029,7 @@ void loop_free(struct loop *l)
 	proposals_free(&l->props);
 	members_free(&l->members);
 	outbox_free(&l->outbox);
+	raftd_free(l->moves);
 	msgconv_scratch_free(&l->conv);
 	raftd_free(l->persist);
 	if (l->epfd >= 0)

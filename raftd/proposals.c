@@ -105,6 +105,17 @@ static void reject(struct proposals *p, uint32_t slot, const struct msg_origin *
 	p->stats.rejected++;
 }
 
+void proposals_answer(struct proposals *p, uint32_t slot, const struct msg_origin *o,
+		      int32_t status, const char *text, const void *body, size_t body_len)
+{
+	if (status) {
+		reject(p, slot, o, status, text);
+		return;
+	}
+	struct msg_result h = { .origin = *o, .body_len = (uint32_t)body_len };
+	reply(p, slot, o, MSG_RESULT, &h, sizeof(h), body, body_len);
+}
+
 static void read_reply(struct proposals *p, const struct proposals_read *rd, uint64_t index,
 		       int32_t status)
 {
@@ -391,6 +402,29 @@ static void ring_failed(struct proposals *p, bool from_stored, uint32_t slot)
 		  LOG_U64("slot", slot));
 }
 
+static void take_move_leader(struct proposals *p, const struct ring_rec *rec, uint32_t slot,
+			     bool stopping)
+{
+	struct msg_move_leader h;
+
+	if (rec->len != sizeof(h)) {
+		malformed(p, slot, rec, "dropped a move-leader record of the wrong size");
+		return;
+	}
+	memcpy(&h, rec->data, sizeof(h));
+	if (h.origin.slot != slot) {
+		malformed(p, slot, rec, "dropped a move-leader record whose header does not match it");
+		return;
+	}
+	if (stopping)
+		reject(p, slot, &h.origin, PROPOSALS_GRPC_UNAVAILABLE, PROPOSALS_MSG_STOPPED);
+	else if (!p->move_leader)
+		reject(p, slot, &h.origin, PROPOSALS_GRPC_UNIMPLEMENTED,
+		       "cetcd: moving the leader is not supported here");
+	else
+		p->move_leader(p->move_leader_arg, slot, &h);
+}
+
 /* Drains one batch of ring (slot's requests, or stored's proposals). */
 static int drain_ring(struct proposals *p, struct raft *raft, struct ring *ring,
 		      bool from_stored, uint32_t slot, bool stopping)
@@ -411,6 +445,8 @@ static int drain_ring(struct proposals *p, struct raft *raft, struct ring *ring,
 			take_proposal(p, raft, &rec, from_stored, slot, stopping, &n);
 		else if (rec.type == MSG_READ_INDEX && !from_stored)
 			take_read(p, &rec, slot, stopping);
+		else if (rec.type == MSG_MOVE_LEADER && !from_stored)
+			take_move_leader(p, &rec, slot, stopping);
 		else
 			malformed(p, slot, &rec, "dropped a record of a type raftd does not take");
 	}

@@ -41,9 +41,11 @@
 struct shm_region;
 
 /* gRPC status codes raftd answers with. */
+#define PROPOSALS_GRPC_UNKNOWN 2
 #define PROPOSALS_GRPC_INVALID_ARGUMENT 3
 #define PROPOSALS_GRPC_RESOURCE_EXHAUSTED 8
 #define PROPOSALS_GRPC_FAILED_PRECONDITION 9
+#define PROPOSALS_GRPC_UNIMPLEMENTED 12
 #define PROPOSALS_GRPC_UNAVAILABLE 14
 
 /* etcd's messages (rpctypes) for them. */
@@ -98,8 +100,18 @@ struct proposals {
 	 * with "not leader" */
 	int (*forward)(void *arg, uint64_t leader, const struct raft_entry *ents, size_t n);
 	void *forward_arg;
+	/* a MSG_MOVE_LEADER from slot; NULL: refused as unsupported. The
+	 * handler answers with proposals_answer, now or later. */
+	void (*move_leader)(void *arg, uint32_t slot, const struct msg_move_leader *m);
+	void *move_leader_arg;
 	struct proposals_stats stats;
 };
+
+/* Answers a gateway's request (origin o on slot): status 0 sends body as
+ * the call's response (a MSG_RESULT), otherwise a gRPC status code and
+ * etcd's text (a MSG_PROPOSE_REJECT). Staged: proposals_flush sends. */
+void proposals_answer(struct proposals *p, uint32_t slot, const struct msg_origin *o,
+		      int32_t status, const char *text, const void *body, size_t body_len);
 
 /* Sets p up for region r (the raftd role held). 0 or -ENOMEM. */
 int proposals_init(struct proposals *p, struct shm_region *r);

@@ -45,6 +45,10 @@ enum msg_type {
 	MSG_COMMITTED = 5,        /* msg_committed + entry data */
 	MSG_RESULT = 6,           /* msg_result + response bytes or text */
 	MSG_KEEPALIVE = 7,        /* msg_keepalive */
+	MSG_MOVE_LEADER = 8,      /* msg_move_leader: a gateway asks raftd to
+				   * hand leadership over; the answer is a
+				   * MSG_RESULT or MSG_PROPOSE_REJECT from
+				   * raftd */
 };
 
 /* Field number of the origin appended to proposal bytes; far above any
@@ -118,6 +122,12 @@ struct msg_result {
 	uint64_t revision; /* store revision after it */
 	int32_t status;
 	uint32_t body_len;
+};
+
+/* MSG_MOVE_LEADER (Maintenance.MoveLeader). */
+struct msg_move_leader {
+	struct msg_origin origin;
+	uint64_t target;   /* the member to lead */
 };
 
 /* MSG_KEEPALIVE: renew a lease on the leader's stored. */
