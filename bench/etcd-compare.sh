@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of cetcd and Debian's etcd 3.4 on loopback.
 #
-#   bench/etcd-compare.sh [--quick]
+#   bench/etcd-compare.sh [--quick] [--members 3]
 #
-# Starts a fresh single-member cetcd and a fresh etcd with equivalent
-# settings (data dirs on the same disk, default snapshot count and quota),
-# runs the same workloads against each in turn, prints a table and then a
-# last line of ratios (cetcd / etcd) as name=value pairs. For qps a ratio
-# above 1 favours cetcd; for latency and CPU per request, below 1 does.
+# Starts a fresh cetcd and a fresh etcd with equivalent settings (data
+# dirs on the same disk, default snapshot count and quota), single members
+# or (--members 3) 3-member clusters on loopback, runs the same workloads
+# against each in turn, prints a table and then a last line of ratios
+# (cetcd / etcd) as name=value pairs. For qps a ratio above 1 favours
+# cetcd; for latency and CPU per request, below 1 does.
 #
 # Workloads:
 #   etcd's benchmark tool: put (100 conns, 1000 clients, 8-byte sequential
@@ -16,7 +17,12 @@
 #   h2load sending raw gRPC (100 connections x 10 streams): serializable
 #   Range, linearizable Range, Put; for each the server's CPU time per
 #   request (user + sys of all its processes, from /proc);
-#   one write + fdatasync on the data dir's disk, the latency floor.
+#   one write + fdatasync on the data dir's disk, the latency floor;
+#   with 3 members, the time from SIGKILL of the leader (every process of
+#   that member) to the next acknowledged put through another member,
+#   the median of 5 (the member is restarted in between).
+# The benchmark tool spreads its connections over every member; h2load
+# aims at the leader.
 #
 # Environment: CETCD_BUILD (default build/), BENCH_TOTAL (100000; --quick
 # makes it 10000), BENCH_DIR (where data dirs go; default /var/tmp),
@@ -25,7 +31,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CETCD_BUILD:-$root/build}
 total=${BENCH_TOTAL:-100000}
-[[ ${1:-} == --quick ]] && total=${BENCH_TOTAL:-10000}
+members=1
+while (($#)); do
+  case $1 in
+  --quick) total=${BENCH_TOTAL:-10000}; shift ;;
+  --members) members=$2; shift 2 ;;
+  *) echo "etcd-compare: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ $members == 1 || $members == 3 ]] || { echo "etcd-compare: --members is 1 or 3" >&2; exit 2; }
 put1_total=$(( total / 50 < 500 ? 500 : total / 50 ))
 h2_total=$(( total * 2 ))
 tools=${ETCD_TOOLS:-$HOME/.cache/cetcd-etcd-tools}
@@ -37,15 +51,20 @@ command -v h2load >/dev/null || { echo "etcd-compare: h2load missing (nghttp2-cl
 [[ -x $build/bin/cetcd ]] || { echo "etcd-compare: build cetcd first (tools/build.sh)" >&2; exit 1; }
 
 work=$(mktemp -d "$basedir/cetcd-compare.XXXXXX")
-server_pid=
-stop_server() {
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
+server_pids=()
+stop_pid() {
+  local p=$1
+  if kill -0 "$p" 2>/dev/null; then
+    kill -TERM "$p" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
   fi
-  server_pid=
+}
+stop_server() {
+  local p
+  for p in "${server_pids[@]}"; do stop_pid "$p"; done
+  server_pids=()
 }
 trap 'stop_server; rm -rf "$work"' EXIT
 
@@ -53,44 +72,96 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# start_server NAME: starts cetcd or etcd on fresh ports and data dir;
-# sets server_pid and endpoint.
-start_server() {
-  local name=$1 cport pport dir
-  cport=$(free_port); pport=$(free_port)
-  dir=$work/$name.data
-  local args=(--name bench --data-dir "$dir"
-    --listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport"
-    --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport"
-    --initial-cluster "bench=http://127.0.0.1:$pport" --log-level error)
-  if [[ $name == cetcd ]]; then
-    setsid "$build/bin/cetcd" "${args[@]}" >"$work/$name.log" 2>&1 &
+# start_member KIND I: member I of the current cluster (flags in margs).
+start_member() {
+  local kind=$1 i=$2
+  if [[ $kind == cetcd ]]; then
+    setsid "$build/bin/cetcd" ${margs[i]} >>"$work/$kind.$i.log" 2>&1 &
   else
-    setsid etcd "${args[@]}" >"$work/$name.log" 2>&1 &
+    setsid etcd ${margs[i]} >>"$work/$kind.$i.log" 2>&1 &
   fi
-  server_pid=$!
-  endpoint=127.0.0.1:$cport
-  for _ in $(seq 100); do
-    if ETCDCTL_API=3 etcdctl --endpoints "$endpoint" --command-timeout 1s put bench-ready 1 >/dev/null 2>&1; then
+  server_pids[i]=$!
+}
+
+# ready EP: a put through EP is acknowledged.
+ready() {
+  ETCDCTL_API=3 etcdctl --endpoints "$1" --command-timeout 1s put bench-ready 1 >/dev/null 2>&1
+}
+
+# start_server NAME: starts cetcd or etcd ($members members) on fresh
+# ports and data dirs; sets server_pids, endpoints (all), endpoint (the
+# leader's).
+start_server() {
+  local name=$1 i initial="" cports=() pports=()
+  for ((i = 0; i < members; i++)); do
+    cports[i]=$(free_port); pports[i]=$(free_port)
+    initial+="${initial:+,}m$i=http://127.0.0.1:${pports[i]}"
+  done
+  margs=()
+  endpoints=""
+  for ((i = 0; i < members; i++)); do
+    margs[i]="--name m$i --data-dir $work/$name.data.$i
+      --listen-client-urls http://127.0.0.1:${cports[i]} --advertise-client-urls http://127.0.0.1:${cports[i]}
+      --listen-peer-urls http://127.0.0.1:${pports[i]} --initial-advertise-peer-urls http://127.0.0.1:${pports[i]}
+      --initial-cluster $initial --log-level error"
+    start_member "$name" "$i"
+    endpoints+="${endpoints:+,}127.0.0.1:${cports[i]}"
+  done
+  member_eps=(${endpoints//,/ })
+  for _ in $(seq 150); do
+    local up=0
+    for ((i = 0; i < members; i++)); do ready "${member_eps[i]}" && up=$((up + 1)); done
+    if ((up == members)); then
+      endpoint=${member_eps[$(leader_of)]}
       return 0
     fi
     sleep 0.2
   done
-  echo "etcd-compare: $name did not start; its log:" >&2
-  tail -20 "$work/$name.log" >&2
+  echo "etcd-compare: $name did not start; its logs:" >&2
+  tail -n 20 "$work/$name".*.log >&2
   return 1
 }
 
-# CPU ticks (user + sys) of the server's whole process group.
+# leader_of: the index of the member that leads (0 when alone).
+leader_of() {
+  local i
+  for ((i = 0; i < members; i++)); do
+    if ETCDCTL_API=3 etcdctl --endpoints "${member_eps[i]}" --command-timeout 2s endpoint status -w json 2>/dev/null |
+      python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; sys.exit(0 if d["leader"] == d["header"]["member_id"] else 1)'; then
+      echo "$i"; return 0
+    fi
+  done
+  echo 0
+}
+
+# failover_ms KIND: SIGKILL of the leader's whole process group, then ms
+# until a put through another member is acknowledged; restarts the member.
+failover_ms() {
+  local kind=$1 li other t0 t1
+  li=$(leader_of)
+  other=$(( (li + 1) % members ))
+  t0=$(date +%s%3N)
+  kill -KILL -- "-${server_pids[li]}" 2>/dev/null || true
+  wait "${server_pids[li]}" 2>/dev/null || true
+  for _ in $(seq 600); do ready "${member_eps[other]}" && break; done
+  t1=$(date +%s%3N)
+  start_member "$kind" "$li"
+  for _ in $(seq 150); do ready "${member_eps[li]}" && break; sleep 0.2; done
+  echo $(( t1 - t0 ))
+}
+
+# CPU ticks (user + sys) of the servers' process groups.
 server_ticks() {
-  local pgid=$server_pid sum=0 f
+  local sum=0 f p
+  declare -A groups=()
+  for p in "${server_pids[@]}"; do groups[$p]=1; done
   for f in /proc/[0-9]*/stat; do
     # Field 2 (comm) may hold spaces and parentheses: cut through the
     # last ") ". Then state is field 3, pgrp 5, utime 14, stime 15.
     local rest
     rest=$(sed -e 's/^.*) //' "$f" 2>/dev/null) || continue
     read -r -a r <<<"$rest"
-    [[ ${r[2]:-} == "$pgid" ]] || continue
+    [[ -n ${groups[${r[2]:-x}]:-} ]] || continue
     sum=$(( sum + r[11] + r[12] ))
   done
   echo "$sum"
@@ -99,7 +170,7 @@ server_ticks() {
 # bench_tool ARGS...: runs etcd's benchmark tool; prints "qps p99_ms avg_ms".
 bench_tool() {
   local out
-  out=$("$bench" --endpoints "$endpoint" --precise "$@" 2>&1 | tr -d '\r')
+  out=$("$bench" --endpoints "$endpoints" --precise "$@" 2>&1 | tr -d '\r')
   local qps p99 avg
   qps=$(awk '/Requests\/sec:/ {print $2}' <<<"$out")
   p99=$(awk '/ 99% in / {print $3*1000}' <<<"$out")
@@ -194,6 +265,12 @@ for server in $servers; do
   read -r R[$server.h2_range_s_qps] R[$server.h2_range_s_cpu] R[$server.h2_range_s_ok] < <(h2_run /etcdserverpb.KV/Range "$range_s")
   read -r R[$server.h2_range_l_qps] R[$server.h2_range_l_cpu] R[$server.h2_range_l_ok] < <(h2_run /etcdserverpb.KV/Range "$range_l")
   read -r R[$server.h2_put_qps] R[$server.h2_put_cpu] R[$server.h2_put_ok] < <(h2_run /etcdserverpb.KV/Put "$put")
+  if ((members > 1)); then
+    fo=()
+    for _ in 1 2 3 4 5; do fo+=("$(failover_ms "$server")"); done
+    R[$server.failover_ms]=$(printf '%s\n' "${fo[@]}" | sort -n | sed -n 3p)
+    echo "etcd-compare: $server failovers (ms): ${fo[*]}" >&2
+  fi
   stop_server
 done
 fsync_us=$(fsync_floor_us)
@@ -202,7 +279,7 @@ row() { printf '%-28s %14s %14s\n' "$1" "$2" "$3"; }
 row "workload" "cetcd" "etcd"
 for k in put_qps put_p99 range_l_qps range_s_qps put1_qps put1_avg txn_qps \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
-         h2_put_qps h2_put_cpu h2_put_ok h2_status; do
+         h2_put_qps h2_put_cpu h2_put_ok h2_status failover_ms; do
   unit=""
   case $k in *_p99|*_avg) unit=" (ms)";; *_cpu) unit=" (us/req)";; esac
   row "$k$unit" "${R[cetcd.$k]:-0}" "${R[etcd.$k]:-0}"
@@ -219,4 +296,6 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "h2_range_s_qps_ratio=$(ratio "${R[cetcd.h2_range_s_qps]:-0}" "${R[etcd.h2_range_s_qps]:-0}")" \
   "h2_put_qps_ratio=$(ratio "${R[cetcd.h2_put_qps]:-0}" "${R[etcd.h2_put_qps]:-0}")" \
   "cpu_per_range_s_ratio=$(ratio "${R[cetcd.h2_range_s_cpu]:-0}" "${R[etcd.h2_range_s_cpu]:-0}")" \
-  "cpu_per_put_ratio=$(ratio "${R[cetcd.h2_put_cpu]:-0}" "${R[etcd.h2_put_cpu]:-0}")"
+  "cpu_per_put_ratio=$(ratio "${R[cetcd.h2_put_cpu]:-0}" "${R[etcd.h2_put_cpu]:-0}")" \
+  "failover_ratio=$(ratio "${R[cetcd.failover_ms]:-0}" "${R[etcd.failover_ms]:-0}")" \
+  "members=$members"
