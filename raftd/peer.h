@@ -3,8 +3,10 @@
  * members form one cluster.
  *
  * Served on the peer URLs (http, https, unix, unixs):
- *   GET  /raft/stream/msgappv2/<from>  a long-lived stream of MsgApp to
- *                                      that peer (msgappv2.h)
+ *   GET  /raft/stream/msgapp/<from>    a long-lived stream of MsgApp to
+ *                                      that peer, msgappv2 coded
+ *                                      (msgappv2.h; etcd's endpoint
+ *                                      keeps the old name)
  *   GET  /raft/stream/message/<from>   a long-lived stream of the other
  *                                      messages to that peer (msgframe.h)
  *   POST /raft                         one message (the pipeline)
@@ -55,6 +57,9 @@ struct peer_opts {
 	const char *server_version;         /* "3.4.0" */
 	const char *min_cluster_version;    /* "3.0.0" */
 	size_t queue_msgs;                  /* per peer; 0 = etcd's 4096 */
+	const char *snap_dir;               /* where a received snapshot's db
+					     * file is written (member/snap);
+					     * NULL: snapshots are refused */
 };
 
 /* A peer to talk to. */
@@ -115,6 +120,15 @@ int peer_send(struct peer *p, const struct raftmsg *m);
  * it ended). */
 int peer_send_snapshot(struct peer *p, const struct raftmsg *m, const char *db_path);
 
+/* The cluster version GET /version reports ("3.4.0"); copied. Until it
+ * is set, "not_decided", as etcd answers before the cluster agrees. */
+int peer_set_cluster_version(struct peer *p, const char *version);
+
+/* The port listener i (in --listen-peer-urls order) is bound to, so that
+ * a URL with port 0 can be told to others; 0 for a unix socket or an
+ * index out of range. */
+uint16_t peer_listen_port(const struct peer *p, size_t i);
+
 /* Readable (level-triggered) while events wait. */
 int peer_event_fd(const struct peer *p);
 
@@ -124,9 +138,11 @@ int peer_recv(struct peer *p, struct peer_event *ev);
 /* Frees what an event owns. */
 void peer_event_release(struct peer_event *ev);
 
-/* Whether both streams to peer id are connected now, and since when
- * (CLOCK_MONOTONIC ns; 0 when not): etcd's ActiveSince, for the
- * --strict-reconfig-check health checks. */
+/* Since when peer id is active (CLOCK_MONOTONIC ns; 0 when not): etcd's
+ * ActiveSince, for the --strict-reconfig-check health checks. As etcd's
+ * peerStatus, a peer becomes active when a stream to or from it is
+ * connected or a pipeline post succeeds, and inactive when a send or a
+ * stream fails. */
 uint64_t peer_active_since(struct peer *p, uint64_t id);
 
 #endif

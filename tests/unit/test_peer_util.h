@@ -1,0 +1,193 @@
+/*
+ * Helpers for the peer transport tests: a member's transport on loopback
+ * (or a unix socket), messages of each kind with recognisable bytes, and
+ * waiting for what a transport hands over.
+ */
+#ifndef CETCD_TESTS_PEER_UTIL_H
+#define CETCD_TESTS_PEER_UTIL_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "test_wal_util.h"
+
+#include "raftd/msgframe.h"
+#include "raftd/peer.h"
+#include "raftd/peer_int.h"
+#include "raftd/raft.h"
+#include "shm/config/config.h"
+#include "shm/config/config_int.h"
+#include "shm/tls/tls.h"
+
+/* One member's transport. */
+struct pt_node {
+	struct peer *p;
+	uint64_t id;
+	uint64_t cluster_id;
+	char url[256];              /* its peer URL, as others dial it */
+	struct config_urls listen;
+	struct tls_ctx *sctx, *cctx;
+	char snap_dir[256];
+};
+
+/* Starts n listening on listen_url ("http://127.0.0.1:0" takes a free
+ * port; the URL others use is then in n->url). */
+static inline int pt_start(struct pt_node *n, uint64_t id, uint64_t cluster_id,
+			   const char *listen_url)
+{
+	struct peer_opts o = { 0 };
+	char why[256];
+	int rc;
+
+	n->id = id;
+	n->cluster_id = cluster_id;
+	CHECK_EQ(config_parse_urls(listen_url, &n->listen, why, sizeof(why)), 0);
+	o.self_id = id;
+	o.cluster_id = cluster_id;
+	o.listen = &n->listen;
+	o.server_tls = n->sctx;
+	o.client_tls = n->cctx;
+	o.server_version = "3.4.0";
+	o.min_cluster_version = "3.0.0";
+	o.snap_dir = n->snap_dir[0] ? n->snap_dir : NULL;
+	rc = peer_start(&o, &n->p);
+	if (rc) {
+		config_urls_free(&n->listen);
+		return rc;
+	}
+	const struct config_url *u = &n->listen.v[0];
+	if (!strcmp(u->scheme, "unix") || !strcmp(u->scheme, "unixs"))
+		snprintf(n->url, sizeof(n->url), "%s", u->text);
+	else
+		snprintf(n->url, sizeof(n->url), "%s://%s:%u", u->scheme, u->host,
+			 peer_listen_port(n->p, 0));
+	return 0;
+}
+
+static inline void pt_stop(struct pt_node *n)
+{
+	peer_stop(n->p);
+	n->p = NULL;
+	config_urls_free(&n->listen);
+}
+
+/* Tells n its peers (each by its URL). */
+static inline void pt_members(struct pt_node *n, struct pt_node *const *peers, size_t count,
+			      const uint64_t *removed, size_t n_removed)
+{
+	struct peer_member m[8];
+	const char *urls[8];
+
+	CHECK(count <= 8);
+	for (size_t i = 0; i < count; i++) {
+		urls[i] = peers[i]->url;
+		m[i] = (struct peer_member){ .id = peers[i]->id, .urls = &urls[i], .n_urls = 1 };
+	}
+	CHECK_EQ(peer_set_members(n->p, m, count, removed, n_removed), 0);
+}
+
+/* The next event of n within timeout_ms: 0 or -ETIMEDOUT. */
+static inline int pt_next(struct pt_node *n, struct peer_event *ev, int timeout_ms)
+{
+	uint64_t end = test_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+	for (;;) {
+		if (peer_recv(n->p, ev) == 0)
+			return 0;
+		uint64_t now = test_now_ns();
+		if (now >= end)
+			return -ETIMEDOUT;
+		struct pollfd pf = { .fd = peer_event_fd(n->p), .events = POLLIN };
+		poll(&pf, 1, (int)((end - now) / 1000000u) + 1);
+	}
+}
+
+/* Waits for the next message event of n, dropping other events (counted
+ * into *others when given). */
+static inline int pt_next_msg(struct pt_node *n, struct peer_event *ev, int timeout_ms,
+			      int *others)
+{
+	for (;;) {
+		int rc = pt_next(n, ev, timeout_ms);
+		if (rc || ev->kind == PEER_EV_MESSAGE)
+			return rc;
+		if (others)
+			(*others)++;
+		peer_event_release(ev);
+	}
+}
+
+/* Whether n's writer of stream s to peer id is attached (the peer dialed
+ * it), read under the transport's lock. */
+static inline bool pt_stream_up(struct pt_node *n, uint64_t id, int s)
+{
+	bool up;
+
+	pthread_mutex_lock(&n->p->mu);
+	struct peer_remote *r = peer_remote_find(n->p, id);
+	up = r && r->working[s];
+	pthread_mutex_unlock(&n->p->mu);
+	return up;
+}
+
+/* Waits until both of n's writers to id are attached. */
+static inline void pt_wait_streams(struct pt_node *n, uint64_t id)
+{
+	for (int i = 0; i < 1000; i++) {
+		if (pt_stream_up(n, id, PEER_STREAM_MSGAPP) && pt_stream_up(n, id, PEER_STREAM_MESSAGE))
+			return;
+		usleep(10000);
+	}
+	fprintf(stderr, "streams from %llx to %llx did not come up\n", (unsigned long long)n->id,
+		(unsigned long long)id);
+	exit(1);
+}
+
+/* A message with recognisable entries; entries and their data live in
+ * one malloc'd block in *block (freed by the caller). */
+static inline struct raftmsg pt_msg(int32_t type, uint64_t from, uint64_t to, uint64_t term,
+				    uint64_t index, size_t n_entries, size_t entry_len,
+				    void **block)
+{
+	struct raftmsg m = { .type = type, .from = from, .to = to, .term = term,
+			     .log_term = term, .index = index, .commit = index };
+	uint8_t *b = malloc(n_entries * (sizeof(struct raftmsg_entry) + entry_len) + 1);
+
+	CHECK(b);
+	*block = b;
+	m.entries = (struct raftmsg_entry *)b;
+	m.n_entries = n_entries;
+	uint8_t *data = b + n_entries * sizeof(struct raftmsg_entry);
+	for (size_t i = 0; i < n_entries; i++) {
+		uint8_t *d = data + i * entry_len;
+		for (size_t k = 0; k < entry_len; k++)
+			d[k] = (uint8_t)(index * 31 + i * 7 + k);
+		m.entries[i] = (struct raftmsg_entry){ .term = term, .index = index + 1 + i,
+						       .has_data = true, .len = entry_len,
+						       .data = d };
+	}
+	return m;
+}
+
+/* Whether two messages have the same raftpb bytes. */
+static inline bool pt_same(const struct raftmsg *a, const struct raftmsg *b)
+{
+	size_t na = raftmsg_size(a), nb = raftmsg_size(b);
+	uint8_t *ba, *bb;
+	bool same;
+
+	if (na != nb)
+		return false;
+	ba = malloc(na + 1);
+	bb = malloc(nb + 1);
+	CHECK(ba && bb);
+	raftmsg_encode(a, ba);
+	raftmsg_encode(b, bb);
+	same = memcmp(ba, bb, na) == 0;
+	free(ba);
+	free(bb);
+	return same;
+}
+
+#endif
