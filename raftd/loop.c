@@ -77,6 +77,8 @@ struct loop {
 	struct outbox outbox;         /* messages to peers */
 	struct msgconv_scratch conv;  /* messages from peers */
 	bool removed;                 /* this member left the cluster */
+	const struct member_cluster *initial; /* --initial-cluster: the peers
+					       * until membership is applied */
 	struct loop_move *moves;      /* MoveLeader calls waiting */
 	size_t n_moves;
 	size_t cap_moves;
@@ -336,12 +338,20 @@ static int send_msgs(struct loop *l, const struct raft_ready *rd, bool must_sync
 static void update_peers(struct loop *l)
 {
 	const struct membership *ms = &l->members.ms;
+	struct membership initial;
 	struct peer_member *v;
 	char *json = NULL;
 	size_t len = 1;
 
 	if (!l->peer)
 		return;
+	/* a new member has applied no membership yet: its initial cluster */
+	if (ms->count == 0 && l->initial) {
+		memset(&initial, 0, sizeof(initial));
+		initial.v = l->initial->v;
+		initial.count = l->initial->count;
+		ms = &initial;
+	}
 	v = raftd_calloc(ms->count ? ms->count : 1, sizeof(*v));
 	if (!v)
 		goto out_nomem;
@@ -687,7 +697,7 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 	if (!l->stopping && !l->fatal) {
 		/* a failed request ring is logged there and skipped */
 		(void)proposals_drain(&l->props, l->raft, false);
-		members_propose(&l->members, l->raft);
+		members_propose(&l->members, l->raft, l->peer ? loop_forward : NULL, l);
 		handle_ready(l);
 		if (l->n_moves)
 			check_moves(l, false);
@@ -992,6 +1002,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	log_start(l, &bs);
 	l->lone = o->cluster->count == 1;
 	l->peer = o->peer;
+	l->initial = o->cluster;
 	outbox_init(&l->outbox, o->peer);
 	l->props.move_leader = on_move_leader;
 	l->props.move_leader_arg = l;

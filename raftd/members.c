@@ -199,8 +199,8 @@ void members_tick(struct members *m)
 
 /* Proposes a v2 PUT; returns its request id, or 0 if the core refused it
  * (not the leader, out of memory: tried again later). */
-static uint64_t members_propose_put(struct members *m, struct raft *r, const char *path,
-				    const char *val)
+static uint64_t members_propose_put(struct members *m, struct raft *r, members_forward_fn fwd,
+				    void *fwd_arg, const char *path, const char *val)
 {
 	uint64_t id = m->req_next++;
 	struct raft_entry e = { .type = 0 };
@@ -210,6 +210,8 @@ static uint64_t members_propose_put(struct members *m, struct raft *r, const cha
 		return 0;
 	e.len = (uint32_t)len;
 	int rc = raft_propose(r, &e, 1);
+	if (rc == -EAGAIN && fwd && raft_leader(r))
+		rc = fwd(fwd_arg, raft_leader(r), &e, 1);
 	free(e.data);
 	return rc ? 0 : id;
 }
@@ -225,7 +227,8 @@ static void members_decide_version(char out[16])
 	snprintf(out, 16, "%u.%u.0", major, minor);
 }
 
-void members_propose(struct members *m, struct raft *r)
+void members_propose(struct members *m, struct raft *r, members_forward_fn forward,
+		     void *forward_arg)
 {
 	if (!raft_leader(r))
 		return;
@@ -234,7 +237,7 @@ void members_propose(struct members *m, struct raft *r)
 		size_t len;
 		membership_attributes_path(m->self_id, path);
 		if (member_json_encode_attributes(&m->attr, &val, &len) == 0) {
-			uint64_t id = members_propose_put(m, r, path, val);
+			uint64_t id = members_propose_put(m, r, forward, forward_arg, path, val);
 			free(val);
 			if (id) {
 				m->publish_req = id;
@@ -253,7 +256,7 @@ void members_propose(struct members *m, struct raft *r)
 		return;
 	char ver[16];
 	members_decide_version(ver);
-	uint64_t id = members_propose_put(m, r, "/0/version", ver);
+	uint64_t id = members_propose_put(m, r, NULL, NULL, "/0/version", ver);
 	if (id) {
 		m->version_req = id;
 		m->version_age = 0;

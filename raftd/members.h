@@ -74,8 +74,15 @@ void members_stored_applied(struct members *m, uint64_t index);
 /* One tick: ages pending proposals. */
 void members_tick(struct members *m);
 
-/* Proposes what is due (see above) through r. Never fails the caller: a
- * proposal the core refuses now is tried again on a later call. */
-void members_propose(struct members *m, struct raft *r);
+/* How a follower hands a proposal to the leader (proposals.h's forward);
+ * NULL: only a leader proposes. */
+typedef int (*members_forward_fn)(void *arg, uint64_t leader, const struct raft_entry *ents,
+				  size_t n);
+
+/* Proposes what is due (see above) through r, or on a follower through
+ * forward. Never fails the caller: a proposal refused now is tried again
+ * on a later call. */
+void members_propose(struct members *m, struct raft *r, members_forward_fn forward,
+		     void *forward_arg);
 
 #endif

@@ -116,7 +116,7 @@ const struct config_flag config_flags[] = {
 	  .usage = "List of this member's peer URLs to advertise to the rest of the cluster.",
 	  .check = config_check_urls_peer },
 	{ .name = "initial-cluster", .type = CT_STRING, .off = OFF(initial_cluster),
-	  .def = "default=http://localhost:2380", .support = CS_PARTIAL, .scope = SCOPE_ALL,
+	  .def = "default=http://localhost:2380", .support = CS_ANY, .scope = SCOPE_ALL,
 	  .section = S_CLUSTER, .usage = "Initial cluster configuration for bootstrapping." },
 	{ .name = "initial-cluster-state", .type = CT_CHOICE, .off = OFF(initial_cluster_state),
 	  .def = "new", .support = CS_PARTIAL, .scope = SCOPE_ALL, .section = S_CLUSTER,

@@ -225,6 +225,7 @@ static void test_v2(void)
 	/* the same request inside an InternalRaftRequest (v2, field 2) */
 	Etcdserverpb__Request *q = etcdserverpb__request__unpack(NULL, len, p);
 	CHECK(q && q->id == 5 && strcmp(q->method, "PUT") == 0 && strcmp(q->path, path) == 0);
+	char *val = q->val;
 	q->val = "{\"name\":\"y\"}";
 	Etcdserverpb__InternalRaftRequest ir = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
 	ir.v2 = q;
@@ -232,7 +233,7 @@ static void test_v2(void)
 	size_t wlen = etcdserverpb__internal_raft_request__pack(&ir, wrapped);
 	CHECK(membership_apply(&ms, 0, wrapped, wlen, &r) == 0 && r.change == MEMBERSHIP_ATTRIBUTES);
 	CHECK(strcmp(r.member->name, "y") == 0 && r.member->n_client_urls == 0);
-	q->val = NULL;
+	q->val = val;
 	etcdserverpb__request__free_unpacked(q, NULL);
 	free(p);
 
