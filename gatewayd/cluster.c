@@ -128,14 +128,18 @@ static void cluster_member_list(struct gw_server *s, struct grpc_call *call, con
 /* etcd's IsReadyToAddVotingMember / IsReadyToRemoveVotingMember: enough
  * voting members have started (published) to keep a quorum after the
  * change. remove_id 0: an addition. */
-static bool cluster_ready(const struct membership *ms, uint64_t remove_id)
+static bool cluster_ready(const struct gw_server *s, const struct membership *ms,
+			  uint64_t remove_id)
 {
 	size_t members = remove_id ? 0 : 1, started = 0;
 	for (size_t i = 0; i < ms->count; i++) {
 		const struct member_info *m = &ms->v[i];
 		if (m->is_learner || m->id == remove_id)
 			continue;
-		started += m->name && m->name[0];
+		/* this member serves, so it has started (etcd serves only once
+		 * its own publish applied; the db this read sees may be a
+		 * little older) */
+		started += (m->name && m->name[0]) || m->id == s->member_id;
 		members++;
 	}
 	/* adding a second member to a one-member cluster, as when restoring */
@@ -217,7 +221,7 @@ static void cluster_member_add(struct gw_server *s, struct grpc_call *call, cons
 			member_info_clear(&m);
 			return;
 		}
-		bool ready = cluster_ready(&ms, 0);
+		bool ready = cluster_ready(s, &ms, 0);
 		membership_free(&ms);
 		if (!ready) {
 			member_info_clear(&m);
@@ -251,7 +255,7 @@ static void cluster_member_remove(struct gw_server *s, struct grpc_call *call, c
 		if (!cluster_load_or_refuse(s, call, &ms))
 			return;
 		const struct member_info *m = membership_find(&ms, r->id);
-		bool ready = (m && m->is_learner) || cluster_ready(&ms, r->id);
+		bool ready = (m && m->is_learner) || cluster_ready(s, &ms, r->id);
 		membership_free(&ms);
 		if (!ready) {
 			grpc_call_finish(call, GRPC_STATUS_FAILED_PRECONDITION, CLUSTER_ERR_NOT_STARTED);

@@ -467,6 +467,12 @@ int h2_ctx_new(const struct h2_config *cfg, struct h2_ctx **out)
 		goto out_free_cbs;
 	/* Closed streams are not kept for RFC 7540 priority bookkeeping. */
 	nghttp2_option_set_no_closed_streams(ctx->opt, 1);
+	/* nghttp2's HTTP checks reset a stream whose :authority is not an
+	 * RFC 3986 authority, and etcd's Go clients send "http://host:port"
+	 * there when given an endpoint with a scheme (Go's server takes it).
+	 * The gRPC layer checks what it relies on itself: :method POST, a
+	 * known :path, gRPC's content-type. */
+	nghttp2_option_set_no_http_messaging(ctx->opt, 1);
 
 	*out = ctx;
 	return 0;

@@ -181,7 +181,7 @@ int main(int argc, char **argv)
 
 	rc = loop_run(loop);
 	/* a member removed from the cluster stays stopped, as etcd's */
-	status = rc == -EIDRM ? CONFIG_EXIT_FATAL : rc ? 1 : 0;
+	status = rc == -EIDRM ? CONFIG_EXIT_REMOVED : rc ? 1 : 0;
 	loop_free(loop);
 
 out_close_signals:

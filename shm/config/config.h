@@ -248,6 +248,9 @@ int config_load(struct cetcd_config *c, enum config_program prog, int argc,
  * launcher stops the member instead of restarting the daemon, and systemd
  * units list it in RestartPreventExitStatus=. */
 #define CONFIG_EXIT_FATAL 78
+/* A daemon's exit status when its member was removed from the cluster:
+ * the launcher stops the member and exits 0, as etcd exits then. */
+#define CONFIG_EXIT_REMOVED 79
 
 struct shm_region;
 

@@ -10,7 +10,9 @@
  * grace period, SIGKILL. SIGHUP (a closed terminal) stops it the same
  * way. A daemon that exits with CONFIG_EXIT_FATAL (or cannot be executed)
  * is not restarted: the launcher stops the member and exits 1, as etcd
- * exits when it cannot start.
+ * exits when it cannot start. One that exits with CONFIG_EXIT_REMOVED (the
+ * member was removed from its cluster) stops the member too, and the
+ * launcher exits 0, as etcd does then.
  *
  * The region has no name (shm_region_create_unnamed): the daemons inherit
  * its descriptor, and a restarted daemon inherits it again. The kernel
@@ -472,6 +474,12 @@ static void launch_reap(struct launcher *l)
 				 LOG_I64("exit-code", WEXITSTATUS(st)), LOG_U64("ran-ms", ran_ms));
 		if (l->stopping)
 			continue;
+		if (WIFEXITED(st) && WEXITSTATUS(st) == CONFIG_EXIT_REMOVED) {
+			log_info("the member was removed from the cluster; stopping it",
+				 LOG_STR("process", ch->name));
+			l->stopping = true;
+			continue;
+		}
 		if (WIFEXITED(st) && (WEXITSTATUS(st) == CONFIG_EXIT_FATAL ||
 				      WEXITSTATUS(st) == 126 || WEXITSTATUS(st) == 127)) {
 			log_error("process cannot run with this configuration; stopping the member",
