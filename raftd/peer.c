@@ -230,7 +230,8 @@ int peer_set_members(struct peer *p, const struct peer_member *v, size_t n,
 
 	if (!urls || !rm)
 		goto out_free;
-	memcpy(rm, removed, n_removed * sizeof(*rm));
+	if (n_removed)
+		memcpy(rm, removed, n_removed * sizeof(*rm));
 	/* everything that allocates is made before the lock is taken */
 	for (size_t i = 0; i < n; i++) {
 		urls[i] = peer_strv_dup(v[i].urls, v[i].n_urls);

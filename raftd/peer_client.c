@@ -620,20 +620,20 @@ static void peer_writer_fill(struct peer *p, struct peer_remote *r, enum peer_st
 		rc = peer_buf_append(&c->out, "\r\n", 2);
 	if (!rc && !total && !peer_buf_size(&c->out) && now - c->last_out_ns >= PEER_HEARTBEAT_NS) {
 		struct raftmsg hb;
-		uint8_t frame[32];
 		size_t n;
 		msgframe_link_heartbeat(&hb);
-		if (s == PEER_STREAM_MSGAPP) {
-			frame[0] = MSGAPPV2_LINK_HEARTBEAT;
-			n = 1;
-		} else {
-			n = msgframe_encode(&hb, frame);
-		}
+		n = s == PEER_STREAM_MSGAPP ? 1 : msgframe_size(&hb);
 		rc = peer_buf_printf(&c->out, "%zx\r\n", n);
 		if (!rc)
-			rc = peer_buf_append(&c->out, frame, n);
-		if (!rc)
+			rc = peer_buf_reserve(&c->out, n + 2);
+		if (!rc) {
+			if (s == PEER_STREAM_MSGAPP)
+				c->out.p[c->out.len] = MSGAPPV2_LINK_HEARTBEAT;
+			else
+				msgframe_encode(&hb, c->out.p + c->out.len);
+			c->out.len += n;
 			rc = peer_buf_append(&c->out, "\r\n", 2);
+		}
 	}
 	if (rc) {
 		/* the stream lost bytes: it cannot go on */

@@ -190,4 +190,76 @@ static inline bool pt_same(const struct raftmsg *a, const struct raftmsg *b)
 	return same;
 }
 
+/* Checks messages as they arrive against the ones sent, msgs[0..n):
+ * each once, MsgApp in order among themselves (the msgapp stream), the
+ * others likewise (the message stream); the two streams do not keep
+ * order between them, as in etcd. */
+struct pt_matcher {
+	const struct raftmsg *msgs;
+	size_t n;
+	size_t next[2];
+};
+
+static inline void pt_match(struct pt_matcher *mt, const struct raftmsg *got)
+{
+	int cls = got->type == RAFT_MSG_APP;
+	size_t *i = &mt->next[cls];
+
+	while (*i < mt->n && (mt->msgs[*i].type == RAFT_MSG_APP) != cls)
+		(*i)++;
+	if (*i == mt->n || !pt_same(got, &mt->msgs[*i])) {
+		fprintf(stderr, "message %zu of %zu arrived changed or out of order (got type %d index %llu)\n",
+			*i, mt->n, got->type, (unsigned long long)got->index);
+		exit(1);
+	}
+	(*i)++;
+}
+
+/* How many messages pt_all_kinds makes. */
+#define PT_ALL_KINDS 262
+
+/*
+ * Every kind of message from one member to another, in msgs[] (entries in
+ * blocks[], freed by the caller): runs of MsgApp that take msgappv2's
+ * short form (consecutive, logTerm == term), heartbeats with a ReadIndex
+ * context, votes, rejecting and accepting MsgAppResp, an empty MsgApp (a
+ * probe) and one that does not continue the run. Returns the count.
+ */
+static inline size_t pt_all_kinds(uint64_t from, uint64_t to, uint64_t term,
+				   struct raftmsg *msgs, void **blocks)
+{
+	static uint8_t ctx[8];
+	uint64_t index = 100;
+	size_t n = 0;
+
+	raftmsg_read_ctx_put(ctx, 42);
+	for (int round = 0; round < 20; round++) {
+		for (int k = 0; k < 10; k++) {
+			msgs[n] = pt_msg(RAFT_MSG_APP, from, to, term, index, 1 + (size_t)k % 4,
+					 16 + (size_t)k * 3, &blocks[n]);
+			index += msgs[n].n_entries;
+			n++;
+		}
+		msgs[n] = pt_msg(RAFT_MSG_HEARTBEAT, from, to, term, 0, 0, 0, &blocks[n]);
+		msgs[n].commit = index;
+		msgs[n].has_context = true;
+		msgs[n].context = ctx;
+		msgs[n].context_len = sizeof(ctx);
+		n++;
+		msgs[n] = pt_msg(RAFT_MSG_VOTE, from, to, term + 1, index, 0, 0, &blocks[n]);
+		n++;
+		msgs[n] = pt_msg(RAFT_MSG_APP_RESP, from, to, term, index, 0, 0, &blocks[n]);
+		msgs[n].reject = round % 2;
+		msgs[n].reject_hint = (uint64_t)round;
+		n++;
+	}
+	msgs[n] = pt_msg(RAFT_MSG_APP, from, to, term, index, 0, 0, &blocks[n]);
+	n++;
+	msgs[n] = pt_msg(RAFT_MSG_APP, from, to, term, 7, 2, 8, &blocks[n]);
+	msgs[n].log_term = term - 1;
+	n++;
+	CHECK_EQ(n, PT_ALL_KINDS);
+	return n;
+}
+
 #endif
