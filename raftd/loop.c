@@ -77,6 +77,7 @@ struct loop {
 	struct outbox outbox;         /* messages to peers */
 	struct msgconv_scratch conv;  /* messages from peers */
 	bool removed;                 /* this member left the cluster */
+	uint64_t snapshot_count;      /* --snapshot-count */
 	const struct member_cluster *initial; /* --initial-cluster: the peers
 					       * until membership is applied */
 	struct loop_move *moves;      /* MoveLeader calls waiting */
@@ -221,7 +222,12 @@ static void maybe_compact(struct loop *l)
 	if (keep <= LOOP_KEEP_ENTRIES + 1)
 		return;
 	uint64_t to = keep - 1 - LOOP_KEEP_ENTRIES;
-	if (to >= raft_log(l->raft)->snap_index + LOOP_COMPACT_STEP)
+	/* with peers, as etcd: the log is kept until --snapshot-count entries
+	 * were applied since the last compaction, so that a follower that
+	 * fell that far behind catches up from it */
+	uint64_t step = l->peer && l->snapshot_count > LOOP_COMPACT_STEP ? l->snapshot_count :
+									  LOOP_COMPACT_STEP;
+	if (to >= raft_log(l->raft)->snap_index + step)
 		raft_compact(l->raft, to);
 }
 
@@ -345,6 +351,12 @@ static void update_peers(struct loop *l)
 
 	if (!l->peer)
 		return;
+	if (ms->has_version) {
+		char ver[32];
+		snprintf(ver, sizeof(ver), "%u.%u.0", ms->version_major, ms->version_minor);
+		if (peer_set_cluster_version(l->peer, ver))
+			goto out_nomem;
+	}
 	/* a new member has applied no membership yet: its initial cluster */
 	if (ms->count == 0 && l->initial) {
 		memset(&initial, 0, sizeof(initial));
@@ -422,6 +434,8 @@ static int apply_membership(struct loop *l, const struct raft_entry *e, bool *pe
 	struct membership_result res;
 	int rc = members_apply(&l->members, e, &res);
 
+	if (!rc && res.change == MEMBERSHIP_VERSION)
+		*peers_changed = true; /* /version reports it */
 	if (rc || e->type != RAFT_ENTRY_CONF_CHANGE)
 		return rc;
 	enum raft_conf_change_type t;
@@ -1003,6 +1017,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->lone = o->cluster->count == 1;
 	l->peer = o->peer;
 	l->initial = o->cluster;
+	l->snapshot_count = o->snapshot_count;
 	outbox_init(&l->outbox, o->peer);
 	l->props.move_leader = on_move_leader;
 	l->props.move_leader_arg = l;

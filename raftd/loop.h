@@ -66,6 +66,8 @@ struct loop_options {
 	struct wal_options wal;     /* io NULL = io_uring or plain; taken over */
 	int signal_fd;              /* a signalfd whose readability means stop,
 				     * or -1 */
+	uint64_t snapshot_count;    /* --snapshot-count: entries applied
+				     * between log compactions with peers */
 	struct peer *peer;          /* the peer transport (started, owned by
 				     * the caller, stopped after loop_free);
 				     * NULL: messages to peers are dropped */

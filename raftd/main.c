@@ -167,6 +167,7 @@ int main(int argc, char **argv)
 		.pre_vote = cfg.pre_vote,
 		.signal_fd = sfd,
 		.peer = peers,
+		.snapshot_count = cfg.snapshot_count,
 	};
 	rc = loop_new(&lo, &loop);
 	if (rc) {

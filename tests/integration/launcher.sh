@@ -3,7 +3,7 @@
 # start, attach through the slot rings, the client port's answers (/health
 # and /version over HTTP/1.1, the HTTP/2 server preface, Maintenance.Status
 # and Cluster.MemberList through etcdctl when it is installed), the plain
-# refusal on the peer port, idle without spinning, restart of a killed
+# peer port's /version, idle without spinning, restart of a killed
 # gatewayd with a higher slot generation, ordered stop on SIGTERM, no
 # survivors and nothing left in the runtime dir after SIGKILL of the
 # launcher, a second launcher on the same data dir refused, flag handling (--version, unsupported values, unknown flags) and
@@ -280,7 +280,8 @@ else
 	echo "  (etcdctl is not installed: the gRPC checks are skipped)"
 fi
 talk "$pport" "$tmp/http.req" "$tmp/peer.resp" || true
-check "the peer port refuses plainly" grep -q 'peer communication is not implemented yet' "$tmp/peer.resp"
+check "the peer port answers etcd's /version (server and cluster version)" \
+	grep -q '{"etcdserver":"3.4.0","etcdcluster":"3.4.0"}' "$tmp/peer.resp"
 
 t0=$(cpu_ticks "$lp" "${kids[@]}")
 sleep 2
