@@ -174,6 +174,7 @@ struct gw_watch;
 struct gw_arena;
 struct gw_method;
 struct kv_state;
+struct maint_job;
 
 struct gw_server {
 	struct shm_region *r;
@@ -208,6 +209,8 @@ struct gw_server {
 	struct gw_arena *arena;
 	struct gw_method *methods;      /* registered unary handlers (owned) */
 	struct kv_state *kv;            /* kv.c's (owned) */
+	struct maint_job *maint_jobs;   /* maint.c's hashes in progress, first runs
+					 * (owned; each freed when its call ends) */
 
 	/* the ring side (rings.c) */
 	struct shm_waker waker;
@@ -393,6 +396,10 @@ int kv_register(struct gw_server *s);
  * once its events are handled, before anything of the turn's arena goes. */
 void kv_turn(struct gw_server *s);
 int maint_register(struct gw_server *s);
+/* Takes the next step of the Hash or HashKV being computed (maint.c), and
+ * keeps the loop from sleeping while one is; once per turn, with the
+ * turn's reads. */
+void maint_turn(struct gw_server *s);
 int cluster_register(struct gw_server *s);
 
 #endif

@@ -211,6 +211,68 @@ int mvcc_range_response(const struct mvcc_range_result *res, struct arena *a, bo
 int mvcc_txn_read(struct mvcc_view *v, const Etcdserverpb__TxnRequest *r, struct arena *a,
 		  Etcdserverpb__TxnResponse **out);
 
+/* ---- hashes (Maintenance.HashKV and Maintenance.Hash) ---- */
+
+/*
+ * etcd 3.4's HashByRev over a view: CRC-32C of the key bucket's name, then
+ * of each entry's key (the revision, with its tombstone mark) and value
+ * as stored, in revision order, up to revision `at`; of the entries at or
+ * below the compact revision only those etcd's Keep(at) holds (each key's
+ * newest revision at `at` when that is a put), unless it holds none.
+ *
+ * mvcc_hashkv_begin checks rev as etcd does: 0 is the view's revision;
+ * MVCC_ERR_COMPACTED at or below the compact revision, MVCC_ERR_FUTURE_REV
+ * above the view's (a negative rev hashes the name alone, as etcd does).
+ * mvcc_hashkv_step goes on for about `budget` bytes of work (entries and
+ * index lookups count too) and sets *done when the hash is ready. Every
+ * step but the one that follows the entries at or below the compact
+ * revision stays within the budget; that one, when Keep held none of
+ * them, also looks for one live key (etcd's test whether Keep is empty).
+ * The view must stay open throughout. Errors: -EUCLEAN, the B+tree's.
+ * mvcc_hashkv runs it all at once.
+ */
+struct mvcc_hashkv {
+	uint32_t hash;            /* the answer, once done */
+	int64_t rev;              /* the view's revision (the response header's) */
+	int64_t compact_rev;      /* the response's compact_revision; -1: none */
+	/* private */
+	struct mvcc_view *v;
+	int64_t at;
+	int state;
+	bool started;
+	struct btree_cursor c;
+	uint32_t crc;             /* after the prefix */
+	uint32_t crc_all, crc_kept; /* the prefix, without and with Keep */
+	uint64_t kept, skipped;   /* prefix entries Keep held and did not */
+};
+int mvcc_hashkv_begin(struct mvcc_hashkv *h, struct mvcc_view *v, int64_t rev);
+int mvcc_hashkv_step(struct mvcc_hashkv *h, size_t budget, bool *done);
+int mvcc_hashkv(struct mvcc_view *v, int64_t rev, struct mvcc_hashkv *h);
+
+/*
+ * etcd 3.4's backend Hash over the view's txn: CRC-32C of every top-level
+ * bucket in name order, its name then each entry's key and value (a nested
+ * bucket's key alone), without meta's consistent_index (etcd's
+ * DefaultIgnores) and without cetcd's own buckets (cetcd_*: the index,
+ * which holds nothing that is not in the key bucket), so that an etcd and
+ * a cetcd db with the same contents hash alike. hash is the answer once
+ * done, rev the view's revision (the response header's). Steps as
+ * mvcc_hashkv_step, each within its budget. Errors: -EUCLEAN (a value at
+ * the top level), the B+tree's.
+ */
+struct mvcc_hashdb {
+	uint32_t hash;
+	int64_t rev;
+	/* private */
+	struct btree_txn *t;
+	struct btree_cursor top, c;
+	uint32_t crc;
+	bool top_started, in_bucket, bucket_started, in_meta, done;
+};
+void mvcc_hashdb_begin(struct mvcc_hashdb *h, struct mvcc_view *v);
+int mvcc_hashdb_step(struct mvcc_hashdb *h, size_t budget, bool *done);
+int mvcc_hashdb(struct mvcc_view *v, struct mvcc_hashdb *h);
+
 /* ---- the writer ---- */
 
 struct mvcc_store;

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Maintenance.HashKV and Hash of cetcd against Debian's etcd 3.4: a fresh
+# etcd and a fresh cetcd member, side by side, take the same puts
+# (overwrites, binary keys and values), deletes (one key, a prefix), txns
+# (both branches) and compactions through etcdctl. `etcdctl endpoint
+# hashkv` must then give both the same hash, compact revision and header
+# revision, at the current revision and at every revision with --rev,
+# before and after each compaction; a compacted or a future revision must
+# be refused by both with etcd's text. Maintenance.Hash (over the whole db)
+# is sent by curl as a raw gRPC call: member and cluster ids are in the db
+# (the members bucket), and they differ between two members on other
+# ports, so its value is not compared; the test checks it answers, changes
+# with the data and not otherwise, and carries the current revision.
+# Exits 77 when etcd, etcdctl, curl or python3 is missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcd
+it_need_etcdctl
+command -v python3 >/dev/null || it_skip "python3 is not installed (Debian package python3)"
+command -v curl >/dev/null || it_skip "curl is not installed (Debian package curl)"
+curl --version | grep -qw HTTP2 || it_skip "this curl cannot speak HTTP/2"
+it_init hashkv-etcd
+
+it_cetcd_start h1 "$IT_TMP/cetcd.data" "$IT_TMP/cetcd.log"
+it_etcd_start h1 "$IT_TMP/etcd.data" "$IT_TMP/etcd.log"
+check "cetcd answers" it_wait_healthy "$IT_CPORT" 30
+check "Debian's etcd answers" it_wait_healthy "$IT_ETCD_PORT" 30
+eps=("127.0.0.1:$IT_CPORT" "127.0.0.1:$IT_ETCD_PORT")
+
+# both ARGS...: the same etcdctl command against both members.
+both() {
+	local ep
+	for ep in "${eps[@]}"; do
+		etcdctl --endpoints "$ep" --command-timeout=10s "$@" >/dev/null
+	done
+}
+
+# both_txn SCRIPT: the same `etcdctl txn` (SCRIPT on its stdin) to both.
+both_txn() {
+	local ep
+	for ep in "${eps[@]}"; do
+		printf '%s' "$1" | etcdctl --endpoints "$ep" --command-timeout=10s txn >/dev/null
+	done
+}
+
+# hashkv EP REV: "hash compact_revision header_revision", or the error text.
+hashkv() {
+	local out
+	if out=$(etcdctl --endpoints "$1" --command-timeout=30s endpoint hashkv --rev "$2" \
+		-w json 2>&1); then
+		python3 -c '
+import json, sys
+h = json.loads(sys.argv[1])[0]["HashKV"]
+print(h.get("hash", 0), h.get("compact_revision", 0), h["header"]["revision"])
+' "$out"
+	else
+		# the error etcd's client prints, without its timestamp and endpoint
+		sed -n 's/.*error: //p; s/.*Error: //p' <<<"$out" | head -1
+	fi
+}
+
+# same_hashkv REV: both members answer HashKV at REV alike.
+same_hashkv() {
+	local a b
+	a=$(hashkv "${eps[0]}" "$1")
+	b=$(hashkv "${eps[1]}" "$1")
+	if [[ $a == "$b" && -n $a ]]; then
+		return 0
+	fi
+	echo "  rev $1: cetcd \"$a\", etcd \"$b\""
+	return 1
+}
+
+# check_revs FROM TO: HashKV at the current revision and at FROM..TO.
+check_revs() {
+	local r bad=0
+	same_hashkv 0 || bad=1
+	for ((r = $1; r <= $2; r++)); do
+		same_hashkv "$r" || bad=1
+	done
+	return $bad
+}
+
+rev_of() {
+	etcdctl --endpoints "$1" get x -w json |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])'
+}
+
+# hash EP: Maintenance.Hash as "hash header_revision", through curl over
+# h2c with an empty HashRequest.
+hash() {
+	printf '\0\0\0\0\0' >"$IT_TMP/hash.req"
+	curl -s --http2-prior-knowledge -H 'content-type: application/grpc' -H 'te: trailers' \
+		--data-binary @"$IT_TMP/hash.req" -o "$IT_TMP/hash.resp" \
+		"http://$1/etcdserverpb.Maintenance/Hash" || return 1
+	python3 - "$IT_TMP/hash.resp" <<'EOF'
+import sys
+b = open(sys.argv[1], "rb").read()[5:]
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1
+        v |= (c & 0x7f) << s; s += 7
+        if c < 0x80:
+            return v, i
+def fields(b):
+    i, out = 0, {}
+    while i < len(b):
+        tag, i = varint(b, i)
+        if tag & 7 == 0:
+            v, i = varint(b, i)
+        else:
+            n, i = varint(b, i)
+            v, i = b[i:i + n], i + n
+        out[tag >> 3] = v
+    return out
+m = fields(b)
+print(m.get(2, 0), fields(m.get(1, b"")).get(3, 0))
+EOF
+}
+
+echo "same history on both: empty"
+check "HashKV of empty stores is the same" check_revs 1 1
+check "HashKV at a future revision is refused alike" same_hashkv 5
+
+h0=$(hash "${eps[0]}")
+check "cetcd answers Maintenance.Hash at revision 1 ($h0)" [ "${h0#* }" = 1 ]
+
+both put foo bar
+both put foo bar2
+both put foo/a 1
+both put foo/b 2
+both put $'\x01\xff binary' $'\xff\x00\x01'
+both put zz old
+both del zz
+both put zz new
+both_txn $'value("foo") = "bar2"\n\nput foo bar3\nput txn/1 one\n\nput foo failed\n\n'
+both_txn $'version("nope") > "0"\n\nput never x\n\nput txn/2 two\ndel foo/a\n\n'
+both put foo bar4
+both del --prefix txn/
+both put after del
+now=$(rev_of "${eps[0]}")
+check "both are at revision $now" [ "$now" = "$(rev_of "${eps[1]}")" ]
+check "HashKV at every revision 1..$now is the same" check_revs 1 "$now"
+
+h1=$(hash "${eps[0]}")
+check "Maintenance.Hash changed with the data and has revision $now ($h1)" \
+	[ "${h1% *}" != "${h0% *}" -a "${h1#* }" = "$now" ]
+check "Maintenance.Hash is the same when nothing changed" [ "$(hash "${eps[0]}")" = "$h1" ]
+check "etcd answers Maintenance.Hash at revision $now too" \
+	[ "$(hash "${eps[1]}" | cut -d' ' -f2)" = "$now" ]
+
+compact=$((now - 6))
+both compaction "$compact"
+both put foo bar5
+both put a/b c
+now=$(rev_of "${eps[0]}")
+# etcd's readers see a compaction's last deletions once its backend
+# commits (within 100 ms); HashKV leaves them out either way
+check "HashKV after a compaction at $compact is the same at $((compact + 1))..$now" \
+	it_until 5000 check_revs $((compact + 1)) "$now"
+check "HashKV at the compacted revision is refused alike" same_hashkv "$compact"
+check "HashKV below it is refused alike" same_hashkv $((compact - 2))
+check "HashKV at a future revision is refused alike" same_hashkv $((now + 1))
+echo "  cetcd at the compacted revision: $(hashkv "${eps[0]}" "$compact")"
+
+# a compaction at the current revision, then every key deleted: the
+# compacted keys' last puts count again (etcd's Keep is empty)
+both compaction "$now"
+both del --prefix ""
+both put k v
+both del k
+now2=$(rev_of "${eps[0]}")
+check "HashKV with no key left is the same at $((now + 1))..$now2" \
+	it_until 5000 check_revs $((now + 1)) "$now2"
+
+it_summary
