@@ -237,8 +237,6 @@ void kv_turn(struct gw_server *s)
 	uint32_t n;
 	int rc;
 
-	/* the long reads (Hash, HashKV) step in the same phase of the turn */
-	maint_turn(s);
 	if (!k || k->npoints == 0)
 		return;
 	n = k->npoints;

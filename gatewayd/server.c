@@ -739,7 +739,8 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     for step 3. A waker event only marks that the rings have records:
  *     they are read in step 5, with everything else that arrived.
  *  3. kv_turn: the point reads that step 2 queued, answered from one read
- *     transaction (one root, one reader slot, prefetched together).
+ *     transaction (one root, one reader slot, prefetched together); then
+ *     maint_turn: a bounded step of a running Hash or HashKV.
  *  4. Retries whose time came: the attach hello, paused listeners.
  *  5. gw_rings_turn: results and read indexes from raftd and stored, reads
  *     whose applied index is there, request timeouts. After step 2, so
@@ -780,6 +781,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	for (int i = 0; i < n; i++)                 /* 2 */
 		gw_event(s, evs[i].data.ptr, evs[i].events);
 	kv_turn(s);                                 /* 3 */
+	maint_turn(s);
 	if (s->hello_retry_ns <= s->now_ns)         /* 4 */
 		gw_server_hello(s);
 	if (s->accept_resume_ns <= s->now_ns)
