@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Mixed clusters of Debian's etcd 3.4 and cetcd members, on etcd's own
+# peer protocol: (a) two etcd members and one cetcd member, (b) one etcd
+# member and two cetcd members. In each, a writer on etcd's Go client puts
+# through every member and records every acknowledged put while the test
+#   - moves the leader to each member in turn (etcdctl move-leader), and
+#     checks that member then leads;
+#   - SIGKILLs an etcd member and a cetcd member in turn and restarts
+#     each on its data dir;
+# and at the end every acknowledged put is readable with its value through
+# every member, and all members report the same revision, the same raft
+# index and the same HashKV (etcd's and cetcd's computed the same way).
+# Exits 77 when the programs, Debian's etcd and etcdctl, python3 or Go
+# with Debian's clientv3 are missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcdctl
+it_need_etcd
+it_build_kvclient
+it_init mixed
+
+ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
+
+# run_cluster LABEL KIND0 KIND1 KIND2: one cluster of those kinds.
+run_cluster() {
+	local label=$1 i
+	local -a kinds=("$2" "$3" "$4") ports pids logs acks wpids
+	read -r -a ports < <(it_free_ports 6)
+	local initial=""
+	for i in 0 1 2; do
+		initial+="${initial:+,}x$i=http://127.0.0.1:${ports[2 * i + 1]}"
+	done
+	ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
+	start() {
+		local i=$1 bin rt
+		[[ ${kinds[i]} == etcd ]] && bin=$(command -v etcd) || bin=$IT_BIN/cetcd
+		rt="$IT_RT/$label.x$i"
+		mkdir -p "$rt"
+		local extra=()
+		[[ ${kinds[i]} == cetcd ]] && extra=(--runtime-dir "$rt")
+		"$bin" --name "x$i" --data-dir "$IT_TMP/$label.x$i" "${extra[@]}" \
+			--listen-client-urls "http://127.0.0.1:${ports[2 * i]}" \
+			--advertise-client-urls "http://127.0.0.1:${ports[2 * i]}" \
+			--listen-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
+			--initial-advertise-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
+			--initial-cluster "$initial" --initial-cluster-token "$label" \
+			2>>"$IT_TMP/$label.x$i.log" >&2 &
+		pids[i]=$!
+		it_track "${pids[i]}"
+	}
+	status_of() { ctl --endpoints "$(ep "$1")" endpoint status -w json 2>/dev/null; }
+	id_of() { status_of "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["member_id"])'; }
+	leads() {
+		status_of "$1" | python3 -c 'import json,sys
+d = json.load(sys.stdin)[0]["Status"]
+sys.exit(0 if d["leader"] == d["header"]["member_id"] else 1)'
+	}
+
+	echo "# $label: ${kinds[*]}"
+	for i in 0 1 2; do start "$i"; done
+	for i in 0 1 2; do
+		if ! it_wait_healthy "${ports[2 * i]}" 60; then
+			fail "$label: x$i (${kinds[i]}) answers"
+			tail -n 20 "$IT_TMP/$label.x$i.log"
+			return 1
+		fi
+	done
+	ok "$label: three members answer"
+	local list
+	list=$(ctl --endpoints "$(ep 2)" member list -w json)
+	check "$label: every member lists three started members" \
+		test "$(python3 -c 'import json,sys; print(",".join(sorted(m.get("name","") for m in json.load(sys.stdin)["members"])))' <<<"$list")" = "x0,x1,x2"
+
+	for i in 0 1 2; do
+		acks[i]=$IT_TMP/$label.acks.$i
+		it_kv_start "$IT_TMP/$label.writer.$i.out" write -endpoint "$(ep "$i")" \
+			-prefix "kv/$label/m$i" -acks "${acks[i]}" -writers 2 -per-conn 1
+		wpids[i]=$IT_KV_PID
+		check "$label: writes through x$i (${kinds[i]}) are acknowledged" \
+			it_wait_lines "${acks[i]}" 20 30
+	done
+	all_acks() { cat "${acks[@]}" 2>/dev/null | wc -l; }
+	more_acks() { (($(all_acks) >= $1)); }
+	flowing() { local at; at=$(all_acks); it_until 30000 more_acks $((at + 20)); }
+
+	# the leader to each member in turn
+	local target tid lead
+	for target in 0 1 2; do
+		tid=$(printf '%x' "$(id_of "$target")" 2>/dev/null) ||
+			tid=$(python3 -c "print('%x' % $(id_of "$target"))")
+		lead=""
+		for i in 0 1 2; do leads "$i" && lead=$i; done
+		if [[ -n $lead && $lead != "$target" ]]; then
+			ctl --endpoints "$(ep "$lead")" move-leader "$tid" >/dev/null 2>&1 || true
+		fi
+		check "$label: leadership moved to x$target (${kinds[target]})" it_until 10000 leads "$target"
+		check "$label: writes go on under x$target's lead" flowing
+	done
+
+	# an etcd member and a cetcd member killed and restarted
+	local kind victim
+	for kind in etcd cetcd; do
+		victim=""
+		for i in 0 1 2; do [[ ${kinds[i]} == "$kind" ]] && victim=$i; done
+		kill -9 "${pids[victim]}"
+		for p in $(pgrep -f -- "--data-dir $IT_TMP/$label.x$victim( |$)"); do kill -9 "$p" 2>/dev/null || true; done
+		check "$label: $kind member x$victim SIGKILLed: writes go on" flowing
+		start "$victim"
+		check "$label: $kind member x$victim comes back" it_wait_healthy "${ports[2 * victim]}" 60
+		check "$label: writes go on after x$victim restarted" flowing
+	done
+
+	for i in 0 1 2; do it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out" >/dev/null || true; done
+	local n files out
+	n=$(all_acks)
+	files=$(IFS=,; echo "${acks[*]}")
+	echo "  $label: $n puts acknowledged"
+	for i in 0 1 2; do
+		out=$IT_TMP/$label.check.$i.out
+		"$KVCLIENT" check -endpoint "$(ep "$i")" -prefix "kv/$label" -acks "$files" >"$out" 2>&1 || true
+		check "$label: all $n acknowledged puts are there through x$i (${kinds[i]})" \
+			test "$(it_kv_val "$out" acks-found)" -eq "$n" -a "$(it_kv_val "$out" violations)" -eq 0
+	done
+	same() {
+		local s
+		s=$(for i in 0 1 2; do
+			ctl --endpoints "$(ep "$i")" endpoint status -w json |
+				python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
+		done | sort -u | wc -l)
+		[[ $s == 1 ]]
+	}
+	check "$label: all members report the same revision and raft index" it_until 15000 same
+	local hashes
+	hashes=$(for i in 0 1 2; do
+		ctl --endpoints "$(ep "$i")" endpoint hashkv -w json |
+			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
+	done)
+	echo "$hashes" | sed 's/^/    hashkv /'
+	check "$label: all members report the same HashKV" test "$(sort -u <<<"$hashes" | wc -l)" = 1
+	for i in 0 1 2; do kill -TERM "${pids[i]}" 2>/dev/null || true; done
+	for i in 0 1 2; do it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true; done
+}
+
+run_cluster a etcd etcd cetcd
+run_cluster b etcd cetcd cetcd
+it_summary
