@@ -69,6 +69,35 @@ uint32_t tls_conn_want(const struct tls_conn *c)
 	return c->want;
 }
 
+/* A TLS alert's description as Go's crypto/tls words it. */
+static const char *tls_alert_text(int alert)
+{
+	switch (alert) {
+	case SSL_AD_CLOSE_NOTIFY: return "close notify";
+	case SSL_AD_UNEXPECTED_MESSAGE: return "unexpected message";
+	case SSL_AD_BAD_RECORD_MAC: return "bad record MAC";
+	case SSL_AD_HANDSHAKE_FAILURE: return "handshake failure";
+	case SSL_AD_BAD_CERTIFICATE: return "bad certificate";
+	case SSL_AD_UNSUPPORTED_CERTIFICATE: return "unsupported certificate";
+	case SSL_AD_CERTIFICATE_REVOKED: return "revoked certificate";
+	case SSL_AD_CERTIFICATE_EXPIRED: return "expired certificate";
+	case SSL_AD_CERTIFICATE_UNKNOWN: return "unknown certificate";
+	case SSL_AD_ILLEGAL_PARAMETER: return "illegal parameter";
+	case SSL_AD_UNKNOWN_CA: return "unknown certificate authority";
+	case SSL_AD_ACCESS_DENIED: return "access denied";
+	case SSL_AD_DECODE_ERROR: return "error decoding message";
+	case SSL_AD_DECRYPT_ERROR: return "error decrypting message";
+	case SSL_AD_PROTOCOL_VERSION: return "protocol version not supported";
+	case SSL_AD_INSUFFICIENT_SECURITY: return "insufficient security level";
+	case SSL_AD_INTERNAL_ERROR: return "internal error";
+	case SSL_AD_USER_CANCELLED: return "user canceled";
+	case SSL_AD_NO_RENEGOTIATION: return "no renegotiation";
+	case SSL_AD_CERTIFICATE_REQUIRED: return "certificate required";
+	case SSL_AD_NO_APPLICATION_PROTOCOL: return "no application protocol";
+	default: return SSL_alert_desc_string_long(alert);
+	}
+}
+
 /* Marks c failed with rc, which every later call returns. */
 static int tls_conn_fail(struct tls_conn *c, int rc)
 {
@@ -101,6 +130,14 @@ static int tls_conn_result(struct tls_conn *c, int r, const char *what)
 		return tls_conn_fail(c, errmsg_set(-saved, "tls: %s: %s", what, strerror(saved)));
 	default:
 		break;
+	}
+	/* an alert the peer sent: Go's words for it, which etcd logs and
+	 * tooling looks for ("remote error: tls: bad certificate") */
+	int reason = ERR_GET_REASON(ERR_peek_last_error());
+	if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256) {
+		ERR_clear_error();
+		return tls_conn_fail(c, errmsg_set(-EACCES, "tls: %s failed: remote error: tls: %s",
+						   what, tls_alert_text(reason - SSL_AD_REASON_OFFSET)));
 	}
 	/* OpenSSL 3 reports a peer that hung up without close_notify so */
 	if (ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {

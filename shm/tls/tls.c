@@ -340,7 +340,8 @@ static int tls_verify_cb(int ok, X509_STORE_CTX *store)
 	}
 	return 1;
 refuse:
-	X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
+	/* the peer gets a bad_certificate alert, as from Go's servers */
+	X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED);
 	return 0;
 }
 
