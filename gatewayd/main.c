@@ -4,7 +4,9 @@
  * through the slot's rings (the hello exchange), and serves clients on
  * the client URLs, shared with the other gatewayd through SO_REUSEPORT:
  * gRPC (etcd's KV, Maintenance.Status, Cluster.MemberList) and HTTP/1.1
- * (/health, /version). The event loop is server.h's.
+ * (/health, /version), in the clear on http URLs and over TLS on https
+ * ones (both on one address when both schemes name it, as etcd serves
+ * them). The event loop is server.h's.
  *
  * SIGTERM, SIGINT or SIGHUP (config_stop_signals): the listeners close,
  * HTTP/2 clients get GOAWAY, requests still waiting are answered "server
@@ -12,40 +14,132 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "gatewayd/server.h"
 #include "shm/config/config.h"
+#include "shm/log/errmsg.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
+#include "shm/tls/tls.h"
 
 /* How long stopping waits for connections to finish. */
 #define GW_DRAIN_MS 1500
 
-/* Opens the client listeners (shared with the other gatewayd). */
+/* etcd's client TLS set-up (configureClientListeners, ClientSelfCert):
+ * the info from the flags (auto TLS makes or reuses the certificate of
+ * <data-dir>/fixtures/client, under a lock the other gatewayd share), its
+ * log line, and the server context, which offers ALPN "http/1.1" before
+ * "h2": gRPC clients offer only "h2", and a client that offers both
+ * (curl, a browser) asks for /health, /version, /metrics or /v3/, which
+ * this server answers over HTTP/1.1. */
+static int gw_tls(struct gw_server *s, const struct cetcd_config *cfg)
+{
+	static const char *const alpn[] = { "http/1.1", "h2" };
+	struct tls_info info;
+	struct tls_ctx *ctx;
+	char text[2048], suites[1024] = "";
+	int rc;
+
+	rc = tls_info_from_config(cfg, TLS_SIDE_CLIENT, &info);
+	if (rc) {
+		log_error("failed to get client self-signed certs", LOG_STR("error", errmsg_get(rc)));
+		return rc;
+	}
+	tls_info_string(&info, text, sizeof(text));
+	for (size_t i = 0, n = 0; i < cfg->cipher_suites.count && n < sizeof(suites); i++)
+		n += (size_t)snprintf(suites + n, sizeof(suites) - n, "%s%s", i ? "," : "",
+				      cfg->cipher_suites.v[i]);
+	log_info("starting with client TLS", LOG_STR("tls-info", text),
+		 LOG_STR("cipher-suites", suites));
+	rc = tls_ctx_new(&info, TLS_SERVER, &ctx);
+	tls_info_free(&info);
+	if (!rc && (rc = tls_ctx_set_alpn(ctx, alpn, 2)))
+		tls_ctx_free(ctx);
+	if (rc) {
+		log_error("cannot serve TLS on the client port", LOG_STR("error", errmsg_get(rc)));
+		return rc;
+	}
+	gw_server_set_tls(s, ctx);
+	return 0;
+}
+
+/* Whether u and v listen on one address (etcd serves both schemes of one
+ * address on one listener). */
+static bool gw_same_address(const struct config_url *u, const struct config_url *v)
+{
+	struct sockaddr_storage a, b;
+	socklen_t al, bl;
+	struct config_error err;
+
+	return config_url_sockaddr(u, &a, &al, &err) == 0 &&
+	       config_url_sockaddr(v, &b, &bl, &err) == 0 && al == bl && memcmp(&a, &b, al) == 0;
+}
+
+/* Opens the client listeners (shared with the other gatewayd): one per
+ * address, serving http, https or both, as etcd's serve contexts. */
 static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg)
 {
 	const struct config_urls *us = &cfg->listen_client_urls;
+	bool files = cfg->cert_file[0] || cfg->key_file[0];
+	int rc;
+
 	for (size_t i = 0; i < us->count; i++) {
+		const struct config_url *u = &us->v[i];
+		bool https = strcmp(u->scheme, "https") == 0;
+		if (https && !s->tls && (rc = gw_tls(s, cfg)))
+			return rc;
+		if (!https && files)
+			log_warn("scheme is HTTP while key and cert files are present; ignoring key and cert files",
+				 LOG_STR("client-url", u->text));
+		if (!https && cfg->client_cert_auth)
+			log_warn("scheme is HTTP while --client-cert-auth is enabled; ignoring client cert auth for this URL",
+				 LOG_STR("client-url", u->text));
+	}
+	for (size_t i = 0; i < us->count; i++) {
+		const struct config_url *u = &us->v[i];
+		bool plain = false, secure = false, seen = false;
+		for (size_t j = 0; j < us->count && !seen; j++) {
+			if (!gw_same_address(u, &us->v[j]))
+				continue;
+			seen = j < i; /* served by the listener of an earlier URL */
+			if (strcmp(us->v[j].scheme, "https") == 0)
+				secure = true;
+			else
+				plain = true;
+		}
+		if (seen)
+			continue;
 		struct config_error err;
-		int fd, rc = config_listen_url(&us->v[i], true, &fd, &err);
+		int fd;
+		rc = config_listen_url(u, true, &fd, &err);
 		if (rc) {
-			log_error("cannot listen for clients", LOG_STR("address", us->v[i].text),
+			log_error("cannot listen for clients", LOG_STR("address", u->text),
 				  LOG_STR("reason", err.msg));
 			return rc;
 		}
-		rc = gw_server_listen(s, fd);
+		rc = gw_server_listen(s, fd, !secure ? GW_LISTEN_PLAIN :
+					     plain ? GW_LISTEN_BOTH : GW_LISTEN_TLS);
 		if (rc) {
-			log_error("cannot watch the client listener", LOG_STR("address", us->v[i].text),
+			log_error("cannot watch the client listener", LOG_STR("address", u->text),
 				  LOG_ERRNO(rc));
 			return rc;
 		}
-		log_info("serving client traffic insecurely", LOG_STR("address", us->v[i].text));
+		char addr[300];
+		snprintf(addr, sizeof(addr), "%s%s%s:%s", strchr(u->host, ':') ? "[" : "", u->host,
+			 strchr(u->host, ':') ? "]" : "", u->port);
+		if (plain)
+			log_info("serving client traffic insecurely; this is strongly discouraged!",
+				 LOG_STR("address", addr));
+		if (secure)
+			log_info("serving client traffic securely", LOG_STR("address", addr));
 	}
 	return 0;
 }

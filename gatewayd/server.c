@@ -25,12 +25,14 @@
 #include "shm/hello.h"
 #include "shm/log/log.h"
 #include "shm/region.h"
+#include "shm/tls/tls.h"
 
 /* What an epoll event's data.ptr points at. */
 enum gw_src_kind { GW_SRC_LISTENER = 1, GW_SRC_CONN, GW_SRC_WAKER, GW_SRC_TIMER, GW_SRC_WATCH };
 
 struct gw_listener {
 	struct gw_src src;
+	enum gw_listen_mode mode;
 	bool paused;               /* out of descriptors: not accepting for now */
 	struct gw_listener *next;
 };
@@ -66,6 +68,8 @@ struct gw_conn {
 	uint32_t preface_len;
 	uint32_t events;           /* epoll interest set now */
 	bool out_blocked;          /* the transport took less than offered */
+	bool read_blocked_on_write; /* the last read waits for the socket to take
+				     * bytes (TLS) */
 	bool listed;               /* on the flush list */
 	bool lingering;            /* write side shut, waiting for the client's close */
 	bool dead;                 /* closed; freed at the end of the turn */
@@ -191,6 +195,8 @@ static void gw_conn_watch(struct gw_server *s, struct gw_conn *c)
 			ev |= EPOLLIN;
 	} else {
 		ev = EPOLLIN;
+		if (c->read_blocked_on_write)
+			ev |= EPOLLOUT;
 	}
 	if (ev != c->events && gw_epoll(s, EPOLL_CTL_MOD, &c->src, ev) == 0)
 		c->events = ev;
@@ -248,7 +254,7 @@ static void gw_conn_linger(struct gw_server *s, struct gw_conn *c)
 {
 	if (c->lingering)
 		return;
-	if (shutdown(c->src.fd, SHUT_WR) < 0) {
+	if (transport_shutdown(&c->t) < 0) {
 		gw_conn_close(s, c);
 		return;
 	}
@@ -295,6 +301,13 @@ static void gw_conn_flush(struct gw_server *s, struct gw_conn *c)
 	gw_conn_watch(s, c);
 }
 
+static void gw_conn_start_http1(struct gw_server *s, struct gw_conn *c)
+{
+	c->proto = GW_HTTP1;
+	s->stats.http1_conns++;
+	http1_conn_init(&c->h1, &s->http1);
+}
+
 /* The first bytes tell HTTP/2 (the client preface) from HTTP/1.x. */
 static int gw_conn_detect(struct gw_server *s, struct gw_conn *c, const uint8_t *data, size_t len,
 			  size_t *used)
@@ -318,9 +331,7 @@ static int gw_conn_detect(struct gw_server *s, struct gw_conn *c, const uint8_t 
 		return h2_conn_recv(c->h2, c->preface, GW_PREFACE_LEN);
 	}
 	/* Not the preface: HTTP/1.x, starting with the bytes held so far. */
-	c->proto = GW_HTTP1;
-	s->stats.http1_conns++;
-	http1_conn_init(&c->h1, &s->http1);
+	gw_conn_start_http1(s, c);
 	return c->preface_len ? http1_conn_recv(&c->h1, c->preface, c->preface_len) : 0;
 }
 
@@ -330,6 +341,9 @@ static int gw_conn_input(struct gw_server *s, struct gw_conn *c, const uint8_t *
 	size_t used = 0;
 	int rc;
 
+	/* ALPN agreed on HTTP/1.1: no preface to look for */
+	if (c->proto == GW_DETECT && c->t.proto == TRANSPORT_PROTO_HTTP1)
+		gw_conn_start_http1(s, c);
 	if (c->proto == GW_DETECT) {
 		rc = gw_conn_detect(s, c, data, len, &used);
 		if (rc)
@@ -351,10 +365,14 @@ static void gw_conn_readable(struct gw_server *s, struct gw_conn *c)
 	static __thread uint8_t buf[64 * 1024];
 	size_t total = 0;
 
+	c->read_blocked_on_write = false;
+
 	while (!c->dead && total < GW_READ_PER_TURN) {
 		ssize_t n = transport_read(&c->t, buf, sizeof(buf));
-		if (n == -EAGAIN)
+		if (n == -EAGAIN) {
+			c->read_blocked_on_write = (c->t.want & TRANSPORT_WANT_WRITE) != 0;
 			break;
+		}
 		if (c->lingering) {
 			if (n <= 0)
 				gw_conn_close(s, c);
@@ -383,24 +401,29 @@ static void gw_conn_readable(struct gw_server *s, struct gw_conn *c)
 		gw_conn_list(s, c);
 }
 
-int gw_server_adopt(struct gw_server *s, int fd)
+/* A new connection on fd (non-blocking), served as mode says. */
+static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 {
 	struct gw_conn *c;
-	int one = 1, rc;
+	int one = 1, rc = 0;
 
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* not TCP: harmless */
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
 		return -ENOMEM;
 	}
-	transport_fd_init(&c->t, fd);
+	if (mode == GW_LISTEN_PLAIN)
+		transport_fd_init(&c->t, fd);
+	else if (mode == GW_LISTEN_TLS)
+		rc = transport_tls_init(&c->t, fd, s->tls);
+	else
+		rc = transport_sniff_init(&c->t, fd, s->tls);
+	if (rc) {
+		close(fd);
+		free(c);
+		return rc;
+	}
 	c->s = s;
 	c->src = (struct gw_src){ .kind = GW_SRC_CONN, .fd = fd };
 	c->events = EPOLLIN;
@@ -419,6 +442,17 @@ int gw_server_adopt(struct gw_server *s, int fd)
 	return 0;
 }
 
+int gw_server_adopt(struct gw_server *s, int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return gw_conn_adopt(s, fd, GW_LISTEN_PLAIN);
+}
+
 static void gw_accept(struct gw_server *s, struct gw_listener *l)
 {
 	for (int i = 0; i < 64; i++) {
@@ -435,7 +469,7 @@ static void gw_accept(struct gw_server *s, struct gw_listener *l)
 			}
 			return;
 		}
-		if (gw_server_adopt(s, fd))
+		if (gw_conn_adopt(s, fd, l->mode))
 			log_warn("dropped a client connection", LOG_STR("reason", "out of memory"));
 	}
 }
@@ -450,16 +484,22 @@ static void gw_listeners_resume(struct gw_server *s)
 
 /* ---- setup ---- */
 
-int gw_server_listen(struct gw_server *s, int fd)
+int gw_server_listen(struct gw_server *s, int fd, enum gw_listen_mode mode)
 {
-	struct gw_listener *l = calloc(1, sizeof(*l));
+	struct gw_listener *l;
 	int rc;
 
+	if (mode != GW_LISTEN_PLAIN && !s->tls) {
+		close(fd);
+		return -EINVAL;
+	}
+	l = calloc(1, sizeof(*l));
 	if (!l) {
 		close(fd);
 		return -ENOMEM;
 	}
 	l->src = (struct gw_src){ .kind = GW_SRC_LISTENER, .fd = fd };
+	l->mode = mode;
 	rc = gw_epoll(s, EPOLL_CTL_ADD, &l->src, EPOLLIN);
 	if (rc) {
 		close(fd);
@@ -469,6 +509,12 @@ int gw_server_listen(struct gw_server *s, int fd)
 	l->next = s->listeners;
 	s->listeners = l;
 	return 0;
+}
+
+void gw_server_set_tls(struct gw_server *s, struct tls_ctx *ctx)
+{
+	tls_ctx_free(s->tls);
+	s->tls = ctx;
 }
 
 int gw_server_watch(struct gw_server *s, int fd)
@@ -709,7 +755,8 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
 		struct gw_conn *c = (struct gw_conn *)src;
 		if (c->dead)
 			break;
-		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ||
+		    ((events & EPOLLOUT) && c->read_blocked_on_write))
 			gw_conn_readable(s, c);
 		if ((events & EPOLLOUT) && !c->dead)
 			gw_conn_list(s, c);
@@ -955,6 +1002,7 @@ void gw_server_free(struct gw_server *s)
 		gw_conn_close(s, s->conns);
 	gw_free_dead(s);
 	gw_close_listeners(s);
+	tls_ctx_free(s->tls); /* after the connections made from it */
 	while (s->watches) {
 		struct gw_watch *w = s->watches;
 		s->watches = w->next;

@@ -3,9 +3,11 @@
  *
  * The loop (server.c) waits in epoll on:
  *   - the client listeners (SO_REUSEPORT: several gatewayd share a port);
- *   - the accepted connections: each starts by telling an HTTP/2 client
- *     preface (gRPC, served through grpc.h/h2.h) from an HTTP/1.x request
- *     line (http1.h);
+ *   - the accepted connections, in the clear or through TLS
+ *     (transport.h's backends, as the listener's mode says): each starts
+ *     by telling an HTTP/2 client preface (gRPC, served through
+ *     grpc.h/h2.h) from an HTTP/1.x request line (http1.h), unless TLS's
+ *     ALPN already said HTTP/1.1;
  *   - the waker's eventfd (shm/waker.h): records arrived on the slot's reply
  *     rings, or stored published the applied index a read waits for;
  *   - a timerfd armed at the nearest deadline (gRPC deadlines, request
@@ -192,6 +194,7 @@ struct gw_server {
 	int64_t timer_armed_ns;         /* what timerfd is set to; INT64_MAX: disarmed */
 	int64_t now_ns;                 /* monotonic, taken once per turn */
 	struct gw_listener *listeners;
+	struct tls_ctx *tls;            /* the https listeners' (owned), or NULL */
 	struct gw_watch *watches;
 	struct gw_conn *conns;          /* every live connection */
 	struct gw_conn *flush_head;     /* connections with output this turn */
@@ -251,9 +254,24 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
  * "etcdserver: server stopped", and frees the server. NULL is allowed. */
 void gw_server_free(struct gw_server *s);
 
-/* Takes ownership of a listening, non-blocking socket. Returns 0 or a
- * negative errno. */
-int gw_server_listen(struct gw_server *s, int fd);
+/* What a client listener serves (etcd's insecure and secure serve
+ * contexts of one address). */
+enum gw_listen_mode {
+	GW_LISTEN_PLAIN, /* http: gRPC and HTTP/1.1 in the clear */
+	GW_LISTEN_TLS,   /* https: TLS with the server's context first */
+	GW_LISTEN_BOTH,  /* http and https on one address: the client's first
+			  * byte tells which (transport_sniff_init) */
+};
+
+/* Takes ownership of a listening, non-blocking socket, served as mode
+ * says (TLS modes need gw_server_set_tls first). Returns 0, -EINVAL (a
+ * TLS mode without a context), or a negative errno. */
+int gw_server_listen(struct gw_server *s, int fd, enum gw_listen_mode mode);
+
+/* The TLS context of the https listeners; the server takes it (freed with
+ * the server, after its connections). */
+struct tls_ctx;
+void gw_server_set_tls(struct gw_server *s, struct tls_ctx *ctx);
 
 /* Takes ownership of a connected socket (made non-blocking here) as a new
  * client connection. Returns 0 or a negative errno. */

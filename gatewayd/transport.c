@@ -104,6 +104,7 @@ static void transport_fd_close(struct transport *t)
 static const struct transport_ops transport_fd_ops = {
 	.read = transport_fd_read,
 	.writev = transport_fd_writev,
+	.shutdown = NULL,
 	.close = transport_fd_close,
 };
 
@@ -113,4 +114,5 @@ void transport_fd_init(struct transport *t, int fd)
 	t->fd = fd;
 	t->want = 0;
 	t->proto = TRANSPORT_PROTO_UNKNOWN;
+	t->impl = NULL;
 }

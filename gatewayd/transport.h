@@ -19,7 +19,9 @@
 #ifndef CETCD_GATEWAYD_TRANSPORT_H
 #define CETCD_GATEWAYD_TRANSPORT_H
 
+#include <errno.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -50,6 +52,11 @@ struct transport_ops {
 	 * (-EPIPE, -ECONNRESET). Never raises SIGPIPE. */
 	ssize_t (*writev)(struct transport *t, const struct iovec *iov, int iovcnt);
 
+	/* Ends the write side once what was written is out (a TLS session
+	 * sends its close_notify first) and leaves reads open. Returns 0 or
+	 * a negative errno. NULL: shutdown(2) of the descriptor's write side. */
+	int (*shutdown)(struct transport *t);
+
 	/* Releases the transport and its descriptor. t is not used again.
 	 * Who frees the struct itself is the backend's business (the
 	 * descriptor backend does not: it lives inside the caller's object). */
@@ -61,6 +68,7 @@ struct transport {
 	int fd;                    /* the socket, for epoll; -1 once closed */
 	uint32_t want;             /* TRANSPORT_WANT_*: what the last -EAGAIN awaits */
 	enum transport_proto proto;
+	void *impl;                /* the backend's own state (a TLS session), or NULL */
 };
 
 /* Shorthands for the ops. */
@@ -79,6 +87,13 @@ static inline void transport_close(struct transport *t)
 	t->ops->close(t);
 }
 
+static inline int transport_shutdown(struct transport *t)
+{
+	if (t->ops->shutdown)
+		return t->ops->shutdown(t);
+	return shutdown(t->fd, SHUT_WR) < 0 ? -errno : 0;
+}
+
 /* Writes all of iov[0..iovcnt) or as much as the transport takes now.
  * Returns the count written (0 <= n <= total; n < total means the
  * transport said -EAGAIN, with t->want set), or a negative errno. */
@@ -88,5 +103,27 @@ ssize_t transport_writev_all(struct transport *t, const struct iovec *iov, int i
  * (or a pipe or socketpair end in tests). Takes ownership of fd: close
  * closes it. Sets t->proto to TRANSPORT_PROTO_UNKNOWN. */
 void transport_fd_init(struct transport *t, int fd);
+
+/*
+ * The TLS backends (transport_tls.c), over a connected, non-blocking
+ * socket fd, as a server with ctx (kept by reference: it must outlive the
+ * transport):
+ * - transport_tls_init: TLS from the first byte (an https listener). The
+ *   handshake runs inside the first reads; once it is done, t->proto is
+ *   what ALPN agreed ("h2" or "http/1.1"; UNKNOWN when the client offered
+ *   neither, and the first bytes tell). A handshake the server refuses
+ *   (no or a bad client certificate, a revoked one, no common version) is
+ *   logged as etcd logs it ("rejected connection") and its read fails.
+ * - transport_sniff_init: an address that is both http and https: the
+ *   client's first byte tells a TLS handshake record from plain HTTP, and
+ *   the transport becomes the TLS or the descriptor backend for good.
+ *   Nothing is written before that byte came (writev says -EAGAIN,
+ *   waiting to read).
+ * Both take ownership of fd once they return 0 (close closes it); on
+ * failure (-ENOMEM) fd stays the caller's.
+ */
+struct tls_ctx;
+int transport_tls_init(struct transport *t, int fd, struct tls_ctx *ctx);
+int transport_sniff_init(struct transport *t, int fd, struct tls_ctx *ctx);
 
 #endif

@@ -513,12 +513,71 @@ static int config_check_readable(const char *path, struct config_error *err)
 	return -EINVAL;
 }
 
-/* The peer TLS flags, checked as etcd's configurePeerListeners and its
- * TLS listener and peer transport find them at start-up, so that the
- * launcher refuses them before any daemon starts. */
-static int config_validate_peer_tls(const struct cetcd_config *c, struct config_error *err)
+/* One port's TLS flags, as config_validate_tls checks them. */
+struct config_tls_flags {
+	bool peer;
+	const char *cert, *key, *ca, *allowed_cn, *allowed_hostname;
+	bool auto_tls;
+	const struct config_urls *listen;
+};
+
+/* One port's TLS flags, checked as etcd's configurePeerListeners and
+ * configureClientListeners, its TLS listeners and its transports find
+ * them at start-up, so that the launcher refuses them before any daemon
+ * starts. */
+static int config_validate_tls(const struct config_tls_flags *f, struct config_error *err)
 {
-	bool empty = c->peer_cert_file[0] == '\0' && c->peer_key_file[0] == '\0';
+	bool empty = f->cert[0] == '\0' && f->key[0] == '\0';
+	int rc;
+
+	if (!empty && (f->cert[0] == '\0' || f->key[0] == '\0')) {
+		config_errorf(err, 1, "KeyFile and CertFile must both be present[key: %s, cert: %s]",
+			      f->key, f->cert);
+		return -EINVAL;
+	}
+	if (f->allowed_cn[0] && f->allowed_hostname[0]) {
+		config_errorf(err, 1,
+			      "AllowedCN and AllowedHostname are mutually exclusive (cn=\"%s\", hostname=\"%s\")",
+			      f->allowed_cn, f->allowed_hostname);
+		return -EINVAL;
+	}
+	if ((rc = config_check_readable(f->cert, err)) || (rc = config_check_readable(f->key, err)) ||
+	    (rc = config_check_readable(f->ca, err)))
+		return rc;
+	/* auto TLS makes the certificate before the listeners are checked */
+	for (size_t i = 0; i < f->listen->count && empty && !f->auto_tls; i++) {
+		const struct config_url *u = &f->listen->v[i];
+		const char *host = strcmp(u->host, "localhost") ? u->host : "127.0.0.1";
+		if (strcmp(u->scheme, "https") != 0)
+			continue;
+		if (f->peer)
+			config_errorf(err, 1,
+				      "cannot listen on TLS for %s%s%s:%s: KeyFile and CertFile are not presented",
+				      strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+				      u->port);
+		else
+			config_errorf(err, 1,
+				      "TLS key/cert (--cert-file, --key-file) must be provided for client url %s with HTTPS scheme",
+				      u->text);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The TLS flags of both ports and --cipher-suites. */
+static int config_validate_tls_all(const struct cetcd_config *c, struct config_error *err)
+{
+	const struct config_tls_flags peer = {
+		.peer = true, .cert = c->peer_cert_file, .key = c->peer_key_file,
+		.ca = c->peer_trusted_ca_file, .allowed_cn = c->peer_cert_allowed_cn,
+		.allowed_hostname = c->peer_cert_allowed_hostname, .auto_tls = c->peer_auto_tls,
+		.listen = &c->listen_peer_urls,
+	};
+	const struct config_tls_flags client = {
+		.peer = false, .cert = c->cert_file, .key = c->key_file, .ca = c->trusted_ca_file,
+		.allowed_cn = "", .allowed_hostname = c->client_cert_allowed_hostname,
+		.auto_tls = c->auto_tls, .listen = &c->listen_client_urls,
+	};
 	int rc;
 
 	for (size_t i = 0; i < c->cipher_suites.count; i++) {
@@ -529,31 +588,9 @@ static int config_validate_peer_tls(const struct cetcd_config *c, struct config_
 			return -EINVAL;
 		}
 	}
-	if (!empty && (c->peer_cert_file[0] == '\0' || c->peer_key_file[0] == '\0')) {
-		config_errorf(err, 1, "KeyFile and CertFile must both be present[key: %s, cert: %s]",
-			      c->peer_key_file, c->peer_cert_file);
-		return -EINVAL;
-	}
-	if (c->peer_cert_allowed_cn[0] && c->peer_cert_allowed_hostname[0]) {
-		config_errorf(err, 1,
-			      "AllowedCN and AllowedHostname are mutually exclusive (cn=\"%s\", hostname=\"%s\")",
-			      c->peer_cert_allowed_cn, c->peer_cert_allowed_hostname);
-		return -EINVAL;
-	}
-	if ((rc = config_check_readable(c->peer_cert_file, err)) ||
-	    (rc = config_check_readable(c->peer_key_file, err)) ||
-	    (rc = config_check_readable(c->peer_trusted_ca_file, err)))
+	/* etcd configures the peer listeners first */
+	if ((rc = config_validate_tls(&peer, err)) || (rc = config_validate_tls(&client, err)))
 		return rc;
-	for (size_t i = 0; i < c->listen_peer_urls.count; i++) {
-		const struct config_url *u = &c->listen_peer_urls.v[i];
-		const char *host = strcmp(u->host, "localhost") ? u->host : "127.0.0.1";
-		if (strcmp(u->scheme, "https") || !empty || c->peer_auto_tls)
-			continue;
-		config_errorf(err, 1,
-			      "cannot listen on TLS for %s%s%s:%s: KeyFile and CertFile are not presented",
-			      strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", u->port);
-		return -EINVAL;
-	}
 	return 0;
 }
 
@@ -635,7 +672,7 @@ static int config_validate(struct cetcd_config *c, struct config_error *err)
 		return -EINVAL;
 	}
 
-	rc = config_validate_peer_tls(c, err);
+	rc = config_validate_tls_all(c, err);
 	if (rc)
 		return rc;
 

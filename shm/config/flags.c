@@ -19,9 +19,9 @@
 #include "shm/config/config_int.h"
 #include "shm/region.h" /* SHM_CACHE_MIB_DEFAULT, stringified below */
 
-static int config_check_urls_http(const struct cetcd_config *, const struct config_flag *,
-				  struct config_error *);
 static int config_check_urls_peer(const struct cetcd_config *, const struct config_flag *,
+				  struct config_error *);
+static int config_check_urls_tcp(const struct cetcd_config *, const struct config_flag *,
 				  struct config_error *);
 static int config_check_cluster_state(const struct cetcd_config *, const struct config_flag *,
 				      struct config_error *);
@@ -83,7 +83,7 @@ const struct config_flag config_flags[] = {
 	{ .name = "listen-client-urls", .type = CT_URLS, .off = OFF(listen_client_urls),
 	  .def = "http://localhost:2379", .support = CS_PARTIAL, .scope = SCOPE_ALL,
 	  .section = S_MEMBER, .usage = "List of URLs to listen on for client traffic.",
-	  .check = config_check_urls_http },
+	  .check = config_check_urls_tcp },
 	DEF_ONLY("max-snapshots", CT_UINT, max_snapshots, "5", S_MEMBER,
 		 "Maximum number of snapshot files to retain (0 is unlimited)."),
 	DEF_ONLY("max-wals", CT_UINT, max_wals, "5", S_MEMBER,
@@ -127,7 +127,7 @@ const struct config_flag config_flags[] = {
 	{ .name = "advertise-client-urls", .type = CT_URLS, .off = OFF(advertise_client_urls),
 	  .def = "http://localhost:2379", .support = CS_PARTIAL, .scope = SCOPE_ALL,
 	  .section = S_CLUSTER, .usage = "List of this member's client URLs to advertise to the public.",
-	  .check = config_check_urls_http },
+	  .check = config_check_urls_tcp },
 	DEF_ONLY("discovery", CT_STRING, discovery, "", S_CLUSTER,
 		 "Discovery URL used to bootstrap the cluster."),
 	{ .name = "discovery-fallback", .type = CT_CHOICE, .off = OFF(discovery_fallback),
@@ -152,19 +152,19 @@ const struct config_flag config_flags[] = {
 		 "Accept etcd V2 client requests."),
 
 	/* Security */
-	DEF_ONLY("cert-file", CT_STRING, cert_file, "", S_SECURITY,
+	ANY("cert-file", CT_STRING, cert_file, "", S_SECURITY,
 		 "Path to the client server TLS cert file."),
-	DEF_ONLY("key-file", CT_STRING, key_file, "", S_SECURITY,
+	ANY("key-file", CT_STRING, key_file, "", S_SECURITY,
 		 "Path to the client server TLS key file."),
-	DEF_ONLY("client-cert-auth", CT_BOOL, client_cert_auth, "false", S_SECURITY,
+	ANY("client-cert-auth", CT_BOOL, client_cert_auth, "false", S_SECURITY,
 		 "Enable client cert authentication."),
-	DEF_ONLY("client-crl-file", CT_STRING, client_crl_file, "", S_SECURITY,
+	ANY("client-crl-file", CT_STRING, client_crl_file, "", S_SECURITY,
 		 "Path to the client certificate revocation list file."),
-	DEF_ONLY("client-cert-allowed-hostname", CT_STRING, client_cert_allowed_hostname, "",
+	ANY("client-cert-allowed-hostname", CT_STRING, client_cert_allowed_hostname, "",
 		 S_SECURITY, "Allowed TLS hostname for client cert authentication."),
-	DEF_ONLY("trusted-ca-file", CT_STRING, trusted_ca_file, "", S_SECURITY,
+	ANY("trusted-ca-file", CT_STRING, trusted_ca_file, "", S_SECURITY,
 		 "Path to the client server TLS trusted CA cert file."),
-	DEF_ONLY("auto-tls", CT_BOOL, auto_tls, "false", S_SECURITY,
+	ANY("auto-tls", CT_BOOL, auto_tls, "false", S_SECURITY,
 		 "Client TLS using generated certificates."),
 	ANY("peer-cert-file", CT_STRING, peer_cert_file, "", S_SECURITY,
 		 "Path to the peer server TLS cert file."),
@@ -363,28 +363,22 @@ static void config_value_text(const struct cetcd_config *c, const struct config_
 	}
 }
 
-/* URLs of the schemes cetcd serves: http, and https where TLS is built. */
-static int config_check_url_schemes(const struct cetcd_config *c, const struct config_flag *f,
-				    bool https, struct config_error *err)
+/* Client URLs of the schemes gatewayd serves: http and https; unix
+ * socket listeners are not built for clients. */
+static int config_check_urls_tcp(const struct cetcd_config *c, const struct config_flag *f,
+				 struct config_error *err)
 {
 	const struct config_urls *us = config_cfield(c, f);
 	for (size_t i = 0; i < us->count; i++) {
 		const char *scheme = us->v[i].scheme;
-		if (strcmp(scheme, "http") == 0 || (https && strcmp(scheme, "https") == 0))
+		if (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0)
 			continue;
 		config_errorf(err, 2,
-			      "--%s=%s is not supported by cetcd yet: %s URLs need %s, which is not built yet; use http:// URLs",
-			      f->name, us->v[i].text, scheme,
-			      scheme[0] == 'h' ? "TLS on the client port" : "unix socket listeners");
+			      "--%s=%s is not supported by cetcd yet: %s URLs need unix socket listeners, which are not built yet; use http:// or https:// URLs",
+			      f->name, us->v[i].text, scheme);
 		return -ENOTSUP;
 	}
 	return 0;
-}
-
-static int config_check_urls_http(const struct cetcd_config *c, const struct config_flag *f,
-				  struct config_error *err)
-{
-	return config_check_url_schemes(c, f, false, err);
 }
 
 /* The peer transport (raftd/peer.h) serves http, https, and etcd's unix

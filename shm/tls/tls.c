@@ -148,6 +148,14 @@ nomem:
 	return errmsg_set(-ENOMEM, "tls: out of memory");
 }
 
+void tls_info_string(const struct tls_info *info, char *buf, size_t len)
+{
+	snprintf(buf, len, "cert = %s, key = %s, trusted-ca = %s, client-cert-auth = %s, crl-file = %s",
+		 info->cert_file ? info->cert_file : "", info->key_file ? info->key_file : "",
+		 info->trusted_ca_file ? info->trusted_ca_file : "",
+		 info->client_cert_auth ? "true" : "false", info->crl_file ? info->crl_file : "");
+}
+
 int tls_info_from_config(const struct cetcd_config *c, enum tls_side side,
 			 struct tls_info *out)
 {

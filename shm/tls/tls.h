@@ -80,6 +80,11 @@ void tls_info_free(struct tls_info *info);
  * cert file nor a key file). */
 bool tls_info_is_empty(const struct tls_info *info);
 
+/* etcd's TLSInfo.String, which etcd logs as "tls-info": "cert = ..., key
+ * = ..., trusted-ca = ..., client-cert-auth = true|false, crl-file = ...",
+ * into buf (truncated to len, NUL-terminated). */
+void tls_info_string(const struct tls_info *info, char *buf, size_t len);
+
 /* The info of a port from the configuration, as etcd's configurePeer-
  * Listeners (peer) and configureClientListeners (client) make it: the
  * flags of that side and --cipher-suites; with auto TLS and no cert and
