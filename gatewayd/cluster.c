@@ -9,9 +9,9 @@
  * server does before it proposes (URLs, --strict-reconfig-check's count
  * of started members against the db's members), then propose etcd's
  * raftpb.ConfChange; stored answers once it is applied (stored/apply.c),
- * with etcd's error when membership refuses it there. MemberPromote
- * answers UNIMPLEMENTED: etcd promotes a learner only once it caught up
- * with the leader, which needs the leader's replication progress.
+ * with etcd's error when membership refuses it there. MemberPromote goes
+ * to raftd, which promotes a learner only once it caught up with the
+ * leader, as etcd does.
  *
  * Maintenance.MoveLeader is here too: raftd serves it (it needs the
  * membership and the leader). */
@@ -289,6 +289,16 @@ static void cluster_member_update(struct gw_server *s, struct grpc_call *call, c
 	member_info_clear(&m);
 }
 
+/* Cluster.MemberPromote: raftd checks the learner and proposes. */
+static void cluster_member_promote(struct gw_server *s, struct grpc_call *call,
+				   const uint8_t *msg, size_t len)
+{
+	Etcdserverpb__MemberPromoteRequest *r =
+		gw_unpack(s, call, &etcdserverpb__member_promote_request__descriptor, &msg, &len);
+	if (r)
+		gw_promote(s, call, r->id);
+}
+
 /* Maintenance.MoveLeader: raftd hands leadership over (it answers). */
 static void cluster_move_leader(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
 				size_t len)
@@ -309,6 +319,7 @@ int cluster_register(struct gw_server *s)
 		{ "/etcdserverpb.Cluster/MemberAdd", cluster_member_add },
 		{ "/etcdserverpb.Cluster/MemberRemove", cluster_member_remove },
 		{ "/etcdserverpb.Cluster/MemberUpdate", cluster_member_update },
+		{ "/etcdserverpb.Cluster/MemberPromote", cluster_member_promote },
 		/* leadership is membership's too: raftd serves it */
 		{ "/etcdserverpb.Maintenance/MoveLeader", cluster_move_leader },
 	};

@@ -350,12 +350,20 @@ void gw_propose_conf_change(struct gw_server *s, struct grpc_call *call, const u
 	gw_propose_commit(s, call, &g);
 }
 
-void gw_move_leader(struct gw_server *s, struct grpc_call *call, uint64_t target)
+/* Sends raftd a request of its own (type, an origin then id), pending as
+ * a proposal: raftd answers it, or stored once what it proposed applied. */
+static void gw_ask_raftd(struct gw_server *s, struct grpc_call *call, uint32_t type, uint64_t id)
 {
 	struct gw_proposal g;
-	struct msg_move_leader m;
+	struct {
+		struct msg_origin origin;
+		uint64_t id;
+	} m;
 	bool in_ring;
 
+	_Static_assert(sizeof(m) == sizeof(struct msg_move_leader) &&
+			       sizeof(m) == sizeof(struct msg_promote),
+		       "raftd's requests are an origin and an id");
 	if (!gw_propose_pending(s, call, &g))
 		return;
 	uint8_t *out = gw_out_reserve(s, sizeof(m), &in_ring);
@@ -365,10 +373,20 @@ void gw_move_leader(struct gw_server *s, struct grpc_call *call, uint64_t target
 		return;
 	}
 	pending_origin(&s->pending, g.p, &m.origin);
-	m.target = target;
+	m.id = id;
 	memcpy(out, &m, sizeof(m));
-	gw_out_commit(s, MSG_MOVE_LEADER, sizeof(m), in_ring);
+	gw_out_commit(s, type, sizeof(m), in_ring);
 	gw_call_set(call, GW_CALL_PENDING, g.p->request_id);
+}
+
+void gw_move_leader(struct gw_server *s, struct grpc_call *call, uint64_t target)
+{
+	gw_ask_raftd(s, call, MSG_MOVE_LEADER, target);
+}
+
+void gw_promote(struct gw_server *s, struct grpc_call *call, uint64_t member_id)
+{
+	gw_ask_raftd(s, call, MSG_PROMOTE, member_id);
 }
 
 void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d)

@@ -366,6 +366,9 @@ void gw_propose_conf_change(struct gw_server *s, struct grpc_call *call, const u
 /* Asks raftd to hand leadership to target (Maintenance.MoveLeader); raftd
  * answers the call when the transferee leads, or with etcd's error. */
 void gw_move_leader(struct gw_server *s, struct grpc_call *call, uint64_t target);
+/* Asks raftd to promote a learner (Cluster.MemberPromote): raftd refuses
+ * it with etcd's error, or proposes it and stored answers. */
+void gw_promote(struct gw_server *s, struct grpc_call *call, uint64_t member_id);
 
 /*
  * A linearizable read: asks raftd for a read index, waits until stored's

@@ -22,12 +22,14 @@
 #include "raftd/members.h"
 #include "raftd/outbox.h"
 #include "raftd/peer.h"
+#include "raftd/raftmsg.h"
 #include "raftd/proposals.h"
 #include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
 #include "shm/config/member_json.h"
+#include "shm/msg.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 #include "shm/status.h"
@@ -307,6 +309,76 @@ static void check_moves(struct loop *l, bool tick)
 		else if (m->ticks >= l->members.timeout_ticks)
 			move_done(l, i, PROPOSALS_GRPC_UNKNOWN, LOOP_MSG_TRANSFER_TIMEOUT);
 	}
+}
+
+/* ---- promoting a learner (Cluster.MemberPromote) ---- */
+
+#define LOOP_MSG_MEMBER_NOT_FOUND "etcdserver: member not found"
+#define LOOP_MSG_NOT_LEARNER "etcdserver: can only promote a learner member"
+#define LOOP_MSG_LEARNER_NOT_READY \
+	"etcdserver: can only promote a learner member which is in sync with leader"
+/* etcd's readyPercent: a learner is promoted once its match reaches 90%
+ * of the leader's */
+#define LOOP_LEARNER_READY_PERCENT 0.9
+
+/*
+ * etcd's promoteMember on the leader: the member must be a learner that
+ * caught up with the leader; then the ConfChange (AddNode with
+ * "isPromote") is proposed with the gateway's origin, and stored answers
+ * once it is applied. etcd forwards a follower's promotion to the leader
+ * over the peer port's /members/promote; cetcd's peers do not serve that
+ * yet, so a follower answers etcd's "not leader".
+ */
+static void on_promote(void *arg, uint32_t slot, const struct msg_promote *req)
+{
+	struct loop *l = arg;
+	const struct member_info *m = membership_find(&l->members.ms, req->member_id);
+	struct raft_progress lead, learner;
+	int32_t status = PROPOSALS_GRPC_FAILED_PRECONDITION;
+	const char *text = NULL;
+
+	if (!raft_is_leader(l->raft))
+		text = LOOP_MSG_NOT_LEADER;
+	else if (!m) {
+		status = PROPOSALS_GRPC_NOT_FOUND;
+		text = LOOP_MSG_MEMBER_NOT_FOUND;
+	} else if (!m->is_learner)
+		text = LOOP_MSG_NOT_LEARNER;
+	else if (raft_progress(l->raft, l->member_id, &lead) ||
+		 raft_progress(l->raft, m->id, &learner) ||
+		 (double)learner.match < (double)lead.match * LOOP_LEARNER_READY_PERCENT)
+		text = LOOP_MSG_LEARNER_NOT_READY;
+	if (text) {
+		proposals_answer(&l->props, slot, &req->origin, status, text, NULL, 0);
+		return;
+	}
+
+	char *ctx;
+	size_t ctx_len;
+	if (member_json_encode_context(m, true, &ctx, &ctx_len)) {
+		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_RESOURCE_EXHAUSTED,
+				 PROPOSALS_MSG_TOO_MANY, NULL, 0);
+		return;
+	}
+	struct raftmsg_conf_change cc = {
+		.id = l->members.req_next++, .type = RAFTMSG_CONF_ADD_NODE, .node_id = m->id,
+		.has_context = true, .context_len = ctx_len, .context = (const uint8_t *)ctx,
+	};
+	size_t n = raftmsg_conf_change_size(&cc);
+	uint8_t *data = raftd_malloc(n + MSG_ORIGIN_MAX_BYTES);
+	int rc = -ENOMEM;
+	if (data) {
+		raftmsg_conf_change_encode(&cc, data);
+		n += msg_origin_encode(&req->origin, data + n);
+		struct raft_entry e = { .type = RAFT_ENTRY_CONF_CHANGE, .len = (uint32_t)n,
+					.data = data };
+		rc = raft_propose(l->raft, &e, 1);
+	}
+	raftd_free(data);
+	free(ctx);
+	if (rc)
+		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_UNAVAILABLE,
+				 LOOP_MSG_NOT_LEADER, NULL, 0);
 }
 
 /* ---- peers ---- */
@@ -1021,6 +1093,8 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	outbox_init(&l->outbox, o->peer);
 	l->props.move_leader = on_move_leader;
 	l->props.move_leader_arg = l;
+	l->props.promote = on_promote;
+	l->props.promote_arg = l;
 	if (o->peer) {
 		l->props.forward = loop_forward;
 		l->props.forward_arg = l;

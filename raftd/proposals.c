@@ -402,27 +402,49 @@ static void ring_failed(struct proposals *p, bool from_stored, uint32_t slot)
 		  LOG_U64("slot", slot));
 }
 
+/* A request for raftd itself (MoveLeader, MemberPromote): its record
+ * checked, then handed to handler (NULL: refused as unsupported). */
+static bool take_admin(struct proposals *p, const struct ring_rec *rec, uint32_t slot,
+		       bool stopping, size_t len, void *hdr, bool supported)
+{
+	struct msg_origin o;
+
+	if (rec->len != len) {
+		malformed(p, slot, rec, "dropped a request record of the wrong size");
+		return false;
+	}
+	memcpy(hdr, rec->data, len);
+	memcpy(&o, hdr, sizeof(o));
+	if (o.slot != slot) {
+		malformed(p, slot, rec, "dropped a request record whose header does not match it");
+		return false;
+	}
+	if (stopping) {
+		reject(p, slot, &o, PROPOSALS_GRPC_UNAVAILABLE, PROPOSALS_MSG_STOPPED);
+		return false;
+	}
+	if (!supported) {
+		reject(p, slot, &o, PROPOSALS_GRPC_UNIMPLEMENTED,
+		       "cetcd: this request is not supported here");
+		return false;
+	}
+	return true;
+}
+
 static void take_move_leader(struct proposals *p, const struct ring_rec *rec, uint32_t slot,
 			     bool stopping)
 {
 	struct msg_move_leader h;
-
-	if (rec->len != sizeof(h)) {
-		malformed(p, slot, rec, "dropped a move-leader record of the wrong size");
-		return;
-	}
-	memcpy(&h, rec->data, sizeof(h));
-	if (h.origin.slot != slot) {
-		malformed(p, slot, rec, "dropped a move-leader record whose header does not match it");
-		return;
-	}
-	if (stopping)
-		reject(p, slot, &h.origin, PROPOSALS_GRPC_UNAVAILABLE, PROPOSALS_MSG_STOPPED);
-	else if (!p->move_leader)
-		reject(p, slot, &h.origin, PROPOSALS_GRPC_UNIMPLEMENTED,
-		       "cetcd: moving the leader is not supported here");
-	else
+	if (take_admin(p, rec, slot, stopping, sizeof(h), &h, p->move_leader != NULL))
 		p->move_leader(p->move_leader_arg, slot, &h);
+}
+
+static void take_promote(struct proposals *p, const struct ring_rec *rec, uint32_t slot,
+			 bool stopping)
+{
+	struct msg_promote h;
+	if (take_admin(p, rec, slot, stopping, sizeof(h), &h, p->promote != NULL))
+		p->promote(p->promote_arg, slot, &h);
 }
 
 /* Drains one batch of ring (slot's requests, or stored's proposals). */
@@ -447,6 +469,8 @@ static int drain_ring(struct proposals *p, struct raft *raft, struct ring *ring,
 			take_read(p, &rec, slot, stopping);
 		else if (rec.type == MSG_MOVE_LEADER && !from_stored)
 			take_move_leader(p, &rec, slot, stopping);
+		else if (rec.type == MSG_PROMOTE && !from_stored)
+			take_promote(p, &rec, slot, stopping);
 		else
 			malformed(p, slot, &rec, "dropped a record of a type raftd does not take");
 	}

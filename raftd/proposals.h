@@ -43,6 +43,7 @@ struct shm_region;
 /* gRPC status codes raftd answers with. */
 #define PROPOSALS_GRPC_UNKNOWN 2
 #define PROPOSALS_GRPC_INVALID_ARGUMENT 3
+#define PROPOSALS_GRPC_NOT_FOUND 5
 #define PROPOSALS_GRPC_RESOURCE_EXHAUSTED 8
 #define PROPOSALS_GRPC_FAILED_PRECONDITION 9
 #define PROPOSALS_GRPC_UNIMPLEMENTED 12
@@ -104,6 +105,11 @@ struct proposals {
 	 * handler answers with proposals_answer, now or later. */
 	void (*move_leader)(void *arg, uint32_t slot, const struct msg_move_leader *m);
 	void *move_leader_arg;
+	/* a MSG_PROMOTE from slot; NULL: refused as unsupported. The handler
+	 * answers a refusal with proposals_answer, or proposes the change
+	 * (stored answers it once applied). */
+	void (*promote)(void *arg, uint32_t slot, const struct msg_promote *m);
+	void *promote_arg;
 	struct proposals_stats stats;
 };
 

@@ -49,6 +49,10 @@ enum msg_type {
 				   * hand leadership over; the answer is a
 				   * MSG_RESULT or MSG_PROPOSE_REJECT from
 				   * raftd */
+	MSG_PROMOTE = 9,          /* msg_promote: a gateway asks raftd to
+				   * promote a learner; raftd refuses it
+				   * (MSG_PROPOSE_REJECT) or proposes the
+				   * change, which stored answers */
 };
 
 /* Field number of the origin appended to proposal bytes; far above any
@@ -128,6 +132,12 @@ struct msg_result {
 struct msg_move_leader {
 	struct msg_origin origin;
 	uint64_t target;   /* the member to lead */
+};
+
+/* MSG_PROMOTE (Cluster.MemberPromote). */
+struct msg_promote {
+	struct msg_origin origin;
+	uint64_t member_id;  /* the learner */
 };
 
 /* MSG_KEEPALIVE: renew a lease on the leader's stored. */

@@ -188,6 +188,24 @@ for i in 0 1 2; do
 	grep '^violation ' "$out" | head -5 | sed 's/^/    /' || true
 done
 
+# a learner added (never started): promoting it is refused until it has
+# caught up; a voter cannot be promoted; the learner is removed again
+lp=$(it_free_ports 1)
+out=$(ctl --endpoints "$(ep 0)" member add learner1 --learner --peer-urls "http://127.0.0.1:$lp" 2>&1)
+lid=$(grep -oE 'Member [0-9a-f]+ added' <<<"$out" | awk '{print $2}')
+check "a learner is added" test -n "$lid"
+out=$(ctl --endpoints "$(ep 1)" member list 2>&1)
+check "member list shows it as an unstarted learner" grep -qE "^$lid, unstarted, , http://127.0.0.1:$lp, , true" <<<"$out"
+li=$(leader_index)
+out=$(ctl --endpoints "$(ep "$li")" member promote "$lid" 2>&1 || true)
+check "promoting a learner that has not caught up: etcd's refusal" \
+	grep -q "etcdserver: can only promote a learner member which is in sync with leader" <<<"$out"
+vid=$(ctl --endpoints "$(ep "$li")" endpoint status -w json | python3 -c 'import json,sys; print("%x" % json.load(sys.stdin)[0]["Status"]["header"]["member_id"])')
+out=$(ctl --endpoints "$(ep "$li")" member promote "$vid" 2>&1 || true)
+check "promoting a voter: etcd's refusal" grep -q "etcdserver: can only promote a learner member" <<<"$out"
+out=$(ctl --endpoints "$(ep 2)" member remove "$lid" 2>&1)
+check "the learner is removed" grep -q "Member $lid removed" <<<"$out"
+
 same_state() {
 	local revs
 	revs=$(for i in 0 1 2; do
