@@ -112,7 +112,9 @@ start_server() {
     local up=0
     for ((i = 0; i < members; i++)); do ready "${member_eps[i]}" && up=$((up + 1)); done
     if ((up == members)); then
-      endpoint=${member_eps[$(leader_of)]}
+      local li
+      li=$(leader_of) || return 1
+      endpoint=${member_eps[li]}
       return 0
     fi
     sleep 0.2
@@ -122,23 +124,32 @@ start_server() {
   return 1
 }
 
-# leader_of: the index of the member that leads (0 when alone).
+# leader_of: the index of the member that leads (0 when alone), waiting
+# up to 20 s for one to lead; 1 when none does.
 leader_of() {
   local i
-  for ((i = 0; i < members; i++)); do
-    if ETCDCTL_API=3 etcdctl --endpoints "${member_eps[i]}" --command-timeout 2s endpoint status -w json 2>/dev/null |
-      python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; sys.exit(0 if d["leader"] == d["header"]["member_id"] else 1)'; then
-      echo "$i"; return 0
-    fi
+  ((members == 1)) && { echo 0; return 0; }
+  for _ in $(seq 200); do
+    for ((i = 0; i < members; i++)); do
+      if ETCDCTL_API=3 etcdctl --endpoints "${member_eps[i]}" --dial-timeout 500ms --command-timeout 1s endpoint status -w json 2>/dev/null |
+        python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; sys.exit(0 if d["leader"] == d["header"]["member_id"] else 1)'; then
+        echo "$i"; return 0
+      fi
+    done
+    sleep 0.1
   done
-  echo 0
+  echo "etcd-compare: no member leads" >&2
+  return 1
 }
 
 # failover_ms KIND: SIGKILL of the leader's whole process group, then ms
-# until a put through another member is acknowledged; restarts the member.
+# until a put through another member is acknowledged (in $failover);
+# restarts the member and waits until it answers and some member leads.
+# Not to be called in a subshell: it restarts a member (server_pids).
 failover_ms() {
   local kind=$1 li other t0 t1
-  li=$(leader_of)
+  failover=0
+  li=$(leader_of) || return 0
   other=$(( (li + 1) % members ))
   t0=$(date +%s%3N)
   kill -KILL -- "-${server_pids[li]}" 2>/dev/null || true
@@ -147,7 +158,8 @@ failover_ms() {
   t1=$(date +%s%3N)
   start_member "$kind" "$li"
   for _ in $(seq 150); do ready "${member_eps[li]}" && break; sleep 0.2; done
-  echo $(( t1 - t0 ))
+  leader_of >/dev/null || true
+  failover=$(( t1 - t0 ))
 }
 
 # CPU ticks (user + sys) of the servers' process groups.
@@ -267,7 +279,7 @@ for server in $servers; do
   read -r R[$server.h2_put_qps] R[$server.h2_put_cpu] R[$server.h2_put_ok] < <(h2_run /etcdserverpb.KV/Put "$put")
   if ((members > 1)); then
     fo=()
-    for _ in 1 2 3 4 5; do fo+=("$(failover_ms "$server")"); done
+    for _ in 1 2 3 4 5; do failover_ms "$server"; fo+=("$failover"); done
     R[$server.failover_ms]=$(printf '%s\n' "${fo[@]}" | sort -n | sed -n 3p)
     echo "etcd-compare: $server failovers (ms): ${fo[*]}" >&2
   fi
