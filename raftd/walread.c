@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "raftd/alloc.h"
-#include "raftd/crc32c.h"
+#include "shm/crc32c.h"
 #include "raftd/walrec.h"
 
 #define SECTOR_BYTES 512u

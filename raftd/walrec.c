@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "proto/wire.h"
-#include "raftd/crc32c.h"
+#include "shm/crc32c.h"
 
 /* ---- wire reader ---- */
 

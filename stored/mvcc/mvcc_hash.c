@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "raftd/crc32c.h"
+#include "shm/crc32c.h"
 #include "stored/mvcc/mvcc.h"
 #include "stored/mvcc/schema.h"
 

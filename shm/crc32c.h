@@ -8,8 +8,8 @@
  * It uses the SSE4.2 crc32 instruction when the CPU has it and a
  * slicing-by-8 table otherwise; both give the same results. Thread-safe.
  */
-#ifndef CETCD_RAFTD_CRC32C_H
-#define CETCD_RAFTD_CRC32C_H
+#ifndef CETCD_SHM_CRC32C_H
+#define CETCD_SHM_CRC32C_H
 
 #include <stdbool.h>
 #include <stddef.h>

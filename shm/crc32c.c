@@ -3,7 +3,7 @@
  * Both work on the inverted register, as the standard CRC32C definition
  * and Go's crc32.Update do: invert on entry, invert on exit.
  */
-#include "raftd/crc32c.h"
+#include "shm/crc32c.h"
 
 #include <pthread.h>
 #include <string.h>
