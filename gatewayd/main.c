@@ -45,7 +45,6 @@ static int gw_tls(struct gw_server *s, const struct cetcd_config *cfg)
 	static const char *const alpn[] = { "http/1.1", "h2" };
 	struct tls_info info;
 	struct tls_ctx *ctx;
-	char text[2048], suites[1024] = "";
 	int rc;
 
 	rc = tls_info_from_config(cfg, TLS_SIDE_CLIENT, &info);
@@ -53,12 +52,7 @@ static int gw_tls(struct gw_server *s, const struct cetcd_config *cfg)
 		log_error("failed to get client self-signed certs", LOG_STR("error", errmsg_get(rc)));
 		return rc;
 	}
-	tls_info_string(&info, text, sizeof(text));
-	for (size_t i = 0, n = 0; i < cfg->cipher_suites.count && n < sizeof(suites); i++)
-		n += (size_t)snprintf(suites + n, sizeof(suites) - n, "%s%s", i ? "," : "",
-				      cfg->cipher_suites.v[i]);
-	log_info("starting with client TLS", LOG_STR("tls-info", text),
-		 LOG_STR("cipher-suites", suites));
+	tls_log_starting("starting with client TLS", &info, cfg);
 	rc = tls_ctx_new(&info, TLS_SERVER, &ctx);
 	tls_info_free(&info);
 	if (!rc && (rc = tls_ctx_set_alpn(ctx, alpn, 2)))

@@ -33,7 +33,6 @@
 static int peer_tls(const struct cetcd_config *c, struct tls_ctx **server, struct tls_ctx **client)
 {
 	struct tls_info info;
-	char text[2048], suites[1024] = "";
 	bool https = false;
 	int rc;
 
@@ -52,17 +51,7 @@ static int peer_tls(const struct cetcd_config *c, struct tls_ctx **server, struc
 		tls_info_free(&info);
 		return 0;
 	}
-	/* etcd prints its TLSInfo with this String method */
-	snprintf(text, sizeof(text),
-		 "cert = %s, key = %s, trusted-ca = %s, client-cert-auth = %s, crl-file = %s",
-		 info.cert_file ? info.cert_file : "", info.key_file ? info.key_file : "",
-		 info.trusted_ca_file ? info.trusted_ca_file : "",
-		 info.client_cert_auth ? "true" : "false", info.crl_file ? info.crl_file : "");
-	for (size_t i = 0, n = 0; i < c->cipher_suites.count && n < sizeof(suites); i++)
-		n += (size_t)snprintf(suites + n, sizeof(suites) - n, "%s%s", i ? "," : "",
-				      c->cipher_suites.v[i]);
-	log_info("starting with peer TLS", LOG_STR("tls-info", text),
-		 LOG_STR("cipher-suites", suites));
+	tls_log_starting("starting with peer TLS", &info, c);
 	rc = tls_ctx_new(&info, TLS_SERVER, server);
 	if (!rc)
 		rc = tls_ctx_new(&info, TLS_CLIENT, client);

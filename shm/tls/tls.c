@@ -156,6 +156,17 @@ void tls_info_string(const struct tls_info *info, char *buf, size_t len)
 		 info->client_cert_auth ? "true" : "false", info->crl_file ? info->crl_file : "");
 }
 
+void tls_log_starting(const char *msg, const struct tls_info *info, const struct cetcd_config *c)
+{
+	char text[2048], suites[1024] = "";
+
+	tls_info_string(info, text, sizeof(text));
+	for (size_t i = 0, n = 0; i < c->cipher_suites.count && n < sizeof(suites); i++)
+		n += (size_t)snprintf(suites + n, sizeof(suites) - n, "%s%s", i ? "," : "",
+				      c->cipher_suites.v[i]);
+	log_info(msg, LOG_STR("tls-info", text), LOG_STR("cipher-suites", suites));
+}
+
 int tls_info_from_config(const struct cetcd_config *c, enum tls_side side,
 			 struct tls_info *out)
 {

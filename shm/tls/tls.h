@@ -85,6 +85,11 @@ bool tls_info_is_empty(const struct tls_info *info);
  * into buf (truncated to len, NUL-terminated). */
 void tls_info_string(const struct tls_info *info, char *buf, size_t len);
 
+/* Logs etcd's start-up line for a TLS side, msg ("starting with peer
+ * TLS", "starting with client TLS"), with the info as etcd prints it and
+ * --cipher-suites. */
+void tls_log_starting(const char *msg, const struct tls_info *info, const struct cetcd_config *c);
+
 /* The info of a port from the configuration, as etcd's configurePeer-
  * Listeners (peer) and configureClientListeners (client) make it: the
  * flags of that side and --cipher-suites; with auto TLS and no cert and
