@@ -61,18 +61,23 @@ ok "three members answer"
 
 # the leader, by member id (hex) and index in names; $1: a member to skip
 leader_index() {
-	local i st lid
+	local i
 	for i in 0 1 2; do
 		[[ $i == "${1:-}" ]] && continue
-		st=$(ctl --dial-timeout 500ms --endpoints "$(ep "$i")" endpoint status -w json 2>/dev/null) || continue
-		lid=$(python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["leader"], d["header"]["member_id"])' <<<"$st") || continue
-		read -r l m <<<"$lid"
-		if [[ $l == "$m" && $l != 0 ]]; then
-			echo "$i"
-			return 0
-		fi
+		it_leads "$(ep "$i")" && { echo "$i"; return 0; }
 	done
 	return 1
+}
+# the leader's index, waiting up to 10 s for one (a resumed follower may
+# call an election just then); exits the test when none leads
+current_leader() {
+	if it_until 10000 leader_index >/dev/null; then
+		leader_index
+		return 0
+	fi
+	fail "a member leads"
+	it_summary
+	exit 1
 }
 check "one member leads" it_until 10000 leader_index
 for i in 0 1 2; do
@@ -114,7 +119,7 @@ recovered() {
 	return 1
 }
 
-li=$(leader_index)
+li=$(current_leader)
 pid=$(IT_CETCD_PID=${pids[li]} it_cetcd_child raftd) && kill -9 "$pid"
 check "SIGKILL of the leader's raftd (${names[li]}): writes go on" recovered "leader raftd killed"
 check "a leader is elected" it_until $((2 * ELECTION_MS + 5000)) leader_index
@@ -150,7 +155,7 @@ new_leader_logged() {
 }
 has_new_leader() { [[ -n $(new_leader_logged "$1" "$2") ]]; }
 
-li=$(leader_index)
+li=$(current_leader)
 t0=$(it_now_ms)
 kill -9 "${pids[li]}"
 for p in $(pgrep -f -- "--data-dir $IT_TMP/${names[li]}( |$)"); do kill -9 "$p" 2>/dev/null || true; done
@@ -165,7 +170,8 @@ check "writes go on with two members" recovered "leader killed"
 start_member "$li" "$IT_TMP/${names[li]}.restart.log"
 check "the killed member comes back" it_wait_healthy "${ports[2 * li]}" 60
 
-fi_=$(( ($(leader_index) + 1) % 3 ))
+li=$(current_leader)
+fi_=$(( (li + 1) % 3 ))
 kill -STOP "${pids[fi_]}" $(pgrep -P "${pids[fi_]}")
 sleep $((2 * ELECTION_MS / 1000 + 1))
 check "a follower paused beyond the election timeout: writes go on" recovered "follower paused"
@@ -196,7 +202,7 @@ lid=$(grep -oE 'Member [0-9a-f]+ added' <<<"$out" | awk '{print $2}')
 check "a learner is added" test -n "$lid"
 out=$(ctl --endpoints "$(ep 1)" member list 2>&1)
 check "member list shows it as an unstarted learner" grep -qE "^$lid, unstarted, , http://127.0.0.1:$lp, , true" <<<"$out"
-li=$(leader_index)
+li=$(current_leader)
 out=$(ctl --endpoints "$(ep "$li")" member promote "$lid" 2>&1 || true)
 check "promoting a learner that has not caught up: etcd's refusal" \
 	grep -q "etcdserver: can only promote a learner member which is in sync with leader" <<<"$out"
@@ -206,13 +212,6 @@ check "promoting a voter: etcd's refusal" grep -q "etcdserver: can only promote 
 out=$(ctl --endpoints "$(ep 2)" member remove "$lid" 2>&1)
 check "the learner is removed" grep -q "Member $lid removed" <<<"$out"
 
-same_state() {
-	local revs
-	revs=$(for i in 0 1 2; do
-		ctl --endpoints "$(ep "$i")" endpoint status -w json |
-			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
-	done | sort -u | wc -l)
-	[[ $revs == 1 ]]
-}
-check "all members report the same revision and raft index" it_until 10000 same_state
+check "all members report the same revision and raft index" \
+	it_until 10000 it_same_state "$(ep 0)" "$(ep 1)" "$(ep 2)"
 it_summary

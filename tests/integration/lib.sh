@@ -18,6 +18,7 @@
 #   it_build_go_tool NAME PKG  tests/tools/NAME, built with Debian's Go packages
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
+#   it_leads EP, it_same_state EP...   a member leads; members agree
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
 # and only while it still runs a command line naming this test's dirs
@@ -294,6 +295,26 @@ it_kill_child() {
 	}
 	it_wait_lines "$acks" $((at + more)) 30 || return 1
 	echo "  SIGKILL of $what at $at acknowledgements: pid $pid -> $newpid, $more more after $(($(it_now_ms) - t0)) ms"
+}
+
+# ------------------------------------------------------------ clusters
+# it_leads EP: the member at client endpoint EP says it leads.
+it_leads() {
+	ETCDCTL_API=3 etcdctl --dial-timeout 500ms --command-timeout 5s --endpoints "$1" \
+		endpoint status -w json 2>/dev/null | python3 -c 'import json, sys
+d = json.load(sys.stdin)[0]["Status"]
+sys.exit(0 if d["leader"] != 0 and d["leader"] == d["header"]["member_id"] else 1)' 2>/dev/null
+}
+
+# it_same_state EP...: every member reports the same store revision and
+# raft index.
+it_same_state() {
+	local ep n
+	n=$(for ep in "$@"; do
+		ETCDCTL_API=3 etcdctl --command-timeout 5s --endpoints "$ep" endpoint status -w json |
+			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
+	done | sort -u | wc -l)
+	[[ $n == 1 ]]
 }
 
 # ------------------------------------------------------------ etcd

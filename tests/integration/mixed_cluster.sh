@@ -50,11 +50,7 @@ run_cluster() {
 	}
 	status_of() { ctl --endpoints "$(ep "$1")" endpoint status -w json 2>/dev/null; }
 	id_of() { status_of "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["member_id"])'; }
-	leads() {
-		status_of "$1" | python3 -c 'import json,sys
-d = json.load(sys.stdin)[0]["Status"]
-sys.exit(0 if d["leader"] == d["header"]["member_id"] else 1)'
-	}
+	leads() { it_leads "$(ep "$1")"; }
 
 	echo "# $label: ${kinds[*]}"
 	for i in 0 1 2; do start "$i"; done
@@ -121,15 +117,8 @@ sys.exit(0 if d["leader"] == d["header"]["member_id"] else 1)'
 		check "$label: all $n acknowledged puts are there through x$i (${kinds[i]})" \
 			test "$(it_kv_val "$out" acks-found)" -eq "$n" -a "$(it_kv_val "$out" violations)" -eq 0
 	done
-	same() {
-		local s
-		s=$(for i in 0 1 2; do
-			ctl --endpoints "$(ep "$i")" endpoint status -w json |
-				python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
-		done | sort -u | wc -l)
-		[[ $s == 1 ]]
-	}
-	check "$label: all members report the same revision and raft index" it_until 15000 same
+	check "$label: all members report the same revision and raft index" \
+		it_until 15000 it_same_state "$(ep 0)" "$(ep 1)" "$(ep 2)"
 	local hashes
 	hashes=$(for i in 0 1 2; do
 		ctl --endpoints "$(ep "$i")" endpoint hashkv -w json |
