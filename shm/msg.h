@@ -26,7 +26,8 @@
  *   gatewayd -> raftd   SHM_SLOT_TO_RAFTD      MSG_PROPOSE, MSG_READ_INDEX
  *   raftd -> gatewayd   SHM_SLOT_FROM_RAFTD    MSG_READ_INDEX_REPLY,
  *                                              MSG_PROPOSE_REJECT
- *   raftd -> stored     SHM_RING_COMMITTED     MSG_COMMITTED
+ *   raftd -> stored     SHM_RING_COMMITTED     MSG_COMMITTED,
+ *                                              MSG_SNAPSHOT_INSTALL
  *   stored -> raftd     SHM_RING_STORED_PROPOSALS  MSG_PROPOSE
  *   stored -> gatewayd  SHM_SLOT_FROM_STORED   MSG_RESULT
  *   gatewayd -> stored  SHM_SLOT_TO_STORED     MSG_KEEPALIVE
@@ -53,6 +54,9 @@ enum msg_type {
 				   * promote a learner; raftd refuses it
 				   * (MSG_PROPOSE_REJECT) or proposes the
 				   * change, which stored answers */
+	MSG_SNAPSHOT_INSTALL = 10, /* msg_snapshot_install + path: raftd
+				    * tells stored to replace its db with a
+				    * db received from the leader */
 };
 
 /* Field number of the origin appended to proposal bytes; far above any
@@ -144,6 +148,30 @@ struct msg_promote {
 struct msg_keepalive {
 	struct msg_origin origin;
 	int64_t lease_id;
+};
+
+/*
+ * MSG_SNAPSHOT_INSTALL, on SHM_RING_COMMITTED in log order: every entry
+ * before it is at or below `index`, every MSG_COMMITTED after it is above.
+ * path_len bytes of a NUL-free path follow: a complete, fsynced db file
+ * (etcd's member/snap/<index %016x>.snap.db) whose consistent index is at
+ * least `index`. stored makes it its db (written, fsynced, renamed over
+ * member/snap/db, directory fsynced, db_generation bumped: DESIGN
+ * invariant 3), reloads what it keeps from the db (revision, membership),
+ * and publishes applied_index = durable_index = the db's consistent index.
+ * It then skips the MSG_COMMITTED entries at or below that index, as it
+ * does after a restart. A stored that restarts before publishing the
+ * install gets the same message again from raftd (raftd keeps the file
+ * until stored's durable index reaches `index`), so installing is
+ * idempotent. A file that is not a valid db, or whose consistent index is
+ * below `index`, is refused with an error line and stored stops applying
+ * (as on a gap) rather than serve a wrong state.
+ */
+struct msg_snapshot_install {
+	uint64_t index;    /* the Raft snapshot's index */
+	uint64_t term;     /* and term */
+	uint32_t path_len;
+	uint32_t reserved; /* zero */
 };
 
 /*
