@@ -20,6 +20,7 @@
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
 #   it_leads EP, it_same_state EP...   a member leads; members agree
 #   it_hash EP              Maintenance.Hash and its header revision
+#   it_same_hashkv EP...    members report the same HashKV
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
 # and only while it still runs a command line naming this test's dirs
@@ -316,6 +317,18 @@ it_same_state() {
 			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
 	done | sort -u | wc -l)
 	[[ $n == 1 ]]
+}
+
+# it_same_hashkv EP...: every member reports the same HashKV and header
+# revision (each printed, indented).
+it_same_hashkv() {
+	local ep hashes
+	hashes=$(for ep in "$@"; do
+		ETCDCTL_API=3 etcdctl --command-timeout 5s --endpoints "$ep" endpoint hashkv -w json |
+			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
+	done)
+	sed 's/^/    hashkv /' <<<"$hashes"
+	[[ $(sort -u <<<"$hashes" | wc -l) == 1 ]]
 }
 
 # it_hash EP: Maintenance.Hash as "hash header_revision", through curl over
