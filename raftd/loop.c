@@ -101,6 +101,9 @@ struct loop {
 	struct status_raftd published;
 	bool has_published;
 	uint64_t lead_seen;           /* the leader as last logged */
+	enum raft_role role_seen;     /* as last logged */
+	uint64_t late_logged;         /* late ticks warned about */
+	uint64_t term_seen;           /* and the term then */
 	struct raft_hardstate saved;  /* the last hard state given to the WAL */
 	unsigned retry_ms;            /* backoff while COMMITTED is full */
 	bool stopping;
@@ -200,10 +203,17 @@ static void log_leader_change(struct loop *l, uint64_t prev_lead, const struct r
 	char msg[160];
 	uint64_t term = raft_term(l->raft);
 
-	if (rd->role == RAFT_LEADER && prev_lead != l->member_id) {
-		snprintf(msg, sizeof(msg), "%" PRIx64 " became leader at term %" PRIu64,
-			 l->member_id, term);
+	static const char *const role_names[] = {
+		[RAFT_FOLLOWER] = "follower", [RAFT_PRE_CANDIDATE] = "pre-candidate",
+		[RAFT_CANDIDATE] = "candidate", [RAFT_LEADER] = "leader",
+	};
+	/* etcd's raft logs each change of role, and a new term as a follower */
+	if (rd->role != l->role_seen || (rd->role == RAFT_FOLLOWER && term != l->term_seen)) {
+		snprintf(msg, sizeof(msg), "%" PRIx64 " became %s at term %" PRIu64, l->member_id,
+			 role_names[rd->role], term);
 		log_info(msg);
+		l->role_seen = rd->role;
+		l->term_seen = term;
 	}
 	if (rd->leader == prev_lead)
 		return;
@@ -730,6 +740,14 @@ static void on_timer(struct loop *l)
 		return;
 	/* one tick however many expired: a late loop must not rush the
 	 * election clock (etcd's ticker drops ticks the same way) */
+	if (n > 1) {
+		l->stats.ticks_lost += n - 1;
+		if (++l->late_logged <= 10 || l->late_logged % 100 == 0)
+			log_warn("raftd's loop was late: ticks were lost, so elections and heartbeats "
+				 "come later than configured (is the machine overloaded?)",
+				 LOG_U64("lost-ticks", n - 1), LOG_U64("tick-ms", l->tick_ms),
+				 LOG_U64("lost-so-far", l->stats.ticks_lost));
+	}
 	raft_tick(l->raft);
 	proposals_tick(&l->props, 2 * l->election_ticks);
 	members_tick(&l->members);

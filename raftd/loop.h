@@ -76,6 +76,7 @@ struct loop_options {
 struct loop_stats {
 	uint64_t turns;
 	uint64_t ticks;
+	uint64_t ticks_lost;     /* timer expirations a late loop merged */
 	uint64_t wal_batches;    /* group commits that became durable */
 	uint64_t wal_saves;      /* readies saved into a batch */
 	uint64_t commits_pushed; /* MSG_COMMITTED records pushed */

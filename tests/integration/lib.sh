@@ -21,6 +21,7 @@
 #   it_leads EP, it_same_state EP...   a member leads; members agree
 #   it_hash EP              Maintenance.Hash and its header revision
 #   it_same_hashkv EP...    members report the same HashKV
+#   it_elected_after LOG MS ms from MS to a leader elected in LOG
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
 # and only while it still runs a command line naming this test's dirs
@@ -317,6 +318,28 @@ it_same_state() {
 			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
 	done | sort -u | wc -l)
 	[[ $n == 1 ]]
+}
+
+# it_elected_after LOG MS: ms from MS (epoch ms) to the first "elected
+# leader" line in LOG logged after it (empty when there is none yet).
+# LOG is cetcd's or etcd's with --logger zap (JSON lines, "ts" in UTC).
+it_elected_after() {
+	python3 - "$1" "$2" <<'EOF'
+import datetime, json, sys
+t0 = int(sys.argv[2])
+for line in open(sys.argv[1], errors="replace"):
+    if '"msg":"raft.node:' not in line or "elected leader" not in line:
+        continue
+    try:
+        ts = json.loads(line)["ts"]
+    except ValueError:
+        continue
+    t = datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    ms = int(t.timestamp() * 1000)
+    if ms >= t0:
+        print(ms - t0)
+        break
+EOF
 }
 
 # it_same_hashkv EP...: every member reports the same HashKV and header

@@ -10,21 +10,25 @@ the dialing member in every request head (X-Server-From, hex id), so for
 each connection the proxy knows both ends: the member behind the port it
 came to and, from the head, the member that dialed.
 
-CONTROL is a file of member ids (hex, one per line) that are cut off: a
+CONTROL is a file of lines "behind PORT ID" (the member, hex id, whose
+peer port the proxy's PORT fronts) and "cut ID" (a member cut off). A
 connection is refused, and an open one closed at once, when either end is
 cut off, so a cut-off member neither hears nor reaches the others in
-either direction, as behind a network partition. The member behind each
-port is learnt from the X-Raft-To header of the requests it receives.
-The proxy polls CONTROL every 20 ms; an absent or empty file cuts no one.
-Requests without X-Server-From (/members, /version, /raft/probing) pass
-unless the member behind the port is cut off.
+either direction, as behind a network partition. The proxy polls CONTROL
+every 20 ms; an absent file cuts no one. The proxy reads only the first
+request head of a connection, and etcd reuses a connection opened for a
+request without X-Server-From (/raft/probing, /members, /version) for
+raft messages, so while anyone is cut off such connections are refused
+and closed too.
 
-The proxy prints "ready" on stdout once it listens, and a line for each
-refused or cut connection.
+The proxy prints "ready" on stdout once it listens, "cut at MS: IDS" when
+it applies a new CONTROL (MS: unix time in ms, when the cut took effect),
+and a line for each refused or cut connection.
 """
 import asyncio
 import os
 import sys
+import time
 
 HEAD_MAX = 65536
 
@@ -34,28 +38,40 @@ class Proxy:
         self.control = control
         self.cut = set()
         self.mtime = None
-        self.behind = {}  # listen port -> member id learnt from X-Raft-To
+        self.behind = {}  # listen port -> member id, from CONTROL
         self.conns = set()  # (listen port, sender id or None, writers)
 
     def is_cut(self, port, sender):
+        if self.cut and sender is None:
+            # a keep-alive connection opened for /raft/probing (no sender)
+            # is reused by etcd's pipeline for messages, so it may carry
+            # anybody's: none passes while someone is cut off
+            return True
         target = self.behind.get(port)
-        return (sender is not None and sender in self.cut) or (target is not None and target in self.cut)
+        return sender in self.cut or (target is not None and target in self.cut)
 
     async def poll(self):
         while True:
             try:
                 st = os.stat(self.control)
-                m = (st.st_mtime_ns, st.st_size)
+                m = (st.st_ino, st.st_mtime_ns, st.st_size)
             except FileNotFoundError:
                 m = None
             if m != self.mtime:
                 self.mtime = m
+                cut, behind = set(), {}
                 try:
                     with open(self.control) as f:
-                        self.cut = {l.strip().lower() for l in f if l.strip()}
+                        for line in f:
+                            w = line.split()
+                            if len(w) == 2 and w[0] == "cut":
+                                cut.add(w[1].lower())
+                            elif len(w) == 3 and w[0] == "behind":
+                                behind[int(w[1])] = w[2].lower()
                 except FileNotFoundError:
-                    self.cut = set()
-                print("cut: " + (",".join(sorted(self.cut)) or "none"), flush=True)
+                    pass
+                self.cut, self.behind = cut, behind
+                print("cut at %d: %s" % (time.time_ns() // 1000000, ",".join(sorted(self.cut)) or "none"), flush=True)
                 for c in list(self.conns):
                     port, sender, ws = c
                     if self.is_cut(port, sender):
@@ -96,8 +112,6 @@ class Proxy:
             k = k.strip().lower()
             if k == b"x-server-from":
                 sender = v.strip().decode("latin-1").lower()
-            elif k == b"x-raft-to":
-                self.behind[port] = v.strip().decode("latin-1").lower()
         if self.is_cut(port, sender):
             print(f"refused a connection to :{port} from {sender}", flush=True)
             w.close()
@@ -110,6 +124,13 @@ class Proxy:
         uw.write(head)
         c = (port, sender, (w, uw))
         self.conns.add(c)
+        if self.is_cut(port, sender):
+            # cut while this connection was being made
+            for x in c[2]:
+                x.close()
+            self.conns.discard(c)
+            return
+        print("%d: passing a connection to :%d from %s: %s" % (time.time_ns() // 1000000, port, sender, head.split(b"\r\n", 1)[0].decode("latin-1")), flush=True)
         await asyncio.gather(self.pipe(r, uw), self.pipe(ur, w))
         self.conns.discard(c)
 
