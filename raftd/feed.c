@@ -24,6 +24,12 @@ uint64_t feed_start_after(const struct feed *f)
 	return f->next - 1;
 }
 
+void feed_skip_to(struct feed *f, uint64_t index)
+{
+	if (f->next <= index)
+		f->next = index + 1;
+}
+
 void feed_handed(struct feed *f, uint64_t index)
 {
 	if (index > f->handed)

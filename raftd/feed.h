@@ -62,6 +62,11 @@ void feed_init(struct feed *f, struct ring *ring, const struct status_stored *st
  * "applied" at start). */
 uint64_t feed_start_after(const struct feed *f);
 
+/* Starts the feed after index instead, when it would start before it
+ * (a member restarted from a snapshot at index while stored's state is
+ * not known yet). */
+void feed_skip_to(struct feed *f, uint64_t index);
+
 /* The core handed over entries up to index. */
 void feed_handed(struct feed *f, uint64_t index);
 

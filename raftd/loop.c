@@ -23,12 +23,14 @@
 #include "raftd/outbox.h"
 #include "raftd/peer.h"
 #include "raftd/raftmsg.h"
+#include "raftd/snap.h"
 #include "raftd/proposals.h"
 #include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
 #include "shm/config/member_json.h"
+#include "shm/config/v2store.h"
 #include "shm/msg.h"
 #include "shm/region.h"
 #include "shm/slot.h"
@@ -80,6 +82,17 @@ struct loop {
 	struct msgconv_scratch conv;  /* messages from peers */
 	bool removed;                 /* this member left the cluster */
 	uint64_t snapshot_count;      /* --snapshot-count */
+	char *snap_dir;               /* member/snap; NULL: no .snap files */
+	unsigned max_snapshots;       /* --max-snapshots */
+	unsigned max_wals;            /* --max-wals */
+	uint64_t snap_index;          /* the newest .snap file's point */
+	uint64_t members_changed_at;  /* the last entry that changed membership:
+				       * a snapshot at or after it holds the
+				       * membership in force now */
+	uint64_t purge_seq;           /* WAL batch of the newest snapshot
+				       * record: once durable, segments
+				       * before purge_index may go */
+	uint64_t purge_index;
 	const struct member_cluster *initial; /* --initial-cluster: the peers
 					       * until membership is applied */
 	struct loop_move *moves;      /* MoveLeader calls waiting */
@@ -148,6 +161,8 @@ static int persist_note(struct loop *l, uint64_t seq, uint64_t index, uint64_t t
 	return 0;
 }
 
+static void maybe_purge_wal(struct loop *l);
+
 /* Tells the core what the WAL made durable. */
 static void persist_done(struct loop *l)
 {
@@ -160,6 +175,7 @@ static void persist_done(struct loop *l)
 	}
 	if (l->peer)
 		outbox_release(&l->outbox, durable);
+	maybe_purge_wal(l);
 	if (k == 0)
 		return;
 	memmove(l->persist, l->persist + k, (l->n_persist - k) * sizeof(*l->persist));
@@ -214,6 +230,77 @@ static void log_leader_change(struct loop *l, uint64_t prev_lead, const struct r
 		snprintf(msg, sizeof(msg), "raft.node: %" PRIx64 " lost leader %" PRIx64
 			 " at term %" PRIu64, l->member_id, prev_lead, term);
 	log_info(msg);
+}
+
+/* ---- snapshots on disk (etcd's triggerSnapshot) ---- */
+
+/*
+ * Writes a .snap file and its WAL snapshot record once --snapshot-count
+ * entries were applied since the last one, as etcd does, at the newest
+ * index that stored has made durable (a restart from the snapshot then
+ * finds stored's db at or past it: DESIGN invariant 5), and only when the
+ * membership in force now is the one at that index and a hard state
+ * committing it went to the WAL (etcd's ValidSnapshotEntries skips a
+ * snapshot past the recorded commit). Right after raft_advance only.
+ */
+static void maybe_snapshot(struct loop *l)
+{
+	uint64_t applied = l->feed.handed;
+	if (!l->snap_dir || !l->snapshot_count || applied <= l->snap_index + l->snapshot_count)
+		return;
+	uint64_t at = l->feed.durable < applied ? l->feed.durable : applied;
+	if (at > l->saved.commit)
+		at = l->saved.commit;
+	if (at <= l->snap_index || l->members_changed_at > at)
+		return;
+	const struct raftlog *log = raft_log(l->raft);
+	const struct raft_entry *e = raftlog_entry(log, at);
+	if (!e && at != log->snap_index)
+		return;
+
+	struct snap sn = { .index = at, .term = e ? e->term : log->snap_term };
+	char *json;
+	size_t len;
+	raft_conf_state(l->raft, &sn.conf);
+	if (v2store_encode(&l->members.ms, &json, &len)) {
+		log_warn("cannot encode the membership for a snapshot (out of memory); retried later");
+		return;
+	}
+	sn.data = (uint8_t *)json;
+	sn.len = len;
+	/* etcd's order: the .snap file, then the WAL's record of it */
+	int rc = snap_save(l->snap_dir, &sn);
+	free(json);
+	if (rc) {
+		loop_fail(l, rc, "failed to save snapshot");
+		return;
+	}
+	rc = wal_save_snapshot(l->wal, at, sn.term);
+	if (!rc)
+		rc = wal_submit(l->wal);
+	if (rc) {
+		loop_fail(l, rc, "cannot write the snapshot record to the WAL");
+		return;
+	}
+	l->snap_index = at;
+	l->purge_seq = wal_last_seq(l->wal);
+	l->purge_index = at;
+	log_info("saved snapshot", LOG_U64("snapshot-index", at), LOG_U64("snapshot-term", sn.term));
+	(void)snap_release_dbs(l->snap_dir, at);
+	if (snap_purge(l->snap_dir, l->max_snapshots) < 0)
+		log_warn("failed to purge snap files; retried at the next snapshot",
+			 LOG_STR("snap-dir", l->snap_dir));
+}
+
+/* etcd's purge of WAL segments (--max-wals): once the newest snapshot
+ * record is durable, the segments before the one it sits in may go. */
+static void maybe_purge_wal(struct loop *l)
+{
+	if (!l->purge_seq || wal_durable_seq(l->wal) < l->purge_seq)
+		return;
+	l->purge_seq = 0;
+	if (wal_purge(l->wal, l->purge_index, l->max_wals) < 0)
+		log_warn("failed to purge WAL segments; retried at the next snapshot");
 }
 
 /* Drops log entries nobody needs any more: stored's replay point and the
@@ -506,6 +593,8 @@ static int apply_membership(struct loop *l, const struct raft_entry *e, bool *pe
 	struct membership_result res;
 	int rc = members_apply(&l->members, e, &res);
 
+	if (!rc && res.change != MEMBERSHIP_NONE)
+		l->members_changed_at = e->index;
 	if (!rc && res.change == MEMBERSHIP_VERSION)
 		*peers_changed = true; /* /version reports it */
 	if (rc || e->type != RAFT_ENTRY_CONF_CHANGE)
@@ -649,6 +738,7 @@ static void take_ready(struct loop *l)
 		raft_report_snapshot(l->raft, snap_failed[i], false);
 	if (peers_changed)
 		update_peers(l);
+	maybe_snapshot(l);
 	maybe_compact(l);
 	if (must_submit) {
 		rc = wal_submit(l->wal);
@@ -930,14 +1020,34 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 		memset(&st, 0, sizeof(st));
 	feed_init(&l->feed, shm_daemon_ring(l->r, SHM_RING_COMMITTED), &st,
 		  shm_role_is_live(l->r, SHM_ROLE_STORED));
-	uint64_t last = bs->n_entries ? bs->entries[bs->n_entries - 1].index : 0;
+	uint64_t snap_index = bs->has_snap ? bs->snap.index : 0;
+	uint64_t snap_term = bs->has_snap ? bs->snap.term : 0;
+	if (bs->has_snap) {
+		/* the membership at the snapshot, as etcd recovers it */
+		int rc = v2store_decode(bs->snap.data, bs->snap.len, &l->members.ms);
+		if (rc) {
+			log_error("the snapshot's v2 store cannot be read; the member's snap file is corrupt",
+				  LOG_U64("snapshot-index", snap_index), LOG_ERRNO(rc));
+			return rc;
+		}
+		l->snap_index = l->members_changed_at = snap_index;
+		/* stored's state is not known yet (it has not published): the
+		 * feed starts after the snapshot, and a replay from stored's
+		 * durable index follows when it does */
+		if (st.epoch == 0 && feed_start_after(&l->feed) < snap_index)
+			feed_skip_to(&l->feed, snap_index);
+	}
+	uint64_t last = bs->n_entries ? bs->entries[bs->n_entries - 1].index : snap_index;
 	/* membership as of what stored applied: the entries after it come
 	 * out of the core as committed */
 	for (size_t i = 0; i < bs->n_entries && bs->entries[i].index <= feed_start_after(&l->feed);
 	     i++) {
-		int rc = members_apply(&l->members, &bs->entries[i], NULL);
+		struct membership_result res;
+		int rc = members_apply(&l->members, &bs->entries[i], &res);
 		if (rc)
 			return rc;
+		if (res.change != MEMBERSHIP_NONE)
+			l->members_changed_at = bs->entries[i].index;
 	}
 	if (feed_start_after(&l->feed) > last)
 		log_error("stored has applied entries beyond the end of this member's WAL; its db does not belong to this log",
@@ -962,6 +1072,12 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 				voters[cfg.n_voters++] = ms->v[i].id;
 		}
 		cfg.learners = learners;
+	} else if (bs->has_snap) {
+		/* a snapshot without members in its v2 store: its ConfState */
+		cfg.voters = bs->snap.conf.voters;
+		cfg.n_voters = bs->snap.conf.n_voters;
+		cfg.learners = bs->snap.conf.learners;
+		cfg.n_learners = bs->snap.conf.n_learners;
 	}
 	cfg.election_ticks = (unsigned)l->election_ticks;
 	cfg.heartbeat_ticks = 1;
@@ -970,8 +1086,9 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	cfg.max_msg_bytes = LOOP_MAX_MSG_BYTES;
 	cfg.max_inflight = LOOP_MAX_INFLIGHT;
 	cfg.seed = loop_seed();
-	int rc = raft_new(&cfg, &bs->hs, 0, 0, bs->entries, bs->n_entries,
-			  feed_start_after(&l->feed), &l->raft);
+	uint64_t applied = feed_start_after(&l->feed);
+	int rc = raft_new(&cfg, &bs->hs, snap_index, snap_term, bs->entries, bs->n_entries,
+			  applied > snap_index ? applied : snap_index, &l->raft);
 	if (rc)
 		return rc;
 	bs->entries = NULL; /* the core owns them now */
@@ -1058,7 +1175,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 
 	struct bootstrap_params bp = {
 		.wal_dir = o->wal_dir, .member_id = o->member_id, .cluster = o->cluster,
-		.wal = o->wal,
+		.wal = o->wal, .snap_dir = o->snap_dir,
 	};
 	rc = open_wal(&bp, &bs);
 	if (rc) {
@@ -1090,6 +1207,16 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->peer = o->peer;
 	l->initial = o->cluster;
 	l->snapshot_count = o->snapshot_count;
+	l->max_snapshots = o->max_snapshots;
+	l->max_wals = o->max_wals;
+	if (o->snap_dir) {
+		l->snap_dir = raftd_malloc(strlen(o->snap_dir) + 1);
+		if (!l->snap_dir) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		strcpy(l->snap_dir, o->snap_dir);
+	}
 	outbox_init(&l->outbox, o->peer);
 	l->props.move_leader = on_move_leader;
 	l->props.move_leader_arg = l;
@@ -1132,6 +1259,7 @@ void loop_free(struct loop *l)
 	raftd_free(l->moves);
 	msgconv_scratch_free(&l->conv);
 	raftd_free(l->persist);
+	raftd_free(l->snap_dir);
 	if (l->epfd >= 0)
 		close(l->epfd);
 	if (l->timer_fd >= 0)
