@@ -26,6 +26,7 @@
  */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <sys/prctl.h>
 
 #include "test_stored_util.h"
@@ -227,6 +228,99 @@ static void read_published(struct member *mb, unsigned round, struct seen *out)
 	mvcc_range_result_free(&res);
 }
 
+/* ---- a gateway's reads during the installs ---- */
+
+/* Shared with the reader process. */
+struct reader {
+	atomic_bool stop;
+	uint64_t reads, remaps, refused;
+	char err[512];
+};
+
+/*
+ * Reads member T as gatewayd does (dbread.c): a reader entry, the
+ * published root, the file mapped again when the generation moves and
+ * used only if the generation did not move while it was opened. Every
+ * read must open a view at the published revision and range every key,
+ * and revision and applied index never go back.
+ */
+static void reader_main(struct member *mb, struct reader *rd)
+{
+	struct mvcc_range_result res;
+	Etcdserverpb__RangeRequest all = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	static uint8_t zero;
+	struct btree_reader *db = NULL;
+	uint64_t gen = 0, last_rev = 0, last_applied = 0;
+	struct shm_region *r;
+	uint32_t e;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (shm_region_attach(mb->m.region_path, &r) || readers_claim(r, &e))
+		test_child_exit(2);
+	all.key.len = 1;
+	all.key.data = &zero;
+	all.range_end = all.key;
+	mvcc_range_result_init(&res);
+	while (!atomic_load(&rd->stop) && !rd->err[0]) {
+		struct status_stored st, now;
+		struct btree_txn *t;
+		struct mvcc_view v;
+
+		if (readers_begin(r, e, &st) || st.root_page == 0) {
+			readers_end(r, e);
+			rd->refused++;
+			usleep(100);
+			continue;
+		}
+		if (db && gen != st.db_generation) {
+			btree_reader_close(db);
+			db = NULL;
+			rd->remaps++;
+		}
+		if (!db) {
+			if (btree_reader_open(mb->db_path, NULL, &db) ||
+			    status_stored_read(r, &now) || now.db_generation != st.db_generation) {
+				btree_reader_close(db);
+				db = NULL;
+				readers_end(r, e);
+				rd->refused++;
+				continue;
+			}
+			gen = st.db_generation;
+		}
+		if (st.revision < last_rev || st.applied_index < last_applied)
+			snprintf(rd->err, sizeof(rd->err), "went back: revision %" PRIu64 " after %" PRIu64
+				 ", applied %" PRIu64 " after %" PRIu64, st.revision, last_rev,
+				 st.applied_index, last_applied);
+		last_rev = st.revision;
+		last_applied = st.applied_index;
+		struct btree_root root = { st.root_page, st.txid, st.high_water_page };
+		int rc = btree_reader_begin(db, &root, &t);
+		if (rc == 0) {
+			rc = mvcc_view_open(t, &v);
+			if (rc == 0) {
+				if (v.rev != (int64_t)st.revision)
+					snprintf(rd->err, sizeof(rd->err), "view at revision %" PRId64
+						 ", published %" PRIu64 " (generation %" PRIu64 ")",
+						 v.rev, st.revision, st.db_generation);
+				rc = mvcc_range(&v, &all, &res);
+				mvcc_view_close(&v);
+			}
+			btree_txn_end(t);
+		}
+		if (rc && !rd->err[0])
+			snprintf(rd->err, sizeof(rd->err), "read at txid %" PRIu64 " generation %" PRIu64
+				 ": %s", st.txid, st.db_generation, errmsg_get(rc));
+		rd->reads++;
+		readers_end(r, e);
+	}
+	mvcc_range_result_free(&res);
+	btree_reader_close(db);
+	readers_release(r, e);
+	shm_region_detach(r);
+	test_child_exit(0);
+}
+
 /* raftd's part after a restart of T: the install again while T's durable
  * index is below it, then the entries after it. */
 static void resend_round(struct member *t, uint64_t snap_index, const char *path, unsigned round,
@@ -273,6 +367,59 @@ static void check_refused(struct member *t, uint64_t index, const char *path, un
 	CHECK_EQ(now.rev, before->rev);
 	CHECK_EQ(now.src, before->src);
 	CHECK_EQ(now.post, before->post);
+}
+
+/*
+ * With STORED_ETCD_DB (a db file written by etcd: `etcdctl snapshot save`
+ * against Debian's etcd, its checksum cut off), STORED_ETCD_KEYS and
+ * STORED_ETCD_REV (tests/integration/install_etcd.sh): a new member
+ * installs it at its consistent index, builds cetcd's index for it, and
+ * must then publish exactly the keys under etcd/ etcd had, at etcd's
+ * revision, and apply puts after it.
+ */
+static void etcd_phase(struct tbuf *buf)
+{
+	const char *path = getenv("STORED_ETCD_DB");
+	struct btree_reader *rd;
+	struct btree_root root;
+	struct btree_txn *t;
+	struct btree_bucket *meta;
+	const uint8_t *v;
+	size_t vlen;
+	struct member m;
+	struct seen seen;
+
+	if (!path || !*path)
+		return;
+	size_t keys = (size_t)strtoull(getenv("STORED_ETCD_KEYS"), NULL, 0);
+	int64_t rev = (int64_t)strtoll(getenv("STORED_ETCD_REV"), NULL, 0);
+	CHECK_EQ(btree_reader_open(path, NULL, &rd), 0);
+	CHECK_EQ(btree_reader_durable(rd, &root), 0);
+	CHECK_EQ(btree_reader_begin(rd, &root, &t), 0);
+	CHECK_EQ(btree_bucket_open(t, NULL, "meta", 4, &meta), 0);
+	CHECK_EQ(btree_get(meta, "consistent_index", 16, &v, &vlen), 0);
+	CHECK_EQ(vlen, 8u);
+	uint64_t index = 0;
+	for (int i = 0; i < 8; i++)
+		index = index << 8 | v[i];
+	btree_txn_end(t);
+	btree_reader_close(rd);
+
+	member_init(&m);
+	put_at(&m, 1, "before/1", buf);
+	CHECK(TEST_WAIT_FOR(applied_at(&m, 1), 20000));
+	install_at(&m, index, path);
+	put_at(&m, index + 1, "post/0/1", buf);
+	CHECK(TEST_WAIT_FOR(applied_at(&m, index + 1), 30000));
+	read_published(&m, 0, &seen);
+	printf("etcd's db: consistent index %" PRIu64 ", revision %" PRId64 ", %zu keys under etcd/; "
+	       "installed: revision %" PRId64 ", %zu keys under etcd/\n",
+	       index, rev, keys, seen.rev, seen.other);
+	CHECK_EQ(seen.other, keys);       /* etcd/ keys: neither src/ nor post/ nor tgt/ */
+	CHECK_EQ(seen.post, 1u);
+	CHECK_EQ(seen.rev, rev + 1);
+	kill(m.child, SIGTERM);
+	CHECK_EQ(test_wait(m.child), 0);
 }
 
 int main(void)
@@ -325,6 +472,11 @@ int main(void)
 	struct seen before;
 	read_published(&tgt, 0, &before);
 	CHECK_EQ(before.tgt, 50u);
+	struct reader *rd = test_shared(sizeof(*rd));
+	pid_t reader = test_fork();
+	CHECK(reader >= 0);
+	if (reader == 0)
+		reader_main(&tgt, rd);
 
 	/* A read txn on T's old file, held across the installs. */
 	uint32_t old_e;
@@ -386,6 +538,13 @@ int main(void)
 		CHECK_EQ(st.applied_index, snap_index + POSTS);
 		last = st;
 	}
+	atomic_store(&rd->stop, true);
+	CHECK_EQ(test_wait(reader), 0);
+	printf("reader: %" PRIu64 " reads, %" PRIu64 " new files mapped, %" PRIu64 " refused%s%s\n",
+	       rd->reads, rd->remaps, rd->refused, rd->err[0] ? ": " : "", rd->err);
+	CHECK(!rd->err[0]);
+	CHECK(rd->reads > 0);
+	CHECK(rd->remaps >= 1);
 	CHECK_EQ(kills, (uint64_t)ROUNDS - 1);
 	CHECK(kills_before >= 1);
 
@@ -440,6 +599,7 @@ int main(void)
 
 	kill(tgt.child, SIGTERM);
 	CHECK_EQ(test_wait(tgt.child), 0);
+	etcd_phase(&buf);
 	tbuf_free(&buf);
 	printf("ok: %u installs, %" PRIu64 " of them killed (%" PRIu64 " before the rename) and resent\n",
 	       ROUNDS, kills, kills_before);
