@@ -24,6 +24,7 @@
 #include "raftd/peer.h"
 #include "raftd/raftmsg.h"
 #include "raftd/snap.h"
+#include "stored/btree/dbsnap.h"
 #include "raftd/proposals.h"
 #include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
@@ -93,6 +94,14 @@ struct loop {
 				       * record: once durable, segments
 				       * before purge_index may go */
 	uint64_t purge_index;
+	/* the last MsgSnap stepped into the core: its v2 store and db */
+	uint64_t rx_index;
+	uint64_t rx_term;
+	uint8_t *rx_data;             /* raftd_malloc */
+	size_t rx_len;
+	/* a snapshot recorded in the WAL batch install_seq: stored gets its
+	 * db once that batch is durable */
+	uint64_t install_seq;
 	const struct member_cluster *initial; /* --initial-cluster: the peers
 					       * until membership is applied */
 	struct loop_move *moves;      /* MoveLeader calls waiting */
@@ -162,6 +171,8 @@ static int persist_note(struct loop *l, uint64_t seq, uint64_t index, uint64_t t
 }
 
 static void maybe_purge_wal(struct loop *l);
+static int send_snapshot(struct loop *l, const struct raft_msg *m);
+static void maybe_install(struct loop *l);
 
 /* Tells the core what the WAL made durable. */
 static void persist_done(struct loop *l)
@@ -176,6 +187,7 @@ static void persist_done(struct loop *l)
 	if (l->peer)
 		outbox_release(&l->outbox, durable);
 	maybe_purge_wal(l);
+	maybe_install(l);
 	if (k == 0)
 		return;
 	memmove(l->persist, l->persist + k, (l->n_persist - k) * sizeof(*l->persist));
@@ -473,9 +485,9 @@ static void on_promote(void *arg, uint32_t slot, const struct msg_promote *req)
 /*
  * Sends a ready's messages: at once, or, when the ready saved what must
  * be durable before a follower speaks (raft.h), once the WAL batch
- * holding it is. A MsgSnap cannot go yet (the snapshot needs the db
- * sent after it): its peer is reported a failed snapshot after
- * raft_advance (ids in snap_failed).
+ * holding it is. A MsgSnap goes with the db (send_snapshot); one that
+ * cannot go now has its peer reported a failed snapshot after
+ * raft_advance (ids in snap_failed), and the core tries again later.
  */
 static int send_msgs(struct loop *l, const struct raft_ready *rd, bool must_sync,
 		     uint64_t *snap_failed, size_t *n_snap_failed)
@@ -491,7 +503,10 @@ static int send_msgs(struct loop *l, const struct raft_ready *rd, bool must_sync
 			rc = outbox_hold(&l->outbox, m, wal_last_seq(l->wal));
 		else
 			rc = outbox_send(&l->outbox, m);
-		if (rc == -ENOTSUP && *n_snap_failed < RAFT_MAX_MEMBERS)
+		if (rc == -ENOTSUP)
+			rc = send_snapshot(l, m);
+		if (rc && rc != -ENOMEM && m->type == RAFT_MSG_SNAP &&
+		    *n_snap_failed < RAFT_MAX_MEMBERS)
 			snap_failed[(*n_snap_failed)++] = m->to;
 		else if (rc == -ENOMEM)
 			return rc;
@@ -630,6 +645,173 @@ static int apply_membership(struct loop *l, const struct raft_entry *e, bool *pe
 	return 0;
 }
 
+/* ---- snapshots between members ---- */
+
+/* member/snap/<index %016x>.snap.db */
+static int snap_db_path(const struct loop *l, uint64_t index, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "%s/%016" PRIx64 ".snap.db", l->snap_dir, index);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * etcd's snapshot_merge and snapshot_sender for a MsgSnap the core wants
+ * sent: the message carries the v2 store and the point of the db copy
+ * that follows it (stored's published state, read beside stored), not
+ * the core's older compaction point; the transport streams it from its
+ * own thread and reports the outcome (PEER_EV_SNAPSHOT_DONE).
+ */
+static int send_snapshot(struct loop *l, const struct raft_msg *m)
+{
+	char path[4200];
+	struct dbsnap *ds;
+	int rc;
+
+	if (!l->snap_dir || snprintf(path, sizeof(path), "%s/db", l->snap_dir) >= (int)sizeof(path))
+		return -ENOTSUP;
+	rc = dbsnap_open(l->r, path, &ds);
+	if (rc) {
+		log_warn("cannot read the db for a snapshot to a follower; retried",
+			 LOG_U64("to", m->to), LOG_ERRNO(rc));
+		return rc;
+	}
+	uint64_t index = dbsnap_index(ds);
+	const struct raftlog *log = raft_log(l->raft);
+	const struct raft_entry *e = raftlog_entry(log, index);
+	/* the membership sent must be the one at the db's index */
+	if ((!e && index != log->snap_index) || index < m->snap_index ||
+	    l->members_changed_at > index) {
+		dbsnap_close(ds);
+		return -EAGAIN;
+	}
+	char *json;
+	size_t len;
+	if (v2store_encode(&l->members.ms, &json, &len)) {
+		dbsnap_close(ds);
+		return -ENOMEM;
+	}
+	struct raft_conf_state cs;
+	raft_conf_state(l->raft, &cs);
+	struct raftmsg w = {
+		.type = RAFT_MSG_SNAP, .to = m->to, .from = m->from, .term = m->term,
+		.snapshot = { .has_data = true, .len = len, .data = (const uint8_t *)json,
+			      .index = index, .term = e ? e->term : log->snap_term,
+			      .conf_state = { .voters = cs.voters, .n_voters = cs.n_voters,
+					      .learners = cs.learners,
+					      .n_learners = cs.n_learners } },
+	};
+	rc = peer_send_snapshot_db(l->peer, &w, ds); /* ds taken */
+	free(json);
+	return rc;
+}
+
+/*
+ * etcd's snapshotHandler after the transport saved the db (fsynced, under
+ * a temporary name): the db becomes member/snap/<index>.snap.db, the
+ * v2 store is kept for the ready that records the snapshot, and the
+ * message goes on to the core. Returns 0 or why the message is dropped.
+ */
+static int take_snapshot_msg(struct loop *l, struct peer_event *ev)
+{
+	const struct raftmsg_snapshot *sn = &ev->msg.snapshot;
+	char path[4200];
+	int rc;
+
+	if (!l->snap_dir || !ev->snap_db_path)
+		return -ENOTSUP; /* a MsgSnap without its db (not through /raft/snapshot) */
+	rc = snap_db_path(l, sn->index, path, sizeof(path));
+	if (!rc && rename(ev->snap_db_path, path) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = diskio_sync_dir(l->snap_dir);
+	if (rc) {
+		log_warn("failed to save incoming database snapshot", LOG_STR("path", path),
+			 LOG_ERRNO(rc));
+		return rc;
+	}
+	raftd_free(ev->snap_db_path);
+	ev->snap_db_path = NULL;
+	uint8_t *data = raftd_malloc(sn->len ? sn->len : 1);
+	if (!data)
+		return -ENOMEM;
+	if (sn->len)
+		memcpy(data, sn->data, sn->len);
+	raftd_free(l->rx_data);
+	l->rx_data = data;
+	l->rx_len = sn->len;
+	l->rx_index = sn->index;
+	l->rx_term = sn->term;
+	return 0;
+}
+
+/*
+ * A ready whose snapshot replaced the log: as etcd's applySnapshot, the
+ * .snap file, then its WAL record (the install waits until that is
+ * durable), the membership of the snapshot's v2 store. Returns 0 or a
+ * fatal error (logged).
+ */
+static int record_snapshot(struct loop *l, const struct raft_ready *rd, bool *peers_changed)
+{
+	struct membership ms;
+	int rc;
+
+	if (!l->rx_data || l->rx_index != rd->snap_index || l->rx_term != rd->snap_term) {
+		log_error("the core took a snapshot whose data this member does not have",
+			  LOG_U64("snapshot-index", rd->snap_index));
+		return -EPROTO;
+	}
+	log_info("applying snapshot", LOG_U64("current-snapshot-index", l->snap_index),
+		 LOG_U64("current-applied-index", l->feed.handed),
+		 LOG_U64("incoming-leader-snapshot-index", rd->snap_index),
+		 LOG_U64("incoming-leader-snapshot-term", rd->snap_term));
+	membership_init(&ms);
+	rc = v2store_decode(l->rx_data, l->rx_len, &ms);
+	if (rc) {
+		log_error("the leader's snapshot holds no v2 store this member can read",
+			  LOG_U64("snapshot-index", rd->snap_index), LOG_ERRNO(rc));
+		return rc;
+	}
+	struct snap sn = { .index = rd->snap_index, .term = rd->snap_term, .conf = *rd->snap_conf,
+			   .data = l->rx_data, .len = l->rx_len };
+	rc = snap_save(l->snap_dir, &sn);
+	if (!rc)
+		rc = wal_save_snapshot(l->wal, rd->snap_index, rd->snap_term);
+	if (rc) {
+		membership_free(&ms);
+		log_error("failed to save the leader's snapshot", LOG_ERRNO(rc));
+		return rc;
+	}
+	membership_free(&l->members.ms);
+	l->members.ms = ms;
+	l->members_changed_at = rd->snap_index;
+	*peers_changed = true;
+	l->snap_index = rd->snap_index;
+	l->install_seq = wal_last_seq(l->wal);
+	l->purge_seq = l->install_seq;
+	l->purge_index = rd->snap_index;
+	raftd_free(l->rx_data);
+	l->rx_data = NULL;
+	/* stored gets the db before anything after it, once the WAL holds
+	 * the snapshot durably (maybe_install) */
+	char path[4200];
+	rc = snap_db_path(l, rd->snap_index, path, sizeof(path));
+	if (!rc)
+		rc = feed_install(&l->feed, rd->snap_index, rd->snap_term, path);
+	if (rc)
+		return rc;
+	feed_install_hold(&l->feed);
+	return 0;
+}
+
+/* Once the WAL holds the snapshot durably, stored gets its db. */
+static void maybe_install(struct loop *l)
+{
+	if (!l->install_seq || wal_durable_seq(l->wal) < l->install_seq)
+		return;
+	l->install_seq = 0;
+	feed_install_release(&l->feed);
+}
+
 /* Messages and news from peers. */
 static void on_peer(struct loop *l)
 {
@@ -640,13 +822,8 @@ static void on_peer(struct loop *l)
 		case PEER_EV_MESSAGE: {
 			struct raft_msg m;
 			int rc = msgconv_from_wire(&ev.msg, &l->conv, &m);
-			if (rc == 0 && m.type == RAFT_MSG_SNAP) {
-				/* installing a leader's snapshot (the db received
-				 * with it) into stored is not built yet */
-				log_warn("a snapshot from the leader was refused: installing snapshots is not supported yet",
-					 LOG_U64("from", m.from), LOG_U64("index", m.snap_index));
-				rc = -ENOTSUP;
-			}
+			if (rc == 0 && m.type == RAFT_MSG_SNAP)
+				rc = take_snapshot_msg(l, &ev);
 			if (rc == 0)
 				rc = raft_step(l->raft, &m);
 			if (rc && rc != -ENOTSUP)
@@ -686,13 +863,11 @@ static void take_ready(struct loop *l)
 	int rc = 0;
 
 	raft_ready(l->raft, &rd);
+	bool peers_changed = false;
 	if (rd.has_snapshot) {
-		/* only a leader's snapshot does this; installing it in stored
-		 * comes with the peer links */
-		rc = wal_save_snapshot(l->wal, rd.snap_index, rd.snap_term);
+		/* only a leader's snapshot does this */
+		rc = record_snapshot(l, &rd, &peers_changed);
 		must_submit = true;
-		log_error("a snapshot from the leader was recorded, but installing it in stored is not supported yet",
-			  LOG_U64("index", rd.snap_index), LOG_U64("term", rd.snap_term));
 	}
 	if (!rc && (rd.n_entries || rd.hs_changed)) {
 		rc = wal_save(l->wal, rd.hs_changed ? &rd.hs : NULL, rd.entries, rd.n_entries);
@@ -716,7 +891,6 @@ static void take_ready(struct loop *l)
 	uint64_t snap_failed[RAFT_MAX_MEMBERS];
 	size_t n_snap_failed = 0;
 	rc = send_msgs(l, &rd, must_submit, snap_failed, &n_snap_failed);
-	bool peers_changed = false;
 	for (size_t i = 0; i < rd.n_committed && !rc; i++)
 		rc = apply_membership(l, &rd.committed[i], &peers_changed);
 	if (rc) {
@@ -1036,6 +1210,18 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 		 * durable index follows when it does */
 		if (st.epoch == 0 && feed_start_after(&l->feed) < snap_index)
 			feed_skip_to(&l->feed, snap_index);
+		/* a snapshot received from the leader that stored may not
+		 * have installed yet: the feed decides once stored's durable
+		 * index is known */
+		char db[4200];
+		if (o->snap_dir && (st.epoch == 0 || st.durable_index < snap_index) &&
+		    snprintf(db, sizeof(db), "%s/%016" PRIx64 ".snap.db", o->snap_dir, snap_index) <
+			    (int)sizeof(db) &&
+		    access(db, R_OK) == 0) {
+			int rc = feed_install(&l->feed, snap_index, snap_term, db);
+			if (rc)
+				return rc;
+		}
 	}
 	uint64_t last = bs->n_entries ? bs->entries[bs->n_entries - 1].index : snap_index;
 	/* membership as of what stored applied: the entries after it come
@@ -1260,6 +1446,7 @@ void loop_free(struct loop *l)
 	msgconv_scratch_free(&l->conv);
 	raftd_free(l->persist);
 	raftd_free(l->snap_dir);
+	raftd_free(l->rx_data);
 	if (l->epfd >= 0)
 		close(l->epfd);
 	if (l->timer_fd >= 0)
