@@ -49,6 +49,8 @@
 /* Readies taken per turn: taking one makes another only when it changed
  * the core (a commit noticed, a read answered); a bound all the same. */
 #define LOOP_READIES_MAX 8
+/* The longest a snapshot send may hold compaction back. */
+#define LOOP_SNAP_SEND_MAX_MS (3600u * 1000u)
 /* etcd's raft settings (etcdserver/raft.go). */
 #define LOOP_MAX_MSG_BYTES (1u << 20)
 #define LOOP_MAX_INFLIGHT 512u
@@ -94,6 +96,10 @@ struct loop {
 				       * record: once durable, segments
 				       * before purge_index may go */
 	uint64_t purge_index;
+	unsigned snaps_inflight;      /* snapshot sends not ended yet: the log
+				       * is not compacted meanwhile (etcd's
+				       * inflightSnapshots) */
+	uint64_t snaps_inflight_ticks; /* ticks since the count last moved */
 	/* the last MsgSnap stepped into the core: its v2 store and db */
 	uint64_t rx_index;
 	uint64_t rx_term;
@@ -319,6 +325,8 @@ static void maybe_purge_wal(struct loop *l)
  * feed's cursor, with a margin. Right after raft_advance only. */
 static void maybe_compact(struct loop *l)
 {
+	if (l->snaps_inflight)
+		return;
 	uint64_t keep = feed_keep_from(&l->feed);
 	if (keep <= LOOP_KEEP_ENTRIES + 1)
 		return;
@@ -702,6 +710,10 @@ static int send_snapshot(struct loop *l, const struct raft_msg *m)
 	};
 	rc = peer_send_snapshot_db(l->peer, &w, ds); /* ds taken */
 	free(json);
+	if (!rc) {
+		l->snaps_inflight++;
+		l->snaps_inflight_ticks = 0;
+	}
 	return rc;
 }
 
@@ -835,6 +847,9 @@ static void on_peer(struct loop *l)
 			raft_report_unreachable(l->raft, ev.id);
 			break;
 		case PEER_EV_SNAPSHOT_DONE:
+			if (l->snaps_inflight)
+				l->snaps_inflight--;
+			l->snaps_inflight_ticks = 0;
 			raft_report_snapshot(l->raft, ev.id, ev.ok);
 			break;
 		case PEER_EV_REMOVED:
@@ -998,6 +1013,13 @@ static void on_timer(struct loop *l)
 	proposals_tick(&l->props, 2 * l->election_ticks);
 	members_tick(&l->members);
 	check_moves(l, true);
+	/* a send whose end was never reported must not stop compaction for
+	 * good: after an hour the count is dropped */
+	if (l->snaps_inflight && ++l->snaps_inflight_ticks * l->tick_ms > LOOP_SNAP_SEND_MAX_MS) {
+		log_warn("snapshot sends did not report their end; compacting the log again",
+			 LOG_U64("sends", l->snaps_inflight));
+		l->snaps_inflight = 0;
+	}
 	l->stats.ticks++;
 }
 
