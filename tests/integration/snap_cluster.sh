@@ -4,14 +4,17 @@
 #   (a) three cetcd members: a cetcd leader sends a cetcd follower a
 #       snapshot;
 #   (b) etcd, etcd, cetcd with an etcd leader: etcd sends cetcd one;
-#   (c) cetcd, cetcd, etcd with a cetcd leader: cetcd sends etcd one.
+#   (c) cetcd, cetcd, etcd with a cetcd leader: cetcd sends etcd one;
+#   (d) as (a), with the follower's raftd and stored SIGKILLed after raftd
+#       took the snapshot and before stored could install it.
 # In each, writers on etcd's Go client put through the two other members
 # while the follower is stopped (SIGSTOP) long enough for the leader's log
 # to be compacted past it (etcd and cetcd keep 5000 entries behind the
 # snapshot); when it resumes it must catch up by a snapshot (the log
 # lines of both sides say so), and at the end every acknowledged put is
-# readable with its value through every member, and all members report
-# the same revision, raft index and HashKV.
+# readable with its value through every member (the follower restarted
+# once after the snapshot), and all members report the same revision,
+# raft index and HashKV.
 # Exits 77 when the programs, Debian's etcd and etcdctl, python3 or Go
 # with Debian's clientv3 are missing.
 source "$(dirname "$0")/lib.sh"
@@ -23,9 +26,12 @@ it_init snapcl
 
 ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
 
-# run_case LABEL KIND0 KIND1 KIND2 LEADER LAGGER
+# run_case LABEL KIND0 KIND1 KIND2 LEADER LAGGER [crash]
+# With crash (a cetcd lagger), its stored stays stopped while raftd takes
+# the snapshot, and raftd and stored are then SIGKILLed together: the
+# restarted raftd must hand the restarted stored the db again.
 run_case() {
-	local label=$1 lead_at=$5 lag=$6 i
+	local label=$1 lead_at=$5 lag=$6 crash=${7:-} i
 	local -a kinds=("$2" "$3" "$4") ports pids acks wpids
 	read -r -a ports < <(it_free_ports 6)
 	local initial=""
@@ -103,8 +109,27 @@ run_case() {
 	far() { (($(newest_snap) > lag_index + 12000)); }
 	check "$label: the leader's log was compacted past it" it_until 240000 far
 	lead_index=$(index_of "$lead_at")
-	kill -CONT $(procs "$lag")
-	echo "  $label: s$lag resumed; the leader is at raft index $lead_index"
+	local stored_pid="" raftd_pid="" p
+	if [[ -n $crash ]]; then
+		for p in $(procs "$lag"); do
+			case $(tr '\0' ' ' <"/proc/$p/cmdline") in
+			*/stored\ *) stored_pid=$p ;;
+			*/raftd\ *) raftd_pid=$p ;;
+			esac
+		done
+		kill -CONT $(procs "$lag" | tr ' ' '\n' | grep -vx "$stored_pid")
+		echo "  $label: s$lag resumed but its stored ($stored_pid); the leader is at raft index $lead_index"
+		check "$label: its raftd takes the snapshot and hands the db on" \
+			it_wait_log "$(logf "$lag")" '"msg":"handed stored a received snapshot to install"' 60
+		kill -9 "$raftd_pid" "$stored_pid"
+		ok "$label: its raftd and its stopped stored SIGKILLed"
+		check "$label: the member comes back" it_wait_healthy "${ports[2 * lag]}" 60
+		check "$label: the restarted raftd starts from the received snapshot" \
+			it_wait_log "$(logf "$lag")" '"msg":"recovered v2 store from snapshot"' 30
+	else
+		kill -CONT $(procs "$lag")
+		echo "  $label: s$lag resumed; the leader is at raft index $lead_index"
+	fi
 	if [[ ${kinds[lead_at]} == cetcd ]]; then
 		check "$label: the cetcd leader sent it a snapshot" \
 			it_wait_log "$(logf "$lead_at")" '"msg":"sent database snapshot"' 60
@@ -124,6 +149,13 @@ run_case() {
 	all_acks() { cat "${acks[@]}" 2>/dev/null | wc -l; }
 	more_acks() { (($(all_acks) >= $1)); }
 	flowing() { local at; at=$(all_acks); it_until 30000 more_acks $((at + 20)); }
+	check "$label: writes go on" flowing
+	# a restart from the snapshot it received
+	kill -TERM "${pids[lag]}"
+	it_wait_gone "${pids[lag]}" 15000 || kill -9 "${pids[lag]}"
+	start "$lag"
+	check "$label: s$lag (${kinds[lag]}) restarts after the snapshot" \
+		it_wait_healthy "${ports[2 * lag]}" 60
 	check "$label: writes go on" flowing
 
 	for i in "${writers[@]}"; do it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out" >/dev/null || true; done
@@ -150,8 +182,9 @@ run_case() {
 	for i in 0 1 2; do it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true; done
 }
 
-cases=${SNAP_CLUSTER_CASES:-a b c}
+cases=${SNAP_CLUSTER_CASES:-a b c d}
 [[ $cases == *a* ]] && run_case a cetcd cetcd cetcd 0 2
 [[ $cases == *b* ]] && run_case b etcd etcd cetcd 0 2
 [[ $cases == *c* ]] && run_case c cetcd cetcd etcd 0 2
+[[ $cases == *d* ]] && run_case d cetcd cetcd cetcd 0 2 crash
 it_summary
