@@ -24,6 +24,7 @@
 #include "raftd/peer.h"
 #include "raftd/raftmsg.h"
 #include "raftd/snap.h"
+#include "raftd/snapwrite.h"
 #include "stored/btree/dbsnap.h"
 #include "raftd/proposals.h"
 #include "shm/diskio/diskio.h"
@@ -55,7 +56,7 @@
 #define LOOP_MAX_MSG_BYTES (1u << 20)
 #define LOOP_MAX_INFLIGHT 512u
 
-enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP, TAG_PEER };
+enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP, TAG_PEER, TAG_SNAPW };
 
 /* A MoveLeader call waiting for the transferee to lead. */
 struct loop_move {
@@ -86,6 +87,7 @@ struct loop {
 	bool removed;                 /* this member left the cluster */
 	uint64_t snapshot_count;      /* --snapshot-count */
 	char *snap_dir;               /* member/snap; NULL: no .snap files */
+	struct snapwrite *snapw;      /* writes them off the loop */
 	unsigned max_snapshots;       /* --max-snapshots */
 	unsigned max_wals;            /* --max-wals */
 	uint64_t snap_index;          /* the newest .snap file's point */
@@ -276,6 +278,8 @@ static void maybe_snapshot(struct loop *l)
 	if (!e && at != log->snap_index)
 		return;
 
+	if (!l->snapw || snapwrite_busy(l->snapw))
+		return; /* the last one is still being written */
 	struct snap sn = { .index = at, .term = e ? e->term : log->snap_term };
 	char *json;
 	size_t len;
@@ -284,30 +288,46 @@ static void maybe_snapshot(struct loop *l)
 		log_warn("cannot encode the membership for a snapshot (out of memory); retried later");
 		return;
 	}
-	sn.data = (uint8_t *)json;
+	sn.data = raftd_malloc(len ? len : 1);
+	if (!sn.data) {
+		free(json);
+		log_warn("cannot encode the membership for a snapshot (out of memory); retried later");
+		return;
+	}
+	memcpy(sn.data, json, len);
 	sn.len = len;
-	/* etcd's order: the .snap file, then the WAL's record of it */
-	int rc = snap_save(l->snap_dir, &sn);
 	free(json);
+	/* etcd's order: the .snap file (written and fsynced off the loop),
+	 * then the WAL's record of it (on_snapshot_written) */
+	if (snapwrite_submit(l->snapw, &sn)) {
+		snap_clear(&sn);
+		return;
+	}
+	l->snap_index = at;
+}
+
+/* The .snap file of maybe_snapshot is durable: the WAL records it. */
+static void on_snapshot_written(struct loop *l)
+{
+	uint64_t index, term;
+	int rc = snapwrite_reap(l->snapw, &index, &term);
+
+	if (rc == -EAGAIN)
+		return;
 	if (rc) {
 		loop_fail(l, rc, "failed to save snapshot");
 		return;
 	}
-	rc = wal_save_snapshot(l->wal, at, sn.term);
+	rc = wal_save_snapshot(l->wal, index, term);
 	if (!rc)
 		rc = wal_submit(l->wal);
 	if (rc) {
 		loop_fail(l, rc, "cannot write the snapshot record to the WAL");
 		return;
 	}
-	l->snap_index = at;
 	l->purge_seq = wal_last_seq(l->wal);
-	l->purge_index = at;
-	log_info("saved snapshot", LOG_U64("snapshot-index", at), LOG_U64("snapshot-term", sn.term));
-	(void)snap_release_dbs(l->snap_dir, at);
-	if (snap_purge(l->snap_dir, l->max_snapshots) < 0)
-		log_warn("failed to purge snap files; retried at the next snapshot",
-			 LOG_STR("snap-dir", l->snap_dir));
+	l->purge_index = index;
+	log_info("saved snapshot", LOG_U64("snapshot-index", index), LOG_U64("snapshot-term", term));
 }
 
 /* etcd's purge of WAL segments (--max-wals): once the newest snapshot
@@ -1063,6 +1083,9 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 		case TAG_PEER:
 			on_peer(l);
 			break;
+		case TAG_SNAPW:
+			on_snapshot_written(l);
+			break;
 		}
 	}
 	observe_stored(l);
@@ -1178,6 +1201,8 @@ static int open_fds(struct loop *l, const struct loop_options *o)
 		rc = epoll_watch(l->epfd, l->signal_fd, TAG_SIGNAL);
 	if (!rc && l->peer)
 		rc = epoll_watch(l->epfd, peer_event_fd(l->peer), TAG_PEER);
+	if (!rc && l->snapw)
+		rc = epoll_watch(l->epfd, snapwrite_event_fd(l->snapw), TAG_SNAPW);
 	return rc;
 }
 
@@ -1424,6 +1449,11 @@ int loop_new(const struct loop_options *o, struct loop **out)
 			goto out_free;
 		}
 		strcpy(l->snap_dir, o->snap_dir);
+		rc = snapwrite_start(o->snap_dir, o->max_snapshots, &l->snapw);
+		if (rc) {
+			log_error("cannot start the snapshot writer", LOG_ERRNO(rc));
+			goto out_free;
+		}
 	}
 	outbox_init(&l->outbox, o->peer);
 	l->props.move_leader = on_move_leader;
@@ -1455,6 +1485,7 @@ void loop_free(struct loop *l)
 	if (!l)
 		return;
 	shm_waker_stop(&l->waker);
+	snapwrite_stop(l->snapw);
 	if (l->wal) {
 		int rc = wal_close(l->wal);
 		if (rc)
