@@ -39,6 +39,7 @@
 #include "stored/btree/dbsnap.h"
 #include "stored/loop.h"
 #include "stored/mvcc/mvcc.h"
+#include "stored/mvcc/revision.h"
 
 #define ROUNDS 6
 #define ROUND_ENTRIES 1000u
@@ -289,6 +290,17 @@ static void reader_main(struct member *mb, struct reader *rd)
 				rc = mvcc_range(&v, &all, &res);
 				mvcc_view_close(&v);
 			}
+			/* the root holds the consistent index published with it,
+			 * which dbsnap reports of a copy */
+			struct btree_bucket *meta;
+			const uint8_t *ci;
+			size_t cilen;
+			if (rc == 0 && btree_bucket_open(t, NULL, "meta", 4, &meta) == 0 &&
+			    btree_get(meta, "consistent_index", 16, &ci, &cilen) == 0 &&
+			    (cilen != 8 || rev_get_be64(ci) != st.applied_index))
+				snprintf(rd->err, sizeof(rd->err), "published applied index %" PRIu64
+					 ", consistent index %" PRIu64 " in its root", st.applied_index,
+					 cilen == 8 ? rev_get_be64(ci) : 0);
 			btree_txn_end(t);
 		}
 		if (rc && !rd->err[0])
