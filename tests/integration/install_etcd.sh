@@ -114,5 +114,6 @@ echo "  reads during the install: $old of the old state, $new of the new, $other
 check "no read saw a mix of the two states" test "$other" = 0
 check "reads saw both" test "$old" -gt 0 -a "$new" -gt 0
 check "gatewayd moved over without a restart" kill -0 "$gw_pid"
-check "stored logged the install" grep -q '"installed the received snapshot db"' "$log"
+check "stored logged the install, with cetcd's index built for etcd's db" \
+	grep -q '"installed the received snapshot db".*"index-rebuilt":true' "$log"
 it_summary
