@@ -79,6 +79,15 @@ static struct status_stored member_status(struct member *mb)
 	return tst_status(mb->gw);
 }
 
+/* Detaches this process's handles of a stopped member. Its files go with
+ * the scratch directory. */
+static void member_fini(struct member *mb)
+{
+	shm_region_detach(mb->gw);
+	shm_region_detach(mb->rf);
+	shm_region_detach(mb->m.launcher);
+}
+
 static void member_init(struct member *mb)
 {
 	memset(mb, 0, sizeof(*mb));
@@ -399,6 +408,7 @@ static void etcd_phase(struct tbuf *buf)
 	CHECK_EQ(seen.rev, rev + 1);
 	kill(m.child, SIGTERM);
 	CHECK_EQ(test_wait(m.child), 0);
+	member_fini(&m);
 }
 
 int main(void)
@@ -440,6 +450,7 @@ int main(void)
 	}
 	kill(src.child, SIGTERM);
 	CHECK_EQ(test_wait(src.child), 0);
+	member_fini(&src);
 
 	/* T applies puts of its own first. */
 	member_init(&tgt);
@@ -578,6 +589,7 @@ int main(void)
 
 	kill(tgt.child, SIGTERM);
 	CHECK_EQ(test_wait(tgt.child), 0);
+	member_fini(&tgt);
 	etcd_phase(&buf);
 	tbuf_free(&buf);
 	printf("ok: %u installs, %" PRIu64 " of them killed (%" PRIu64 " before the rename) and resent\n",
