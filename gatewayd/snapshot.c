@@ -157,6 +157,17 @@ void snapshot_turn(struct gw_server *s)
 		}
 		snap_step(s, call, st, &budget);
 	}
+	/* the next turn starts with the next stream, so that none waits on
+	 * the budget of those before it turn after turn */
+	st = s->snapshots;
+	if (st && st->next) {
+		struct snap_stream **tail = &st->next;
+		while (*tail)
+			tail = &(*tail)->next;
+		s->snapshots = st->next;
+		st->next = NULL;
+		*tail = st;
+	}
 }
 
 void snapshot_flushed(struct gw_server *s)

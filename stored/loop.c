@@ -752,6 +752,15 @@ static int loop_install_switch(struct stored_loop *l)
 	return 0;
 }
 
+/* Whether install_prepare failed for want of something here (memory,
+ * disk, descriptors) rather than for the file: then stored restarts and
+ * raftd sends the install again, where a bad file is refused for good. */
+static bool loop_install_retry(int rc)
+{
+	return rc == -ENOMEM || rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS ||
+	       rc == -EMFILE || rc == -ENFILE || rc == -EACCES || rc == -EPERM;
+}
+
 /* Handles a MSG_SNAPSHOT_INSTALL record (see loop.h). 0, or an error after
  * which the process must restart. */
 static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
@@ -782,6 +791,12 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 		 LOG_U64("applied-index", l->applied));
 	int64_t start = loop_now_ns();
 	rc = install_prepare(path, l->install_path, m.index, l->o.map_size, &info);
+	if (loop_install_retry(rc)) {
+		log_error("cannot prepare the received snapshot db here; restart stored to try again",
+			  LOG_STR("path", path), LOG_U64("snapshot-index", m.index),
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+		return rc;
+	}
 	if (rc) {
 		l->st.installs_refused++;
 		log_error("refused the received snapshot db; nothing is applied until a valid one comes",

@@ -33,7 +33,9 @@
  * below it are skipped. A snapshot at or below the applied index is
  * skipped (a resend after a restart); a file that is not valid is refused
  * with an error line, and the entries after it are then gaps: nothing is
- * applied until raftd sends a valid one.
+ * applied until raftd sends a valid one. A failure of this side (memory,
+ * disk space, I/O) fails the turn instead: stored restarts, and raftd,
+ * seeing the new epoch, sends the install again.
  *
  * Restart (DESIGN invariant 4). stored_loop_open starts from the db's last
  * checkpoint and the last record published in the region: the epoch is the

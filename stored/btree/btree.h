@@ -251,6 +251,10 @@ int btree_db_read_begin(struct btree_db *db, const struct btree_root *at,
 
 struct btree_reader_opts {
 	uint64_t map_size;   /* 0 = 64 GiB */
+	/* Leave the page tables empty at open: for a reader that touches few
+	 * pages through the mapping (dbsnap copies the file with pread), so
+	 * that opening a large file does not fault it all in first. */
+	bool no_populate;
 };
 
 /* Maps the db file at path read-only for reading in this process. The

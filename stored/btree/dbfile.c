@@ -182,7 +182,7 @@ static int db_sync_dir(const char *path)
 }
 
 static int map_init(struct bt_map *m, const char *path, int fd, uint64_t map_size,
-		    uint32_t ps, uint64_t file_size)
+		    uint32_t ps, uint64_t file_size, bool populate)
 {
 	if (map_size == 0)
 		map_size = BTREE_DEFAULT_MAP_SIZE;
@@ -199,7 +199,7 @@ static int map_init(struct bt_map *m, const char *path, int fd, uint64_t map_siz
 	 * first read of each page as a fault. Best effort: kernels before
 	 * 5.14 refuse the advice, and a page that cannot be read now is read
 	 * (and its error met) when it is used. */
-	if (file_size)
+	if (file_size && populate)
 		(void)madvise(base, file_size, MADV_POPULATE_READ);
 	m->fd = fd;
 	m->base = base;
@@ -403,7 +403,7 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 	rc = db_pick_meta(path, fd, &pick);
 	if (rc < 0)
 		goto out_free_db;
-	rc = map_init(&db->map, path, fd, o->map_size, pick.page_size, pick.file_size);
+	rc = map_init(&db->map, path, fd, o->map_size, pick.page_size, pick.file_size, true);
 	if (rc < 0)
 		goto out_free_db;
 	db->durable.root_pgid = pick.meta.root;
@@ -845,7 +845,8 @@ int btree_reader_open(const char *path, const struct btree_reader_opts *o,
 	rc = db_pick_meta(path, fd, &pick);
 	if (rc < 0)
 		goto out_free_reader;
-	rc = map_init(&r->map, path, fd, o ? o->map_size : 0, pick.page_size, pick.file_size);
+	rc = map_init(&r->map, path, fd, o ? o->map_size : 0, pick.page_size, pick.file_size,
+		      !(o && o->no_populate));
 	if (rc < 0)
 		goto out_free_reader;
 	*out = r;

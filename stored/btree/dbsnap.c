@@ -121,7 +121,8 @@ static int dbsnap_try_open(struct dbsnap *s, const char *db_path)
 		rc = -EAGAIN;
 		goto out_end;
 	}
-	rc = btree_reader_open(db_path, NULL, &s->db);
+	const struct btree_reader_opts ro = { .no_populate = true };
+	rc = btree_reader_open(db_path, &ro, &s->db);
 	if (rc)
 		goto out_end;
 	if (status_stored_read(s->r, &now) == 0 && now.db_generation != s->st.db_generation) {

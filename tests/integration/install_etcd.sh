@@ -6,6 +6,14 @@
 # phase hands it to a running stored in MSG_SNAPSHOT_INSTALL at its
 # consistent index. stored must check it, build cetcd's index for it, and
 # publish exactly etcd's keys at etcd's revision.
+#
+# Then the same db is installed into a live member: `cetcd --prepare-only`,
+# stored and gatewayd started on their own, and tests/tools/installdrive
+# in raftd's place. While a client reads through gatewayd (serializable
+# gets of every key), stored is SIGKILLed during the install and started
+# again; the driver resends as raftd does. The gateway must never answer
+# with a mix of the old and the new state, must serve the new one after,
+# and must not restart.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -43,4 +51,69 @@ sed -n '/etcd.s db/p;/CHECK/p;/^ok/p' "$IT_TMP/install.out" | sed 's/^/    /'
 check "stored installed etcd's db: its $keys keys at revision $rev, and applies after it" \
 	grep -q "installed: revision $((rev + 1)), $keys keys under etcd/" "$IT_TMP/install.out"
 check "test_stored_install passed" grep -q '^ok: ' "$IT_TMP/install.out"
+kill -TERM "$IT_ETCD_PID"
+
+# ---- the live member
+drive=$IT_BUILD/tests/installdrive
+[[ -x $drive ]] || it_skip "$drive is not built"
+it_need_cetcd
+rt=$IT_RT/live
+mkdir -p "$rt"
+chmod 700 "$rt"
+read -r cport pport < <(it_free_ports 2)
+flags=(--name l1 --data-dir "$IT_TMP/live" --runtime-dir "$rt" --gateways 1
+	--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport"
+	--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport")
+log=$IT_TMP/live.log
+"$IT_BIN/cetcd" --prepare-only "${flags[@]}" 2>"$log"
+start_stored() {
+	"$IT_BIN/stored" "${flags[@]}" 2>>"$log" &
+	stored_pid=$!
+	it_track "$stored_pid"
+}
+start_stored
+"$IT_BIN/gatewayd" --gateway-index=0 "${flags[@]}" 2>>"$log" &
+gw_pid=$!
+it_track "$gw_pid"
+pre=30
+post=20
+"$drive" "$rt/region" "$IT_TMP/etcd.db" "$pre" "$post" "$IT_TMP/go" >"$IT_TMP/drive.out" 2>>"$log" &
+it_track $!
+check "stored applied the driver's first puts" it_wait_log "$IT_TMP/drive.out" '^pre-applied' 30
+lep=127.0.0.1:$cport
+
+# counts: "pre etcd post" keys as one serializable read through gatewayd sees them
+counts() {
+	etcdctl --endpoints "$lep" --command-timeout 3s get "" --prefix --keys-only --consistency=s 2>/dev/null |
+		awk -F/ 'NF { c[$1]++ } END { print c["pre"] + 0, c["etcd"] + 0, c["post"] + 0 }'
+}
+check "gatewayd serves the old state" test "$(counts)" = "$pre 0 0"
+(while [[ ! -f $IT_TMP/stop ]]; do counts; done >"$IT_TMP/reads") &
+reads_pid=$!
+sleep 0.5
+touch "$IT_TMP/go"
+it_until 10000 test -f "$IT_TMP/live/member/snap/db.installing" || true
+kill -9 "$stored_pid"
+wait "$stored_pid" 2>/dev/null || true
+start_stored
+check "the driver saw stored's install through, after a SIGKILL and a resend" \
+	it_wait_log "$IT_TMP/drive.out" '^done ' 30
+sed 's/^/    driver: /' "$IT_TMP/drive.out"
+sleep 0.5
+touch "$IT_TMP/stop"
+wait "$reads_pid" || true
+check "gatewayd serves the installed state: etcd's $keys keys and the puts after" \
+	test "$(counts)" = "0 $keys $post"
+lrev=$(etcdctl --endpoints "$lep" get x --consistency=s -w json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+check "at etcd's revision plus the puts after ($lrev)" test "$lrev" = $((rev + post))
+old=$(grep -c "^$pre 0 0\$" "$IT_TMP/reads" || true)
+new=$(grep -cE "^0 $keys [0-9]+\$" "$IT_TMP/reads" || true)
+other=$(grep -cvE "^$pre 0 0\$|^0 $keys [0-9]+\$|^0 0 0\$" "$IT_TMP/reads" || true)
+echo "  reads during the install: $old of the old state, $new of the new, $other else"
+check "no read saw a mix of the two states" test "$other" = 0
+check "reads saw both" test "$old" -gt 0 -a "$new" -gt 0
+check "gatewayd moved over without a restart" kill -0 "$gw_pid"
+check "stored logged the install, with cetcd's index built for etcd's db" \
+	grep -q '"installed the received snapshot db".*"index-rebuilt":true' "$log"
 it_summary

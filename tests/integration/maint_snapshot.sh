@@ -6,7 +6,11 @@
 #    restore` accepts it with its SHA-256 checked (no --skip-hash-check);
 #  - Debian's etcd, and cetcd, started on a restored data dir serve every
 #    put acknowledged at or below the snapshot's revision, with its value
-#    and mod revision (kvclient check), and nothing newer.
+#    and mod revision (kvclient check), and nothing newer;
+#  - a client that reads a snapshot of tens of MB slowly (snapslow) holds
+#    the stream on HTTP/2 flow control: the one gatewayd keeps answering
+#    another connection's gets quickly meanwhile (the median), and does not
+#    spin.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -15,9 +19,10 @@ it_need_etcdctl
 it_need_etcd
 it_init maint_snapshot
 it_build_kvclient
+it_build_go_tool snapslow go.etcd.io/etcd/clientv3
 
 export ETCDCTL_API=3
-it_cetcd_start n1 "$IT_TMP/n1" "$IT_TMP/n1.log"
+it_cetcd_start n1 "$IT_TMP/n1" "$IT_TMP/n1.log" --gateways 1
 check "the member is healthy" it_wait_healthy "$IT_CPORT" 30
 ep=127.0.0.1:$IT_CPORT
 
@@ -44,6 +49,25 @@ size=$(stat -c %s "$IT_TMP/snap.1")
 check "the snapshot spans many messages ($size bytes)" test "$size" -gt $((4 << 20))
 check "gatewayd logged the snapshot it sent" \
 	it_log_has "$IT_TMP/n1.log" '"sent database snapshot to client"' 2
+
+# A slow reader: 64 KiB every 10 ms of a db of some 30 MB.
+gw=$(it_cetcd_child gatewayd-0)
+"$IT_BUILD/tests/snapslow" -endpoint "$ep" -out "$IT_TMP/slow.db" -puts 400 -value-size 65536 \
+	-chunk 65536 -delay 10ms -cpu-pid "$gw" >"$IT_TMP/slow.out" 2>"$IT_TMP/slow.err" || true
+sed 's/^/    snapslow: /' "$IT_TMP/slow.out"
+slow() { awk -v n="$1" '$1 == n { print $2 }' "$IT_TMP/slow.out"; }
+check "the slow client got the whole snapshot and its checksum matched" test "$(slow sha)" = ok
+check "it took a while to read ($(slow read-ms) ms)" test "${slow_ms:=$(slow read-ms)}" -gt 2000
+check "gets on another connection went on meanwhile ($(slow gets))" test "$(slow gets)" -gt 20
+# (the median: the machine may be shared, and a stalled gateway would
+# slow most of them)
+check "and took $(slow get-p50-ms) ms (median; at most $(slow get-max-ms) ms)" \
+	test "$(slow get-p50-ms)" -lt 50
+check "gatewayd did not spin while the stream waited ($(slow server-cpu-ms) ms of CPU in $slow_ms ms)" \
+	test $(($(slow server-cpu-ms) * 3)) -lt "$slow_ms"
+truncate -s -32 "$IT_TMP/slow.db"
+check "the slow copy is a db bbolt opens (etcdctl snapshot status)" \
+	etcdctl snapshot status "$IT_TMP/slow.db"
 
 # The acknowledged puts a snapshot at revision $1 must hold.
 awk -v r="$rev1" '$3 <= r' "$IT_TMP/acks" >"$IT_TMP/acks.in"

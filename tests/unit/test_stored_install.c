@@ -39,6 +39,7 @@
 #include "stored/btree/dbsnap.h"
 #include "stored/loop.h"
 #include "stored/mvcc/mvcc.h"
+#include "stored/mvcc/revision.h"
 
 #define ROUNDS 6
 #define ROUND_ENTRIES 1000u
@@ -78,6 +79,15 @@ static struct status_stored member_status(struct member *mb)
 	return tst_status(mb->gw);
 }
 
+/* Detaches this process's handles of a stopped member. Its files go with
+ * the scratch directory. */
+static void member_fini(struct member *mb)
+{
+	shm_region_detach(mb->gw);
+	shm_region_detach(mb->rf);
+	shm_region_detach(mb->m.launcher);
+}
+
 static void member_init(struct member *mb)
 {
 	memset(mb, 0, sizeof(*mb));
@@ -92,15 +102,15 @@ static void member_init(struct member *mb)
 	CHECK(TEST_WAIT_FOR(member_status(mb).epoch >= 1, 20000));
 }
 
-/* Pushes a record, waiting while the ring is full. */
-static void push(struct member *mb, uint32_t type, const void *rec, size_t len)
-{
-	int rc;
-	while ((rc = ring_push(mb->committed, type, rec, (uint32_t)len)) == -EAGAIN)
-		usleep(100);
-	CHECK_EQ(rc, 0);
-	shm_doorbell_ring(shm_role_doorbell(mb->rf, SHM_ROLE_STORED));
-}
+/* Waits while the ring is full, then rings stored. */
+#define PUSH(mb, expr)                                                        \
+	do {                                                                  \
+		int rc_;                                                      \
+		while ((rc_ = (expr)) == -EAGAIN)                             \
+			usleep(100);                                          \
+		CHECK_EQ(rc_, 0);                                             \
+		shm_doorbell_ring(shm_role_doorbell((mb)->rf, SHM_ROLE_STORED)); \
+	} while (0)
 
 /* A put of key (value derived from the key and index) at index. */
 static void put_at(struct member *mb, uint64_t index, const char *key, struct tbuf *buf)
@@ -113,35 +123,18 @@ static void put_at(struct member *mb, uint64_t index, const char *key, struct tb
 		val[i] = (char)('a' + (index + i) % 26);
 	val[n] = '\0';
 	tst_put(key, val, &o, buf);
-	struct msg_committed h = {
-		.index = index, .term = 1, .entry_type = RAFTPB__ENTRY_TYPE__EntryNormal,
-		.data_len = (uint32_t)buf->len,
-	};
-	uint8_t *rec = malloc(sizeof(h) + buf->len);
-	CHECK(rec != NULL);
-	memcpy(rec, &h, sizeof(h));
-	memcpy(rec + sizeof(h), buf->p, buf->len);
-	push(mb, MSG_COMMITTED, rec, sizeof(h) + buf->len);
-	free(rec);
+	PUSH(mb, tst_commit(mb->committed, index, 1, RAFTPB__ENTRY_TYPE__EntryNormal, buf->p,
+			    buf->len));
 }
 
 static void empty_at(struct member *mb, uint64_t index)
 {
-	struct msg_committed h = {
-		.index = index, .term = 1, .entry_type = RAFTPB__ENTRY_TYPE__EntryNormal,
-	};
-	push(mb, MSG_COMMITTED, &h, sizeof(h));
+	PUSH(mb, tst_commit(mb->committed, index, 1, RAFTPB__ENTRY_TYPE__EntryNormal, NULL, 0));
 }
 
 static void install_at(struct member *mb, uint64_t index, const char *path)
 {
-	struct msg_snapshot_install m = { .index = index, .term = 1,
-					  .path_len = (uint32_t)strlen(path) };
-	uint8_t rec[sizeof(m) + 600];
-	CHECK(m.path_len < 600);
-	memcpy(rec, &m, sizeof(m));
-	memcpy(rec + sizeof(m), path, m.path_len);
-	push(mb, MSG_SNAPSHOT_INSTALL, rec, sizeof(m) + m.path_len);
+	PUSH(mb, tst_install(mb->committed, index, 1, path));
 }
 
 static bool applied_at(struct member *mb, uint64_t index)
@@ -306,6 +299,17 @@ static void reader_main(struct member *mb, struct reader *rd)
 				rc = mvcc_range(&v, &all, &res);
 				mvcc_view_close(&v);
 			}
+			/* the root holds the consistent index published with it,
+			 * which dbsnap reports of a copy */
+			struct btree_bucket *meta;
+			const uint8_t *ci;
+			size_t cilen;
+			if (rc == 0 && btree_bucket_open(t, NULL, "meta", 4, &meta) == 0 &&
+			    btree_get(meta, "consistent_index", 16, &ci, &cilen) == 0 &&
+			    (cilen != 8 || rev_get_be64(ci) != st.applied_index))
+				snprintf(rd->err, sizeof(rd->err), "published applied index %" PRIu64
+					 ", consistent index %" PRIu64 " in its root", st.applied_index,
+					 cilen == 8 ? rev_get_be64(ci) : 0);
 			btree_txn_end(t);
 		}
 		if (rc && !rd->err[0])
@@ -380,12 +384,6 @@ static void check_refused(struct member *t, uint64_t index, const char *path, un
 static void etcd_phase(struct tbuf *buf)
 {
 	const char *path = getenv("STORED_ETCD_DB");
-	struct btree_reader *rd;
-	struct btree_root root;
-	struct btree_txn *t;
-	struct btree_bucket *meta;
-	const uint8_t *v;
-	size_t vlen;
 	struct member m;
 	struct seen seen;
 
@@ -393,17 +391,7 @@ static void etcd_phase(struct tbuf *buf)
 		return;
 	size_t keys = (size_t)strtoull(getenv("STORED_ETCD_KEYS"), NULL, 0);
 	int64_t rev = (int64_t)strtoll(getenv("STORED_ETCD_REV"), NULL, 0);
-	CHECK_EQ(btree_reader_open(path, NULL, &rd), 0);
-	CHECK_EQ(btree_reader_durable(rd, &root), 0);
-	CHECK_EQ(btree_reader_begin(rd, &root, &t), 0);
-	CHECK_EQ(btree_bucket_open(t, NULL, "meta", 4, &meta), 0);
-	CHECK_EQ(btree_get(meta, "consistent_index", 16, &v, &vlen), 0);
-	CHECK_EQ(vlen, 8u);
-	uint64_t index = 0;
-	for (int i = 0; i < 8; i++)
-		index = index << 8 | v[i];
-	btree_txn_end(t);
-	btree_reader_close(rd);
+	uint64_t index = tst_file_index(path);
 
 	member_init(&m);
 	put_at(&m, 1, "before/1", buf);
@@ -420,6 +408,7 @@ static void etcd_phase(struct tbuf *buf)
 	CHECK_EQ(seen.rev, rev + 1);
 	kill(m.child, SIGTERM);
 	CHECK_EQ(test_wait(m.child), 0);
+	member_fini(&m);
 }
 
 int main(void)
@@ -461,6 +450,7 @@ int main(void)
 	}
 	kill(src.child, SIGTERM);
 	CHECK_EQ(test_wait(src.child), 0);
+	member_fini(&src);
 
 	/* T applies puts of its own first. */
 	member_init(&tgt);
@@ -599,6 +589,7 @@ int main(void)
 
 	kill(tgt.child, SIGTERM);
 	CHECK_EQ(test_wait(tgt.child), 0);
+	member_fini(&tgt);
 	etcd_phase(&buf);
 	tbuf_free(&buf);
 	printf("ok: %u installs, %" PRIu64 " of them killed (%" PRIu64 " before the rename) and resent\n",

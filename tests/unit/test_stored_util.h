@@ -111,6 +111,24 @@ static inline int tst_commit(struct ring *ring, uint64_t index, uint64_t term, u
 	return rc;
 }
 
+/* Pushes one MSG_SNAPSHOT_INSTALL record as raftd does. Returns
+ * ring_push's code. */
+static inline int tst_install(struct ring *ring, uint64_t index, uint64_t term, const char *path)
+{
+	struct msg_snapshot_install m = {
+		.index = index, .term = term, .path_len = (uint32_t)strlen(path),
+	};
+	uint8_t *rec = malloc(sizeof(m) + m.path_len);
+	int rc;
+
+	CHECK(rec != NULL);
+	memcpy(rec, &m, sizeof(m));
+	memcpy(rec + sizeof(m), path, m.path_len);
+	rc = ring_push(ring, MSG_SNAPSHOT_INSTALL, rec, (uint32_t)(sizeof(m) + m.path_len));
+	free(rec);
+	return rc;
+}
+
 /* One result as a gateway receives it. */
 struct tst_result {
 	struct msg_result h;
@@ -159,6 +177,31 @@ static inline void tst_dump_file(const char *path, struct tbuf *out)
 	tm_dump(t, NULL, out);
 	btree_txn_end(t);
 	btree_reader_close(rd);
+}
+
+/* The consistent index in the meta bucket of the durable state of the db
+ * file at path (no writer running). */
+static inline uint64_t tst_file_index(const char *path)
+{
+	struct btree_reader *rd;
+	struct btree_root root;
+	struct btree_txn *t;
+	struct btree_bucket *meta;
+	const uint8_t *v;
+	size_t vlen;
+	uint64_t index = 0;
+
+	CHECK_EQ(btree_reader_open(path, NULL, &rd), 0);
+	CHECK_EQ(btree_reader_durable(rd, &root), 0);
+	CHECK_EQ(btree_reader_begin(rd, &root, &t), 0);
+	CHECK_EQ(btree_bucket_open(t, NULL, "meta", 4, &meta), 0);
+	CHECK_EQ(btree_get(meta, "consistent_index", 16, &v, &vlen), 0);
+	CHECK_EQ(vlen, 8u);
+	for (int i = 0; i < 8; i++)
+		index = index << 8 | v[i];
+	btree_txn_end(t);
+	btree_reader_close(rd);
+	return index;
 }
 
 /* A scratch member: the region (created by `launcher`) and a data dir, in
