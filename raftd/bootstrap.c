@@ -2,14 +2,18 @@
  * bootstrap.h). */
 #include "raftd/bootstrap.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "etcdserverpb/etcdserver.pb-c.h"
 #include "raftd/alloc.h"
+#include "raftd/walread.h"
 #include "shm/diskio/diskio.h"
 #include "raftpb/raft.pb-c.h"
 #include "shm/log/log.h"
@@ -111,6 +115,12 @@ static int bs_bootstrap(const struct bootstrap_params *p, struct wal *w,
 	struct raft_entry *ents;
 	int rc = 0;
 
+	if (p->join) {
+		/* etcd's startNode with no peers: the leader's log brings the
+		 * members */
+		out->created = true;
+		return 0;
+	}
 	ents = raftd_calloc(c->count, sizeof(*ents));
 	if (!ents)
 		return -ENOMEM;
@@ -197,7 +207,8 @@ static int bs_replay(const struct bootstrap_params *p, struct bootstrap_state *o
 			 LOG_U64("wal-member-id", out->member_id),
 			 LOG_U64("flags-member-id", p->member_id));
 	if (raft_hardstate_is_empty(&rep.state) && rep.n_entries == 0 && p->cluster &&
-	    p->cluster->count) {
+	    p->cluster->count && !p->join && out->member_id == p->member_id &&
+	    out->cluster_id == p->cluster->cluster_id) {
 		/* created, but stopped before its bootstrap entries were
 		 * durable: bootstrap it now */
 		wal_replay_free(&rep);
@@ -235,6 +246,58 @@ int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out
 		return -EINVAL;
 	}
 	return bs_create(p, out);
+}
+
+/* Bytes read from the start of a segment for its metadata record: the
+ * crc record and the metadata come first, a few dozen bytes. */
+#define BS_IDS_READ 4096u
+
+int bootstrap_wal_ids(const char *dir, uint64_t *member_id, uint64_t *cluster_id)
+{
+	char last[64] = "", path[4352];
+	uint64_t seq, index, end;
+	struct wal_decoder d;
+	struct wal_replay rep;
+	struct dirent *de;
+	uint8_t *buf;
+	bool torn;
+	DIR *dp;
+	int rc;
+
+	dp = opendir(dir);
+	if (!dp)
+		return -errno;
+	while ((de = readdir(dp)))
+		if (wal_parse_name(de->d_name, &seq, &index) && strlen(de->d_name) < sizeof(last) &&
+		    strcmp(de->d_name, last) > 0)
+			strcpy(last, de->d_name);
+	closedir(dp);
+	if (!last[0])
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/%s", dir, last);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = raftd_malloc(BS_IDS_READ);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ssize_t n = pread(fd, buf, BS_IDS_READ, 0);
+	rc = n < 0 ? -errno : 0;
+	close(fd);
+	if (!rc) {
+		/* the records after the metadata may be cut off by the read:
+		 * decoded as a torn tail, which does not matter here */
+		wal_decoder_init(&d, &rep, 0, 0);
+		(void)wal_decode_segment(&d, last, buf, (size_t)n, true, &end, &torn);
+		rc = rep.metadata ? bootstrap_metadata_decode(rep.metadata, rep.metadata_len,
+							      member_id, cluster_id) :
+				    -ENOENT;
+		wal_replay_free(&rep);
+	}
+	raftd_free(buf);
+	return rc;
 }
 
 void bootstrap_state_free(struct bootstrap_state *s)

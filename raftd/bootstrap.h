@@ -12,6 +12,9 @@
  * built, so they reach the application (stored) as the first committed
  * entries, as in etcd.
  *
+ * Joining a running cluster (join.h): the same metadata record with the
+ * ids the cluster gave, and nothing else; the leader sends the log.
+ *
  * Restart: the hard state and the entries after the snapshot point come
  * from the WAL; the member and cluster ids from its metadata record (etcd
  * trusts the WAL over the flags).
@@ -37,6 +40,10 @@ struct bootstrap_params {
 					       * cluster id of a new WAL */
 	struct wal_options wal; /* handed to wal_create / wal_open (which
 				 * take over wal.io, even on failure) */
+	bool join;            /* --initial-cluster-state existing: a new WAL
+			       * gets no bootstrap entries (member_id and
+			       * cluster->cluster_id are the running
+			       * cluster's, join.h) */
 };
 
 /* What the member starts from. Owned by the struct; bootstrap_state_free
@@ -65,6 +72,13 @@ int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out
 
 /* Closes the WAL (syncing what is pending) and frees the entries. */
 void bootstrap_state_free(struct bootstrap_state *s);
+
+/* The member and cluster ids of the WAL in dir, from the metadata record
+ * that starts its last segment (every segment starts with it), without
+ * locking or replaying it: what a member serves with once it has a WAL.
+ * 0; -ENOENT (no segment, or no metadata record in it), -EBADMSG (not an
+ * etcdserverpb.Metadata), -ENOMEM, or the -errno of reading it. */
+int bootstrap_wal_ids(const char *dir, uint64_t *member_id, uint64_t *cluster_id);
 
 /* Most bytes of an encoded Metadata. */
 #define BOOTSTRAP_METADATA_MAX 22u

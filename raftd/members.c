@@ -64,17 +64,6 @@ static void members_hex(uint64_t v, char out[24])
 	snprintf(out, 24, "%" PRIx64, v);
 }
 
-/* Go's %v of a []string: "[a b]". */
-static void members_list_text(char *const *v, size_t n, char *out, size_t cap)
-{
-	size_t len = 0;
-	len += (size_t)snprintf(out, cap, "[");
-	for (size_t i = 0; i < n && len < cap; i++)
-		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "", v[i]);
-	if (len < cap)
-		snprintf(out + len, cap - len, "]");
-}
-
 static void members_log_version(struct members *m, bool initial)
 {
 	char ver[24], cid[24], id[24];
@@ -98,7 +87,7 @@ static void members_log_published(struct members *m)
 	members_hex(m->self_id, id);
 	members_hex(m->cluster_id, cid);
 	membership_attributes_path(m->self_id, path);
-	members_list_text(m->attr.client_urls, m->attr.n_client_urls, urls, sizeof(urls));
+	member_strings_text(m->attr.client_urls, m->attr.n_client_urls, urls, sizeof(urls));
 	snprintf(attr, sizeof(attr), "{Name:%s ClientURLs:%s}", m->attr.name, urls);
 	log_duration_text(m->publish_timeout_ms, timeout);
 	log_info("published local member to cluster through raft", LOG_STR("local-member-id", id),
@@ -115,7 +104,7 @@ static void members_log_change(struct members *m, const struct membership_result
 	members_hex(m->cluster_id, cid);
 	members_hex(res->node_id, peer);
 	if (res->member)
-		members_list_text(res->member->peer_urls, res->member->n_peer_urls, urls,
+		member_strings_text(res->member->peer_urls, res->member->n_peer_urls, urls,
 				  sizeof(urls));
 	switch (res->change) {
 	case MEMBERSHIP_ADDED:

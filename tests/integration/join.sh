@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Members joining a running cetcd cluster, as etcd 3.4's do:
+#   - a 3-member cluster under writers through every member (every
+#     acknowledged put recorded); `etcdctl member add` a 4th member and
+#     start it with --initial-cluster-state existing: it takes the id the
+#     cluster gave it (from a peer's /members), learns the members from
+#     the leader's log, publishes itself and catches up;
+#   - a learner added and started the same way; promoting it through a
+#     follower's endpoint is forwarded to the leader (etcd's POST
+#     /members/promote/<id> on the peer port): refused with etcd's error
+#     while the learner has not caught up, accepted once it has;
+#   - a member removed under load;
+#   - the joined member restarted: same member and cluster id;
+#   - a member that joins with a peer URL the cluster does not know is
+#     refused with etcd's error;
+# at the end every acknowledged put is readable through every member and
+# all members report the same revision, raft index and HashKV.
+# Exits 77 when the programs, etcdctl, python3 or Go with Debian's
+# clientv3 are missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcdctl
+it_build_kvclient
+it_init join
+
+ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
+N=6
+read -r -a ports < <(it_free_ports $((2 * N)))
+names=(j0 j1 j2 j3 j4 j5)
+purl() { echo "http://127.0.0.1:${ports[2 * $1 + 1]}"; }
+ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
+declare -a pids logs
+# start_member I STATE INITIAL_CLUSTER [extra flags]
+start_member() {
+	local i=$1 state=$2 initial=$3 rt="$IT_RT/${names[$1]}"
+	shift 3
+	logs[i]=$IT_TMP/${names[i]}.log
+	mkdir -p "$rt"
+	chmod 700 "$rt"
+	"$IT_BIN/cetcd" --name "${names[i]}" --data-dir "$IT_TMP/${names[i]}" --runtime-dir "$rt" \
+		--listen-client-urls "http://$(ep "$i")" --advertise-client-urls "http://$(ep "$i")" \
+		--listen-peer-urls "$(purl "$i")" --initial-advertise-peer-urls "$(purl "$i")" \
+		--initial-cluster "$initial" --initial-cluster-state "$state" \
+		--initial-cluster-token join-test "$@" 2>>"${logs[i]}" &
+	pids[i]=$!
+	it_track "${pids[i]}"
+}
+stop_member() {
+	kill -TERM "${pids[$1]}" 2>/dev/null || true
+	it_wait_gone "${pids[$1]}" 15000 || kill -9 "${pids[$1]}" 2>/dev/null || true
+	wait "${pids[$1]}" 2>/dev/null || true
+}
+status_json() { ctl --endpoints "$(ep "$1")" endpoint status -w json 2>/dev/null; }
+# "member-id cluster-id" (decimal) as member $1 reports them
+ids_of() {
+	status_json "$1" | python3 -c 'import json,sys; h=json.load(sys.stdin)[0]["Status"]["header"]; print(h["member_id"], h["cluster_id"])'
+}
+# the member id (hex) that `member list` gives the member named $2, asked
+# at member $1
+listed_id() {
+	ctl --endpoints "$(ep "$1")" member list -w json |
+		python3 -c 'import json,sys
+for m in json.load(sys.stdin)["members"]:
+    if m.get("name","") == sys.argv[1] or (not m.get("name") and sys.argv[2] in m["peerURLs"]):
+        print("%x" % m["ID"])' "$2" "$3"
+}
+# members (names, sorted, "?" for one not started) that member $1 lists
+members_at() {
+	ctl --endpoints "$(ep "$1")" member list -w json |
+		python3 -c 'import json,sys; print(",".join(sorted(m.get("name") or "?" for m in json.load(sys.stdin)["members"])))'
+}
+leader_index() {
+	local i
+	for i in "${live[@]}"; do it_leads "$(ep "$i")" && { echo "$i"; return 0; }; done
+	return 1
+}
+live_eps() { local i s=""; for i in "${live[@]}"; do s+="${s:+ }$(ep "$i")"; done; echo "$s"; }
+
+initial=""
+for i in 0 1 2; do initial+="${initial:+,}${names[i]}=$(purl "$i")"; done
+for i in 0 1 2; do start_member "$i" new "$initial"; done
+live=(0 1 2)
+for i in 0 1 2; do
+	if ! it_wait_healthy "${ports[2 * i]}" 60; then
+		fail "member ${names[i]} answers"
+		tail -n 30 "${logs[i]}"
+		exit 1
+	fi
+done
+ok "three members answer"
+cid=$(ids_of 0 | cut -d' ' -f2)
+
+# writers through the three first members
+declare -a acks wpids
+for i in 0 1 2; do
+	acks[i]=$IT_TMP/acks.$i
+	it_kv_start "$IT_TMP/writer.$i.out" write -endpoint "$(ep "$i")" -prefix "kv/m$i" \
+		-acks "${acks[i]}" -writers 2 -per-conn 1
+	wpids[i]=$IT_KV_PID
+	check "writes through ${names[i]} are acknowledged" it_wait_lines "${acks[i]}" 20 30
+done
+all_acks() { cat "${acks[@]}" 2>/dev/null | wc -l; }
+more_acks() { (($(all_acks) >= $1)); }
+flowing() { local at; at=$(all_acks); it_until 30000 more_acks $((at + 20)); }
+
+# ---- a 4th member joins
+out=$(ctl --endpoints "$(ep 1)" member add "${names[3]}" --peer-urls "$(purl 3)" 2>&1)
+check "member add ${names[3]} is accepted" grep -q "Member .* added to cluster" <<<"$out"
+added=$(sed -nE 's/^Member ([0-9a-f]+) added to cluster.*/\1/p' <<<"$out")
+initial3=$(sed -nE 's/^ETCD_INITIAL_CLUSTER="(.*)"$/\1/p' <<<"$out")
+echo "  added ${names[3]} as $added; ETCD_INITIAL_CLUSTER=$initial3"
+start_member 3 existing "$initial3"
+check "${names[3]} joins and answers" it_wait_healthy "${ports[6]}" 60
+check "${names[3]} logs the id the cluster gave it" \
+	it_wait_log "${logs[3]}" "\"msg\":\"joining the running cluster\",\"local-member-id\":\"$added\"" 5
+read -r mid3 cid3 < <(ids_of 3)
+check "${names[3]} serves with the added id $added and the cluster's id" \
+	test "$(printf '%x' "$mid3")/$cid3" = "$added/$cid"
+check "${names[3]} published itself" \
+	it_wait_log "${logs[3]}" '"msg":"published local member to cluster through raft"' 20
+live=(0 1 2 3)
+check "every member lists four started members" \
+	it_until 10000 bash -c "$(declare -f ctl members_at ep); ports=(${ports[*]}); for i in ${live[*]}; do [[ \$(members_at \$i) == j0,j1,j2,j3 ]] || exit 1; done"
+check "writes go on with four members" flowing
+check "${names[3]} caught up: same revision and raft index as the others" \
+	it_until 30000 it_same_state $(live_eps)
+
+# a writer through the joined member too
+acks[3]=$IT_TMP/acks.3
+it_kv_start "$IT_TMP/writer.3.out" write -endpoint "$(ep 3)" -prefix "kv/m3" -acks "${acks[3]}" \
+	-writers 2 -per-conn 1
+wpids[3]=$IT_KV_PID
+check "writes through ${names[3]} are acknowledged" it_wait_lines "${acks[3]}" 20 30
+
+it_summary
