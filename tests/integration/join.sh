@@ -122,8 +122,10 @@ live=(0 1 2 3)
 check "every member lists four started members" \
 	it_until 10000 bash -c "$(declare -f ctl members_at ep); ports=(${ports[*]}); for i in ${live[*]}; do [[ \$(members_at \$i) == j0,j1,j2,j3 ]] || exit 1; done"
 check "writes go on with four members" flowing
-check "${names[3]} caught up: same revision and raft index as the others" \
-	it_until 30000 it_same_state $(live_eps)
+rev_of() { status_json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["revision"])'; }
+rev_at_least() { local r; r=$(rev_of "$1") && ((r >= $2)); }
+r0=$(rev_of 0)
+check "${names[3]} caught up with the writes (revision $r0 and on)" it_until 30000 rev_at_least 3 "$r0"
 
 # a writer through the joined member too
 acks[3]=$IT_TMP/acks.3
@@ -132,4 +134,94 @@ it_kv_start "$IT_TMP/writer.3.out" write -endpoint "$(ep 3)" -prefix "kv/m3" -ac
 wpids[3]=$IT_KV_PID
 check "writes through ${names[3]} are acknowledged" it_wait_lines "${acks[3]}" 20 30
 
+# ---- a learner: promoting it through a follower is forwarded to the leader
+li=$(it_until 10000 leader_index >/dev/null && leader_index)
+fi_=$(( (li + 1) % 4 ))
+out=$(ctl --endpoints "$(ep 0)" member add "${names[4]}" --learner --peer-urls "$(purl 4)" 2>&1)
+check "member add --learner ${names[4]} is accepted" grep -q "Member .* added to cluster" <<<"$out"
+lid=$(sed -nE 's/^Member ([0-9a-f]+) added to cluster.*/\1/p' <<<"$out")
+initial4=$(sed -nE 's/^ETCD_INITIAL_CLUSTER="(.*)"$/\1/p' <<<"$out")
+out=$(ctl --endpoints "$(ep "$fi_")" member promote "$lid" 2>&1 || true)
+echo "  promote through follower ${names[fi_]} before the learner started: $out"
+check "promoting a learner that has not caught up, through a follower: etcd's refusal from the leader" \
+	grep -q "etcdserver: can only promote a learner member which is in sync with leader" <<<"$out"
+check "the follower forwarded it to the leader over the peer port" \
+	grep -q '"msg":"failed to promote a member"' "${logs[li]}"
+start_member 4 existing "$initial4"
+check "the learner ${names[4]} joins and answers" it_wait_healthy "${ports[8]}" 60
+read -r mid4 _ < <(ids_of 4)
+check "${names[4]} serves with the added id $lid" test "$(printf '%x' "$mid4")" = "$lid"
+r0=$(rev_of 0)
+check "the learner caught up with the writes" it_until 30000 rev_at_least 4 "$r0"
+li=$(it_until 10000 leader_index >/dev/null && leader_index)
+fi_=$(( (li + 1) % 4 ))
+promoted() {
+	ctl --endpoints "$(ep "$fi_")" member promote "$lid" >"$IT_TMP/promote.out" 2>&1
+}
+check "promoting it through follower ${names[fi_]} is accepted once it caught up" it_until 20000 promoted
+sed 's/^/    /' "$IT_TMP/promote.out"
+learner_of() {
+	ctl --endpoints "$(ep "$1")" member list -w json |
+		python3 -c 'import json,sys
+for m in json.load(sys.stdin)["members"]:
+    if "%x" % m["ID"] == sys.argv[1]: print(str(m.get("isLearner", False)).lower())' "$lid"
+}
+for i in 0 1 2 3 4; do
+	check "${names[i]} lists ${names[4]} as a voter" it_until 10000 test "$(learner_of "$i")" = false
+done
+live=(0 1 2 3 4)
+acks[4]=$IT_TMP/acks.4
+it_kv_start "$IT_TMP/writer.4.out" write -endpoint "$(ep 4)" -prefix "kv/m4" -acks "${acks[4]}" \
+	-writers 2 -per-conn 1
+wpids[4]=$IT_KV_PID
+check "writes through ${names[4]} are acknowledged" it_wait_lines "${acks[4]}" 20 30
+
+# ---- a member removed under load (the writer through it stops first)
+victim=1
+it_kv_stop "${wpids[victim]}" "$IT_TMP/writer.$victim.out" >/dev/null || true
+vid=$(printf '%x' "$(ids_of "$victim" | cut -d' ' -f1)")
+out=$(ctl --endpoints "$(ep 3)" member remove "$vid" 2>&1)
+check "member remove ${names[victim]} ($vid) through the joined member" grep -q "removed from cluster" <<<"$out"
+check "the removed member stops (launcher exits)" it_wait_gone "${pids[victim]}" 20000
+live=(0 2 3 4)
+check "writes go on after the removal" flowing
+check "every member lists the four others" \
+	it_until 10000 bash -c "$(declare -f ctl members_at ep); ports=(${ports[*]}); for i in ${live[*]}; do [[ \$(members_at \$i) == j0,j2,j3,j4 ]] || exit 1; done"
+
+# ---- the joined member restarted keeps its ids
+it_kv_stop "${wpids[3]}" "$IT_TMP/writer.3.out" >/dev/null || true
+stop_member 3
+start_member 3 existing "$initial3"
+check "${names[3]} restarts" it_wait_healthy "${ports[6]}" 60
+read -r mid3b cid3b < <(ids_of 3)
+check "${names[3]} restarted with the same member and cluster id" \
+	test "$(printf '%x' "$mid3b")/$cid3b" = "$added/$cid"
+check "${names[3]} logs a restart, not a join" \
+	it_wait_log "${logs[3]}" "\"msg\":\"restarting local member\",\"local-member-id\":\"$added\"" 5
+check "writes go on after the restart" flowing
+
+# ---- joining without being added: etcd's refusal
+bad="${initial3},${names[5]}=$(purl 5)"
+start_member 5 existing "$bad"
+check "a member the cluster did not add is refused and stops" it_wait_gone "${pids[5]}" 30000
+check "with etcd's error" it_wait_log "${logs[5]}" '"msg":"discovery failed".*member count is unequal' 5
+
+# ---- the end: nothing lost, all equal
+for i in 0 2 4; do it_kv_stop "${wpids[i]}" "$IT_TMP/writer.$i.out" >/dev/null || true; done
+n=$(all_acks)
+files=$(IFS=,; echo "${acks[*]}")
+echo "  $n puts acknowledged"
+for i in "${live[@]}"; do
+	out=$IT_TMP/check.$i.out
+	"$KVCLIENT" check -endpoint "$(ep "$i")" -prefix kv -acks "$files" >"$out" 2>&1 || true
+	check "all $n acknowledged puts are there through ${names[i]}" \
+		test "$(it_kv_val "$out" acks-found)" -eq "$n" -a "$(it_kv_val "$out" violations)" -eq 0
+done
+check "all members report the same revision and raft index" it_until 15000 it_same_state $(live_eps)
+hashes=$(for i in "${live[@]}"; do
+	ctl --endpoints "$(ep "$i")" endpoint hashkv -w json |
+		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
+done)
+echo "$hashes" | sed 's/^/    hashkv /'
+check "all members report the same HashKV" test "$(sort -u <<<"$hashes" | wc -l)" = 1
 it_summary
