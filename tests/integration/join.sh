@@ -81,13 +81,8 @@ for i in 0 1 2; do initial+="${initial:+,}${names[i]}=$(purl "$i")"; done
 for i in 0 1 2; do start_member "$i" new "$initial"; done
 live=(0 1 2)
 for i in 0 1 2; do
-	if ! it_wait_healthy "${ports[2 * i]}" 60; then
-		fail "member ${names[i]} answers"
-		tail -n 30 "${logs[i]}"
-		exit 1
-	fi
+	it_member_answers "${ports[2 * i]}" "${logs[i]}" "member ${names[i]} answers" || exit 1
 done
-ok "three members answer"
 cid=$(ids_of 0 | cut -d' ' -f2)
 
 # writers through the three first members
@@ -106,7 +101,7 @@ flowing() { local at; at=$(all_acks); it_until 30000 more_acks $((at + 20)); }
 # ---- a 4th member joins
 out=$(ctl --endpoints "$(ep 1)" member add "${names[3]}" --peer-urls "$(purl 3)" 2>&1)
 check "member add ${names[3]} is accepted" grep -q "Member .* added to cluster" <<<"$out"
-added=$(sed -nE 's/^Member ([0-9a-f]+) added to cluster.*/\1/p' <<<"$out")
+added=$(sed -nE 's/^Member +([0-9a-f]+) added to cluster.*/\1/p' <<<"$out")
 initial3=$(sed -nE 's/^ETCD_INITIAL_CLUSTER="(.*)"$/\1/p' <<<"$out")
 echo "  added ${names[3]} as $added; ETCD_INITIAL_CLUSTER=$initial3"
 start_member 3 existing "$initial3"
@@ -139,7 +134,7 @@ li=$(it_until 10000 leader_index >/dev/null && leader_index)
 fi_=$(( (li + 1) % 4 ))
 out=$(ctl --endpoints "$(ep 0)" member add "${names[4]}" --learner --peer-urls "$(purl 4)" 2>&1)
 check "member add --learner ${names[4]} is accepted" grep -q "Member .* added to cluster" <<<"$out"
-lid=$(sed -nE 's/^Member ([0-9a-f]+) added to cluster.*/\1/p' <<<"$out")
+lid=$(sed -nE 's/^Member +([0-9a-f]+) added to cluster.*/\1/p' <<<"$out")
 initial4=$(sed -nE 's/^ETCD_INITIAL_CLUSTER="(.*)"$/\1/p' <<<"$out")
 out=$(ctl --endpoints "$(ep "$fi_")" member promote "$lid" 2>&1 || true)
 echo "  promote through follower ${names[fi_]} before the learner started: $out"
@@ -212,16 +207,8 @@ n=$(all_acks)
 files=$(IFS=,; echo "${acks[*]}")
 echo "  $n puts acknowledged"
 for i in "${live[@]}"; do
-	out=$IT_TMP/check.$i.out
-	"$KVCLIENT" check -endpoint "$(ep "$i")" -prefix kv -acks "$files" >"$out" 2>&1 || true
-	check "all $n acknowledged puts are there through ${names[i]}" \
-		test "$(it_kv_val "$out" acks-found)" -eq "$n" -a "$(it_kv_val "$out" violations)" -eq 0
+	check "all $n acknowledged puts are there through ${names[i]}" it_acked_at "$(ep "$i")" kv "$files" "$n"
 done
 check "all members report the same revision and raft index" it_until 15000 it_same_state $(live_eps)
-hashes=$(for i in "${live[@]}"; do
-	ctl --endpoints "$(ep "$i")" endpoint hashkv -w json |
-		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
-done)
-echo "$hashes" | sed 's/^/    hashkv /'
-check "all members report the same HashKV" test "$(sort -u <<<"$hashes" | wc -l)" = 1
+check "all members report the same HashKV" it_same_hashkv $(live_eps)
 it_summary

@@ -14,11 +14,13 @@
 #   it_etcd_start ...       Debian's etcd with the same flags (IT_ETCD_PORT),
 #                           from a snapshot if asked
 #   it_wait_healthy PORT    until /health says true and a gRPC get answers
+#   it_member_answers PORT LOG WHAT   the same as a check, the log shown if not
 #   it_until, it_wait_*     polling with a deadline, never a fixed sleep
 #   it_build_go_tool NAME PKG  tests/tools/NAME, built with Debian's Go packages
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
 #   it_leads EP, it_same_state EP...   a member leads; members agree
+#   it_same_hashkv EP..., it_acked_at EP PREFIX ACKS N   HashKV; no put lost
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
 # and only while it still runs a command line naming this test's dirs
@@ -202,6 +204,19 @@ it_wait_healthy() {
 	return 1
 }
 
+# it_member_answers PORT LOG WHAT [SECS]: check "WHAT" that the member on
+# client port PORT becomes healthy (it_wait_healthy); when it does not,
+# shows the end of its LOG. Returns 1 then.
+it_member_answers() {
+	if it_wait_healthy "$1" "${4:-60}"; then
+		ok "$3"
+		return 0
+	fi
+	fail "$3"
+	tail -n 20 "$2"
+	return 1
+}
+
 # ------------------------------------------------------------ cetcd
 # it_cetcd_start NAME DATA_DIR LOG [launcher flags...]: starts the launcher
 # in the background on fresh ports, or on IT_CPORT/IT_PPORT when set
@@ -315,6 +330,28 @@ it_same_state() {
 			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
 	done | sort -u | wc -l)
 	[[ $n == 1 ]]
+}
+
+# it_acked_at EP PREFIX ACKFILES N: kvclient check through EP finds all N
+# acknowledged puts of ACKFILES (comma-separated) under PREFIX, with their
+# values and mod revisions, and no violation.
+it_acked_at() {
+	local out
+	out=$IT_TMP/acked.$(it_now_ms).$RANDOM
+	"$KVCLIENT" check -endpoint "$1" -prefix "$2" -acks "$3" >"$out" 2>&1 || true
+	grep '^violation ' "$out" | head -5 | sed 's/^/    /' || true
+	test "$(it_kv_val "$out" acks-found)" -eq "$4" -a "$(it_kv_val "$out" violations)" -eq 0
+}
+
+# it_same_hashkv EP...: every member reports the same HashKV (shown).
+it_same_hashkv() {
+	local ep hashes
+	hashes=$(for ep in "$@"; do
+		ETCDCTL_API=3 etcdctl --command-timeout 10s --endpoints "$ep" endpoint hashkv -w json |
+			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
+	done)
+	echo "$hashes" | sed 's/^/    hashkv /'
+	[[ $(sort -u <<<"$hashes" | wc -l) == 1 ]]
 }
 
 # ------------------------------------------------------------ etcd
