@@ -95,6 +95,10 @@ static int join_fetch(struct tls_ctx *tls, const char *const *urls, size_t n_url
 
 	for (size_t i = 0; i < n_urls; i++) {
 		struct peer_fetch_resp resp;
+		if (config_stop_pending()) {
+			snprintf(why, cap, "stopped by a signal while asking peers for the members");
+			return -EINTR;
+		}
 		snprintf(addr, sizeof(addr), "%s/members", urls[i]);
 		int rc = peer_fetch(tls, urls[i], "GET", "/members", JOIN_MEMBERS_TIMEOUT_MS, &resp);
 		if (rc == -ENOMEM)

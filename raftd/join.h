@@ -40,7 +40,7 @@ struct tls_ctx;
  * logs it, ending with etcd's fatal "discovery failed" line. Returns 0,
  * -EINVAL (the flags), -EHOSTUNREACH (no peer answered), -ENOENT (the
  * running cluster does not match --initial-cluster), -EPROTO (not a
- * compatible cluster version), -ENOMEM.
+ * compatible cluster version), -EINTR (a stop signal is pending), -ENOMEM.
  */
 int join_cluster(const struct cetcd_config *cfg, struct tls_ctx *tls,
 		 struct member_cluster *cluster, uint64_t *member_id);

@@ -156,7 +156,9 @@ int main(int argc, char **argv)
 	if (rc) {
 		/* flags that do not fit, a corrupt WAL or a cluster that did
 		 * not take this member are not fixed by restarting */
-		if (rc != -ENOMEM)
+		if (rc == -EINTR)
+			status = 0;
+		else if (rc != -ENOMEM)
 			status = CONFIG_EXIT_FATAL;
 		goto out_close_peers;
 	}

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -381,15 +380,11 @@ int member_ids_wait(const struct cetcd_config *c, struct shm_region *r, uint64_t
 {
 	uint64_t flag_mid = 0, flag_cid = 0;
 	bool have_flags = member_ids_from_config(c, &flag_mid, &flag_cid) == 0;
-	sigset_t stop, pending;
 	unsigned waited_ms = 0;
 
-	config_stop_signals(&stop);
 	while (!shm_region_ids(r, member_id, cluster_id)) {
-		if (sigpending(&pending) == 0)
-			for (int sig = 1; sig < NSIG; sig++)
-				if (sigismember(&stop, sig) == 1 && sigismember(&pending, sig) == 1)
-					return -EINTR;
+		if (config_stop_pending())
+			return -EINTR;
 		if (waited_ms % MEMBER_IDS_LOG_MS == MEMBER_IDS_LOG_MS / 5)
 			log_info("waiting for raftd to resolve the member id (from its WAL, the flags, or the cluster it joins)",
 				 LOG_U64("waited-ms", waited_ms));
