@@ -211,4 +211,39 @@ for i in "${live[@]}"; do
 done
 check "all members report the same revision and raft index" it_until 15000 it_same_state $(live_eps)
 check "all members report the same HashKV" it_same_hashkv $(live_eps)
+
+# ---- raftd's view of the members on the joined member: its peer port's
+# /members lists the same ids as the cluster service
+peer_ids() { curl -s --max-time 5 "$(purl "$1")/members" | python3 -c 'import json,sys; print(" ".join(sorted("%x" % m["id"] for m in json.load(sys.stdin))))'; }
+list_ids() { ctl --endpoints "$(ep "$1")" member list -w json | python3 -c 'import json,sys; print(" ".join(sorted("%x" % m["ID"] for m in json.load(sys.stdin)["members"])))'; }
+check "${names[3]}'s raftd (GET /members) knows the members the cluster lists" \
+	test "$(peer_ids 3)" = "$(list_ids 0)" -a -n "$(peer_ids 3)"
+check "so does ${names[4]}'s (the promoted learner)" test "$(peer_ids 4)" = "$(list_ids 0)"
+
+# ---- joining over https peer URLs (--peer-auto-tls on both sides)
+read -r -a tp < <(it_free_ports 4)
+tls_start() {
+	local i=$1 state=$2 initial=$3 rt="$IT_RT/t$1"
+	mkdir -p "$rt"
+	chmod 700 "$rt"
+	"$IT_BIN/cetcd" --name "t$i" --data-dir "$IT_TMP/t$i" --runtime-dir "$rt" \
+		--listen-client-urls "http://127.0.0.1:${tp[2 * i]}" \
+		--advertise-client-urls "http://127.0.0.1:${tp[2 * i]}" \
+		--listen-peer-urls "https://127.0.0.1:${tp[2 * i + 1]}" \
+		--initial-advertise-peer-urls "https://127.0.0.1:${tp[2 * i + 1]}" \
+		--initial-cluster "$initial" --initial-cluster-state "$state" --peer-auto-tls \
+		2>>"$IT_TMP/t$i.log" &
+	it_track "$!"
+}
+tls_start 0 new "t0=https://127.0.0.1:${tp[1]}"
+it_member_answers "${tp[0]}" "$IT_TMP/t0.log" "a member with https peer URLs answers" || exit 1
+ctl --endpoints "127.0.0.1:${tp[0]}" put tls-key before-join >/dev/null
+out=$(ctl --endpoints "127.0.0.1:${tp[0]}" member add t1 --peer-urls "https://127.0.0.1:${tp[3]}" 2>&1)
+tinit=$(sed -nE 's/^ETCD_INITIAL_CLUSTER="(.*)"$/\1/p' <<<"$out")
+tls_start 1 existing "$tinit"
+it_member_answers "${tp[2]}" "$IT_TMP/t1.log" "a member joins over https (/members fetched with the peer TLS client)" ||
+	exit 1
+check "it logged the join" it_wait_log "$IT_TMP/t1.log" '"msg":"joining the running cluster"' 5
+check "it has what was written before it joined" \
+	test "$(ctl --endpoints "127.0.0.1:${tp[2]}" get tls-key --print-value-only)" = before-join
 it_summary
