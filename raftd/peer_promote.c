@@ -158,8 +158,10 @@ void peer_promote_flush(struct peer *p)
 			if (c->state != PEER_ST_WAIT || c->promote_token != a->token)
 				continue;
 			c->promote_token = 0;
+			c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
 			peer_serve_reply(c, a->status, a->ctype, NULL, a->body, a->len);
-			peer_conn_flush(c);
+			/* written out, then closed or ready for the next request */
+			peer_serve_input(c);
 			break;
 		}
 		raftd_free(a);
