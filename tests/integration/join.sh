@@ -194,6 +194,20 @@ check "${names[3]} restarted with the same member and cluster id" \
 check "${names[3]} logs a restart, not a join" \
 	it_wait_log "${logs[3]}" "\"msg\":\"restarting local member\",\"local-member-id\":\"$added\"" 5
 check "writes go on after the restart" flowing
+# its stored and gatewayd restarted alone take the ids raftd published
+# (check's own variable is "what": the loop's is "daemon")
+for daemon in stored gatewayd-0; do
+	dpid=$(IT_CETCD_PID=${pids[3]} it_cetcd_child "$daemon") || dpid=""
+	[[ -n $dpid ]] && kill -9 "$dpid"
+	check "${names[3]}'s $daemon SIGKILLed: the launcher starts it again" \
+		eval 'IT_CETCD_PID=${pids[3]} it_wait_child "$daemon" "$dpid" 30 >/dev/null'
+	check "${names[3]} answers after its $daemon restarted" it_wait_healthy "${ports[6]}" 30
+	read -r mid3c cid3c < <(ids_of 3)
+	check "${names[3]}'s new $daemon serves with the joined ids" \
+		test "$(printf '%x' "$mid3c")/$cid3c" = "$added/$cid"
+done
+check "${names[3]}'s stored applies again: a put through it is read back" \
+	eval 'ctl --endpoints "$(ep 3)" put after-restarts yes >/dev/null && test "$(ctl --endpoints "$(ep 0)" get after-restarts --print-value-only)" = yes'
 
 # ---- joining without being added: etcd's refusal
 bad="${initial3},${names[5]}=$(purl 5)"
