@@ -1,7 +1,10 @@
 /* raftd: a member's Raft process.
  *
- * It claims the raftd role in the member region, opens (or creates) the
- * member's WAL, and runs the event loop (loop.h): proposals and read-index
+ * It claims the raftd role in the member region, resolves the member and
+ * cluster ids (its WAL's; a new member's from the flags, or from the
+ * running cluster it joins: join.h) and publishes them in the region for
+ * stored and gatewayd, opens (or creates) the member's WAL, and runs the
+ * event loop (loop.h): proposals and read-index
  * requests from the gateways and stored in, committed entries out to
  * stored, attach hellos answered, its status published; peers speak
  * etcd's rafthttp with it on the peer URLs (peer.h), over TLS on https
