@@ -252,29 +252,19 @@ int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out
  * crc record and the metadata come first, a few dozen bytes. */
 #define BS_IDS_READ 4096u
 
-int bootstrap_wal_ids(const char *dir, uint64_t *member_id, uint64_t *cluster_id)
+/* The ids in the metadata record at the start of segment name in dir. */
+static int bs_segment_ids(const char *dir, const char *name, uint64_t *member_id,
+			  uint64_t *cluster_id)
 {
-	char last[64] = "", path[4352];
-	uint64_t seq, index, end;
+	char path[4352];
 	struct wal_decoder d;
 	struct wal_replay rep;
-	struct dirent *de;
+	uint64_t end;
 	uint8_t *buf;
 	bool torn;
-	DIR *dp;
 	int rc;
 
-	dp = opendir(dir);
-	if (!dp)
-		return -errno;
-	while ((de = readdir(dp)))
-		if (wal_parse_name(de->d_name, &seq, &index) && strlen(de->d_name) < sizeof(last) &&
-		    strcmp(de->d_name, last) > 0)
-			strcpy(last, de->d_name);
-	closedir(dp);
-	if (!last[0])
-		return -ENOENT;
-	snprintf(path, sizeof(path), "%s/%s", dir, last);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -290,13 +280,43 @@ int bootstrap_wal_ids(const char *dir, uint64_t *member_id, uint64_t *cluster_id
 		/* the records after the metadata may be cut off by the read:
 		 * decoded as a torn tail, which does not matter here */
 		wal_decoder_init(&d, &rep, 0, 0);
-		(void)wal_decode_segment(&d, last, buf, (size_t)n, true, &end, &torn);
+		(void)wal_decode_segment(&d, name, buf, (size_t)n, true, &end, &torn);
 		rc = rep.metadata ? bootstrap_metadata_decode(rep.metadata, rep.metadata_len,
 							      member_id, cluster_id) :
 				    -ENOENT;
 		wal_replay_free(&rep);
 	}
 	raftd_free(buf);
+	return rc;
+}
+
+int bootstrap_wal_ids(const char *dir, uint64_t *member_id, uint64_t *cluster_id)
+{
+	char first[64] = "", last[64] = "";
+	uint64_t seq, index;
+	struct dirent *de;
+	DIR *dp;
+	int rc;
+
+	dp = opendir(dir);
+	if (!dp)
+		return -errno;
+	while ((de = readdir(dp))) {
+		if (!wal_parse_name(de->d_name, &seq, &index) || strlen(de->d_name) >= sizeof(last))
+			continue;
+		if (!last[0] || strcmp(de->d_name, last) > 0)
+			strcpy(last, de->d_name);
+		if (!first[0] || strcmp(de->d_name, first) < 0)
+			strcpy(first, de->d_name);
+	}
+	closedir(dp);
+	if (!last[0])
+		return -ENOENT;
+	/* the last segment, or, should it hold no good metadata record, the
+	 * first */
+	rc = bs_segment_ids(dir, last, member_id, cluster_id);
+	if (rc && rc != -ENOMEM && strcmp(first, last) != 0)
+		rc = bs_segment_ids(dir, first, member_id, cluster_id);
 	return rc;
 }
 

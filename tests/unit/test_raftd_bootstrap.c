@@ -288,6 +288,16 @@ static void test_join(void)
 	bootstrap_state_free(&s);
 	CHECK_EQ(bootstrap_wal_ids(dir, &mid, &cid), 0);
 	CHECK(mid == c.v[0].id && cid == c.cluster_id);
+	/* a later segment without a good metadata record: the first's */
+	char seg[640];
+	snprintf(seg, sizeof(seg), "%s/0000000000000001-0000000000000009.wal", dir);
+	FILE *f = fopen(seg, "w");
+	CHECK(f != NULL);
+	CHECK(fwrite("garbage!", 1, 8, f) == 8);
+	fclose(f);
+	mid = cid = 0;
+	CHECK_EQ(bootstrap_wal_ids(dir, &mid, &cid), 0);
+	CHECK(mid == c.v[0].id && cid == c.cluster_id);
 	member_cluster_free(&c);
 }
 
