@@ -16,12 +16,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "etcdserverpb/rpc.pb-c.h"
 #include "raftd/alloc.h"
 #include "raftd/bootstrap.h"
 #include "raftd/feed.h"
 #include "raftd/members.h"
 #include "raftd/outbox.h"
+#include "raftd/promote.h"
 #include "raftd/peer.h"
 #include "raftd/raftmsg.h"
 #include "raftd/proposals.h"
@@ -86,11 +86,7 @@ struct loop {
 	struct loop_move *moves;      /* MoveLeader calls waiting */
 	size_t n_moves;
 	size_t cap_moves;
-	struct loop_promote *promotes; /* promotions waiting (forwarded, or
-					* proposed for a peer) */
-	size_t n_promotes;
-	size_t cap_promotes;
-	uint64_t promote_seq;         /* tokens of forwarded promotions */
+	struct promotes promotes;     /* promotions waiting (promote.h) */
 	struct shm_waker waker;        /* raftd's doorbell, bridged to epfd */
 	_Atomic uint64_t waker_epoch;  /* stored's epoch as the loop last saw it */
 	int epfd;
@@ -317,413 +313,21 @@ static void check_moves(struct loop *l, bool tick)
 	}
 }
 
-/* ---- promoting a learner (Cluster.MemberPromote) ---- */
+/* ---- promoting a learner (Cluster.MemberPromote): promote.h ---- */
 
-#define LOOP_MSG_MEMBER_NOT_FOUND "etcdserver: member not found"
-#define LOOP_MSG_NOT_LEARNER "etcdserver: can only promote a learner member"
-#define LOOP_MSG_LEARNER_NOT_READY \
-	"etcdserver: can only promote a learner member which is in sync with leader"
-#define LOOP_MSG_TIMEOUT "etcdserver: request timed out"
-/* etcd's membership errors, as its peer handler writes them */
-#define LOOP_HTTP_ID_NOT_FOUND "membership: ID not found"
-#define LOOP_HTTP_NOT_LEARNER "membership: can only promote a learner member"
-#define LOOP_HTTP_INTERNAL "{\"message\":\"Internal Server Error\"}"
-/* etcd's readyPercent: a learner is promoted once its match reaches 90%
- * of the leader's */
-#define LOOP_LEARNER_READY_PERCENT 0.9
-
-/* A promotion waiting: forwarded to the leader for a gateway or for a
- * peer, or proposed here (the leader) for a peer. */
-enum loop_promote_kind {
-	LOOP_PROMOTE_FWD_GATEWAY,
-	LOOP_PROMOTE_FWD_PEER,
-	LOOP_PROMOTE_APPLY_PEER,
-};
-
-struct loop_promote {
-	enum loop_promote_kind kind;
-	uint64_t token;          /* forwards: PEER_EV_PROMOTE_DONE's */
-	uint64_t serve_token;    /* a peer's request: peer_promote_answer's */
-	uint32_t slot;           /* a gateway's request */
-	struct msg_origin origin;
-	uint64_t member_id;
-	uint64_t ticks;          /* ticks waited */
-};
-
-static void promote_answer_peer(struct loop *l, uint64_t serve_token, int status,
-				const char *text)
+/* What the promotion module borrows from the loop for one call. */
+static struct promote_env loop_promote_env(struct loop *l)
 {
-	char body[160];
-	int n;
-
-	if (status == 500) {
-		(void)peer_promote_answer(l->peer, serve_token, 500, "application/json",
-					  LOOP_HTTP_INTERNAL, sizeof(LOOP_HTTP_INTERNAL) - 1);
-		return;
-	}
-	/* Go's http.Error: the text and a line end */
-	n = snprintf(body, sizeof(body), "%s\n", text);
-	(void)peer_promote_answer(l->peer, serve_token, status, "text/plain; charset=utf-8", body,
-				  (size_t)n);
+	return (struct promote_env){ .raft = l->raft, .members = &l->members, .props = &l->props,
+				     .peer = l->peer, .member_id = l->member_id,
+				     .cluster_id = l->cluster_id, .tick_ms = l->tick_ms };
 }
 
-/* etcd's promoteMember checks on the leader (mayPromoteMember): 0 when
- * the learner may be promoted, else the gRPC status and text, and the
- * HTTP status and text etcd's peer handler answers with. */
-static int promote_check(struct loop *l, uint64_t id, int32_t *grpc, const char **text,
-			 int *http, const char **http_text)
-{
-	const struct member_info *m = membership_find(&l->members.ms, id);
-	struct raft_progress lead, learner;
-
-	*grpc = PROPOSALS_GRPC_FAILED_PRECONDITION;
-	*http = 412;
-	if (!m) {
-		*grpc = PROPOSALS_GRPC_NOT_FOUND;
-		*text = LOOP_MSG_MEMBER_NOT_FOUND;
-		*http = 404;
-		*http_text = LOOP_HTTP_ID_NOT_FOUND;
-	} else if (!m->is_learner) {
-		*text = LOOP_MSG_NOT_LEARNER;
-		*http_text = LOOP_HTTP_NOT_LEARNER;
-	} else if (raft_progress(l->raft, l->member_id, &lead) ||
-		   raft_progress(l->raft, m->id, &learner) ||
-		   (double)learner.match < (double)lead.match * LOOP_LEARNER_READY_PERCENT) {
-		*text = *http_text = LOOP_MSG_LEARNER_NOT_READY;
-	} else {
-		return 0;
-	}
-	return -EPERM;
-}
-
-/* Proposes the promotion of learner id (AddNode with "isPromote") with
- * origin appended (stored answers the gateway that asked; a zero origin
- * answers nobody). 0, -ENOMEM, or the core's refusal. */
-static int promote_propose(struct loop *l, uint64_t id, const struct msg_origin *origin)
-{
-	const struct member_info *m = membership_find(&l->members.ms, id);
-	char *ctx;
-	size_t ctx_len;
-
-	if (!m || member_json_encode_context(m, true, &ctx, &ctx_len))
-		return -ENOMEM;
-	struct raftmsg_conf_change cc = {
-		.id = l->members.req_next++, .type = RAFTMSG_CONF_ADD_NODE, .node_id = m->id,
-		.has_context = true, .context_len = ctx_len, .context = (const uint8_t *)ctx,
-	};
-	size_t n = raftmsg_conf_change_size(&cc);
-	uint8_t *data = raftd_malloc(n + MSG_ORIGIN_MAX_BYTES);
-	int rc = -ENOMEM;
-	if (data) {
-		raftmsg_conf_change_encode(&cc, data);
-		n += msg_origin_encode(origin, data + n);
-		struct raft_entry e = { .type = RAFT_ENTRY_CONF_CHANGE, .len = (uint32_t)n,
-					.data = data };
-		rc = raft_propose(l->raft, &e, 1);
-	}
-	raftd_free(data);
-	free(ctx);
-	return rc;
-}
-
-static struct loop_promote *promote_add(struct loop *l)
-{
-	if (l->n_promotes == l->cap_promotes) {
-		size_t cap = l->cap_promotes ? 2 * l->cap_promotes : 4;
-		struct loop_promote *v = raftd_realloc(l->promotes, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		l->promotes = v;
-		l->cap_promotes = cap;
-	}
-	struct loop_promote *p = &l->promotes[l->n_promotes++];
-	memset(p, 0, sizeof(*p));
-	return p;
-}
-
-static void promote_drop(struct loop *l, size_t i)
-{
-	l->promotes[i] = l->promotes[--l->n_promotes];
-}
-
-/* How long a promotion may take: etcd's request timeout. */
-static int promote_timeout_ms(const struct loop *l)
-{
-	return (int)(l->members.timeout_ticks * l->tick_ms);
-}
-
-/*
- * etcd's PromoteMember on a follower: the leader decides, so the call
- * goes to it over the peer port (peer_promote_forward), for a gateway
- * (slot, origin) or for a peer's request (serve_token). Without a known
- * leader, etcd's "no leader" (a peer gets etcd's internal error).
- */
-static void promote_forward(struct loop *l, enum loop_promote_kind kind, uint64_t id,
-			    uint32_t slot, const struct msg_origin *origin, uint64_t serve_token)
-{
-	const struct member_info *lm = membership_find(&l->members.ms, raft_leader(l->raft));
-	struct loop_promote *p = NULL;
-	int rc = -EHOSTUNREACH;
-
-	if (lm && lm->id != l->member_id && l->peer && (p = promote_add(l))) {
-		p->kind = kind;
-		p->token = ++l->promote_seq;
-		p->serve_token = serve_token;
-		p->slot = slot;
-		if (origin)
-			p->origin = *origin;
-		p->member_id = id;
-		rc = peer_promote_forward(l->peer, (const char *const *)lm->peer_urls,
-					  lm->n_peer_urls, id, p->token, promote_timeout_ms(l));
-		if (rc)
-			promote_drop(l, l->n_promotes - 1);
-	}
-	if (!rc)
-		return;
-	if (kind == LOOP_PROMOTE_FWD_GATEWAY)
-		proposals_answer(&l->props, slot, origin, PROPOSALS_GRPC_UNAVAILABLE,
-				 PROPOSALS_MSG_NO_LEADER, NULL, 0);
-	else
-		promote_answer_peer(l, serve_token, 500, NULL);
-}
-
-/* A gateway's MSG_PROMOTE: checked and proposed on the leader, forwarded
- * to it from a follower. */
 static void on_promote(void *arg, uint32_t slot, const struct msg_promote *req)
 {
 	struct loop *l = arg;
-	const char *text, *http_text;
-	int32_t status;
-	int http;
-
-	if (!raft_is_leader(l->raft)) {
-		promote_forward(l, LOOP_PROMOTE_FWD_GATEWAY, req->member_id, slot, &req->origin, 0);
-		return;
-	}
-	if (promote_check(l, req->member_id, &status, &text, &http, &http_text)) {
-		proposals_answer(&l->props, slot, &req->origin, status, text, NULL, 0);
-		return;
-	}
-	int rc = promote_propose(l, req->member_id, &req->origin);
-	if (rc == -ENOMEM)
-		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_RESOURCE_EXHAUSTED,
-				 PROPOSALS_MSG_TOO_MANY, NULL, 0);
-	else if (rc)
-		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_UNAVAILABLE,
-				 LOOP_MSG_NOT_LEADER, NULL, 0);
-}
-
-/* A peer's POST /members/promote/<id> (etcd's peerMemberPromoteHandler):
- * on the leader, checked and proposed, answered once applied; on a
- * follower, forwarded on to the leader. */
-static void on_peer_promote(struct loop *l, uint64_t id, uint64_t serve_token)
-{
-	const char *text, *http_text;
-	struct msg_origin nobody = { 0 };
-	struct loop_promote *p;
-	int32_t status;
-	int http;
-
-	if (!raft_is_leader(l->raft)) {
-		promote_forward(l, LOOP_PROMOTE_FWD_PEER, id, 0, NULL, serve_token);
-		return;
-	}
-	if (promote_check(l, id, &status, &text, &http, &http_text)) {
-		char mid[24];
-		snprintf(mid, sizeof(mid), "%" PRIx64, id);
-		log_warn("failed to promote a member", LOG_STR("member-id", mid),
-			 LOG_STR("error", http_text));
-		promote_answer_peer(l, serve_token, http, http_text);
-		return;
-	}
-	if (!(p = promote_add(l)) || promote_propose(l, id, &nobody)) {
-		if (p)
-			promote_drop(l, l->n_promotes - 1);
-		promote_answer_peer(l, serve_token, 500, NULL);
-		return;
-	}
-	p->kind = LOOP_PROMOTE_APPLY_PEER;
-	p->serve_token = serve_token;
-	p->member_id = id;
-}
-
-/* The members as etcd's JSON array (json.Marshal of []*Member), in
- * *out (raftd_malloc, *len bytes). 0 or -ENOMEM. */
-static int members_json_array(const struct membership *ms, char **out, size_t *len)
-{
-	size_t n = 1;
-	char *json = raftd_malloc(3); /* room for a line end after it */
-
-	if (!json)
-		return -ENOMEM;
-	json[0] = '[';
-	for (size_t i = 0; i < ms->count; i++) {
-		char *one;
-		size_t n1;
-		if (member_json_encode(&ms->v[i], &one, &n1))
-			goto out_nomem;
-		char *j = raftd_realloc(json, n + n1 + 3);
-		if (!j) {
-			free(one);
-			goto out_nomem;
-		}
-		json = j;
-		if (i)
-			json[n++] = ',';
-		memcpy(json + n, one, n1);
-		n += n1;
-		free(one);
-	}
-	json[n++] = ']';
-	*out = json;
-	*len = n;
-	return 0;
-
-out_nomem:
-	raftd_free(json);
-	return -ENOMEM;
-}
-
-/* A promotion this member proposed for a peer was applied: answered with
- * the members after it, as etcd's handler encodes them. */
-static void promote_applied(struct loop *l, uint64_t node_id)
-{
-	for (size_t i = l->n_promotes; i-- > 0;) {
-		struct loop_promote *p = &l->promotes[i];
-		char *json;
-		size_t len;
-		if (p->kind != LOOP_PROMOTE_APPLY_PEER || p->member_id != node_id)
-			continue;
-		if (members_json_array(&l->members.ms, &json, &len)) {
-			promote_answer_peer(l, p->serve_token, 500, NULL);
-		} else {
-			json[len] = '\n'; /* json.Encoder ends the value so */
-			(void)peer_promote_answer(l->peer, p->serve_token, 200, "application/json",
-						  json, len + 1);
-			raftd_free(json);
-		}
-		promote_drop(l, i);
-	}
-}
-
-/* The gateway's answer to a promotion the leader answered: the members
- * of a 200 as a MemberPromoteResponse (etcd's ClusterServer header),
- * etcd's error for the others (promoteMemberHTTP's mapping). */
-static void promote_relay_gateway(struct loop *l, const struct loop_promote *p, int status,
-				  const char *body, size_t len)
-{
-	const struct msg_origin *o = &p->origin;
-	struct member_info *ms = NULL;
-	size_t n = 0;
-
-	if (status < 0 || status == 408) {
-		proposals_answer(&l->props, p->slot, o, PROPOSALS_GRPC_UNAVAILABLE, LOOP_MSG_TIMEOUT,
-				 NULL, 0);
-		return;
-	}
-	if (status == 404) {
-		proposals_answer(&l->props, p->slot, o, PROPOSALS_GRPC_NOT_FOUND,
-				 LOOP_MSG_MEMBER_NOT_FOUND, NULL, 0);
-		return;
-	}
-	if (status == 412 && (strstr(body, LOOP_MSG_LEARNER_NOT_READY) ||
-			      strstr(body, LOOP_HTTP_NOT_LEARNER))) {
-		proposals_answer(&l->props, p->slot, o, PROPOSALS_GRPC_FAILED_PRECONDITION,
-				 strstr(body, LOOP_MSG_LEARNER_NOT_READY) ?
-					 LOOP_MSG_LEARNER_NOT_READY : LOOP_MSG_NOT_LEARNER,
-				 NULL, 0);
-		return;
-	}
-	if (status != 200 || member_json_decode_array(body, len, &ms, &n)) {
-		char text[512];
-		snprintf(text, sizeof(text), "member promote: unknown error(%.*s)",
-			 (int)(len > 400 ? 400 : len), body);
-		proposals_answer(&l->props, p->slot, o, PROPOSALS_GRPC_UNKNOWN, text, NULL, 0);
-		return;
-	}
-	Etcdserverpb__ResponseHeader hdr = ETCDSERVERPB__RESPONSE_HEADER__INIT;
-	Etcdserverpb__MemberPromoteResponse r = ETCDSERVERPB__MEMBER_PROMOTE_RESPONSE__INIT;
-	Etcdserverpb__Member *pbs = raftd_calloc(n ? n : 1, sizeof(*pbs));
-	Etcdserverpb__Member **ptrs = raftd_calloc(n ? n : 1, sizeof(*ptrs));
-	uint8_t *out = NULL;
-	size_t out_len = 0;
-	hdr.cluster_id = l->cluster_id;
-	hdr.member_id = l->member_id;
-	hdr.raft_term = raft_term(l->raft);
-	if (pbs && ptrs) {
-		for (size_t i = 0; i < n; i++) {
-			etcdserverpb__member__init(&pbs[i]);
-			pbs[i].id = ms[i].id;
-			pbs[i].name = ms[i].name ? ms[i].name : (char *)"";
-			pbs[i].n_peerurls = ms[i].n_peer_urls;
-			pbs[i].peerurls = ms[i].peer_urls;
-			pbs[i].n_clienturls = ms[i].n_client_urls;
-			pbs[i].clienturls = ms[i].client_urls;
-			pbs[i].islearner = ms[i].is_learner;
-			ptrs[i] = &pbs[i];
-		}
-		r.header = &hdr;
-		r.n_members = n;
-		r.members = ptrs;
-		out_len = etcdserverpb__member_promote_response__get_packed_size(&r);
-		out = raftd_malloc(out_len ? out_len : 1);
-	}
-	if (out) {
-		etcdserverpb__member_promote_response__pack(&r, out);
-		proposals_answer(&l->props, p->slot, o, 0, NULL, out, out_len);
-	} else {
-		proposals_answer(&l->props, p->slot, o, PROPOSALS_GRPC_RESOURCE_EXHAUSTED,
-				 PROPOSALS_MSG_TOO_MANY, NULL, 0);
-	}
-	raftd_free(out);
-	raftd_free(pbs);
-	raftd_free(ptrs);
-	for (size_t i = 0; i < n; i++)
-		member_info_clear(&ms[i]);
-	free(ms);
-}
-
-/* A forwarded promotion ended (PEER_EV_PROMOTE_DONE). */
-static void on_promote_done(struct loop *l, const struct peer_event *ev)
-{
-	const char *body = ev->buf ? (const char *)ev->buf : "";
-
-	for (size_t i = 0; i < l->n_promotes; i++) {
-		struct loop_promote *p = &l->promotes[i];
-		if (p->kind == LOOP_PROMOTE_APPLY_PEER || p->token != ev->token)
-			continue;
-		if (p->kind == LOOP_PROMOTE_FWD_GATEWAY)
-			promote_relay_gateway(l, p, ev->status, body, ev->len);
-		else if (ev->status < 0)
-			promote_answer_peer(l, p->serve_token, 500, NULL);
-		else
-			(void)peer_promote_answer(l->peer, p->serve_token, ev->status,
-						  body[0] == '[' || body[0] == '{' ?
-							  "application/json" :
-							  "text/plain; charset=utf-8",
-						  body, ev->len);
-		promote_drop(l, i);
-		return;
-	}
-}
-
-/* Promotions proposed for a peer that were not applied within the
- * request timeout get etcd's internal error (its ErrTimeout); forwards
- * end by their own timeout, and are dropped if they never report. */
-static void check_promotes(struct loop *l)
-{
-	for (size_t i = l->n_promotes; i-- > 0;) {
-		struct loop_promote *p = &l->promotes[i];
-		uint64_t limit = l->members.timeout_ticks * (p->kind == LOOP_PROMOTE_APPLY_PEER ? 1 : 2);
-		if (++p->ticks < limit)
-			continue;
-		if (p->kind == LOOP_PROMOTE_FWD_GATEWAY)
-			proposals_answer(&l->props, p->slot, &p->origin, PROPOSALS_GRPC_UNAVAILABLE,
-					 LOOP_MSG_TIMEOUT, NULL, 0);
-		else
-			promote_answer_peer(l, p->serve_token, 500, NULL);
-		promote_drop(l, i);
-	}
+	struct promote_env e = loop_promote_env(l);
+	promote_gateway(&l->promotes, &e, slot, req);
 }
 
 /* ---- peers ---- */
@@ -798,7 +402,7 @@ static void update_peers(struct loop *l)
 	if (rc)
 		goto out_nomem;
 	/* GET /members: the members as etcd's JSON array */
-	if (members_json_array(ms, &json, &len))
+	if (members_json(ms, &json, &len))
 		goto out_nomem;
 	if (peer_set_members_json(l->peer, json, len))
 		goto out_nomem;
@@ -861,8 +465,10 @@ static int apply_membership(struct loop *l, const struct raft_entry *e, bool *pe
 		log_warn("the Raft core refused a configuration change that membership applied",
 			 LOG_U64("index", e->index), LOG_U64("node", res.node_id), LOG_ERRNO(rc));
 	*peers_changed = true;
-	if (res.change == MEMBERSHIP_PROMOTED && l->n_promotes)
-		promote_applied(l, res.node_id);
+	if (res.change == MEMBERSHIP_PROMOTED) {
+		struct promote_env pe = loop_promote_env(l);
+		promote_applied(&l->promotes, &pe, res.node_id);
+	}
 	if (res.change == MEMBERSHIP_REMOVED && res.node_id == l->member_id)
 		removed_self(l);
 	return 0;
@@ -901,12 +507,16 @@ static void on_peer(struct loop *l)
 		case PEER_EV_REMOVED:
 			removed_self(l);
 			break;
-		case PEER_EV_PROMOTE:
-			on_peer_promote(l, ev.id, ev.token);
+		case PEER_EV_PROMOTE: {
+			struct promote_env e = loop_promote_env(l);
+			promote_peer_request(&l->promotes, &e, ev.id, ev.token);
 			break;
-		case PEER_EV_PROMOTE_DONE:
-			on_promote_done(l, &ev);
+		}
+		case PEER_EV_PROMOTE_DONE: {
+			struct promote_env e = loop_promote_env(l);
+			promote_forward_done(&l->promotes, &e, &ev);
 			break;
+		}
 		}
 		peer_event_release(&ev);
 	}
@@ -1067,7 +677,10 @@ static void on_timer(struct loop *l)
 	proposals_tick(&l->props, 2 * l->election_ticks);
 	members_tick(&l->members);
 	check_moves(l, true);
-	check_promotes(l);
+	{
+		struct promote_env e = loop_promote_env(l);
+		promote_tick(&l->promotes, &e);
+	}
 	l->stats.ticks++;
 }
 
@@ -1468,7 +1081,7 @@ void loop_free(struct loop *l)
 	members_free(&l->members);
 	outbox_free(&l->outbox);
 	raftd_free(l->moves);
-	raftd_free(l->promotes);
+	promote_free(&l->promotes);
 	msgconv_scratch_free(&l->conv);
 	raftd_free(l->persist);
 	if (l->epfd >= 0)

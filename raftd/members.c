@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "raftd/alloc.h"
 #include "raftd/raft.h"
 #include "shm/config/config.h"
 #include "shm/config/member_json.h"
@@ -250,4 +251,39 @@ void members_propose(struct members *m, struct raft *r, members_forward_fn forwa
 		m->version_req = id;
 		m->version_age = 0;
 	}
+}
+
+int members_json(const struct membership *ms, char **out, size_t *len)
+{
+	size_t n = 1;
+	char *json = raftd_malloc(3); /* room for a line end after it */
+
+	if (!json)
+		return -ENOMEM;
+	json[0] = '[';
+	for (size_t i = 0; i < ms->count; i++) {
+		char *one;
+		size_t n1;
+		if (member_json_encode(&ms->v[i], &one, &n1))
+			goto out_nomem;
+		char *j = raftd_realloc(json, n + n1 + 3);
+		if (!j) {
+			free(one);
+			goto out_nomem;
+		}
+		json = j;
+		if (i)
+			json[n++] = ',';
+		memcpy(json + n, one, n1);
+		n += n1;
+		free(one);
+	}
+	json[n++] = ']';
+	*out = json;
+	*len = n;
+	return 0;
+
+out_nomem:
+	raftd_free(json);
+	return -ENOMEM;
 }
