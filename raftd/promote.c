@@ -159,31 +159,35 @@ static int promote_timeout_ms(const struct promote_env *e)
  * etcd's PromoteMember on a follower: the leader decides, so the call
  * goes to it over the peer port (peer_promote_forward), for a gateway
  * (slot, origin) or for a peer's request (serve_token). Without a known
- * leader, etcd's "no leader" (a peer gets etcd's internal error).
+ * leader it waits for one (promote_tick), as etcd's waitLeader does, and
+ * ends with etcd's "no leader" (a peer gets etcd's internal error) when
+ * none comes within the request timeout.
  */
 static void promote_forward(struct promotes *ps, const struct promote_env *e,
 			    enum promote_kind kind, uint64_t id,
 			    uint32_t slot, const struct msg_origin *origin, uint64_t serve_token)
 {
 	const struct member_info *lm = membership_find(&e->members->ms, raft_leader(e->raft));
-	struct promote_wait *p = NULL;
-	int rc = -EHOSTUNREACH;
+	struct promote_wait *p = e->peer ? promote_add(ps) : NULL;
+	int rc = 0;
 
-	if (lm && lm->id != e->member_id && e->peer && (p = promote_add(ps))) {
+	if (p) {
 		p->kind = kind;
-		p->token = ++ps->seq;
 		p->serve_token = serve_token;
 		p->slot = slot;
 		if (origin)
 			p->origin = *origin;
 		p->member_id = id;
-		rc = peer_promote_forward(e->peer, (const char *const *)lm->peer_urls,
-					  lm->n_peer_urls, id, p->token, promote_timeout_ms(e));
-		if (rc)
-			promote_drop(ps, ps->n - 1);
+		if (lm && lm->id != e->member_id && lm->n_peer_urls) {
+			p->token = ++ps->seq;
+			rc = peer_promote_forward(e->peer, (const char *const *)lm->peer_urls,
+						  lm->n_peer_urls, id, p->token, promote_timeout_ms(e));
+			if (rc)
+				promote_drop(ps, ps->n - 1);
+		}
+		if (!rc)
+			return;
 	}
-	if (!rc)
-		return;
 	if (kind == PROMOTE_FWD_GATEWAY)
 		proposals_answer(e->props, slot, origin, PROPOSALS_GRPC_UNAVAILABLE,
 				 PROPOSALS_MSG_NO_LEADER, NULL, 0);
@@ -384,6 +388,33 @@ void promote_tick(struct promotes *ps, const struct promote_env *e)
 {
 	for (size_t i = ps->n; i-- > 0;) {
 		struct promote_wait *p = &ps->v[i];
+		if (p->kind != PROMOTE_APPLY_PEER && p->token == 0) {
+			/* waiting for a leader: asked again once one is known
+			 * (the call is copied out first: asking may add to
+			 * ps->v) */
+			const struct member_info *lm =
+				membership_find(&e->members->ms, raft_leader(e->raft));
+			struct promote_wait w = *p;
+			if (++p->ticks >= e->members->timeout_ticks) {
+				if (w.kind == PROMOTE_FWD_GATEWAY)
+					proposals_answer(e->props, w.slot, &w.origin,
+							 PROPOSALS_GRPC_UNAVAILABLE,
+							 PROPOSALS_MSG_NO_LEADER, NULL, 0);
+				else
+					promote_answer_peer(e, w.serve_token, 500, NULL);
+				promote_drop(ps, i);
+			} else if (raft_is_leader(e->raft) || (lm && lm->n_peer_urls)) {
+				promote_drop(ps, i);
+				if (w.kind == PROMOTE_FWD_GATEWAY) {
+					struct msg_promote req = { .origin = w.origin,
+								   .member_id = w.member_id };
+					promote_gateway(ps, e, w.slot, &req);
+				} else {
+					promote_peer_request(ps, e, w.member_id, w.serve_token);
+				}
+			}
+			continue;
+		}
 		uint64_t limit = e->members->timeout_ticks * (p->kind == PROMOTE_APPLY_PEER ? 1 : 2);
 		if (++p->ticks < limit)
 			continue;

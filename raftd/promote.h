@@ -6,7 +6,9 @@
  *     "isPromote"); otherwise etcd's errors;
  *   - on a follower, the call is forwarded to the leader over the peer
  *     port (POST /members/promote/<id>, peer_promote_forward) and the
- *     leader's answer relayed, as etcd's promoteMemberHTTP does;
+ *     leader's answer relayed, as etcd's promoteMemberHTTP does (while
+ *     no leader is known, the call waits for one, up to the request
+ *     timeout);
  *   - a peer's POST /members/promote/<id> (PEER_EV_PROMOTE) is served the
  *     same way: checked and proposed on the leader and answered with the
  *     members once applied, forwarded on from a follower.
