@@ -164,6 +164,15 @@ for m in json.load(sys.stdin)["members"]:
 for i in 0 1 2 3 4; do
 	check "${names[i]} lists ${names[4]} as a voter" it_until 10000 test "$(learner_of "$i")" = false
 done
+# the leader's other refusals, relayed through the follower as etcd maps them
+li=$(it_until 10000 leader_index >/dev/null && leader_index)
+fi_=$(( (li + 1) % 4 ))
+out=$(ctl --endpoints "$(ep "$fi_")" member promote "$lid" 2>&1 || true)
+check "promoting a voter through follower ${names[fi_]}: etcd's 'can only promote a learner member'" \
+	grep -qE "Error: etcdserver: can only promote a learner member$" <<<"$out"
+out=$(ctl --endpoints "$(ep "$fi_")" member promote 1234abcd 2>&1 || true)
+check "promoting an unknown id through follower ${names[fi_]}: etcd's 'member not found'" \
+	grep -q "Error: etcdserver: member not found" <<<"$out"
 live=(0 1 2 3 4)
 acks[4]=$IT_TMP/acks.4
 it_kv_start "$IT_TMP/writer.4.out" write -endpoint "$(ep 4)" -prefix "kv/m4" -acks "${acks[4]}" \
