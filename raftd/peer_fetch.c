@@ -287,11 +287,12 @@ int peer_fetch(struct tls_ctx *tls, const char *url, const char *method, const c
 			goto out_close;
 		}
 	}
+	bool v6 = !u.unix_socket && strchr(u.host, ':');
 	n = snprintf(req, sizeof(req),
-		     "%s %s HTTP/1.1\r\nHost: %s%s%s\r\nUser-Agent: Go-http-client/1.1\r\n"
+		     "%s %s HTTP/1.1\r\nHost: %s%s%s%s%s\r\nUser-Agent: Go-http-client/1.1\r\n"
 		     "%sConnection: close\r\n\r\n",
-		     method, path, u.unix_socket ? "localhost" : u.host,
-		     u.unix_socket ? "" : ":", u.unix_socket ? "" : u.port,
+		     method, path, v6 ? "[" : "", u.unix_socket ? "localhost" : u.host,
+		     v6 ? "]" : "", u.unix_socket ? "" : ":", u.unix_socket ? "" : u.port,
 		     strcmp(method, "POST") == 0 ? "Content-Length: 0\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(req)) {
 		rc = errmsg_set(-EINVAL, "%s: the request is too long", what);
