@@ -154,8 +154,9 @@ int main(int argc, char **argv)
 		return status;
 	status = 1;
 
-	if (member_ids_load(&cfg, r, &params.member_id, &params.cluster_id)) {
-		status = CONFIG_EXIT_FATAL;
+	/* stopped while raftd had not resolved the ids yet: a clean stop */
+	if (member_ids_wait(&cfg, r, &params.member_id, &params.cluster_id)) {
+		status = 0;
 		goto out_detach;
 	}
 

@@ -2,14 +2,18 @@
  * bootstrap.h). */
 #include "raftd/bootstrap.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "etcdserverpb/etcdserver.pb-c.h"
 #include "raftd/alloc.h"
+#include "raftd/walread.h"
 #include "shm/diskio/diskio.h"
 #include "raftpb/raft.pb-c.h"
 #include "shm/log/log.h"
@@ -111,6 +115,12 @@ static int bs_bootstrap(const struct bootstrap_params *p, struct wal *w,
 	struct raft_entry *ents;
 	int rc = 0;
 
+	if (p->join) {
+		/* etcd's startNode with no peers: the leader's log brings the
+		 * members */
+		out->created = true;
+		return 0;
+	}
 	ents = raftd_calloc(c->count, sizeof(*ents));
 	if (!ents)
 		return -ENOMEM;
@@ -234,8 +244,8 @@ static int bs_replay(const struct bootstrap_params *p, struct bootstrap_state *o
 			 LOG_U64("wal-member-id", out->member_id),
 			 LOG_U64("flags-member-id", p->member_id));
 	if (!out->has_snap && raft_hardstate_is_empty(&rep.state) && rep.n_entries == 0 &&
-	    p->cluster &&
-	    p->cluster->count) {
+	    p->cluster && p->cluster->count && !p->join && out->member_id == p->member_id &&
+	    out->cluster_id == p->cluster->cluster_id) {
 		/* created, but stopped before its bootstrap entries were
 		 * durable: bootstrap it now */
 		wal_replay_free(&rep);
@@ -279,6 +289,78 @@ int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out
 		return -EINVAL;
 	}
 	return bs_create(p, out);
+}
+
+/* Bytes read from the start of a segment for its metadata record: the
+ * crc record and the metadata come first, a few dozen bytes. */
+#define BS_IDS_READ 4096u
+
+/* The ids in the metadata record at the start of segment name in dir. */
+static int bs_segment_ids(const char *dir, const char *name, uint64_t *member_id,
+			  uint64_t *cluster_id)
+{
+	char path[4352];
+	struct wal_decoder d;
+	struct wal_replay rep;
+	uint64_t end;
+	uint8_t *buf;
+	bool torn;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = raftd_malloc(BS_IDS_READ);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ssize_t n = pread(fd, buf, BS_IDS_READ, 0);
+	rc = n < 0 ? -errno : 0;
+	close(fd);
+	if (!rc) {
+		/* the records after the metadata may be cut off by the read:
+		 * decoded as a torn tail, which does not matter here */
+		wal_decoder_init(&d, &rep, 0, 0);
+		(void)wal_decode_segment(&d, name, buf, (size_t)n, true, &end, &torn);
+		rc = rep.metadata ? bootstrap_metadata_decode(rep.metadata, rep.metadata_len,
+							      member_id, cluster_id) :
+				    -ENOENT;
+		wal_replay_free(&rep);
+	}
+	raftd_free(buf);
+	return rc;
+}
+
+int bootstrap_wal_ids(const char *dir, uint64_t *member_id, uint64_t *cluster_id)
+{
+	char first[64] = "", last[64] = "";
+	uint64_t seq, index;
+	struct dirent *de;
+	DIR *dp;
+	int rc;
+
+	dp = opendir(dir);
+	if (!dp)
+		return -errno;
+	while ((de = readdir(dp))) {
+		if (!wal_parse_name(de->d_name, &seq, &index) || strlen(de->d_name) >= sizeof(last))
+			continue;
+		if (!last[0] || strcmp(de->d_name, last) > 0)
+			strcpy(last, de->d_name);
+		if (!first[0] || strcmp(de->d_name, first) < 0)
+			strcpy(first, de->d_name);
+	}
+	closedir(dp);
+	if (!last[0])
+		return -ENOENT;
+	/* the last segment, or, should it hold no good metadata record, the
+	 * first */
+	rc = bs_segment_ids(dir, last, member_id, cluster_id);
+	if (rc && rc != -ENOMEM && strcmp(first, last) != 0)
+		rc = bs_segment_ids(dir, first, member_id, cluster_id);
+	return rc;
 }
 
 void bootstrap_state_free(struct bootstrap_state *s)

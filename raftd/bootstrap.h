@@ -12,6 +12,9 @@
  * built, so they reach the application (stored) as the first committed
  * entries, as in etcd.
  *
+ * Joining a running cluster (join.h): the same metadata record with the
+ * ids the cluster gave, and nothing else; the leader sends the log.
+ *
  * Restart: as etcd's, from the newest .snap file in the snap directory
  * whose point a snapshot record of the WAL names (and whose index the
  * WAL's hard state has committed), when there is one; the hard state and
@@ -43,6 +46,10 @@ struct bootstrap_params {
 	const char *snap_dir;   /* member/snap: a restart starts from the
 				 * newest .snap file the WAL records; NULL:
 				 * from the WAL's start */
+	bool join;              /* --initial-cluster-state existing: a new WAL
+				 * gets no bootstrap entries (member_id and
+				 * cluster->cluster_id are the running
+				 * cluster's, join.h) */
 };
 
 /* What the member starts from. Owned by the struct; bootstrap_state_free
@@ -74,6 +81,13 @@ int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out
 
 /* Closes the WAL (syncing what is pending) and frees the entries. */
 void bootstrap_state_free(struct bootstrap_state *s);
+
+/* The member and cluster ids of the WAL in dir, from the metadata record
+ * that starts its last segment (every segment starts with it), without
+ * locking or replaying it: what a member serves with once it has a WAL.
+ * 0; -ENOENT (no segment, or no metadata record in it), -EBADMSG (not an
+ * etcdserverpb.Metadata), -ENOMEM, or the -errno of reading it. */
+int bootstrap_wal_ids(const char *dir, uint64_t *member_id, uint64_t *cluster_id);
 
 /* Most bytes of an encoded Metadata. */
 #define BOOTSTRAP_METADATA_MAX 22u

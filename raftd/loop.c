@@ -21,6 +21,7 @@
 #include "raftd/feed.h"
 #include "raftd/members.h"
 #include "raftd/outbox.h"
+#include "raftd/promote.h"
 #include "raftd/peer.h"
 #include "raftd/raftmsg.h"
 #include "raftd/snap.h"
@@ -115,6 +116,7 @@ struct loop {
 	struct loop_move *moves;      /* MoveLeader calls waiting */
 	size_t n_moves;
 	size_t cap_moves;
+	struct promotes promotes;     /* promotions waiting (promote.h) */
 	struct shm_waker waker;        /* raftd's doorbell, bridged to epfd */
 	_Atomic uint64_t waker_epoch;  /* stored's epoch as the loop last saw it */
 	int epfd;
@@ -448,74 +450,21 @@ static void check_moves(struct loop *l, bool tick)
 	}
 }
 
-/* ---- promoting a learner (Cluster.MemberPromote) ---- */
+/* ---- promoting a learner (Cluster.MemberPromote): promote.h ---- */
 
-#define LOOP_MSG_MEMBER_NOT_FOUND "etcdserver: member not found"
-#define LOOP_MSG_NOT_LEARNER "etcdserver: can only promote a learner member"
-#define LOOP_MSG_LEARNER_NOT_READY \
-	"etcdserver: can only promote a learner member which is in sync with leader"
-/* etcd's readyPercent: a learner is promoted once its match reaches 90%
- * of the leader's */
-#define LOOP_LEARNER_READY_PERCENT 0.9
+/* What the promotion module borrows from the loop for one call. */
+static struct promote_env loop_promote_env(struct loop *l)
+{
+	return (struct promote_env){ .raft = l->raft, .members = &l->members, .props = &l->props,
+				     .peer = l->peer, .member_id = l->member_id,
+				     .cluster_id = l->cluster_id, .tick_ms = l->tick_ms };
+}
 
-/*
- * etcd's promoteMember on the leader: the member must be a learner that
- * caught up with the leader; then the ConfChange (AddNode with
- * "isPromote") is proposed with the gateway's origin, and stored answers
- * once it is applied. etcd forwards a follower's promotion to the leader
- * over the peer port's /members/promote; cetcd's peers do not serve that
- * yet, so a follower answers etcd's "not leader".
- */
 static void on_promote(void *arg, uint32_t slot, const struct msg_promote *req)
 {
 	struct loop *l = arg;
-	const struct member_info *m = membership_find(&l->members.ms, req->member_id);
-	struct raft_progress lead, learner;
-	int32_t status = PROPOSALS_GRPC_FAILED_PRECONDITION;
-	const char *text = NULL;
-
-	if (!raft_is_leader(l->raft))
-		text = LOOP_MSG_NOT_LEADER;
-	else if (!m) {
-		status = PROPOSALS_GRPC_NOT_FOUND;
-		text = LOOP_MSG_MEMBER_NOT_FOUND;
-	} else if (!m->is_learner)
-		text = LOOP_MSG_NOT_LEARNER;
-	else if (raft_progress(l->raft, l->member_id, &lead) ||
-		 raft_progress(l->raft, m->id, &learner) ||
-		 (double)learner.match < (double)lead.match * LOOP_LEARNER_READY_PERCENT)
-		text = LOOP_MSG_LEARNER_NOT_READY;
-	if (text) {
-		proposals_answer(&l->props, slot, &req->origin, status, text, NULL, 0);
-		return;
-	}
-
-	char *ctx;
-	size_t ctx_len;
-	if (member_json_encode_context(m, true, &ctx, &ctx_len)) {
-		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_RESOURCE_EXHAUSTED,
-				 PROPOSALS_MSG_TOO_MANY, NULL, 0);
-		return;
-	}
-	struct raftmsg_conf_change cc = {
-		.id = l->members.req_next++, .type = RAFTMSG_CONF_ADD_NODE, .node_id = m->id,
-		.has_context = true, .context_len = ctx_len, .context = (const uint8_t *)ctx,
-	};
-	size_t n = raftmsg_conf_change_size(&cc);
-	uint8_t *data = raftd_malloc(n + MSG_ORIGIN_MAX_BYTES);
-	int rc = -ENOMEM;
-	if (data) {
-		raftmsg_conf_change_encode(&cc, data);
-		n += msg_origin_encode(&req->origin, data + n);
-		struct raft_entry e = { .type = RAFT_ENTRY_CONF_CHANGE, .len = (uint32_t)n,
-					.data = data };
-		rc = raft_propose(l->raft, &e, 1);
-	}
-	raftd_free(data);
-	free(ctx);
-	if (rc)
-		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_UNAVAILABLE,
-				 LOOP_MSG_NOT_LEADER, NULL, 0);
+	struct promote_env e = loop_promote_env(l);
+	promote_gateway(&l->promotes, &e, slot, req);
 }
 
 /* ---- peers ---- */
@@ -593,28 +542,8 @@ static void update_peers(struct loop *l)
 	if (rc)
 		goto out_nomem;
 	/* GET /members: the members as etcd's JSON array */
-	json = raftd_malloc(2);
-	if (!json)
+	if (members_json(ms, &json, &len))
 		goto out_nomem;
-	json[0] = '[';
-	for (size_t i = 0; i < ms->count; i++) {
-		char *one;
-		size_t n1;
-		if (member_json_encode(&ms->v[i], &one, &n1))
-			goto out_nomem;
-		char *j = raftd_realloc(json, len + n1 + 2);
-		if (!j) {
-			free(one);
-			goto out_nomem;
-		}
-		json = j;
-		if (i)
-			json[len++] = ',';
-		memcpy(json + len, one, n1);
-		len += n1;
-		free(one);
-	}
-	json[len++] = ']';
 	if (peer_set_members_json(l->peer, json, len))
 		goto out_nomem;
 	raftd_free(json);
@@ -678,6 +607,10 @@ static int apply_membership(struct loop *l, const struct raft_entry *e, bool *pe
 		log_warn("the Raft core refused a configuration change that membership applied",
 			 LOG_U64("index", e->index), LOG_U64("node", res.node_id), LOG_ERRNO(rc));
 	*peers_changed = true;
+	if (res.change == MEMBERSHIP_PROMOTED) {
+		struct promote_env pe = loop_promote_env(l);
+		promote_applied(&l->promotes, &pe, res.node_id);
+	}
 	if (res.change == MEMBERSHIP_REMOVED && res.node_id == l->member_id)
 		removed_self(l);
 	return 0;
@@ -885,6 +818,16 @@ static void on_peer(struct loop *l)
 		case PEER_EV_REMOVED:
 			removed_self(l);
 			break;
+		case PEER_EV_PROMOTE: {
+			struct promote_env e = loop_promote_env(l);
+			promote_peer_request(&l->promotes, &e, ev.id, ev.token);
+			break;
+		}
+		case PEER_EV_PROMOTE_DONE: {
+			struct promote_env e = loop_promote_env(l);
+			promote_forward_done(&l->promotes, &e, &ev);
+			break;
+		}
 		}
 		peer_event_release(&ev);
 	}
@@ -1057,6 +1000,10 @@ static void on_timer(struct loop *l)
 		log_warn("snapshot sends did not report their end; compacting the log again",
 			 LOG_U64("sends", l->snaps_inflight));
 		l->snaps_inflight = 0;
+	}
+	{
+		struct promote_env e = loop_promote_env(l);
+		promote_tick(&l->promotes, &e);
 	}
 	l->stats.ticks++;
 }
@@ -1250,7 +1197,7 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 		voters[i] = c->v[i].id;
 		found |= voters[i] == bs->member_id;
 	}
-	if (!found) {
+	if (!found && bs->created && !o->join) {
 		log_error("--initial-cluster does not name the member this WAL belongs to",
 			  LOG_U64("member-id", bs->member_id));
 		return -EINVAL;
@@ -1308,7 +1255,11 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	raft_config_defaults(&cfg);
 	cfg.id = bs->member_id;
 	cfg.voters = voters;
-	cfg.n_voters = c->count;
+	/* a member that joined a running cluster (or whose WAL --initial-
+	 * cluster does not name: etcd ignores the flag on a restart) starts
+	 * with no voters, as etcd's startNode with no peers; the leader's log
+	 * brings the members */
+	cfg.n_voters = found && !o->join ? c->count : 0;
 	/* a member that applied membership changes before it stopped starts
 	 * from the members as of then; the changes after come through the
 	 * core and apply_membership */
@@ -1426,7 +1377,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 
 	struct bootstrap_params bp = {
 		.wal_dir = o->wal_dir, .member_id = o->member_id, .cluster = o->cluster,
-		.wal = o->wal, .snap_dir = o->snap_dir,
+		.wal = o->wal, .snap_dir = o->snap_dir, .join = o->join,
 	};
 	rc = open_wal(&bp, &bs);
 	if (rc) {
@@ -1454,7 +1405,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	}
 	bootstrap_state_free(&bs);
 	log_start(l, &bs);
-	l->lone = o->cluster->count == 1;
+	l->lone = o->cluster->count == 1 && !o->join;
 	l->peer = o->peer;
 	l->initial = o->cluster;
 	l->snapshot_count = o->snapshot_count;
@@ -1514,6 +1465,7 @@ void loop_free(struct loop *l)
 	members_free(&l->members);
 	outbox_free(&l->outbox);
 	raftd_free(l->moves);
+	promote_free(&l->promotes);
 	msgconv_scratch_free(&l->conv);
 	raftd_free(l->persist);
 	raftd_free(l->snap_dir);

@@ -54,6 +54,10 @@ struct loop_options {
 					       * voters, and a new WAL's
 					       * bootstrap entries */
 	uint64_t member_id;         /* this member, one of cluster's */
+	bool join;                  /* joining a running cluster (join.h):
+				     * cluster holds its ids, and the core
+				     * starts with no voters until the
+				     * leader's log brings them */
 	const char *name;           /* --name, published to the cluster */
 	const struct config_urls *client_urls; /* --advertise-client-urls,
 						* published; NULL = none */

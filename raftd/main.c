@@ -1,7 +1,10 @@
 /* raftd: a member's Raft process.
  *
- * It claims the raftd role in the member region, opens (or creates) the
- * member's WAL, and runs the event loop (loop.h): proposals and read-index
+ * It claims the raftd role in the member region, resolves the member and
+ * cluster ids (its WAL's; a new member's from the flags, or from the
+ * running cluster it joins: join.h) and publishes them in the region for
+ * stored and gatewayd, opens (or creates) the member's WAL, and runs the
+ * event loop (loop.h): proposals and read-index
  * requests from the gateways and stored in, committed entries out to
  * stored, attach hellos answered, its status published; peers speak
  * etcd's rafthttp with it on the peer URLs (peer.h), over TLS on https
@@ -15,6 +18,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "raftd/bootstrap.h"
+#include "raftd/join.h"
 #include "raftd/loop.h"
 #include "raftd/peer.h"
 #include "shm/config/config.h"
@@ -73,6 +78,43 @@ static int wal_dir_of(const struct cetcd_config *cfg, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+/*
+ * This member's id and its cluster's, resolved once for all its daemons,
+ * as etcd 3.4's NewServer does: a member with a WAL is the WAL's (the
+ * flags are not looked at, as etcd ignores them on a restart); a new one
+ * joining a running cluster (--initial-cluster-state existing) gets them
+ * from that cluster (join.h), which also gives cluster the running
+ * members' ids; a new cluster's are derived from the flags (member.h).
+ * Logged when they cannot be had. 0, or -EINVAL, -ENOENT (flags),
+ * -EBADMSG (a WAL without good metadata), -EHOSTUNREACH, -EPROTO
+ * (joining), -ENOMEM.
+ */
+static int resolve_ids(const struct cetcd_config *cfg, const char *wal_dir, struct tls_ctx *tls,
+		       bool join, struct member_cluster *cluster, uint64_t *member_id,
+		       uint64_t *cluster_id)
+{
+	int rc;
+
+	if (wal_exists(wal_dir)) {
+		rc = bootstrap_wal_ids(wal_dir, member_id, cluster_id);
+		if (rc)
+			log_error("cannot read the member and cluster ids from the WAL's metadata",
+				  LOG_STR("wal-dir", wal_dir), LOG_ERRNO(rc));
+		return rc == -ENOMEM ? rc : rc ? -EBADMSG : 0;
+	}
+	if (join) {
+		rc = join_cluster(cfg, tls, cluster, member_id);
+		*cluster_id = cluster->cluster_id;
+		return rc;
+	}
+	rc = member_ids_from_config(cfg, member_id, cluster_id);
+	if (rc)
+		log_error("cannot derive the member id from --initial-cluster",
+			  LOG_STR("initial-cluster", cfg->initial_cluster), LOG_STR("name", cfg->name),
+			  LOG_ERRNO(rc));
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct cetcd_config cfg;
@@ -83,6 +125,7 @@ int main(int argc, char **argv)
 	struct loop *loop = NULL;
 	uint64_t member_id, cluster_id;
 	char wal_dir[4096], snap_dir[4096];
+	bool join;
 	sigset_t set;
 	int status, rc, sfd = -1;
 
@@ -94,12 +137,9 @@ int main(int argc, char **argv)
 	if (hello_claim_role(r, SHM_ROLE_RAFTD))
 		goto out_detach;
 
-	rc = member_ids_from_config(&cfg, &member_id, &cluster_id);
-	if (!rc)
-		rc = member_cluster_parse(cfg.initial_cluster, cfg.initial_cluster_token, &cluster);
+	rc = member_cluster_parse(cfg.initial_cluster, cfg.initial_cluster_token, &cluster);
 	if (rc) {
-		log_error("cannot derive the member id from --initial-cluster",
-			  LOG_STR("initial-cluster", cfg.initial_cluster), LOG_STR("name", cfg.name),
+		log_error("cannot parse --initial-cluster", LOG_STR("initial-cluster", cfg.initial_cluster),
 			  LOG_ERRNO(rc));
 		status = CONFIG_EXIT_FATAL;
 		goto out_release_role;
@@ -125,6 +165,20 @@ int main(int argc, char **argv)
 		status = CONFIG_EXIT_FATAL;
 		goto out_close_peers;
 	}
+	join = strcmp(cfg.initial_cluster_state, "existing") == 0;
+	rc = resolve_ids(&cfg, wal_dir, client_tls, join, &cluster, &member_id, &cluster_id);
+	if (rc) {
+		/* flags that do not fit, a corrupt WAL or a cluster that did
+		 * not take this member are not fixed by restarting */
+		if (rc == -EINTR)
+			status = 0;
+		else if (rc != -ENOMEM)
+			status = CONFIG_EXIT_FATAL;
+		goto out_close_peers;
+	}
+	/* stored and gatewayd serve with these (member_ids_wait) */
+	shm_region_set_ids(r, member_id, cluster_id);
+
 	const char *self_urls[64];
 	size_t n_self = 0;
 	for (size_t i = 0; i < cfg.initial_advertise_peer_urls.count && n_self < 64; i++)
@@ -160,6 +214,7 @@ int main(int argc, char **argv)
 		.wal_dir = wal_dir,
 		.cluster = &cluster,
 		.member_id = member_id,
+		.join = join,
 		.name = cfg.name,
 		.client_urls = &cfg.advertise_client_urls,
 		.request_timeout_ms = config_request_timeout_ms(&cfg),
@@ -181,8 +236,6 @@ int main(int argc, char **argv)
 			status = CONFIG_EXIT_FATAL;
 		goto out_close_signals;
 	}
-	if (shm_region_member_id(r) == 0)
-		shm_region_set_member_id(r, loop_member_id(loop));
 
 	rc = loop_run(loop);
 	/* a member removed from the cluster stays stopped, as etcd's */

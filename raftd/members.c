@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "raftd/alloc.h"
 #include "raftd/raft.h"
 #include "shm/config/config.h"
 #include "shm/config/member_json.h"
@@ -64,17 +65,6 @@ static void members_hex(uint64_t v, char out[24])
 	snprintf(out, 24, "%" PRIx64, v);
 }
 
-/* Go's %v of a []string: "[a b]". */
-static void members_list_text(char *const *v, size_t n, char *out, size_t cap)
-{
-	size_t len = 0;
-	len += (size_t)snprintf(out, cap, "[");
-	for (size_t i = 0; i < n && len < cap; i++)
-		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "", v[i]);
-	if (len < cap)
-		snprintf(out + len, cap - len, "]");
-}
-
 static void members_log_version(struct members *m, bool initial)
 {
 	char ver[24], cid[24], id[24];
@@ -98,7 +88,7 @@ static void members_log_published(struct members *m)
 	members_hex(m->self_id, id);
 	members_hex(m->cluster_id, cid);
 	membership_attributes_path(m->self_id, path);
-	members_list_text(m->attr.client_urls, m->attr.n_client_urls, urls, sizeof(urls));
+	member_strings_text(m->attr.client_urls, m->attr.n_client_urls, urls, sizeof(urls));
 	snprintf(attr, sizeof(attr), "{Name:%s ClientURLs:%s}", m->attr.name, urls);
 	log_duration_text(m->publish_timeout_ms, timeout);
 	log_info("published local member to cluster through raft", LOG_STR("local-member-id", id),
@@ -115,7 +105,7 @@ static void members_log_change(struct members *m, const struct membership_result
 	members_hex(m->cluster_id, cid);
 	members_hex(res->node_id, peer);
 	if (res->member)
-		members_list_text(res->member->peer_urls, res->member->n_peer_urls, urls,
+		member_strings_text(res->member->peer_urls, res->member->n_peer_urls, urls,
 				  sizeof(urls));
 	switch (res->change) {
 	case MEMBERSHIP_ADDED:
@@ -261,4 +251,39 @@ void members_propose(struct members *m, struct raft *r, members_forward_fn forwa
 		m->version_req = id;
 		m->version_age = 0;
 	}
+}
+
+int members_json(const struct membership *ms, char **out, size_t *len)
+{
+	size_t n = 1;
+	char *json = raftd_malloc(3); /* room for a line end after it */
+
+	if (!json)
+		return -ENOMEM;
+	json[0] = '[';
+	for (size_t i = 0; i < ms->count; i++) {
+		char *one;
+		size_t n1;
+		if (member_json_encode(&ms->v[i], &one, &n1))
+			goto out_nomem;
+		char *j = raftd_realloc(json, n + n1 + 3);
+		if (!j) {
+			free(one);
+			goto out_nomem;
+		}
+		json = j;
+		if (i)
+			json[n++] = ',';
+		memcpy(json + n, one, n1);
+		n += n1;
+		free(one);
+	}
+	json[n++] = ']';
+	*out = json;
+	*len = n;
+	return 0;
+
+out_nomem:
+	raftd_free(json);
+	return -ENOMEM;
 }

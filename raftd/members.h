@@ -85,4 +85,9 @@ typedef int (*members_forward_fn)(void *arg, uint64_t leader, const struct raft_
 void members_propose(struct members *m, struct raft *r, members_forward_fn forward,
 		     void *forward_arg);
 
+/* The members as etcd's JSON array (json.Marshal of []*Member: a peer's
+ * GET /members and a promotion's answer), in *out (raftd_malloc, *len
+ * bytes, with room for one more byte after them). 0 or -ENOMEM. */
+int members_json(const struct membership *ms, char **out, size_t *len);
+
 #endif

@@ -586,6 +586,7 @@ static uint64_t peer_turn(struct peer *p, uint64_t now)
 	pthread_mutex_unlock(&p->mu);
 	peer_reap_remotes(p);
 	peer_snap_start_all(p);
+	peer_promote_flush(p);
 	/* remotes are only unlinked by this thread and only added at the
 	 * head, so the list from this head on stays valid without the lock */
 	pthread_mutex_lock(&p->mu);
@@ -755,6 +756,7 @@ void peer_stop(struct peer *p)
 		pthread_join(p->thread, NULL);
 	}
 	p->closing = true;
+	peer_promote_free(p);
 	for (struct peer_conn *c = p->conns; c; c = c->next)
 		peer_conn_close(c);
 	peer_conn_reap(p);

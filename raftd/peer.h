@@ -76,6 +76,13 @@ enum peer_event_kind {
 	PEER_EV_SNAPSHOT_DONE,   /* id, ok: a snapshot send ended */
 	PEER_EV_REMOVED,         /* a peer answered that this member was
 				  * removed from the cluster */
+	PEER_EV_PROMOTE,         /* a peer's POST /members/promote/<id>: id
+				  * the learner; answer it with
+				  * peer_promote_answer(token) */
+	PEER_EV_PROMOTE_DONE,    /* a peer_promote_forward ended: token as
+				  * given, status the leader's HTTP status
+				  * (or a negative errno: no answer), buf
+				  * its body (len bytes, NUL-terminated) */
 };
 
 struct peer_event {
@@ -89,6 +96,9 @@ struct peer_event {
 	 * written to this path (owned by the event; the receiver renames it
 	 * into place), or NULL */
 	char *snap_db_path;
+	uint64_t token;          /* PEER_EV_PROMOTE, PEER_EV_PROMOTE_DONE */
+	int status;              /* PEER_EV_PROMOTE_DONE */
+	size_t len;              /* PEER_EV_PROMOTE_DONE: bytes of buf */
 };
 
 struct peer;
@@ -134,6 +144,26 @@ int peer_set_cluster_version(struct peer *p, const char *version);
  * a URL with port 0 can be told to others; 0 for a unix socket or an
  * index out of range. */
 uint16_t peer_listen_port(const struct peer *p, size_t i);
+
+/*
+ * Answers the peer's POST /members/promote/<id> of PEER_EV_PROMOTE token
+ * (etcd's peerMemberPromoteHandler): status, Content-Type and body as
+ * etcd writes them; the transport adds its headers (X-Etcd-Cluster-ID).
+ * An answer to a request whose connection is gone is dropped. 0 or
+ * -ENOMEM. (raftd/peer_promote.c)
+ */
+int peer_promote_answer(struct peer *p, uint64_t token, int status, const char *ctype,
+			const char *body, size_t len);
+
+/*
+ * Forwards a promotion to the leader, as etcd's promoteMemberHTTP: POST
+ * /members/promote/<member_id> to each of its peer URLs in turn until
+ * one answers, within timeout_ms in all, on a thread of its own; then
+ * PEER_EV_PROMOTE_DONE with token. 0, -ENOMEM or -EAGAIN (a thread could
+ * not be started).
+ */
+int peer_promote_forward(struct peer *p, const char *const *urls, size_t n, uint64_t member_id,
+			 uint64_t token, int timeout_ms);
 
 /* Readable (level-triggered) while events wait. */
 int peer_event_fd(const struct peer *p);

@@ -253,6 +253,31 @@ void peer_conn_accept(struct peer *p, size_t i)
 	}
 }
 
+int peer_url_sockaddr(const struct peer_url *u, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (u->unix_socket) {
+		struct sockaddr_un *sa = (struct sockaddr_un *)ss;
+		if (strlen(u->host) >= sizeof(sa->sun_path))
+			return -ENAMETOOLONG;
+		sa->sun_family = AF_UNIX;
+		strcpy(sa->sun_path, u->host);
+		*sl = sizeof(*sa);
+	} else {
+		struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+					  .ai_flags = AI_NUMERICSERV }, *ai;
+		const char *host = u->host[0] ? u->host : "127.0.0.1";
+		/* names other than addresses resolve here, in the caller's
+		 * thread (etcd's peers are usually given by address) */
+		if (getaddrinfo(host, u->port, &hints, &ai))
+			return -EHOSTUNREACH;
+		memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+		*sl = ai->ai_addrlen;
+		freeaddrinfo(ai);
+	}
+	return 0;
+}
+
 int peer_conn_dial(struct peer *p, const struct peer_url *u, enum peer_conn_kind kind,
 		   struct peer_remote *r, struct peer_conn **out)
 {
@@ -261,27 +286,9 @@ int peer_conn_dial(struct peer *p, const struct peer_url *u, enum peer_conn_kind
 	struct peer_conn *c;
 	int fd, rc, one = 1;
 
-	memset(&ss, 0, sizeof(ss));
-	if (u->unix_socket) {
-		struct sockaddr_un *sa = (struct sockaddr_un *)&ss;
-		if (strlen(u->host) >= sizeof(sa->sun_path))
-			return -ENAMETOOLONG;
-		sa->sun_family = AF_UNIX;
-		strcpy(sa->sun_path, u->host);
-		sl = sizeof(*sa);
-	} else {
-		struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-					  .ai_flags = AI_NUMERICSERV }, *ai;
-		const char *host = u->host[0] ? u->host : "127.0.0.1";
-		/* names other than addresses resolve here, on the transport
-		 * thread (etcd's peers are usually given by address) */
-		rc = getaddrinfo(host, u->port, &hints, &ai);
-		if (rc)
-			return -EHOSTUNREACH;
-		memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-		sl = ai->ai_addrlen;
-		freeaddrinfo(ai);
-	}
+	rc = peer_url_sockaddr(u, &ss, &sl);
+	if (rc)
+		return rc;
 	if (u->tls && !p->client_tls)
 		return -EPROTONOSUPPORT;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

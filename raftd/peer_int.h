@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "raftd/msgappv2.h"
@@ -126,6 +127,8 @@ enum peer_conn_state {
 	PEER_ST_REQUEST,         /* server: reading a request head */
 	PEER_ST_BODY,            /* server: reading a request body */
 	PEER_ST_RESPOND,         /* server: writing an answer */
+	PEER_ST_WAIT,            /* server: waiting for the loop's answer
+				  * (peer_promote.c) */
 	PEER_ST_STREAM_OUT,      /* server: a stream writer's connection */
 	PEER_ST_SEND,            /* client: writing the request */
 	PEER_ST_RESPONSE,        /* client: reading the response head */
@@ -183,6 +186,8 @@ struct peer_conn {
 	uint64_t post_to;
 	struct peer_snap_recv *snap_in;   /* server: POST /raft/snapshot */
 	struct peer_snap_send *snap_out;  /* client: a snapshot being sent */
+	uint64_t promote_token;           /* server, PEER_ST_WAIT: the answer
+					   * awaited */
 };
 
 /* A parsed peer URL. */
@@ -237,6 +242,9 @@ struct peer {
 	size_t n_events;
 	struct peer_snap_send *snaps;     /* under mu: snapshots to start */
 
+	struct peer_promote *promote;     /* peer_promote.c's, made on first
+					   * use under mu */
+
 	struct peer_conn *conns;          /* transport thread only */
 	bool removed_reported;            /* transport thread: PEER_EV_REMOVED
 					   * was sent (once is enough) */
@@ -278,6 +286,11 @@ static inline uint8_t *peer_buf_data(const struct peer_buf *b) { return b->p + b
 /* Parses "scheme://host:port" (http, https, unix, unixs). -EINVAL. */
 int peer_url_parse(const char *text, struct peer_url *u);
 
+struct sockaddr_storage;
+/* The address to connect to for u (a name is resolved here). 0,
+ * -ENAMETOOLONG (a unix socket's path), -EHOSTUNREACH (not resolved). */
+int peer_url_sockaddr(const struct peer_url *u, struct sockaddr_storage *ss, socklen_t *sl);
+
 /* Accepts what waits on listener i. */
 void peer_conn_accept(struct peer *p, size_t i);
 /* Starts a connection to u of the given kind (connect in progress). 0,
@@ -309,6 +322,20 @@ void peer_conn_arm(struct peer_conn *c);
 void peer_serve_input(struct peer_conn *c);
 /* A server connection's answer was written out. */
 void peer_serve_written(struct peer_conn *c);
+
+/* Writes an answer (head and body) on a server connection. */
+void peer_serve_reply(struct peer_conn *c, int status, const char *ctype, const char *extra,
+		      const void *body, size_t len);
+
+/* ---- peer_promote.c ---- */
+/* A whole POST /members/promote/<id>: handed to the loop thread, c waits
+ * for its answer. */
+void peer_promote_serve(struct peer_conn *c);
+/* Writes the answers the loop thread gave (transport thread). */
+void peer_promote_flush(struct peer *p);
+/* Waits for forwarding threads to end and frees what is left (peer_stop,
+ * after the transport thread ended). */
+void peer_promote_free(struct peer *p);
 
 /* ---- peer_client.c ---- */
 /* The request of a dialed connection, once connected. */

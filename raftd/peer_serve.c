@@ -70,8 +70,8 @@ void peer_snap_recv_free(struct peer_snap_recv *s)
 
 /* Writes an answer's head and body into c->out, as Go's server writes
  * one (the handler's headers sorted, then Date and Content-Length). */
-static void peer_serve_reply(struct peer_conn *c, int status, const char *ctype,
-			     const char *extra, const void *body, size_t len)
+void peer_serve_reply(struct peer_conn *c, int status, const char *ctype, const char *extra,
+		      const void *body, size_t len)
 {
 	struct peer *p = c->p;
 	char date[32];
@@ -336,6 +336,8 @@ static void peer_serve_head(struct peer_conn *c)
 		if (!peer_http_str_eq(m, "POST")) {
 			c->answer_status = 405;
 			c->answer_text = "Method Not Allowed";
+		} else {
+			c->answer_headers = PEER_HDR_CLUSTER_ID;
 		}
 		break;
 	default:
@@ -496,6 +498,9 @@ static void peer_serve_small(struct peer_conn *c)
 		peer_buf_free(&json);
 		break;
 	}
+	case PEER_R_PROMOTE:
+		peer_promote_serve(c);
+		break;
 	default:
 		peer_serve_error(c, 404, "404 page not found");
 		break;

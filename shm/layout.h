@@ -69,7 +69,11 @@ struct shm_header {
 	uint64_t blob_bytes;
 	uint64_t cache_off;  /* stored's latest-entry cache (stored/mvcc/lcache.h) */
 	uint64_t cache_bytes;/* its sets' bytes, and a page for its header */
-	uint8_t reserved[3928];
+	/* the cluster id raftd resolved; stored before member_id, which says
+	 * both are known (a region made before the field existed reads 0:
+	 * unknown) */
+	_Atomic uint64_t cluster_id;
+	uint8_t reserved[3920];
 };
 _Static_assert(sizeof(struct shm_header) == SHM_HEADER_BYTES, "header size");
 #define SHM_HEADER_PREFIX_BYTES 40u

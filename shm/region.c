@@ -222,6 +222,7 @@ static int region_init(struct shm_region *r, const struct shm_region_params *p,
 	atomic_init(&h->generation_floor, generation_floor);
 	h->incarnation = incarnation;
 	atomic_init(&h->member_id, p->member_id);
+	atomic_init(&h->cluster_id, 0);
 	for (i = 0; i < SHM_ROLE_COUNT; i++) {
 		shm_doorbell_init(&shm_role_block(r, i)->doorbell);
 		atomic_init(&shm_role_block(r, i)->holder_pid, 0);
@@ -702,6 +703,27 @@ void shm_region_set_member_id(struct shm_region *r, uint64_t member_id)
 {
 	atomic_store_explicit(&r->hdr->member_id, member_id,
 			      memory_order_release);
+}
+
+void shm_region_set_ids(struct shm_region *r, uint64_t member_id, uint64_t cluster_id)
+{
+	atomic_store_explicit(&r->hdr->member_id, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->hdr->cluster_id, cluster_id, memory_order_release);
+	atomic_store_explicit(&r->hdr->member_id, member_id, memory_order_release);
+}
+
+bool shm_region_ids(const struct shm_region *r, uint64_t *member_id, uint64_t *cluster_id)
+{
+	uint64_t mid = atomic_load_explicit(&r->hdr->member_id, memory_order_acquire);
+	uint64_t cid = atomic_load_explicit(&r->hdr->cluster_id, memory_order_acquire);
+
+	/* the member id again: a raftd publishing other ids in between would
+	 * have cleared it first */
+	if (!mid || !cid || atomic_load_explicit(&r->hdr->member_id, memory_order_acquire) != mid)
+		return false;
+	*member_id = mid;
+	*cluster_id = cid;
+	return true;
 }
 
 uint64_t shm_region_incarnation(const struct shm_region *r)

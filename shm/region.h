@@ -132,6 +132,14 @@ void shm_region_detach(struct shm_region *r);
 uint64_t shm_region_member_id(const struct shm_region *r);
 void shm_region_set_member_id(struct shm_region *r, uint64_t member_id);
 
+/* The member and cluster ids raftd resolved (from its WAL, the flags or
+ * the cluster it joined), published together: the cluster id is stored
+ * first and the member id last (release), so a reader that sees a member
+ * id (acquire) sees the cluster id that goes with it. shm_region_ids
+ * returns false while none is published. */
+void shm_region_set_ids(struct shm_region *r, uint64_t member_id, uint64_t cluster_id);
+bool shm_region_ids(const struct shm_region *r, uint64_t *member_id, uint64_t *cluster_id);
+
 /* Bumped every time the region file is created or re-initialised. */
 uint64_t shm_region_incarnation(const struct shm_region *r);
 

@@ -264,6 +264,11 @@ struct shm_region;
  * nohup and the launcher start it. */
 void config_stop_signals(sigset_t *set);
 
+/* Whether one of those signals is pending (blocked, as the daemons block
+ * them until their loop runs): for start-up steps that wait, so that a
+ * stopped daemon does not finish them first. */
+bool config_stop_pending(void);
+
 /* The start-up every daemon shares: blocks the stop signals (the
  * daemon's loop unblocks or reads them, so none is lost before it is
  * ready), ignores SIGPIPE, runs config_load, names the log lines log_name

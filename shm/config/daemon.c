@@ -32,6 +32,19 @@ void config_stop_signals(sigset_t *set)
 		sigaddset(set, SIGHUP);
 }
 
+bool config_stop_pending(void)
+{
+	sigset_t stop, pending;
+
+	config_stop_signals(&stop);
+	if (sigpending(&pending))
+		return false;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&stop, sig) == 1 && sigismember(&pending, sig) == 1)
+			return true;
+	return false;
+}
+
 int config_daemon_start(struct cetcd_config *c, enum config_program prog, const char *log_name,
 			int argc, char *const argv[], struct shm_region **region,
 			int *exit_status)

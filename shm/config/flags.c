@@ -23,8 +23,6 @@ static int config_check_urls_peer(const struct cetcd_config *, const struct conf
 				  struct config_error *);
 static int config_check_urls_tcp(const struct cetcd_config *, const struct config_flag *,
 				  struct config_error *);
-static int config_check_cluster_state(const struct cetcd_config *, const struct config_flag *,
-				      struct config_error *);
 static int config_check_log_outputs(const struct cetcd_config *, const struct config_flag *,
 				    struct config_error *);
 
@@ -119,9 +117,8 @@ const struct config_flag config_flags[] = {
 	  .def = "default=http://localhost:2380", .support = CS_ANY, .scope = SCOPE_ALL,
 	  .section = S_CLUSTER, .usage = "Initial cluster configuration for bootstrapping." },
 	{ .name = "initial-cluster-state", .type = CT_CHOICE, .off = OFF(initial_cluster_state),
-	  .def = "new", .support = CS_PARTIAL, .scope = SCOPE_ALL, .section = S_CLUSTER,
-	  .usage = "Initial cluster state ('new' or 'existing').", .choices = choices_cluster_state,
-	  .check = config_check_cluster_state },
+	  .def = "new", .support = CS_ANY, .scope = SCOPE_ALL, .section = S_CLUSTER,
+	  .usage = "Initial cluster state ('new' or 'existing').", .choices = choices_cluster_state },
 	ANY("initial-cluster-token", CT_STRING, initial_cluster_token, "etcd-cluster", S_CLUSTER,
 	    "Initial cluster token for the etcd cluster during bootstrap."),
 	{ .name = "advertise-client-urls", .type = CT_URLS, .off = OFF(advertise_client_urls),
@@ -392,19 +389,6 @@ static int config_check_urls_peer(const struct cetcd_config *c, const struct con
 	(void)c;
 	(void)f;
 	(void)err;
-	return 0;
-}
-
-static int config_check_cluster_state(const struct cetcd_config *c, const struct config_flag *f,
-				      struct config_error *err)
-{
-	(void)f;
-	if (strcmp(c->initial_cluster_state, "new") != 0) {
-		config_errorf(err, 2,
-			      "--initial-cluster-state=%s is not supported by cetcd yet: joining an existing cluster is not built yet",
-			      c->initial_cluster_state);
-		return -ENOTSUP;
-	}
 	return 0;
 }
 

@@ -2,10 +2,12 @@
 #include "shm/config/member.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "shm/config/config.h"
 #include "shm/config/config_int.h"
@@ -315,6 +317,17 @@ out_free:
 	return rc;
 }
 
+void member_strings_text(char *const *v, size_t n, char *out, size_t cap)
+{
+	size_t len = 0;
+
+	len += (size_t)snprintf(out, cap, "[");
+	for (size_t i = 0; i < n && len < cap; i++)
+		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "", v[i]);
+	if (len < cap)
+		snprintf(out + len, cap - len, "]");
+}
+
 const struct member_info *member_cluster_find(const struct member_cluster *c, const char *name)
 {
 	for (size_t i = 0; i < c->count; i++)
@@ -355,6 +368,37 @@ int member_ids_load(const struct cetcd_config *c, struct shm_region *r, uint64_t
 	if (region_id != 0 && region_id != *member_id)
 		log_warn("the member region names another member id",
 			 LOG_U64("region-member-id", region_id), LOG_U64("member-id", *member_id));
+	return 0;
+}
+
+/* How often member_ids_wait looks, and how often it says it still waits. */
+#define MEMBER_IDS_POLL_MS 50
+#define MEMBER_IDS_LOG_MS 5000
+
+int member_ids_wait(const struct cetcd_config *c, struct shm_region *r, uint64_t *member_id,
+		    uint64_t *cluster_id)
+{
+	uint64_t flag_mid = 0, flag_cid = 0;
+	bool have_flags = member_ids_from_config(c, &flag_mid, &flag_cid) == 0;
+	unsigned waited_ms = 0;
+
+	while (!shm_region_ids(r, member_id, cluster_id)) {
+		if (config_stop_pending())
+			return -EINTR;
+		if (waited_ms % MEMBER_IDS_LOG_MS == MEMBER_IDS_LOG_MS / 5)
+			log_info("waiting for raftd to resolve the member id (from its WAL, the flags, or the cluster it joins)",
+				 LOG_U64("waited-ms", waited_ms));
+		struct timespec ts = { 0, MEMBER_IDS_POLL_MS * 1000000L };
+		nanosleep(&ts, NULL);
+		waited_ms += MEMBER_IDS_POLL_MS;
+	}
+	if (!have_flags || flag_mid != *member_id || flag_cid != *cluster_id) {
+		char mid[24], cid[24];
+		snprintf(mid, sizeof(mid), "%" PRIx64, *member_id);
+		snprintf(cid, sizeof(cid), "%" PRIx64, *cluster_id);
+		log_info("serving with the member id raftd resolved, not the one --initial-cluster derives",
+			 LOG_STR("local-member-id", mid), LOG_STR("cluster-id", cid));
+	}
 	return 0;
 }
 

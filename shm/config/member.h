@@ -83,6 +83,10 @@ int member_peer_urls(char *const *in, size_t n, char ***out);
  * the sorted peer URLs, then the time in decimal, through SHA-1). */
 int member_id_added(char *const *peer_urls, size_t n, int64_t now_s, uint64_t *id);
 
+/* Go's %v of a []string ("[a b c]"), for etcd's log and error texts;
+ * cut to cap bytes with its NUL. */
+void member_strings_text(char *const *v, size_t n, char *out, size_t cap);
+
 /* The member named name, or NULL. */
 const struct member_info *member_cluster_find(const struct member_cluster *c, const char *name);
 
@@ -107,6 +111,19 @@ struct shm_region;
  * another member id. Returns 0 or the error of member_ids_from_config.
  */
 int member_ids_load(const struct cetcd_config *c, struct shm_region *r, uint64_t *member_id,
+		    uint64_t *cluster_id);
+
+/*
+ * The ids stored and gatewayd serve with: the ones raftd resolved and
+ * published in the region r (shm_region_set_ids: its WAL's on a restart,
+ * the joined cluster's with --initial-cluster-state existing, the flags'
+ * for a new cluster), as etcd trusts its WAL over the flags. Waits until
+ * raftd has published them (a restarted stored or gatewayd finds them at
+ * once), logging now and then while it waits; says so at info level when
+ * they are not the ones --initial-cluster derives. Returns 0, or -EINTR
+ * when a stop signal (config_stop_signals) is pending while it waits.
+ */
+int member_ids_wait(const struct cetcd_config *c, struct shm_region *r, uint64_t *member_id,
 		    uint64_t *cluster_id);
 
 #endif

@@ -560,3 +560,53 @@ out_free:
 	member_info_clear(&m);
 	return rc;
 }
+
+int member_json_decode_array(const void *p, size_t len, struct member_info **out, size_t *n)
+{
+	struct mj_in in = { p, (const unsigned char *)p + len, 0 };
+	struct member_info *v = NULL;
+	size_t count = 0;
+	int rc = -EBADMSG;
+
+	mj_ws(&in);
+	if (in.end - in.p >= 4 && memcmp(in.p, "null", 4) == 0) {
+		in.p += 4;
+	} else {
+		if (!mj_eat(&in, '['))
+			return -EBADMSG;
+		if (!mj_eat(&in, ']')) {
+			do {
+				mj_ws(&in);
+				const unsigned char *start = in.p;
+				if (in.p >= in.end || *in.p != '{' || mj_skip_value(&in))
+					goto out_free;
+				struct member_info *nv = realloc(v, (count + 1) * sizeof(*v));
+				if (!nv) {
+					rc = -ENOMEM;
+					goto out_free;
+				}
+				v = nv;
+				memset(&v[count], 0, sizeof(*v));
+				rc = member_json_decode(start, (size_t)(in.p - start), &v[count]);
+				if (rc)
+					goto out_free;
+				count++;
+				rc = -EBADMSG;
+			} while (mj_eat(&in, ','));
+			if (!mj_eat(&in, ']'))
+				goto out_free;
+		}
+	}
+	mj_ws(&in);
+	if (in.p != in.end)
+		goto out_free;
+	*out = v;
+	*n = count;
+	return 0;
+
+out_free:
+	for (size_t i = 0; i < count; i++)
+		member_info_clear(&v[i]);
+	free(v);
+	return rc;
+}

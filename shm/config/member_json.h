@@ -46,6 +46,15 @@ int member_json_encode_attributes(const struct member_info *m, char **out, size_
  */
 int member_json_decode(const void *p, size_t len, struct member_info *out);
 
+/*
+ * A JSON array of Members (what a peer's GET /members answers: etcd's
+ * []*membership.Member), each decoded as member_json_decode; null is an
+ * empty list. *out (malloc'ed, *n of them; free each with
+ * member_info_clear, then the array) is set only on success. Returns 0,
+ * -EBADMSG (not an array of Member objects, trailing bytes) or -ENOMEM.
+ */
+int member_json_decode_array(const void *p, size_t len, struct member_info **out, size_t *n);
+
 /* A ConfChange's context as etcd 3.4 writes it (membership's
  * ConfigChangeContext: the member's fields and "isPromote"), decoded as
  * member_json_decode does; *is_promote is false when the key is absent. */

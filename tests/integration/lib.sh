@@ -14,13 +14,14 @@
 #   it_etcd_start ...       Debian's etcd with the same flags (IT_ETCD_PORT),
 #                           from a snapshot if asked
 #   it_wait_healthy PORT    until /health says true and a gRPC get answers
+#   it_member_answers PORT LOG WHAT   the same as a check, the log shown if not
 #   it_until, it_wait_*     polling with a deadline, never a fixed sleep
 #   it_build_go_tool NAME PKG  tests/tools/NAME, built with Debian's Go packages
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
 #   it_leads EP, it_same_state EP...   a member leads; members agree
 #   it_hash EP              Maintenance.Hash and its header revision
-#   it_same_hashkv EP...    members report the same HashKV
+#   it_same_hashkv EP..., it_acked_at EP PREFIX ACKS N   HashKV; no put lost
 #   it_elected_after LOG MS ms from MS to a leader elected in LOG
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
@@ -205,6 +206,19 @@ it_wait_healthy() {
 	return 1
 }
 
+# it_member_answers PORT LOG WHAT [SECS]: check "WHAT" that the member on
+# client port PORT becomes healthy (it_wait_healthy); when it does not,
+# shows the end of its LOG. Returns 1 then.
+it_member_answers() {
+	if it_wait_healthy "$1" "${4:-60}"; then
+		ok "$3"
+		return 0
+	fi
+	fail "$3"
+	tail -n 20 "$2"
+	return 1
+}
+
 # ------------------------------------------------------------ cetcd
 # it_cetcd_start NAME DATA_DIR LOG [launcher flags...]: starts the launcher
 # in the background on fresh ports, or on IT_CPORT/IT_PPORT when set
@@ -347,7 +361,7 @@ EOF
 it_same_hashkv() {
 	local ep hashes
 	hashes=$(for ep in "$@"; do
-		ETCDCTL_API=3 etcdctl --command-timeout 5s --endpoints "$ep" endpoint hashkv -w json |
+		ETCDCTL_API=3 etcdctl --command-timeout 10s --endpoints "$ep" endpoint hashkv -w json |
 			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
 	done)
 	sed 's/^/    hashkv /' <<<"$hashes"
@@ -385,6 +399,17 @@ def fields(b):
 m = fields(b)
 print(m.get(2, 0), fields(m.get(1, b"")).get(3, 0))
 EOF
+}
+
+# it_acked_at EP PREFIX ACKFILES N: kvclient check through EP finds all N
+# acknowledged puts of ACKFILES (comma-separated) under PREFIX, with their
+# values and mod revisions, and no violation.
+it_acked_at() {
+	local out
+	out=$IT_TMP/acked.$(it_now_ms).$RANDOM
+	"$KVCLIENT" check -endpoint "$1" -prefix "$2" -acks "$3" >"$out" 2>&1 || true
+	grep '^violation ' "$out" | head -5 | sed 's/^/    /' || true
+	test "$(it_kv_val "$out" acks-found)" -eq "$4" -a "$(it_kv_val "$out" violations)" -eq 0
 }
 
 # ------------------------------------------------------------ etcd

@@ -13,8 +13,12 @@
  */
 #include "shm_testlib.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include "shm/config/config.h"
 #include "shm/config/member.h"
+#include "shm/region.h"
 
 static void hex(const uint8_t *d, size_t n, char *out)
 {
@@ -155,12 +159,64 @@ static void test_config(void)
 	config_free(&cfg);
 }
 
+static void *publish_later(void *arg)
+{
+	struct timespec ts = { 0, 150 * 1000000L };
+	nanosleep(&ts, NULL);
+	shm_region_set_ids(arg, 0xabc, 0xdef);
+	return NULL;
+}
+
+/* stored and gatewayd wait for the ids raftd publishes, whatever the
+ * flags derive; a stop signal ends the wait. */
+static void test_ids_wait(void)
+{
+	struct shm_region_params rp = { .slot_count = 4, .max_request_bytes = 64 * 1024 };
+	struct cetcd_config cfg;
+	struct config_error err;
+	struct shm_region *r;
+	char dir[256], path[512];
+	uint64_t mid = 0, cid = 0;
+	char *argv[] = { "stored", NULL };
+	char *env[] = { NULL };
+	sigset_t term, old;
+	pthread_t t;
+
+	test_region_path(dir, sizeof(dir), path, sizeof(path));
+	CHECK_EQ(shm_region_create(path, &rp, &r), 0);
+	CHECK_EQ(config_init(&cfg), 0);
+	CHECK_EQ(config_parse(&cfg, CONFIG_PROG_STORED, 1, argv, env, &err), 0);
+
+	/* a stop signal pending while nothing is published */
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	CHECK_EQ(pthread_sigmask(SIG_BLOCK, &term, &old), 0);
+	CHECK_EQ(kill(getpid(), SIGTERM), 0);
+	CHECK_EQ(member_ids_wait(&cfg, r, &mid, &cid), -EINTR);
+	int sig;
+	CHECK_EQ(sigwait(&term, &sig), 0);
+	CHECK_EQ(pthread_sigmask(SIG_SETMASK, &old, NULL), 0);
+
+	/* published a while after the wait began: those ids, not the flags' */
+	CHECK_EQ(pthread_create(&t, NULL, publish_later, r), 0);
+	CHECK_EQ(member_ids_wait(&cfg, r, &mid, &cid), 0);
+	CHECK(mid == 0xabc && cid == 0xdef);
+	pthread_join(t, NULL);
+	/* a restarted daemon finds them at once */
+	mid = cid = 0;
+	CHECK_EQ(member_ids_wait(&cfg, r, &mid, &cid), 0);
+	CHECK(mid == 0xabc && cid == 0xdef);
+	config_free(&cfg);
+	shm_region_detach(r);
+}
+
 int main(void)
 {
 	test_sha1();
 	test_ids();
 	test_parse();
 	test_config();
+	test_ids_wait();
 	printf("test_member: ok\n");
 	return 0;
 }

@@ -7,6 +7,8 @@
  * snapshots, TLS and unix sockets. Every raftd allocation is counted and
  * none may be left at the end.
  */
+#include <pthread.h>
+
 #include "test_peer_util.h"
 
 #include <fcntl.h>
@@ -262,6 +264,89 @@ static void test_refusals(void)
 }
 
 /* The routes besides raft's, and what a malformed request gets. */
+struct promote_call {
+	uint16_t port;
+	char answer[1024];
+};
+
+static void *promote_post(void *arg)
+{
+	struct promote_call *pc = arg;
+	snprintf(pc->answer, sizeof(pc->answer), "%s",
+		 http_get(pc->port, "POST", "/members/promote/5", NULL));
+	return NULL;
+}
+
+/* The next PEER_EV_PROMOTE (its token), failing the test after 5 s. */
+static uint64_t next_promote(struct pt_node *a, uint64_t want_id)
+{
+	struct peer_event ev;
+	while (pt_next(a, &ev, 5000) == 0) {
+		bool hit = ev.kind == PEER_EV_PROMOTE && ev.id == want_id;
+		uint64_t token = ev.token;
+		peer_event_release(&ev);
+		if (hit)
+			return token;
+	}
+	fprintf(stderr, "no PEER_EV_PROMOTE for %llu\n", (unsigned long long)want_id);
+	exit(1);
+}
+
+/* POST /members/promote/<id> waits for the loop thread's answer (etcd's
+ * peerMemberPromoteHandler); peer_promote_forward makes that request and
+ * reports the answer (here to the member itself). */
+static void test_promote(struct pt_node *a, uint16_t port)
+{
+	static const char refused[] =
+		"etcdserver: can only promote a learner member which is in sync with leader\n";
+	static const char members[] = "[{\"id\":5,\"peerURLs\":[\"http://127.0.0.1:1\"]}]\n";
+	struct promote_call pc = { .port = port };
+	struct peer_event ev;
+	pthread_t t;
+
+	CHECK_EQ(pthread_create(&t, NULL, promote_post, &pc), 0);
+	uint64_t token = next_promote(a, 5);
+	CHECK_EQ(peer_promote_answer(a->p, token, 412, "text/plain; charset=utf-8", refused,
+				     sizeof(refused) - 1), 0);
+	pthread_join(t, NULL);
+	CHECK(strstr(pc.answer, "HTTP/1.1 412 Precondition Failed\r\n"));
+	CHECK(strstr(pc.answer, "X-Etcd-Cluster-Id: 1000\r\n"));
+	CHECK(strstr(pc.answer, "\r\n\r\netcdserver: can only promote a learner member which is in sync with leader\n"));
+	/* an answer for a request that is gone is dropped */
+	CHECK_EQ(peer_promote_answer(a->p, token, 200, "application/json", "[]", 2), 0);
+
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
+	const char *urls[] = { "http://127.0.0.1:1", url };
+	CHECK_EQ(peer_promote_forward(a->p, urls, 2, 5, 77, 5000), 0);
+	token = next_promote(a, 5);
+	CHECK_EQ(peer_promote_answer(a->p, token, 200, "application/json", members,
+				     sizeof(members) - 1), 0);
+	bool done = false;
+	while (!done && pt_next(a, &ev, 5000) == 0) {
+		if (ev.kind == PEER_EV_PROMOTE_DONE) {
+			CHECK_EQ(ev.token, 77);
+			CHECK_EQ(ev.status, 200);
+			CHECK(ev.len == sizeof(members) - 1 && memcmp(ev.buf, members, ev.len) == 0);
+			done = true;
+		}
+		peer_event_release(&ev);
+	}
+	CHECK(done);
+	/* nobody answers at all: an error instead of a status */
+	const char *none[] = { "http://127.0.0.1:1" };
+	CHECK_EQ(peer_promote_forward(a->p, none, 1, 5, 78, 2000), 0);
+	done = false;
+	while (!done && pt_next(a, &ev, 5000) == 0) {
+		if (ev.kind == PEER_EV_PROMOTE_DONE) {
+			CHECK(ev.token == 78 && ev.status < 0);
+			done = true;
+		}
+		peer_event_release(&ev);
+	}
+	CHECK(done);
+}
+
 static void test_http_routes(void)
 {
 	struct pt_node a = { 0 };
@@ -289,8 +374,11 @@ static void test_http_routes(void)
 	CHECK(strstr(ans, "HTTP/1.1 200 OK\r\n") && strstr(ans, "{\"OK\":true,\"Now\":\""));
 	ans = http_get(port, "GET", "/nothing", NULL);
 	CHECK(strstr(ans, "HTTP/1.1 404 Not Found\r\n") && strstr(ans, "404 page not found\n"));
-	ans = http_get(port, "POST", "/members/promote/5", NULL);
-	CHECK(strstr(ans, "HTTP/1.1 404 Not Found\r\n"));
+	ans = http_get(port, "POST", "/members/promote/x5", NULL);
+	CHECK(strstr(ans, "HTTP/1.1 404 Not Found\r\n") && strstr(ans, "member x5 not found in cluster\n"));
+	ans = http_get(port, "GET", "/members/promote/5", NULL);
+	CHECK(strstr(ans, "HTTP/1.1 405 Method Not Allowed\r\n") && strstr(ans, "Allow: POST\r\n"));
+	test_promote(&a, port);
 	ans = http_get(port, "GET", "/raft", NULL);
 	CHECK(strstr(ans, "HTTP/1.1 405 Method Not Allowed\r\n") && strstr(ans, "Allow: POST\r\n"));
 

@@ -242,12 +242,72 @@ static void test_out_of_memory(void)
 	member_cluster_free(&c);
 }
 
+/* A member joining a running cluster: the WAL has the ids the cluster
+ * gave and no bootstrap entries, also when reopened before anything came;
+ * bootstrap_wal_ids reads them back without replaying or locking. */
+static void test_join(void)
+{
+	struct member_cluster c;
+	struct bootstrap_state s;
+	uint64_t mid, cid;
+	char dir[512];
+
+	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "tok", &c), 0);
+	c.v[0].id = 0x1111;
+	c.v[1].id = 0x2222;
+	c.cluster_id = 0xc1c1;
+	wt_path(dir, sizeof(dir), "join");
+	CHECK_EQ(bootstrap_wal_ids(dir, &mid, &cid), -ENOENT);
+	struct bootstrap_params p = { .wal_dir = dir, .member_id = 0x2222, .cluster = &c,
+				      .join = true };
+	CHECK_EQ(bootstrap_open(&p, &s), 0);
+	CHECK(s.created);
+	CHECK(s.member_id == 0x2222 && s.cluster_id == 0xc1c1);
+	CHECK_EQ(s.n_entries, 0);
+	CHECK(raft_hardstate_is_empty(&s.hs));
+	/* read while raftd holds the WAL */
+	CHECK_EQ(bootstrap_wal_ids(dir, &mid, &cid), 0);
+	CHECK(mid == 0x2222 && cid == 0xc1c1);
+	bootstrap_state_free(&s);
+
+	/* reopened with the flags of a new cluster: still no bootstrap
+	 * entries, since the WAL is another cluster's */
+	member_cluster_free(&c);
+	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "tok", &c), 0);
+	p = (struct bootstrap_params){ .wal_dir = dir, .member_id = c.v[1].id, .cluster = &c };
+	CHECK_EQ(bootstrap_open(&p, &s), 0);
+	CHECK(!s.created);
+	CHECK(s.member_id == 0x2222 && s.cluster_id == 0xc1c1);
+	CHECK_EQ(s.n_entries, 0);
+	bootstrap_state_free(&s);
+
+	/* a new cluster's WAL: the ids it was created with */
+	wt_path(dir, sizeof(dir), "join-new");
+	p = (struct bootstrap_params){ .wal_dir = dir, .member_id = c.v[0].id, .cluster = &c };
+	CHECK_EQ(bootstrap_open(&p, &s), 0);
+	bootstrap_state_free(&s);
+	CHECK_EQ(bootstrap_wal_ids(dir, &mid, &cid), 0);
+	CHECK(mid == c.v[0].id && cid == c.cluster_id);
+	/* a later segment without a good metadata record: the first's */
+	char seg[640];
+	snprintf(seg, sizeof(seg), "%s/0000000000000001-0000000000000009.wal", dir);
+	FILE *f = fopen(seg, "w");
+	CHECK(f != NULL);
+	CHECK(fwrite("garbage!", 1, 8, f) == 8);
+	fclose(f);
+	mid = cid = 0;
+	CHECK_EQ(bootstrap_wal_ids(dir, &mid, &cid), 0);
+	CHECK(mid == c.v[0].id && cid == c.cluster_id);
+	member_cluster_free(&c);
+}
+
 int main(void)
 {
 	wt_count_allocs();
 	test_metadata();
 	test_conf_change();
 	test_create_and_restart();
+	test_join();
 	test_refusals();
 	test_out_of_memory();
 	CHECK_EQ(wt_live_allocs(), 0);

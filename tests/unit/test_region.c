@@ -48,6 +48,15 @@ static void test_create_attach(void)
 	shm_region_set_member_id(a, 99);
 	CHECK_EQ(shm_region_member_id(l), 99);
 
+	/* raftd's ids: none until both are published, then both together */
+	uint64_t mid = 1, cid = 1;
+	CHECK(!shm_region_ids(l, &mid, &cid)); /* a member id without a cluster id */
+	CHECK(mid == 1 && cid == 1);
+	shm_region_set_ids(a, 0xaa, 0xcc);
+	CHECK(shm_region_ids(l, &mid, &cid));
+	CHECK(mid == 0xaa && cid == 0xcc);
+	CHECK_EQ(shm_region_member_id(l), 0xaa);
+
 	/* Everything is position independent: the two handles map the file
 	 * at different addresses and still share the rings. */
 	{
