@@ -1,5 +1,6 @@
 /* HTTP/1.x requests on the client port (see http1.h). */
 #include "gatewayd/http1.h"
+#include "shm/hashkv.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -350,6 +351,39 @@ static int http1_handle(struct http1_conn *c, const struct http1_request *req)
 	return http1_answer(c, req, &a);
 }
 
+/* The largest body of GET /members/hashkv read ({"revision":N} is short). */
+#define HTTP1_HASHKV_BODY_MAX 4096u
+
+/* etcd's hashKVHandler: GET only, the body a HashKVRequest's JSON, the
+ * answer a HashKVResponse's JSON, or 400 with the error's text. */
+static int http1_hashkv(struct http1_conn *c, const struct http1_request *req,
+			const uint8_t *body, size_t len)
+{
+	struct hashkv_resp r = { 0 };
+	struct http1_answer a = { .status = 400, .nosniff = true,
+				  .content_type = "text/plain; charset=utf-8" };
+	const char *why = NULL;
+	char text[256];
+	int64_t rev = 0;
+
+	if (!(req->method_len == 3 && memcmp(req->method, "GET", 3) == 0))
+		return http1_answer(c, req, &http1_not_allowed);
+	if (hashkv_request_decode(body, len, &rev)) {
+		a.body = "error unmarshalling request\n";
+		return http1_answer(c, req, &a);
+	}
+	if (c->ops->hashkv(c->ops->arg, rev, &r, &why)) {
+		snprintf(text, sizeof(text), "%s\n", why ? why : "cannot compute the hash");
+		a.body = text;
+		return http1_answer(c, req, &a);
+	}
+	if (hashkv_response_encode(text, sizeof(text), &r) < 0)
+		return -ENOMEM;
+	a = (struct http1_answer){ .status = 200, .content_type = "application/json",
+				   .body = text };
+	return http1_answer(c, req, &a);
+}
+
 /* Answers the complete requests in buf[0..len); returns the bytes used
  * (all of them once the connection is closing) or -ENOMEM. */
 static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
@@ -371,6 +405,17 @@ static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
 			if (http1_refuse(c, rc == HTTP1_BAD ? 400 : 431, NULL))
 				return -ENOMEM;
 			break;
+		}
+		if (c->ops && c->ops->hashkv && http1_path_is(&req, HASHKV_PATH) && !req.chunked &&
+		    req.content_length <= HTTP1_HASHKV_BODY_MAX) {
+			/* the one request whose body is read: wait for all of it */
+			size_t blen = req.has_length ? (size_t)req.content_length : 0;
+			if (len - off - (size_t)rc < blen)
+				break;
+			if (http1_hashkv(c, &req, buf + off + rc, blen))
+				return -ENOMEM;
+			off += (size_t)rc + blen;
+			continue;
 		}
 		off += (size_t)rc;
 		if (http1_handle(c, &req))

@@ -63,10 +63,17 @@ struct http1_request {
  */
 int http1_parse(const uint8_t *buf, size_t len, size_t max_head, struct http1_request *req);
 
+struct hashkv_resp;
+
 /* What the connection needs from the rest of gatewayd. */
 struct http1_ops {
 	/* /health: whether the member is healthy (raftd knows a leader). */
 	bool (*healthy)(void *arg);
+	/* GET /members/hashkv (shm/hashkv.h), served only where this is set
+	 * (connections raftd hands over from the peer port): the HashKV at
+	 * rev into *out; 0, or a negative code, whose text (etcd's mvcc
+	 * error, without "etcdserver: ") it puts in *why for the 400. */
+	int (*hashkv)(void *arg, int64_t rev, struct hashkv_resp *out, const char **why);
 	void *arg;
 };
 

@@ -17,10 +17,12 @@
  * once. While one runs the loop does not sleep. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/http1.h"
 #include "gatewayd/server.h"
+#include "shm/hashkv.h"
 #include "shm/readers.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/mvcc.h"
@@ -245,6 +247,42 @@ void maint_turn(struct gw_server *s)
 	if (rc || done)
 		maint_job_drop(s, j);
 	s->more_work = s->maint_jobs != NULL;
+}
+
+/* How often a hash computed at once starts again when the db file is
+ * replaced under it. */
+#define MAINT_HASH_NOW_TRIES 8
+
+int maint_hashkv_peer(void *server, int64_t rev, struct hashkv_resp *out, const char **why)
+{
+	struct gw_server *s = server;
+	struct maint_job *j = calloc(1, sizeof(*j));
+	bool done = false;
+	int rc = -EAGAIN;
+
+	if (!j)
+		return -ENOMEM;
+	j->kv = true;
+	j->rev = rev;
+	for (int i = 0; i < MAINT_HASH_NOW_TRIES && rc == -EAGAIN; i++) {
+		rc = maint_job_start(s, j);
+		if (rc == -EAGAIN)
+			maint_job_reset(s, j);
+	}
+	while (rc == 0 && !done)
+		rc = mvcc_hashkv_step(&j->h.kv, MAINT_HASH_TURN_BUDGET, &done);
+	if (rc == 0)
+		*out = (struct hashkv_resp){ .member_id = s->member_id, .revision = j->h.kv.rev,
+					     .hash = j->h.kv.hash,
+					     .compact_revision = j->h.kv.compact_rev };
+	if (rc && mvcc_is_request_error(rc)) {
+		/* etcd's handler writes mvcc's error, not rpctypes' */
+		*why = mvcc_strerror(rc);
+		if (!strncmp(*why, "etcdserver: ", 12))
+			*why += 12;
+	}
+	maint_job_free(s, j);
+	return rc;
 }
 
 /* Queues a job for call; answers the call when it cannot. */

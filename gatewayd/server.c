@@ -22,6 +22,7 @@
 #include "proto/check.h"
 #include "shm/config/config.h"
 #include "shm/doorbell.h"
+#include "shm/gwsock.h"
 #include "shm/hello.h"
 #include "shm/log/log.h"
 #include "shm/region.h"
@@ -73,6 +74,7 @@ struct gw_conn {
 	bool listed;               /* on the flush list */
 	bool lingering;            /* write side shut, waiting for the client's close */
 	bool dead;                 /* closed; freed at the end of the turn */
+	bool local;                /* from the local socket (GW_LISTEN_LOCAL) */
 	int64_t linger_until_ns;
 	struct gw_conn *prev, *next;  /* s->conns */
 	struct gw_conn *flush_next;   /* s->flush_head, or s->dead */
@@ -305,7 +307,7 @@ static void gw_conn_start_http1(struct gw_server *s, struct gw_conn *c)
 {
 	c->proto = GW_HTTP1;
 	s->stats.http1_conns++;
-	http1_conn_init(&c->h1, &s->http1);
+	http1_conn_init(&c->h1, c->local ? &s->http1_local : &s->http1);
 }
 
 /* The first bytes tell HTTP/2 (the client preface) from HTTP/1.x. */
@@ -413,7 +415,7 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 		close(fd);
 		return -ENOMEM;
 	}
-	if (mode == GW_LISTEN_PLAIN)
+	if (mode == GW_LISTEN_PLAIN || mode == GW_LISTEN_LOCAL)
 		transport_fd_init(&c->t, fd);
 	else if (mode == GW_LISTEN_TLS)
 		rc = transport_tls_init(&c->t, fd, s->tls);
@@ -425,6 +427,7 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 		return rc;
 	}
 	c->s = s;
+	c->local = mode == GW_LISTEN_LOCAL;
 	c->src = (struct gw_src){ .kind = GW_SRC_CONN, .fd = fd };
 	c->events = EPOLLIN;
 	rc = gw_epoll(s, EPOLL_CTL_ADD, &c->src, EPOLLIN);
@@ -469,6 +472,11 @@ static void gw_accept(struct gw_server *s, struct gw_listener *l)
 			}
 			return;
 		}
+		if (l->mode == GW_LISTEN_LOCAL && !gwsock_same_user(fd)) {
+			log_warn("refused a connection on the local socket from another user");
+			close(fd);
+			continue;
+		}
 		if (gw_conn_adopt(s, fd, l->mode))
 			log_warn("dropped a client connection", LOG_STR("reason", "out of memory"));
 	}
@@ -489,7 +497,7 @@ int gw_server_listen(struct gw_server *s, int fd, enum gw_listen_mode mode)
 	struct gw_listener *l;
 	int rc;
 
-	if (mode != GW_LISTEN_PLAIN && !s->tls) {
+	if (mode != GW_LISTEN_PLAIN && mode != GW_LISTEN_LOCAL && !s->tls) {
 		close(fd);
 		return -EINVAL;
 	}
@@ -942,6 +950,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s->pb = (ProtobufCAllocator){ .alloc = gw_pb_alloc_fn, .free = gw_pb_free_fn,
 				      .allocator_data = s };
 	s->http1 = (struct http1_ops){ .healthy = gw_healthy, .arg = s };
+	s->http1_local = (struct http1_ops){ .healthy = gw_healthy, .hashkv = maint_hashkv_peer, .arg = s };
 
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

@@ -208,6 +208,7 @@ struct gw_server {
 
 	struct grpc_server *grpc;
 	struct http1_ops http1;
+	struct http1_ops http1_local;   /* GW_LISTEN_LOCAL connections' */
 	ProtobufCAllocator pb;          /* unpacks into the turn's arena */
 	struct gw_arena *arena;
 	struct gw_method *methods;      /* registered unary handlers (owned) */
@@ -261,6 +262,10 @@ enum gw_listen_mode {
 	GW_LISTEN_TLS,   /* https: TLS with the server's context first */
 	GW_LISTEN_BOTH,  /* http and https on one address: the client's first
 			  * byte tells which (transport_sniff_init) */
+	GW_LISTEN_LOCAL, /* this gatewayd's local socket (shm/gwsock.h): what
+			  * raftd hands over from the peer port, in the clear,
+			  * from processes of this user only; HTTP/1 serves
+			  * the peer port's GET /members/hashkv there */
 };
 
 /* Takes ownership of a listening, non-blocking socket, served as mode
@@ -417,6 +422,13 @@ int kv_register(struct gw_server *s);
  * once its events are handled, before anything of the turn's arena goes. */
 void kv_turn(struct gw_server *s);
 int maint_register(struct gw_server *s);
+/* The peer port's GET /members/hashkv (http1_ops.hashkv; server is the
+ * gw_server): the HashKV at rev, computed at once, which holds this
+ * gatewayd's loop for the time of one hash (the corruption checks that
+ * ask for it come seldom). 0, or an MVCC_ERR_* (its text in *why) or a
+ * read error. */
+struct hashkv_resp;
+int maint_hashkv_peer(void *server, int64_t rev, struct hashkv_resp *out, const char **why);
 /* Takes the next step of the Hash or HashKV being computed (maint.c), and
  * keeps the loop from sleeping while one is; once per turn, with the
  * turn's reads. */

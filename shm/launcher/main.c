@@ -51,6 +51,7 @@
 #include "shm/config/config.h"
 #include "shm/config/member.h"
 #include "shm/diskio/diskio.h"
+#include "shm/launcher/corrupt.h"
 #include "shm/log/errmsg.h"
 #include "shm/log/log.h"
 #include "shm/region.h"
@@ -295,45 +296,6 @@ static int launch_prepare_region(const struct cetcd_config *c, struct shm_region
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 	}
 	return rc;
-}
-
-/*
- * --experimental-initial-corrupt-check: etcd compares its HashKV with every
- * peer's before it serves, and passes when none differs; a peer it cannot
- * ask is passed over (etcd's check passes on a cluster's first start, when
- * no peer answers yet). A member alone in its cluster has no peer to
- * differ. cetcd does not yet ask peers for their HashKV (etcd asks over
- * the peers' gRPC on the peer URLs), so each peer is passed over with a
- * warning that says so. The launcher runs it (also as --prepare-only,
- * before the units start the daemons), so that it ends before any process
- * of the member serves. Returns 0, or the error of member_ids_load
- * (logged).
- */
-static int launch_initial_corrupt_check(const struct cetcd_config *cfg)
-{
-	char id[24], peer[24], timeout[32];
-	uint64_t ms = config_request_timeout_ms(cfg), member_id, cluster_id;
-	struct member_cluster mc;
-	int rc = member_ids_load(cfg, NULL, &member_id, &cluster_id);
-
-	if (rc)
-		return rc;
-	snprintf(id, sizeof(id), "%llx", (unsigned long long)member_id);
-	log_duration_text(ms, timeout);
-	log_info("starting initial corruption check", LOG_STR("local-member-id", id),
-		 LOG_STR("timeout", timeout));
-	if (member_cluster_parse(cfg->initial_cluster, cfg->initial_cluster_token, &mc) == 0) {
-		for (size_t i = 0; i < mc.count; i++) {
-			if (mc.v[i].id == member_id)
-				continue;
-			snprintf(peer, sizeof(peer), "%llx", (unsigned long long)mc.v[i].id);
-			log_warn("cannot fetch hash from remote peer; asking peers for their HashKV is not supported by cetcd yet",
-				 LOG_STR("local-member-id", id), LOG_STR("remote-peer-id", peer));
-		}
-		member_cluster_free(&mc);
-	}
-	log_info("initial corruption checking passed; no corruption", LOG_STR("local-member-id", id));
-	return 0;
 }
 
 /* The directory of the running executable, where the daemons live too. */
@@ -634,7 +596,7 @@ int main(int argc, char **argv)
 		goto out_free_config;
 	if (launch_lock_member(&l.cfg, &l.member_lock_fd))
 		goto out_free_config;
-	if (l.cfg.experimental_initial_corrupt_check && launch_initial_corrupt_check(&l.cfg))
+	if (l.cfg.experimental_initial_corrupt_check && corrupt_initial_check(&l.cfg))
 		goto out_unlock;
 	if (l.cfg.prepare_only) {
 		if (launch_runtime_dir(&l.cfg) || launch_prepare_region(&l.cfg, &region))
