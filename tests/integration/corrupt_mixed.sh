@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# --experimental-initial-corrupt-check across a mixed cluster: Debian's
+# etcd 3.4 (x0) and two cetcd members (x1, x2) on etcd's peer protocol.
+# etcd asks its peers for their HashKV with GET /members/hashkv on their
+# peer URLs, and so does cetcd's launcher:
+#   - with the data in agreement, etcd restarted with the check passes it
+#     against the cetcd peers ("initial corruption checking passed"), and
+#     so does a cetcd member restarted with it against etcd and cetcd;
+#   - a cetcd member whose db was changed offline as etcd's e2e test
+#     changes it (tests/tools/corruptdb, on the real bbolt) refuses to
+#     start with etcd's error, its peers etcd and cetcd both differing;
+#   - etcd, its db changed the same way, refuses to start with its own
+#     error, having asked the cetcd peer.
+# Exits 77 when the programs, Debian's etcd and etcdctl, python3 or Go
+# with Debian's bbolt are missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcdctl
+it_need_etcd
+it_build_go_tool corruptdb go.etcd.io/bbolt
+CORRUPTDB=$IT_BUILD/tests/corruptdb
+it_init corrupt-mixed
+
+ctl() { etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
+kinds=(etcd cetcd cetcd)
+read -r -a ports < <(it_free_ports 6)
+initial=""
+for i in 0 1 2; do
+	initial+="${initial:+,}x$i=http://127.0.0.1:${ports[2 * i + 1]}"
+done
+ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
+log_of() { echo "$IT_TMP/x$1.log"; }
+pids=()
+
+# start I [flags...]: member I on its ports and data dir.
+start() {
+	local i=$1 bin extra=()
+	shift
+	if [[ ${kinds[i]} == etcd ]]; then
+		bin=$(command -v etcd)
+		# etcd loads its peers at a restart from its last snapshot
+		extra=(--logger zap --log-outputs stderr --snapshot-count 3)
+	else
+		bin=$IT_BIN/cetcd
+		mkdir -p "$IT_RT/x$i"
+		extra=(--runtime-dir "$IT_RT/x$i")
+	fi
+	"$bin" --name "x$i" --data-dir "$IT_TMP/x$i" "${extra[@]}" \
+		--listen-client-urls "http://127.0.0.1:${ports[2 * i]}" \
+		--advertise-client-urls "http://127.0.0.1:${ports[2 * i]}" \
+		--listen-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
+		--initial-advertise-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
+		--initial-cluster "$initial" --initial-cluster-token corrupt-mixed "$@" \
+		2>>"$(log_of "$i")" >&2 &
+	pids[i]=$!
+	it_track "${pids[i]}"
+}
+stop() {
+	kill -TERM "${pids[$1]}" 2>/dev/null || true
+	it_wait_gone "${pids[$1]}" 15000 || kill -9 "${pids[$1]}" 2>/dev/null || true
+	wait "${pids[$1]}" 2>/dev/null || true
+}
+# exits_with I TEXT: member I's process ended by itself within 30 s, and
+# its log since the mark has TEXT.
+exits_with() {
+	it_wait_gone "${pids[$1]}" 30000 || return 1
+	tail -c +"$2" "$(log_of "$1")" | grep -q -- "$3"
+}
+mark() { echo $(($(stat -c %s "$(log_of "$1")") + 1)); }
+hashes() {
+	for i in 0 1 2; do
+		ctl --endpoints "$(ep "$i")" endpoint hashkv -w json 2>/dev/null |
+			python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["HashKV"]["hash"])'
+	done | sort -u | wc -l
+}
+
+for i in 0 1 2; do start "$i"; done
+for i in 0 1 2; do
+	it_wait_healthy "${ports[2 * i]}" 60 || { fail "x$i (${kinds[i]}) answers"; it_summary; exit 1; }
+done
+ok "the three members answer"
+for n in $(seq 1 20); do ctl --endpoints "$(ep 1)" put "k$n" "v$n" >/dev/null; done
+check "every member has the same state" it_until 20000 it_same_state "$(ep 0)" "$(ep 1)" "$(ep 2)"
+check "every member has the same HashKV" [ "$(hashes)" = 1 ]
+
+# etcd restarted with the check, its data in agreement
+stop 0
+m=$(mark 0)
+start 0 --experimental-initial-corrupt-check
+check "etcd passes the initial check against the cetcd peers" \
+	it_until 30000 bash -c "tail -c +$m '$(log_of 0)' | grep -q 'initial corruption checking passed; no corruption'"
+check "etcd serves after it" it_wait_healthy "${ports[0]}" 60
+check "etcd got an answer from every peer" \
+	bash -c "! tail -c +$m '$(log_of 0)' | grep -q 'failed hash kv request'"
+
+# a cetcd member restarted with the check, its data in agreement
+stop 1
+m=$(mark 1)
+start 1 --experimental-initial-corrupt-check
+check "cetcd passes the initial check against etcd and cetcd" \
+	it_until 30000 bash -c "tail -c +$m '$(log_of 1)' | grep -q 'initial corruption checking passed; no corruption'"
+check "cetcd serves after it" it_wait_healthy "${ports[2]}" 60
+check "it logged no hash mismatch" bash -c "! tail -c +$m '$(log_of 1)' | grep -q 'found different hash'"
+
+# a cetcd member with a corrupted db
+stop 1
+check "corruptdb changes cetcd's db offline" "$CORRUPTDB" "$IT_TMP/x1/member/snap/db"
+m=$(mark 1)
+start 1 --experimental-initial-corrupt-check
+id1=$(python3 -c 'import sys; print("%016x" % int(sys.argv[1]))' \
+	"$(ctl --endpoints "$(ep 2)" member list -w json | python3 -c 'import json,sys
+print([m["ID"] for m in json.load(sys.stdin)["members"] if m["name"] == "x1"][0])')")
+check "cetcd refuses to start with etcd's error (etcdmain: $id1 found data inconsistency with peers)" \
+	exits_with 1 "$m" "etcdmain: $id1 found data inconsistency with peers"
+check "cetcd saw both peers (etcd and cetcd) differ" \
+	[ "$(tail -c +"$m" "$(log_of 1)" | grep -c 'found different hash values from remote peer')" = 2 ]
+
+# etcd with a corrupted db, its cetcd peer x2 up (x1 down)
+stop 0
+check "corruptdb changes etcd's db offline" "$CORRUPTDB" "$IT_TMP/x0/member/snap/db"
+m=$(mark 0)
+start 0 --experimental-initial-corrupt-check
+check "etcd refuses to start: found data inconsistency with peers" \
+	exits_with 0 "$m" "found data inconsistency with peers"
+check "etcd found the cetcd peer's hash different" \
+	bash -c "tail -c +$m '$(log_of 0)' | grep 'found different hash values from remote peer' | grep -q '${ports[5]}'"
+stop 2
+it_summary
