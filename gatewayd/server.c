@@ -670,12 +670,13 @@ void gw_header_pb(struct gw_server *s, int64_t revision, Etcdserverpb__ResponseH
 	hdr->raft_term = h.raft_term;
 }
 
-/* /health: healthy when raftd knows a leader, as etcd 3.4 decides. */
+/* /health: healthy when no alarm is raised and raftd knows a leader, as
+ * etcd 3.4 decides. */
 static bool gw_healthy(void *arg)
 {
 	struct gw_server *s = arg;
 	struct status_raftd rs;
-	return status_raftd_read(s->r, &rs) == 0 && rs.leader_id != 0;
+	return status_raftd_read(s->r, &rs) == 0 && rs.leader_id != 0 && !alarm_raised(s);
 }
 
 /* ---- the attach exchange ---- */
@@ -983,6 +984,8 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 		rc = maint_register(s);
 	if (!rc)
 		rc = cluster_register(s);
+	if (!rc)
+		rc = alarm_register(s);
 	if (rc)
 		goto out_free;
 	*out = s;

@@ -434,5 +434,8 @@ int maint_hashkv_peer(void *server, int64_t rev, struct hashkv_resp *out, const 
  * turn's reads. */
 void maint_turn(struct gw_server *s);
 int cluster_register(struct gw_server *s);
+/* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
+int alarm_register(struct gw_server *s);
+bool alarm_raised(struct gw_server *s);
 
 #endif
