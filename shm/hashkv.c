@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/gwsock.h"
 #include "shm/log/errmsg.h"
 #include "shm/peer_url.h"
 #include "shm/tls/tls.h"
@@ -510,22 +511,65 @@ static ssize_t hashkv_recv(int fd, struct tls_conn *tc, uint8_t *buf, size_t cap
 	}
 }
 
-enum hashkv_outcome hashkv_fetch(const char *url, int64_t rev, struct tls_ctx *tls,
-				 int timeout_ms, struct hashkv_resp *out, char *err, size_t cap)
+/* Sends the request on a connected socket (through tc when not NULL)
+ * and reads the answer. */
+static enum hashkv_outcome hashkv_exchange(int fd, struct tls_conn *tc, const char *host,
+					   int64_t rev, int64_t deadline,
+					   struct hashkv_resp *out, char *err, size_t cap, int *rcp)
 {
 	static uint8_t answer[HASHKV_MAX_ANSWER];
-	int64_t deadline = hashkv_now_ms() + timeout_ms;
-	struct peer_url u;
-	struct tls_conn *tc = NULL;
 	char body[64], req[512];
 	const uint8_t *ab;
 	size_t alen;
 	ssize_t got;
-	int fd = -1, rc, n, blen, status;
+	int n, blen, status, rc;
+
+	blen = hashkv_request_encode(body, sizeof(body), rev);
+	n = snprintf(req, sizeof(req),
+		     "GET " HASHKV_PATH " HTTP/1.1\r\nHost: %s\r\nUser-Agent: cetcd\r\n"
+		     "Content-Length: %d\r\nContent-Type: application/json\r\n"
+		     "Connection: close\r\n\r\n%s",
+		     host, blen, body);
+	if (blen < 0 || n < 0 || (size_t)n >= sizeof(req)) {
+		snprintf(err, cap, "request too long");
+		return HASHKV_FAILED;
+	}
+	if (tc) {
+		int left = (int)(deadline - hashkv_now_ms());
+		rc = tls_conn_write_all_timed(tc, req, (size_t)n, left > 0 ? left : 1);
+	} else {
+		rc = hashkv_send(fd, req, (size_t)n, deadline);
+	}
+	got = rc ? rc : hashkv_recv(fd, tc, answer, sizeof(answer), deadline);
+	if (got < 0) {
+		*rcp = (int)got;
+		return HASHKV_FAILED;
+	}
+	if (hashkv_http_response(answer, (size_t)got, &status, &ab, &alen)) {
+		snprintf(err, cap, "malformed HTTP response");
+		return HASHKV_FAILED;
+	}
+	return hashkv_answer(status, ab, alen, out, err, cap);
+}
+
+/* The text of a failure to reach url, as Go's client words it. */
+static void hashkv_error(char *err, size_t cap, const char *url, int rc)
+{
+	snprintf(err, cap, "Get \"%s" HASHKV_PATH "\": %s", url,
+		 rc == -ETIMEDOUT ? "context deadline exceeded" : errmsg_get(rc));
+}
+
+enum hashkv_outcome hashkv_fetch(const char *url, int64_t rev, struct tls_ctx *tls,
+				 int timeout_ms, struct hashkv_resp *out, char *err, size_t cap)
+{
+	int64_t deadline = hashkv_now_ms() + timeout_ms;
+	struct peer_url u;
+	struct tls_conn *tc = NULL;
+	char host[300];
+	int fd = -1, rc = 0;
 	enum hashkv_outcome oc = HASHKV_FAILED;
 
-	rc = peer_url_parse(url, &u);
-	if (rc) {
+	if (peer_url_parse(url, &u)) {
 		snprintf(err, cap, "parse \"%s\": invalid URL", url);
 		return HASHKV_FAILED;
 	}
@@ -533,51 +577,37 @@ enum hashkv_outcome hashkv_fetch(const char *url, int64_t rev, struct tls_ctx *t
 		snprintf(err, cap, "a TLS peer URL without peer TLS");
 		return HASHKV_FAILED;
 	}
-	blen = hashkv_request_encode(body, sizeof(body), rev);
-	n = snprintf(req, sizeof(req),
-		     "GET " HASHKV_PATH " HTTP/1.1\r\nHost: %s%s%s\r\nUser-Agent: cetcd\r\n"
-		     "Content-Length: %d\r\nContent-Type: application/json\r\n"
-		     "Connection: close\r\n\r\n%s",
-		     u.unix_socket ? "localhost" : u.host, u.unix_socket ? "" : ":",
-		     u.unix_socket ? "" : u.port, blen, body);
-	if (blen < 0 || n < 0 || (size_t)n >= sizeof(req)) {
-		snprintf(err, cap, "request too long");
-		return HASHKV_FAILED;
-	}
+	snprintf(host, sizeof(host), "%s%s%s", u.unix_socket ? "localhost" : u.host,
+		 u.unix_socket ? "" : ":", u.unix_socket ? "" : u.port);
 	rc = hashkv_dial(&u, deadline, &fd);
-	if (rc)
-		goto out_failed;
-	if (u.tls) {
+	if (!rc && u.tls) {
 		int left = (int)(deadline - hashkv_now_ms());
 		rc = tls_conn_new(tls, fd, u.unix_socket ? NULL : u.host, &tc);
 		if (!rc)
 			rc = tls_conn_handshake_timed(tc, left > 0 ? left : 1);
-		if (!rc) {
-			left = (int)(deadline - hashkv_now_ms());
-			rc = tls_conn_write_all_timed(tc, req, (size_t)n, left > 0 ? left : 1);
-		}
-	} else {
-		rc = hashkv_send(fd, req, (size_t)n, deadline);
 	}
+	if (!rc)
+		oc = hashkv_exchange(fd, tc, host, rev, deadline, out, err, cap, &rc);
 	if (rc)
-		goto out_failed;
-	got = hashkv_recv(fd, tc, answer, sizeof(answer), deadline);
-	if (got < 0) {
-		rc = (int)got;
-		goto out_failed;
-	}
-	if (hashkv_http_response(answer, (size_t)got, &status, &ab, &alen)) {
-		snprintf(err, cap, "malformed HTTP response");
-		goto out_close;
-	}
-	oc = hashkv_answer(status, ab, alen, out, err, cap);
-	goto out_close;
-out_failed:
-	snprintf(err, cap, "Get \"%s" HASHKV_PATH "\": %s", url,
-		 rc == -ETIMEDOUT ? "context deadline exceeded" : errmsg_get(rc));
-out_close:
+		hashkv_error(err, cap, url, rc);
 	tls_conn_free(tc);
 	if (fd >= 0)
 		close(fd);
+	return oc;
+}
+
+enum hashkv_outcome hashkv_fetch_local(const struct gwsock_addr *a, int64_t rev, int timeout_ms,
+				       struct hashkv_resp *out, char *err, size_t cap)
+{
+	int64_t deadline = hashkv_now_ms() + timeout_ms;
+	int fd, rc = gwsock_connect(a, &fd);
+	enum hashkv_outcome oc = HASHKV_FAILED;
+
+	if (!rc) {
+		oc = hashkv_exchange(fd, NULL, "localhost", rev, deadline, out, err, cap, &rc);
+		close(fd);
+	}
+	if (rc)
+		hashkv_error(err, cap, "the local gateway", rc);
 	return oc;
 }

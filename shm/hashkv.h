@@ -75,6 +75,12 @@ struct tls_ctx;
 enum hashkv_outcome hashkv_fetch(const char *url, int64_t rev, struct tls_ctx *tls,
 				 int timeout_ms, struct hashkv_resp *out, char *err, size_t cap);
 
+/* The same, asked of this member's gatewayd at its local socket a
+ * (shm/gwsock.h). */
+struct gwsock_addr;
+enum hashkv_outcome hashkv_fetch_local(const struct gwsock_addr *a, int64_t rev, int timeout_ms,
+				       struct hashkv_resp *out, char *err, size_t cap);
+
 /* The outcome of a peer's raw answer (status and body), as etcd reads
  * it; split out of hashkv_fetch for the fuzz target and the tests. */
 enum hashkv_outcome hashkv_answer(int status, const void *body, size_t len,

@@ -18,4 +18,14 @@ struct cetcd_config;
  */
 int corrupt_initial_check(const struct cetcd_config *cfg);
 
+/* Set in the environment of the launcher's own program when it is to run
+ * as the member's corruption monitor (monitor.c). */
+#define CORRUPT_MONITOR_ENV "CETCD_CORRUPT_MONITOR"
+#define CORRUPT_MONITOR_NAME "corrupt-check"
+
+/* The corruption monitor's process (--experimental-corrupt-check-time,
+ * monitor.c): checks while this member leads until a stop signal. The
+ * process's exit status. */
+int corrupt_monitor_main(int argc, char **argv);
+
 #endif

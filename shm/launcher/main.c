@@ -327,7 +327,9 @@ static int launch_find_bindir(struct launcher *l)
 
 static int launch_plan(struct launcher *l)
 {
-	l->nchildren = 2 + l->cfg.gateways;
+	bool monitor = l->cfg.experimental_corrupt_check_time_ns > 0;
+
+	l->nchildren = 2 + l->cfg.gateways + monitor;
 	l->children = calloc(l->nchildren, sizeof(*l->children));
 	if (!l->children)
 		return -ENOMEM;
@@ -341,6 +343,12 @@ static int launch_plan(struct launcher *l)
 					     .gateway_index = i };
 		snprintf(ch->name, sizeof(ch->name), "gatewayd-%u", i);
 	}
+	/* --experimental-corrupt-check-time: this program again, as the
+	 * corruption monitor (shm/launcher/monitor.c) */
+	if (monitor)
+		l->children[l->nchildren - 1] = (struct launch_child){
+			.name = CORRUPT_MONITOR_NAME, .prog = "cetcd", .stage = STAGE_GATEWAYS,
+			.gateway_index = -1 };
 	return 0;
 }
 
@@ -380,7 +388,9 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 		snprintf(fd_arg, sizeof(fd_arg), "%d", l->region_fd);
 		if (fcntl(l->region_fd, F_SETFD, 0) < 0 ||
 		    fcntl(l->member_lock_fd, F_SETFD, 0) < 0 ||
-		    setenv(CONFIG_REGION_FD_ENV, fd_arg, 1) < 0) {
+		    setenv(CONFIG_REGION_FD_ENV, fd_arg, 1) < 0 ||
+		    (!strcmp(ch->name, CORRUPT_MONITOR_NAME) &&
+		     setenv(CORRUPT_MONITOR_ENV, "1", 1) < 0)) {
 			dprintf(2, "cetcd: cannot pass the region to %s: %s\n", path,
 				strerror(errno));
 			_exit(127);
@@ -565,6 +575,9 @@ int main(int argc, char **argv)
 	struct shm_region *region = NULL;
 	sigset_t set;
 	int status, rc;
+
+	if (getenv(CORRUPT_MONITOR_ENV))
+		return corrupt_monitor_main(argc, argv);
 
 	/* signals are read from a signalfd; blocked from the start so that
 	 * none is lost, and children unblock them before exec */

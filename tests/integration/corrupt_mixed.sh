@@ -23,47 +23,25 @@ it_init corrupt-mixed
 
 ctl() { etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
 kinds=(etcd cetcd cetcd)
-read -r -a ports < <(it_free_ports 6)
-initial=""
-for i in 0 1 2; do
-	initial+="${initial:+,}x$i=http://127.0.0.1:${ports[2 * i + 1]}"
-done
-ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
-log_of() { echo "$IT_TMP/x$1.log"; }
-pids=()
-
-# start I [flags...]: member I on its ports and data dir.
+it_trio_init corrupt-mixed
+ep() { it_trio_ep "$1"; }
+log_of() { it_trio_log "$1"; }
+# start I [flags...]: member I of its kind; etcd loads its peers at a
+# restart from its last snapshot, so it takes one every 3 entries
 start() {
-	local i=$1 bin extra=()
+	local i=$1
 	shift
 	if [[ ${kinds[i]} == etcd ]]; then
-		bin=$(command -v etcd)
-		# etcd loads its peers at a restart from its last snapshot
-		extra=(--logger zap --log-outputs stderr --snapshot-count 3)
+		it_trio_start "$i" etcd --snapshot-count 3 "$@"
 	else
-		bin=$IT_BIN/cetcd
-		mkdir -p "$IT_RT/x$i"
-		extra=(--runtime-dir "$IT_RT/x$i")
+		it_trio_start "$i" cetcd "$@"
 	fi
-	"$bin" --name "x$i" --data-dir "$IT_TMP/x$i" "${extra[@]}" \
-		--listen-client-urls "http://127.0.0.1:${ports[2 * i]}" \
-		--advertise-client-urls "http://127.0.0.1:${ports[2 * i]}" \
-		--listen-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
-		--initial-advertise-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
-		--initial-cluster "$initial" --initial-cluster-token corrupt-mixed "$@" \
-		2>>"$(log_of "$i")" >&2 &
-	pids[i]=$!
-	it_track "${pids[i]}"
 }
-stop() {
-	kill -TERM "${pids[$1]}" 2>/dev/null || true
-	it_wait_gone "${pids[$1]}" 15000 || kill -9 "${pids[$1]}" 2>/dev/null || true
-	wait "${pids[$1]}" 2>/dev/null || true
-}
+stop() { it_trio_stop "$1"; }
 # exits_with I TEXT: member I's process ended by itself within 30 s, and
 # its log since the mark has TEXT.
 exits_with() {
-	it_wait_gone "${pids[$1]}" 30000 || return 1
+	it_wait_gone "${IT_TRIO_PIDS[$1]}" 30000 || return 1
 	tail -c +"$2" "$(log_of "$1")" | grep -q -- "$3"
 }
 mark() { echo $(($(stat -c %s "$(log_of "$1")") + 1)); }
@@ -76,7 +54,7 @@ hashes() {
 
 for i in 0 1 2; do start "$i"; done
 for i in 0 1 2; do
-	it_wait_healthy "${ports[2 * i]}" 60 || { fail "x$i (${kinds[i]}) answers"; it_summary; exit 1; }
+	it_wait_healthy "${IT_TRIO_PORTS[2 * i]}" 60 || { fail "x$i (${kinds[i]}) answers"; it_summary; exit 1; }
 done
 ok "the three members answer"
 for n in $(seq 1 20); do ctl --endpoints "$(ep 1)" put "k$n" "v$n" >/dev/null; done
@@ -89,7 +67,7 @@ m=$(mark 0)
 start 0 --experimental-initial-corrupt-check
 check "etcd passes the initial check against the cetcd peers" \
 	it_until 30000 bash -c "tail -c +$m '$(log_of 0)' | grep -q 'initial corruption checking passed; no corruption'"
-check "etcd serves after it" it_wait_healthy "${ports[0]}" 60
+check "etcd serves after it" it_wait_healthy "${IT_TRIO_PORTS[0]}" 60
 check "etcd got an answer from every peer" \
 	bash -c "! tail -c +$m '$(log_of 0)' | grep -q 'failed hash kv request'"
 
@@ -99,7 +77,7 @@ m=$(mark 1)
 start 1 --experimental-initial-corrupt-check
 check "cetcd passes the initial check against etcd and cetcd" \
 	it_until 30000 bash -c "tail -c +$m '$(log_of 1)' | grep -q 'initial corruption checking passed; no corruption'"
-check "cetcd serves after it" it_wait_healthy "${ports[2]}" 60
+check "cetcd serves after it" it_wait_healthy "${IT_TRIO_PORTS[2]}" 60
 check "it logged no hash mismatch" bash -c "! tail -c +$m '$(log_of 1)' | grep -q 'found different hash'"
 
 # a cetcd member with a corrupted db
@@ -123,6 +101,6 @@ start 0 --experimental-initial-corrupt-check
 check "etcd refuses to start: found data inconsistency with peers" \
 	exits_with 0 "$m" "found data inconsistency with peers"
 check "etcd found the cetcd peer's hash different" \
-	bash -c "tail -c +$m '$(log_of 0)' | grep 'found different hash values from remote peer' | grep -q '${ports[5]}'"
+	bash -c "tail -c +$m '$(log_of 0)' | grep 'found different hash values from remote peer' | grep -q '${IT_TRIO_PORTS[5]}'"
 stop 2
 it_summary
