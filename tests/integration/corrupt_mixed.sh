@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# --experimental-initial-corrupt-check across a mixed cluster: Debian's
+# Alarms and --experimental-initial-corrupt-check across a mixed cluster:
+# Debian's
 # etcd 3.4 (x0) and two cetcd members (x1, x2) on etcd's peer protocol.
 # etcd asks its peers for their HashKV with GET /members/hashkv on their
 # peer URLs, and so does cetcd's launcher:
+#   - an alarm raised through one kind of member (CORRUPT, NOSPACE for a
+#     member) is listed by the other, refuses puts there with etcd's
+#     error, and `etcdctl alarm disarm` through the other clears it;
 #   - with the data in agreement, etcd restarted with the check passes it
 #     against the cetcd peers ("initial corruption checking passed"), and
 #     so does a cetcd member restarted with it against etcd and cetcd;
@@ -19,6 +23,8 @@ it_need_etcdctl
 it_need_etcd
 it_build_go_tool corruptdb go.etcd.io/bbolt
 CORRUPTDB=$IT_BUILD/tests/corruptdb
+it_build_go_tool alarmctl go.etcd.io/etcd/clientv3
+ALARMCTL=$IT_BUILD/tests/alarmctl
 it_init corrupt-mixed
 
 ctl() { etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
@@ -42,7 +48,7 @@ stop() { it_trio_stop "$1"; }
 # its log since the mark has TEXT.
 exits_with() {
 	it_wait_gone "${IT_TRIO_PIDS[$1]}" 30000 || return 1
-	tail -c +"$2" "$(log_of "$1")" | grep -q -- "$3"
+	tail -c +"$2" "$(log_of "$1")" | grep -- "$3" >/dev/null
 }
 mark() { echo $(($(stat -c %s "$(log_of "$1")") + 1)); }
 hashes() {
@@ -60,6 +66,31 @@ ok "the three members answer"
 for n in $(seq 1 20); do ctl --endpoints "$(ep 1)" put "k$n" "v$n" >/dev/null; done
 check "every member has the same state" it_until 20000 it_same_state "$(ep 0)" "$(ep 1)" "$(ep 2)"
 check "every member has the same HashKV" [ "$(hashes)" = 1 ]
+
+# alarms raised on one kind of member are the other's: Raft carries them
+alarms_of() { ctl --endpoints "$(ep "$1")" alarm list 2>/dev/null || true; }
+lists() { grep -q -- "$2" <<<"$(alarms_of "$1")"; }
+refused() {
+	local out
+	out=$(ctl --endpoints "$(ep "$1")" put alarm-test x 2>&1) || true
+	grep -q -- "$2" <<<"$out" || { echo "  (the put answered: ${out##*$'\n'})"; return 1; }
+}
+clear_on() { ! grep -q alarm <<<"$(alarms_of "$1")"; }
+check "CORRUPT raised through cetcd (x1)" "$ALARMCTL" -endpoint "$(ep 1)" -action activate -alarm CORRUPT -member 0
+check "etcd (x0) lists it" it_until 10000 lists 0 'alarm:CORRUPT'
+check "etcd refuses a put: etcdserver: corrupt cluster" refused 0 'etcdserver: corrupt cluster'
+check "etcdctl alarm disarm through etcd" ctl --endpoints "$(ep 0)" alarm disarm
+check "cetcd (x2) lists no alarm then" it_until 10000 clear_on 2
+id2=$(ctl --endpoints "$(ep 2)" endpoint status -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["member_id"])')
+check "NOSPACE for x2 raised through etcd (x0)" "$ALARMCTL" -endpoint "$(ep 0)" -action activate -alarm NOSPACE -member "$id2"
+check "cetcd (x1) lists memberID:$id2 alarm:NOSPACE" it_until 10000 lists 1 "memberID:$id2 alarm:NOSPACE"
+check "cetcd refuses a put: etcdserver: mvcc: database space exceeded" \
+	refused 1 'etcdserver: mvcc: database space exceeded'
+check "/health of cetcd is false while it is raised" \
+	bash -c "curl -s http://$(ep 1)/health | grep -q '\"health\":\"false\"'"
+check "etcdctl alarm disarm through cetcd (x1)" ctl --endpoints "$(ep 1)" alarm disarm
+check "etcd (x0) lists no alarm then" it_until 10000 clear_on 0
+check "puts work again" ctl --endpoints "$(ep 0)" put after-alarms y
 
 # etcd restarted with the check, its data in agreement
 stop 0

@@ -23,7 +23,7 @@ it_init peer-grpc
 
 ctl() { etcdctl --dial-timeout 3s --command-timeout 10s "$@"; }
 # answers URL BODY TEXT: GET URL with BODY answers the line TEXT.
-answers() { curl -s -X GET -d "$2" "$1" | grep -qx -- "$3"; }
+answers() { curl -s -X GET -d "$2" "$1" | grep -x -- "$3" >/dev/null; }
 hash_of() { ctl --endpoints "$1" "${@:2}" endpoint hashkv -w json |
 	python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["HashKV"]["hash"])'; }
 
