@@ -1,18 +1,27 @@
 /* etcdserverpb.Maintenance/Alarm in gatewayd: GET, ACTIVATE and
  * DEACTIVATE all go through Raft, as etcd 3.4 sends them
- * (EtcdServer.Alarm), and stored applies them (stored/alarm.h); and
- * whether any alarm is raised, read from the db's alarm bucket, for
- * /health. */
+ * (EtcdServer.Alarm), and stored applies them (stored/alarm.h); whether
+ * any alarm is raised, read from the db's alarm bucket, for /health; and
+ * etcd's backend quota (etcdserver/quota.go, v3rpc/quota.go): a put or txn
+ * that would take the db to --quota-backend-bytes is refused with
+ * NoSpace and raises this member's NOSPACE alarm. */
 #include <errno.h>
 #include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "shm/config/config.h"
+#include "shm/log/log.h"
+#include "shm/status.h"
 #include "gatewayd/server.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/schema.h"
 
 /* InternalRaftRequest.alarm's field number. */
 #define ALARM_IRR_FIELD 10u
+/* etcd's quota: its default, and the costs it counts a request at. */
+#define ALARM_DEFAULT_QUOTA_BYTES (2ll << 30)
+#define ALARM_KV_OVERHEAD 256
+#define ALARM_LEASE_OVERHEAD 64
 
 static void alarm_rpc(struct gw_server *s, struct grpc_call *call, const uint8_t *msg, size_t len)
 {
@@ -43,4 +52,61 @@ bool alarm_raised(struct gw_server *s)
 	}
 	gw_read_end(s, &rd);
 	return any;
+}
+
+static int64_t alarm_cost_put(const Etcdserverpb__PutRequest *r)
+{
+	return ALARM_KV_OVERHEAD + (int64_t)r->key.len + (int64_t)r->value.len;
+}
+
+/* etcd's costTxn: the larger branch's direct puts. */
+static int64_t alarm_cost_ops(Etcdserverpb__RequestOp **ops, size_t n)
+{
+	int64_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (ops[i]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
+			c += alarm_cost_put(ops[i]->request_put);
+	return c;
+}
+
+/* etcd's backendQuota.Cost. */
+static int64_t alarm_cost(const ProtobufCMessage *m)
+{
+	if (m->descriptor == &etcdserverpb__put_request__descriptor)
+		return alarm_cost_put((const Etcdserverpb__PutRequest *)m);
+	if (m->descriptor == &etcdserverpb__txn_request__descriptor) {
+		const Etcdserverpb__TxnRequest *t = (const Etcdserverpb__TxnRequest *)m;
+		int64_t ok = alarm_cost_ops(t->success, t->n_success);
+		int64_t fail = alarm_cost_ops(t->failure, t->n_failure);
+		return fail > ok ? fail : ok;
+	}
+	if (m->descriptor == &etcdserverpb__lease_grant_request__descriptor)
+		return ALARM_LEASE_OVERHEAD;
+	return 0;
+}
+
+bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *req)
+{
+	Etcdserverpb__AlarmRequest a = ETCDSERVERPB__ALARM_REQUEST__INIT;
+	int64_t quota = s->cfg->quota_backend_bytes, cost = alarm_cost(req), size, in_use;
+	struct status_stored st;
+	uint8_t buf[32];
+
+	if (quota < 0 || cost == 0 || status_stored_read(s->r, &st))
+		return false;
+	if (quota == 0)
+		quota = ALARM_DEFAULT_QUOTA_BYTES;
+	/* etcd's Backend().Size(): the pages up to the high-water mark */
+	gw_db_sizes(s, &st, &size, &in_use);
+	if (in_use + cost < quota)
+		return false;
+	/* etcd's quotaAlarmer: raise NOSPACE for this member, then refuse */
+	a.action = ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__ACTIVATE;
+	a.memberid = s->member_id;
+	a.alarm = ETCDSERVERPB__ALARM_TYPE__NOSPACE;
+	gw_propose(s, NULL, ALARM_IRR_FIELD, buf, protobuf_c_message_pack(&a.base, buf));
+	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+			 "etcdserver: mvcc: database space exceeded");
+	return true;
 }

@@ -359,7 +359,8 @@ void gw_header_pb(struct gw_server *s, int64_t revision, struct Etcdserverpb__Re
  * Answers the call itself when it cannot be sent: InvalidArgument
  * "etcdserver: request is too large" over --max-request-bytes,
  * ResourceExhausted "etcdserver: too many requests" when the pending
- * table or the backlog is full.
+ * table or the backlog is full. call NULL: proposed for nobody, as etcd's
+ * server proposes from a goroutine of its own; the answer is dropped.
  */
 void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
 		size_t len);
@@ -437,5 +438,9 @@ int cluster_register(struct gw_server *s);
 /* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
 int alarm_register(struct gw_server *s);
 bool alarm_raised(struct gw_server *s);
+/* etcd's quota check of a Put, Txn or LeaseGrant req (unpacked): true
+ * when it would take the db to --quota-backend-bytes; then this member's
+ * NOSPACE alarm is proposed and call answered with etcd's NoSpace. */
+bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *req);
 
 #endif

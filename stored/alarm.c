@@ -104,22 +104,16 @@ bool stored_alarms_any(const struct stored_alarms *al, int32_t type)
 	return false;
 }
 
-/* etcd's quota cost of a txn is above 0: a put in either branch, at any
- * depth. */
+/* etcd's quota cost of a txn is above 0: a put directly in either branch
+ * (etcd 3.4's costTxn does not look into nested txns). */
 static bool alarm_txn_has_put(const Etcdserverpb__TxnRequest *r)
 {
-	const size_t n[2] = { r->n_success, r->n_failure };
-	Etcdserverpb__RequestOp **ops[2] = { r->success, r->failure };
-
-	for (int k = 0; k < 2; k++) {
-		for (size_t i = 0; i < n[k]; i++) {
-			const Etcdserverpb__RequestOp *op = ops[k][i];
-			if (op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT ||
-			    (op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN &&
-			     op->request_txn && alarm_txn_has_put(op->request_txn)))
-				return true;
-		}
-	}
+	for (size_t i = 0; i < r->n_success; i++)
+		if (r->success[i]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
+			return true;
+	for (size_t i = 0; i < r->n_failure; i++)
+		if (r->failure[i]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
+			return true;
 	return false;
 }
 

@@ -8,7 +8,7 @@
  *   CORRUPT  (applierV3Corrupt) puts, ranges, deletes, txns, compactions,
  *            lease grants and revokes: DataLoss "etcdserver: corrupt
  *            cluster";
- *   NOSPACE  (applierV3Capped) puts, txns with a put anywhere in them
+ *   NOSPACE  (applierV3Capped) puts, txns with a put in a branch
  *            and lease grants: ResourceExhausted "etcdserver: mvcc:
  *            database space exceeded".
  */
