@@ -6,6 +6,7 @@
  * that would take the db to --quota-backend-bytes is refused with
  * NoSpace and raises this member's NOSPACE alarm. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
@@ -33,6 +34,65 @@ static void alarm_rpc(struct gw_server *s, struct grpc_call *call, const uint8_t
 int alarm_register(struct gw_server *s)
 {
 	return gw_handle_unary(s, "/etcdserverpb.Maintenance/Alarm", alarm_rpc);
+}
+
+/* etcd's AlarmMember.String(): proto's compact text, zero fields left
+ * out, each field followed by a space. */
+static char *alarm_text(struct gw_server *s, const uint8_t *key, size_t len)
+{
+	Etcdserverpb__AlarmMember *m = etcdserverpb__alarm_member__unpack(gw_pb_alloc(s), len, key);
+	const char *names[] = { "NONE", "NOSPACE", "CORRUPT" };
+	char *t = gw_scratch(s, 64);
+
+	if (!m || !t)
+		return NULL;
+	t[0] = '\0';
+	if (m->memberid)
+		snprintf(t, 64, "memberID:%llu ", (unsigned long long)m->memberid);
+	if (m->alarm > 0 && m->alarm < 3)
+		snprintf(t + strlen(t), 64 - strlen(t), "alarm:%s ", names[m->alarm]);
+	return t;
+}
+
+void alarm_status_errors(struct gw_server *s, const char *first, char ***errs, size_t *n)
+{
+	struct gw_read rd;
+	struct btree_bucket *b;
+	struct btree_cursor c;
+	struct btree_kv kv;
+	size_t cap = 1;
+	char **v;
+
+	*errs = NULL;
+	*n = 0;
+	if (gw_read_begin(s, &rd) == 0) {
+		if (btree_bucket_open(rd.txn, NULL, SCHEMA_BUCKET_ALARM,
+				      strlen(SCHEMA_BUCKET_ALARM), &b) == 0) {
+			btree_cursor_init(&c, b);
+			for (int rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv))
+				cap++;
+		} else {
+			b = NULL;
+		}
+	} else {
+		b = NULL;
+		rd.txn = NULL;
+	}
+	v = gw_scratch(s, cap * sizeof(*v));
+	if (v && first)
+		v[(*n)++] = (char *)first;
+	if (v && b) {
+		btree_cursor_init(&c, b);
+		for (int rc = btree_cursor_first(&c, &kv); rc == 0 && *n < cap;
+		     rc = btree_cursor_next(&c, &kv)) {
+			char *t = alarm_text(s, kv.key, kv.key_len);
+			if (t)
+				v[(*n)++] = t;
+		}
+	}
+	if (rd.txn)
+		gw_read_end(s, &rd);
+	*errs = v;
 }
 
 bool alarm_raised(struct gw_server *s)

@@ -57,11 +57,8 @@ static void maint_status(struct gw_server *s, struct grpc_call *call, const uint
 	resp.raftappliedindex = st.applied_index;
 	gw_db_sizes(s, &st, &resp.dbsize, &resp.dbsizeinuse);
 	resp.islearner = false;
-	if (rs.leader_id == 0) {
-		/* etcd lists ErrNoLeader among the errors */
-		resp.n_errors = 1;
-		resp.errors = errors;
-	}
+	/* etcd lists ErrNoLeader and the raised alarms among the errors */
+	alarm_status_errors(s, rs.leader_id == 0 ? errors[0] : NULL, &resp.errors, &resp.n_errors);
 	gw_answer(s, call, &resp.base);
 }
 

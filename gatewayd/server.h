@@ -438,6 +438,9 @@ int cluster_register(struct gw_server *s);
 /* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
 int alarm_register(struct gw_server *s);
 bool alarm_raised(struct gw_server *s);
+/* StatusResponse.errors as etcd fills them: first (when not NULL), then
+ * each raised alarm as its AlarmMember's text; scratch memory. */
+void alarm_status_errors(struct gw_server *s, const char *first, char ***errs, size_t *n);
 /* etcd's quota check of a Put, Txn or LeaseGrant req (unpacked): true
  * when it would take the db to --quota-backend-bytes; then this member's
  * NOSPACE alarm is proposed and call answered with etcd's NoSpace. */
