@@ -88,6 +88,34 @@ check "the peer URL serves gRPC again once gatewayd is back" \
 check "raftd logged no failure" bash -c "! grep -q '\"level\":\"\\(error\\|fatal\\)\"' '$IT_TMP/plain.log'"
 it_cetcd_stop || true
 
+# ------------------------------------------------------------ failover
+# gatewayd-0's local socket taken (bound, never listening) before the
+# member starts: gatewayd-0 says it cannot listen there, raftd's connect to
+# it is refused, and the next gateway serves the peer port.
+unset IT_CPORT
+mkdir -m 700 "$IT_TMP/fo"
+python3 - "$IT_TMP/fo" >"$IT_TMP/squat.out" 2>&1 <<'PY' &
+import os, socket, sys, time
+st = os.stat(sys.argv[1])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(("\0cetcd-gateway/%x:%x/0" % (st.st_dev, st.st_ino)).encode())
+print("bound", flush=True)
+time.sleep(120)
+PY
+squat=$!
+it_track "$squat"
+it_until 5000 grep -q bound "$IT_TMP/squat.out" || true
+it_cetcd_start fo "$IT_TMP/fo" "$IT_TMP/fo.log" --gateways 2
+it_wait_healthy "$IT_CPORT"
+check "gatewayd-0 warned that its local socket is taken" \
+	it_log_has "$IT_TMP/fo.log" '"logger":"gatewayd-0".*cannot listen on the local socket' 1
+for n in 1 2 3; do
+	check "gRPC through the peer URL, call $n, is served by gatewayd-1" \
+		ctl --endpoints "http://127.0.0.1:$IT_PPORT" put "fo$n" x
+done
+kill "$squat" 2>/dev/null || true
+it_cetcd_stop || true
+
 # ------------------------------------------------------------ https
 if [[ -r $fixtures/server.crt ]]; then
 	unset IT_CPORT
