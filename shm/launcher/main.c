@@ -85,6 +85,7 @@ struct launcher {
 	int argc;
 	char **argv;
 	char bindir[PATH_MAX];
+	char self_prog[NAME_MAX + 1]; /* the launcher's own file name there */
 	pid_t self;
 	int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT, SIGHUP */
 	int member_lock_fd;      /* <data-dir>/member, flocked; children inherit it */
@@ -310,6 +311,9 @@ static int launch_find_bindir(struct launcher *l)
 	}
 	exe[n] = '\0';
 	char *slash = strrchr(exe, '/');
+	if (strlen(slash ? slash + 1 : exe) >= sizeof(l->self_prog))
+		return -ENAMETOOLONG; /* no file name is that long */
+	strcpy(l->self_prog, slash ? slash + 1 : exe);
 	if (slash)
 		*slash = '\0';
 	snprintf(l->bindir, sizeof(l->bindir), "%s", exe);
@@ -347,7 +351,7 @@ static int launch_plan(struct launcher *l)
 	 * corruption monitor (shm/launcher/monitor.c) */
 	if (monitor)
 		l->children[l->nchildren - 1] = (struct launch_child){
-			.name = CORRUPT_MONITOR_NAME, .prog = "cetcd", .stage = STAGE_GATEWAYS,
+			.name = CORRUPT_MONITOR_NAME, .prog = l->self_prog, .stage = STAGE_GATEWAYS,
 			.gateway_index = -1 };
 	return 0;
 }
