@@ -5,13 +5,16 @@
  * byte chooses. Both connections must give the same answers (splitting
  * must not change what a client sees), the parser must never claim more
  * bytes than it was given, and a connection's buffered head stays
- * bounded.
+ * bounded. GET /members/hashkv (served on the connections raftd relays
+ * from the peer port) reads a body: a stub answers it.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gatewayd/http1.h"
+#include "shm/hashkv.h"
 
 static bool fuzz_healthy(void *arg)
 {
@@ -19,7 +22,21 @@ static bool fuzz_healthy(void *arg)
 	return true;
 }
 
-static const struct http1_ops fuzz_ops = { .healthy = fuzz_healthy };
+/* The peer port's GET /members/hashkv: a hash made of rev, a future
+ * revision refused. */
+static int fuzz_hashkv(void *arg, int64_t rev, struct hashkv_resp *out, const char **why)
+{
+	(void)arg;
+	if (rev > 1000) {
+		*why = HASHKV_ERR_FUTURE_REV;
+		return -ERANGE;
+	}
+	*out = (struct hashkv_resp){ .revision = rev ? rev : 1000, .hash = (uint32_t)rev * 2654435761u,
+				     .compact_revision = -1 };
+	return 0;
+}
+
+static const struct http1_ops fuzz_ops = { .healthy = fuzz_healthy, .hashkv = fuzz_hashkv };
 
 /* The answers without their Date lines (the second may have ticked). */
 static size_t fuzz_strip_dates(const uint8_t *in, size_t len, uint8_t *out)
