@@ -13,8 +13,9 @@
  * Maintenance.Alarm through its gatewayd: the cluster then refuses writes
  * with "etcdserver: corrupt cluster".
  *
- * The peers are the members of --initial-cluster (the monitor does not
- * read membership changes yet).
+ * The peers are the members as this member's gatewayd lists them
+ * (Cluster.MemberList over the local socket), or those of
+ * --initial-cluster while it cannot be asked.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -85,46 +86,104 @@ static int monitor_wait_applied(struct monitor *m)
 	return 0;
 }
 
-/* Raises CORRUPT for member 0 through this member's gatewayd. */
-static void monitor_raise(struct monitor *m)
+/* A unary call of path with req on this member's first gatewayd that
+ * answers: 0 with *resp (malloc'ed) and *len, or grpcc_unary's error (its
+ * text in text). */
+static int monitor_call(struct monitor *m, const char *path, const ProtobufCMessage *req,
+			uint8_t **resp, size_t *len, char *text, size_t cap)
 {
-	Etcdserverpb__AlarmRequest req = ETCDSERVERPB__ALARM_REQUEST__INIT;
-	uint8_t buf[32], *resp = NULL;
-	size_t len = 0;
-	char text[256] = "";
+	uint8_t buf[64];
+	size_t n = protobuf_c_message_pack(req, buf);
+	uint32_t gws = m->cfg.gateways ? m->cfg.gateways : 1;
 	int rc = -ECONNREFUSED;
-	uint32_t n = m->cfg.gateways ? m->cfg.gateways : 1;
 
-	req.action = ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__ACTIVATE;
-	req.memberid = 0;
-	req.alarm = ETCDSERVERPB__ALARM_TYPE__CORRUPT;
-	len = protobuf_c_message_pack(&req.base, buf);
-	for (uint32_t i = 0; i < n && rc < 0 && rc != -ETIMEDOUT; i++) {
+	for (uint32_t i = 0; i < gws && rc < 0 && rc != -ETIMEDOUT; i++) {
 		struct gwsock_addr a;
 		int fd;
 		if (gwsock_addr_of(m->cfg.data_dir, i, &a) || gwsock_connect(&a, &fd))
 			continue;
-		rc = grpcc_unary(fd, NULL, "localhost", "/etcdserverpb.Maintenance/Alarm", buf, len,
-				 m->timeout_ms, &resp, &len, text, sizeof(text));
+		rc = grpcc_unary(fd, NULL, "localhost", path, buf, n, m->timeout_ms, resp, len, text,
+				 cap);
 		close(fd);
 	}
+	return rc;
+}
+
+/* Raises CORRUPT for member 0 through this member's gatewayd. */
+static void monitor_raise(struct monitor *m)
+{
+	Etcdserverpb__AlarmRequest req = ETCDSERVERPB__ALARM_REQUEST__INIT;
+	uint8_t *resp = NULL;
+	size_t len = 0;
+	char text[256] = "";
+	int rc;
+
+	req.action = ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__ACTIVATE;
+	req.memberid = 0;
+	req.alarm = ETCDSERVERPB__ALARM_TYPE__CORRUPT;
+	rc = monitor_call(m, "/etcdserverpb.Maintenance/Alarm", &req.base, &resp, &len, text,
+			  sizeof(text));
 	free(resp);
 	if (rc)
 		log_warn("failed to raise the CORRUPT alarm", LOG_STR("local-member-id", m->self_str),
 			 LOG_I64("code", rc), LOG_STR("error", rc > 0 ? text : strerror(-rc)));
 }
 
+/* A peer to ask: its id and peer URLs (not owned). */
+struct monitor_peer {
+	uint64_t id;
+	char **urls;
+	size_t n_urls;
+};
+
+/* The members: as the gatewayd lists them (*list holds the response,
+ * freed by the caller with etcdserverpb__member_list_response__free_unpacked),
+ * else --initial-cluster's. A malloc'ed array in *out. */
+static int monitor_members(struct monitor *m, Etcdserverpb__MemberListResponse **list,
+			   struct monitor_peer **out, size_t *n)
+{
+	Etcdserverpb__MemberListRequest req = ETCDSERVERPB__MEMBER_LIST_REQUEST__INIT;
+	uint8_t *resp = NULL;
+	size_t len = 0, count;
+	char text[256];
+
+	*list = NULL;
+	if (monitor_call(m, "/etcdserverpb.Cluster/MemberList", &req.base, &resp, &len, text,
+			 sizeof(text)) == 0)
+		*list = etcdserverpb__member_list_response__unpack(NULL, len, resp);
+	free(resp);
+	count = *list ? (*list)->n_members : m->peers.count;
+	*out = calloc(count ? count : 1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	for (size_t i = 0; i < count; i++) {
+		if (*list)
+			(*out)[i] = (struct monitor_peer){ (*list)->members[i]->id,
+							   (*list)->members[i]->peerurls,
+							   (*list)->members[i]->n_peerurls };
+		else
+			(*out)[i] = (struct monitor_peer){ m->peers.v[i].id, m->peers.v[i].peer_urls,
+							   m->peers.v[i].n_peer_urls };
+	}
+	*n = count;
+	return 0;
+}
+
 /* etcd's checkHashKV. 0, or why no check could be made. */
 static int monitor_check(struct monitor *m)
 {
+	Etcdserverpb__MemberListResponse *list;
+	struct monitor_peer *peers = NULL;
 	struct hashkv_resp l1, l2, *got;
 	bool *ok, alarmed = false;
-	size_t checked = 0, np = m->peers.count;
+	size_t checked = 0, np = 0;
 	char peer[24];
 	int rc;
 
 	if ((rc = monitor_local_hash(m, &l1)))
 		return rc;
+	if ((rc = monitor_members(m, &list, &peers, &np)))
+		goto out_list;
 	got = calloc(np ? np : 1, sizeof(*got));
 	ok = calloc(np ? np : 1, sizeof(*ok));
 	if (!got || !ok) {
@@ -132,17 +191,17 @@ static int monitor_check(struct monitor *m)
 		goto out_free;
 	}
 	for (size_t i = 0; i < np; i++) {
-		const struct member_info *p = &m->peers.v[i];
+		const struct monitor_peer *p = &peers[i];
 		char err[512];
 		if (p->id == m->self)
 			continue;
-		for (size_t u = 0; u < p->n_peer_urls && !ok[i]; u++) {
-			ok[i] = hashkv_fetch(p->peer_urls[u], l1.revision, m->tls, m->timeout_ms,
-					     &got[i], err, sizeof(err)) == HASHKV_OK;
+		for (size_t u = 0; u < p->n_urls && !ok[i]; u++) {
+			ok[i] = hashkv_fetch(p->urls[u], l1.revision, m->tls, m->timeout_ms, &got[i],
+					     err, sizeof(err)) == HASHKV_OK;
 			if (!ok[i])
 				log_warn("failed hash kv request", LOG_STR("local-member-id", m->self_str),
 					 LOG_I64("requested-revision", l1.revision),
-					 LOG_STR("remote-peer-endpoint", p->peer_urls[u]),
+					 LOG_STR("remote-peer-endpoint", p->urls[u]),
 					 LOG_STR("error", err));
 		}
 	}
@@ -166,7 +225,7 @@ static int monitor_check(struct monitor *m)
 		if (!ok[i])
 			continue;
 		checked++;
-		snprintf(peer, sizeof(peer), "%" PRIx64, m->peers.v[i].id);
+		snprintf(peer, sizeof(peer), "%" PRIx64, peers[i].id);
 		if (got[i].revision > l2.revision) {
 			log_warn("revision from follower must be less than or equal to leader's",
 				 LOG_I64("leader-revision", l2.revision),
@@ -195,6 +254,10 @@ static int monitor_check(struct monitor *m)
 out_free:
 	free(got);
 	free(ok);
+out_list:
+	free(peers);
+	if (list)
+		etcdserverpb__member_list_response__free_unpacked(list, NULL);
 	return rc;
 }
 
