@@ -295,9 +295,15 @@ int corrupt_monitor_main(int argc, char **argv)
 		return status;
 	status = CONFIG_EXIT_FATAL;
 	every_ms = (uint64_t)m.cfg.experimental_corrupt_check_time_ns / 1000000;
+	if (every_ms == 0) {
+		log_info("corruption checking is off (--experimental-corrupt-check-time is 0)");
+		status = 0;
+		sfd = -1;
+		goto out;
+	}
 	config_stop_signals(&set);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	if (every_ms == 0 || sfd < 0 || monitor_open(&m)) {
+	if (sfd < 0 || monitor_open(&m)) {
 		log_error("cannot start the corruption monitor", LOG_U64("interval-ms", every_ms));
 		goto out;
 	}
