@@ -92,24 +92,24 @@ check "etcdctl alarm disarm through cetcd (x1)" ctl --endpoints "$(ep 1)" alarm 
 check "etcd (x0) lists no alarm then" it_until 10000 clear_on 0
 check "puts work again" ctl --endpoints "$(ep 0)" put after-alarms y
 
-# etcd restarted with the check, its data in agreement
-stop 0
-m=$(mark 0)
-start 0 --experimental-initial-corrupt-check
-check "etcd passes the initial check against the cetcd peers" \
-	it_until 30000 bash -c "tail -c +$m '$(log_of 0)' | grep -q 'initial corruption checking passed; no corruption'"
-check "etcd serves after it" it_wait_healthy "${IT_TRIO_PORTS[0]}" 60
-check "etcd got an answer from every peer" \
-	bash -c "! tail -c +$m '$(log_of 0)' | grep -q 'failed hash kv request'"
-
-# a cetcd member restarted with the check, its data in agreement
-stop 1
-m=$(mark 1)
-start 1 --experimental-initial-corrupt-check
-check "cetcd passes the initial check against etcd and cetcd" \
-	it_until 30000 bash -c "tail -c +$m '$(log_of 1)' | grep -q 'initial corruption checking passed; no corruption'"
-check "cetcd serves after it" it_wait_healthy "${IT_TRIO_PORTS[2]}" 60
-check "it logged no hash mismatch" bash -c "! tail -c +$m '$(log_of 1)' | grep -q 'found different hash'"
+# passes I WHAT: member I, restarted with the check and its data in
+# agreement with its peers', passes it, serves, and had every peer answer
+# with the same hash.
+passes() {
+	local i=$1 what=$2 m
+	stop "$i"
+	m=$(mark "$i")
+	start "$i" --experimental-initial-corrupt-check
+	check "$what passes the initial check" \
+		it_until 30000 bash -c "tail -c +$m '$(log_of "$i")' | grep -q 'initial corruption checking passed; no corruption'"
+	check "$what serves after it" it_wait_healthy "${IT_TRIO_PORTS[2 * i]}" 60
+	check "$what got an answer from every peer" \
+		bash -c "! tail -c +$m '$(log_of "$i")' | grep -q 'failed hash kv request'"
+	check "$what logged no hash mismatch" \
+		bash -c "! tail -c +$m '$(log_of "$i")' | grep -q 'found different hash'"
+}
+passes 0 "etcd (x0), asking the cetcd peers,"
+passes 1 "cetcd (x1), asking etcd and cetcd,"
 
 # a cetcd member with a corrupted db
 stop 1
