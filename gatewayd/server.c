@@ -233,8 +233,11 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 	if (c->h2)
 		grpc_server_conn_free(c->h2);
 	c->h2 = NULL;
-	if (c->proto == GW_HTTP1)
+	if (c->proto == GW_HTTP1) {
+		if (c->h1.waiting)
+			maint_hashkv_peer_drop(s, c);
 		http1_conn_fini(&c->h1);
+	}
 	transport_close(&c->t);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -301,6 +304,28 @@ static void gw_conn_flush(struct gw_server *s, struct gw_conn *c)
 		}
 	}
 	gw_conn_watch(s, c);
+}
+
+/* http1_ops.hashkv of the local socket's connections: c is the h1 of a
+ * gw_conn, which owns the job. */
+static int gw_http1_hashkv(void *arg, struct http1_conn *h1, int64_t rev)
+{
+	struct gw_conn *c = (struct gw_conn *)((char *)h1 - offsetof(struct gw_conn, h1));
+
+	return maint_hashkv_peer(arg, c, rev);
+}
+
+void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct hashkv_resp *r,
+			  const char *why)
+{
+	struct gw_conn *c = owner;
+
+	if (c->dead)
+		return;
+	if (http1_conn_hashkv_done(&c->h1, rc, r, why))
+		gw_conn_close(s, c);
+	else
+		gw_conn_list(s, c);
 }
 
 static void gw_conn_start_http1(struct gw_server *s, struct gw_conn *c)
@@ -951,7 +976,8 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s->pb = (ProtobufCAllocator){ .alloc = gw_pb_alloc_fn, .free = gw_pb_free_fn,
 				      .allocator_data = s };
 	s->http1 = (struct http1_ops){ .healthy = gw_healthy, .arg = s };
-	s->http1_local = (struct http1_ops){ .healthy = gw_healthy, .hashkv = maint_hashkv_peer, .arg = s };
+	s->http1_local = (struct http1_ops){ .healthy = gw_healthy, .hashkv = gw_http1_hashkv,
+					     .arg = s };
 
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

@@ -423,13 +423,17 @@ int kv_register(struct gw_server *s);
  * once its events are handled, before anything of the turn's arena goes. */
 void kv_turn(struct gw_server *s);
 int maint_register(struct gw_server *s);
-/* The peer port's GET /members/hashkv (http1_ops.hashkv; server is the
- * gw_server): the HashKV at rev, computed at once, which holds this
- * gatewayd's loop for the time of one hash (the corruption checks that
- * ask for it come seldom). 0, or an MVCC_ERR_* (its text in *why) or a
- * read error. */
+/* The peer port's GET /members/hashkv (http1.h): the HashKV at rev for
+ * owner (a connection), computed over loop turns as a HashKV call's is,
+ * and handed to gw_http1_hashkv_done. 0 or -ENOMEM. A closing connection
+ * drops its job with maint_hashkv_peer_drop. */
 struct hashkv_resp;
-int maint_hashkv_peer(void *server, int64_t rev, struct hashkv_resp *out, const char **why);
+int maint_hashkv_peer(struct gw_server *s, void *owner, int64_t rev);
+void maint_hashkv_peer_drop(struct gw_server *s, void *owner);
+/* server.c: a /members/hashkv answer for owner (rc 0 with r, or an error
+ * with etcd's text why). */
+void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct hashkv_resp *r,
+			  const char *why);
 /* Takes the next step of the Hash or HashKV being computed (maint.c), and
  * keeps the loop from sleeping while one is; once per turn, with the
  * turn's reads. */
