@@ -93,6 +93,15 @@ int gw_read_begin(struct gw_server *s, struct gw_read *rd)
 			s->db = NULL;
 			goto out_end;
 		}
+		/* The file must be the one the registered root is in: stored
+		 * bumps the generation before it renames a new file over the
+		 * path, so if it is unchanged now the file opened is right. */
+		struct status_stored now;
+		if (status_stored_read(s->r, &now) || now.db_generation != rd->st.db_generation) {
+			gw_db_unmap(s);
+			rc = -EAGAIN;
+			goto out_end;
+		}
 		s->db_generation = rd->st.db_generation;
 		s->db_page_size = gw_db_page_size(s->db_path);
 	}

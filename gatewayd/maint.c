@@ -1,6 +1,7 @@
 /* etcdserverpb.Maintenance in gatewayd: Status, from the status records
  * raftd and stored publish and the db file; Hash and HashKV, computed here
- * from the db (stored/mvcc/mvcc_hash.c). The other methods answer
+ * from the db (stored/mvcc/mvcc_hash.c); Snapshot is snapshot.c's,
+ * registered here. The other methods answer
  * UNIMPLEMENTED (the gRPC layer does so for a method without a handler)
  * until they are built.
  *
@@ -380,5 +381,7 @@ int maint_register(struct gw_server *s)
 	if (!rc)
 		rc = grpc_server_handle(s->grpc, "/etcdserverpb.Maintenance/Hash",
 					&maint_hashdb_handler, s);
+	if (!rc)
+		rc = snapshot_register(s);
 	return rc;
 }

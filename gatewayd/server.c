@@ -821,7 +821,9 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     they are read in step 5, with everything else that arrived.
  *  3. kv_turn: the point reads that step 2 queued, answered from one read
  *     transaction (one root, one reader slot, prefetched together); then
- *     maint_turn: a bounded step of a running Hash or HashKV.
+ *     maint_turn: a bounded step of a running Hash or HashKV; snapshot_turn:
+ *     a bounded step of each Snapshot stream (snapshot_flushed, after step
+ *     8, keeps the loop awake while one has room for more).
  *  4. Retries whose time came: the attach hello, paused listeners.
  *  5. gw_rings_turn: results and read indexes from raftd and stored, reads
  *     whose applied index is there, request timeouts. After step 2, so
@@ -863,6 +865,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 		gw_event(s, evs[i].data.ptr, evs[i].events);
 	kv_turn(s);                                 /* 3 */
 	maint_turn(s);
+	snapshot_turn(s);
 	if (s->hello_retry_ns <= s->now_ns)         /* 4 */
 		gw_server_hello(s);
 	if (s->accept_resume_ns <= s->now_ns)
@@ -872,6 +875,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	int64_t linger = gw_linger_expire(s);
 	gw_rings_publish(s);                        /* 7 */
 	gw_flush_all(s);                            /* 8 */
+	snapshot_flushed(s);
 	if (s->waker_fired) {                       /* 9 */
 		s->waker_fired = false;
 		shm_waker_drained(&s->waker);

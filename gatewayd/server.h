@@ -177,6 +177,7 @@ struct gw_arena;
 struct gw_method;
 struct kv_state;
 struct maint_job;
+struct snap_stream;
 
 struct gw_server {
 	struct shm_region *r;
@@ -215,6 +216,7 @@ struct gw_server {
 	struct kv_state *kv;            /* kv.c's (owned) */
 	struct maint_job *maint_jobs;   /* maint.c's hashes in progress, first runs
 					 * (owned; each freed when its call ends) */
+	struct snap_stream *snapshots;  /* snapshot.c's streams (owned, likewise) */
 
 	/* the ring side (rings.c) */
 	struct shm_waker waker;
@@ -449,5 +451,12 @@ void alarm_status_errors(struct gw_server *s, const char *first, char ***errs, s
  * when it would take the db to --quota-backend-bytes; then this member's
  * NOSPACE alarm is proposed and call answered with etcd's NoSpace. */
 bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *req);
+/* Maintenance.Snapshot (snapshot.c): registered by maint_register;
+ * snapshot_turn queues a bounded step of each stream, with the turn's
+ * reads; snapshot_flushed, after the turn's flush, keeps the loop awake
+ * while a stream has room for more. */
+int snapshot_register(struct gw_server *s);
+void snapshot_turn(struct gw_server *s);
+void snapshot_flushed(struct gw_server *s);
 
 #endif

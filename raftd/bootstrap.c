@@ -162,6 +162,37 @@ static int bs_create(const struct bootstrap_params *p, struct bootstrap_state *o
 	return 0;
 }
 
+/* etcd's LoadNewestAvailable over the WAL's ValidSnapshotEntries: the
+ * newest .snap file the WAL records, if any, into out->snap. */
+static int bs_load_snap(const struct bootstrap_params *p, struct bootstrap_state *out)
+{
+	struct wal_replay pts;
+	int rc;
+
+	if (!p->snap_dir)
+		return 0;
+	rc = wal_snapshots(p->wal_dir, &pts);
+	if (rc) {
+		log_error("cannot read the WAL's snapshot records", LOG_STR("wal-dir", p->wal_dir),
+			  LOG_STR("detail", pts.error[0] ? pts.error : strerror(-rc)), LOG_ERRNO(rc));
+		return rc;
+	}
+	rc = snap_load_newest(p->snap_dir, pts.snaps, pts.n_snaps, &out->snap);
+	wal_replay_free(&pts);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc) {
+		log_error("cannot load the member's snapshot", LOG_STR("snap-dir", p->snap_dir),
+			  LOG_ERRNO(rc));
+		return rc;
+	}
+	out->has_snap = true;
+	log_info("recovered v2 store from snapshot", LOG_U64("snapshot-index", out->snap.index),
+		 LOG_U64("snapshot-term", out->snap.term),
+		 LOG_U64("snapshot-size-bytes", out->snap.len));
+	return 0;
+}
+
 static int bs_replay(const struct bootstrap_params *p, struct bootstrap_state *out)
 {
 	struct wal_replay rep;
@@ -169,7 +200,13 @@ static int bs_replay(const struct bootstrap_params *p, struct bootstrap_state *o
 	int rc;
 
 	memset(&rep, 0, sizeof(rep));
-	rc = wal_open(p->wal_dir, 0, 0, &p->wal, &w, &rep);
+	rc = bs_load_snap(p, out);
+	if (rc) {
+		if (p->wal.io)
+			diskio_close(p->wal.io);
+		return rc;
+	}
+	rc = wal_open(p->wal_dir, out->snap.index, out->snap.term, &p->wal, &w, &rep);
 	if (rc == -EBUSY)
 		return rc; /* logged by the WAL; the caller may wait for it */
 	if (rc) {
@@ -196,7 +233,8 @@ static int bs_replay(const struct bootstrap_params *p, struct bootstrap_state *o
 		log_warn("the WAL belongs to another member id than the flags derive; using the WAL's",
 			 LOG_U64("wal-member-id", out->member_id),
 			 LOG_U64("flags-member-id", p->member_id));
-	if (raft_hardstate_is_empty(&rep.state) && rep.n_entries == 0 && p->cluster &&
+	if (!out->has_snap && raft_hardstate_is_empty(&rep.state) && rep.n_entries == 0 &&
+	    p->cluster &&
 	    p->cluster->count) {
 		/* created, but stopped before its bootstrap entries were
 		 * durable: bootstrap it now */
@@ -227,8 +265,14 @@ int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out
 			diskio_close(p->wal.io);
 		return -EINVAL;
 	}
-	if (wal_exists(p->wal_dir))
-		return bs_replay(p, out);
+	if (wal_exists(p->wal_dir)) {
+		int rc = bs_replay(p, out);
+		if (rc) {
+			snap_clear(&out->snap);
+			out->has_snap = false;
+		}
+		return rc;
+	}
 	if (!p->cluster || p->cluster->count == 0 || !p->member_id) {
 		if (p->wal.io)
 			diskio_close(p->wal.io);
@@ -243,6 +287,8 @@ void bootstrap_state_free(struct bootstrap_state *s)
 		wal_close(s->wal);
 	s->wal = NULL;
 	bs_free_entries(s->entries, s->n_entries);
+	snap_clear(&s->snap);
+	s->has_snap = false;
 	s->entries = NULL;
 	s->n_entries = 0;
 }

@@ -12,9 +12,11 @@
  * built, so they reach the application (stored) as the first committed
  * entries, as in etcd.
  *
- * Restart: the hard state and the entries after the snapshot point come
- * from the WAL; the member and cluster ids from its metadata record (etcd
- * trusts the WAL over the flags).
+ * Restart: as etcd's, from the newest .snap file in the snap directory
+ * whose point a snapshot record of the WAL names (and whose index the
+ * WAL's hard state has committed), when there is one; the hard state and
+ * the entries after that point come from the WAL; the member and cluster
+ * ids from its metadata record (etcd trusts the WAL over the flags).
  */
 #ifndef CETCD_RAFTD_BOOTSTRAP_H
 #define CETCD_RAFTD_BOOTSTRAP_H
@@ -24,6 +26,7 @@
 #include <stdint.h>
 
 #include "raftd/raftlog.h"
+#include "raftd/snap.h"
 #include "raftd/wal.h"
 
 struct member_cluster;
@@ -37,6 +40,9 @@ struct bootstrap_params {
 					       * cluster id of a new WAL */
 	struct wal_options wal; /* handed to wal_create / wal_open (which
 				 * take over wal.io, even on failure) */
+	const char *snap_dir;   /* member/snap: a restart starts from the
+				 * newest .snap file the WAL records; NULL:
+				 * from the WAL's start */
 };
 
 /* What the member starts from. Owned by the struct; bootstrap_state_free
@@ -44,7 +50,9 @@ struct bootstrap_params {
 struct bootstrap_state {
 	struct wal *wal;            /* open for appends */
 	struct raft_hardstate hs;
-	struct raft_entry *entries; /* after the snapshot point (0, 0); array
+	bool has_snap;              /* restarted from a .snap file: */
+	struct snap snap;           /* its point, configuration and v2 store */
+	struct raft_entry *entries; /* after the snapshot point; array
 				     * and data from raftd_malloc, as raft_new
 				     * takes them */
 	size_t n_entries;
@@ -58,8 +66,9 @@ struct bootstrap_state {
  * when it holds no segment. Logs what it did, and on failure what went
  * wrong and where (a corrupt WAL names the segment and offset).
  * 0; -EBADMSG (corrupt WAL or metadata), -EBUSY (another process holds
- * the WAL), -EINVAL (the WAL does not continue from (0, 0), or bad
- * parameters), -ENOMEM, or the -errno of a file operation.
+ * the WAL), -EINVAL (the WAL does not continue from the snapshot, or bad
+ * parameters), -ENOENT (the WAL does not reach back to its snapshot),
+ * -ENOMEM, or the -errno of a file operation.
  */
 int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out);
 

@@ -24,17 +24,74 @@ uint64_t feed_start_after(const struct feed *f)
 	return f->next - 1;
 }
 
+void feed_skip_to(struct feed *f, uint64_t index)
+{
+	if (f->next <= index)
+		f->next = index + 1;
+}
+
 void feed_handed(struct feed *f, uint64_t index)
 {
 	if (index > f->handed)
 		f->handed = index;
 }
 
+int feed_install(struct feed *f, uint64_t index, uint64_t term, const char *path)
+{
+	size_t n = strlen(path);
+	if (n >= sizeof(f->install_path))
+		return -ENAMETOOLONG;
+	memcpy(f->install_path, path, n + 1);
+	f->install_active = true;
+	f->install_pushed = false;
+	f->install_index = index;
+	f->install_term = term;
+	if (f->next <= index)
+		f->next = index + 1;
+	feed_handed(f, index);
+	f->stalled = false;
+	return 0;
+}
+
+void feed_install_hold(struct feed *f)
+{
+	f->install_held = true;
+}
+
+void feed_install_release(struct feed *f)
+{
+	f->install_held = false;
+}
+
+/* After stored's state changed: whether the install is still to do. */
+static void feed_install_check(struct feed *f)
+{
+	if (!f->install_active || f->epoch == 0)
+		return;
+	if (f->durable >= f->install_index) {
+		f->install_active = false;
+		return;
+	}
+	if (f->next <= f->install_index + 1 && f->install_pushed) {
+		/* stored lost it (restarted before its durable index got
+		 * there): the install goes again, then what follows it */
+		log_info("stored restarted before the received snapshot was durable; installing it again",
+			 LOG_U64("snapshot-index", f->install_index),
+			 LOG_U64("stored-durable-index", f->durable));
+		f->install_pushed = false;
+	}
+	if (f->next <= f->install_index)
+		f->next = f->install_index + 1;
+}
+
 bool feed_observe(struct feed *f, const struct status_stored *st)
 {
 	f->durable = st->durable_index;
-	if (st->epoch == f->epoch)
+	if (st->epoch == f->epoch) {
+		if (f->install_active && f->durable >= f->install_index)
+			f->install_active = false;
 		return false;
+	}
 	f->epoch = st->epoch;
 	if (st->epoch == 0)
 		return false;
@@ -44,11 +101,14 @@ bool feed_observe(struct feed *f, const struct status_stored *st)
 	f->next = st->durable_index + 1;
 	f->stalled = false;
 	f->replays++;
+	feed_install_check(f);
 	return true;
 }
 
 bool feed_pending(const struct feed *f)
 {
+	if (f->install_active && !f->install_pushed)
+		return f->epoch != 0 && !f->install_held;
 	return !f->stalled && f->next <= f->handed;
 }
 
@@ -69,12 +129,49 @@ static void feed_stall(struct feed *f, const char *why, const struct raftlog *lo
 		  LOG_U64("ring-max-record", ring_max_record(f->ring)));
 }
 
+/* Pushes the MSG_SNAPSHOT_INSTALL record. 0, -EAGAIN (ring full), -EIO. */
+static int feed_push_install(struct feed *f)
+{
+	size_t plen = strlen(f->install_path);
+	struct msg_snapshot_install h = { .index = f->install_index, .term = f->install_term,
+					  .path_len = (uint32_t)plen };
+	uint32_t len = (uint32_t)(sizeof(h) + plen);
+	void *p;
+	int rc = ring_reserve(f->ring, len, &p);
+	if (rc)
+		return rc == -EAGAIN ? rc : -EIO;
+	memcpy(p, &h, sizeof(h));
+	memcpy((uint8_t *)p + sizeof(h), f->install_path, plen);
+	rc = ring_commit(f->ring, MSG_SNAPSHOT_INSTALL, len);
+	if (rc)
+		return -EIO;
+	ring_publish(f->ring);
+	f->install_pushed = true;
+	log_info("handed stored a received snapshot to install", LOG_STR("path", f->install_path),
+		 LOG_U64("snapshot-index", f->install_index));
+	return 0;
+}
+
 int feed_pump(struct feed *f, const struct raftlog *log, unsigned max_records)
 {
 	unsigned n = 0;
 	int rc = 0;
 
 	f->blocked = false;
+	if (f->install_active && !f->install_pushed) {
+		if (f->epoch == 0 || f->install_held)
+			return 0; /* stored's state is not known yet, or the
+				   * snapshot is not durable here yet */
+		rc = feed_push_install(f);
+		if (rc == -EAGAIN) {
+			f->blocked = true;
+			f->full++;
+			return 0;
+		}
+		if (rc)
+			return rc == -EIO || ring_has_failed(f->ring) ? -EIO : 0;
+		n++;
+	}
 	while (!f->stalled && f->next <= f->handed && n < max_records) {
 		const struct raft_entry *e = raftlog_entry(log, f->next);
 		if (!e) {

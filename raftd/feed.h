@@ -45,6 +45,16 @@ struct feed {
 	bool blocked;        /* the last pump found the ring full */
 	bool stalled;        /* an entry cannot be pushed (gone from the log,
 			      * or too large for the ring); logged once */
+	/* a db received from the leader (MSG_SNAPSHOT_INSTALL): pushed
+	 * before the entries after install_index, and again after a stored
+	 * restart that left its durable index below it */
+	bool install_active;
+	bool install_pushed;
+	bool install_held;   /* its snapshot is not durable in the WAL yet:
+			      * nothing is pushed until feed_install_release */
+	uint64_t install_index;
+	uint64_t install_term;
+	char install_path[512];
 	uint64_t pushed;     /* statistics: records pushed */
 	uint64_t replays;    /* replays started */
 	uint64_t full;       /* pumps that found the ring full */
@@ -61,6 +71,27 @@ void feed_init(struct feed *f, struct ring *ring, const struct status_stored *st
 /* The index before the first one the feed will push (the core's
  * "applied" at start). */
 uint64_t feed_start_after(const struct feed *f);
+
+/* Starts the feed after index instead, when it would start before it
+ * (a member restarted from a snapshot at index while stored's state is
+ * not known yet). */
+void feed_skip_to(struct feed *f, uint64_t index);
+
+/*
+ * Hands stored the db at path (complete and fsynced, its snapshot at
+ * index and term durable in the WAL) before any entry after index;
+ * entries at or below index not pushed yet are dropped (the db holds
+ * them). The install is pushed again when stored restarts with its
+ * durable index below index, and forgotten once stored's durable index
+ * reaches it. While stored's state is unknown (epoch 0) nothing is pushed:
+ * a stored whose db is already past index must not get it. -ENAMETOOLONG.
+ */
+int feed_install(struct feed *f, uint64_t index, uint64_t term, const char *path);
+
+/* Holds the feed: an install whose WAL record is not durable yet waits,
+ * and nothing after it goes first. feed_install_release lets it go. */
+void feed_install_hold(struct feed *f);
+void feed_install_release(struct feed *f);
 
 /* The core handed over entries up to index. */
 void feed_handed(struct feed *f, uint64_t index);

@@ -23,12 +23,16 @@
 #include "raftd/outbox.h"
 #include "raftd/peer.h"
 #include "raftd/raftmsg.h"
+#include "raftd/snap.h"
+#include "raftd/snapwrite.h"
+#include "stored/btree/dbsnap.h"
 #include "raftd/proposals.h"
 #include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
 #include "shm/config/member_json.h"
+#include "shm/config/v2store.h"
 #include "shm/msg.h"
 #include "shm/region.h"
 #include "shm/slot.h"
@@ -46,11 +50,13 @@
 /* Readies taken per turn: taking one makes another only when it changed
  * the core (a commit noticed, a read answered); a bound all the same. */
 #define LOOP_READIES_MAX 8
+/* The longest a snapshot send may hold compaction back. */
+#define LOOP_SNAP_SEND_MAX_MS (3600u * 1000u)
 /* etcd's raft settings (etcdserver/raft.go). */
 #define LOOP_MAX_MSG_BYTES (1u << 20)
 #define LOOP_MAX_INFLIGHT 512u
 
-enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP, TAG_PEER };
+enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP, TAG_PEER, TAG_SNAPW };
 
 /* A MoveLeader call waiting for the transferee to lead. */
 struct loop_move {
@@ -80,6 +86,30 @@ struct loop {
 	struct msgconv_scratch conv;  /* messages from peers */
 	bool removed;                 /* this member left the cluster */
 	uint64_t snapshot_count;      /* --snapshot-count */
+	char *snap_dir;               /* member/snap; NULL: no .snap files */
+	struct snapwrite *snapw;      /* writes them off the loop */
+	unsigned max_snapshots;       /* --max-snapshots */
+	unsigned max_wals;            /* --max-wals */
+	uint64_t snap_index;          /* the newest .snap file's point */
+	uint64_t members_changed_at;  /* the last entry that changed membership:
+				       * a snapshot at or after it holds the
+				       * membership in force now */
+	uint64_t purge_seq;           /* WAL batch of the newest snapshot
+				       * record: once durable, segments
+				       * before purge_index may go */
+	uint64_t purge_index;
+	unsigned snaps_inflight;      /* snapshot sends not ended yet: the log
+				       * is not compacted meanwhile (etcd's
+				       * inflightSnapshots) */
+	uint64_t snaps_inflight_ticks; /* ticks since the count last moved */
+	/* the last MsgSnap stepped into the core: its v2 store and db */
+	uint64_t rx_index;
+	uint64_t rx_term;
+	uint8_t *rx_data;             /* raftd_malloc */
+	size_t rx_len;
+	/* a snapshot recorded in the WAL batch install_seq: stored gets its
+	 * db once that batch is durable */
+	uint64_t install_seq;
 	const struct member_cluster *initial; /* --initial-cluster: the peers
 					       * until membership is applied */
 	struct loop_move *moves;      /* MoveLeader calls waiting */
@@ -101,6 +131,9 @@ struct loop {
 	struct status_raftd published;
 	bool has_published;
 	uint64_t lead_seen;           /* the leader as last logged */
+	enum raft_role role_seen;     /* as last logged */
+	uint64_t late_logged;         /* late ticks warned about */
+	uint64_t term_seen;           /* and the term then */
 	struct raft_hardstate saved;  /* the last hard state given to the WAL */
 	unsigned retry_ms;            /* backoff while COMMITTED is full */
 	bool stopping;
@@ -148,6 +181,10 @@ static int persist_note(struct loop *l, uint64_t seq, uint64_t index, uint64_t t
 	return 0;
 }
 
+static void maybe_purge_wal(struct loop *l);
+static int send_snapshot(struct loop *l, const struct raft_msg *m);
+static void maybe_install(struct loop *l);
+
 /* Tells the core what the WAL made durable. */
 static void persist_done(struct loop *l)
 {
@@ -160,6 +197,8 @@ static void persist_done(struct loop *l)
 	}
 	if (l->peer)
 		outbox_release(&l->outbox, durable);
+	maybe_purge_wal(l);
+	maybe_install(l);
 	if (k == 0)
 		return;
 	memmove(l->persist, l->persist + k, (l->n_persist - k) * sizeof(*l->persist));
@@ -200,10 +239,17 @@ static void log_leader_change(struct loop *l, uint64_t prev_lead, const struct r
 	char msg[160];
 	uint64_t term = raft_term(l->raft);
 
-	if (rd->role == RAFT_LEADER && prev_lead != l->member_id) {
-		snprintf(msg, sizeof(msg), "%" PRIx64 " became leader at term %" PRIu64,
-			 l->member_id, term);
+	static const char *const role_names[] = {
+		[RAFT_FOLLOWER] = "follower", [RAFT_PRE_CANDIDATE] = "pre-candidate",
+		[RAFT_CANDIDATE] = "candidate", [RAFT_LEADER] = "leader",
+	};
+	/* etcd's raft logs each change of role, and a new term as a follower */
+	if (rd->role != l->role_seen || (rd->role == RAFT_FOLLOWER && term != l->term_seen)) {
+		snprintf(msg, sizeof(msg), "%" PRIx64 " became %s at term %" PRIu64, l->member_id,
+			 role_names[rd->role], term);
 		log_info(msg);
+		l->role_seen = rd->role;
+		l->term_seen = term;
 	}
 	if (rd->leader == prev_lead)
 		return;
@@ -216,10 +262,101 @@ static void log_leader_change(struct loop *l, uint64_t prev_lead, const struct r
 	log_info(msg);
 }
 
+/* ---- snapshots on disk (etcd's triggerSnapshot) ---- */
+
+/*
+ * Writes a .snap file and its WAL snapshot record once --snapshot-count
+ * entries were applied since the last one, as etcd does, at the newest
+ * index that stored has made durable (a restart from the snapshot then
+ * finds stored's db at or past it: DESIGN invariant 5), and only when the
+ * membership in force now is the one at that index and a hard state
+ * committing it went to the WAL (etcd's ValidSnapshotEntries skips a
+ * snapshot past the recorded commit). Right after raft_advance only.
+ */
+static void maybe_snapshot(struct loop *l)
+{
+	uint64_t applied = l->feed.handed;
+	if (!l->snap_dir || !l->snapshot_count || applied <= l->snap_index + l->snapshot_count)
+		return;
+	uint64_t at = l->feed.durable < applied ? l->feed.durable : applied;
+	if (at > l->saved.commit)
+		at = l->saved.commit;
+	if (at <= l->snap_index || l->members_changed_at > at)
+		return;
+	const struct raftlog *log = raft_log(l->raft);
+	const struct raft_entry *e = raftlog_entry(log, at);
+	if (!e && at != log->snap_index)
+		return;
+
+	if (!l->snapw || snapwrite_busy(l->snapw))
+		return; /* the last one is still being written */
+	struct snap sn = { .index = at, .term = e ? e->term : log->snap_term };
+	char *json;
+	size_t len;
+	raft_conf_state(l->raft, &sn.conf);
+	if (v2store_encode(&l->members.ms, &json, &len)) {
+		log_warn("cannot encode the membership for a snapshot (out of memory); retried later");
+		return;
+	}
+	sn.data = raftd_malloc(len ? len : 1);
+	if (!sn.data) {
+		free(json);
+		log_warn("cannot encode the membership for a snapshot (out of memory); retried later");
+		return;
+	}
+	memcpy(sn.data, json, len);
+	sn.len = len;
+	free(json);
+	/* etcd's order: the .snap file (written and fsynced off the loop),
+	 * then the WAL's record of it (on_snapshot_written) */
+	if (snapwrite_submit(l->snapw, &sn)) {
+		snap_clear(&sn);
+		return;
+	}
+	l->snap_index = at;
+}
+
+/* The .snap file of maybe_snapshot is durable: the WAL records it. */
+static void on_snapshot_written(struct loop *l)
+{
+	uint64_t index, term;
+	int rc = snapwrite_reap(l->snapw, &index, &term);
+
+	if (rc == -EAGAIN)
+		return;
+	if (rc) {
+		loop_fail(l, rc, "failed to save snapshot");
+		return;
+	}
+	rc = wal_save_snapshot(l->wal, index, term);
+	if (!rc)
+		rc = wal_submit(l->wal);
+	if (rc) {
+		loop_fail(l, rc, "cannot write the snapshot record to the WAL");
+		return;
+	}
+	l->purge_seq = wal_last_seq(l->wal);
+	l->purge_index = index;
+	log_info("saved snapshot", LOG_U64("snapshot-index", index), LOG_U64("snapshot-term", term));
+}
+
+/* etcd's purge of WAL segments (--max-wals): once the newest snapshot
+ * record is durable, the segments before the one it sits in may go. */
+static void maybe_purge_wal(struct loop *l)
+{
+	if (!l->purge_seq || wal_durable_seq(l->wal) < l->purge_seq)
+		return;
+	l->purge_seq = 0;
+	if (wal_purge(l->wal, l->purge_index, l->max_wals) < 0)
+		log_warn("failed to purge WAL segments; retried at the next snapshot");
+}
+
 /* Drops log entries nobody needs any more: stored's replay point and the
  * feed's cursor, with a margin. Right after raft_advance only. */
 static void maybe_compact(struct loop *l)
 {
+	if (l->snaps_inflight)
+		return;
 	uint64_t keep = feed_keep_from(&l->feed);
 	if (keep <= LOOP_KEEP_ENTRIES + 1)
 		return;
@@ -386,9 +523,9 @@ static void on_promote(void *arg, uint32_t slot, const struct msg_promote *req)
 /*
  * Sends a ready's messages: at once, or, when the ready saved what must
  * be durable before a follower speaks (raft.h), once the WAL batch
- * holding it is. A MsgSnap cannot go yet (the snapshot needs the db
- * sent after it): its peer is reported a failed snapshot after
- * raft_advance (ids in snap_failed).
+ * holding it is. A MsgSnap goes with the db (send_snapshot); one that
+ * cannot go now has its peer reported a failed snapshot after
+ * raft_advance (ids in snap_failed), and the core tries again later.
  */
 static int send_msgs(struct loop *l, const struct raft_ready *rd, bool must_sync,
 		     uint64_t *snap_failed, size_t *n_snap_failed)
@@ -404,7 +541,10 @@ static int send_msgs(struct loop *l, const struct raft_ready *rd, bool must_sync
 			rc = outbox_hold(&l->outbox, m, wal_last_seq(l->wal));
 		else
 			rc = outbox_send(&l->outbox, m);
-		if (rc == -ENOTSUP && *n_snap_failed < RAFT_MAX_MEMBERS)
+		if (rc == -ENOTSUP)
+			rc = send_snapshot(l, m);
+		if (rc && rc != -ENOMEM && m->type == RAFT_MSG_SNAP &&
+		    *n_snap_failed < RAFT_MAX_MEMBERS)
 			snap_failed[(*n_snap_failed)++] = m->to;
 		else if (rc == -ENOMEM)
 			return rc;
@@ -506,6 +646,8 @@ static int apply_membership(struct loop *l, const struct raft_entry *e, bool *pe
 	struct membership_result res;
 	int rc = members_apply(&l->members, e, &res);
 
+	if (!rc && res.change != MEMBERSHIP_NONE)
+		l->members_changed_at = e->index;
 	if (!rc && res.change == MEMBERSHIP_VERSION)
 		*peers_changed = true; /* /version reports it */
 	if (rc || e->type != RAFT_ENTRY_CONF_CHANGE)
@@ -541,6 +683,177 @@ static int apply_membership(struct loop *l, const struct raft_entry *e, bool *pe
 	return 0;
 }
 
+/* ---- snapshots between members ---- */
+
+/* member/snap/<index %016x>.snap.db */
+static int snap_db_path(const struct loop *l, uint64_t index, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "%s/%016" PRIx64 ".snap.db", l->snap_dir, index);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * etcd's snapshot_merge and snapshot_sender for a MsgSnap the core wants
+ * sent: the message carries the v2 store and the point of the db copy
+ * that follows it (stored's published state, read beside stored), not
+ * the core's older compaction point; the transport streams it from its
+ * own thread and reports the outcome (PEER_EV_SNAPSHOT_DONE).
+ */
+static int send_snapshot(struct loop *l, const struct raft_msg *m)
+{
+	char path[4200];
+	struct dbsnap *ds;
+	int rc;
+
+	if (!l->snap_dir || snprintf(path, sizeof(path), "%s/db", l->snap_dir) >= (int)sizeof(path))
+		return -ENOTSUP;
+	rc = dbsnap_open(l->r, path, &ds);
+	if (rc) {
+		log_warn("cannot read the db for a snapshot to a follower; retried",
+			 LOG_U64("to", m->to), LOG_ERRNO(rc));
+		return rc;
+	}
+	uint64_t index = dbsnap_index(ds);
+	const struct raftlog *log = raft_log(l->raft);
+	const struct raft_entry *e = raftlog_entry(log, index);
+	/* the membership sent must be the one at the db's index */
+	if ((!e && index != log->snap_index) || index < m->snap_index ||
+	    l->members_changed_at > index) {
+		dbsnap_close(ds);
+		return -EAGAIN;
+	}
+	char *json;
+	size_t len;
+	if (v2store_encode(&l->members.ms, &json, &len)) {
+		dbsnap_close(ds);
+		return -ENOMEM;
+	}
+	struct raft_conf_state cs;
+	raft_conf_state(l->raft, &cs);
+	struct raftmsg w = {
+		.type = RAFT_MSG_SNAP, .to = m->to, .from = m->from, .term = m->term,
+		.snapshot = { .has_data = true, .len = len, .data = (const uint8_t *)json,
+			      .index = index, .term = e ? e->term : log->snap_term,
+			      .conf_state = { .voters = cs.voters, .n_voters = cs.n_voters,
+					      .learners = cs.learners,
+					      .n_learners = cs.n_learners } },
+	};
+	rc = peer_send_snapshot_db(l->peer, &w, ds); /* ds taken */
+	free(json);
+	if (!rc) {
+		l->snaps_inflight++;
+		l->snaps_inflight_ticks = 0;
+	}
+	return rc;
+}
+
+/*
+ * etcd's snapshotHandler after the transport saved the db (fsynced, under
+ * a temporary name): the db becomes member/snap/<index>.snap.db, the
+ * v2 store is kept for the ready that records the snapshot, and the
+ * message goes on to the core. Returns 0 or why the message is dropped.
+ */
+static int take_snapshot_msg(struct loop *l, struct peer_event *ev)
+{
+	const struct raftmsg_snapshot *sn = &ev->msg.snapshot;
+	char path[4200];
+	int rc;
+
+	if (!l->snap_dir || !ev->snap_db_path)
+		return -ENOTSUP; /* a MsgSnap without its db (not through /raft/snapshot) */
+	rc = snap_db_path(l, sn->index, path, sizeof(path));
+	if (!rc && rename(ev->snap_db_path, path) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = diskio_sync_dir(l->snap_dir);
+	if (rc) {
+		log_warn("failed to save incoming database snapshot", LOG_STR("path", path),
+			 LOG_ERRNO(rc));
+		return rc;
+	}
+	raftd_free(ev->snap_db_path);
+	ev->snap_db_path = NULL;
+	uint8_t *data = raftd_malloc(sn->len ? sn->len : 1);
+	if (!data)
+		return -ENOMEM;
+	if (sn->len)
+		memcpy(data, sn->data, sn->len);
+	raftd_free(l->rx_data);
+	l->rx_data = data;
+	l->rx_len = sn->len;
+	l->rx_index = sn->index;
+	l->rx_term = sn->term;
+	return 0;
+}
+
+/*
+ * A ready whose snapshot replaced the log: as etcd's applySnapshot, the
+ * .snap file, then its WAL record (the install waits until that is
+ * durable), the membership of the snapshot's v2 store. Returns 0 or a
+ * fatal error (logged).
+ */
+static int record_snapshot(struct loop *l, const struct raft_ready *rd, bool *peers_changed)
+{
+	struct membership ms;
+	int rc;
+
+	if (!l->rx_data || l->rx_index != rd->snap_index || l->rx_term != rd->snap_term) {
+		log_error("the core took a snapshot whose data this member does not have",
+			  LOG_U64("snapshot-index", rd->snap_index));
+		return -EPROTO;
+	}
+	log_info("applying snapshot", LOG_U64("current-snapshot-index", l->snap_index),
+		 LOG_U64("current-applied-index", l->feed.handed),
+		 LOG_U64("incoming-leader-snapshot-index", rd->snap_index),
+		 LOG_U64("incoming-leader-snapshot-term", rd->snap_term));
+	membership_init(&ms);
+	rc = v2store_decode(l->rx_data, l->rx_len, &ms);
+	if (rc) {
+		log_error("the leader's snapshot holds no v2 store this member can read",
+			  LOG_U64("snapshot-index", rd->snap_index), LOG_ERRNO(rc));
+		return rc;
+	}
+	struct snap sn = { .index = rd->snap_index, .term = rd->snap_term, .conf = *rd->snap_conf,
+			   .data = l->rx_data, .len = l->rx_len };
+	rc = snap_save(l->snap_dir, &sn);
+	if (!rc)
+		rc = wal_save_snapshot(l->wal, rd->snap_index, rd->snap_term);
+	if (rc) {
+		membership_free(&ms);
+		log_error("failed to save the leader's snapshot", LOG_ERRNO(rc));
+		return rc;
+	}
+	membership_free(&l->members.ms);
+	l->members.ms = ms;
+	l->members_changed_at = rd->snap_index;
+	*peers_changed = true;
+	l->snap_index = rd->snap_index;
+	l->install_seq = wal_last_seq(l->wal);
+	l->purge_seq = l->install_seq;
+	l->purge_index = rd->snap_index;
+	raftd_free(l->rx_data);
+	l->rx_data = NULL;
+	/* stored gets the db before anything after it, once the WAL holds
+	 * the snapshot durably (maybe_install) */
+	char path[4200];
+	rc = snap_db_path(l, rd->snap_index, path, sizeof(path));
+	if (!rc)
+		rc = feed_install(&l->feed, rd->snap_index, rd->snap_term, path);
+	if (rc)
+		return rc;
+	feed_install_hold(&l->feed);
+	return 0;
+}
+
+/* Once the WAL holds the snapshot durably, stored gets its db. */
+static void maybe_install(struct loop *l)
+{
+	if (!l->install_seq || wal_durable_seq(l->wal) < l->install_seq)
+		return;
+	l->install_seq = 0;
+	feed_install_release(&l->feed);
+}
+
 /* Messages and news from peers. */
 static void on_peer(struct loop *l)
 {
@@ -551,13 +864,8 @@ static void on_peer(struct loop *l)
 		case PEER_EV_MESSAGE: {
 			struct raft_msg m;
 			int rc = msgconv_from_wire(&ev.msg, &l->conv, &m);
-			if (rc == 0 && m.type == RAFT_MSG_SNAP) {
-				/* installing a leader's snapshot (the db received
-				 * with it) into stored is not built yet */
-				log_warn("a snapshot from the leader was refused: installing snapshots is not supported yet",
-					 LOG_U64("from", m.from), LOG_U64("index", m.snap_index));
-				rc = -ENOTSUP;
-			}
+			if (rc == 0 && m.type == RAFT_MSG_SNAP)
+				rc = take_snapshot_msg(l, &ev);
 			if (rc == 0)
 				rc = raft_step(l->raft, &m);
 			if (rc && rc != -ENOTSUP)
@@ -569,6 +877,9 @@ static void on_peer(struct loop *l)
 			raft_report_unreachable(l->raft, ev.id);
 			break;
 		case PEER_EV_SNAPSHOT_DONE:
+			if (l->snaps_inflight)
+				l->snaps_inflight--;
+			l->snaps_inflight_ticks = 0;
 			raft_report_snapshot(l->raft, ev.id, ev.ok);
 			break;
 		case PEER_EV_REMOVED:
@@ -597,13 +908,11 @@ static void take_ready(struct loop *l)
 	int rc = 0;
 
 	raft_ready(l->raft, &rd);
+	bool peers_changed = false;
 	if (rd.has_snapshot) {
-		/* only a leader's snapshot does this; installing it in stored
-		 * comes with the peer links */
-		rc = wal_save_snapshot(l->wal, rd.snap_index, rd.snap_term);
+		/* only a leader's snapshot does this */
+		rc = record_snapshot(l, &rd, &peers_changed);
 		must_submit = true;
-		log_error("a snapshot from the leader was recorded, but installing it in stored is not supported yet",
-			  LOG_U64("index", rd.snap_index), LOG_U64("term", rd.snap_term));
 	}
 	if (!rc && (rd.n_entries || rd.hs_changed)) {
 		rc = wal_save(l->wal, rd.hs_changed ? &rd.hs : NULL, rd.entries, rd.n_entries);
@@ -627,7 +936,6 @@ static void take_ready(struct loop *l)
 	uint64_t snap_failed[RAFT_MAX_MEMBERS];
 	size_t n_snap_failed = 0;
 	rc = send_msgs(l, &rd, must_submit, snap_failed, &n_snap_failed);
-	bool peers_changed = false;
 	for (size_t i = 0; i < rd.n_committed && !rc; i++)
 		rc = apply_membership(l, &rd.committed[i], &peers_changed);
 	if (rc) {
@@ -649,6 +957,7 @@ static void take_ready(struct loop *l)
 		raft_report_snapshot(l->raft, snap_failed[i], false);
 	if (peers_changed)
 		update_peers(l);
+	maybe_snapshot(l);
 	maybe_compact(l);
 	if (must_submit) {
 		rc = wal_submit(l->wal);
@@ -730,10 +1039,25 @@ static void on_timer(struct loop *l)
 		return;
 	/* one tick however many expired: a late loop must not rush the
 	 * election clock (etcd's ticker drops ticks the same way) */
+	if (n > 1) {
+		l->stats.ticks_lost += n - 1;
+		if (++l->late_logged <= 10 || l->late_logged % 100 == 0)
+			log_warn("raftd's loop was late: ticks were lost, so elections and heartbeats "
+				 "come later than configured (is the machine overloaded?)",
+				 LOG_U64("lost-ticks", n - 1), LOG_U64("tick-ms", l->tick_ms),
+				 LOG_U64("lost-so-far", l->stats.ticks_lost));
+	}
 	raft_tick(l->raft);
 	proposals_tick(&l->props, 2 * l->election_ticks);
 	members_tick(&l->members);
 	check_moves(l, true);
+	/* a send whose end was never reported must not stop compaction for
+	 * good: after an hour the count is dropped */
+	if (l->snaps_inflight && ++l->snaps_inflight_ticks * l->tick_ms > LOOP_SNAP_SEND_MAX_MS) {
+		log_warn("snapshot sends did not report their end; compacting the log again",
+			 LOG_U64("sends", l->snaps_inflight));
+		l->snaps_inflight = 0;
+	}
 	l->stats.ticks++;
 }
 
@@ -776,6 +1100,9 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 			break;
 		case TAG_PEER:
 			on_peer(l);
+			break;
+		case TAG_SNAPW:
+			on_snapshot_written(l);
 			break;
 		}
 	}
@@ -892,6 +1219,8 @@ static int open_fds(struct loop *l, const struct loop_options *o)
 		rc = epoll_watch(l->epfd, l->signal_fd, TAG_SIGNAL);
 	if (!rc && l->peer)
 		rc = epoll_watch(l->epfd, peer_event_fd(l->peer), TAG_PEER);
+	if (!rc && l->snapw)
+		rc = epoll_watch(l->epfd, snapwrite_event_fd(l->snapw), TAG_SNAPW);
 	return rc;
 }
 
@@ -930,14 +1259,46 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 		memset(&st, 0, sizeof(st));
 	feed_init(&l->feed, shm_daemon_ring(l->r, SHM_RING_COMMITTED), &st,
 		  shm_role_is_live(l->r, SHM_ROLE_STORED));
-	uint64_t last = bs->n_entries ? bs->entries[bs->n_entries - 1].index : 0;
+	uint64_t snap_index = bs->has_snap ? bs->snap.index : 0;
+	uint64_t snap_term = bs->has_snap ? bs->snap.term : 0;
+	if (bs->has_snap) {
+		/* the membership at the snapshot, as etcd recovers it */
+		int rc = v2store_decode(bs->snap.data, bs->snap.len, &l->members.ms);
+		if (rc) {
+			log_error("the snapshot's v2 store cannot be read; the member's snap file is corrupt",
+				  LOG_U64("snapshot-index", snap_index), LOG_ERRNO(rc));
+			return rc;
+		}
+		l->snap_index = l->members_changed_at = snap_index;
+		/* stored's state is not known yet (it has not published): the
+		 * feed starts after the snapshot, and a replay from stored's
+		 * durable index follows when it does */
+		if (st.epoch == 0 && feed_start_after(&l->feed) < snap_index)
+			feed_skip_to(&l->feed, snap_index);
+		/* a snapshot received from the leader that stored may not
+		 * have installed yet: the feed decides once stored's durable
+		 * index is known */
+		char db[4200];
+		if (o->snap_dir && (st.epoch == 0 || st.durable_index < snap_index) &&
+		    snprintf(db, sizeof(db), "%s/%016" PRIx64 ".snap.db", o->snap_dir, snap_index) <
+			    (int)sizeof(db) &&
+		    access(db, R_OK) == 0) {
+			int rc = feed_install(&l->feed, snap_index, snap_term, db);
+			if (rc)
+				return rc;
+		}
+	}
+	uint64_t last = bs->n_entries ? bs->entries[bs->n_entries - 1].index : snap_index;
 	/* membership as of what stored applied: the entries after it come
 	 * out of the core as committed */
 	for (size_t i = 0; i < bs->n_entries && bs->entries[i].index <= feed_start_after(&l->feed);
 	     i++) {
-		int rc = members_apply(&l->members, &bs->entries[i], NULL);
+		struct membership_result res;
+		int rc = members_apply(&l->members, &bs->entries[i], &res);
 		if (rc)
 			return rc;
+		if (res.change != MEMBERSHIP_NONE)
+			l->members_changed_at = bs->entries[i].index;
 	}
 	if (feed_start_after(&l->feed) > last)
 		log_error("stored has applied entries beyond the end of this member's WAL; its db does not belong to this log",
@@ -962,6 +1323,12 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 				voters[cfg.n_voters++] = ms->v[i].id;
 		}
 		cfg.learners = learners;
+	} else if (bs->has_snap) {
+		/* a snapshot without members in its v2 store: its ConfState */
+		cfg.voters = bs->snap.conf.voters;
+		cfg.n_voters = bs->snap.conf.n_voters;
+		cfg.learners = bs->snap.conf.learners;
+		cfg.n_learners = bs->snap.conf.n_learners;
 	}
 	cfg.election_ticks = (unsigned)l->election_ticks;
 	cfg.heartbeat_ticks = 1;
@@ -970,8 +1337,9 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	cfg.max_msg_bytes = LOOP_MAX_MSG_BYTES;
 	cfg.max_inflight = LOOP_MAX_INFLIGHT;
 	cfg.seed = loop_seed();
-	int rc = raft_new(&cfg, &bs->hs, 0, 0, bs->entries, bs->n_entries,
-			  feed_start_after(&l->feed), &l->raft);
+	uint64_t applied = feed_start_after(&l->feed);
+	int rc = raft_new(&cfg, &bs->hs, snap_index, snap_term, bs->entries, bs->n_entries,
+			  applied > snap_index ? applied : snap_index, &l->raft);
 	if (rc)
 		return rc;
 	bs->entries = NULL; /* the core owns them now */
@@ -1058,7 +1426,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 
 	struct bootstrap_params bp = {
 		.wal_dir = o->wal_dir, .member_id = o->member_id, .cluster = o->cluster,
-		.wal = o->wal,
+		.wal = o->wal, .snap_dir = o->snap_dir,
 	};
 	rc = open_wal(&bp, &bs);
 	if (rc) {
@@ -1090,6 +1458,21 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->peer = o->peer;
 	l->initial = o->cluster;
 	l->snapshot_count = o->snapshot_count;
+	l->max_snapshots = o->max_snapshots;
+	l->max_wals = o->max_wals;
+	if (o->snap_dir) {
+		l->snap_dir = raftd_malloc(strlen(o->snap_dir) + 1);
+		if (!l->snap_dir) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		strcpy(l->snap_dir, o->snap_dir);
+		rc = snapwrite_start(o->snap_dir, o->max_snapshots, &l->snapw);
+		if (rc) {
+			log_error("cannot start the snapshot writer", LOG_ERRNO(rc));
+			goto out_free;
+		}
+	}
 	outbox_init(&l->outbox, o->peer);
 	l->props.move_leader = on_move_leader;
 	l->props.move_leader_arg = l;
@@ -1120,6 +1503,7 @@ void loop_free(struct loop *l)
 	if (!l)
 		return;
 	shm_waker_stop(&l->waker);
+	snapwrite_stop(l->snapw);
 	if (l->wal) {
 		int rc = wal_close(l->wal);
 		if (rc)
@@ -1132,6 +1516,8 @@ void loop_free(struct loop *l)
 	raftd_free(l->moves);
 	msgconv_scratch_free(&l->conv);
 	raftd_free(l->persist);
+	raftd_free(l->snap_dir);
+	raftd_free(l->rx_data);
 	if (l->epfd >= 0)
 		close(l->epfd);
 	if (l->timer_fd >= 0)

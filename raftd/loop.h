@@ -67,7 +67,13 @@ struct loop_options {
 	int signal_fd;              /* a signalfd whose readability means stop,
 				     * or -1 */
 	uint64_t snapshot_count;    /* --snapshot-count: entries applied
-				     * between log compactions with peers */
+				     * between log compactions with peers,
+				     * and between .snap files */
+	const char *snap_dir;       /* member/snap: .snap files are written
+				     * there and a restart starts from the
+				     * newest; NULL: none */
+	unsigned max_snapshots;     /* --max-snapshots (0: keep all) */
+	unsigned max_wals;          /* --max-wals (0: keep all) */
 	struct peer *peer;          /* the peer transport (started, owned by
 				     * the caller, stopped after loop_free);
 				     * NULL: messages to peers are dropped */
@@ -76,6 +82,7 @@ struct loop_options {
 struct loop_stats {
 	uint64_t turns;
 	uint64_t ticks;
+	uint64_t ticks_lost;     /* timer expirations a late loop merged */
 	uint64_t wal_batches;    /* group commits that became durable */
 	uint64_t wal_saves;      /* readies saved into a batch */
 	uint64_t commits_pushed; /* MSG_COMMITTED records pushed */

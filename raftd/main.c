@@ -18,6 +18,7 @@
 #include "raftd/loop.h"
 #include "raftd/peer.h"
 #include "shm/config/config.h"
+#include "shm/diskio/diskio.h"
 #include "shm/hello.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
@@ -81,7 +82,7 @@ int main(int argc, char **argv)
 	struct tls_ctx *server_tls = NULL, *client_tls = NULL;
 	struct loop *loop = NULL;
 	uint64_t member_id, cluster_id;
-	char wal_dir[4096];
+	char wal_dir[4096], snap_dir[4096];
 	sigset_t set;
 	int status, rc, sfd = -1;
 
@@ -109,6 +110,16 @@ int main(int argc, char **argv)
 		goto out_free_cluster;
 	}
 
+	/* etcd's snap directory is the data dir's whatever --wal-dir says */
+	int n_snap = snprintf(snap_dir, sizeof(snap_dir), "%s/member/snap", cfg.data_dir);
+	if (n_snap < 0 || (size_t)n_snap >= sizeof(snap_dir) ||
+	    (rc = diskio_mkdir_all(snap_dir, 0700)) != 0) {
+		log_error("cannot create the snap directory", LOG_STR("data-dir", cfg.data_dir),
+			  LOG_ERRNO(n_snap < 0 || (size_t)n_snap >= sizeof(snap_dir) ? -ENAMETOOLONG : rc));
+		status = CONFIG_EXIT_FATAL;
+		goto out_free_cluster;
+	}
+
 	rc = peer_tls(&cfg, &server_tls, &client_tls);
 	if (rc) {
 		status = CONFIG_EXIT_FATAL;
@@ -130,6 +141,7 @@ int main(int argc, char **argv)
 		.min_cluster_version = "3.0.0",
 		.data_dir = cfg.data_dir,
 		.gateways = cfg.gateways,
+		.snap_dir = snap_dir,
 	};
 	rc = peer_start(&po, &peers);
 	if (rc) {
@@ -159,6 +171,9 @@ int main(int argc, char **argv)
 		.signal_fd = sfd,
 		.peer = peers,
 		.snapshot_count = cfg.snapshot_count,
+		.snap_dir = snap_dir,
+		.max_snapshots = (unsigned)cfg.max_snapshots,
+		.max_wals = (unsigned)cfg.max_wals,
 	};
 	rc = loop_new(&lo, &loop);
 	if (rc) {

@@ -125,6 +125,12 @@ int peer_send(struct peer *p, const struct raftmsg *m);
  * it ended). */
 int peer_send_snapshot(struct peer *p, const struct raftmsg *m, const char *db_path);
 
+/* As peer_send_snapshot, the db read from ds (a consistent copy of
+ * stored's db, stored/btree/dbsnap.h) in the transport's thread; ds is
+ * taken over and closed when the send ends, or at once on failure. */
+struct dbsnap;
+int peer_send_snapshot_db(struct peer *p, const struct raftmsg *m, struct dbsnap *ds);
+
 /* The cluster version GET /version reports ("3.4.0"); copied. Until it
  * is set, "not_decided", as etcd answers before the cluster agrees. */
 int peer_set_cluster_version(struct peer *p, const char *version);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "raftd/alloc.h"
+#include "stored/btree/dbsnap.h"
 #include "raftd/msgframe.h"
 #include "raftd/peer_int.h"
 #include "raftd/raft.h"
@@ -37,6 +38,7 @@ struct peer_snap_send {
 	size_t frame_len;
 	char *path;              /* the db file */
 	int fd;
+	struct dbsnap *ds;       /* or a consistent copy of stored's db */
 	uint64_t size;
 	uint64_t sent;           /* file bytes put into the connection */
 	uint64_t start_ns;
@@ -48,6 +50,7 @@ void peer_snap_send_free(struct peer_snap_send *s)
 		struct peer_snap_send *next = s->next;
 		if (s->fd >= 0)
 			close(s->fd);
+		dbsnap_close(s->ds);
 		raftd_free(s->frame);
 		raftd_free(s->path);
 		raftd_free(s);
@@ -338,7 +341,8 @@ static int peer_snap_refill(struct peer_conn *c)
 		rc = peer_buf_reserve(&c->out, want);
 		if (rc)
 			return rc;
-		n = pread(s->fd, c->out.p + c->out.len, want, (off_t)s->sent);
+		n = s->ds ? dbsnap_read(s->ds, c->out.p + c->out.len, want) :
+			    pread(s->fd, c->out.p + c->out.len, want, (off_t)s->sent);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -695,14 +699,20 @@ void peer_client_drop(struct peer *p, struct peer_remote *r)
 
 /* ---- snapshots ---- */
 
-int peer_send_snapshot(struct peer *p, const struct raftmsg *m, const char *db_path)
+/* Queues a snapshot whose db comes from the file at db_path or from ds
+ * (taken over, closed even on failure). */
+static int peer_snap_queue(struct peer *p, const struct raftmsg *m, const char *db_path,
+			   struct dbsnap *ds)
 {
 	struct peer_snap_send *s = raftd_calloc(1, sizeof(*s));
 	int rc = -ENOMEM;
 
-	if (!s)
+	if (!s) {
+		dbsnap_close(ds);
 		return -ENOMEM;
+	}
 	s->fd = -1;
+	s->ds = ds;
 	s->to = m->to;
 	s->index = m->snapshot.index;
 	s->frame_len = msgframe_size(m);
@@ -729,6 +739,16 @@ out_free:
 	return rc;
 }
 
+int peer_send_snapshot(struct peer *p, const struct raftmsg *m, const char *db_path)
+{
+	return peer_snap_queue(p, m, db_path, NULL);
+}
+
+int peer_send_snapshot_db(struct peer *p, const struct raftmsg *m, struct dbsnap *ds)
+{
+	return peer_snap_queue(p, m, "(a copy of the db)", ds);
+}
+
 /* Dials the receiver of s and queues the request head and the message's
  * frame; the db file follows as the socket takes it. */
 static int peer_snap_start(struct peer *p, struct peer_snap_send *s)
@@ -744,13 +764,18 @@ static int peer_snap_start(struct peer *p, struct peer_snap_send *s)
 	pthread_mutex_unlock(&p->mu);
 	if (!r)
 		return -ENOENT;
-	s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
-	if (s->fd < 0 || fstat(s->fd, &st) < 0) {
-		rc = -errno;
-		log_warn("cannot open the snapshot's db file", LOG_STR("path", s->path), LOG_ERRNO(rc));
-		return rc;
+	if (s->ds) {
+		s->size = dbsnap_size(s->ds);
+	} else {
+		s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+		if (s->fd < 0 || fstat(s->fd, &st) < 0) {
+			rc = -errno;
+			log_warn("cannot open the snapshot's db file", LOG_STR("path", s->path),
+				 LOG_ERRNO(rc));
+			return rc;
+		}
+		s->size = (uint64_t)st.st_size;
 	}
-	s->size = (uint64_t)st.st_size;
 	rc = peer_pick_url(p, r, &u);
 	if (!rc)
 		rc = peer_conn_dial(p, &u, PEER_CONN_SNAP, r, &c);

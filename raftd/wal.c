@@ -374,6 +374,36 @@ int wal_read(const char *dir, uint64_t snap_index, uint64_t snap_term,
 	return scan(dir, snap_index, snap_term, false, rep, &s);
 }
 
+int wal_snapshots(const char *dir, struct wal_replay *rep)
+{
+	struct wal_decoder d;
+	struct seg_list l;
+	struct scan s = { .tail_fd = -1 };
+
+	wal_decoder_init(&d, rep, 0, 0);
+	d.points_only = true;
+	int rc = list_segments(dir, &l);
+	if (rc)
+		return scan_fail(rep, rc, "wal: cannot list %s: %s", dir, strerror(-rc));
+	if (l.n == 0)
+		rc = scan_fail(rep, -ENOENT, "wal: no WAL segment in %s", dir);
+	for (size_t i = 0; !rc && i < l.n; i++) {
+		bool torn = false;
+		rc = scan_segment(&d, dir, l.names[i], i + 1 == l.n, false, &s, &torn);
+	}
+	raftd_free(l.names);
+	if (rc) {
+		wal_replay_free(rep);
+		return rc;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < rep->n_snaps; i++)
+		if (rep->snaps[i].index <= rep->state.commit)
+			rep->snaps[k++] = rep->snaps[i];
+	rep->n_snaps = k;
+	return 0;
+}
+
 /* ---- the writer ---- */
 
 static int wal_fail(struct wal *w, int rc, const char *what)
@@ -831,6 +861,50 @@ out_close_tail:
 		diskio_close(o->io);
 	wal_replay_free(rep);
 	return rc;
+}
+
+int wal_purge(struct wal *w, uint64_t snap_index, unsigned max_wals)
+{
+	struct seg_list l;
+	int removed = 0, rc;
+
+	if (max_wals == 0)
+		return 0;
+	rc = list_segments(w->dir, &l);
+	if (rc)
+		return rc;
+	/* the segment replay from snap_index starts in (etcd's searchIndex) */
+	size_t keep = 0;
+	for (size_t i = l.n; i-- > 0;) {
+		uint64_t seq, index;
+		wal_parse_name(l.names[i], &seq, &index);
+		if (snap_index >= index) {
+			keep = i;
+			break;
+		}
+	}
+	for (size_t i = 0; i < keep && l.n - (size_t)removed > max_wals; i++) {
+		uint64_t seq, index;
+		wal_parse_name(l.names[i], &seq, &index);
+		if (seq >= w->tail_seq)
+			break;
+		char *path = path_join(w->dir, l.names[i]);
+		if (!path) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (unlink(path) < 0) {
+			rc = -errno;
+			log_warn("failed to purge a WAL segment", LOG_STR("path", path), LOG_ERRNO(rc));
+			raftd_free(path);
+			break;
+		}
+		log_info("purged", LOG_STR("path", path));
+		raftd_free(path);
+		removed++;
+	}
+	raftd_free(l.names);
+	return rc ? rc : removed;
 }
 
 /* Writes the first segment into tmpdir; returns its open fd in *fd_out and

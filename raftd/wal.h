@@ -52,6 +52,12 @@ struct wal_options {
 				 * WAL (closed by wal_close, or on failure) */
 };
 
+/* A snapshot record's point. */
+struct wal_snap {
+	uint64_t index;
+	uint64_t term;
+};
+
 /* What opening a WAL found. Everything in it is owned by the replay and
  * freed by wal_replay_free (fields can be taken over by setting them to
  * NULL first). */
@@ -62,6 +68,9 @@ struct wal_replay {
 	struct raft_entry *entries;  /* indexes snap_index + 1 ..., no gaps;
 				      * array and data from raftd_malloc */
 	size_t n_entries;
+	struct wal_snap *snaps;  /* wal_snapshots: the snapshot records, in
+				  * WAL order (raftd_malloc) */
+	size_t n_snaps;
 	uint64_t torn_offset;    /* where a torn tail was cut (0 = none) */
 	char torn_segment[40];   /* and in which segment */
 	char error[512];         /* on failure: what, where, what to do */
@@ -105,6 +114,26 @@ int wal_open(const char *dir, uint64_t snap_index, uint64_t snap_term,
  * an error. */
 int wal_read(const char *dir, uint64_t snap_index, uint64_t snap_term,
 	     struct wal_replay *rep);
+
+/*
+ * etcd's ValidSnapshotEntries: the snapshot records of every segment in
+ * dir, oldest first, whose index is at most the commit index of the last
+ * hard state (a snapshot past it cannot be one the member reached), into
+ * rep->snaps (rep also gets the hard state and metadata; no entries).
+ * Reads without locking. 0; -ENOENT (no segment), -EBADMSG (corrupt
+ * before the tail, rep->error says where), -ENOMEM, -errno.
+ */
+int wal_snapshots(const char *dir, struct wal_replay *rep);
+
+/*
+ * etcd's purge of the WAL directory (--max-wals), with its rule that a
+ * segment still needed is kept: removes the oldest segments while more
+ * than max_wals remain, stopping at the segment that holds snap_index
+ * (the newest snapshot the WAL has durably recorded: replay starts in
+ * that segment) and never touching the tail. max_wals 0 removes nothing.
+ * Returns the number removed, or -errno of a removal (logged).
+ */
+int wal_purge(struct wal *w, uint64_t snap_index, unsigned max_wals);
 
 /* Appends entries then, when not empty, the hard state, as etcd's
  * WAL.Save. Nothing is written until wal_submit. -EMSGSIZE if an entry's

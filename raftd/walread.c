@@ -25,6 +25,9 @@ void wal_replay_free(struct wal_replay *r)
 		raft_entry_free_data(&r->entries[i]);
 	raftd_free(r->entries);
 	raftd_free(r->metadata);
+	raftd_free(r->snaps);
+	r->snaps = NULL;
+	r->n_snaps = 0;
 	r->entries = NULL;
 	r->n_entries = 0;
 	r->metadata = NULL;
@@ -105,7 +108,7 @@ static int replay_entry(struct wal_decoder *d, const struct raft_entry *e,
 	struct wal_replay *rep = d->rep;
 
 	d->last_index = e->index;
-	if (e->index <= d->start_index)
+	if (e->index <= d->start_index || d->points_only)
 		return 0;
 	uint64_t up = e->index - d->start_index - 1;
 	if (up > rep->n_entries)
@@ -158,6 +161,23 @@ static int replay_metadata(struct wal_decoder *d, const struct walrec *r,
 	return 0;
 }
 
+/* wal_snapshots: one more snapshot record. */
+static int note_snapshot(struct wal_decoder *d, uint64_t index, uint64_t term, const char *name)
+{
+	struct wal_replay *rep = d->rep;
+
+	if (rep->n_snaps == d->cap_snaps) {
+		size_t cap = d->cap_snaps ? 2 * d->cap_snaps : 16;
+		struct wal_snap *v = raftd_realloc(rep->snaps, cap * sizeof(*v));
+		if (!v)
+			return fail(d, -ENOMEM, "wal: out of memory reading %s", name);
+		rep->snaps = v;
+		d->cap_snaps = cap;
+	}
+	rep->snaps[rep->n_snaps++] = (struct wal_snap){ index, term };
+	return 0;
+}
+
 /* Applies one valid record (its CRC already checked) to the replay. */
 static int replay_record(struct wal_decoder *d, const struct walrec *r,
 			 const char *name, uint64_t off)
@@ -187,6 +207,8 @@ static int replay_record(struct wal_decoder *d, const struct walrec *r,
 	case WALREC_SNAPSHOT:
 		if (walrec_decode_snapshot(r->data, r->len, &index, &term))
 			break;
+		if (d->points_only)
+			return note_snapshot(d, index, term, name);
 		if (index == d->start_index) {
 			if (term != d->start_term)
 				return fail(d, -EINVAL,

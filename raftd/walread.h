@@ -19,6 +19,9 @@ struct wal_decoder {
 	bool snap_found;       /* a snapshot record for the start point was seen */
 	uint64_t last_index;   /* index of the last entry record seen (enti) */
 	size_t cap;            /* room of rep->entries */
+	bool points_only;      /* wal_snapshots: collect snapshot records,
+				* keep no entries */
+	size_t cap_snaps;      /* room of rep->snaps */
 	struct wal_replay *rep;
 };
 

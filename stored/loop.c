@@ -23,6 +23,7 @@
 #include "shm/slot.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
+#include "stored/install.h"
 #include "stored/btree/arena.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/kvindex.h"
@@ -50,6 +51,7 @@ struct stored_loop {
 	struct shm_region *r;
 	struct stored_loop_opts o;
 	char *db_path;
+	char *install_path;              /* a received db is prepared there */
 	struct btree_db *db;
 	struct mvcc_store *store;
 	struct stored_apply_ids ids;
@@ -361,6 +363,15 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	if (rc)
 		goto out_free;
 	memcpy(l->db_path + dlen, "/member/snap/db", sizeof("/member/snap/db"));
+	l->install_path = stored_malloc(dlen + sizeof("/member/snap/db.installing"));
+	if (!l->install_path) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	memcpy(l->install_path, l->db_path, dlen + sizeof("/member/snap/db") - 1);
+	memcpy(l->install_path + dlen + sizeof("/member/snap/db") - 1, ".installing",
+	       sizeof(".installing"));
+	(void)unlink(l->install_path); /* left by an install that died */
 
 	known = loop_previous(l, &prev);
 	if (known)
@@ -408,6 +419,7 @@ void stored_loop_free(struct stored_loop *l)
 	stored_free(l->res);
 	stored_free(l->waiting);
 	stored_free(l->db_path);
+	stored_free(l->install_path);
 	stored_free(l);
 }
 
@@ -675,6 +687,141 @@ static int loop_batch_failed(struct stored_loop *l, int rc)
 	return rc;
 }
 
+/* ---- snapshot install ---- */
+
+/* Decodes a MSG_SNAPSHOT_INSTALL record into *m and path (NUL-ended,
+ * path_cap bytes). False for a record that is not one. */
+static bool loop_install_decode(const struct ring_rec *rec, struct msg_snapshot_install *m,
+				char *path, size_t path_cap)
+{
+	if (rec->len < sizeof(*m))
+		return false;
+	memcpy(m, rec->data, sizeof(*m));
+	if ((uint64_t)m->path_len + sizeof(*m) != rec->len || m->path_len == 0 ||
+	    m->path_len >= path_cap)
+		return false;
+	memcpy(path, (const uint8_t *)rec->data + sizeof(*m), m->path_len);
+	path[m->path_len] = '\0';
+	return strlen(path) == m->path_len;
+}
+
+/*
+ * Makes the prepared copy the db: withdraws the root and bumps the
+ * generation (so that readers open no file they cannot tell from the new
+ * one), renames the copy over the db, fsyncs the directory, and opens
+ * the db, the store and the membership on it again, resuming above every
+ * txid the old file published. 0, or an error after which the process
+ * must restart (it then opens whichever file the rename left).
+ */
+static int loop_install_switch(struct stored_loop *l)
+{
+	struct btree_root cur;
+	struct status_stored resume = { 0 };
+	int rc;
+
+	l->pub.root_page = 0;
+	l->pub.db_generation++;
+	l->publishing = false;
+	loop_write_status(l);
+
+	if (rename(l->install_path, l->db_path) < 0) {
+		rc = -errno;
+		log_error("cannot rename the received db over the db", LOG_STR("from", l->install_path),
+			  LOG_STR("to", l->db_path), LOG_ERRNO(rc));
+		(void)unlink(l->install_path);
+		return rc;
+	}
+	rc = diskio_sync_parent(l->db_path);
+	if (rc) {
+		log_error("cannot sync the db's directory after the install", LOG_STR("path", l->db_path),
+			  LOG_ERRNO(rc));
+		return rc;
+	}
+
+	btree_db_current(l->db, &cur);
+	resume.txid = cur.txid > l->pub.txid ? cur.txid : l->pub.txid;
+	mvcc_store_close(l->store);
+	l->store = NULL;
+	btree_db_close(l->db);
+	l->db = NULL;
+	membership_free(&l->membership);
+	stored_alarms_free(&l->alarms);
+	rc = loop_open_db(l, &resume, true);
+	if (rc)
+		return rc;
+	if (l->cache_on) {
+		rc = kvindex_feed_cache(l->db, &l->cache_feed, &l->cache, l->pub.db_generation);
+		l->cache_warm_failed = rc != 0;
+		if (rc)
+			log_warn("cannot use the latest-entry cache with the installed db; point reads go down the tree",
+				 LOG_ERRNO(rc));
+	}
+	return 0;
+}
+
+/* Handles a MSG_SNAPSHOT_INSTALL record (see loop.h). 0, or an error after
+ * which the process must restart. */
+static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
+{
+	struct msg_snapshot_install m;
+	struct install_info info;
+	struct mvcc_state ms;
+	char path[4096];
+	int rc;
+
+	if (!loop_install_decode(rec, &m, path, sizeof(path))) {
+		l->st.malformed++;
+		log_warn("dropped a snapshot install record that is not well formed",
+			 LOG_U64("len", rec->len));
+		return 0;
+	}
+	if (m.index <= l->applied) {
+		l->st.installs_skipped++;
+		log_info("skipped a received snapshot: the store is already at or past it",
+			 LOG_U64("snapshot-index", m.index), LOG_U64("applied-index", l->applied));
+		return 0;
+	}
+	rc = loop_checkpoint_poll(l, true);
+	if (rc)
+		return rc;
+	log_info("installing a received snapshot db", LOG_STR("path", path),
+		 LOG_U64("snapshot-index", m.index), LOG_U64("snapshot-term", m.term),
+		 LOG_U64("applied-index", l->applied));
+	int64_t start = loop_now_ns();
+	rc = install_prepare(path, l->install_path, m.index, l->o.map_size, &info);
+	if (rc) {
+		l->st.installs_refused++;
+		log_error("refused the received snapshot db; nothing is applied until a valid one comes",
+			  LOG_STR("path", path), LOG_U64("snapshot-index", m.index),
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+		return 0;
+	}
+	rc = loop_install_switch(l);
+	if (rc)
+		return rc;
+
+	mvcc_store_state(l->store, &ms);
+	l->applied = l->committed_index = ms.consistent_index;
+	l->pub.durable_index = l->committed_index;
+	l->dirty = false;
+	l->since_checkpoint = 0;
+	l->checkpoint_ns = loop_now_ns();
+	l->nres = 0;
+	if (l->nwaiting)
+		log_warn("dropped the answers of compactions the installed db replaced",
+			 LOG_U64("count", l->nwaiting));
+	l->nwaiting = 0;
+	l->st.installs++;
+	loop_publish_root(l);
+	log_info("installed the received snapshot db", LOG_STR("path", l->db_path),
+		 LOG_U64("snapshot-index", m.index), LOG_U64("consistent-index", ms.consistent_index),
+		 LOG_I64("revision", ms.rev), LOG_U64("bytes", info.bytes),
+		 LOG_BOOL("index-rebuilt", info.index_rebuilt),
+		 LOG_U64("db-generation", l->pub.db_generation),
+		 LOG_I64("took-ms", (loop_now_ns() - start) / 1000000));
+	return 0;
+}
+
 /* Applies up to a batch of entries and a compaction step in one write
  * txn, commits, publishes and answers. */
 static int loop_batch(struct stored_loop *l)
@@ -698,6 +845,18 @@ static int loop_batch(struct stored_loop *l)
 		if (rc) {
 			log_error("the ring of committed entries is corrupt");
 			return loop_batch_failed(l, rc);
+		}
+		if (rec.type == MSG_SNAPSHOT_INSTALL) {
+			if (n > 0)
+				break; /* the entries before it go first */
+			mvcc_batch_abort(l->store);
+			arena_release(&l->arena);
+			rc = loop_install(l, &rec);
+			if (rc)
+				return rc;
+			ring_consume(l->committed, &rec);
+			ring_release_consumed(l->committed);
+			return 0;
 		}
 		rc = loop_entry(l, &rec);
 		if (rc) {

@@ -19,6 +19,22 @@
  * index they cover as the durable index. Stale reader entries are reaped
  * every reap_ms; the oldest live reader bounds page reuse.
  *
+ * A MSG_SNAPSHOT_INSTALL (shm/msg.h) ends the batch before it; the db
+ * received is then checked and prepared beside the db (install.h), and
+ * made the db: readers are told to stop beginning on the old file (the
+ * published root withdrawn and db_generation bumped, so a file opened
+ * from then on is known to be the new one), the copy is renamed over the
+ * db and the directory fsynced, and the db, the store, the membership
+ * and the latest-entry cache are opened on it as at start. Its txids
+ * continue above every txid published for the old file, and pages are
+ * reused only once the readers that registered before it are done
+ * (those read the old file, which stays whole for them). The applied and
+ * durable index become the db's consistent index, so the entries at or
+ * below it are skipped. A snapshot at or below the applied index is
+ * skipped (a resend after a restart); a file that is not valid is refused
+ * with an error line, and the entries after it are then gaps: nothing is
+ * applied until raftd sends a valid one.
+ *
  * Restart (DESIGN invariant 4). stored_loop_open starts from the db's last
  * checkpoint and the last record published in the region: the epoch is the
  * previous one plus one; txids continue above the published one; pages are
@@ -73,7 +89,11 @@ struct stored_loop_stats {
 	uint64_t entries;             /* applied since open */
 	uint64_t duplicates;          /* skipped: at or below the applied index */
 	uint64_t gaps;                /* dropped: past the next index */
-	uint64_t malformed;           /* records that were not MSG_COMMITTED */
+	uint64_t malformed;           /* records that were neither MSG_COMMITTED
+				       * nor a well-formed MSG_SNAPSHOT_INSTALL */
+	uint64_t installs;            /* received dbs made the db */
+	uint64_t installs_skipped;    /* snapshots at or below the applied index */
+	uint64_t installs_refused;    /* received dbs that were not valid */
 	uint64_t batches;
 	uint64_t checkpoints;
 	uint64_t results[STORED_RESULT_VERDICTS];

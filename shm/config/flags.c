@@ -84,10 +84,10 @@ const struct config_flag config_flags[] = {
 	  .def = "http://localhost:2379", .support = CS_PARTIAL, .scope = SCOPE_ALL,
 	  .section = S_MEMBER, .usage = "List of URLs to listen on for client traffic.",
 	  .check = config_check_urls_tcp },
-	DEF_ONLY("max-snapshots", CT_UINT, max_snapshots, "5", S_MEMBER,
-		 "Maximum number of snapshot files to retain (0 is unlimited)."),
-	DEF_ONLY("max-wals", CT_UINT, max_wals, "5", S_MEMBER,
-		 "Maximum number of wal files to retain (0 is unlimited)."),
+	ANY("max-snapshots", CT_UINT, max_snapshots, "5", S_MEMBER,
+	    "Maximum number of snapshot files to retain (0 is unlimited)."),
+	ANY("max-wals", CT_UINT, max_wals, "5", S_MEMBER,
+	    "Maximum number of wal files to retain (0 is unlimited)."),
 	ANY("quota-backend-bytes", CT_INT, quota_backend_bytes, "0", S_MEMBER,
 	    "Raise alarms when backend size exceeds the given quota (0 defaults to low space quota)."),
 	{ .name = "backend-batch-interval", .type = CT_DURATION, .off = OFF(backend_batch_interval_ns),
@@ -142,8 +142,11 @@ const struct config_flag config_flags[] = {
 		 "Suffix to the dns srv name queried when bootstrapping."),
 	ANY("strict-reconfig-check", CT_BOOL, strict_reconfig_check, "true", S_CLUSTER,
 		 "Reject reconfiguration requests that would cause quorum loss."),
-	DEF_ONLY("pre-vote", CT_BOOL, pre_vote, "false", S_CLUSTER,
-		 "Enable to run an additional Raft election phase."),
+	/* on by default, as from etcd 3.5: a member back from a partition
+	 * does not depose a healthy leader (etcd 3.4 members answer
+	 * pre-votes whatever their own setting) */
+	DEF_ONLY("pre-vote", CT_BOOL, pre_vote, "true", S_CLUSTER,
+		 "Enable a Raft pre-vote phase before an election, so a member back from a partition does not depose a healthy leader."),
 	DEF_ONLY("auto-compaction-retention", CT_STRING, auto_compaction_retention, "0", S_CLUSTER,
 		 "Auto compaction retention length. 0 means disable auto compaction."),
 	DEF_ONLY("auto-compaction-mode", CT_STRING, auto_compaction_mode, "periodic", S_CLUSTER,

@@ -1,5 +1,6 @@
 /* A member in etcd's JSON (see member_json.h). */
 #include "shm/config/member_json.h"
+#include "shm/config/member_json_int.h"
 
 #include "shm/log/log.h"
 
@@ -14,14 +15,8 @@
 
 /* ---- writing ---- */
 
-struct mj_buf {
-	char *p;
-	size_t len;
-	size_t cap;
-	bool failed; /* out of memory: everything after is dropped */
-};
 
-static void mj_add(struct mj_buf *b, const void *data, size_t n)
+void mj_add(struct mj_buf *b, const void *data, size_t n)
 {
 	if (b->failed)
 		return;
@@ -42,14 +37,14 @@ static void mj_add(struct mj_buf *b, const void *data, size_t n)
 	b->p[b->len] = '\0';
 }
 
-static void mj_adds(struct mj_buf *b, const char *s)
+void mj_adds(struct mj_buf *b, const char *s)
 {
 	mj_add(b, s, strlen(s));
 }
 
 /* A JSON string as Go's encoding/json writes it (HTML-safe escapes,
  * U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD). */
-static void mj_string(struct mj_buf *b, const char *s)
+void mj_string(struct mj_buf *b, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *u = (const unsigned char *)s;
@@ -94,7 +89,7 @@ static void mj_string(struct mj_buf *b, const char *s)
 	mj_add(b, "\"", 1);
 }
 
-static void mj_strings(struct mj_buf *b, char *const *v, size_t n)
+void mj_strings(struct mj_buf *b, char *const *v, size_t n)
 {
 	mj_add(b, "[", 1);
 	for (size_t i = 0; i < n; i++) {
@@ -124,7 +119,7 @@ static void mj_attributes(struct mj_buf *b, const struct member_info *m, const c
 		mj_add(b, "{", 1);
 }
 
-static int mj_finish(struct mj_buf *b, char **out, size_t *len)
+int mj_finish(struct mj_buf *b, char **out, size_t *len)
 {
 	if (b->failed) {
 		free(b->p);
@@ -187,22 +182,15 @@ int member_json_encode_attributes(const struct member_info *m, char **out, size_
 
 /* ---- reading ---- */
 
-struct mj_in {
-	const unsigned char *p;
-	const unsigned char *end;
-	unsigned depth;
-};
 
-#define MJ_MAX_DEPTH 64u
-
-static void mj_ws(struct mj_in *in)
+void mj_ws(struct mj_in *in)
 {
 	while (in->p < in->end &&
 	       (*in->p == ' ' || *in->p == '\t' || *in->p == '\n' || *in->p == '\r'))
 		in->p++;
 }
 
-static bool mj_eat(struct mj_in *in, char c)
+bool mj_eat(struct mj_in *in, char c)
 {
 	mj_ws(in);
 	if (in->p < in->end && *in->p == (unsigned char)c) {
@@ -260,7 +248,7 @@ static void mj_put_utf8(struct mj_buf *b, uint32_t r)
 /* A JSON string, decoded into *out (malloc'ed, NUL-terminated) unless
  * out is NULL (skipped). A string holding NUL is refused: the member's
  * texts are C strings. */
-static int mj_string_in(struct mj_in *in, char **out)
+int mj_string_in(struct mj_in *in, char **out)
 {
 	struct mj_buf b = { 0 };
 	int rc = -EBADMSG;
@@ -393,7 +381,7 @@ static int mj_strings_key(struct mj_in *in, char ***v, size_t *n)
 	return rc;
 }
 
-static int mj_skip_value(struct mj_in *in);
+int mj_skip_value(struct mj_in *in);
 
 /* The rest of an object or array after its opening bracket. */
 static int mj_skip_container(struct mj_in *in, char close, bool keys)
@@ -415,7 +403,7 @@ static int mj_skip_container(struct mj_in *in, char close, bool keys)
 	return 0;
 }
 
-static int mj_skip_value(struct mj_in *in)
+int mj_skip_value(struct mj_in *in)
 {
 	mj_ws(in);
 	if (in->p >= in->end)
@@ -445,7 +433,7 @@ static int mj_skip_value(struct mj_in *in)
 	return in->p > start ? 0 : -EBADMSG;
 }
 
-static int mj_u64_in(struct mj_in *in, uint64_t *out)
+int mj_u64_in(struct mj_in *in, uint64_t *out)
 {
 	uint64_t v = 0;
 	const unsigned char *start;
@@ -467,7 +455,7 @@ static int mj_u64_in(struct mj_in *in, uint64_t *out)
 	return 0;
 }
 
-static int mj_bool_in(struct mj_in *in, bool *out)
+int mj_bool_in(struct mj_in *in, bool *out)
 {
 	mj_ws(in);
 	if (in->end - in->p >= 4 && memcmp(in->p, "true", 4) == 0) {

@@ -194,15 +194,28 @@ static const char *const etcd_buckets[] = {
 	SCHEMA_BUCKET_AUTH_ROLES,
 };
 
+/* etcd's buckets, and the auth revision etcd's auth store commits when it
+ * finds it 0 or missing (so 1, 8 bytes big-endian), so that a new db holds
+ * what etcd's holds and Maintenance.Hash, which covers every bucket,
+ * agrees. */
 static int create_etcd_buckets(struct btree_txn *t)
 {
+	struct btree_bucket *b = NULL, *auth = NULL;
 	for (size_t i = 0; i < sizeof(etcd_buckets) / sizeof(etcd_buckets[0]); i++) {
-		struct btree_bucket *b;
 		int rc = btree_bucket_create(t, NULL, etcd_buckets[i], strlen(etcd_buckets[i]), &b);
 		if (rc && rc != -EEXIST)
 			return rc;
+		if (strcmp(etcd_buckets[i], SCHEMA_BUCKET_AUTH) == 0)
+			auth = b;
 	}
-	return 0;
+	const uint8_t *v;
+	size_t vlen;
+	static const uint8_t zero_rev[8], first_rev[8] = { 0, 0, 0, 0, 0, 0, 0, 1 };
+	int rc = btree_get(auth, SCHEMA_AUTH_REVISION, strlen(SCHEMA_AUTH_REVISION), &v, &vlen);
+	if (rc == -ENOENT || (!rc && vlen == 8 && memcmp(v, zero_rev, 8) == 0))
+		rc = btree_put(auth, SCHEMA_AUTH_REVISION, strlen(SCHEMA_AUTH_REVISION), first_rev,
+			       sizeof(first_rev));
+	return rc;
 }
 
 /* The last key of the key bucket (len 0 when empty), copied to out. */

@@ -26,6 +26,8 @@
 #define SCHEMA_BUCKET_AUTH            "auth"
 #define SCHEMA_BUCKET_AUTH_USERS      "authUsers"
 #define SCHEMA_BUCKET_AUTH_ROLES      "authRoles"
+/* key of the auth bucket: the auth store's revision, 8 bytes big-endian */
+#define SCHEMA_AUTH_REVISION          "authRevision"
 
 /* Keys of the meta bucket. */
 #define SCHEMA_META_CONSISTENT_INDEX  "consistent_index"

@@ -124,31 +124,11 @@ pid=$(IT_CETCD_PID=${pids[li]} it_cetcd_child raftd) && kill -9 "$pid"
 check "SIGKILL of the leader's raftd (${names[li]}): writes go on" recovered "leader raftd killed"
 check "a leader is elected" it_until $((2 * ELECTION_MS + 5000)) leader_index
 
-# elected_after LOG MS: ms from MS (epoch ms) to the first "elected
-# leader" line in LOG logged after it (empty when there is none yet).
-elected_after() {
-	python3 - "$1" "$2" <<'EOF'
-import datetime, json, sys
-t0 = int(sys.argv[2])
-for line in open(sys.argv[1], errors="replace"):
-    if '"msg":"raft.node:' not in line or "elected leader" not in line:
-        continue
-    try:
-        ts = json.loads(line)["ts"]
-    except ValueError:
-        continue
-    t = datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
-    ms = int(t.timestamp() * 1000)
-    if ms >= t0:
-        print(ms - t0)
-        break
-EOF
-}
 new_leader_logged() {
 	local i d best=
 	for i in 0 1 2; do
 		[[ $i == "$1" ]] && continue
-		d=$(elected_after "${logs[i]}" "$2")
+		d=$(it_elected_after "${logs[i]}" "$2")
 		if [[ -n $d ]] && [[ -z $best || $d -lt $best ]]; then best=$d; fi
 	done
 	[[ -n $best ]] && echo "$best"

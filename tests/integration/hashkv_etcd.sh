@@ -86,44 +86,11 @@ rev_of() {
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])'
 }
 
-# hash EP: Maintenance.Hash as "hash header_revision", through curl over
-# h2c with an empty HashRequest.
-hash() {
-	printf '\0\0\0\0\0' >"$IT_TMP/hash.req"
-	curl -s --http2-prior-knowledge -H 'content-type: application/grpc' -H 'te: trailers' \
-		--data-binary @"$IT_TMP/hash.req" -o "$IT_TMP/hash.resp" \
-		"http://$1/etcdserverpb.Maintenance/Hash" || return 1
-	python3 - "$IT_TMP/hash.resp" <<'EOF'
-import sys
-b = open(sys.argv[1], "rb").read()[5:]
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1
-        v |= (c & 0x7f) << s; s += 7
-        if c < 0x80:
-            return v, i
-def fields(b):
-    i, out = 0, {}
-    while i < len(b):
-        tag, i = varint(b, i)
-        if tag & 7 == 0:
-            v, i = varint(b, i)
-        else:
-            n, i = varint(b, i)
-            v, i = b[i:i + n], i + n
-        out[tag >> 3] = v
-    return out
-m = fields(b)
-print(m.get(2, 0), fields(m.get(1, b"")).get(3, 0))
-EOF
-}
-
 echo "same history on both: empty"
 check "HashKV of empty stores is the same" check_revs 1 1
 check "HashKV at a future revision is refused alike" same_hashkv 5
 
-h0=$(hash "${eps[0]}")
+h0=$(it_hash "${eps[0]}")
 check "cetcd answers Maintenance.Hash at revision 1 ($h0)" [ "${h0#* }" = 1 ]
 
 both put foo bar
@@ -143,12 +110,12 @@ now=$(rev_of "${eps[0]}")
 check "both are at revision $now" [ "$now" = "$(rev_of "${eps[1]}")" ]
 check "HashKV at every revision 1..$now is the same" check_revs 1 "$now"
 
-h1=$(hash "${eps[0]}")
+h1=$(it_hash "${eps[0]}")
 check "Maintenance.Hash changed with the data and has revision $now ($h1)" \
 	[ "${h1% *}" != "${h0% *}" -a "${h1#* }" = "$now" ]
-check "Maintenance.Hash is the same when nothing changed" [ "$(hash "${eps[0]}")" = "$h1" ]
+check "Maintenance.Hash is the same when nothing changed" [ "$(it_hash "${eps[0]}")" = "$h1" ]
 check "etcd answers Maintenance.Hash at revision $now too" \
-	[ "$(hash "${eps[1]}" | cut -d' ' -f2)" = "$now" ]
+	[ "$(it_hash "${eps[1]}" | cut -d' ' -f2)" = "$now" ]
 
 compact=$((now - 6))
 both compaction "$compact"

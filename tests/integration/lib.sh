@@ -20,6 +20,9 @@
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
 #   it_leads EP, it_same_state EP...   a member leads; members agree
 #   it_trio_init, it_trio_start ...  three members x0..x2 of either kind
+#   it_hash EP              Maintenance.Hash and its header revision
+#   it_same_hashkv EP...    members report the same HashKV
+#   it_elected_after LOG MS ms from MS to a leader elected in LOG
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
 # and only while it still runs a command line naming this test's dirs
@@ -316,6 +319,73 @@ it_same_state() {
 			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
 	done | sort -u | wc -l)
 	[[ $n == 1 ]]
+}
+
+# it_elected_after LOG MS: ms from MS (epoch ms) to the first "elected
+# leader" line in LOG logged after it (empty when there is none yet).
+# LOG is cetcd's or etcd's with --logger zap (JSON lines, "ts" in UTC).
+it_elected_after() {
+	python3 - "$1" "$2" <<'EOF'
+import datetime, json, sys
+t0 = int(sys.argv[2])
+for line in open(sys.argv[1], errors="replace"):
+    if '"msg":"raft.node:' not in line or "elected leader" not in line:
+        continue
+    try:
+        ts = json.loads(line)["ts"]
+    except ValueError:
+        continue
+    t = datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    ms = int(t.timestamp() * 1000)
+    if ms >= t0:
+        print(ms - t0)
+        break
+EOF
+}
+
+# it_same_hashkv EP...: every member reports the same HashKV and header
+# revision (each printed, indented).
+it_same_hashkv() {
+	local ep hashes
+	hashes=$(for ep in "$@"; do
+		ETCDCTL_API=3 etcdctl --command-timeout 5s --endpoints "$ep" endpoint hashkv -w json |
+			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
+	done)
+	sed 's/^/    hashkv /' <<<"$hashes"
+	[[ $(sort -u <<<"$hashes" | wc -l) == 1 ]]
+}
+
+# it_hash EP: Maintenance.Hash as "hash header_revision", through curl over
+# h2c with an empty HashRequest (EP is host:port).
+it_hash() {
+	printf '\0\0\0\0\0' >"$IT_TMP/hash.$$.req"
+	curl -s --http2-prior-knowledge -H 'content-type: application/grpc' -H 'te: trailers' \
+		--data-binary @"$IT_TMP/hash.$$.req" -o "$IT_TMP/hash.$$.resp" \
+		"http://$1/etcdserverpb.Maintenance/Hash" || return 1
+	python3 - "$IT_TMP/hash.$$.resp" <<'EOF'
+import sys
+b = open(sys.argv[1], "rb").read()[5:]
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1
+        v |= (c & 0x7f) << s; s += 7
+        if c < 0x80:
+            return v, i
+def fields(b):
+    i, out = 0, {}
+    while i < len(b):
+        tag, i = varint(b, i)
+        if tag & 7 == 0:
+            v, i = varint(b, i)
+        else:
+            n, i = varint(b, i)
+            v, i = b[i:i + n], i + n
+        out[tag >> 3] = v
+    return out
+m = fields(b)
+print(m.get(2, 0), fields(m.get(1, b"")).get(3, 0))
+EOF
 }
 
 # ------------------------------------------------------------ etcd

@@ -177,10 +177,14 @@ static void test_history(void)
 	check_hashkv(9, 0, 0xff87f14a, 9, 8);
 
 	/* Maintenance.Hash: etcd's buckets, without cetcd's index and the
-	 * consistent index; any budget gives the same */
-	T_CHECK(hashdb(SIZE_MAX) == 0x5c68cb88);
-	T_CHECK(hashdb(1) == 0x5c68cb88);
-	T_CHECK(hashdb(100) == 0x5c68cb88);
+	 * consistent index; any budget gives the same. The db also holds the
+	 * authRevision etcd's auth store writes at start (etcd's server has
+	 * one; its bare mvcc store, which gave the values above, has none):
+	 * the value is etcd's backend.Hash of this db once cetcd's own
+	 * buckets are deleted from it. */
+	T_CHECK(hashdb(SIZE_MAX) == 0x3892a5cf);
+	T_CHECK(hashdb(1) == 0x3892a5cf);
+	T_CHECK(hashdb(100) == 0x3892a5cf);
 	tdb_free(&D);
 }
 

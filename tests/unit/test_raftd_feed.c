@@ -212,6 +212,90 @@ static void test_stalls(void)
 	shm_region_detach(r);
 }
 
+/* Takes the next record, which must be a MSG_SNAPSHOT_INSTALL of index
+ * for path. */
+static void take_install(struct ring *ring, uint64_t index, const char *want_path)
+{
+	struct rt_rec rec;
+	struct msg_snapshot_install h;
+	CHECK(rt_take(ring, &rec));
+	CHECK_EQ(rec.type, MSG_SNAPSHOT_INSTALL);
+	memcpy(&h, rec.data, sizeof(h));
+	CHECK_EQ(h.index, index);
+	CHECK_EQ(h.path_len, strlen(want_path));
+	CHECK_EQ(rec.len, sizeof(h) + h.path_len);
+	CHECK(memcmp(rec.data + sizeof(h), want_path, h.path_len) == 0);
+}
+
+/* A snapshot from the leader: its install goes to stored once released
+ * (the WAL holds it), before every entry after it, and again when stored
+ * restarts below it; never while stored's state is unknown. */
+static void test_install(void)
+{
+	struct shm_region *r = rt_region(path, sizeof(path), 1);
+	struct ring *ring = shm_daemon_ring(r, SHM_RING_COMMITTED);
+	struct status_stored st = { .epoch = 1, .applied_index = 20, .durable_index = 10 };
+	struct raftlog log;
+	struct feed f;
+	struct rt_rec rec;
+	uint64_t next = 21;
+	const char *db = "/data/member/snap/0000000000000046.snap.db";
+
+	/* the core's log after the snapshot at 70: entries 71.. */
+	make_log(&log, 100);
+	raftlog_compact(&log, 70);
+	feed_init(&f, ring, &st, true);
+	CHECK_EQ(feed_install(&f, 70, 2, db), 0);
+	feed_install_hold(&f);
+	feed_handed(&f, 80);
+	CHECK(!feed_pending(&f));
+	CHECK_EQ(feed_pump(&f, &log, 1000), 0); /* held: nothing, not even 71.. */
+	CHECK(!rt_take(ring, &rec));
+	CHECK(!f.stalled);
+	feed_install_release(&f);
+	CHECK(feed_pending(&f));
+	CHECK_EQ(feed_pump(&f, &log, 1000), 11); /* the install, then 71..80 */
+	take_install(ring, 70, db);
+	next = 71;
+	CHECK_EQ(consume(ring, &next), 10);
+
+	/* stored restarts before its durable index reached 70: again */
+	st.epoch = 2;
+	st.durable_index = 10;
+	st.applied_index = 10;
+	CHECK(feed_observe(&f, &st));
+	CHECK_EQ(feed_pump(&f, &log, 1000), 11);
+	take_install(ring, 70, db);
+	next = 71;
+	CHECK_EQ(consume(ring, &next), 10);
+
+	/* it installed: forgotten; a later restart replays entries only */
+	st.durable_index = 75;
+	CHECK(!feed_observe(&f, &st));
+	CHECK(!f.install_active);
+	st.epoch = 3;
+	CHECK(feed_observe(&f, &st));
+	CHECK_EQ(feed_pump(&f, &log, 1000), 5);
+	next = 76;
+	CHECK_EQ(consume(ring, &next), 5);
+
+	/* a raftd restarted before stored published: the install waits for
+	 * stored's state, and goes only if stored is below it */
+	struct status_stored none = { 0 };
+	feed_init(&f, ring, &none, false);
+	CHECK_EQ(feed_install(&f, 70, 2, db), 0);
+	CHECK(!feed_pending(&f));
+	CHECK_EQ(feed_pump(&f, &log, 1000), 0);
+	st.epoch = 4;
+	st.durable_index = 90; /* its db is past the snapshot already */
+	CHECK(feed_observe(&f, &st));
+	CHECK(!f.install_active);
+	CHECK_EQ(feed_pump(&f, &log, 1000), 0); /* 91.. not handed yet */
+	CHECK(!rt_take(ring, &rec));
+	raftlog_free(&log);
+	shm_region_detach(r);
+}
+
 int main(void)
 {
 	wt_count_allocs();
@@ -219,6 +303,7 @@ int main(void)
 	test_replay_on_new_epoch();
 	test_start_points();
 	test_stalls();
+	test_install();
 	CHECK_EQ(wt_live_allocs(), 0);
 	printf("test_raftd_feed: ok\n");
 	return 0;

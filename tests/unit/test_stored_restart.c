@@ -151,18 +151,7 @@ struct member {
 	bool final_answered;
 };
 
-static volatile sig_atomic_t child_stop;
-static struct shm_doorbell *child_bell;
-
-static void child_on_term(int sig)
-{
-	(void)sig;
-	child_stop = 1;
-	if (child_bell)
-		shm_doorbell_ring(child_bell);
-}
-
-/* The stored process: the loop as stored/main.c runs it. */
+/* The stored process. */
 static void child_main(struct member *mb)
 {
 	struct stored_loop_opts o = {
@@ -170,31 +159,7 @@ static void child_main(struct member *mb)
 		.map_size = 1ull << 30, .compact_step = 50, .batch_entries = 64,
 		.checkpoint_entries = 300,
 	};
-	struct sigaction sa = { .sa_handler = child_on_term };
-	struct stored_loop *l;
-	struct shm_region *r;
-	int rc;
-
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	log_set_level(LOG_LEVEL_WARN);
-	if (shm_region_attach(mb->m.region_path, &r))
-		test_child_exit(2);
-	/* the killed predecessor's lock goes with its death */
-	for (int i = 0; (rc = shm_role_claim(r, SHM_ROLE_STORED)) == -EBUSY && i < 5000; i++)
-		usleep(1000);
-	if (rc)
-		test_child_exit(3);
-	child_bell = shm_role_doorbell(r, SHM_ROLE_STORED);
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	if (stored_loop_open(r, &o, &l))
-		test_child_exit(4);
-	rc = stored_loop_run(l, &child_stop);
-	if (rc == 0)
-		rc = stored_loop_checkpoint(l);
-	stored_loop_free(l);
-	shm_region_detach(r);
-	test_child_exit(rc ? 5 : 0);
+	tst_stored_child(mb->m.region_path, &o, LOG_LEVEL_WARN);
 }
 
 static void member_start(struct member *mb)
@@ -207,9 +172,7 @@ static void member_start(struct member *mb)
 
 static struct status_stored member_status(struct member *mb)
 {
-	struct status_stored st;
-	CHECK_EQ(status_stored_read(mb->gw, &st), 0);
-	return st;
+	return tst_status(mb->gw);
 }
 
 static void member_init(struct member *mb, const char *name)

@@ -21,6 +21,11 @@
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "stored/btree/btree.h"
+#include "stored/loop.h"
+#include "shm/doorbell.h"
+#include "shm/log/log.h"
+
+#include <sys/prctl.h>
 
 #define TST_MEMBER 0x1122334455667788ull
 #define TST_CLUSTER 0x0a0b0c0d0e0f1011ull
@@ -204,6 +209,61 @@ static inline void tst_member_clean(struct tst_member *m)
 	test_rmdir(p);
 	test_rmdir(m->data_dir);
 	test_rmdir(m->dir);
+}
+
+/* ---- stored as a forked child ---- */
+
+/* stored's published record, which must be readable. */
+static inline struct status_stored tst_status(struct shm_region *r)
+{
+	struct status_stored st;
+	CHECK_EQ(status_stored_read(r, &st), 0);
+	return st;
+}
+
+static volatile sig_atomic_t tst_child_stop __attribute__((unused));
+static struct shm_doorbell *tst_child_bell __attribute__((unused));
+
+static inline void tst_child_on_term(int sig)
+{
+	(void)sig;
+	tst_child_stop = 1;
+	if (tst_child_bell)
+		shm_doorbell_ring(tst_child_bell);
+}
+
+/* The body of a forked stored process: the loop as stored/main.c runs it
+ * (o's data dir, the region at region_path), until SIGTERM, then a last
+ * checkpoint. Waits for a killed predecessor's role to go. Exits 0, or
+ * 2..5 for the step that failed. */
+static inline void tst_stored_child(const char *region_path, const struct stored_loop_opts *o,
+				    enum log_level level)
+{
+	struct sigaction sa = { .sa_handler = tst_child_on_term };
+	struct stored_loop *l;
+	struct shm_region *r;
+	int rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	log_set_level(level);
+	if (shm_region_attach(region_path, &r))
+		test_child_exit(2);
+	/* the killed predecessor's lock goes with its death */
+	for (int i = 0; (rc = shm_role_claim(r, SHM_ROLE_STORED)) == -EBUSY && i < 5000; i++)
+		usleep(1000);
+	if (rc)
+		test_child_exit(3);
+	tst_child_bell = shm_role_doorbell(r, SHM_ROLE_STORED);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	if (stored_loop_open(r, o, &l))
+		test_child_exit(4);
+	rc = stored_loop_run(l, &tst_child_stop);
+	if (rc == 0)
+		rc = stored_loop_checkpoint(l);
+	stored_loop_free(l);
+	shm_region_detach(r);
+	test_child_exit(rc ? 5 : 0);
 }
 
 #endif

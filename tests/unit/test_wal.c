@@ -136,6 +136,71 @@ static void test_snapshot_points(void)
 	wal_replay_free(&r);
 }
 
+static size_t segments(const char *dir, char names[][64], size_t n);
+
+/* wal_snapshots lists the records a restart may start from (committed
+ * ones only), and wal_purge keeps every segment from the one that holds
+ * the newest snapshot's index, whatever --max-wals says. */
+static void test_snapshot_purge(void)
+{
+	char dir[512], names[64][64];
+	struct wal *w;
+	struct wal_replay r;
+	struct wal_options o = opts(16 * 1024);
+	uint64_t seq, first;
+
+	wt_path(dir, sizeof(dir), "purge");
+	CHECK_EQ(wal_create(dir, NULL, 0, &o, &w), 0);
+	save_range(w, 1, 200, 3, len_mixed, 10);
+	CHECK_EQ(wal_save_snapshot(w, 150, 3), 0);
+	save_range(w, 201, 400, 3, len_mixed, 10);
+	CHECK_EQ(wal_save_snapshot(w, 300, 3), 0);
+	CHECK_EQ(wal_sync(w), 0);
+	/* past the commit index the hard states recorded: not valid */
+	CHECK_EQ(wal_save_snapshot(w, 401, 3), 0);
+	CHECK_EQ(wal_sync(w), 0);
+	size_t before = segments(dir, names, 64);
+	CHECK(before > 6);
+
+	CHECK_EQ(wal_snapshots(dir, &r), 0);
+	CHECK_EQ(r.n_snaps, 3); /* the create's (0, 0), 150 and 300 */
+	CHECK_EQ(r.snaps[0].index, 0);
+	CHECK_EQ(r.snaps[1].index, 150);
+	CHECK_EQ(r.snaps[2].index, 300);
+	CHECK_EQ(r.snaps[2].term, 3);
+	CHECK_EQ(r.n_entries, 0);
+	CHECK_EQ(r.state.commit, 400);
+	wal_replay_free(&r);
+
+	CHECK_EQ(wal_purge(w, 300, 0), 0); /* 0: keep all */
+	CHECK_EQ(segments(dir, names, 64), before);
+	int removed = wal_purge(w, 300, 2);
+	CHECK(removed > 0);
+	size_t after = segments(dir, names, 64);
+	CHECK_EQ(after, before - (size_t)removed);
+	/* the oldest left holds index 300: replay from the snapshot works */
+	CHECK(wal_parse_name(names[0], &seq, &first));
+	CHECK(first <= 300);
+	CHECK(after == 2 || first > 0);
+	CHECK_EQ(wal_close(w), 0);
+
+	o = opts(16 * 1024);
+	CHECK_EQ(wal_open(dir, 300, 3, &o, &w, &r), 0);
+	CHECK_EQ(r.n_entries, 100);
+	check_range(&r, 0, 301, 400, 3, len_mixed);
+	wal_replay_free(&r);
+	/* the snapshot at 150 is gone with its segments: replaying from it
+	 * fails with a clear error, never silently */
+	CHECK_EQ(wal_snapshots(dir, &r), 0);
+	CHECK_EQ(r.snaps[r.n_snaps - 1].index, 300);
+	wal_replay_free(&r);
+	CHECK_EQ(wal_close(w), 0);
+	if (first > 150) {
+		CHECK_EQ(wal_read(dir, 150, 3, &r), -ENOENT);
+		CHECK(strstr(r.error, "does not reach back to the snapshot"));
+	}
+}
+
 /* Names of the segments of dir, sorted, into names (max n); returns count. */
 static size_t segments(const char *dir, char names[][64], size_t n)
 {
@@ -617,6 +682,7 @@ int main(void)
 	wt_count_allocs();
 	test_round_trip();
 	test_snapshot_points();
+	test_snapshot_purge();
 	test_segments();
 	test_torn_tail();
 	test_corruption();

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Network partitions and lone daemon restarts in 3-member clusters: three
+# cetcd members, then one Debian etcd 3.4 member and two cetcd members (the
+# second is skipped without etcd). Every peer connection goes through tests/integration/peerproxy.py (the
+# members advertise the proxy's ports), which cuts a member off from the
+# others in both directions on the test's word. A writer on etcd's Go
+# client records every acknowledged put through all three members while
+# the test
+#   - cuts the leader off: the other two elect a leader within two
+#     election timeouts and take writes; once the cut heals, the old
+#     leader follows the new one and catches up;
+#   - cuts a follower off, then heals it: writes go on, it catches up;
+#   - SIGKILLs a cetcd follower's stored alone, then a cetcd follower's
+#     raftd alone: the launcher restarts each, and the follower catches up
+#     with no gap;
+# and at the end every acknowledged put is readable with its value through
+# every member, and all members report the same revision, raft index and
+# HashKV. Exits 77 when the programs, etcdctl, python3 or Go with Debian's
+# clientv3 are missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcdctl
+it_build_kvclient
+it_init partition
+
+ELECTION_MS=1000
+
+# run LABEL KIND0 KIND1 KIND2: the whole scenario on one cluster of those kinds
+# (etcd or cetcd).
+run() {
+	local -a kinds=("$2" "$3" "$4") ports pids logs ids acks wpids others
+	local label=$1 i li fi_ t0 took stalled what old n out ackfiles proxy
+	echo "# $label: ${kinds[*]}"
+	# per member: client port, real peer port, advertised (proxy) peer port
+	read -r -a ports < <(it_free_ports 9)
+	cport() { echo "${ports[3 * $1]}"; }
+	pport() { echo "${ports[3 * $1 + 1]}"; }
+	aport() { echo "${ports[3 * $1 + 2]}"; }
+	local names=("$label"0 "$label"1 "$label"2)
+	local initial=""
+	for i in 0 1 2; do
+		initial+="${initial:+,}${names[i]}=http://127.0.0.1:$(aport "$i")"
+	done
+
+	CUT=$IT_TMP/$label.cut
+	: >"$CUT"
+	python3 "$IT_SRC/tests/integration/peerproxy.py" "$CUT" \
+		"$(aport 0):$(pport 0)" "$(aport 1):$(pport 1)" "$(aport 2):$(pport 2)" >"$IT_TMP/$label.proxy.log" 2>&1 &
+	proxy=$!
+	it_track "$proxy"
+	it_until 10000 grep -q '^ready' "$IT_TMP/$label.proxy.log" || { fail "$label: the peer proxy starts"; return 1; }
+
+	start_member() {
+		local i=$1 log=$2 rt="$IT_RT/${names[$1]}"
+		logs[i]=$log
+		mkdir -p "$rt"
+		chmod 700 "$rt"
+		local bin=$IT_BIN/cetcd extra=(--runtime-dir "$rt")
+		[[ ${kinds[i]} == etcd ]] && bin=$(command -v etcd) extra=(--logger zap --log-outputs stderr)
+		"$bin" --name "${names[i]}" --data-dir "$IT_TMP/${names[i]}" "${extra[@]}" \
+			--listen-client-urls "http://127.0.0.1:$(cport "$i")" \
+			--advertise-client-urls "http://127.0.0.1:$(cport "$i")" \
+			--listen-peer-urls "http://127.0.0.1:$(pport "$i")" \
+			--initial-advertise-peer-urls "http://127.0.0.1:$(aport "$i")" \
+			--initial-cluster "$initial" --initial-cluster-token "$label" \
+			--election-timeout "$ELECTION_MS" 2>>"$log" &
+		pids[i]=$!
+		it_track "${pids[i]}"
+	}
+	ep() { echo "127.0.0.1:$(cport "$1")"; }
+	ctl() { ETCDCTL_API=3 etcdctl --command-timeout 5s "$@"; }
+
+	for i in 0 1 2; do
+		start_member "$i" "$IT_TMP/${names[i]}.log"
+	done
+	for i in 0 1 2; do
+		if ! it_wait_healthy "$(cport "$i")" 60; then
+			fail "$label: member ${names[i]} answers"
+			tail -n 30 "${logs[i]}"
+			exit 1
+		fi
+	done
+	ok "$label: three members answer through the peer proxy"
+
+	member_id() {
+		ctl --endpoints "$(ep "$1")" endpoint status -w json |
+			python3 -c 'import json,sys; print("%x" % json.load(sys.stdin)[0]["Status"]["header"]["member_id"])'
+	}
+	for i in 0 1 2; do ids[i]=$(member_id "$i"); done
+	# the proxy's control: which member each proxy port fronts, and (cut_off
+	# ID) which member is cut off, if any
+	cut_off() {
+		{
+			for i in 0 1 2; do echo "behind $(aport "$i") ${ids[i]}"; done
+			[[ -n ${1:-} ]] && echo "cut $1"
+		} >"$CUT.new"
+		mv "$CUT.new" "$CUT"
+	}
+	cut_off
+
+	# the index of a member that leads among those not in $1 (a list)
+	leader_among() {
+		local i
+		for i in 0 1 2; do
+			[[ " ${1:-} " == *" $i "* ]] && continue
+			it_leads "$(ep "$i")" && { echo "$i"; return 0; }
+		done
+		return 1
+	}
+	current_leader() {
+		if it_until 10000 leader_among >/dev/null; then
+			leader_among
+			return 0
+		fi
+		fail "$label: a member leads"
+		it_summary
+		exit 1
+	}
+	check "$label: one member leads" it_until 10000 leader_among
+
+	for i in 0 1 2; do
+		acks[i]=$IT_TMP/$label.acks.$i
+		it_kv_start "$IT_TMP/$label.writer.$i.out" write -endpoint "$(ep "$i")" -prefix "kv/m$i" \
+			-acks "${acks[i]}" -writers 2 -per-conn 1
+		wpids[i]=$IT_KV_PID
+		check "$label: writes through ${names[i]} are acknowledged" it_wait_lines "${acks[i]}" 20 20
+	done
+	all_acks() { cat "${acks[@]}" 2>/dev/null | wc -l; }
+	acks_of() { it_lines "${acks[$1]}"; }
+	grown() { (($(acks_of "$1") >= $2)); }
+	# writes through member $1 acknowledged again (20 more within 30 s)
+	writes_through() { local at; at=$(acks_of "$1"); it_until 30000 grown "$1" $((at + 20)); }
+
+	# ---- the leader cut off
+	li=$(current_leader)
+	cut_off "${ids[li]}"
+	others=()
+	for i in 0 1 2; do [[ $i != "$li" ]] && others+=("$i"); done
+	check "$label: cut off the leader (${names[li]}): the other two elect a leader" \
+		it_until 10000 leader_among "$li"
+	# from the cut, as the proxy applied it, to the first leader the
+	# other two log
+	t0=$(sed -n "s/^cut at \([0-9]*\): ${ids[li]}\$/\1/p" "$IT_TMP/$label.proxy.log" | tail -n 1)
+	took=$(for i in "${others[@]}"; do it_elected_after "${logs[i]}" "${t0:-0}"; done | sort -n | head -n 1)
+	echo "  a leader among the other two ${took:-?} ms after the cut (election timeout $ELECTION_MS ms)"
+	# two election timeouts, and two ticks for the clock's grain and the
+	# vote's round trip
+	check "$label: ... within two election timeouts" \
+		test -n "$t0" -a "${took:-99999}" -le $((2 * ELECTION_MS + 200))
+	for i in "${others[@]}"; do
+		check "$label: writes through ${names[i]} go on while ${names[li]} is cut off" writes_through "$i"
+	done
+	stalled=$(acks_of "$li")
+	sleep 1
+	check "$label: no write through the cut-off ${names[li]} is acknowledged" test "$(acks_of "$li")" -eq "$stalled"
+	cut_off
+	check "$label: healed: ${names[li]} follows, writes through it are acknowledged again" writes_through "$li"
+	check "$label: healed: one leader, among the two that kept the quorum" \
+		it_until 10000 leader_among "$li"
+
+	# ---- a follower cut off
+	li=$(current_leader)
+	fi_=$(((li + 1) % 3))
+	cut_off "${ids[fi_]}"
+	sleep $((2 * ELECTION_MS / 1000 + 1))
+	check "$label: cut off a follower (${names[fi_]}): the leader stays" it_leads "$(ep "$li")"
+	check "$label: writes through the leader go on" writes_through "$li"
+	cut_off
+	check "$label: healed: writes through ${names[fi_]} are acknowledged again" writes_through "$fi_"
+	# a cetcd member campaigns with a pre-vote first (etcd 3.4 does not by
+	# default): back from the cut it finds the leader alive and follows
+	[[ ${kinds[fi_]} == cetcd ]] &&
+		check "$label: healed: ${names[fi_]} (cetcd, pre-vote) did not depose the leader" it_leads "$(ep "$li")"
+
+	# ---- a follower's stored alone, then a follower's raftd alone
+	restarted() { IT_CETCD_PID=$1 it_new_child "$2" "$3" >/dev/null; }
+	# a cetcd member other than $1
+	cetcd_follower() {
+		local i
+		for i in 1 2 0; do
+			[[ $i != "$1" && ${kinds[i]} == cetcd ]] && { echo "$i"; return 0; }
+		done
+	}
+	for what in stored raftd; do
+		li=$(current_leader)
+		fi_=$(cetcd_follower "$li")
+		old=$(IT_CETCD_PID=${pids[fi_]} it_cetcd_child "$what")
+		kill -9 "$old"
+		check "$label: SIGKILL of ${names[fi_]}'s $what alone: the launcher restarts it" \
+			it_until 20000 restarted "${pids[fi_]}" "$what" "$old"
+		check "$label: writes through ${names[fi_]} are acknowledged again" writes_through "$fi_"
+	done
+
+	for i in 0 1 2; do
+		it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out" >/dev/null || true
+	done
+	n=$(all_acks)
+	echo "  $n puts acknowledged"
+	ackfiles=$(IFS=,; echo "${acks[*]}")
+	for i in 0 1 2; do
+		out=$IT_TMP/$label.check.$i.out
+		"$KVCLIENT" check -endpoint "$(ep "$i")" -prefix kv -acks "$ackfiles" >"$out" 2>&1 || true
+		check "$label: all $n acknowledged puts are there, read through ${names[i]}" \
+			test "$(it_kv_val "$out" acks-found)" -eq "$n" -a "$(it_kv_val "$out" violations)" -eq 0
+		grep '^violation ' "$out" | head -5 | sed 's/^/    /' || true
+	done
+	check "$label: all members report the same revision and raft index" \
+		it_until 15000 it_same_state "$(ep 0)" "$(ep 1)" "$(ep 2)"
+	check "$label: all members report the same HashKV" it_same_hashkv "$(ep 0)" "$(ep 1)" "$(ep 2)"
+	grep -c '^closing\|^refused' "$IT_TMP/$label.proxy.log" | sed 's/^/  connections the proxy refused or cut: /'
+	kill "$proxy" 2>/dev/null || true
+	for i in 0 1 2; do kill -TERM "${pids[i]}" 2>/dev/null || true; done
+	for i in 0 1 2; do it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true; done
+}
+
+run p cetcd cetcd cetcd
+if command -v etcd >/dev/null; then
+	run q etcd cetcd cetcd
+else
+	echo "# q: skipped, Debian's etcd is not installed"
+fi
+it_summary

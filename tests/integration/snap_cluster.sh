@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Raft snapshots between members, on etcd's peer protocol, with a small
+# --snapshot-count (100) on every member:
+#   (a) three cetcd members: a cetcd leader sends a cetcd follower a
+#       snapshot;
+#   (b) etcd, etcd, cetcd with an etcd leader: etcd sends cetcd one;
+#   (c) cetcd, cetcd, etcd with a cetcd leader: cetcd sends etcd one;
+#   (d) as (a), with the follower's raftd and stored SIGKILLed after raftd
+#       took the snapshot and before stored could install it.
+# In each, writers on etcd's Go client put through the two other members
+# while the follower is stopped (SIGSTOP) long enough for the leader's log
+# to be compacted past it (etcd and cetcd keep 5000 entries behind the
+# snapshot); when it resumes it must catch up by a snapshot (the log
+# lines of both sides say so), and at the end every acknowledged put is
+# readable with its value through every member (the follower restarted
+# once after the snapshot), and all members report the same revision,
+# raft index and HashKV.
+# Exits 77 when the programs, Debian's etcd and etcdctl, python3 or Go
+# with Debian's clientv3 are missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcdctl
+it_need_etcd
+it_build_kvclient
+it_init snapcl
+
+ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
+
+# run_case LABEL KIND0 KIND1 KIND2 LEADER LAGGER [crash]
+# With crash (a cetcd lagger), its stored stays stopped while raftd takes
+# the snapshot, and raftd and stored are then SIGKILLed together: the
+# restarted raftd must hand the restarted stored the db again.
+run_case() {
+	local label=$1 lead_at=$5 lag=$6 crash=${7:-} i
+	local -a kinds=("$2" "$3" "$4") ports pids acks wpids
+	read -r -a ports < <(it_free_ports 6)
+	local initial=""
+	for i in 0 1 2; do
+		initial+="${initial:+,}s$i=http://127.0.0.1:${ports[2 * i + 1]}"
+	done
+	ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
+	logf() { echo "$IT_TMP/$label.s$1.log"; }
+	start() {
+		local i=$1 bin rt
+		[[ ${kinds[i]} == etcd ]] && bin=$(command -v etcd) || bin=$IT_BIN/cetcd
+		rt="$IT_RT/$label.s$i"
+		mkdir -p "$rt"
+		local extra=()
+		[[ ${kinds[i]} == cetcd ]] && extra=(--runtime-dir "$rt")
+		"$bin" --name "s$i" --data-dir "$IT_TMP/$label.s$i" "${extra[@]}" \
+			--listen-client-urls "http://127.0.0.1:${ports[2 * i]}" \
+			--advertise-client-urls "http://127.0.0.1:${ports[2 * i]}" \
+			--listen-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
+			--initial-advertise-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
+			--initial-cluster "$initial" --initial-cluster-token "$label" \
+			--snapshot-count 100 2>>"$(logf "$i")" >&2 &
+		pids[i]=$!
+		it_track "${pids[i]}"
+	}
+	# the member's processes: etcd, or the launcher and its daemons
+	procs() { echo "${pids[$1]}" $(pgrep -P "${pids[$1]}" 2>/dev/null || true); }
+	status_of() { ctl --endpoints "$(ep "$1")" endpoint status -w json 2>/dev/null; }
+	id_of() { status_of "$1" | python3 -c 'import json,sys; print("%x" % json.load(sys.stdin)[0]["Status"]["header"]["member_id"])'; }
+	index_of() { status_of "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["raftIndex"])' 2>/dev/null || echo 0; }
+	leads() { it_leads "$(ep "$1")"; }
+
+	echo "# $label: ${kinds[*]}, leader s$lead_at (${kinds[lead_at]}), s$lag (${kinds[lag]}) falls behind"
+	for i in 0 1 2; do start "$i"; done
+	for i in 0 1 2; do
+		if ! it_wait_healthy "${ports[2 * i]}" 60; then
+			fail "$label: s$i (${kinds[i]}) answers"
+			tail -n 20 "$(logf "$i")"
+			return 1
+		fi
+	done
+	ok "$label: three members answer"
+	local lead=""
+	for i in 0 1 2; do leads "$i" && lead=$i; done
+	if [[ $lead != "$lead_at" ]]; then
+		ctl --endpoints "$(ep "${lead:-0}")" move-leader "$(id_of "$lead_at")" >/dev/null 2>&1 || true
+	fi
+	check "$label: s$lead_at (${kinds[lead_at]}) leads" it_until 15000 leads "$lead_at"
+
+	local -a writers=()
+	for i in 0 1 2; do [[ $i != "$lag" ]] && writers+=("$i"); done
+	for i in "${writers[@]}"; do
+		acks[i]=$IT_TMP/$label.acks.$i
+		it_kv_start "$IT_TMP/$label.writer.$i.out" write -endpoint "$(ep "$i")" \
+			-prefix "kv/$label/m$i" -acks "${acks[i]}" -writers 4 -per-conn 4
+		wpids[i]=$IT_KV_PID
+		check "$label: writes through s$i (${kinds[i]}) are acknowledged" \
+			it_wait_lines "${acks[i]}" 20 30
+	done
+
+	local lag_index lead_index
+	lag_index=$(index_of "$lag")
+	kill -STOP $(procs "$lag")
+	ok "$label: s$lag (${kinds[lag]}) stopped at raft index $lag_index"
+	# the leader's newest .snap file: its log is compacted 5000 entries
+	# (and, in cetcd, up to 1024 more) behind it
+	newest_snap() {
+		local h
+		h=$(ls "$IT_TMP/$label.s$lead_at/member/snap" 2>/dev/null |
+			sed -n 's/^[0-9a-f]\{16\}-\([0-9a-f]\{16\}\)\.snap$/\1/p' | sort | tail -1)
+		echo $((16#${h:-0}))
+	}
+	# (the member may apply a little more between the status read and the
+	# stop: a wide margin)
+	far() { (($(newest_snap) > lag_index + 12000)); }
+	check "$label: the leader's log was compacted past it" it_until 240000 far
+	lead_index=$(index_of "$lead_at")
+	local stored_pid="" raftd_pid="" p
+	if [[ -n $crash ]]; then
+		for p in $(procs "$lag"); do
+			case $(tr '\0' ' ' <"/proc/$p/cmdline") in
+			*/stored\ *) stored_pid=$p ;;
+			*/raftd\ *) raftd_pid=$p ;;
+			esac
+		done
+		kill -CONT $(procs "$lag" | tr ' ' '\n' | grep -vx "$stored_pid")
+		echo "  $label: s$lag resumed but its stored ($stored_pid); the leader is at raft index $lead_index"
+		check "$label: its raftd takes the snapshot and hands the db on" \
+			it_wait_log "$(logf "$lag")" '"msg":"handed stored a received snapshot to install"' 60
+		kill -9 "$raftd_pid" "$stored_pid"
+		ok "$label: its raftd and its stopped stored SIGKILLed"
+		check "$label: the member comes back" it_wait_healthy "${ports[2 * lag]}" 60
+		check "$label: the restarted raftd starts from the received snapshot" \
+			it_wait_log "$(logf "$lag")" '"msg":"recovered v2 store from snapshot"' 30
+	else
+		kill -CONT $(procs "$lag")
+		echo "  $label: s$lag resumed; the leader is at raft index $lead_index"
+	fi
+	if [[ ${kinds[lead_at]} == cetcd ]]; then
+		check "$label: the cetcd leader sent it a snapshot" \
+			it_wait_log "$(logf "$lead_at")" '"msg":"sent database snapshot"' 60
+	else
+		check "$label: the etcd leader sent it a snapshot" \
+			it_wait_log "$(logf "$lead_at")" 'sent database snapshot|database snapshot \[index: [0-9]+, to: [0-9a-f]+\] sent out successfully' 60
+	fi
+	if [[ ${kinds[lag]} == cetcd ]]; then
+		check "$label: the cetcd follower applied it" \
+			it_wait_log "$(logf "$lag")" '"msg":"applying snapshot"' 60
+		check "$label: and its stored installed the db" \
+			it_wait_log "$(logf "$lag")" '"msg":"installing a received snapshot db"' 60
+	else
+		check "$label: the etcd follower applied it" \
+			it_wait_log "$(logf "$lag")" 'applied incoming snapshot|finished applying incoming snapshot' 60
+	fi
+	all_acks() { cat "${acks[@]}" 2>/dev/null | wc -l; }
+	more_acks() { (($(all_acks) >= $1)); }
+	flowing() { local at; at=$(all_acks); it_until 30000 more_acks $((at + 20)); }
+	check "$label: writes go on" flowing
+	# a restart from the snapshot it received
+	kill -TERM "${pids[lag]}"
+	it_wait_gone "${pids[lag]}" 15000 || kill -9 "${pids[lag]}"
+	start "$lag"
+	check "$label: s$lag (${kinds[lag]}) restarts after the snapshot" \
+		it_wait_healthy "${ports[2 * lag]}" 60
+	check "$label: writes go on" flowing
+
+	for i in "${writers[@]}"; do it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out" >/dev/null || true; done
+	local n files out
+	n=$(cat "${acks[@]}" | wc -l)
+	files=$(IFS=,; echo "${acks[*]}")
+	echo "  $label: $n puts acknowledged"
+	check "$label: all members report the same revision and raft index" \
+		it_until 60000 it_same_state "$(ep 0)" "$(ep 1)" "$(ep 2)"
+	for i in "$lag" "${writers[@]}"; do
+		out=$IT_TMP/$label.check.$i.out
+		"$KVCLIENT" check -endpoint "$(ep "$i")" -prefix "kv/$label" -acks "$files" >"$out" 2>&1 || true
+		check "$label: all $n acknowledged puts are there through s$i (${kinds[i]})" \
+			test "$(it_kv_val "$out" acks-found)" -eq "$n" -a "$(it_kv_val "$out" violations)" -eq 0
+	done
+	local hashes
+	hashes=$(for i in 0 1 2; do
+		ctl --endpoints "$(ep "$i")" endpoint hashkv -w json |
+			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
+	done)
+	echo "$hashes" | sed 's/^/    hashkv /'
+	check "$label: all members report the same HashKV" test "$(sort -u <<<"$hashes" | wc -l)" = 1
+	for i in 0 1 2; do kill -TERM "${pids[i]}" 2>/dev/null || true; done
+	for i in 0 1 2; do it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true; done
+}
+
+cases=${SNAP_CLUSTER_CASES:-a b c d}
+[[ $cases == *a* ]] && run_case a cetcd cetcd cetcd 0 2
+[[ $cases == *b* ]] && run_case b etcd etcd cetcd 0 2
+[[ $cases == *c* ]] && run_case c cetcd cetcd etcd 0 2
+[[ $cases == *d* ]] && run_case d cetcd cetcd cetcd 0 2 crash
+it_summary
