@@ -1,5 +1,6 @@
 /* HTTP/1.x requests on the client port (see http1.h). */
 #include "gatewayd/http1.h"
+#include "shm/hashkv.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -350,6 +351,37 @@ static int http1_handle(struct http1_conn *c, const struct http1_request *req)
 	return http1_answer(c, req, &a);
 }
 
+/* The largest body of GET /members/hashkv read ({"revision":N} is short). */
+#define HTTP1_HASHKV_BODY_MAX 4096u
+
+/* etcd's hashKVHandler: GET only, the body a HashKVRequest's JSON, the
+ * answer (http1_conn_hashkv_done) a HashKVResponse's JSON, or 400 with
+ * the error's text. */
+static int http1_hashkv(struct http1_conn *c, const struct http1_request *req,
+			const uint8_t *body, size_t len)
+{
+	struct http1_answer a = { .status = 400, .nosniff = true,
+				  .content_type = "text/plain; charset=utf-8" };
+	int64_t rev = 0;
+
+	if (!(req->method_len == 3 && memcmp(req->method, "GET", 3) == 0))
+		return http1_answer(c, req, &http1_not_allowed);
+	if (hashkv_request_decode(body, len, &rev)) {
+		a.body = "error unmarshalling request\n";
+		return http1_answer(c, req, &a);
+	}
+	c->waiting = true;
+	c->wait_minor = req->minor;
+	c->wait_keep_alive = req->keep_alive;
+	if (c->ops->hashkv(c->ops->arg, c, rev) == 0)
+		return 0;
+	c->waiting = false;
+	a = (struct http1_answer){ .status = 500, .nosniff = true,
+				   .content_type = "text/plain; charset=utf-8",
+				   .body = "cannot compute the hash\n" };
+	return http1_answer(c, req, &a);
+}
+
 /* Answers the complete requests in buf[0..len); returns the bytes used
  * (all of them once the connection is closing) or -ENOMEM. */
 static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
@@ -357,7 +389,7 @@ static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
 	size_t off = 0;
 	struct http1_request req;
 
-	while (off < len && !c->closing) {
+	while (off < len && !c->closing && !c->waiting) {
 		if (c->body_skip > 0) {
 			size_t n = len - off < c->body_skip ? len - off : (size_t)c->body_skip;
 			off += n;
@@ -372,6 +404,17 @@ static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
 				return -ENOMEM;
 			break;
 		}
+		if (c->ops && c->ops->hashkv && http1_path_is(&req, HASHKV_PATH) && !req.chunked &&
+		    req.content_length <= HTTP1_HASHKV_BODY_MAX) {
+			/* the one request whose body is read: wait for all of it */
+			size_t blen = req.has_length ? (size_t)req.content_length : 0;
+			if (len - off - (size_t)rc < blen)
+				break;
+			if (http1_hashkv(c, &req, buf + off + rc, blen))
+				return -ENOMEM;
+			off += (size_t)rc + blen;
+			continue;
+		}
 		off += (size_t)rc;
 		if (http1_handle(c, &req))
 			return -ENOMEM;
@@ -383,11 +426,51 @@ static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
 	return c->closing ? (long)len : (long)off;
 }
 
+/* Answers what waits in c->in. */
+static int http1_conn_drain_in(struct http1_conn *c)
+{
+	long used;
+
+	if (c->in.len == 0)
+		return 0;
+	used = http1_process(c, c->in.data, c->in.len);
+	if (used < 0)
+		return (int)used;
+	memmove(c->in.data, c->in.data + used, c->in.len - (size_t)used);
+	c->in.len -= (size_t)used;
+	return 0;
+}
+
+int http1_conn_hashkv_done(struct http1_conn *c, int rc, const struct hashkv_resp *r,
+			   const char *why)
+{
+	struct http1_request req = { .method = "GET", .method_len = 3, .minor = c->wait_minor,
+				     .keep_alive = c->wait_keep_alive };
+	struct http1_answer a = { .status = 400, .nosniff = true,
+				  .content_type = "text/plain; charset=utf-8" };
+	char text[256];
+
+	if (!c->waiting)
+		return 0;
+	c->waiting = false;
+	if (rc) {
+		snprintf(text, sizeof(text), "%s\n", why ? why : "cannot compute the hash");
+	} else if (hashkv_response_encode(text, sizeof(text), r) < 0) {
+		return -ENOMEM;
+	} else {
+		a = (struct http1_answer){ .status = 200, .content_type = "application/json" };
+	}
+	a.body = text;
+	if (http1_answer(c, &req, &a))
+		return -ENOMEM;
+	return c->closing ? 0 : http1_conn_drain_in(c);
+}
+
 int http1_conn_recv(struct http1_conn *c, const uint8_t *data, size_t len)
 {
 	long used;
 
-	if (c->closing)
+	if (c->closing && !c->waiting)
 		return 0;
 	if (c->in.len == 0) {
 		used = http1_process(c, data, len);
@@ -400,10 +483,5 @@ int http1_conn_recv(struct http1_conn *c, const uint8_t *data, size_t len)
 	}
 	if (h2_buf_append(&c->in, http1_mem(), data, len))
 		return -ENOMEM;
-	used = http1_process(c, c->in.data, c->in.len);
-	if (used < 0)
-		return (int)used;
-	memmove(c->in.data, c->in.data + used, c->in.len - (size_t)used);
-	c->in.len -= (size_t)used;
-	return 0;
+	return http1_conn_drain_in(c);
 }

@@ -63,10 +63,19 @@ struct http1_request {
  */
 int http1_parse(const uint8_t *buf, size_t len, size_t max_head, struct http1_request *req);
 
+struct hashkv_resp;
+struct http1_conn;
+
 /* What the connection needs from the rest of gatewayd. */
 struct http1_ops {
 	/* /health: whether the member is healthy (raftd knows a leader). */
 	bool (*healthy)(void *arg);
+	/* GET /members/hashkv (shm/hashkv.h), served only where this is set
+	 * (connections raftd hands over from the peer port): starts the
+	 * HashKV at rev for c, which waits (reading no further request) until
+	 * http1_conn_hashkv_done gives the answer. 0, or -ENOMEM (answered
+	 * 500 at once). */
+	int (*hashkv)(void *arg, struct http1_conn *c, int64_t rev);
 	void *arg;
 };
 
@@ -76,6 +85,10 @@ struct http1_conn {
 	size_t out_off;
 	uint64_t body_skip;     /* request body bytes still to drop */
 	bool closing;           /* no more requests: close once out is written */
+	bool waiting;           /* a /members/hashkv answer is being computed:
+				 * what comes waits in `in` */
+	int wait_minor;         /* that request's HTTP/1.minor and keep-alive */
+	bool wait_keep_alive;
 	const struct http1_ops *ops;
 };
 
@@ -92,6 +105,12 @@ void http1_conn_fini(struct http1_conn *c);
  */
 int http1_conn_recv(struct http1_conn *c, const uint8_t *data, size_t len);
 
+/* The answer to the /members/hashkv request c waits for: rc 0 with r, or
+ * an error whose text is why (etcd's mvcc error; NULL: a generic one).
+ * Then the requests that came meanwhile are answered. 0 or -ENOMEM. */
+int http1_conn_hashkv_done(struct http1_conn *c, int rc, const struct hashkv_resp *r,
+			   const char *why);
+
 /* Response bytes waiting to be written, and marking n of them written. */
 static inline size_t http1_conn_out_len(const struct http1_conn *c)
 {
@@ -99,10 +118,11 @@ static inline size_t http1_conn_out_len(const struct http1_conn *c)
 }
 void http1_conn_out_done(struct http1_conn *c, size_t n);
 
-/* Whether the connection is over: closing, with nothing left to write. */
+/* Whether the connection is over: closing, with nothing left to write
+ * and no answer still being computed. */
 static inline bool http1_conn_is_done(const struct http1_conn *c)
 {
-	return c->closing && http1_conn_out_len(c) == 0;
+	return c->closing && !c->waiting && http1_conn_out_len(c) == 0;
 }
 
 #endif

@@ -409,7 +409,7 @@ static void kv_propose(struct gw_server *s, struct grpc_call *call, const struct
 		       const uint8_t *msg, size_t len)
 {
 	const void *r = gw_unpack(s, call, w->desc, &msg, &len);
-	if (!r)
+	if (!r || alarm_quota_refuses(s, call, r))
 		return;
 	int rc = w->check(r);
 	if (rc)
@@ -454,7 +454,7 @@ static void kv_txn(struct gw_server *s, struct grpc_call *call, const uint8_t *m
 {
 	Etcdserverpb__TxnRequest *r =
 		gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, &msg, &len);
-	if (!r)
+	if (!r || alarm_quota_refuses(s, call, &r->base))
 		return;
 	int rc = mvcc_validate_txn(r, s->max_txn_ops > UINT32_MAX ? UINT32_MAX :
 				      (unsigned)s->max_txn_ops);

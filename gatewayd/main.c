@@ -26,6 +26,7 @@
 #include "shm/log/errmsg.h"
 #include "shm/log/log.h"
 #include "shm/config/member.h"
+#include "shm/gwsock.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 #include "shm/tls/tls.h"
@@ -138,6 +139,24 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg)
 	return 0;
 }
 
+/* The local socket raftd hands the peer port's gRPC connections to
+ * (shm/gwsock.h). Without it the member still serves its clients, so a
+ * failure is a warning. */
+static void gw_listen_local(struct gw_server *s, const struct cetcd_config *cfg)
+{
+	uint32_t index = cfg->gateway_index < 0 ? 0 : (uint32_t)cfg->gateway_index;
+	struct gwsock_addr a;
+	int fd, rc = gwsock_addr_of(cfg->data_dir, index, &a);
+
+	if (!rc)
+		rc = gwsock_listen(&a, &fd);
+	if (!rc)
+		rc = gw_server_listen(s, fd, GW_LISTEN_LOCAL);
+	if (rc)
+		log_warn("cannot listen on the local socket; the peer port will not serve gRPC through this gateway",
+			 LOG_U64("gateway-index", index), LOG_ERRNO(rc));
+}
+
 int main(int argc, char **argv)
 {
 	struct cetcd_config cfg;
@@ -185,6 +204,7 @@ int main(int argc, char **argv)
 		status = CONFIG_EXIT_FATAL;
 		goto out_free_server;
 	}
+	gw_listen_local(s, &cfg);
 	gw_server_hello(s);
 	log_info("ready to serve client requests", LOG_U64("member-id", params.member_id),
 		 LOG_U64("cluster-id", params.cluster_id));

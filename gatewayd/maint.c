@@ -18,10 +18,12 @@
  * once. While one runs the loop does not sleep. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/http1.h"
 #include "gatewayd/server.h"
+#include "shm/hashkv.h"
 #include "shm/readers.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/mvcc.h"
@@ -56,11 +58,8 @@ static void maint_status(struct gw_server *s, struct grpc_call *call, const uint
 	resp.raftappliedindex = st.applied_index;
 	gw_db_sizes(s, &st, &resp.dbsize, &resp.dbsizeinuse);
 	resp.islearner = false;
-	if (rs.leader_id == 0) {
-		/* etcd lists ErrNoLeader among the errors */
-		resp.n_errors = 1;
-		resp.errors = errors;
-	}
+	/* etcd lists ErrNoLeader and the raised alarms among the errors */
+	alarm_status_errors(s, rs.leader_id == 0 ? errors[0] : NULL, &resp.errors, &resp.n_errors);
 	gw_answer(s, call, &resp.base);
 }
 
@@ -71,6 +70,8 @@ static void maint_status(struct gw_server *s, struct grpc_call *call, const uint
 struct maint_job {
 	struct maint_job *next;
 	uint64_t call_id;
+	void *owner;             /* not NULL: a peer's /members/hashkv for this
+				  * connection (maint_hashkv_peer), not a call */
 	bool kv;                 /* HashKV, else Hash */
 	int64_t rev;             /* HashKV's requested revision */
 	bool running;
@@ -213,6 +214,23 @@ static void maint_job_refuse(struct gw_server *s, struct grpc_call *call, int rc
 		gw_read_refuse(s, call, rc);
 }
 
+/* A peer's /members/hashkv is done: its answer, with etcd's mvcc text
+ * for a refused revision. */
+static void maint_peer_answer(struct gw_server *s, struct maint_job *j, int rc)
+{
+	struct hashkv_resp r = { .member_id = s->member_id, .revision = j->h.kv.rev,
+				 .hash = j->h.kv.hash, .compact_revision = j->h.kv.compact_rev };
+	const char *why = NULL;
+
+	if (rc && mvcc_is_request_error(rc)) {
+		/* etcd's handler writes mvcc's error, not rpctypes' */
+		why = mvcc_strerror(rc);
+		if (!strncmp(why, "etcdserver: ", 12))
+			why += 12;
+	}
+	gw_http1_hashkv_done(s, j->owner, rc, &r, why);
+}
+
 void maint_turn(struct gw_server *s)
 {
 	struct maint_job *j = s->maint_jobs;
@@ -221,8 +239,8 @@ void maint_turn(struct gw_server *s)
 
 	if (!j)
 		return;
-	struct grpc_call *call = grpc_call_find(s->grpc, j->call_id);
-	if (!call) {
+	struct grpc_call *call = j->owner ? NULL : grpc_call_find(s->grpc, j->call_id);
+	if (!call && !j->owner) {
 		maint_job_drop(s, j); /* its cancel frees it first; kept as a safety net */
 		s->more_work = s->maint_jobs != NULL;
 		return;
@@ -239,7 +257,9 @@ void maint_turn(struct gw_server *s)
 		rc = mvcc_hashkv_step(&j->h.kv, MAINT_HASH_TURN_BUDGET, &done);
 	else if (rc == 0)
 		rc = mvcc_hashdb_step(&j->h.db, MAINT_HASH_TURN_BUDGET, &done);
-	if (rc)
+	if (j->owner && (rc || done))
+		maint_peer_answer(s, j, rc);
+	else if (rc)
 		maint_job_refuse(s, call, rc);
 	else if (done)
 		maint_job_answer(s, call, j);
@@ -248,23 +268,43 @@ void maint_turn(struct gw_server *s)
 	s->more_work = s->maint_jobs != NULL;
 }
 
-/* Queues a job for call; answers the call when it cannot. */
-static void maint_job_add(struct gw_server *s, struct grpc_call *call, bool kv, int64_t rev)
+/* Queues a job for call, or for owner when call is NULL. Answers the call
+ * when it cannot; -ENOMEM then. */
+static int maint_job_add(struct gw_server *s, struct grpc_call *call, void *owner, bool kv,
+			 int64_t rev)
 {
 	struct maint_job *j = calloc(1, sizeof(*j));
 	struct maint_job **tail = &s->maint_jobs;
 
 	if (!j) {
-		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
-		return;
+		if (call)
+			grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return -ENOMEM;
 	}
-	j->call_id = grpc_call_id(call);
+	j->call_id = call ? grpc_call_id(call) : 0;
+	j->owner = owner;
 	j->kv = kv;
 	j->rev = rev;
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = j;
 	s->more_work = true; /* the first step comes with the next turn */
+	return 0;
+}
+
+int maint_hashkv_peer(struct gw_server *s, void *owner, int64_t rev)
+{
+	return maint_job_add(s, NULL, owner, true, rev);
+}
+
+void maint_hashkv_peer_drop(struct gw_server *s, void *owner)
+{
+	for (struct maint_job *j = s->maint_jobs; j; j = j->next) {
+		if (j->owner == owner) {
+			maint_job_drop(s, j);
+			return;
+		}
+	}
 }
 
 /* The gRPC handlers of Hash and HashKV: gw_handle_unary's, and a cancel
@@ -286,7 +326,7 @@ static void maint_hash_message(struct grpc_call *call, bool kv, const uint8_t *m
 	} else if (!gw_unpack(s, call, &etcdserverpb__hash_request__descriptor, &msg, &len)) {
 		return;
 	}
-	maint_job_add(s, call, kv, rev);
+	maint_job_add(s, call, NULL, kv, rev);
 }
 
 static void maint_hashkv_message(struct grpc_call *call, const uint8_t *msg, size_t len)

@@ -245,7 +245,8 @@ void gw_rings_publish(struct gw_server *s)
 static void gw_refuse_too_many(struct gw_server *s, struct grpc_call *call)
 {
 	s->stats.too_many++;
-	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);
+	if (call)
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);
 }
 
 /* A MSG_PROPOSE record being written for a call. */
@@ -263,7 +264,7 @@ struct gw_proposal {
  * carry). false: the call was answered (too many requests). */
 static bool gw_propose_pending(struct gw_server *s, struct grpc_call *call, struct gw_proposal *g)
 {
-	g->p = pending_add(&s->pending, PENDING_PROPOSE, grpc_call_id(call),
+	g->p = pending_add(&s->pending, PENDING_PROPOSE, call ? grpc_call_id(call) : 0,
 			   s->now_ns + s->request_timeout_ns);
 	if (!g->p)
 		gw_refuse_too_many(s, call);
@@ -284,7 +285,8 @@ static uint8_t *gw_propose_reserve(struct gw_server *s, struct grpc_call *call, 
 	size_t rec_len = sizeof(g->mp) + data_len + g->olen;
 	if (data_len > s->max_request_bytes || rec_len > shm_region_max_record(s->r)) {
 		pending_remove(&s->pending, g->p);
-		grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, gw_msg_too_large);
+		if (call)
+			grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, gw_msg_too_large);
 		return NULL;
 	}
 	g->out = gw_out_reserve(s, (uint32_t)rec_len, &g->in_ring);
@@ -306,7 +308,8 @@ static void gw_propose_commit(struct gw_server *s, struct grpc_call *call, struc
 {
 	memcpy(g->out + g->rec_len - g->olen, g->origin, g->olen);
 	gw_out_commit(s, MSG_PROPOSE, g->rec_len, g->in_ring);
-	gw_call_set(call, GW_CALL_PENDING, g->p->request_id);
+	if (call)
+		gw_call_set(call, GW_CALL_PENDING, g->p->request_id);
 	s->stats.proposals++;
 }
 

@@ -22,6 +22,7 @@
 #include "proto/check.h"
 #include "shm/config/config.h"
 #include "shm/doorbell.h"
+#include "shm/gwsock.h"
 #include "shm/hello.h"
 #include "shm/log/log.h"
 #include "shm/region.h"
@@ -73,6 +74,7 @@ struct gw_conn {
 	bool listed;               /* on the flush list */
 	bool lingering;            /* write side shut, waiting for the client's close */
 	bool dead;                 /* closed; freed at the end of the turn */
+	bool local;                /* from the local socket (GW_LISTEN_LOCAL) */
 	int64_t linger_until_ns;
 	struct gw_conn *prev, *next;  /* s->conns */
 	struct gw_conn *flush_next;   /* s->flush_head, or s->dead */
@@ -231,8 +233,11 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 	if (c->h2)
 		grpc_server_conn_free(c->h2);
 	c->h2 = NULL;
-	if (c->proto == GW_HTTP1)
+	if (c->proto == GW_HTTP1) {
+		if (c->h1.waiting)
+			maint_hashkv_peer_drop(s, c);
 		http1_conn_fini(&c->h1);
+	}
 	transport_close(&c->t);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -301,11 +306,33 @@ static void gw_conn_flush(struct gw_server *s, struct gw_conn *c)
 	gw_conn_watch(s, c);
 }
 
+/* http1_ops.hashkv of the local socket's connections: c is the h1 of a
+ * gw_conn, which owns the job. */
+static int gw_http1_hashkv(void *arg, struct http1_conn *h1, int64_t rev)
+{
+	struct gw_conn *c = (struct gw_conn *)((char *)h1 - offsetof(struct gw_conn, h1));
+
+	return maint_hashkv_peer(arg, c, rev);
+}
+
+void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct hashkv_resp *r,
+			  const char *why)
+{
+	struct gw_conn *c = owner;
+
+	if (c->dead)
+		return;
+	if (http1_conn_hashkv_done(&c->h1, rc, r, why))
+		gw_conn_close(s, c);
+	else
+		gw_conn_list(s, c);
+}
+
 static void gw_conn_start_http1(struct gw_server *s, struct gw_conn *c)
 {
 	c->proto = GW_HTTP1;
 	s->stats.http1_conns++;
-	http1_conn_init(&c->h1, &s->http1);
+	http1_conn_init(&c->h1, c->local ? &s->http1_local : &s->http1);
 }
 
 /* The first bytes tell HTTP/2 (the client preface) from HTTP/1.x. */
@@ -413,7 +440,7 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 		close(fd);
 		return -ENOMEM;
 	}
-	if (mode == GW_LISTEN_PLAIN)
+	if (mode == GW_LISTEN_PLAIN || mode == GW_LISTEN_LOCAL)
 		transport_fd_init(&c->t, fd);
 	else if (mode == GW_LISTEN_TLS)
 		rc = transport_tls_init(&c->t, fd, s->tls);
@@ -425,6 +452,7 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 		return rc;
 	}
 	c->s = s;
+	c->local = mode == GW_LISTEN_LOCAL;
 	c->src = (struct gw_src){ .kind = GW_SRC_CONN, .fd = fd };
 	c->events = EPOLLIN;
 	rc = gw_epoll(s, EPOLL_CTL_ADD, &c->src, EPOLLIN);
@@ -469,6 +497,11 @@ static void gw_accept(struct gw_server *s, struct gw_listener *l)
 			}
 			return;
 		}
+		if (l->mode == GW_LISTEN_LOCAL && !gwsock_same_user(fd)) {
+			log_warn("refused a connection on the local socket from another user");
+			close(fd);
+			continue;
+		}
 		if (gw_conn_adopt(s, fd, l->mode))
 			log_warn("dropped a client connection", LOG_STR("reason", "out of memory"));
 	}
@@ -489,7 +522,7 @@ int gw_server_listen(struct gw_server *s, int fd, enum gw_listen_mode mode)
 	struct gw_listener *l;
 	int rc;
 
-	if (mode != GW_LISTEN_PLAIN && !s->tls) {
+	if (mode != GW_LISTEN_PLAIN && mode != GW_LISTEN_LOCAL && !s->tls) {
 		close(fd);
 		return -EINVAL;
 	}
@@ -662,12 +695,13 @@ void gw_header_pb(struct gw_server *s, int64_t revision, Etcdserverpb__ResponseH
 	hdr->raft_term = h.raft_term;
 }
 
-/* /health: healthy when raftd knows a leader, as etcd 3.4 decides. */
+/* /health: healthy when no alarm is raised and raftd knows a leader, as
+ * etcd 3.4 decides. */
 static bool gw_healthy(void *arg)
 {
 	struct gw_server *s = arg;
 	struct status_raftd rs;
-	return status_raftd_read(s->r, &rs) == 0 && rs.leader_id != 0;
+	return status_raftd_read(s->r, &rs) == 0 && rs.leader_id != 0 && !alarm_raised(s);
 }
 
 /* ---- the attach exchange ---- */
@@ -946,6 +980,8 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s->pb = (ProtobufCAllocator){ .alloc = gw_pb_alloc_fn, .free = gw_pb_free_fn,
 				      .allocator_data = s };
 	s->http1 = (struct http1_ops){ .healthy = gw_healthy, .arg = s };
+	s->http1_local = (struct http1_ops){ .healthy = gw_healthy, .hashkv = gw_http1_hashkv,
+					     .arg = s };
 
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -978,6 +1014,8 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 		rc = maint_register(s);
 	if (!rc)
 		rc = cluster_register(s);
+	if (!rc)
+		rc = alarm_register(s);
 	if (rc)
 		goto out_free;
 	*out = s;

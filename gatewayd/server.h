@@ -209,6 +209,7 @@ struct gw_server {
 
 	struct grpc_server *grpc;
 	struct http1_ops http1;
+	struct http1_ops http1_local;   /* GW_LISTEN_LOCAL connections' */
 	ProtobufCAllocator pb;          /* unpacks into the turn's arena */
 	struct gw_arena *arena;
 	struct gw_method *methods;      /* registered unary handlers (owned) */
@@ -263,6 +264,10 @@ enum gw_listen_mode {
 	GW_LISTEN_TLS,   /* https: TLS with the server's context first */
 	GW_LISTEN_BOTH,  /* http and https on one address: the client's first
 			  * byte tells which (transport_sniff_init) */
+	GW_LISTEN_LOCAL, /* this gatewayd's local socket (shm/gwsock.h): what
+			  * raftd hands over from the peer port, in the clear,
+			  * from processes of this user only; HTTP/1 serves
+			  * the peer port's GET /members/hashkv there */
 };
 
 /* Takes ownership of a listening, non-blocking socket, served as mode
@@ -356,7 +361,8 @@ void gw_header_pb(struct gw_server *s, int64_t revision, struct Etcdserverpb__Re
  * Answers the call itself when it cannot be sent: InvalidArgument
  * "etcdserver: request is too large" over --max-request-bytes,
  * ResourceExhausted "etcdserver: too many requests" when the pending
- * table or the backlog is full.
+ * table or the backlog is full. call NULL: proposed for nobody, as etcd's
+ * server proposes from a goroutine of its own; the answer is dropped.
  */
 void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
 		size_t len);
@@ -419,11 +425,32 @@ int kv_register(struct gw_server *s);
  * once its events are handled, before anything of the turn's arena goes. */
 void kv_turn(struct gw_server *s);
 int maint_register(struct gw_server *s);
+/* The peer port's GET /members/hashkv (http1.h): the HashKV at rev for
+ * owner (a connection), computed over loop turns as a HashKV call's is,
+ * and handed to gw_http1_hashkv_done. 0 or -ENOMEM. A closing connection
+ * drops its job with maint_hashkv_peer_drop. */
+struct hashkv_resp;
+int maint_hashkv_peer(struct gw_server *s, void *owner, int64_t rev);
+void maint_hashkv_peer_drop(struct gw_server *s, void *owner);
+/* server.c: a /members/hashkv answer for owner (rc 0 with r, or an error
+ * with etcd's text why). */
+void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct hashkv_resp *r,
+			  const char *why);
 /* Takes the next step of the Hash or HashKV being computed (maint.c), and
  * keeps the loop from sleeping while one is; once per turn, with the
  * turn's reads. */
 void maint_turn(struct gw_server *s);
 int cluster_register(struct gw_server *s);
+/* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
+int alarm_register(struct gw_server *s);
+bool alarm_raised(struct gw_server *s);
+/* StatusResponse.errors as etcd fills them: first (when not NULL), then
+ * each raised alarm as its AlarmMember's text; scratch memory. */
+void alarm_status_errors(struct gw_server *s, const char *first, char ***errs, size_t *n);
+/* etcd's quota check of a Put, Txn or LeaseGrant req (unpacked): true
+ * when it would take the db to --quota-backend-bytes; then this member's
+ * NOSPACE alarm is proposed and call answered with etcd's NoSpace. */
+bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *req);
 /* Maintenance.Snapshot (snapshot.c): registered by maint_register;
  * snapshot_turn queues a bounded step of each stream, with the turn's
  * reads; snapshot_flushed, after the turn's flush, keeps the loop awake

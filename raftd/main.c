@@ -193,6 +193,8 @@ int main(int argc, char **argv)
 		.client_tls = client_tls,
 		.server_version = CETCD_ETCD_SERVER_VERSION,
 		.min_cluster_version = "3.0.0",
+		.data_dir = cfg.data_dir,
+		.gateways = cfg.gateways,
 		.snap_dir = snap_dir,
 	};
 	rc = peer_start(&po, &peers);

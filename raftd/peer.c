@@ -701,6 +701,8 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 	p->ev_tail = &p->ev_head;
 	pthread_mutex_init(&p->mu, NULL);
 	rc = peer_urls_header(p, o);
+	if (!rc)
+		rc = peer_grpc_init(p, o->data_dir, o->gateways);
 	if (rc)
 		goto out_free;
 	p->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -783,5 +785,6 @@ void peer_stop(struct peer *p)
 	raftd_free(p->removed);
 	raftd_free(p->members_json);
 	raftd_free(p->peer_urls_hdr);
+	peer_grpc_fini(p);
 	raftd_free(p);
 }

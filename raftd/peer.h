@@ -60,6 +60,11 @@ struct peer_opts {
 	const char *snap_dir;               /* where a received snapshot's db
 					     * file is written (member/snap);
 					     * NULL: snapshots are refused */
+	const char *data_dir;               /* with gateways: HTTP/2 (gRPC) and
+					     * GET /members/hashkv on the peer
+					     * port go to this member's gatewayds
+					     * (peer_grpc.c); NULL: not served */
+	uint32_t gateways;                  /* gatewayd instances (--gateways) */
 };
 
 /* A peer to talk to. */

@@ -100,61 +100,6 @@ void peer_buf_free(struct peer_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* ---- URLs ---- */
-
-int peer_url_parse(const char *text, struct peer_url *u)
-{
-	const char *sep = strstr(text, "://"), *hp, *end, *colon;
-	size_t hlen;
-
-	memset(u, 0, sizeof(*u));
-	if (!sep)
-		return -EINVAL;
-	if (!strncmp(text, "http", 4) && sep == text + 4) {
-	} else if (!strncmp(text, "https", 5) && sep == text + 5) {
-		u->tls = true;
-	} else if (!strncmp(text, "unix", 4) && sep == text + 4) {
-		u->unix_socket = true;
-	} else if (!strncmp(text, "unixs", 5) && sep == text + 5) {
-		u->unix_socket = u->tls = true;
-	} else {
-		return -EINVAL;
-	}
-	hp = sep + 3;
-	end = hp + strcspn(hp, "/?#");
-	hlen = (size_t)(end - hp);
-	if (hlen == 0)
-		return -EINVAL;
-	if (u->unix_socket) {
-		/* etcd dials the URL's host:port as the socket's path */
-		if (hlen >= sizeof(u->host))
-			return -EINVAL;
-		memcpy(u->host, hp, hlen);
-		return 0;
-	}
-	if (hp[0] == '[') {
-		const char *rb = memchr(hp, ']', hlen);
-		if (!rb || (size_t)(rb - hp - 1) >= sizeof(u->host))
-			return -EINVAL;
-		memcpy(u->host, hp + 1, (size_t)(rb - hp - 1));
-		colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
-	} else {
-		colon = memchr(hp, ':', hlen);
-		if ((size_t)((colon ? colon : end) - hp) >= sizeof(u->host))
-			return -EINVAL;
-		memcpy(u->host, hp, (size_t)((colon ? colon : end) - hp));
-	}
-	if (colon) {
-		size_t plen = (size_t)(end - colon - 1);
-		if (plen == 0 || plen >= sizeof(u->port))
-			return -EINVAL;
-		memcpy(u->port, colon + 1, plen);
-	} else {
-		strcpy(u->port, u->tls ? "443" : "80");
-	}
-	return 0;
-}
-
 /* ---- connections ---- */
 
 void peer_conn_arm(struct peer_conn *c)
@@ -176,7 +121,7 @@ void peer_conn_arm(struct peer_conn *c)
 		c->epoll_events = want;
 }
 
-static struct peer_conn *peer_conn_new(struct peer *p, int fd, enum peer_conn_kind kind)
+struct peer_conn *peer_conn_new(struct peer *p, int fd, enum peer_conn_kind kind)
 {
 	struct peer_conn *c = raftd_calloc(1, sizeof(*c));
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -253,31 +198,6 @@ void peer_conn_accept(struct peer *p, size_t i)
 	}
 }
 
-int peer_url_sockaddr(const struct peer_url *u, struct sockaddr_storage *ss, socklen_t *sl)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (u->unix_socket) {
-		struct sockaddr_un *sa = (struct sockaddr_un *)ss;
-		if (strlen(u->host) >= sizeof(sa->sun_path))
-			return -ENAMETOOLONG;
-		sa->sun_family = AF_UNIX;
-		strcpy(sa->sun_path, u->host);
-		*sl = sizeof(*sa);
-	} else {
-		struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-					  .ai_flags = AI_NUMERICSERV }, *ai;
-		const char *host = u->host[0] ? u->host : "127.0.0.1";
-		/* names other than addresses resolve here, in the caller's
-		 * thread (etcd's peers are usually given by address) */
-		if (getaddrinfo(host, u->port, &hints, &ai))
-			return -EHOSTUNREACH;
-		memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-		*sl = ai->ai_addrlen;
-		freeaddrinfo(ai);
-	}
-	return 0;
-}
-
 int peer_conn_dial(struct peer *p, const struct peer_url *u, enum peer_conn_kind kind,
 		   struct peer_remote *r, struct peer_conn **out)
 {
@@ -286,6 +206,8 @@ int peer_conn_dial(struct peer *p, const struct peer_url *u, enum peer_conn_kind
 	struct peer_conn *c;
 	int fd, rc, one = 1;
 
+	/* names other than addresses resolve here, on the transport thread
+	 * (etcd's peers are usually given by address) */
 	rc = peer_url_sockaddr(u, &ss, &sl);
 	if (rc)
 		return rc;
@@ -386,8 +308,9 @@ int peer_conn_flush(struct peer_conn *c)
 		c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
 		c->last_out_ns = peer_now_ns();
 	}
-	if (!peer_buf_size(&c->out) && c->state == PEER_ST_STREAM_OUT)
-		c->deadline_ns = 0; /* an idle stream writer has nothing to time */
+	if (!peer_buf_size(&c->out) &&
+	    (c->state == PEER_ST_STREAM_OUT || c->state == PEER_ST_RELAY))
+		c->deadline_ns = 0; /* an idle stream writer or relay has nothing to time */
 	peer_conn_arm(c);
 	return 0;
 }
@@ -428,14 +351,16 @@ static int peer_conn_read(struct peer_conn *c)
 		return (int)n;
 	}
 	c->in.len += (size_t)n;
-	if (c->state != PEER_ST_STREAM_OUT)
+	if (c->state != PEER_ST_STREAM_OUT && c->state != PEER_ST_RELAY)
 		c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
 	return 1;
 }
 
 static void peer_conn_input(struct peer_conn *c)
 {
-	if (c->kind == PEER_CONN_SERVER)
+	if (c->state == PEER_ST_RELAY)
+		peer_grpc_input(c);
+	else if (c->kind == PEER_CONN_SERVER)
 		peer_serve_input(c);
 	else
 		peer_client_input(c);
@@ -472,8 +397,10 @@ void peer_conn_io(struct peer_conn *c, uint32_t events)
 		c->want_write = false;
 		if (peer_conn_flush(c))
 			return;
-		if (c->kind == PEER_CONN_SERVER && c->state == PEER_ST_RESPOND &&
-		    !peer_buf_size(&c->out))
+		if (c->state == PEER_ST_RELAY)
+			peer_grpc_written(c);
+		else if (c->kind == PEER_CONN_SERVER && c->state == PEER_ST_RESPOND &&
+			 !peer_buf_size(&c->out))
 			peer_serve_written(c);
 		else if (c->kind != PEER_CONN_SERVER)
 			peer_client_written(c);
@@ -504,7 +431,9 @@ void peer_conn_close(struct peer_conn *c)
 {
 	if (c->state == PEER_ST_CLOSED)
 		return;
-	if (c->kind == PEER_CONN_SERVER)
+	if (c->state == PEER_ST_RELAY)
+		peer_grpc_closed(c);
+	else if (c->kind == PEER_CONN_SERVER)
 		peer_writer_closed(c);
 	else
 		peer_client_closed(c, c->status < 0 ? c->status : -ECONNRESET);

@@ -30,6 +30,8 @@
 #include "raftd/msgappv2.h"
 #include "raftd/peer.h"
 #include "raftd/peer_http.h"
+#include "shm/gwsock.h"
+#include "shm/peer_url.h"
 
 /* etcd's ConnReadTimeout and ConnWriteTimeout: a connection that makes
  * no progress for this long is broken. Stream writers send a link
@@ -119,6 +121,8 @@ enum peer_conn_kind {
 	PEER_CONN_READER,        /* dialed: a stream this member reads */
 	PEER_CONN_POST,          /* dialed: one POST /raft */
 	PEER_CONN_SNAP,          /* dialed: one POST /raft/snapshot */
+	PEER_CONN_RELAY,         /* dialed: a gatewayd's local socket, the other
+				  * end of a relayed server connection */
 };
 
 enum peer_conn_state {
@@ -134,6 +138,7 @@ enum peer_conn_state {
 	PEER_ST_RESPONSE,        /* client: reading the response head */
 	PEER_ST_RESPONSE_BODY,   /* client: reading the response body */
 	PEER_ST_STREAM_IN,       /* client: reading a stream */
+	PEER_ST_RELAY,           /* relayed to or from a gatewayd (peer_grpc.c) */
 	PEER_ST_CLOSED,          /* to be freed */
 };
 
@@ -188,14 +193,8 @@ struct peer_conn {
 	struct peer_snap_send *snap_out;  /* client: a snapshot being sent */
 	uint64_t promote_token;           /* server, PEER_ST_WAIT: the answer
 					   * awaited */
-};
-
-/* A parsed peer URL. */
-struct peer_url {
-	bool tls;
-	bool unix_socket;
-	char host[256];                   /* the socket's path for unix */
-	char port[8];
+	struct peer_conn *relay;          /* state RELAY: the other end; NULL
+					   * once it is gone */
 };
 
 struct peer_evnode {
@@ -244,6 +243,9 @@ struct peer {
 
 	struct peer_promote *promote;     /* peer_promote.c's, made on first
 					   * use under mu */
+	struct gwsock_addr *gw_addrs;     /* the gatewayds' local sockets */
+	uint32_t n_gw;                    /* 0: the peer port relays nothing */
+	uint32_t gw_next;                 /* transport thread: the next to try */
 
 	struct peer_conn *conns;          /* transport thread only */
 	bool removed_reported;            /* transport thread: PEER_EV_REMOVED
@@ -283,14 +285,9 @@ void peer_buf_free(struct peer_buf *b);
 static inline size_t peer_buf_size(const struct peer_buf *b) { return b->len - b->off; }
 static inline uint8_t *peer_buf_data(const struct peer_buf *b) { return b->p + b->off; }
 
-/* Parses "scheme://host:port" (http, https, unix, unixs). -EINVAL. */
-int peer_url_parse(const char *text, struct peer_url *u);
-
-struct sockaddr_storage;
-/* The address to connect to for u (a name is resolved here). 0,
- * -ENAMETOOLONG (a unix socket's path), -EHOSTUNREACH (not resolved). */
-int peer_url_sockaddr(const struct peer_url *u, struct sockaddr_storage *ss, socklen_t *sl);
-
+/* A connection on fd (taken) of the given kind, watched for input. NULL
+ * when out of memory (fd is the caller's then). */
+struct peer_conn *peer_conn_new(struct peer *p, int fd, enum peer_conn_kind kind);
 /* Accepts what waits on listener i. */
 void peer_conn_accept(struct peer *p, size_t i);
 /* Starts a connection to u of the given kind (connect in progress). 0,
@@ -336,6 +333,25 @@ void peer_promote_flush(struct peer *p);
 /* Waits for forwarding threads to end and frees what is left (peer_stop,
  * after the transport thread ended). */
 void peer_promote_free(struct peer *p);
+/* ---- peer_grpc.c ---- */
+/* The gatewayds' sockets of the member whose data dir is data_dir (none:
+ * nothing is relayed). 0, -ENOMEM, or -errno of the data dir's stat. */
+int peer_grpc_init(struct peer *p, const char *data_dir, uint32_t gateways);
+void peer_grpc_fini(struct peer *p);
+/* A server connection's first bytes: 1 when they are HTTP/2's preface
+ * and the connection was relayed (or closed), -EAGAIN when they may be
+ * and more must come, 0 when they are not. */
+int peer_grpc_sniff(struct peer_conn *c);
+/* A request head was parsed: true when it is one a gatewayd answers and
+ * the connection was relayed (or closed). */
+bool peer_grpc_route(struct peer_conn *c);
+/* A relayed connection got bytes (or EOF). */
+void peer_grpc_input(struct peer_conn *c);
+/* A relayed connection's output was written as far as the socket took. */
+void peer_grpc_written(struct peer_conn *c);
+/* A relayed connection is being closed: its other end follows once its
+ * output is written. */
+void peer_grpc_closed(struct peer_conn *c);
 
 /* ---- peer_client.c ---- */
 /* The request of a dialed connection, once connected. */

@@ -665,7 +665,7 @@ void peer_serve_input(struct peer_conn *c)
 	for (;;) {
 		switch (c->state) {
 		case PEER_ST_REQUEST:
-			if (!peer_buf_size(&c->in))
+			if (!peer_buf_size(&c->in) || peer_grpc_sniff(c))
 				return;
 			rc = peer_http_parse_request((const char *)peer_buf_data(&c->in),
 						     peer_buf_size(&c->in), &c->head);
@@ -683,6 +683,8 @@ void peer_serve_input(struct peer_conn *c)
 					peer_serve_refuse(c, 400, "400 Bad Request");
 				break;
 			}
+			if (peer_grpc_route(c))
+				return;
 			peer_serve_head(c);
 			break;
 		case PEER_ST_BODY:

@@ -1,5 +1,6 @@
 /* stored's applier: decode, dispatch, encode (see apply.h). */
 #include "stored/apply.h"
+#include "stored/alarm.h"
 #include "stored/members.h"
 
 #include <errno.h>
@@ -285,6 +286,26 @@ static int apply_membership_answer(const struct stored_apply_ids *ids,
 	}
 }
 
+/* Maintenance.Alarm (stored/alarm.h), answered with etcd's header. */
+static int apply_alarm(struct mvcc_store *s, const struct stored_apply_ids *ids,
+		       const Etcdserverpb__AlarmRequest *r, uint64_t term, struct arena *a,
+		       struct stored_apply_result *out)
+{
+	Etcdserverpb__ResponseHeader *hdr = arena_alloc(a, sizeof(*hdr));
+	Etcdserverpb__AlarmResponse *resp;
+	struct mvcc_state st;
+	int rc = hdr ? stored_alarm_apply(mvcc_batch_txn(s), ids->alarms, r, a, &resp) : -ENOMEM;
+
+	if (rc || !out->deliver)
+		return rc;
+	etcdserverpb__response_header__init(hdr);
+	apply_header_fill(ids, term, hdr);
+	mvcc_store_state(s, &st);
+	hdr->revision = st.rev;
+	resp->header = hdr;
+	return apply_encode(a, &resp->base, out);
+}
+
 int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 		       const struct msg_committed *e, const uint8_t *data, struct arena *a,
 		       struct stored_apply_result *out)
@@ -338,6 +359,11 @@ int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 
 	if (req->v2) {
 		apply_error(out, STORED_GRPC_UNIMPLEMENTED, "cetcd: v2 requests are not supported");
+		goto out_revision;
+	}
+	if (ids->alarms && (stored_alarm_refuses(ids->alarms, req, out) || req->alarm)) {
+		if (out->status == 0 && (rc = apply_alarm(s, ids, req->alarm, e->term, a, out)))
+			return rc;
 		goto out_revision;
 	}
 	if (req->range || req->put || req->delete_range || req->txn || req->compaction) {

@@ -50,6 +50,10 @@ struct stored_apply_ids {
 	 * db's members buckets, stored/members.h); NULL: such entries only
 	 * move the index */
 	struct membership *membership;
+	/* the raised alarms (stored/alarm.h), which Alarm requests change
+	 * and which refuse requests as etcd's appliers do; NULL: Alarm
+	 * requests are not applied */
+	struct stored_alarms *alarms;
 };
 
 /* What one applied entry gives the client that asked. */

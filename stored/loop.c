@@ -1,5 +1,6 @@
 /* stored's apply loop (see loop.h). */
 #include "stored/loop.h"
+#include "stored/alarm.h"
 #include "stored/members.h"
 
 #include <errno.h>
@@ -55,6 +56,7 @@ struct stored_loop {
 	struct mvcc_store *store;
 	struct stored_apply_ids ids;
 	struct membership membership;    /* as of the store's consistent index */
+	struct stored_alarms alarms;     /* likewise */
 	struct stored_results results;
 	struct ring *committed;
 	struct shm_doorbell *bell;       /* the stored role's */
@@ -314,12 +316,15 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 	rc = btree_db_read_begin(l->db, NULL, &t);
 	if (!rc) {
 		rc = stored_members_load(t, &l->membership);
+		if (!rc)
+			rc = stored_alarms_load(t, &l->alarms);
 		btree_txn_end(t);
 	}
 	if (rc)
 		log_error("cannot read the cluster's members from the db", LOG_STR("path", l->db_path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 	l->ids.membership = &l->membership;
+	l->ids.alarms = &l->alarms;
 	return rc;
 }
 
@@ -407,6 +412,7 @@ void stored_loop_free(struct stored_loop *l)
 	mvcc_store_close(l->store);
 	btree_db_close(l->db);
 	membership_free(&l->membership);
+	stored_alarms_free(&l->alarms);
 	kvindex_feed_close(&l->cache_feed);
 	stored_results_fini(&l->results);
 	arena_release(&l->arena);
@@ -739,6 +745,7 @@ static int loop_install_switch(struct stored_loop *l)
 	btree_db_close(l->db);
 	l->db = NULL;
 	membership_free(&l->membership);
+	stored_alarms_free(&l->alarms);
 	rc = loop_open_db(l, &resume, true);
 	if (rc)
 		return rc;

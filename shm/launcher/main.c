@@ -51,6 +51,7 @@
 #include "shm/config/config.h"
 #include "shm/config/member.h"
 #include "shm/diskio/diskio.h"
+#include "shm/launcher/corrupt.h"
 #include "shm/log/errmsg.h"
 #include "shm/log/log.h"
 #include "shm/region.h"
@@ -84,6 +85,7 @@ struct launcher {
 	int argc;
 	char **argv;
 	char bindir[PATH_MAX];
+	char self_prog[NAME_MAX + 1]; /* the launcher's own file name there */
 	pid_t self;
 	int sfd;                 /* signalfd: SIGCHLD, SIGTERM, SIGINT, SIGHUP */
 	int member_lock_fd;      /* <data-dir>/member, flocked; children inherit it */
@@ -297,45 +299,6 @@ static int launch_prepare_region(const struct cetcd_config *c, struct shm_region
 	return rc;
 }
 
-/*
- * --experimental-initial-corrupt-check: etcd compares its HashKV with every
- * peer's before it serves, and passes when none differs; a peer it cannot
- * ask is passed over (etcd's check passes on a cluster's first start, when
- * no peer answers yet). A member alone in its cluster has no peer to
- * differ. cetcd does not yet ask peers for their HashKV (etcd asks over
- * the peers' gRPC on the peer URLs), so each peer is passed over with a
- * warning that says so. The launcher runs it (also as --prepare-only,
- * before the units start the daemons), so that it ends before any process
- * of the member serves. Returns 0, or the error of member_ids_load
- * (logged).
- */
-static int launch_initial_corrupt_check(const struct cetcd_config *cfg)
-{
-	char id[24], peer[24], timeout[32];
-	uint64_t ms = config_request_timeout_ms(cfg), member_id, cluster_id;
-	struct member_cluster mc;
-	int rc = member_ids_load(cfg, NULL, &member_id, &cluster_id);
-
-	if (rc)
-		return rc;
-	snprintf(id, sizeof(id), "%llx", (unsigned long long)member_id);
-	log_duration_text(ms, timeout);
-	log_info("starting initial corruption check", LOG_STR("local-member-id", id),
-		 LOG_STR("timeout", timeout));
-	if (member_cluster_parse(cfg->initial_cluster, cfg->initial_cluster_token, &mc) == 0) {
-		for (size_t i = 0; i < mc.count; i++) {
-			if (mc.v[i].id == member_id)
-				continue;
-			snprintf(peer, sizeof(peer), "%llx", (unsigned long long)mc.v[i].id);
-			log_warn("cannot fetch hash from remote peer; asking peers for their HashKV is not supported by cetcd yet",
-				 LOG_STR("local-member-id", id), LOG_STR("remote-peer-id", peer));
-		}
-		member_cluster_free(&mc);
-	}
-	log_info("initial corruption checking passed; no corruption", LOG_STR("local-member-id", id));
-	return 0;
-}
-
 /* The directory of the running executable, where the daemons live too. */
 static int launch_find_bindir(struct launcher *l)
 {
@@ -348,6 +311,9 @@ static int launch_find_bindir(struct launcher *l)
 	}
 	exe[n] = '\0';
 	char *slash = strrchr(exe, '/');
+	if (strlen(slash ? slash + 1 : exe) >= sizeof(l->self_prog))
+		return -ENAMETOOLONG; /* no file name is that long */
+	strcpy(l->self_prog, slash ? slash + 1 : exe);
 	if (slash)
 		*slash = '\0';
 	snprintf(l->bindir, sizeof(l->bindir), "%s", exe);
@@ -365,7 +331,9 @@ static int launch_find_bindir(struct launcher *l)
 
 static int launch_plan(struct launcher *l)
 {
-	l->nchildren = 2 + l->cfg.gateways;
+	bool monitor = l->cfg.experimental_corrupt_check_time_ns > 0;
+
+	l->nchildren = 2 + l->cfg.gateways + monitor;
 	l->children = calloc(l->nchildren, sizeof(*l->children));
 	if (!l->children)
 		return -ENOMEM;
@@ -379,6 +347,12 @@ static int launch_plan(struct launcher *l)
 					     .gateway_index = i };
 		snprintf(ch->name, sizeof(ch->name), "gatewayd-%u", i);
 	}
+	/* --experimental-corrupt-check-time: this program again, as the
+	 * corruption monitor (shm/launcher/monitor.c) */
+	if (monitor)
+		l->children[l->nchildren - 1] = (struct launch_child){
+			.name = CORRUPT_MONITOR_NAME, .prog = l->self_prog, .stage = STAGE_GATEWAYS,
+			.gateway_index = -1 };
 	return 0;
 }
 
@@ -418,7 +392,9 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 		snprintf(fd_arg, sizeof(fd_arg), "%d", l->region_fd);
 		if (fcntl(l->region_fd, F_SETFD, 0) < 0 ||
 		    fcntl(l->member_lock_fd, F_SETFD, 0) < 0 ||
-		    setenv(CONFIG_REGION_FD_ENV, fd_arg, 1) < 0) {
+		    setenv(CONFIG_REGION_FD_ENV, fd_arg, 1) < 0 ||
+		    (!strcmp(ch->name, CORRUPT_MONITOR_NAME) &&
+		     setenv(CORRUPT_MONITOR_ENV, "1", 1) < 0)) {
 			dprintf(2, "cetcd: cannot pass the region to %s: %s\n", path,
 				strerror(errno));
 			_exit(127);
@@ -604,6 +580,9 @@ int main(int argc, char **argv)
 	sigset_t set;
 	int status, rc;
 
+	if (getenv(CORRUPT_MONITOR_ENV))
+		return corrupt_monitor_main(argc, argv);
+
 	/* signals are read from a signalfd; blocked from the start so that
 	 * none is lost, and children unblock them before exec */
 	sigemptyset(&set);
@@ -634,7 +613,7 @@ int main(int argc, char **argv)
 		goto out_free_config;
 	if (launch_lock_member(&l.cfg, &l.member_lock_fd))
 		goto out_free_config;
-	if (l.cfg.experimental_initial_corrupt_check && launch_initial_corrupt_check(&l.cfg))
+	if (l.cfg.experimental_initial_corrupt_check && corrupt_initial_check(&l.cfg))
 		goto out_unlock;
 	if (l.cfg.prepare_only) {
 		if (launch_runtime_dir(&l.cfg) || launch_prepare_region(&l.cfg, &region))

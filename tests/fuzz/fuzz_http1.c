@@ -5,13 +5,16 @@
  * byte chooses. Both connections must give the same answers (splitting
  * must not change what a client sees), the parser must never claim more
  * bytes than it was given, and a connection's buffered head stays
- * bounded.
+ * bounded. GET /members/hashkv (served on the connections raftd relays
+ * from the peer port) reads a body: a stub answers it.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gatewayd/http1.h"
+#include "shm/hashkv.h"
 
 static bool fuzz_healthy(void *arg)
 {
@@ -19,7 +22,37 @@ static bool fuzz_healthy(void *arg)
 	return true;
 }
 
-static const struct http1_ops fuzz_ops = { .healthy = fuzz_healthy };
+/* The peer port's GET /members/hashkv: the stub takes the request, and
+ * fuzz_answer gives a hash made of rev, or refuses a future revision,
+ * after the bytes were taken (as gatewayd answers in a later turn). */
+static struct http1_conn *fuzz_waiting;
+static int64_t fuzz_rev;
+
+static int fuzz_hashkv(void *arg, struct http1_conn *c, int64_t rev)
+{
+	(void)arg;
+	if (fuzz_waiting)
+		abort(); /* one request at a time per connection */
+	fuzz_waiting = c;
+	fuzz_rev = rev;
+	return 0;
+}
+
+static void fuzz_answer(void)
+{
+	while (fuzz_waiting) {
+		struct http1_conn *c = fuzz_waiting;
+		struct hashkv_resp r = { .revision = fuzz_rev ? fuzz_rev : 1000,
+					 .hash = (uint32_t)fuzz_rev * 2654435761u,
+					 .compact_revision = -1 };
+		fuzz_waiting = NULL;
+		if (http1_conn_hashkv_done(c, fuzz_rev > 1000 ? -ERANGE : 0, &r,
+					   HASHKV_ERR_FUTURE_REV) != 0)
+			abort();
+	}
+}
+
+static const struct http1_ops fuzz_ops = { .healthy = fuzz_healthy, .hashkv = fuzz_hashkv };
 
 /* The answers without their Date lines (the second may have ticked). */
 static size_t fuzz_strip_dates(const uint8_t *in, size_t len, uint8_t *out)
@@ -50,9 +83,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	http1_conn_init(&b, &fuzz_ops);
 	if (http1_conn_recv(&a, data, size) != 0)
 		abort();
+	fuzz_answer();
 	size_t cut = size ? data[0] % (size + 1) : 0;
-	if (http1_conn_recv(&b, data, cut) != 0 || http1_conn_recv(&b, data + cut, size - cut) != 0)
+	if (http1_conn_recv(&b, data, cut) != 0)
 		abort();
+	fuzz_answer();
+	if (http1_conn_recv(&b, data + cut, size - cut) != 0)
+		abort();
+	fuzz_answer();
 	if (a.in.len > HTTP1_MAX_HEAD_BYTES + size || a.closing != b.closing)
 		abort();
 	size_t la = http1_conn_out_len(&a), lb = http1_conn_out_len(&b);

@@ -20,6 +20,7 @@
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
 #   it_leads EP, it_same_state EP...   a member leads; members agree
+#   it_trio_init, it_trio_start ...  three members x0..x2 of either kind
 #   it_hash EP              Maintenance.Hash and its header revision
 #   it_same_hashkv EP..., it_acked_at EP PREFIX ACKS N   HashKV; no put lost
 #   it_elected_after LOG MS ms from MS to a leader elected in LOG
@@ -435,6 +436,53 @@ it_etcd_start() {
 		--initial-cluster "$name=http://127.0.0.1:$IT_ETCD_PPORT" >"$log" 2>&1 &
 	IT_ETCD_PID=$!
 	it_track "$IT_ETCD_PID"
+}
+
+# ------------------------------------------------------------ three members
+# it_trio_init TOKEN: free ports for members x0, x1 and x2 (client, peer
+# each), their --initial-cluster with --initial-cluster-token TOKEN.
+# it_trio_ep I: member I's client endpoint; it_trio_log I: its log.
+# it_trio_start I KIND [flags...]: member I as KIND (cetcd, or etcd: then
+# with --logger zap), in the background; sets IT_TRIO_PIDS[I].
+# it_trio_stop I: SIGTERM, SIGKILL after 15 s.
+it_trio_init() {
+	local i
+	IT_TRIO_TOKEN=$1
+	read -r -a IT_TRIO_PORTS < <(it_free_ports 6)
+	IT_TRIO_INITIAL=""
+	for i in 0 1 2; do
+		IT_TRIO_INITIAL+="${IT_TRIO_INITIAL:+,}x$i=http://127.0.0.1:${IT_TRIO_PORTS[2 * i + 1]}"
+	done
+	IT_TRIO_PIDS=()
+}
+it_trio_ep() { echo "127.0.0.1:${IT_TRIO_PORTS[2 * $1]}"; }
+it_trio_log() { echo "$IT_TMP/x$1.log"; }
+it_trio_start() {
+	local i=$1 kind=$2 bin extra=()
+	shift 2
+	if [[ $kind == etcd ]]; then
+		bin=$(command -v etcd)
+		extra=(--logger zap --log-outputs stderr)
+	else
+		bin=$IT_BIN/cetcd
+		mkdir -p "$IT_RT/x$i"
+		extra=(--runtime-dir "$IT_RT/x$i")
+	fi
+	"$bin" --name "x$i" --data-dir "$IT_TMP/x$i" "${extra[@]}" \
+		--listen-client-urls "http://127.0.0.1:${IT_TRIO_PORTS[2 * i]}" \
+		--advertise-client-urls "http://127.0.0.1:${IT_TRIO_PORTS[2 * i]}" \
+		--listen-peer-urls "http://127.0.0.1:${IT_TRIO_PORTS[2 * i + 1]}" \
+		--initial-advertise-peer-urls "http://127.0.0.1:${IT_TRIO_PORTS[2 * i + 1]}" \
+		--initial-cluster "$IT_TRIO_INITIAL" --initial-cluster-token "$IT_TRIO_TOKEN" "$@" \
+		2>>"$(it_trio_log "$i")" >&2 &
+	IT_TRIO_PIDS[i]=$!
+	it_track "${IT_TRIO_PIDS[i]}"
+}
+it_trio_stop() {
+	local pid=${IT_TRIO_PIDS[$1]}
+	kill -TERM "$pid" 2>/dev/null || true
+	it_wait_gone "$pid" 15000 || kill -9 "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
 }
 
 # ------------------------------------------------------------ kvclient

@@ -924,9 +924,9 @@ static void test_status_members(void)
 	etcdserverpb__member_list_response__free_unpacked(ml, NULL);
 
 	/* a method without a handler */
-	Etcdserverpb__AlarmRequest areq;
-	etcdserverpb__alarm_request__init(&areq);
-	s = call("/etcdserverpb.Maintenance/Alarm", &areq.base);
+	Etcdserverpb__HashRequest hreq;
+	etcdserverpb__hash_request__init(&hreq);
+	s = call("/etcdserverpb.Maintenance/NoSuchMethod", &hreq.base);
 	wait_closed(s);
 	CHECK_EQ(s->grpc_status, 12);
 }

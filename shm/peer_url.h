@@ -1,0 +1,24 @@
+/* A member's peer URL, as raftd dials it and the launcher's corruption
+ * check asks it: http, https, unix and unixs (etcd's schemes). */
+#ifndef CETCD_SHM_PEER_URL_H
+#define CETCD_SHM_PEER_URL_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+struct peer_url {
+	bool tls;
+	bool unix_socket;
+	char host[256];                   /* the socket's path for unix */
+	char port[8];
+};
+
+/* Parses "scheme://host:port" (http, https, unix, unixs). -EINVAL. */
+int peer_url_parse(const char *text, struct peer_url *u);
+
+/* The address to connect to: the socket's path (etcd dials a unix URL's
+ * host:port as one), or host and port resolved (a name may block in the
+ * resolver). 0, -ENAMETOOLONG, or -EHOSTUNREACH (no such host). */
+int peer_url_sockaddr(const struct peer_url *u, struct sockaddr_storage *ss, socklen_t *sl);
+
+#endif
