@@ -1,6 +1,7 @@
 /* A member's WAL at start: created as etcd creates it, or replayed (see
  * bootstrap.h). */
 #include "raftd/bootstrap.h"
+#include "raftd/forcenew.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -203,6 +204,39 @@ static int bs_load_snap(const struct bootstrap_params *p, struct bootstrap_state
 	return 0;
 }
 
+/* --force-new-cluster (etcd's restartAsStandaloneNode): the log loses its
+ * uncommitted tail and gains, committed and durable, the conf changes
+ * that leave this member alone in its cluster. */
+static int bs_force_new_cluster(const struct bootstrap_params *p, struct bootstrap_state *out)
+{
+	struct forcenew_result res;
+	int rc = forcenew_apply(out->member_id, out->snap.conf.voters,
+				out->has_snap ? out->snap.conf.n_voters : 0, out->snap.index, &out->hs,
+				&out->entries, &out->n_entries, &res);
+	if (rc) {
+		log_error("cannot force a new cluster from this member's log",
+			  LOG_STR("wal-dir", p->wal_dir), LOG_ERRNO(rc));
+		return rc;
+	}
+	if (res.n_dropped)
+		log_info("discarding uncommitted WAL entries", LOG_U64("commit-index-from-wal",
+									out->hs.commit - res.n_added),
+			 LOG_U64("number-of-discarded-entries", res.n_dropped));
+	if (res.n_added) {
+		rc = wal_save(out->wal, &out->hs, out->entries + res.first_added, res.n_added);
+		if (!rc)
+			rc = wal_sync(out->wal);
+		if (rc) {
+			log_error("cannot save the conf changes that force a new cluster",
+				  LOG_STR("wal-dir", p->wal_dir), LOG_ERRNO(rc));
+			return rc;
+		}
+	}
+	log_info("forcing restart member", LOG_U64("cluster-id", out->cluster_id),
+		 LOG_U64("local-member-id", out->member_id), LOG_U64("commit-index", out->hs.commit));
+	return 0;
+}
+
 static int bs_replay(const struct bootstrap_params *p, struct bootstrap_state *out)
 {
 	struct wal_replay rep;
@@ -264,7 +298,9 @@ static int bs_replay(const struct bootstrap_params *p, struct bootstrap_state *o
 	rep.entries = NULL;
 	rep.n_entries = 0;
 	wal_replay_free(&rep);
-	return 0;
+	if (p->force_new_cluster && (rc = bs_force_new_cluster(p, out)))
+		bootstrap_state_free(out);
+	return rc;
 }
 
 int bootstrap_open(const struct bootstrap_params *p, struct bootstrap_state *out)

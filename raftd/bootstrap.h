@@ -46,6 +46,8 @@ struct bootstrap_params {
 	const char *snap_dir;   /* member/snap: a restart starts from the
 				 * newest .snap file the WAL records; NULL:
 				 * from the WAL's start */
+	bool force_new_cluster; /* --force-new-cluster: a restart leaves this
+				 * member alone in its cluster (forcenew.h) */
 	bool join;              /* --initial-cluster-state existing: a new WAL
 				 * gets no bootstrap entries (member_id and
 				 * cluster->cluster_id are the running

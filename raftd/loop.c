@@ -113,6 +113,9 @@ struct loop {
 	uint64_t install_seq;
 	const struct member_cluster *initial; /* --initial-cluster: the peers
 					       * until membership is applied */
+	bool join_seed;               /* joined a running cluster and has not
+				       * replayed its own addition yet: the
+				       * initial members stay peers */
 	struct loop_move *moves;      /* MoveLeader calls waiting */
 	size_t n_moves;
 	size_t cap_moves;
@@ -525,7 +528,16 @@ static void update_peers(struct loop *l)
 		initial.count = l->initial->count;
 		ms = &initial;
 	}
-	v = raftd_calloc(ms->count ? ms->count : 1, sizeof(*v));
+	/* A joining member replays the cluster's log from its start: until it
+	 * reaches its own addition, the members the running cluster listed
+	 * (etcd's joiner adds them to its transport from /members) stay its
+	 * peers too, unless the log removed them, or it could neither answer
+	 * nor hear a leader the replayed log does not know yet. */
+	bool seeded = l->join_seed && ms != &initial;
+	if (seeded && membership_find(ms, l->member_id))
+		seeded = l->join_seed = false;
+	size_t extra = seeded ? l->initial->count : 0;
+	v = raftd_calloc(ms->count + extra ? ms->count + extra : 1, sizeof(*v));
 	if (!v)
 		goto out_nomem;
 	size_t n = 0;
@@ -535,6 +547,16 @@ static void update_peers(struct loop *l)
 		v[n].id = ms->v[i].id;
 		v[n].urls = (const char *const *)ms->v[i].peer_urls;
 		v[n].n_urls = ms->v[i].n_peer_urls;
+		n++;
+	}
+	for (size_t i = 0; i < extra; i++) {
+		const struct member_info *m = &l->initial->v[i];
+		if (m->id == l->member_id || membership_find(ms, m->id) ||
+		    membership_is_removed(ms, m->id))
+			continue;
+		v[n].id = m->id;
+		v[n].urls = (const char *const *)m->peer_urls;
+		v[n].n_urls = m->n_peer_urls;
 		n++;
 	}
 	int rc = peer_set_members(l->peer, v, n, ms->removed, ms->n_removed);
@@ -1378,6 +1400,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	struct bootstrap_params bp = {
 		.wal_dir = o->wal_dir, .member_id = o->member_id, .cluster = o->cluster,
 		.wal = o->wal, .snap_dir = o->snap_dir, .join = o->join,
+		.force_new_cluster = o->force_new_cluster,
 	};
 	rc = open_wal(&bp, &bs);
 	if (rc) {
@@ -1408,6 +1431,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->lone = o->cluster->count == 1 && !o->join;
 	l->peer = o->peer;
 	l->initial = o->cluster;
+	l->join_seed = o->join;
 	l->snapshot_count = o->snapshot_count;
 	l->max_snapshots = o->max_snapshots;
 	l->max_wals = o->max_wals;

@@ -54,6 +54,7 @@ struct loop_options {
 					       * voters, and a new WAL's
 					       * bootstrap entries */
 	uint64_t member_id;         /* this member, one of cluster's */
+	bool force_new_cluster;     /* --force-new-cluster (forcenew.h) */
 	bool join;                  /* joining a running cluster (join.h):
 				     * cluster holds its ids, and the core
 				     * starts with no voters until the

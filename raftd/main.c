@@ -217,6 +217,7 @@ int main(int argc, char **argv)
 		.cluster = &cluster,
 		.member_id = member_id,
 		.join = join,
+		.force_new_cluster = cfg.force_new_cluster,
 		.name = cfg.name,
 		.client_urls = &cfg.advertise_client_urls,
 		.request_timeout_ms = config_request_timeout_ms(&cfg),

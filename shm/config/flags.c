@@ -270,7 +270,7 @@ const struct config_flag config_flags[] = {
 	/* Unsafe */
 	DEF_ONLY("unsafe-no-fsync", CT_BOOL, unsafe_no_fsync, "false", S_UNSAFE,
 		 "Disables fsync, unsafe, will cause data loss."),
-	DEF_ONLY("force-new-cluster", CT_BOOL, force_new_cluster, "false", S_UNSAFE,
+	ANY("force-new-cluster", CT_BOOL, force_new_cluster, "false", S_UNSAFE,
 		 "Force to create a new one-member cluster."),
 
 	/* To be deprecated */

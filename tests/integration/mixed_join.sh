@@ -3,7 +3,8 @@
 # the other kind, through `etcdctl member add` and `--initial-cluster-state
 # existing`, on etcd's peer protocol:
 #   (c) a 3-member cluster of Debian's etcd 3.4 under writers through every
-#       member: a cetcd member joins and catches up from the log; then each
+#       member: once the leader compacted its log, a cetcd member joins and
+#       catches up by a snapshot (the leader's db); then each
 #       etcd member in turn is removed and a new cetcd member joins in its
 #       place, until the cluster is all cetcd;
 #   (d) the same from a cetcd cluster to an all-etcd one.
@@ -11,8 +12,9 @@
 # from cetcd's, a cetcd member from etcd's) and the members from the
 # leader's log. At the end no acknowledged put is lost (each is read with
 # its value through every member) and all members report the same
-# revision, raft index and HashKV. Catch-up is by the log (default
-# --snapshot-count). Exits 77 when the programs, Debian's etcd and
+# revision, raft index and HashKV. Every member runs with --snapshot-count
+# 500, so logs are compacted (past 5,000 entries kept for catch-up) while
+# the test runs. Exits 77 when the programs, Debian's etcd and
 # etcdctl, python3 or Go with Debian's clientv3 are missing.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
@@ -47,7 +49,7 @@ run_replace() {
 			--listen-client-urls "http://$(ep "$i")" --advertise-client-urls "http://$(ep "$i")" \
 			--listen-peer-urls "$(purl "$i")" --initial-advertise-peer-urls "$(purl "$i")" \
 			--initial-cluster "$4" --initial-cluster-state "$3" --initial-cluster-token "$label" \
-			2>>"$IT_TMP/$label.x$i.log" >&2 &
+			--snapshot-count 500 2>>"$IT_TMP/$label.x$i.log" >&2 &
 		pids[i]=$!
 		it_track "${pids[i]}"
 	}
@@ -102,7 +104,13 @@ run_replace() {
 			return 1
 		check "$label: x$i serves with the id the cluster gave it ($added)" test "$(id_of "$i")" = "$added"
 		r0=$(rev_of "$via")
-		check "$label: x$i caught up from the log (revision $r0 and on)" it_until 60000 rev_at_least "$i" "$r0"
+		check "$label: x$i caught up (revision $r0 and on)" it_until 60000 rev_at_least "$i" "$r0"
+		if [[ $as == snapshot ]]; then
+			# etcd's line, or cetcd's once its stored installed the db
+			check "$label: x$i ($to) caught up by a snapshot from the leader" \
+				it_wait_log "$IT_TMP/$label.x$i.log" \
+				'finished applying incoming snapshot|"msg":"installed the received snapshot db"' 30
+		fi
 		live+=("$i")
 		check "$label: every member lists $(want_names)" it_until 20000 all_list "$(want_names)"
 		writer "$i"
@@ -170,7 +178,9 @@ run_replace() {
 	live=(0 1 2)
 	for i in 0 1 2; do writer "$i"; done
 
-	join 3 || return 1
+	# past the 5,000 entries a leader keeps for catch-up after a snapshot
+	check "$label: the cluster is past revision 7000" it_until 120000 rev_at_least 0 7000
+	join 3 snapshot || return 1
 	for i in 0 1 2; do
 		leave "$i"
 		if ((i == 1)); then join $((i + 4)) learner || return 1; else join $((i + 4)) || return 1; fi

@@ -5,7 +5,8 @@
  *
  *   installdrive REGION SNAP_DB PRE POST GO_FILE
  *
- * claims the raftd role of the member region REGION, answers the
+ * claims the raftd role of the member region REGION, publishes the
+ * member's ids (the region's member id, cluster id 1), answers the
  * daemons' hellos, publishes itself as the leader, and commits PRE puts
  * pre/NNNN (index 1..PRE). It prints "pre-applied" once stored applied
  * them, then waits for GO_FILE to exist and sends the install of SNAP_DB
@@ -85,6 +86,9 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	CHECK_EQ(shm_region_attach(argv[1], &r), 0);
 	CHECK_EQ(hello_claim_role(r, SHM_ROLE_RAFTD), 0);
+	/* stored and gatewayd wait for the ids raftd resolves */
+	uint64_t mid = shm_region_member_id(r);
+	shm_region_set_ids(r, mid ? mid : 1, 1);
 	committed = shm_daemon_ring(r, SHM_RING_COMMITTED);
 	uint64_t index = tst_file_index(snap);
 	CHECK(index > pre);
