@@ -62,7 +62,8 @@ static void dump(const struct membership *m)
 	uint64_t *r = malloc((m->n_removed + 1) * sizeof(*r));
 	if (!r)
 		abort();
-	memcpy(r, m->removed, m->n_removed * sizeof(*r));
+	if (m->n_removed)
+		memcpy(r, m->removed, m->n_removed * sizeof(*r));
 	qsort(r, m->n_removed, sizeof(*r), cmp_u64);
 	for (size_t i = 0; i < m->n_removed; i++)
 		printf("%s%" PRIx64, i ? "," : "", r[i]);
