@@ -493,14 +493,14 @@ func cmdWrite(args []string) int {
 	fmt.Printf("started %d writers %d readers\n", len(wconns), len(rconns))
 
 	stop := stopper(*duration)
-	var maxPutMs int64
+	var maxPutMs, maxGapMs int64
 	var wg sync.WaitGroup
 	for i, c := range wconns {
 		for k := 0; k < *perConn; k++ {
 			wg.Add(1)
 			go func(writer int, c *conn, server string) {
 				defer wg.Done()
-				putLoop(stop, c, writer, *prefix, *valueSize, log, r, &maxPutMs, server)
+				putLoop(stop, c, writer, *prefix, *valueSize, log, r, &maxPutMs, &maxGapMs, server)
 			}(i**perConn+k, c, servers[i])
 		}
 	}
@@ -514,27 +514,27 @@ func cmdWrite(args []string) int {
 	wg.Wait()
 	r.add("acks", int64(len(log.acks)))
 	r.add("max-put-ms", atomic.LoadInt64(&maxPutMs))
+	r.add("max-gap-ms", atomic.LoadInt64(&maxGapMs))
 	return r.print()
 }
 
 // putLoop puts fresh keys until stop; each request gets its own deadline
 // (not stop's), so the put in flight at stop still gets its answer.
+//
+// maxGapMs gets the longest time a writer went without an acknowledged put
+// (from one acknowledgement, or its start, to the next): how long its
+// client saw no write go through.
 func putLoop(stop <-chan struct{}, c *conn, writer int, prefix string, size int,
-	log *ackLog, r *report, maxPutMs *int64, server string) {
+	log *ackLog, r *report, maxPutMs, maxGapMs *int64, server string) {
 	var last int64
+	lastAck := time.Now()
 	for seq := 0; !stopped(stop); seq++ {
 		key := fmt.Sprintf("%s/w%03d/%08d", prefix, writer, seq)
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		t0 := time.Now()
 		resp, err := c.cli.Put(ctx, key, valueFor(key, size))
 		cancel()
-		ms := time.Since(t0).Milliseconds()
-		for {
-			old := atomic.LoadInt64(maxPutMs)
-			if ms <= old || atomic.CompareAndSwapInt64(maxPutMs, old, ms) {
-				break
-			}
-		}
+		storeMax(maxPutMs, time.Since(t0).Milliseconds())
 		if err != nil {
 			r.err("put", err)
 			// a failed request is not retried: its key may or may not
@@ -547,9 +547,21 @@ func putLoop(stop <-chan struct{}, c *conn, writer int, prefix string, size int,
 			r.failf("writer %d: put %s acknowledged at revision %d after %d", writer, key, rev, last)
 		}
 		last = rev
+		storeMax(maxGapMs, time.Since(lastAck).Milliseconds())
+		lastAck = time.Now()
 		r.add("acks via "+server+" at start", 1)
 		if err := log.add(ack{writer, seq, rev, key, size}); err != nil {
 			r.failf("cannot record an acknowledged put: %v", err)
+		}
+	}
+}
+
+// storeMax raises *p to v if v is larger.
+func storeMax(p *int64, v int64) {
+	for {
+		old := atomic.LoadInt64(p)
+		if v <= old || atomic.CompareAndSwapInt64(p, old, v) {
+			return
 		}
 	}
 }
