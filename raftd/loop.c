@@ -780,6 +780,7 @@ static int record_snapshot(struct loop *l, const struct raft_ready *rd, bool *pe
 	}
 	membership_free(&l->members.ms);
 	l->members.ms = ms;
+	members_recovered(&l->members);
 	l->members_changed_at = rd->snap_index;
 	*peers_changed = true;
 	l->snap_index = rd->snap_index;
@@ -1238,6 +1239,7 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 				  LOG_U64("snapshot-index", snap_index), LOG_ERRNO(rc));
 			return rc;
 		}
+		members_recovered(&l->members);
 		l->snap_index = l->members_changed_at = snap_index;
 		/* stored's state is not known yet (it has not published): the
 		 * feed starts after the snapshot, and a replay from stored's

@@ -81,6 +81,20 @@ static void members_log_version(struct members *m, bool initial)
 	log_info("enabled capabilities for version", LOG_STR("cluster-version", ver));
 }
 
+void members_recovered(struct members *m)
+{
+	char ver[24], cid[24], id[24];
+
+	if (!m->ms.has_version)
+		return;
+	snprintf(ver, sizeof(ver), "%u.%u", m->ms.version_major, m->ms.version_minor);
+	members_hex(m->cluster_id, cid);
+	members_hex(m->self_id, id);
+	log_info("set cluster version from store", LOG_STR("cluster-id", cid),
+		 LOG_STR("local-member-id", id), LOG_STR("cluster-version", ver));
+	log_info("enabled capabilities for version", LOG_STR("cluster-version", ver));
+}
+
 static void members_log_published(struct members *m)
 {
 	char id[24], cid[24], path[48], urls[512], attr[768], timeout[32];

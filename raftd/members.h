@@ -60,6 +60,11 @@ int members_init(struct members *m, uint64_t self_id, uint64_t cluster_id, const
 
 void members_free(struct members *m);
 
+/* m->ms was just recovered from a snapshot's v2 store (at a restart, or
+ * from the leader): logs what etcd's cluster.Recover logs, the cluster
+ * version set from the store and the capabilities it enables. */
+void members_recovered(struct members *m);
+
 /* Applies a committed entry (logged as etcd logs it), saying in *res
  * (may be NULL) what it did. A conf change that cannot be decoded is
  * logged and skipped (res->change MEMBERSHIP_NONE). Returns 0 or
