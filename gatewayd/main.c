@@ -215,7 +215,8 @@ int main(int argc, char **argv)
 	log_info("stopping", LOG_STR("signal", strsignal((int)si.ssi_signo)),
 		 LOG_U64("connections", s->conn_count), LOG_U64("accepted", s->stats.accepted),
 		 LOG_U64("proposals", s->stats.proposals), LOG_U64("results", s->stats.results),
-		 LOG_U64("dropped", s->stats.dropped), LOG_U64("timeouts", s->stats.timeouts));
+		 LOG_U64("dropped", s->stats.dropped), LOG_U64("timeouts", s->stats.timeouts),
+		 LOG_U64("leader-changed", s->stats.leader_changed));
 	gw_server_drain(s, GW_DRAIN_MS);
 	status = 0;
 

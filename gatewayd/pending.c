@@ -70,6 +70,7 @@ struct pending_req *pending_add(struct pending_table *t, enum pending_kind kind,
 	p->call_id = call_id;
 	p->deadline_ns = deadline_ns;
 	p->read_index = 0;
+	p->seen_term = 0;
 	p->ctx = NULL;
 	p->tag = 0;
 	p->kind = (uint8_t)kind;
@@ -141,6 +142,11 @@ void pending_remove(struct pending_table *t, struct pending_req *p)
 struct pending_req *pending_first(struct pending_table *t)
 {
 	return t->head == PENDING_NONE ? NULL : &t->v[t->head];
+}
+
+struct pending_req *pending_next(struct pending_table *t, const struct pending_req *p)
+{
+	return p->next == PENDING_NONE ? NULL : &t->v[p->next];
 }
 
 int64_t pending_next_deadline(const struct pending_table *t)

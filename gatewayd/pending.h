@@ -43,6 +43,8 @@ struct pending_req {
 	uint64_t call_id;     /* grpc_call_id of the call to answer */
 	int64_t deadline_ns;  /* monotonic; answered "request timed out" then */
 	uint64_t read_index;  /* PENDING_READ_WAIT: the index to wait for */
+	uint64_t seen_term;   /* PENDING_PROPOSE: raftd's term when it was sent
+			       * (0: not subject to the settled-term rule) */
 	void *ctx;            /* the owner's (e.g. a read to do later); the
 			       * owner frees it before pending_remove */
 	uint32_t prev, next;  /* deadline list (next: free list when free) */
@@ -104,6 +106,9 @@ void pending_remove(struct pending_table *t, struct pending_req *p);
 
 /* The entry with the nearest deadline, or NULL when empty. */
 struct pending_req *pending_first(struct pending_table *t);
+
+/* The entry after p in deadline order, or NULL. */
+struct pending_req *pending_next(struct pending_table *t, const struct pending_req *p);
 
 /* Its deadline, or INT64_MAX when empty. */
 int64_t pending_next_deadline(const struct pending_table *t);

@@ -296,7 +296,14 @@ static uint8_t *gw_propose_reserve(struct gw_server *s, struct grpc_call *call, 
 		return NULL;
 	}
 	g->rec_len = (uint32_t)rec_len;
-	g->mp.term = 0;
+	/* the term raftd is in now: raftd refuses the request if it has
+	 * moved on by the time it reads it, and gw_settle answers it if a
+	 * later term settles without it */
+	struct status_raftd rs;
+	g->mp.term = status_raftd_read(s->r, &rs) == 0 ? rs.term : 0;
+	g->p->seen_term = g->mp.term;
+	if (g->mp.term)
+		flags |= MSG_PROPOSE_F_SEEN_TERM;
 	g->mp.data_len = (uint32_t)(data_len + g->olen);
 	g->mp.flags = flags;
 	memcpy(g->out, &g->mp, sizeof(g->mp));
@@ -675,7 +682,8 @@ static void gw_on_record(struct gw_server *s, enum shm_role from, const struct r
 		  LOG_U64("len", rec->len));
 }
 
-static void gw_drain(struct gw_server *s, enum shm_slot_ring which, enum shm_role from)
+/* Takes up to a batch of records; false when more wait. */
+static bool gw_drain(struct gw_server *s, enum shm_slot_ring which, enum shm_role from)
 {
 	struct ring *ring = gw_ring(s, which);
 	struct ring_rec rec;
@@ -697,6 +705,49 @@ static void gw_drain(struct gw_server *s, enum shm_slot_ring which, enum shm_rol
 			  LOG_STR("peer", hello_role_name(from)), LOG_U64("slot", s->slot.index));
 		s->ring_failed[from] = true;
 	}
+	return n < GW_RING_BATCH;
+}
+
+/*
+ * Answers "etcdserver: leader changed" to the proposals lost in a leader
+ * change, about one election after it instead of at their timeout.
+ *
+ * A proposal sent while raftd was in term t is either in the log as an
+ * entry of term t (raftd refuses it otherwise: MSG_PROPOSE_F_SEEN_TERM)
+ * or nowhere. Once an entry of a later term T is committed, every entry
+ * of term t that will ever commit lies before T's first entry N (raftd's
+ * settled_term and settled_index). So when stored has delivered the
+ * results up to N, and they have been taken from the ring, a proposal of
+ * an earlier term still waiting was lost. delivered is stored's
+ * delivered index read before this turn drained the ring.
+ *
+ * One case stays open, as it is for etcd's timeouts: a request forwarded
+ * to a leader that took it only after it had lost its term and won a new
+ * one. The client's error then means, like "request timed out", that
+ * the outcome is unknown.
+ */
+static void gw_settle(struct gw_server *s, uint64_t delivered)
+{
+	struct status_raftd rs;
+	struct pending_req *p, *next;
+	uint64_t answered = 0;
+
+	if (s->pending.count == 0 || status_raftd_read(s->r, &rs) != 0 ||
+	    rs.settled_term <= s->settled_done || delivered < rs.settled_index)
+		return;
+	for (p = pending_first(&s->pending); p; p = next) {
+		next = pending_next(&s->pending, p);
+		if (p->kind == PENDING_PROPOSE && p->seen_term && p->seen_term < rs.settled_term) {
+			answered++;
+			gw_fail(s, p, GRPC_STATUS_UNAVAILABLE, gw_msg_leader_changed);
+		}
+	}
+	s->settled_done = rs.settled_term;
+	if (answered) {
+		s->stats.leader_changed += answered;
+		log_info("answered proposals lost in a leader change", LOG_U64("count", answered),
+			 LOG_U64("term", rs.settled_term), LOG_U64("settled-index", rs.settled_index));
+	}
 }
 
 static void gw_expire(struct gw_server *s)
@@ -712,15 +763,25 @@ static void gw_expire(struct gw_server *s)
 
 void gw_rings_turn(struct gw_server *s)
 {
+	struct status_stored st;
+	/* before the drain: the results it covers are in the ring by now */
+	uint64_t delivered = status_stored_read(s->r, &st) == 0 ? st.delivered_index : 0;
+	bool drained;
+
 	gw_drain(s, SHM_SLOT_FROM_RAFTD, SHM_ROLE_RAFTD);
-	gw_drain(s, SHM_SLOT_FROM_STORED, SHM_ROLE_STORED);
+	drained = gw_drain(s, SHM_SLOT_FROM_STORED, SHM_ROLE_STORED);
 	gw_serve_waits(s);
+	if (drained)
+		gw_settle(s, delivered);
 	gw_expire(s);
 }
 
 int64_t gw_rings_next_deadline(struct gw_server *s)
 {
 	int64_t next = pending_next_deadline(&s->pending);
+	/* requests wait: look at raftd's settled term now and then */
+	if (s->pending.count && s->now_ns + GW_SETTLE_POLL_NS < next)
+		next = s->now_ns + GW_SETTLE_POLL_NS;
 	if (s->backlog_len > 0 && s->now_ns + GW_BACKLOG_RETRY_NS < next)
 		next = s->now_ns + GW_BACKLOG_RETRY_NS;
 	return next;

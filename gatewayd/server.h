@@ -76,6 +76,9 @@ struct gw_params {
 #define GW_DEFAULT_BACKLOG_BYTES (8u << 20)
 /* How often a backlog waiting for room on the ring to raftd retries. */
 #define GW_BACKLOG_RETRY_NS 1000000
+/* While requests wait, how often a quiet gateway looks whether a leader
+ * change lost some (rings.c: gw_settle). */
+#define GW_SETTLE_POLL_NS 50000000
 /* How often an attach hello that found its ring full is sent again. */
 #define GW_HELLO_RETRY_NS 100000000
 /* Ring records taken per ring and turn, so sockets are served between. */
@@ -159,6 +162,7 @@ struct gw_stats {
 	uint64_t dropped;          /* records from the rings not delivered */
 	uint64_t malformed;        /* records whose length did not add up */
 	uint64_t timeouts;         /* requests answered "request timed out" */
+	uint64_t leader_changed;   /* proposals answered "leader changed" (lost) */
 	uint64_t too_many;         /* requests refused: table or backlog full */
 	uint64_t backlogged;       /* records that went through the backlog */
 	uint64_t turns;
@@ -230,6 +234,8 @@ struct gw_server {
 	uint32_t nwaits, waits_cap;
 	_Atomic uint64_t wait_index;    /* smallest index a read waits for; 0: none
 					 * (read by the waker thread) */
+	uint64_t settled_done;          /* the last settled term whose lost
+					 * proposals were answered (rings.c) */
 	bool hello_sent[SHM_ROLE_COUNT];
 	bool attached[SHM_ROLE_COUNT];
 	bool ring_failed[SHM_ROLE_COUNT]; /* logged once */

@@ -940,6 +940,26 @@ static void handle_ready(struct loop *l)
 
 /* ---- status, stored, feed ---- */
 
+/* The first index of the term of the committed entry at commit (terms
+ * never decrease along the log), or the compacted end of the log when
+ * that term started before it: an index at or after the term's first
+ * entry that is committed, which is what settled_index needs. */
+static uint64_t term_first_index(const struct raftlog *log, uint64_t commit, uint64_t term)
+{
+	uint64_t lo = log->snap_index + 1, hi = commit;
+
+	if (commit <= log->snap_index || raftlog_term(log, log->snap_index) == term)
+		return commit < log->snap_index ? commit : log->snap_index;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (raftlog_term(log, mid) < term)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static void publish_status(struct loop *l, bool force_no_leader)
 {
 	struct status_raftd st = {
@@ -947,10 +967,18 @@ static void publish_status(struct loop *l, bool force_no_leader)
 		.term = raft_term(l->raft),
 		.commit_index = raft_commit_index(l->raft),
 		.is_leader = !force_no_leader && raft_is_leader(l->raft),
+		.settled_term = l->published.settled_term,
+		.settled_index = l->published.settled_index,
 	};
+	const struct raftlog *log = raft_log(l->raft);
+	uint64_t cterm = raftlog_term(log, st.commit_index);
+	if (cterm > st.settled_term) {
+		st.settled_term = cterm;
+		st.settled_index = term_first_index(log, st.commit_index, cterm);
+	}
 	if (l->has_published && st.leader_id == l->published.leader_id &&
 	    st.term == l->published.term && st.commit_index == l->published.commit_index &&
-	    st.is_leader == l->published.is_leader)
+	    st.is_leader == l->published.is_leader && st.settled_term == l->published.settled_term)
 		return;
 	status_raftd_write(l->r, &st);
 	l->published = st;

@@ -209,7 +209,17 @@ static void take_proposal(struct proposals *p, struct raft *raft, const struct r
 		malformed(p, slot, rec, "dropped a proposal record whose header does not match it");
 		return;
 	}
-	if (h.term != 0 && (raft_term(raft) != h.term || !proposals_leader_confirmed(raft))) {
+	bool seen_term = !from_stored && (h.flags & MSG_PROPOSE_F_SEEN_TERM);
+	if (seen_term && h.term != raft_term(raft)) {
+		/* sent before a term change the gateway did not see: its
+		 * settled-term rule would take it for lost; it is, now */
+		p->stats.stale_term++;
+		reject(p, slot, &h.origin, PROPOSALS_GRPC_UNAVAILABLE,
+		       PROPOSALS_MSG_LEADER_CHANGED);
+		return;
+	}
+	if (!seen_term && h.term != 0 &&
+	    (raft_term(raft) != h.term || !proposals_leader_confirmed(raft))) {
 		/* a lease revoke or checkpoint of another term (invariant 8) */
 		p->stats.dropped_term++;
 		log_debug("dropped a proposal made in another term", LOG_U64("term", h.term),

@@ -55,6 +55,7 @@ struct shm_region;
 #define PROPOSALS_MSG_STOPPED "etcdserver: server stopped"
 #define PROPOSALS_MSG_TOO_LARGE "etcdserver: request is too large"
 #define PROPOSALS_MSG_TOO_MANY "etcdserver: too many requests"
+#define PROPOSALS_MSG_LEADER_CHANGED "etcdserver: leader changed"
 
 /* Records taken from one ring per drain, at most. */
 #define PROPOSALS_BATCH 512u
@@ -64,6 +65,7 @@ struct proposals_stats {
 	uint64_t forwarded;      /* entries sent to the leader (a follower) */
 	uint64_t rejected;       /* MSG_PROPOSE_REJECT sent (proposals and reads) */
 	uint64_t dropped_term;   /* term-carrying proposals dropped */
+	uint64_t stale_term;     /* gateway requests sent in an earlier term */
 	uint64_t dropped_stored; /* stored proposals the core refused */
 	uint64_t malformed;      /* records that were not what their type says */
 	uint64_t hellos;         /* attach hellos served */

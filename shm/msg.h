@@ -78,8 +78,9 @@ struct msg_origin {
 struct msg_propose {
 	struct msg_origin origin;
 	uint64_t term;     /* stored's lease revokes and checkpoints: the term
-			    * they were made in (DESIGN invariant 8); 0 for
-			    * client requests */
+			    * they were made in (DESIGN invariant 8); with
+			    * MSG_PROPOSE_F_SEEN_TERM, a gateway's request: the
+			    * raftd term it saw when it sent it; else 0 */
 	uint32_t data_len;
 	uint32_t flags;    /* MSG_PROPOSE_F_* */
 };
@@ -87,6 +88,12 @@ struct msg_propose {
 /* msg_propose.flags: the data is a raftpb.ConfChange (with the origin
  * appended), proposed as an EntryConfChange; otherwise an EntryNormal. */
 #define MSG_PROPOSE_F_CONF_CHANGE 1u
+/* msg_propose.flags: `term` is the term the gateway saw in raftd's status
+ * when it sent the request. raftd refuses it with "etcdserver: leader
+ * changed" if its term has moved on since, so that a gateway can tell a
+ * request lost in a leader change (status_raftd.settled_term) from one
+ * still on its way. */
+#define MSG_PROPOSE_F_SEEN_TERM 2u
 
 /* MSG_READ_INDEX: a gatewayd asks for a read index; raftd batches these
  * and confirms leadership once for many. */

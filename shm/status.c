@@ -118,11 +118,14 @@ static struct status_seqlock *status_stored_lock(struct shm_region *r)
 	return (struct status_seqlock *)shm_status_at(r)->stored;
 }
 
-enum { RAFTD_LEADER, RAFTD_TERM, RAFTD_COMMIT, RAFTD_IS_LEADER, RAFTD_WORDS };
+enum {
+	RAFTD_LEADER, RAFTD_TERM, RAFTD_COMMIT, RAFTD_IS_LEADER, RAFTD_SETTLED_TERM,
+	RAFTD_SETTLED_INDEX, RAFTD_WORDS
+};
 enum {
 	STORED_ROOT, STORED_TXID, STORED_APPLIED, STORED_REVISION,
 	STORED_HIGH_WATER, STORED_EPOCH, STORED_DURABLE, STORED_DB_GEN,
-	STORED_WORDS
+	STORED_DELIVERED, STORED_WORDS
 };
 
 void status_raftd_write(struct shm_region *r, const struct status_raftd *st)
@@ -133,6 +136,8 @@ void status_raftd_write(struct shm_region *r, const struct status_raftd *st)
 	w[RAFTD_TERM] = st->term;
 	w[RAFTD_COMMIT] = st->commit_index;
 	w[RAFTD_IS_LEADER] = st->is_leader;
+	w[RAFTD_SETTLED_TERM] = st->settled_term;
+	w[RAFTD_SETTLED_INDEX] = st->settled_index;
 	status_seqlock_write(status_raftd_lock(r), w, RAFTD_WORDS);
 }
 
@@ -147,6 +152,8 @@ int status_raftd_read(struct shm_region *r, struct status_raftd *out)
 	out->term = w[RAFTD_TERM];
 	out->commit_index = w[RAFTD_COMMIT];
 	out->is_leader = w[RAFTD_IS_LEADER] != 0;
+	out->settled_term = w[RAFTD_SETTLED_TERM];
+	out->settled_index = w[RAFTD_SETTLED_INDEX];
 	return 0;
 }
 
@@ -162,6 +169,7 @@ void status_stored_write(struct shm_region *r, const struct status_stored *st)
 	w[STORED_EPOCH] = st->epoch;
 	w[STORED_DURABLE] = st->durable_index;
 	w[STORED_DB_GEN] = st->db_generation;
+	w[STORED_DELIVERED] = st->delivered_index;
 	status_seqlock_write(status_stored_lock(r), w, STORED_WORDS);
 }
 
@@ -180,5 +188,6 @@ int status_stored_read(struct shm_region *r, struct status_stored *out)
 	out->epoch = w[STORED_EPOCH];
 	out->durable_index = w[STORED_DURABLE];
 	out->db_generation = w[STORED_DB_GEN];
+	out->delivered_index = w[STORED_DELIVERED];
 	return 0;
 }

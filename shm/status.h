@@ -18,6 +18,14 @@ struct status_raftd {
 	uint64_t term;
 	uint64_t commit_index;
 	bool is_leader;
+	/* The newest term with a committed entry in this member's log, and
+	 * the index of that term's first entry (a later committed index when
+	 * the log no longer holds it). Every entry of an earlier term that
+	 * will ever commit lies below settled_index: a proposal made before
+	 * settled_term that stored has not answered once it applied
+	 * settled_index was lost in the leader change. 0 until known. */
+	uint64_t settled_term;
+	uint64_t settled_index;
 };
 
 /* Published by stored after each apply batch and checkpoint. */
@@ -30,6 +38,8 @@ struct status_stored {
 	uint64_t epoch;           /* bumped each time stored starts */
 	uint64_t durable_index;   /* last index covered by a durable checkpoint */
 	uint64_t db_generation;   /* bumped when the db file is replaced */
+	uint64_t delivered_index; /* results of entries up to it are in the
+				   * slots' rings (or were dropped) */
 };
 
 /* Seqlock on an array of 64-bit words, the building block of the above.

@@ -668,6 +668,13 @@ static int loop_deliver(struct stored_loop *l)
 		l->nwaiting = 0;
 	}
 	stored_results_publish(&l->results);
+	/* after the results: a gateway that sees the index has them all
+	 * (not past a compaction whose answer still waits) */
+	uint64_t delivered = l->nwaiting ? l->waiting[0].index - 1 : l->committed_index;
+	if (l->pub.delivered_index < delivered) {
+		l->pub.delivered_index = delivered;
+		loop_write_status(l);
+	}
 	return 0;
 }
 
@@ -827,6 +834,8 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 			 LOG_U64("count", l->nwaiting));
 	l->nwaiting = 0;
 	l->st.installs++;
+	if (l->pub.delivered_index < l->committed_index)
+		l->pub.delivered_index = l->committed_index;
 	loop_publish_root(l);
 	log_info("installed the received snapshot db", LOG_STR("path", l->db_path),
 		 LOG_U64("snapshot-index", m.index), LOG_U64("consistent-index", ms.consistent_index),

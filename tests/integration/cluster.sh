@@ -8,7 +8,9 @@
 #     every process of the leader (and restarts it), and pauses a
 #     follower with SIGSTOP beyond the election timeout (then resumes it);
 #     after each fault a leader is back within two election timeouts
-#     (writes acknowledged again);
+#     (writes acknowledged again), and a writer through a follower that
+#     the fault spares never waits longer than one election (a put
+#     forwarded to the leader that died is answered "leader changed");
 #   - at the end no acknowledged put is lost (each readable with its value
 #     through every member) and all members report the same revision and
 #     the same raft applied state.
@@ -119,10 +121,38 @@ recovered() {
 	return 1
 }
 
+# A probe writer through a follower that the fault spares: a put it had
+# forwarded to the leader that died is answered ("etcdserver: leader
+# changed") once the next leader's term settles, not at the client's 5 s
+# timeout, so no put waits and no gap between acknowledged puts lasts much
+# longer than one election (up to two election timeouts, randomized).
+probe_start() {
+	probe_out=$IT_TMP/probe.$2.out
+	it_kv_start "$probe_out" write -endpoint "$(ep "$1")" -prefix "kv/probe$2" \
+		-acks "$IT_TMP/probe.$2.acks" -writers 2 -per-conn 1
+	probe_pid=$IT_KV_PID
+	probe_via=${names[$1]}
+	it_wait_lines "$IT_TMP/probe.$2.acks" 20 20 || true
+}
+probe_check() {
+	it_kv_stop "$probe_pid" "$probe_out" '^put ' || true
+	local gap put bound=$((2 * ELECTION_MS + 1000))
+	gap=$(it_kv_val "$probe_out" max-gap-ms)
+	put=$(it_kv_val "$probe_out" max-put-ms)
+	echo "  $1: through $probe_via the longest put took $put ms, the longest gap between acknowledged puts $gap ms"
+	check "$1: no put through follower $probe_via waited longer than one election ($put ms <= $bound)" \
+		test "$put" -le "$bound"
+	check "$1: writes through follower $probe_via stopped for at most one election ($gap ms <= $bound)" \
+		test "$gap" -le "$bound"
+}
+
 li=$(current_leader)
+probe_start $(((li + 1) % 3)) raftd
 pid=$(IT_CETCD_PID=${pids[li]} it_cetcd_child raftd) && kill -9 "$pid"
 check "SIGKILL of the leader's raftd (${names[li]}): writes go on" recovered "leader raftd killed"
 check "a leader is elected" it_until $((2 * ELECTION_MS + 5000)) leader_index
+sleep 1
+probe_check "SIGKILL of the leader's raftd"
 
 new_leader_logged() {
 	local i d best=
@@ -136,6 +166,7 @@ new_leader_logged() {
 has_new_leader() { [[ -n $(new_leader_logged "$1" "$2") ]]; }
 
 li=$(current_leader)
+probe_start $(((li + 1) % 3)) member
 t0=$(it_now_ms)
 kill -9 "${pids[li]}"
 for p in $(pgrep -f -- "--data-dir $IT_TMP/${names[li]}( |$)"); do kill -9 "$p" 2>/dev/null || true; done
@@ -147,6 +178,8 @@ echo "  a survivor logged a new leader ${took:-never} ms after SIGKILL of the le
 check "SIGKILL of every process of the leader (${names[li]}): a new leader within two election timeouts" \
 	test -n "$took" -a "${took:-99999}" -le $((2 * ELECTION_MS + 200))
 check "writes go on with two members" recovered "leader killed"
+sleep 1
+probe_check "SIGKILL of the leader member"
 start_member "$li" "$IT_TMP/${names[li]}.restart.log"
 check "the killed member comes back" it_wait_healthy "${ports[2 * li]}" 60
 

@@ -368,6 +368,79 @@ static void test_errors(void)
 	free_recs(&r, 1);
 }
 
+/* Proposals lost in a leader change are answered "leader changed" once
+ * stored delivered the results up to the first entry of a later term. */
+static void set_raftd(uint64_t term, uint64_t settled_term, uint64_t settled_index)
+{
+	struct status_raftd rs = { .leader_id = member_id, .term = term, .commit_index = settled_index,
+				   .is_leader = true, .settled_term = settled_term,
+				   .settled_index = settled_index };
+	status_raftd_write(harn, &rs);
+}
+
+static void set_delivered(uint64_t index)
+{
+	struct status_stored st;
+	CHECK_EQ(status_stored_read(harn, &st), 0);
+	st.delivered_index = index;
+	status_stored_write(harn, &st);
+}
+
+static uint64_t seen_term(const struct rec *r, uint32_t *flags)
+{
+	struct msg_propose mp;
+	memcpy(&mp, r->data, sizeof(mp));
+	*flags = mp.flags;
+	return mp.term;
+}
+
+static void test_settled(void)
+{
+	uint32_t flags;
+	set_raftd(3, 3, 1);
+	set_delivered(5);
+	uint64_t t0 = test_now_ns();
+	struct tc_stream *a = put("a", (const uint8_t *)"1", 1);
+	struct rec ra = one_proposal();
+	struct tc_stream *a2 = put("a2", (const uint8_t *)"1", 1);
+	struct rec ra2 = one_proposal();
+	CHECK_EQ(seen_term(&ra, &flags), 3);
+	CHECK(flags & MSG_PROPOSE_F_SEEN_TERM);
+	CHECK_EQ(seen_term(&ra2, &flags), 3);
+
+	/* term 4 committed its first entry at 10; stored is not there yet */
+	set_raftd(4, 4, 10);
+	set_delivered(9);
+	spin(4);
+	CHECK(!a->closed && !a2->closed);
+	struct tc_stream *b = put("b", (const uint8_t *)"1", 1);
+	struct rec rb = one_proposal();
+	CHECK_EQ(seen_term(&rb, &flags), 4);
+
+	/* a's entry survived (its result comes with the index), a2's did not */
+	const uint8_t body[] = { 0x0a, 0x00 };
+	struct msg_origin oa = proposal_origin(&ra);
+	push_result(&oa, 0, body, sizeof(body));
+	set_delivered(10);
+	wait_closed(a);
+	check_status(a, 0, NULL);
+	wait_closed(a2);
+	check_status(a2, 14, "etcdserver: leader changed");
+	CHECK(test_now_ns() - t0 < (uint64_t)TIMEOUT_NS);
+	/* b was sent in term 4: it waits for its own result */
+	spin(4);
+	CHECK(!b->closed);
+	struct msg_origin ob = proposal_origin(&rb);
+	push_result(&ob, 0, body, sizeof(body));
+	wait_closed(b);
+	check_status(b, 0, NULL);
+	CHECK_EQ(srv->stats.leader_changed, 1);
+	CHECK_EQ(srv->pending.count, 0);
+	free_recs(&ra, 1);
+	free_recs(&ra2, 1);
+	free_recs(&rb, 1);
+}
+
 /* A call whose body is the given bytes, as they are. */
 static struct tc_stream *call_raw(const char *path, const uint8_t *body, size_t len)
 {
@@ -1018,6 +1091,7 @@ int main(void)
 	test_put();
 	test_identity();
 	test_errors();
+	test_settled();
 	test_wire_types();
 	test_validation();
 	test_too_many();

@@ -266,6 +266,9 @@ static void test_lone_member(void)
 	CHECK(st.leader_id == c.v[0].id && st.term == 2);
 	CHECK(shm_region_member_id(r) == 0); /* main.c sets it, not the loop */
 	ts_wait_applied(&t, 2);
+	/* term 2 settled at its first entry, the leader's empty one */
+	CHECK(TEST_WAIT_FOR(status_raftd_read(r, &st) == 0 && st.settled_term == 2, WAIT_MS));
+	CHECK_EQ(st.settled_index, 2);
 	uint8_t *cc;
 	uint32_t cc_len;
 	CHECK_EQ(bootstrap_conf_change(&c.v[0], &cc, &cc_len), 0);

@@ -235,6 +235,17 @@ static void test_refusals(void)
 	shm_region_detach(r);
 }
 
+/* The log ends with exactly two proposals after last: rid1, then rid2. */
+static void check_two_entries(struct raft *raft, uint64_t last, uint64_t rid1, uint64_t rid2)
+{
+	uint64_t slot, rid;
+	CHECK_EQ(raft_last_index(raft), last + 2);
+	const struct raft_entry *e = raftlog_entry(raft_log(raft), last + 1);
+	CHECK(rt_decode(e->data, e->len, &slot, &rid) && rid == rid1);
+	e = raftlog_entry(raft_log(raft), last + 2);
+	CHECK(rt_decode(e->data, e->len, &slot, &rid) && rid == rid2);
+}
+
 static void test_term_carrying(void)
 {
 	struct shm_region *r = rt_region(path, sizeof(path), 16 * 1024);
@@ -261,12 +272,42 @@ static void test_term_carrying(void)
 	CHECK_EQ(rt_propose(sp, NULL, 5, 0), 0); /* no term: always */
 	CHECK_EQ(proposals_drain(&p, raft, false), 4);
 	CHECK_EQ(p.stats.dropped_term, 3);
-	CHECK_EQ(raft_last_index(raft), last + 2);
-	uint64_t slot, rid;
-	const struct raft_entry *e = raftlog_entry(raft_log(raft), last + 1);
-	CHECK(rt_decode(e->data, e->len, &slot, &rid) && rid == 2);
-	e = raftlog_entry(raft_log(raft), last + 2);
-	CHECK(rt_decode(e->data, e->len, &slot, &rid) && rid == 5);
+	check_two_entries(raft, last, 2, 5);
+	raft_free(raft);
+	proposals_free(&p);
+	shm_region_detach(r);
+}
+
+/* A gateway's request stamped with the term it saw goes in only in that
+ * term; one sent before a term change is refused "leader changed". */
+static void test_seen_term(void)
+{
+	struct shm_region *r = rt_region(path, sizeof(path), 16 * 1024);
+	static const uint64_t one[] = { 1 };
+	struct shm_slot_ref s;
+	struct proposals p;
+	struct reply rep;
+
+	CHECK_EQ(shm_slot_claim(r, &s), 0);
+	CHECK_EQ(proposals_init(&p, r), 0);
+	struct ring *in = shm_slot_ring(r, s.index, SHM_SLOT_TO_RAFTD);
+	struct raft *raft = new_core_at(1, one, 1, 3);
+	CHECK_EQ(raft_campaign(raft), 0);
+	settle(raft, &p);
+	uint64_t term = raft_term(raft), last = raft_last_index(raft);
+	CHECK_EQ(term, 4);
+	CHECK_EQ(rt_propose_flags(in, &s, 1, term, MSG_PROPOSE_F_SEEN_TERM), 0);
+	CHECK_EQ(rt_propose_flags(in, &s, 2, term - 1, MSG_PROPOSE_F_SEEN_TERM), 0);
+	CHECK_EQ(rt_propose(in, &s, 3, 0), 0); /* no stamp: as before */
+	CHECK_EQ(proposals_drain(&p, raft, false), 3);
+	proposals_flush(&p);
+	CHECK_EQ(p.stats.stale_term, 1);
+	CHECK_EQ(p.stats.dropped_term, 0);
+	CHECK(take_reply(r, s.index, &rep));
+	CHECK(rep.type == MSG_PROPOSE_REJECT && rep.status == 14 && rep.origin.request_id == 2);
+	CHECK(strcmp(rep.text, "etcdserver: leader changed") == 0);
+	CHECK(!take_reply(r, s.index, &rep));
+	check_two_entries(raft, last, 1, 3);
 	raft_free(raft);
 	proposals_free(&p);
 	shm_region_detach(r);
@@ -399,6 +440,7 @@ int main(void)
 	test_two_slots_in_order();
 	test_refusals();
 	test_term_carrying();
+	test_seen_term();
 	test_reads();
 	test_malformed();
 	CHECK_EQ(wt_live_allocs(), 0);

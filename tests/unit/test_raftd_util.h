@@ -45,18 +45,24 @@ static inline uint32_t rt_len(uint64_t i)
 
 /* Pushes MSG_PROPOSE (request id rid, payload rt_payload(slot, rid)) on
  * ring. Returns ring_push's result. */
-static inline int rt_propose(struct ring *ring, const struct shm_slot_ref *s, uint64_t rid,
-			     uint64_t term)
+static inline int rt_propose_flags(struct ring *ring, const struct shm_slot_ref *s,
+				   uint64_t rid, uint64_t term, uint32_t flags)
 {
 	uint8_t rec[256];
 	struct msg_propose h = {
 		.origin = { .member_id = 1, .slot = s ? s->index : 0,
 			    .generation = s ? s->generation : 0, .request_id = rid },
-		.term = term, .data_len = rt_len(rid),
+		.term = term, .data_len = rt_len(rid), .flags = flags,
 	};
 	memcpy(rec, &h, sizeof(h));
 	rt_payload(rec + sizeof(h), h.data_len, s ? s->index : 99, rid);
 	return ring_push(ring, MSG_PROPOSE, rec, (uint32_t)(sizeof(h) + h.data_len));
+}
+
+static inline int rt_propose(struct ring *ring, const struct shm_slot_ref *s, uint64_t rid,
+			     uint64_t term)
+{
+	return rt_propose_flags(ring, s, rid, term, 0);
 }
 
 static inline int rt_read_index(struct ring *ring, const struct shm_slot_ref *s, uint64_t rid)
