@@ -4,6 +4,7 @@
  */
 #include "raftd/alloc.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,4 +48,24 @@ void *raftd_calloc(size_t n, size_t size)
 	if (p)
 		memset(p, 0, n * size);
 	return p;
+}
+
+int raftd_reserve(void **v, size_t *cap, size_t need, size_t elem_size, size_t first_cap)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : (first_cap ? first_cap : 1);
+	while (c < need) {
+		if (c > SIZE_MAX / 2)
+			return -ENOMEM;
+		c *= 2;
+	}
+	if (elem_size && c > SIZE_MAX / elem_size)
+		return -ENOMEM;
+	void *p = raftd_realloc(*v, c * elem_size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = c;
+	return 0;
 }

@@ -17,6 +17,15 @@ void raftd_free(void *p);
 /* A zeroed n * size block, NULL on no memory or overflow. */
 void *raftd_calloc(size_t n, size_t size);
 
+/* Makes room for need elements of elem_size bytes in the growable array
+ * *v of *cap elements (the array raftd_malloc'd or NULL, freed with
+ * raftd_free): when need > *cap, it is reallocated to first_cap elements
+ * (when *cap is 0) or to *cap doubled, doubled again until need fit, so
+ * that appending one element at a time costs amortized O(1). *v and *cap
+ * are left as they were on failure. Returns 0, or -ENOMEM when out of
+ * memory or when the size would not fit in a size_t. */
+int raftd_reserve(void **v, size_t *cap, size_t need, size_t elem_size, size_t first_cap);
+
 /* Replacement functions. Each must behave like its libc namesake (size 0
  * included); free_fn(NULL) must be a no-op. */
 struct raftd_alloc_hooks {

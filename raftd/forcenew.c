@@ -36,14 +36,8 @@ static int idset_add(struct idset *s, uint64_t id)
 	size_t at = idset_find(s, id, &found);
 	if (found)
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 8;
-		uint64_t *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (raftd_reserve((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v), 8))
+		return -ENOMEM;
 	memmove(s->v + at + 1, s->v + at, (s->n - at) * sizeof(*s->v));
 	s->v[at] = id;
 	s->n++;
@@ -160,7 +154,7 @@ int forcenew_apply(uint64_t self, const uint64_t *snap_voters, size_t n_snap_vot
 		if (!rc)
 			k++;
 	}
-	free(ids.v);
+	raftd_free(ids.v);
 
 	struct raft_entry *out = NULL;
 	if (!rc && !(out = raftd_malloc((keep + k ? keep + k : 1) * sizeof(*out))))

@@ -174,14 +174,9 @@ static int persist_note(struct loop *l, uint64_t seq, uint64_t index, uint64_t t
 		l->persist[l->n_persist - 1] = (struct loop_persist){ seq, index, term };
 		return 0;
 	}
-	if (l->n_persist == l->cap_persist) {
-		size_t cap = l->cap_persist ? 2 * l->cap_persist : 8;
-		struct loop_persist *v = raftd_realloc(l->persist, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->persist = v;
-		l->cap_persist = cap;
-	}
+	if (raftd_reserve((void **)&l->persist, &l->cap_persist, l->n_persist + 1,
+			  sizeof(*l->persist), 8))
+		return -ENOMEM;
 	l->persist[l->n_persist++] = (struct loop_persist){ seq, index, term };
 	return 0;
 }
@@ -415,16 +410,10 @@ static void on_move_leader(void *arg, uint32_t slot, const struct msg_move_leade
 				 LOOP_MSG_BAD_TRANSFEREE, NULL, 0);
 		return;
 	}
-	if (l->n_moves == l->cap_moves) {
-		size_t cap = l->cap_moves ? 2 * l->cap_moves : 4;
-		struct loop_move *v = raftd_realloc(l->moves, cap * sizeof(*v));
-		if (!v) {
-			proposals_answer(&l->props, slot, &req->origin,
-					 PROPOSALS_GRPC_RESOURCE_EXHAUSTED, PROPOSALS_MSG_TOO_MANY, NULL, 0);
-			return;
-		}
-		l->moves = v;
-		l->cap_moves = cap;
+	if (raftd_reserve((void **)&l->moves, &l->cap_moves, l->n_moves + 1, sizeof(*l->moves), 4)) {
+		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_RESOURCE_EXHAUSTED,
+				 PROPOSALS_MSG_TOO_MANY, NULL, 0);
+		return;
 	}
 	l->moves[l->n_moves++] = (struct loop_move){ .slot = slot, .origin = req->origin,
 						     .target = req->target,

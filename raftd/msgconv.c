@@ -15,22 +15,6 @@ void msgconv_scratch_free(struct msgconv_scratch *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* Grows *v to hold n elements of size sz. */
-static int msgconv_reserve(void **v, size_t *cap, size_t n, size_t sz)
-{
-	if (n <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 16;
-	while (c < n)
-		c *= 2;
-	void *p = raftd_realloc(*v, c * sz);
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	*cap = c;
-	return 0;
-}
-
 static bool msgconv_read_ctx_type(int type)
 {
 	return type == RAFT_MSG_READ_INDEX || type == RAFT_MSG_READ_INDEX_RESP;
@@ -76,8 +60,8 @@ int msgconv_to_wire(const struct raft_msg *m, struct msgconv_scratch *s, struct 
 		out->context = (const uint8_t *)msgconv_transfer;
 	}
 	if (m->n_entries) {
-		if (msgconv_reserve((void **)&s->wents, &s->cap_wents, m->n_entries,
-				    sizeof(*s->wents)))
+		if (raftd_reserve((void **)&s->wents, &s->cap_wents, m->n_entries,
+				  sizeof(*s->wents), 16))
 			return -ENOMEM;
 		for (size_t i = 0; i < m->n_entries; i++) {
 			const struct raft_entry *e = &m->entries[i];
@@ -132,8 +116,8 @@ int msgconv_from_wire(const struct raftmsg *w, struct msgconv_scratch *s, struct
 	if (w->type == RAFT_MSG_VOTE || w->type == RAFT_MSG_PRE_VOTE)
 		out->transfer = raftmsg_is_campaign_transfer(w);
 	if (w->n_entries) {
-		if (msgconv_reserve((void **)&s->cents, &s->cap_cents, w->n_entries,
-				    sizeof(*s->cents)))
+		if (raftd_reserve((void **)&s->cents, &s->cap_cents, w->n_entries,
+				  sizeof(*s->cents), 16))
 			return -ENOMEM;
 		for (size_t i = 0; i < w->n_entries; i++) {
 			const struct raftmsg_entry *e = &w->entries[i];

@@ -45,14 +45,8 @@ int outbox_hold(struct outbox *o, const struct raft_msg *m, uint64_t seq)
 	size_t bytes = m->n_entries * sizeof(struct raft_entry);
 	for (size_t i = 0; i < m->n_entries; i++)
 		bytes += m->entries[i].len;
-	if (o->n_held == o->cap_held) {
-		size_t cap = o->cap_held ? 2 * o->cap_held : 16;
-		struct outbox_msg *v = raftd_realloc(o->held, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		o->held = v;
-		o->cap_held = cap;
-	}
+	if (raftd_reserve((void **)&o->held, &o->cap_held, o->n_held + 1, sizeof(*o->held), 16))
+		return -ENOMEM;
 	struct outbox_msg *h = &o->held[o->n_held];
 	h->seq = seq;
 	h->m = *m;

@@ -131,14 +131,8 @@ static int promote_propose(const struct promote_env *e, uint64_t id,
 
 static struct promote_wait *promote_add(struct promotes *ps)
 {
-	if (ps->n == ps->cap) {
-		size_t cap = ps->cap ? 2 * ps->cap : 4;
-		struct promote_wait *v = raftd_realloc(ps->v, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		ps->v = v;
-		ps->cap = cap;
-	}
+	if (raftd_reserve((void **)&ps->v, &ps->cap, ps->n + 1, sizeof(*ps->v), 4))
+		return NULL;
 	struct promote_wait *p = &ps->v[ps->n++];
 	memset(p, 0, sizeof(*p));
 	return p;

@@ -276,16 +276,10 @@ static void take_read(struct proposals *p, const struct ring_rec *rec, uint32_t 
 		reject(p, slot, &h.origin, PROPOSALS_GRPC_UNAVAILABLE, PROPOSALS_MSG_STOPPED);
 		return;
 	}
-	if (p->n_reads == p->cap_reads) {
-		size_t cap = p->cap_reads ? 2 * p->cap_reads : 64;
-		struct proposals_read *v = raftd_realloc(p->reads, cap * sizeof(*v));
-		if (!v) {
-			reject(p, slot, &h.origin, PROPOSALS_GRPC_RESOURCE_EXHAUSTED,
-			       PROPOSALS_MSG_TOO_MANY);
-			return;
-		}
-		p->reads = v;
-		p->cap_reads = cap;
+	if (raftd_reserve((void **)&p->reads, &p->cap_reads, p->n_reads + 1, sizeof(*p->reads),
+			  64)) {
+		reject(p, slot, &h.origin, PROPOSALS_GRPC_RESOURCE_EXHAUSTED, PROPOSALS_MSG_TOO_MANY);
+		return;
 	}
 	p->reads[p->n_reads++] = (struct proposals_read){ .origin = h.origin, .slot = slot };
 }

@@ -168,17 +168,10 @@ static bool promotable(const struct raft *r)
 	return r->self != NO_SELF && !r->prs[r->self].learner;
 }
 
+/* Room for one more element in the array *p of n elements. */
 static bool grow(void **p, size_t *cap, size_t n, size_t elem)
 {
-	if (n < *cap)
-		return true;
-	size_t c = *cap ? *cap * 2 : 16;
-	void *q = raftd_realloc(*p, c * elem);
-	if (!q)
-		return false;
-	*p = q;
-	*cap = c;
-	return true;
+	return raftd_reserve(p, cap, n + 1, elem, 16) == 0;
 }
 
 /* Queues m (from this node). Without memory the message is dropped:

@@ -83,17 +83,7 @@ bool raftlog_is_up_to_date(const struct raftlog *l, uint64_t last_index,
 
 static int log_reserve(struct raftlog *l, size_t more)
 {
-	if (l->n + more <= l->cap)
-		return 0;
-	size_t cap = l->cap ? l->cap : 64;
-	while (cap < l->n + more)
-		cap *= 2;
-	struct raft_entry *e = raftd_realloc(l->ents, cap * sizeof(*e));
-	if (!e)
-		return -ENOMEM;
-	l->ents = e;
-	l->cap = cap;
-	return 0;
+	return raftd_reserve((void **)&l->ents, &l->cap, l->n + more, sizeof(*l->ents), 64);
 }
 
 int raftlog_append(struct raftlog *l, const struct raft_entry *ents, size_t n)

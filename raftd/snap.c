@@ -206,15 +206,9 @@ static int snap_list(const char *dir, const char *suffix, char ***out, size_t *n
 	while ((e = readdir(d))) {
 		if (!snap_has_suffix(e->d_name, suffix))
 			continue;
-		if (count == cap) {
-			cap = cap ? 2 * cap : 16;
-			char **nv = raftd_realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
+		rc = raftd_reserve((void **)&v, &cap, count + 1, sizeof(*v), 16);
+		if (rc)
+			break;
 		v[count] = raftd_malloc(strlen(e->d_name) + 1);
 		if (!v[count]) {
 			rc = -ENOMEM;

@@ -173,15 +173,9 @@ static int list_segments(const char *dir, struct seg_list *out)
 					 LOG_STR("path", e->d_name));
 			continue;
 		}
-		if (out->n == cap) {
-			cap = cap ? cap * 2 : 16;
-			void *n = raftd_realloc(out->names, cap * sizeof(*out->names));
-			if (!n) {
-				rc = -ENOMEM;
-				break;
-			}
-			out->names = n;
-		}
+		rc = raftd_reserve((void **)&out->names, &cap, out->n + 1, sizeof(*out->names), 16);
+		if (rc)
+			break;
 		/* A name that parses is exactly 36 bytes. */
 		memcpy(out->names[out->n++], e->d_name, strlen(e->d_name) + 1);
 	}
@@ -442,17 +436,7 @@ static int prepare_next(struct wal *w)
 
 static int batch_reserve(struct wal_batch *b, size_t more)
 {
-	if (b->len + more <= b->cap)
-		return 0;
-	size_t cap = b->cap ? b->cap : 64 * 1024;
-	while (cap < b->len + more)
-		cap *= 2;
-	uint8_t *n = raftd_realloc(b->buf, cap);
-	if (!n)
-		return -ENOMEM;
-	b->buf = n;
-	b->cap = cap;
-	return 0;
+	return raftd_reserve((void **)&b->buf, &b->cap, b->len + more, 1, 64 * 1024);
 }
 
 /* Room for more bytes in the pending batch; begins the batch if it is

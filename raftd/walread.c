@@ -118,14 +118,9 @@ static int replay_entry(struct wal_decoder *d, const struct raft_entry *e,
 			    e->index, name, off, d->start_index + rep->n_entries);
 	while (rep->n_entries > up)
 		raft_entry_free_data(&rep->entries[--rep->n_entries]);
-	if (rep->n_entries == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 256;
-		struct raft_entry *n = raftd_realloc(rep->entries, cap * sizeof(*n));
-		if (!n)
-			return fail(d, -ENOMEM, "wal: out of memory replaying %s", name);
-		rep->entries = n;
-		d->cap = cap;
-	}
+	if (raftd_reserve((void **)&rep->entries, &d->cap, rep->n_entries + 1,
+			  sizeof(*rep->entries), 256))
+		return fail(d, -ENOMEM, "wal: out of memory replaying %s", name);
 	struct raft_entry *dst = &rep->entries[rep->n_entries];
 	*dst = *e;
 	if (e->len) {
@@ -166,14 +161,9 @@ static int note_snapshot(struct wal_decoder *d, uint64_t index, uint64_t term, c
 {
 	struct wal_replay *rep = d->rep;
 
-	if (rep->n_snaps == d->cap_snaps) {
-		size_t cap = d->cap_snaps ? 2 * d->cap_snaps : 16;
-		struct wal_snap *v = raftd_realloc(rep->snaps, cap * sizeof(*v));
-		if (!v)
-			return fail(d, -ENOMEM, "wal: out of memory reading %s", name);
-		rep->snaps = v;
-		d->cap_snaps = cap;
-	}
+	if (raftd_reserve((void **)&rep->snaps, &d->cap_snaps, rep->n_snaps + 1, sizeof(*rep->snaps),
+			  16))
+		return fail(d, -ENOMEM, "wal: out of memory reading %s", name);
 	rep->snaps[rep->n_snaps++] = (struct wal_snap){ index, term };
 	return 0;
 }

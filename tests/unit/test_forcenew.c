@@ -146,7 +146,7 @@ static void test_refusals(void)
 	CHECK_EQ(forcenew_apply(1, voters, 2, 0, &hs, &e, &n, &res), -EBADMSG);
 	CHECK(n == 2 && hs.commit == 5);
 	hs.commit = 1;
-	for (long k = 0; k < 4; k++) {
+	for (long k = 0; k < 8; k++) {
 		wt_fail_after(k);
 		int rc = forcenew_apply(1, voters, 2, 0, &hs, &e, &n, &res);
 		wt_fail_after(-1);
