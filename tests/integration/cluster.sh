@@ -23,72 +23,22 @@ it_build_kvclient
 it_init cluster
 
 ELECTION_MS=1000
-read -r -a ports < <(it_free_ports 6)
-names=(c0 c1 c2)
-initial=""
-for i in 0 1 2; do
-	initial+="${initial:+,}${names[i]}=http://127.0.0.1:${ports[2 * i + 1]}"
-done
-declare -a pids logs args
-start_member() {
-	local i=$1 log=$2
-	logs[i]=$log
-	local rt="$IT_RT/${names[i]}"
-	mkdir -p "$rt"
-	chmod 700 "$rt"
-	"$IT_BIN/cetcd" --name "${names[i]}" --data-dir "$IT_TMP/${names[i]}" --runtime-dir "$rt" \
-		--listen-client-urls "http://127.0.0.1:${ports[2 * i]}" \
-		--advertise-client-urls "http://127.0.0.1:${ports[2 * i]}" \
-		--listen-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
-		--initial-advertise-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
-		--initial-cluster "$initial" --initial-cluster-token cluster-test \
-		--election-timeout "$ELECTION_MS" 2>>"$log" &
-	pids[i]=$!
-	it_track "${pids[i]}"
-}
-ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
+it_cl_init cluster-test 3 c
+names=("${IT_CL_NAMES[@]}")
+start_member() { it_cl_start "$1" cetcd --election-timeout "$ELECTION_MS"; }
+ep() { it_cl_ep "$1"; }
 ctl() { ETCDCTL_API=3 etcdctl --command-timeout 5s "$@"; }
 
-for i in 0 1 2; do
-	start_member "$i" "$IT_TMP/${names[i]}.log"
-done
-for i in 0 1 2; do
-	if ! it_wait_healthy "${ports[2 * i]}" 60; then
-		fail "member ${names[i]} answers"
-		tail -n 30 "${logs[i]}"
-		exit 1
-	fi
-done
+for i in 0 1 2; do start_member "$i"; done
+for i in 0 1 2; do it_cl_answers "$i" || exit 1; done
 ok "three members answer"
 
-# the leader, by member id (hex) and index in names; $1: a member to skip
-leader_index() {
-	local i
-	for i in 0 1 2; do
-		[[ $i == "${1:-}" ]] && continue
-		it_leads "$(ep "$i")" && { echo "$i"; return 0; }
-	done
-	return 1
-}
-# the leader's index, waiting up to 10 s for one (a resumed follower may
-# call an election just then); exits the test when none leads
-current_leader() {
-	if it_until 10000 leader_index >/dev/null; then
-		leader_index
-		return 0
-	fi
-	fail "a member leads"
-	it_summary
-	exit 1
-}
-check "one member leads" it_until 10000 leader_index
+check "one member leads" it_until 10000 it_cl_leader
 for i in 0 1 2; do
 	check "${names[i]} published itself" \
-		it_wait_log "${logs[i]}" '"msg":"published local member to cluster through raft"' 10
+		it_wait_log "$(it_cl_log "$i")" '"msg":"published local member to cluster through raft"' 10
 done
-list=$(ctl --endpoints "$(ep 1)" member list -w json)
-check "member list: three members, all started" \
-	test "$(python3 -c 'import json,sys; print(",".join(sorted(m.get("name","") for m in json.load(sys.stdin)["members"])))' <<<"$list")" = "c0,c1,c2"
+check "member list: three members, all started" test "$(it_member_names "$(ep 1)")" = "c0,c1,c2"
 
 # a put through one member is read through the others
 check "a put through c0" ctl --endpoints "$(ep 0)" put hello world
@@ -146,11 +96,11 @@ probe_check() {
 		test "$gap" -le "$bound"
 }
 
-li=$(current_leader)
+li=$(it_cl_current_leader)
 probe_start $(((li + 1) % 3)) raftd
-pid=$(IT_CETCD_PID=${pids[li]} it_cetcd_child raftd) && kill -9 "$pid"
+pid=$(IT_CETCD_PID=${IT_CL_PIDS[li]} it_cetcd_child raftd) && kill -9 "$pid"
 check "SIGKILL of the leader's raftd (${names[li]}): writes go on" recovered "leader raftd killed"
-check "a leader is elected" it_until $((2 * ELECTION_MS + 5000)) leader_index
+check "a leader is elected" it_until $((2 * ELECTION_MS + 5000)) it_cl_leader
 sleep 1
 probe_check "SIGKILL of the leader's raftd"
 
@@ -158,18 +108,17 @@ new_leader_logged() {
 	local i d best=
 	for i in 0 1 2; do
 		[[ $i == "$1" ]] && continue
-		d=$(it_elected_after "${logs[i]}" "$2")
+		d=$(it_elected_after "$(it_cl_log "$i")" "$2")
 		if [[ -n $d ]] && [[ -z $best || $d -lt $best ]]; then best=$d; fi
 	done
 	[[ -n $best ]] && echo "$best"
 }
 has_new_leader() { [[ -n $(new_leader_logged "$1" "$2") ]]; }
 
-li=$(current_leader)
+li=$(it_cl_current_leader)
 probe_start $(((li + 1) % 3)) member
 t0=$(it_now_ms)
-kill -9 "${pids[li]}"
-for p in $(pgrep -f -- "--data-dir $IT_TMP/${names[li]}( |$)"); do kill -9 "$p" 2>/dev/null || true; done
+it_cl_kill "$li"
 it_until 10000 has_new_leader "$li" "$t0" || true
 took=$(new_leader_logged "$li" "$t0" || true)
 echo "  a survivor logged a new leader ${took:-never} ms after SIGKILL of the leader (election timeout $ELECTION_MS ms)"
@@ -180,16 +129,17 @@ check "SIGKILL of every process of the leader (${names[li]}): a new leader withi
 check "writes go on with two members" recovered "leader killed"
 sleep 1
 probe_check "SIGKILL of the leader member"
-start_member "$li" "$IT_TMP/${names[li]}.restart.log"
-check "the killed member comes back" it_wait_healthy "${ports[2 * li]}" 60
+IT_CL_LOG[li]=$IT_TMP/${names[li]}.restart.log
+start_member "$li"
+check "the killed member comes back" it_wait_healthy "${IT_CL_CPORT[li]}" 60
 
-li=$(current_leader)
+li=$(it_cl_current_leader)
 fi_=$(( (li + 1) % 3 ))
-kill -STOP "${pids[fi_]}" $(pgrep -P "${pids[fi_]}")
+kill -STOP $(it_cl_procs "$fi_")
 sleep $((2 * ELECTION_MS / 1000 + 1))
 check "a follower paused beyond the election timeout: writes go on" recovered "follower paused"
-kill -CONT "${pids[fi_]}" $(pgrep -P "${pids[fi_]}")
-check "the paused follower answers again" it_wait_healthy "${ports[2 * fi_]}" 30
+kill -CONT $(it_cl_procs "$fi_")
+check "the paused follower answers again" it_wait_healthy "${IT_CL_CPORT[fi_]}" 30
 
 for i in 0 1 2; do
 	it_kv_stop "${wpids[i]}" "$IT_TMP/writer.$i.out" >/dev/null || true
@@ -215,11 +165,11 @@ lid=$(grep -oE 'Member [0-9a-f]+ added' <<<"$out" | awk '{print $2}')
 check "a learner is added" test -n "$lid"
 out=$(ctl --endpoints "$(ep 1)" member list 2>&1)
 check "member list shows it as an unstarted learner" grep -qE "^$lid, unstarted, , http://127.0.0.1:$lp, , true" <<<"$out"
-li=$(current_leader)
+li=$(it_cl_current_leader)
 out=$(ctl --endpoints "$(ep "$li")" member promote "$lid" 2>&1 || true)
 check "promoting a learner that has not caught up: etcd's refusal" \
 	grep -q "etcdserver: can only promote a learner member which is in sync with leader" <<<"$out"
-vid=$(ctl --endpoints "$(ep "$li")" endpoint status -w json | python3 -c 'import json,sys; print("%x" % json.load(sys.stdin)[0]["Status"]["header"]["member_id"])')
+vid=$(it_member_id "$(ep "$li")")
 out=$(ctl --endpoints "$(ep "$li")" member promote "$vid" 2>&1 || true)
 check "promoting a voter: etcd's refusal" grep -q "etcdserver: can only promote a learner member" <<<"$out"
 out=$(ctl --endpoints "$(ep 2)" member remove "$lid" 2>&1)

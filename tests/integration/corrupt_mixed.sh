@@ -29,25 +29,25 @@ it_init corrupt-mixed
 
 ctl() { etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
 kinds=(etcd cetcd cetcd)
-it_trio_init corrupt-mixed
-ep() { it_trio_ep "$1"; }
-log_of() { it_trio_log "$1"; }
+it_cl_init corrupt-mixed 3
+ep() { it_cl_ep "$1"; }
+log_of() { it_cl_log "$1"; }
 # start I [flags...]: member I of its kind; etcd loads its peers at a
 # restart from its last snapshot, so it takes one every 3 entries
 start() {
 	local i=$1
 	shift
 	if [[ ${kinds[i]} == etcd ]]; then
-		it_trio_start "$i" etcd --snapshot-count 3 "$@"
+		it_cl_start "$i" etcd --logger zap --log-outputs stderr --snapshot-count 3 "$@"
 	else
-		it_trio_start "$i" cetcd "$@"
+		it_cl_start "$i" cetcd "$@"
 	fi
 }
-stop() { it_trio_stop "$1"; }
+stop() { it_cl_stop "$1"; }
 # exits_with I TEXT: member I's process ended by itself within 30 s, and
 # its log since the mark has TEXT.
 exits_with() {
-	it_wait_gone "${IT_TRIO_PIDS[$1]}" 30000 || return 1
+	it_wait_gone "${IT_CL_PIDS[$1]}" 30000 || return 1
 	tail -c +"$2" "$(log_of "$1")" | grep -- "$3" >/dev/null
 }
 mark() { echo $(($(stat -c %s "$(log_of "$1")") + 1)); }
@@ -60,7 +60,7 @@ hashes() {
 
 for i in 0 1 2; do start "$i"; done
 for i in 0 1 2; do
-	it_wait_healthy "${IT_TRIO_PORTS[2 * i]}" 60 || { fail "x$i (${kinds[i]}) answers"; it_summary; exit 1; }
+	it_wait_healthy "${IT_CL_CPORT[i]}" 60 || { fail "x$i (${kinds[i]}) answers"; it_summary; exit 1; }
 done
 ok "the three members answer"
 for n in $(seq 1 20); do ctl --endpoints "$(ep 1)" put "k$n" "v$n" >/dev/null; done
@@ -102,7 +102,7 @@ passes() {
 	start "$i" --experimental-initial-corrupt-check
 	check "$what passes the initial check" \
 		it_until 30000 bash -c "tail -c +$m '$(log_of "$i")' | grep -q 'initial corruption checking passed; no corruption'"
-	check "$what serves after it" it_wait_healthy "${IT_TRIO_PORTS[2 * i]}" 60
+	check "$what serves after it" it_wait_healthy "${IT_CL_CPORT[i]}" 60
 	check "$what got an answer from every peer" \
 		bash -c "! tail -c +$m '$(log_of "$i")' | grep -q 'failed hash kv request'"
 	check "$what logged no hash mismatch" \
@@ -132,6 +132,6 @@ start 0 --experimental-initial-corrupt-check
 check "etcd refuses to start: found data inconsistency with peers" \
 	exits_with 0 "$m" "found data inconsistency with peers"
 check "etcd found the cetcd peer's hash different" \
-	bash -c "tail -c +$m '$(log_of 0)' | grep 'found different hash values from remote peer' | grep -q '${IT_TRIO_PORTS[5]}'"
+	bash -c "tail -c +$m '$(log_of 0)' | grep 'found different hash values from remote peer' | grep -q '${IT_CL_PPORT[2]}'"
 stop 2
 it_summary

@@ -21,22 +21,18 @@ CORRUPTDB=$IT_BUILD/tests/corruptdb
 it_init corrupt-periodic
 
 ctl() { etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
-it_trio_init corrupt-periodic
-ep() { it_trio_ep "$1"; }
-log_of() { it_trio_log "$1"; }
-start() { it_trio_start "$1" cetcd --experimental-corrupt-check-time 1s; }
-stop() { it_trio_stop "$1"; }
-leader() {
-	local i
-	for i in 0 1 2; do it_leads "$(ep "$i")" && { echo "$i"; return 0; }; done
-	return 1
-}
+it_cl_init corrupt-periodic 3
+ep() { it_cl_ep "$1"; }
+log_of() { it_cl_log "$1"; }
+start() { it_cl_start "$1" cetcd --experimental-corrupt-check-time 1s; }
+stop() { it_cl_stop "$1"; }
+leader() { it_cl_leader; }
 count() { it_count "$(log_of "$1")" "$2"; }
 corrupt_alarm_on() { grep -q 'alarm:CORRUPT' <<<"$(ctl --endpoints "$(ep "$1")" alarm list 2>/dev/null || true)"; }
 
 for i in 0 1 2; do start "$i"; done
 for i in 0 1 2; do
-	it_wait_healthy "${IT_TRIO_PORTS[2 * i]}" 60 || { fail "x$i answers"; it_summary; exit 1; }
+	it_wait_healthy "${IT_CL_CPORT[i]}" 60 || { fail "x$i answers"; it_summary; exit 1; }
 done
 for n in $(seq 1 20); do ctl --endpoints "$(ep 0)" put "k$n" "v$n" >/dev/null; done
 check "the members agree" it_until 20000 it_same_state "$(ep 0)" "$(ep 1)" "$(ep 2)"
@@ -55,7 +51,7 @@ F=$(((L + 1) % 3))
 stop "$F"
 check "corruptdb changes x$F's db offline" "$CORRUPTDB" "$IT_TMP/x$F/member/snap/db"
 start "$F"
-check "the corrupted follower x$F serves again" it_wait_healthy "${IT_TRIO_PORTS[2 * F]}" 60
+check "the corrupted follower x$F serves again" it_wait_healthy "${IT_CL_CPORT[F]}" 60
 check "the leader finds the follower's hash different" \
 	it_until 20000 it_log_has "$(log_of "$L")" '"msg":"same compact revision then hashes must match"' 1
 check "the leader's stored raised the CORRUPT alarm" \

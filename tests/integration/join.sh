@@ -24,37 +24,13 @@ it_build_kvclient
 it_init join
 
 ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
-N=6
-read -r -a ports < <(it_free_ports $((2 * N)))
-names=(j0 j1 j2 j3 j4 j5)
-purl() { echo "http://127.0.0.1:${ports[2 * $1 + 1]}"; }
-ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
-declare -a pids logs
-# start_member I STATE INITIAL_CLUSTER [extra flags]
-start_member() {
-	local i=$1 state=$2 initial=$3 rt="$IT_RT/${names[$1]}"
-	shift 3
-	logs[i]=$IT_TMP/${names[i]}.log
-	mkdir -p "$rt"
-	chmod 700 "$rt"
-	"$IT_BIN/cetcd" --name "${names[i]}" --data-dir "$IT_TMP/${names[i]}" --runtime-dir "$rt" \
-		--listen-client-urls "http://$(ep "$i")" --advertise-client-urls "http://$(ep "$i")" \
-		--listen-peer-urls "$(purl "$i")" --initial-advertise-peer-urls "$(purl "$i")" \
-		--initial-cluster "$initial" --initial-cluster-state "$state" \
-		--initial-cluster-token join-test "$@" 2>>"${logs[i]}" &
-	pids[i]=$!
-	it_track "${pids[i]}"
-}
-stop_member() {
-	kill -TERM "${pids[$1]}" 2>/dev/null || true
-	it_wait_gone "${pids[$1]}" 15000 || kill -9 "${pids[$1]}" 2>/dev/null || true
-	wait "${pids[$1]}" 2>/dev/null || true
-}
-status_json() { ctl --endpoints "$(ep "$1")" endpoint status -w json 2>/dev/null; }
+it_cl_init join-test 6 j
+names=("${IT_CL_NAMES[@]}")
+logs=("${IT_CL_LOG[@]}")
+purl() { it_cl_purl "$1"; }
+ep() { it_cl_ep "$1"; }
 # "member-id cluster-id" (decimal) as member $1 reports them
-ids_of() {
-	status_json "$1" | python3 -c 'import json,sys; h=json.load(sys.stdin)[0]["Status"]["header"]; print(h["member_id"], h["cluster_id"])'
-}
+ids_of() { it_status "$(ep "$1")" 'd["header"]["member_id"], d["header"]["cluster_id"]'; }
 # the member id (hex) that `member list` gives the member named $2, asked
 # at member $1
 listed_id() {
@@ -65,23 +41,19 @@ for m in json.load(sys.stdin)["members"]:
         print("%x" % m["ID"])' "$2" "$3"
 }
 # members (names, sorted, "?" for one not started) that member $1 lists
-members_at() {
-	ctl --endpoints "$(ep "$1")" member list -w json |
-		python3 -c 'import json,sys; print(",".join(sorted(m.get("name") or "?" for m in json.load(sys.stdin)["members"])))'
-}
-leader_index() {
+members_at() { it_member_names "$(ep "$1")"; }
+# every live member lists the members $1
+all_list() {
 	local i
-	for i in "${live[@]}"; do it_leads "$(ep "$i")" && { echo "$i"; return 0; }; done
-	return 1
+	for i in "${live[@]}"; do [[ $(members_at "$i") == "$1" ]] || return 1; done
 }
+leader_index() { it_cl_leader "${live[@]}"; }
 live_eps() { local i s=""; for i in "${live[@]}"; do s+="${s:+ }$(ep "$i")"; done; echo "$s"; }
 
-initial=""
-for i in 0 1 2; do initial+="${initial:+,}${names[i]}=$(purl "$i")"; done
-for i in 0 1 2; do start_member "$i" new "$initial"; done
+for i in 0 1 2; do it_cl_start "$i" cetcd --initial-cluster-state new; done
 live=(0 1 2)
 for i in 0 1 2; do
-	it_member_answers "${ports[2 * i]}" "${logs[i]}" "member ${names[i]} answers" || exit 1
+	it_member_answers "${IT_CL_CPORT[i]}" "${logs[i]}" "member ${names[i]} answers" || exit 1
 done
 cid=$(ids_of 0 | cut -d' ' -f2)
 
@@ -104,8 +76,8 @@ check "member add ${names[3]} is accepted" grep -q "Member .* added to cluster" 
 added=$(sed -nE 's/^Member +([0-9a-f]+) added to cluster.*/\1/p' <<<"$out")
 initial3=$(sed -nE 's/^ETCD_INITIAL_CLUSTER="(.*)"$/\1/p' <<<"$out")
 echo "  added ${names[3]} as $added; ETCD_INITIAL_CLUSTER=$initial3"
-start_member 3 existing "$initial3"
-check "${names[3]} joins and answers" it_wait_healthy "${ports[6]}" 60
+it_cl_join 3 cetcd "$initial3"
+check "${names[3]} joins and answers" it_wait_healthy "${IT_CL_CPORT[3]}" 60
 check "${names[3]} logs the id the cluster gave it" \
 	it_wait_log "${logs[3]}" "\"msg\":\"joining the running cluster\",\"local-member-id\":\"$added\"" 5
 read -r mid3 cid3 < <(ids_of 3)
@@ -115,9 +87,9 @@ check "${names[3]} published itself" \
 	it_wait_log "${logs[3]}" '"msg":"published local member to cluster through raft"' 20
 live=(0 1 2 3)
 check "every member lists four started members" \
-	it_until 10000 bash -c "$(declare -f ctl members_at ep); ports=(${ports[*]}); for i in ${live[*]}; do [[ \$(members_at \$i) == j0,j1,j2,j3 ]] || exit 1; done"
+	it_until 10000 all_list j0,j1,j2,j3
 check "writes go on with four members" flowing
-rev_of() { status_json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["revision"])'; }
+rev_of() { it_revision "$(ep "$1")"; }
 rev_at_least() { local r; r=$(rev_of "$1") && ((r >= $2)); }
 r0=$(rev_of 0)
 check "${names[3]} caught up with the writes (revision $r0 and on)" it_until 30000 rev_at_least 3 "$r0"
@@ -142,8 +114,8 @@ check "promoting a learner that has not caught up, through a follower: etcd's re
 	grep -q "etcdserver: can only promote a learner member which is in sync with leader" <<<"$out"
 check "the follower forwarded it to the leader over the peer port" \
 	grep -q '"msg":"failed to promote a member"' "${logs[li]}"
-start_member 4 existing "$initial4"
-check "the learner ${names[4]} joins and answers" it_wait_healthy "${ports[8]}" 60
+it_cl_join 4 cetcd "$initial4"
+check "the learner ${names[4]} joins and answers" it_wait_healthy "${IT_CL_CPORT[4]}" 60
 read -r mid4 _ < <(ids_of 4)
 check "${names[4]} serves with the added id $lid" test "$(printf '%x' "$mid4")" = "$lid"
 r0=$(rev_of 0)
@@ -186,17 +158,17 @@ it_kv_stop "${wpids[victim]}" "$IT_TMP/writer.$victim.out" >/dev/null || true
 vid=$(printf '%x' "$(ids_of "$victim" | cut -d' ' -f1)")
 out=$(ctl --endpoints "$(ep 3)" member remove "$vid" 2>&1)
 check "member remove ${names[victim]} ($vid) through the joined member" grep -q "removed from cluster" <<<"$out"
-check "the removed member stops (launcher exits)" it_wait_gone "${pids[victim]}" 20000
+check "the removed member stops (launcher exits)" it_wait_gone "${IT_CL_PIDS[victim]}" 20000
 live=(0 2 3 4)
 check "writes go on after the removal" flowing
 check "every member lists the four others" \
-	it_until 10000 bash -c "$(declare -f ctl members_at ep); ports=(${ports[*]}); for i in ${live[*]}; do [[ \$(members_at \$i) == j0,j2,j3,j4 ]] || exit 1; done"
+	it_until 10000 all_list j0,j2,j3,j4
 
 # ---- the joined member restarted keeps its ids
 it_kv_stop "${wpids[3]}" "$IT_TMP/writer.3.out" >/dev/null || true
-stop_member 3
-start_member 3 existing "$initial3"
-check "${names[3]} restarts" it_wait_healthy "${ports[6]}" 60
+it_cl_stop 3
+it_cl_join 3 cetcd "$initial3"
+check "${names[3]} restarts" it_wait_healthy "${IT_CL_CPORT[3]}" 60
 read -r mid3b cid3b < <(ids_of 3)
 check "${names[3]} restarted with the same member and cluster id" \
 	test "$(printf '%x' "$mid3b")/$cid3b" = "$added/$cid"
@@ -206,11 +178,11 @@ check "writes go on after the restart" flowing
 # its stored and gatewayd restarted alone take the ids raftd published
 # (check's own variable is "what": the loop's is "daemon")
 for daemon in stored gatewayd-0; do
-	dpid=$(IT_CETCD_PID=${pids[3]} it_cetcd_child "$daemon") || dpid=""
+	dpid=$(IT_CETCD_PID=${IT_CL_PIDS[3]} it_cetcd_child "$daemon") || dpid=""
 	[[ -n $dpid ]] && kill -9 "$dpid"
 	check "${names[3]}'s $daemon SIGKILLed: the launcher starts it again" \
-		eval 'IT_CETCD_PID=${pids[3]} it_wait_child "$daemon" "$dpid" 30 >/dev/null'
-	check "${names[3]} answers after its $daemon restarted" it_wait_healthy "${ports[6]}" 30
+		eval 'IT_CETCD_PID=${IT_CL_PIDS[3]} it_wait_child "$daemon" "$dpid" 30 >/dev/null'
+	check "${names[3]} answers after its $daemon restarted" it_wait_healthy "${IT_CL_CPORT[3]}" 30
 	read -r mid3c cid3c < <(ids_of 3)
 	check "${names[3]}'s new $daemon serves with the joined ids" \
 		test "$(printf '%x' "$mid3c")/$cid3c" = "$added/$cid"
@@ -220,8 +192,8 @@ check "${names[3]}'s stored applies again: a put through it is read back" \
 
 # ---- joining without being added: etcd's refusal
 bad="${initial3},${names[5]}=$(purl 5)"
-start_member 5 existing "$bad"
-check "a member the cluster did not add is refused and stops" it_wait_gone "${pids[5]}" 30000
+it_cl_join 5 cetcd "$bad"
+check "a member the cluster did not add is refused and stops" it_wait_gone "${IT_CL_PIDS[5]}" 30000
 check "with etcd's error" it_wait_log "${logs[5]}" '"msg":"discovery failed".*member count is unequal' 5
 
 # ---- the end: nothing lost, all equal

@@ -20,7 +20,8 @@
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
 #   it_leads EP, it_same_state EP...   a member leads; members agree
-#   it_trio_init, it_trio_start ...  three members x0..x2 of either kind
+#   it_cl_init, it_cl_start ...   cluster members of either kind, their
+#                           leader, their stop; it_status, it_member_names
 #   it_hash EP              Maintenance.Hash and its header revision
 #   it_same_hashkv EP..., it_acked_at EP PREFIX ACKS N   HashKV; no put lost
 #   it_elected_after LOG MS ms from MS to a leader elected in LOG
@@ -438,51 +439,160 @@ it_etcd_start() {
 	it_track "$IT_ETCD_PID"
 }
 
-# ------------------------------------------------------------ three members
-# it_trio_init TOKEN: free ports for members x0, x1 and x2 (client, peer
-# each), their --initial-cluster with --initial-cluster-token TOKEN.
-# it_trio_ep I: member I's client endpoint; it_trio_log I: its log.
-# it_trio_start I KIND [flags...]: member I as KIND (cetcd, or etcd: then
-# with --logger zap), in the background; sets IT_TRIO_PIDS[I].
-# it_trio_stop I: SIGTERM, SIGKILL after 15 s.
-it_trio_init() {
+# ------------------------------------------------------------ cluster members
+# it_cl_init TOKEN COUNT [PREFIX [STEM]]: free loopback ports for COUNT
+# members named PREFIX0, PREFIX1, ... (default x0, x1, ...), a client and
+# a peer port each (IT_CL_CPORT[I], IT_CL_PPORT[I]; a test may set others
+# before the members start). Member I keeps its data in IT_TMP/STEM<name>,
+# its runtime dir in IT_RT/STEM<name> and its log in IT_CL_LOG[I]
+# (IT_TMP/STEM<name>.log; a test may point it elsewhere before a start).
+# It advertises the peer URL on IT_CL_APORT[I] (default: its peer port).
+# Members 0, 1 and 2 make the initial cluster, IT_CL_INITIAL, with
+# --initial-cluster-token TOKEN.
+it_cl_init() {
 	local i
-	IT_TRIO_TOKEN=$1
-	read -r -a IT_TRIO_PORTS < <(it_free_ports 6)
-	IT_TRIO_INITIAL=""
-	for i in 0 1 2; do
-		IT_TRIO_INITIAL+="${IT_TRIO_INITIAL:+,}x$i=http://127.0.0.1:${IT_TRIO_PORTS[2 * i + 1]}"
+	IT_CL_TOKEN=$1
+	IT_CL_STEM=${4:-}
+	IT_CL_NAMES=() IT_CL_CPORT=() IT_CL_PPORT=() IT_CL_APORT=() IT_CL_LOG=() IT_CL_PIDS=()
+	read -r -a IT_CL_PORTS < <(it_free_ports $((2 * $2)))
+	for ((i = 0; i < $2; i++)); do
+		IT_CL_NAMES[i]=${3:-x}$i
+		IT_CL_CPORT[i]=${IT_CL_PORTS[2 * i]}
+		IT_CL_PPORT[i]=${IT_CL_PORTS[2 * i + 1]}
+		IT_CL_APORT[i]=${IT_CL_PPORT[i]}
+		IT_CL_LOG[i]=$IT_TMP/$IT_CL_STEM${IT_CL_NAMES[i]}.log
 	done
-	IT_TRIO_PIDS=()
+	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
 }
-it_trio_ep() { echo "127.0.0.1:${IT_TRIO_PORTS[2 * $1]}"; }
-it_trio_log() { echo "$IT_TMP/x$1.log"; }
-it_trio_start() {
-	local i=$1 kind=$2 bin extra=()
+# it_cl_ep I: member I's client endpoint (host:port); it_cl_purl I: the
+# peer URL it advertises; it_cl_log I: its log.
+it_cl_ep() { echo "127.0.0.1:${IT_CL_CPORT[$1]}"; }
+it_cl_purl() { echo "http://127.0.0.1:${IT_CL_APORT[$1]}"; }
+it_cl_log() { echo "${IT_CL_LOG[$1]}"; }
+# it_cl_initial I...: --initial-cluster for members I... (name=peer URL).
+it_cl_initial() {
+	local i s=""
+	for i in "$@"; do s+="${s:+,}${IT_CL_NAMES[i]}=$(it_cl_purl "$i")"; done
+	echo "$s"
+}
+
+# it_cl_start I KIND [flags...]: member I as KIND (cetcd, or Debian's etcd)
+# in the background, in the initial cluster IT_CL_INITIAL, its stdout and
+# stderr appended to its log; sets IT_CL_PIDS[I]. The flags follow
+# (etcd's --logger zap --log-outputs stderr when a test reads etcd's log
+# as JSON lines).
+# it_cl_join I KIND INITIAL [flags...]: the same for a member added to a
+# running cluster: --initial-cluster INITIAL --initial-cluster-state
+# existing.
+it_cl_start() {
+	local i=$1 kind=$2
+	shift 2
+	it_cl_run "$i" "$kind" --initial-cluster "$IT_CL_INITIAL" "$@"
+}
+it_cl_join() {
+	local i=$1 kind=$2 initial=$3
+	shift 3
+	it_cl_run "$i" "$kind" --initial-cluster "$initial" --initial-cluster-state existing "$@"
+}
+it_cl_run() {
+	local i=$1 kind=$2 bin extra=() stem=$IT_CL_STEM${IT_CL_NAMES[$1]}
 	shift 2
 	if [[ $kind == etcd ]]; then
 		bin=$(command -v etcd)
-		extra=(--logger zap --log-outputs stderr)
 	else
 		bin=$IT_BIN/cetcd
-		mkdir -p "$IT_RT/x$i"
-		extra=(--runtime-dir "$IT_RT/x$i")
+		mkdir -p "$IT_RT/$stem"
+		chmod 700 "$IT_RT/$stem"
+		extra=(--runtime-dir "$IT_RT/$stem")
 	fi
-	"$bin" --name "x$i" --data-dir "$IT_TMP/x$i" "${extra[@]}" \
-		--listen-client-urls "http://127.0.0.1:${IT_TRIO_PORTS[2 * i]}" \
-		--advertise-client-urls "http://127.0.0.1:${IT_TRIO_PORTS[2 * i]}" \
-		--listen-peer-urls "http://127.0.0.1:${IT_TRIO_PORTS[2 * i + 1]}" \
-		--initial-advertise-peer-urls "http://127.0.0.1:${IT_TRIO_PORTS[2 * i + 1]}" \
-		--initial-cluster "$IT_TRIO_INITIAL" --initial-cluster-token "$IT_TRIO_TOKEN" "$@" \
-		2>>"$(it_trio_log "$i")" >&2 &
-	IT_TRIO_PIDS[i]=$!
-	it_track "${IT_TRIO_PIDS[i]}"
+	"$bin" --name "${IT_CL_NAMES[i]}" --data-dir "$IT_TMP/$stem" "${extra[@]}" \
+		--listen-client-urls "http://$(it_cl_ep "$i")" \
+		--advertise-client-urls "http://$(it_cl_ep "$i")" \
+		--listen-peer-urls "http://127.0.0.1:${IT_CL_PPORT[i]}" \
+		--initial-advertise-peer-urls "$(it_cl_purl "$i")" \
+		--initial-cluster-token "$IT_CL_TOKEN" "$@" 2>>"${IT_CL_LOG[i]}" >&2 &
+	IT_CL_PIDS[i]=$!
+	it_track "${IT_CL_PIDS[i]}"
 }
-it_trio_stop() {
-	local pid=${IT_TRIO_PIDS[$1]}
-	kill -TERM "$pid" 2>/dev/null || true
-	it_wait_gone "$pid" 15000 || kill -9 "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
+
+# it_cl_answers I [WHAT]: member I answers within 60 s (it_wait_healthy);
+# when it does not, fail "WHAT" (default: "member NAME answers") and the
+# end of its log are shown, and it returns 1.
+it_cl_answers() {
+	it_wait_healthy "${IT_CL_CPORT[$1]}" 60 && return 0
+	fail "${2:-member ${IT_CL_NAMES[$1]} answers}"
+	tail -n 30 "${IT_CL_LOG[$1]}"
+	return 1
+}
+
+# it_cl_leader [I...]: the first of members I... (default 0, 1 and 2) that
+# says it leads; fails when none does.
+it_cl_leader() {
+	local i
+	(($#)) || set -- 0 1 2
+	for i in "$@"; do
+		it_leads "$(it_cl_ep "$i")" && { echo "$i"; return 0; }
+	done
+	return 1
+}
+# it_cl_but I...: members 0, 1 and 2 but I... (a list of indexes).
+it_cl_but() {
+	local i
+	for i in 0 1 2; do
+		[[ " $* " == *" $i "* ]] || echo "$i"
+	done
+}
+# it_cl_current_leader [WHAT]: the leader of members 0, 1 and 2, waiting
+# up to 10 s for one (a resumed member may call an election just then);
+# when none leads, fail "WHAT" (default "a member leads"), the summary, and
+# the test exits.
+it_cl_current_leader() {
+	if it_until 10000 it_cl_leader >/dev/null; then
+		it_cl_leader
+		return 0
+	fi
+	fail "${1:-a member leads}"
+	it_summary
+	exit 1
+}
+
+# it_cl_procs I: member I's processes: etcd, or the launcher and its
+# daemons.
+it_cl_procs() { echo "${IT_CL_PIDS[$1]}" $(pgrep -P "${IT_CL_PIDS[$1]}" 2>/dev/null || true); }
+# it_cl_kill I: SIGKILL to member I and to every process running on its
+# data dir.
+it_cl_kill() {
+	local p
+	kill -9 "${IT_CL_PIDS[$1]}" 2>/dev/null || true
+	for p in $(pgrep -f -- "--data-dir $IT_TMP/$IT_CL_STEM${IT_CL_NAMES[$1]}( |$)"); do
+		kill -9 "$p" 2>/dev/null || true
+	done
+}
+# it_cl_stop I...: SIGTERM to members I..., then SIGKILL to any still
+# there after 20 s.
+it_cl_stop() {
+	local i
+	for i in "$@"; do kill -TERM "${IT_CL_PIDS[i]}" 2>/dev/null || true; done
+	for i in "$@"; do
+		it_wait_gone "${IT_CL_PIDS[i]}" 20000 || kill -9 "${IT_CL_PIDS[i]}" 2>/dev/null || true
+		wait "${IT_CL_PIDS[i]}" 2>/dev/null || true
+	done
+}
+
+# it_status EP EXPR: the Python expression EXPR over d, the "Status" of
+# `etcdctl endpoint status -w json` at EP; it_member_id EP: the member id
+# (hex); it_revision EP: the store revision.
+it_status() {
+	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$1" endpoint status -w json 2>/dev/null |
+		python3 -c "import json,sys; d=json.load(sys.stdin)[0]['Status']; print($2)"
+}
+it_member_id() { it_status "$1" '"%x" % d["header"]["member_id"]'; }
+it_revision() { it_status "$1" 'd["header"]["revision"]'; }
+# it_member_names EP: the names of the members EP lists, sorted, joined by
+# commas ("?" for one not started yet).
+it_member_names() {
+	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$1" member list -w json |
+		python3 -c 'import json,sys; print(",".join(sorted(m.get("name") or "?" for m in json.load(sys.stdin)["members"])))'
 }
 
 # ------------------------------------------------------------ kvclient

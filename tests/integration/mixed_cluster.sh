@@ -24,48 +24,18 @@ ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
 # run_cluster LABEL KIND0 KIND1 KIND2: one cluster of those kinds.
 run_cluster() {
 	local label=$1 i
-	local -a kinds=("$2" "$3" "$4") ports pids logs acks wpids
-	read -r -a ports < <(it_free_ports 6)
-	local initial=""
-	for i in 0 1 2; do
-		initial+="${initial:+,}x$i=http://127.0.0.1:${ports[2 * i + 1]}"
-	done
-	ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
-	start() {
-		local i=$1 bin rt
-		[[ ${kinds[i]} == etcd ]] && bin=$(command -v etcd) || bin=$IT_BIN/cetcd
-		rt="$IT_RT/$label.x$i"
-		mkdir -p "$rt"
-		local extra=()
-		[[ ${kinds[i]} == cetcd ]] && extra=(--runtime-dir "$rt")
-		"$bin" --name "x$i" --data-dir "$IT_TMP/$label.x$i" "${extra[@]}" \
-			--listen-client-urls "http://127.0.0.1:${ports[2 * i]}" \
-			--advertise-client-urls "http://127.0.0.1:${ports[2 * i]}" \
-			--listen-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
-			--initial-advertise-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
-			--initial-cluster "$initial" --initial-cluster-token "$label" \
-			2>>"$IT_TMP/$label.x$i.log" >&2 &
-		pids[i]=$!
-		it_track "${pids[i]}"
-	}
-	status_of() { ctl --endpoints "$(ep "$1")" endpoint status -w json 2>/dev/null; }
-	id_of() { status_of "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["member_id"])'; }
+	local -a kinds=("$2" "$3" "$4") acks wpids
+	it_cl_init "$label" 3 x "$label."
+	ep() { it_cl_ep "$1"; }
+	start() { it_cl_start "$1" "${kinds[$1]}"; }
 	leads() { it_leads "$(ep "$1")"; }
 
 	echo "# $label: ${kinds[*]}"
 	for i in 0 1 2; do start "$i"; done
-	for i in 0 1 2; do
-		if ! it_wait_healthy "${ports[2 * i]}" 60; then
-			fail "$label: x$i (${kinds[i]}) answers"
-			tail -n 20 "$IT_TMP/$label.x$i.log"
-			return 1
-		fi
-	done
+	for i in 0 1 2; do it_cl_answers "$i" "$label: x$i (${kinds[i]}) answers" || return 1; done
 	ok "$label: three members answer"
-	local list
-	list=$(ctl --endpoints "$(ep 2)" member list -w json)
 	check "$label: every member lists three started members" \
-		test "$(python3 -c 'import json,sys; print(",".join(sorted(m.get("name","") for m in json.load(sys.stdin)["members"])))' <<<"$list")" = "x0,x1,x2"
+		test "$(it_member_names "$(ep 2)")" = "x0,x1,x2"
 
 	for i in 0 1 2; do
 		acks[i]=$IT_TMP/$label.acks.$i
@@ -82,10 +52,8 @@ run_cluster() {
 	# the leader to each member in turn
 	local target tid lead
 	for target in 0 1 2; do
-		tid=$(printf '%x' "$(id_of "$target")" 2>/dev/null) ||
-			tid=$(python3 -c "print('%x' % $(id_of "$target"))")
-		lead=""
-		for i in 0 1 2; do leads "$i" && lead=$i; done
+		tid=$(it_member_id "$(ep "$target")")
+		lead=$(it_cl_leader) || lead=""
 		if [[ -n $lead && $lead != "$target" ]]; then
 			ctl --endpoints "$(ep "$lead")" move-leader "$tid" >/dev/null 2>&1 || true
 		fi
@@ -98,11 +66,10 @@ run_cluster() {
 	for kind in etcd cetcd; do
 		victim=""
 		for i in 0 1 2; do [[ ${kinds[i]} == "$kind" ]] && victim=$i; done
-		kill -9 "${pids[victim]}"
-		for p in $(pgrep -f -- "--data-dir $IT_TMP/$label.x$victim( |$)"); do kill -9 "$p" 2>/dev/null || true; done
+		it_cl_kill "$victim"
 		check "$label: $kind member x$victim SIGKILLed: writes go on" flowing
 		start "$victim"
-		check "$label: $kind member x$victim comes back" it_wait_healthy "${ports[2 * victim]}" 60
+		check "$label: $kind member x$victim comes back" it_wait_healthy "${IT_CL_CPORT[victim]}" 60
 		check "$label: writes go on after x$victim restarted" flowing
 	done
 
@@ -128,8 +95,7 @@ run_cluster() {
 	echo "$hashes" | sed 's/^/    hash /'
 	check "$label: all members report the same Maintenance.Hash" \
 		test "$(sort -u <<<"$hashes" | wc -l)" = 1
-	for i in 0 1 2; do kill -TERM "${pids[i]}" 2>/dev/null || true; done
-	for i in 0 1 2; do it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true; done
+	it_cl_stop 0 1 2
 }
 
 run_cluster a etcd etcd cetcd

@@ -31,40 +31,20 @@ ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
 # of four TO members.
 run_replace() {
 	local label=$1 from=$2 to=$3 i
-	local -a kinds ports pids acks wpids live
-	read -r -a ports < <(it_free_ports 14)
-	ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
-	purl() { echo "http://127.0.0.1:${ports[2 * $1 + 1]}"; }
-	# start I KIND STATE INITIAL
-	start() {
-		local i=$1 bin extra=() rt="$IT_RT/$label.x$1"
-		kinds[i]=$2
-		if [[ $2 == etcd ]]; then
-			bin=$(command -v etcd)
-		else
-			bin=$IT_BIN/cetcd
-			mkdir -p "$rt"
-			chmod 700 "$rt"
-			extra=(--runtime-dir "$rt")
-		fi
-		"$bin" --name "x$i" --data-dir "$IT_TMP/$label.x$i" "${extra[@]}" \
-			--listen-client-urls "http://$(ep "$i")" --advertise-client-urls "http://$(ep "$i")" \
-			--listen-peer-urls "$(purl "$i")" --initial-advertise-peer-urls "$(purl "$i")" \
-			--initial-cluster "$4" --initial-cluster-state "$3" --initial-cluster-token "$label" \
-			--snapshot-count 500 2>>"$IT_TMP/$label.x$i.log" >&2 &
-		pids[i]=$!
-		it_track "${pids[i]}"
-	}
-	status_json() { ctl --endpoints "$(ep "$1")" endpoint status -w json 2>/dev/null; }
-	rev_of() { status_json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["revision"])'; }
+	local -a kinds acks wpids live
+	it_cl_init "$label" 7 x "$label."
+	ep() { it_cl_ep "$1"; }
+	purl() { it_cl_purl "$1"; }
+	# start I KIND: one of the first three; join_as I KIND INITIAL: a member
+	# added to the running cluster
+	start() { kinds[$1]=$2; it_cl_start "$1" "$2" --snapshot-count 500; }
+	join_as() { kinds[$1]=$2; it_cl_join "$1" "$2" "$3" --snapshot-count 500; }
+	rev_of() { it_revision "$(ep "$1")"; }
 	rev_at_least() { local r; r=$(rev_of "$1") && ((r >= $2)); }
-	id_of() { printf '%x' "$(status_json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["member_id"])')"; }
+	id_of() { it_member_id "$(ep "$1")"; }
 	live_eps() { local i s=""; for i in "${live[@]}"; do s+="${s:+ }$(ep "$i")"; done; echo "$s"; }
 	# the names the member at $1 lists, sorted ("?" for one not started)
-	names_at() {
-		ctl --endpoints "$(ep "$1")" member list -w json |
-			python3 -c 'import json,sys; print(",".join(sorted(m.get("name") or "?" for m in json.load(sys.stdin)["members"])))'
-	}
+	names_at() { it_member_names "$(ep "$1")"; }
 	all_list() {
 		local want=$1 i
 		for i in "${live[@]}"; do [[ $(names_at "$i") == "$want" ]] || return 1; done
@@ -100,9 +80,9 @@ run_replace() {
 		initial=$(sed -nE 's/^ETCD_INITIAL_CLUSTER="(.*)"$/\1/p' <<<"$out")
 		check "$label: member add x$i ($to) through x$via (${kinds[via]})" test -n "$added" -a -n "$initial"
 		[[ $as == learner ]] && promote_refused "$added"
-		start "$i" "$to" existing "$initial"
+		join_as "$i" "$to" "$initial"
 		[[ $as == learner ]] && promote_accepted "$i" "$added"
-		it_member_answers "${ports[2 * i]}" "$IT_TMP/$label.x$i.log" "$label: x$i ($to) joins and answers" ||
+		it_member_answers "${IT_CL_CPORT[i]}" "$IT_TMP/$label.x$i.log" "$label: x$i ($to) joins and answers" ||
 			return 1
 		check "$label: x$i serves with the id the cluster gave it ($added)" test "$(id_of "$i")" = "$added"
 		r0=$(rev_of "$via")
@@ -161,20 +141,15 @@ run_replace() {
 		out=$(cat "$IT_TMP/$label.rm.$i")
 		check "$label: member remove x$i (${kinds[i]}, $id) through x$via" grep -q "removed from cluster" <<<"$out"
 		live=("${rest[@]}")
-		if ! it_wait_gone "${pids[i]}" 15000; then
-			kill -TERM "${pids[i]}" 2>/dev/null || true
-			it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true
-		fi
+		it_wait_gone "${IT_CL_PIDS[i]}" 15000 || it_cl_stop "$i"
 		check "$label: writes go on without x$i" flowing
 		check "$label: every member lists $(want_names)" it_until 20000 all_list "$(want_names)"
 	}
 
 	echo "# $label: three $from members become four $to members"
-	local initial=""
-	for i in 0 1 2; do initial+="${initial:+,}x$i=$(purl "$i")"; done
-	for i in 0 1 2; do start "$i" "$from" new "$initial"; done
+	for i in 0 1 2; do start "$i" "$from"; done
 	for i in 0 1 2; do
-		it_member_answers "${ports[2 * i]}" "$IT_TMP/$label.x$i.log" "$label: x$i ($from) answers" ||
+		it_member_answers "${IT_CL_CPORT[i]}" "$IT_TMP/$label.x$i.log" "$label: x$i ($from) answers" ||
 			return 1
 	done
 	live=(0 1 2)
@@ -216,8 +191,7 @@ run_replace() {
 	check "$label: all members report the same revision and raft index" \
 		it_until 15000 it_same_state $(live_eps)
 	check "$label: all members report the same HashKV" it_same_hashkv $(live_eps)
-	for i in "${live[@]}"; do kill -TERM "${pids[i]}" 2>/dev/null || true; done
-	for i in "${live[@]}"; do it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true; done
+	it_cl_stop "${live[@]}"
 }
 
 run_replace c etcd cetcd

@@ -28,19 +28,21 @@ ELECTION_MS=1000
 # run LABEL KIND0 KIND1 KIND2: the whole scenario on one cluster of those kinds
 # (etcd or cetcd).
 run() {
-	local -a kinds=("$2" "$3" "$4") ports pids logs ids acks wpids others
+	local -a kinds=("$2" "$3" "$4") ports ids acks wpids others
 	local label=$1 i li fi_ t0 took stalled what old n out ackfiles proxy
 	echo "# $label: ${kinds[*]}"
+	it_cl_init "$label" 3 "$label"
+	local names=("${IT_CL_NAMES[@]}")
 	# per member: client port, real peer port, advertised (proxy) peer port
 	read -r -a ports < <(it_free_ports 9)
-	cport() { echo "${ports[3 * $1]}"; }
-	pport() { echo "${ports[3 * $1 + 1]}"; }
-	aport() { echo "${ports[3 * $1 + 2]}"; }
-	local names=("$label"0 "$label"1 "$label"2)
-	local initial=""
 	for i in 0 1 2; do
-		initial+="${initial:+,}${names[i]}=http://127.0.0.1:$(aport "$i")"
+		IT_CL_CPORT[i]=${ports[3 * i]}
+		IT_CL_PPORT[i]=${ports[3 * i + 1]}
+		IT_CL_APORT[i]=${ports[3 * i + 2]}
 	done
+	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
+	pport() { echo "${IT_CL_PPORT[$1]}"; }
+	aport() { echo "${IT_CL_APORT[$1]}"; }
 
 	CUT=$IT_TMP/$label.cut
 	: >"$CUT"
@@ -50,43 +52,18 @@ run() {
 	it_track "$proxy"
 	it_until 10000 grep -q '^ready' "$IT_TMP/$label.proxy.log" || { fail "$label: the peer proxy starts"; return 1; }
 
-	start_member() {
-		local i=$1 log=$2 rt="$IT_RT/${names[$1]}"
-		logs[i]=$log
-		mkdir -p "$rt"
-		chmod 700 "$rt"
-		local bin=$IT_BIN/cetcd extra=(--runtime-dir "$rt")
-		[[ ${kinds[i]} == etcd ]] && bin=$(command -v etcd) extra=(--logger zap --log-outputs stderr)
-		"$bin" --name "${names[i]}" --data-dir "$IT_TMP/${names[i]}" "${extra[@]}" \
-			--listen-client-urls "http://127.0.0.1:$(cport "$i")" \
-			--advertise-client-urls "http://127.0.0.1:$(cport "$i")" \
-			--listen-peer-urls "http://127.0.0.1:$(pport "$i")" \
-			--initial-advertise-peer-urls "http://127.0.0.1:$(aport "$i")" \
-			--initial-cluster "$initial" --initial-cluster-token "$label" \
-			--election-timeout "$ELECTION_MS" 2>>"$log" &
-		pids[i]=$!
-		it_track "${pids[i]}"
-	}
-	ep() { echo "127.0.0.1:$(cport "$1")"; }
-	ctl() { ETCDCTL_API=3 etcdctl --command-timeout 5s "$@"; }
+	local zap=()
+	for i in 0 1 2; do
+		# etcd's log as JSON lines, as cetcd's (it_elected_after)
+		[[ ${kinds[i]} == etcd ]] && zap=(--logger zap --log-outputs stderr) || zap=()
+		it_cl_start "$i" "${kinds[i]}" "${zap[@]}" --election-timeout "$ELECTION_MS"
+	done
+	ep() { it_cl_ep "$1"; }
 
-	for i in 0 1 2; do
-		start_member "$i" "$IT_TMP/${names[i]}.log"
-	done
-	for i in 0 1 2; do
-		if ! it_wait_healthy "$(cport "$i")" 60; then
-			fail "$label: member ${names[i]} answers"
-			tail -n 30 "${logs[i]}"
-			exit 1
-		fi
-	done
+	for i in 0 1 2; do it_cl_answers "$i" "$label: member ${names[i]} answers" || exit 1; done
 	ok "$label: three members answer through the peer proxy"
 
-	member_id() {
-		ctl --endpoints "$(ep "$1")" endpoint status -w json |
-			python3 -c 'import json,sys; print("%x" % json.load(sys.stdin)[0]["Status"]["header"]["member_id"])'
-	}
-	for i in 0 1 2; do ids[i]=$(member_id "$i"); done
+	for i in 0 1 2; do ids[i]=$(it_member_id "$(ep "$i")"); done
 	# the proxy's control: which member each proxy port fronts, and (cut_off
 	# ID) which member is cut off, if any
 	cut_off() {
@@ -99,24 +76,8 @@ run() {
 	cut_off
 
 	# the index of a member that leads among those not in $1 (a list)
-	leader_among() {
-		local i
-		for i in 0 1 2; do
-			[[ " ${1:-} " == *" $i "* ]] && continue
-			it_leads "$(ep "$i")" && { echo "$i"; return 0; }
-		done
-		return 1
-	}
-	current_leader() {
-		if it_until 10000 leader_among >/dev/null; then
-			leader_among
-			return 0
-		fi
-		fail "$label: a member leads"
-		it_summary
-		exit 1
-	}
-	check "$label: one member leads" it_until 10000 leader_among
+	leader_among() { it_cl_leader $(it_cl_but ${1:-}); }
+	check "$label: one member leads" it_until 10000 it_cl_leader
 
 	for i in 0 1 2; do
 		acks[i]=$IT_TMP/$label.acks.$i
@@ -132,16 +93,15 @@ run() {
 	writes_through() { local at; at=$(acks_of "$1"); it_until 30000 grown "$1" $((at + 20)); }
 
 	# ---- the leader cut off
-	li=$(current_leader)
+	li=$(it_cl_current_leader "$label: a member leads")
 	cut_off "${ids[li]}"
-	others=()
-	for i in 0 1 2; do [[ $i != "$li" ]] && others+=("$i"); done
+	mapfile -t others < <(it_cl_but "$li")
 	check "$label: cut off the leader (${names[li]}): the other two elect a leader" \
 		it_until 10000 leader_among "$li"
 	# from the cut, as the proxy applied it, to the first leader the
 	# other two log
 	t0=$(sed -n "s/^cut at \([0-9]*\): ${ids[li]}\$/\1/p" "$IT_TMP/$label.proxy.log" | tail -n 1)
-	took=$(for i in "${others[@]}"; do it_elected_after "${logs[i]}" "${t0:-0}"; done | sort -n | head -n 1)
+	took=$(for i in "${others[@]}"; do it_elected_after "$(it_cl_log "$i")" "${t0:-0}"; done | sort -n | head -n 1)
 	echo "  a leader among the other two ${took:-?} ms after the cut (election timeout $ELECTION_MS ms)"
 	# two election timeouts, and two ticks for the clock's grain and the
 	# vote's round trip
@@ -159,7 +119,7 @@ run() {
 		it_until 10000 leader_among "$li"
 
 	# ---- a follower cut off
-	li=$(current_leader)
+	li=$(it_cl_current_leader "$label: a member leads")
 	fi_=$(((li + 1) % 3))
 	cut_off "${ids[fi_]}"
 	sleep $((2 * ELECTION_MS / 1000 + 1))
@@ -182,12 +142,12 @@ run() {
 		done
 	}
 	for what in stored raftd; do
-		li=$(current_leader)
+		li=$(it_cl_current_leader "$label: a member leads")
 		fi_=$(cetcd_follower "$li")
-		old=$(IT_CETCD_PID=${pids[fi_]} it_cetcd_child "$what")
+		old=$(IT_CETCD_PID=${IT_CL_PIDS[fi_]} it_cetcd_child "$what")
 		kill -9 "$old"
 		check "$label: SIGKILL of ${names[fi_]}'s $what alone: the launcher restarts it" \
-			it_until 20000 restarted "${pids[fi_]}" "$what" "$old"
+			it_until 20000 restarted "${IT_CL_PIDS[fi_]}" "$what" "$old"
 		check "$label: writes through ${names[fi_]} are acknowledged again" writes_through "$fi_"
 	done
 
@@ -209,8 +169,7 @@ run() {
 	check "$label: all members report the same HashKV" it_same_hashkv "$(ep 0)" "$(ep 1)" "$(ep 2)"
 	grep -c '^closing\|^refused' "$IT_TMP/$label.proxy.log" | sed 's/^/  connections the proxy refused or cut: /'
 	kill "$proxy" 2>/dev/null || true
-	for i in 0 1 2; do kill -TERM "${pids[i]}" 2>/dev/null || true; done
-	for i in 0 1 2; do it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true; done
+	it_cl_stop 0 1 2
 }
 
 run p cetcd cetcd cetcd

@@ -32,52 +32,23 @@ ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
 # restarted raftd must hand the restarted stored the db again.
 run_case() {
 	local label=$1 lead_at=$5 lag=$6 crash=${7:-} i
-	local -a kinds=("$2" "$3" "$4") ports pids acks wpids
-	read -r -a ports < <(it_free_ports 6)
-	local initial=""
-	for i in 0 1 2; do
-		initial+="${initial:+,}s$i=http://127.0.0.1:${ports[2 * i + 1]}"
-	done
-	ep() { echo "127.0.0.1:${ports[2 * $1]}"; }
-	logf() { echo "$IT_TMP/$label.s$1.log"; }
-	start() {
-		local i=$1 bin rt
-		[[ ${kinds[i]} == etcd ]] && bin=$(command -v etcd) || bin=$IT_BIN/cetcd
-		rt="$IT_RT/$label.s$i"
-		mkdir -p "$rt"
-		local extra=()
-		[[ ${kinds[i]} == cetcd ]] && extra=(--runtime-dir "$rt")
-		"$bin" --name "s$i" --data-dir "$IT_TMP/$label.s$i" "${extra[@]}" \
-			--listen-client-urls "http://127.0.0.1:${ports[2 * i]}" \
-			--advertise-client-urls "http://127.0.0.1:${ports[2 * i]}" \
-			--listen-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
-			--initial-advertise-peer-urls "http://127.0.0.1:${ports[2 * i + 1]}" \
-			--initial-cluster "$initial" --initial-cluster-token "$label" \
-			--snapshot-count 100 2>>"$(logf "$i")" >&2 &
-		pids[i]=$!
-		it_track "${pids[i]}"
-	}
-	# the member's processes: etcd, or the launcher and its daemons
-	procs() { echo "${pids[$1]}" $(pgrep -P "${pids[$1]}" 2>/dev/null || true); }
-	status_of() { ctl --endpoints "$(ep "$1")" endpoint status -w json 2>/dev/null; }
-	id_of() { status_of "$1" | python3 -c 'import json,sys; print("%x" % json.load(sys.stdin)[0]["Status"]["header"]["member_id"])'; }
-	index_of() { status_of "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["raftIndex"])' 2>/dev/null || echo 0; }
+	local -a kinds=("$2" "$3" "$4") acks wpids
+	it_cl_init "$label" 3 s "$label."
+	ep() { it_cl_ep "$1"; }
+	logf() { it_cl_log "$1"; }
+	start() { it_cl_start "$1" "${kinds[$1]}" --snapshot-count 100; }
+	procs() { it_cl_procs "$1"; }
+	index_of() { it_status "$(ep "$1")" 'd["raftIndex"]' 2>/dev/null || echo 0; }
 	leads() { it_leads "$(ep "$1")"; }
 
 	echo "# $label: ${kinds[*]}, leader s$lead_at (${kinds[lead_at]}), s$lag (${kinds[lag]}) falls behind"
 	for i in 0 1 2; do start "$i"; done
-	for i in 0 1 2; do
-		if ! it_wait_healthy "${ports[2 * i]}" 60; then
-			fail "$label: s$i (${kinds[i]}) answers"
-			tail -n 20 "$(logf "$i")"
-			return 1
-		fi
-	done
+	for i in 0 1 2; do it_cl_answers "$i" "$label: s$i (${kinds[i]}) answers" || return 1; done
 	ok "$label: three members answer"
-	local lead=""
-	for i in 0 1 2; do leads "$i" && lead=$i; done
+	local lead
+	lead=$(it_cl_leader) || lead=""
 	if [[ $lead != "$lead_at" ]]; then
-		ctl --endpoints "$(ep "${lead:-0}")" move-leader "$(id_of "$lead_at")" >/dev/null 2>&1 || true
+		ctl --endpoints "$(ep "${lead:-0}")" move-leader "$(it_member_id "$(ep "$lead_at")")" >/dev/null 2>&1 || true
 	fi
 	check "$label: s$lead_at (${kinds[lead_at]}) leads" it_until 15000 leads "$lead_at"
 
@@ -123,7 +94,7 @@ run_case() {
 			it_wait_log "$(logf "$lag")" '"msg":"handed stored a received snapshot to install"' 60
 		kill -9 "$raftd_pid" "$stored_pid"
 		ok "$label: its raftd and its stopped stored SIGKILLed"
-		check "$label: the member comes back" it_wait_healthy "${ports[2 * lag]}" 60
+		check "$label: the member comes back" it_wait_healthy "${IT_CL_CPORT[lag]}" 60
 		check "$label: the restarted raftd starts from the received snapshot" \
 			it_wait_log "$(logf "$lag")" '"msg":"recovered v2 store from snapshot"' 30
 	else
@@ -151,11 +122,10 @@ run_case() {
 	flowing() { local at; at=$(all_acks); it_until 30000 more_acks $((at + 20)); }
 	check "$label: writes go on" flowing
 	# a restart from the snapshot it received
-	kill -TERM "${pids[lag]}"
-	it_wait_gone "${pids[lag]}" 15000 || kill -9 "${pids[lag]}"
+	it_cl_stop "$lag"
 	start "$lag"
 	check "$label: s$lag (${kinds[lag]}) restarts after the snapshot" \
-		it_wait_healthy "${ports[2 * lag]}" 60
+		it_wait_healthy "${IT_CL_CPORT[lag]}" 60
 	check "$label: writes go on" flowing
 
 	for i in "${writers[@]}"; do it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out" >/dev/null || true; done
@@ -171,15 +141,8 @@ run_case() {
 		check "$label: all $n acknowledged puts are there through s$i (${kinds[i]})" \
 			test "$(it_kv_val "$out" acks-found)" -eq "$n" -a "$(it_kv_val "$out" violations)" -eq 0
 	done
-	local hashes
-	hashes=$(for i in 0 1 2; do
-		ctl --endpoints "$(ep "$i")" endpoint hashkv -w json |
-			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
-	done)
-	echo "$hashes" | sed 's/^/    hashkv /'
-	check "$label: all members report the same HashKV" test "$(sort -u <<<"$hashes" | wc -l)" = 1
-	for i in 0 1 2; do kill -TERM "${pids[i]}" 2>/dev/null || true; done
-	for i in 0 1 2; do it_wait_gone "${pids[i]}" 15000 || kill -9 "${pids[i]}" 2>/dev/null || true; done
+	check "$label: all members report the same HashKV" it_same_hashkv "$(ep 0)" "$(ep 1)" "$(ep 2)"
+	it_cl_stop 0 1 2
 }
 
 cases=${SNAP_CLUSTER_CASES:-a b c d}
