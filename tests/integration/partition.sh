@@ -77,6 +77,7 @@ run() {
 
 	# the index of a member that leads among those not in $1 (a list)
 	leader_among() { it_cl_leader $(it_cl_but ${1:-}); }
+	current_leader() { it_cl_current_leader "$label: a member leads"; }
 	check "$label: one member leads" it_until 10000 it_cl_leader
 
 	for i in 0 1 2; do
@@ -93,7 +94,7 @@ run() {
 	writes_through() { local at; at=$(acks_of "$1"); it_until 30000 grown "$1" $((at + 20)); }
 
 	# ---- the leader cut off
-	li=$(it_cl_current_leader "$label: a member leads")
+	li=$(current_leader)
 	cut_off "${ids[li]}"
 	mapfile -t others < <(it_cl_but "$li")
 	check "$label: cut off the leader (${names[li]}): the other two elect a leader" \
@@ -119,7 +120,7 @@ run() {
 		it_until 10000 leader_among "$li"
 
 	# ---- a follower cut off
-	li=$(it_cl_current_leader "$label: a member leads")
+	li=$(current_leader)
 	fi_=$(((li + 1) % 3))
 	cut_off "${ids[fi_]}"
 	sleep $((2 * ELECTION_MS / 1000 + 1))
@@ -142,7 +143,7 @@ run() {
 		done
 	}
 	for what in stored raftd; do
-		li=$(it_cl_current_leader "$label: a member leads")
+		li=$(current_leader)
 		fi_=$(cetcd_follower "$li")
 		old=$(IT_CETCD_PID=${IT_CL_PIDS[fi_]} it_cetcd_child "$what")
 		kill -9 "$old"
