@@ -454,8 +454,9 @@ int lessor_checkpoint(struct lessor *l, struct btree_txn *t, int64_t id, int64_t
 }
 
 /* etcd's Promote: every lease restarts from its remaining TTL plus
- * extend; with many leases, those that would expire in the same second
- * beyond 3/4 of the revoke rate are spread over later seconds. */
+ * extend. (etcd also spreads leases that would expire in the same second
+ * beyond 3/4 of its revoke rate over later seconds; here the revoke
+ * batches alone bound the rate.) */
 static void lessor_promote(struct lessor *l, int64_t now_ns)
 {
 	for (size_t i = 0; i < l->nbuckets; i++)
