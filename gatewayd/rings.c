@@ -399,6 +399,29 @@ void gw_promote(struct gw_server *s, struct grpc_call *call, uint64_t member_id)
 	gw_ask_raftd(s, call, MSG_PROMOTE, member_id);
 }
 
+void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg_keepalive *m,
+		   bool stream)
+{
+	struct msg_keepalive rec = *m;
+	struct pending_req *p = pending_add(&s->pending, PENDING_PROPOSE, grpc_call_id(call),
+					    s->now_ns + s->request_timeout_ns);
+
+	if (!p) {
+		gw_refuse_too_many(s, call);
+		return;
+	}
+	pending_origin(&s->pending, p, &rec.origin);
+	if (ring_push(gw_ring(s, SHM_SLOT_TO_STORED), MSG_KEEPALIVE, &rec, sizeof(rec)) != 0) {
+		pending_remove(&s->pending, p);
+		gw_refuse_too_many(s, call);
+		return;
+	}
+	if (stream)
+		p->tag = GW_PENDING_TAG_STREAM;
+	else
+		gw_call_set(call, GW_CALL_PENDING, p->request_id);
+}
+
 void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d)
 {
 	struct msg_read_index ri;
@@ -582,6 +605,18 @@ static void gw_on_result(struct gw_server *s, const struct ring_rec *rec)
 	if (!p)
 		return;
 	const uint8_t *body = (const uint8_t *)rec->data + sizeof(h);
+	if (p->tag == GW_PENDING_TAG_STREAM) {
+		/* one answer of a stream (a lease keepalive): the call goes on */
+		struct grpc_call *sc = grpc_call_find(s->grpc, p->call_id);
+		pending_remove(&s->pending, p);
+		s->stats.results++;
+		if (sc && h.status != 0)
+			grpc_call_finish(sc, gw_status(h.status),
+					 gw_text(body, h.body_len, text, sizeof(text)));
+		else if (sc && grpc_call_send(sc, body, h.body_len) != 0)
+			grpc_call_finish(sc, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
 	struct grpc_call *call = gw_take(s, p);
 	s->stats.results++;
 	if (!call)

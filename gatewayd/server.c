@@ -1016,6 +1016,8 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 		rc = cluster_register(s);
 	if (!rc)
 		rc = alarm_register(s);
+	if (!rc)
+		rc = lease_register(s);
 	if (rc)
 		goto out_free;
 	*out = s;

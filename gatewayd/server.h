@@ -384,6 +384,19 @@ void gw_move_leader(struct gw_server *s, struct grpc_call *call, uint64_t target
  * it with etcd's error, or proposes it and stored answers. */
 void gw_promote(struct gw_server *s, struct grpc_call *call, uint64_t member_id);
 
+/* pending_req.tag of a request whose answer is one message of a stream
+ * (the call goes on after it) rather than the end of a unary call. */
+#define GW_PENDING_TAG_STREAM 1u
+/*
+ * Asks stored's lessor (a MSG_KEEPALIVE: m's origin is filled here) and
+ * answers the call with what it says: as a unary call's answer, or with
+ * stream set as one message of a stream that goes on. Answers the call
+ * itself ("too many requests") when the request cannot be sent.
+ */
+struct msg_keepalive;
+void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg_keepalive *m,
+		   bool stream);
+
 /*
  * A linearizable read: asks raftd for a read index, waits until stored's
  * applied index reaches it, then runs d (d->ops->run) with the call.
@@ -447,6 +460,8 @@ void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct
  * turn's reads. */
 void maint_turn(struct gw_server *s);
 int cluster_register(struct gw_server *s);
+/* lease.c: the Lease service. */
+int lease_register(struct gw_server *s);
 /* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
 int alarm_register(struct gw_server *s);
 bool alarm_raised(struct gw_server *s);

@@ -151,10 +151,24 @@ struct msg_promote {
 	uint64_t member_id;  /* the learner */
 };
 
-/* MSG_KEEPALIVE: renew a lease on the leader's stored. */
+/* MSG_KEEPALIVE: a question for stored's lessor (stored/lessor.h), which
+ * answers with a MSG_RESULT carrying the encoded response: renew a lease
+ * (LeaseKeepAliveResponse), a lease's remaining time (LeaseTimeToLive-
+ * Response, with its keys when MSG_LEASE_F_KEYS) or every lease
+ * (LeaseLeasesResponse). Renewals and remaining times are the leader's
+ * alone: a stored that is not the leader's answers them Unavailable
+ * "etcdserver: not leader". */
+enum msg_lease_op {
+	MSG_LEASE_KEEPALIVE = 0,
+	MSG_LEASE_TIME_TO_LIVE = 1,
+	MSG_LEASE_LEASES = 2,
+};
+#define MSG_LEASE_F_KEYS 1u
 struct msg_keepalive {
 	struct msg_origin origin;
 	int64_t lease_id;
+	uint32_t op;       /* enum msg_lease_op */
+	uint32_t flags;    /* MSG_LEASE_F_* */
 };
 
 /*

@@ -1,6 +1,7 @@
 /* stored's applier: decode, dispatch, encode (see apply.h). */
 #include "stored/apply.h"
 #include "stored/alarm.h"
+#include "stored/lessor_apply.h"
 #include "stored/members.h"
 
 #include <errno.h>
@@ -306,6 +307,36 @@ static int apply_alarm(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	return apply_encode(a, &resp->base, out);
 }
 
+/* A lease entry (stored/lessor_apply.h), answered with etcd's header. */
+static int apply_lease(struct mvcc_store *s, const struct stored_apply_ids *ids,
+		       const Etcdserverpb__InternalRaftRequest *req, uint64_t term,
+		       struct arena *a, struct stored_apply_result *out)
+{
+	ProtobufCMessage *resp;
+	Etcdserverpb__ResponseHeader **hdr;
+	struct mvcc_state st;
+	int rc = lessor_apply(s, ids->lessor, req, a, &resp, &hdr);
+
+	if (lessor_is_request_error(rc)) {
+		apply_error(out, lessor_grpc_code(rc), lessor_strerror(rc));
+		return 0;
+	}
+	if (mvcc_is_request_error(rc)) {
+		apply_error(out, mvcc_grpc_code(rc), mvcc_strerror(rc));
+		return 0;
+	}
+	if (rc || !out->deliver)
+		return rc;
+	*hdr = arena_alloc(a, sizeof(**hdr));
+	if (!*hdr)
+		return -ENOMEM;
+	etcdserverpb__response_header__init(*hdr);
+	apply_header_fill(ids, term, *hdr);
+	mvcc_store_state(s, &st);
+	(*hdr)->revision = st.rev;
+	return apply_encode(a, resp, out);
+}
+
 int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 		       const struct msg_committed *e, const uint8_t *data, struct arena *a,
 		       struct stored_apply_result *out)
@@ -370,6 +401,12 @@ int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 		if (!out->deliver && apply_no_side_effect(req))
 			goto out_revision;
 		rc = apply_kv(s, ids, req, e->term, a, out);
+		if (rc)
+			return rc;
+		goto out_revision;
+	}
+	if (ids->lessor && lessor_apply_handles(req)) {
+		rc = apply_lease(s, ids, req, e->term, a, out);
 		if (rc)
 			return rc;
 		goto out_revision;

@@ -54,6 +54,9 @@ struct stored_apply_ids {
 	 * and which refuse requests as etcd's appliers do; NULL: Alarm
 	 * requests are not applied */
 	struct stored_alarms *alarms;
+	/* the leases (stored/lessor.h), which lease entries change; NULL:
+	 * lease entries are answered UNIMPLEMENTED */
+	struct lessor *lessor;
 };
 
 /* What one applied entry gives the client that asked. */

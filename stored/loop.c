@@ -24,6 +24,7 @@
 #include "stored/alloc.h"
 #include "stored/apply.h"
 #include "stored/install.h"
+#include "stored/lessor_loop.h"
 #include "stored/btree/arena.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/kvindex.h"
@@ -58,6 +59,8 @@ struct stored_loop {
 	struct membership membership;    /* as of the store's consistent index */
 	struct stored_alarms alarms;     /* likewise */
 	struct stored_results results;
+	struct lessor *lessor;           /* the leases, as of the consistent index */
+	struct lessor_loop lease;        /* its requests and timekeeping */
 	struct ring *committed;
 	struct shm_doorbell *bell;       /* the stored role's */
 	struct shm_doorbell *raftd_bell; /* the producer's, for spinning */
@@ -264,6 +267,13 @@ static void loop_opts_defaults(struct stored_loop_opts *o)
 		o->reap_ms = 1000;
 }
 
+/* The store's changes, for what follows them: the keys of each lease. */
+static void loop_on_event(void *arg, const struct mvcc_event *ev)
+{
+	struct stored_loop *l = arg;
+	lessor_on_event(l->lessor, ev);
+}
+
 /* Opens the db (resuming after the previous record) and the store, and
  * makes what the open wrote durable. */
 static int loop_open_db(struct stored_loop *l, const struct status_stored *prev, bool known)
@@ -300,7 +310,8 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
-	rc = mvcc_store_open(l->db, NULL, &l->store);
+	struct mvcc_store_opts so = { .on_event = loop_on_event, .event_arg = l };
+	rc = mvcc_store_open(l->db, &so, &l->store);
 	if (rc) {
 		log_error("cannot open the key-value store in the db", LOG_STR("path", l->db_path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
@@ -320,11 +331,14 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 			rc = stored_alarms_load(t, &l->alarms);
 		btree_txn_end(t);
 	}
+	if (!rc)
+		rc = lessor_loop_load(l->lessor, l->store);
 	if (rc)
 		log_error("cannot read the cluster's members from the db", LOG_STR("path", l->db_path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 	l->ids.membership = &l->membership;
 	l->ids.alarms = &l->alarms;
+	l->ids.lessor = l->lessor;
 	return rc;
 }
 
@@ -352,6 +366,10 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	rc = stored_results_init(&l->results, r, o->member_id);
 	if (rc)
 		goto out_free;
+	rc = lessor_new(&o->lease, &l->lessor);
+	if (rc)
+		goto out_free;
+	lessor_loop_init(&l->lease, r, l->lessor, &l->results, o->member_id, o->cluster_id);
 	l->db_path = stored_malloc(dlen + sizeof("/member/snap/db"));
 	if (!l->db_path) {
 		rc = -ENOMEM;
@@ -415,6 +433,8 @@ void stored_loop_free(struct stored_loop *l)
 	stored_alarms_free(&l->alarms);
 	kvindex_feed_close(&l->cache_feed);
 	stored_results_fini(&l->results);
+	lessor_loop_fini(&l->lease);
+	lessor_free(l->lessor);
 	arena_release(&l->arena);
 	stored_free(l->res);
 	stored_free(l->waiting);
@@ -928,13 +948,16 @@ static int loop_batch(struct stored_loop *l)
 
 int stored_loop_turn(struct stored_loop *l, bool *more)
 {
+	struct mvcc_state ms;
 	int64_t now;
 	int rc;
 
-	hello_serve(l->r, SHM_ROLE_STORED);
+	lessor_loop_tick(&l->lease);
 	rc = loop_batch(l);
 	if (rc)
 		return rc;
+	mvcc_store_state(l->store, &ms);
+	lessor_loop_requests(&l->lease, ms.rev);
 	rc = loop_checkpoint_poll(l, false);
 	if (rc)
 		return rc;
@@ -953,7 +976,6 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 		l->reap_ns = now;
 	}
 	if (more) {
-		struct mvcc_state ms;
 		mvcc_store_state(l->store, &ms);
 		*more = ms.compacting || ring_has_data(l->committed) ||
 			loop_cache_cold(l);
@@ -989,6 +1011,9 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 			int64_t left = (due - loop_now_ns()) / 1000000 + 1;
 			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
 		}
+		int lease_ms = lessor_loop_timeout_ms(&l->lease);
+		if (lease_ms >= 0 && lease_ms < timeout_ms)
+			timeout_ms = lease_ms;
 		shm_doorbell_wait(l->bell, l->raftd_bell, loop_has_work, l, LOOP_SPIN_US,
 				  timeout_ms);
 	}

@@ -58,6 +58,7 @@
 
 #include "shm/region.h"
 #include "shm/status.h"
+#include "stored/lessor.h"
 #include "stored/results.h"
 
 struct diskio;
@@ -74,6 +75,7 @@ struct stored_loop_opts {
 	uint32_t compact_step;         /* key entries per compaction step; 0: 1000 */
 	uint32_t reap_ms;              /* reader reaping period; 0: 1000 */
 	uint64_t map_size;             /* db address space; 0: btree's default */
+	struct lessor_opts lease;      /* the lessor's (minimum TTL, checkpoints) */
 	/* Tests only: opens the db's disk I/O (btree_db_opts.io_open), e.g.
 	 * the fault backend; NULL: io_uring where permitted, else plain. */
 	int (*io_open)(int fd, void *arg, struct diskio **out);

@@ -74,6 +74,10 @@ int main(int argc, char **argv)
 	stored_signals(r);
 
 	o.data_dir = cfg.data_dir;
+	o.lease.min_ttl = lessor_min_ttl(cfg.election_timeout_ms, cfg.heartbeat_interval_ms);
+	o.lease.extend_ns = (int64_t)cfg.election_timeout_ms * 1000000;
+	o.lease.checkpoint_ns = cfg.lease_checkpoint_interval_ns;
+	o.lease.checkpoint = true;
 	rc = stored_loop_open(r, &o, &l);
 	if (rc)
 		goto out_release;

@@ -183,7 +183,8 @@ static void test_index_rules(void)
 	}
 	CHECK_EQ(tst_take_result(e.results, &r), -EAGAIN);
 
-	/* a kind not applied yet: UNIMPLEMENTED, index moves, store does not */
+	/* a request the store refuses (the revoke of an unknown lease):
+	 * etcd's error, index moves, store does not */
 	{
 		Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
 		Etcdserverpb__LeaseRevokeRequest lr = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
@@ -194,8 +195,8 @@ static void test_index_rules(void)
 		CHECK_EQ(tst_commit(e.committed, 6, 3, 0, e.d.p, e.d.len), 0);
 		env_turn(&e);
 		CHECK_EQ(tst_take_result(e.results, &r), 0);
-		CHECK_EQ(r.h.status, 12);
-		CHECK(tst_body_is(&r, "cetcd: lease_revoke requests are not implemented yet"));
+		CHECK_EQ(r.h.status, 5);
+		CHECK(tst_body_is(&r, "etcdserver: requested lease not found"));
 		CHECK_EQ(r.h.revision, 4);
 		CHECK_EQ(env_status(&e).applied_index, 6);
 	}

@@ -1,0 +1,54 @@
+/*
+ * The lessor's part of stored's loop: the requests of the gateways on
+ * their SHM_SLOT_TO_STORED rings (attach hellos, and MSG_KEEPALIVE:
+ * renewals, remaining times, lease lists, answered on the slot's result
+ * ring), and the leader's timekeeping: it follows raftd's published
+ * leadership (promoting the lessor in each new term it leads), and every
+ * 500 ms proposes revokes of expired leases (LESSOR_REVOKE_BATCH at most)
+ * and due checkpoints through SHM_RING_STORED_PROPOSALS, each carrying the
+ * term (DESIGN invariant 8; raftd drops it in any other term, and the
+ * lessor asks again after its retry interval).
+ */
+#ifndef CETCD_STORED_LESSOR_LOOP_H
+#define CETCD_STORED_LESSOR_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/region.h"
+#include "stored/btree/arena.h"
+#include "stored/lessor.h"
+#include "stored/results.h"
+
+/* How often the leader looks for expired leases (etcd's runLoop). */
+#define LESSOR_TICK_NS 500000000LL
+
+struct lessor_loop {
+	struct shm_region *r;
+	struct lessor *lessor;          /* not owned */
+	struct stored_results *results; /* not owned */
+	uint64_t member_id, cluster_id;
+	int64_t tick_ns;                /* time of the last tick */
+	uint64_t proposal_id;           /* request ids of own proposals */
+	struct arena arena;
+};
+
+void lessor_loop_init(struct lessor_loop *ll, struct shm_region *r, struct lessor *l,
+		      struct stored_results *results, uint64_t member_id, uint64_t cluster_id);
+void lessor_loop_fini(struct lessor_loop *ll);
+
+/* Serves the slots' requests (revision: the store's, for headers). */
+void lessor_loop_requests(struct lessor_loop *ll, int64_t revision);
+
+/* Follows raftd's leadership, and when a tick is due proposes revokes and
+ * checkpoints. */
+void lessor_loop_tick(struct lessor_loop *ll);
+
+/* Milliseconds until the next tick that has work, or -1: none. */
+int lessor_loop_timeout_ms(const struct lessor_loop *ll);
+
+/* Loads the lessor from db (its lease bucket, and which live key holds
+ * which lease) after the store opened it. 0 or an error. */
+int lessor_loop_load(struct lessor *l, struct mvcc_store *s);
+
+#endif
