@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/bcast.h"
 #include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/errmsg.h"
@@ -23,6 +24,7 @@
 #include "shm/slot.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
+#include "stored/events.h"
 #include "stored/install.h"
 #include "stored/btree/arena.h"
 #include "stored/btree/btree.h"
@@ -85,6 +87,7 @@ struct stored_loop {
 	bool cache_on;                   /* kept up to date by the db */
 	bool cache_warm_failed;          /* warming stopped on an error */
 	struct stored_loop_stats st;
+	struct stored_events events;     /* the batch's watch events (events.h) */
 };
 
 static int64_t loop_now_ns(void)
@@ -174,6 +177,8 @@ static void loop_publish_root(struct stored_loop *l)
 
 	if (l->committed_index < l->hold) {
 		loop_write_status(l);
+		events_discard(&l->events); /* the db gives them, after a RESYNC */
+		events_resync(&l->events);
 		return;
 	}
 	btree_db_current(l->db, &root);
@@ -188,6 +193,7 @@ static void loop_publish_root(struct stored_loop *l)
 			 LOG_I64("revision", ms.rev), LOG_U64("txid", root.txid));
 	l->publishing = true;
 	loop_write_status(l);
+	events_publish(&l->events); /* after the root that holds them */
 	shm_events_notify(l->r);
 }
 
@@ -300,7 +306,11 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
-	rc = mvcc_store_open(l->db, NULL, &l->store);
+	struct mvcc_store_opts so = {
+		.on_event = events_on_event,
+		.event_arg = &l->events,
+	};
+	rc = mvcc_store_open(l->db, &so, &l->store);
 	if (rc) {
 		log_error("cannot open the key-value store in the db", LOG_STR("path", l->db_path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
@@ -349,6 +359,8 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	l->bell = shm_role_doorbell(r, SHM_ROLE_STORED);
 	l->raftd_bell = shm_role_doorbell(r, SHM_ROLE_RAFTD);
 	arena_init(&l->arena);
+	events_init(&l->events, shm_events(r));
+	bcast_producer_takeover(shm_events(r));
 	rc = stored_results_init(&l->results, r, o->member_id);
 	if (rc)
 		goto out_free;
@@ -415,6 +427,7 @@ void stored_loop_free(struct stored_loop *l)
 	stored_alarms_free(&l->alarms);
 	kvindex_feed_close(&l->cache_feed);
 	stored_results_fini(&l->results);
+	events_fini(&l->events);
 	arena_release(&l->arena);
 	stored_free(l->res);
 	stored_free(l->waiting);
@@ -688,6 +701,8 @@ static int loop_batch_failed(struct stored_loop *l, int rc)
 		  LOG_U64("applied-index", l->committed_index), LOG_U64("next-index", l->applied + 1),
 		  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 	mvcc_batch_abort(l->store);
+	events_discard(&l->events);
+	events_resync(&l->events);
 	l->nres = 0;
 	arena_release(&l->arena);
 	loop_withdraw_root(l);
@@ -753,6 +768,7 @@ static int loop_install_switch(struct stored_loop *l)
 	l->db = NULL;
 	membership_free(&l->membership);
 	stored_alarms_free(&l->alarms);
+	events_resync(&l->events); /* watchers catch up from the new file */
 	rc = loop_open_db(l, &resume, true);
 	if (rc)
 		return rc;
@@ -904,6 +920,7 @@ static int loop_batch(struct stored_loop *l)
 	if (l->applied == first && !ms.compacting) {
 		/* only duplicates and gaps: nothing to write */
 		mvcc_batch_abort(l->store);
+		events_discard(&l->events);
 		ring_release_consumed(l->committed);
 		arena_release(&l->arena);
 		return 0;
