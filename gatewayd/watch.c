@@ -93,6 +93,9 @@ struct watch_state {
 	struct watcher *catchup;
 	size_t nwatchers;
 	int64_t progress_ns, next_tick_ns;
+	int64_t read_every_ns;        /* CETCD_WATCH_READ_EVERY_MS (tests: a
+				       * gateway that lags and gets lapped) */
+	_Atomic int64_t next_read_ns;
 	struct mvcc_range_result res;
 	uint64_t laps;
 };
@@ -459,6 +462,9 @@ static void group_reset(struct watch_state *ws)
 static void lapped(struct gw_server *s, struct watch_state *ws)
 {
 	ws->laps++;
+	if ((ws->laps & (ws->laps - 1)) == 0) /* 1, 2, 4, ...: not a line per lap */
+		log_info("watch events were lost on the ring; watchers catch up from the db",
+			 LOG_U64("laps", ws->laps), LOG_I64("revision", ws->live_rev));
 	group_reset(ws);
 	bcast_cursor_init(ws->b, &ws->cur);
 	for (struct watch_stream *st = ws->streams; st; st = st->next)
@@ -585,12 +591,26 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	group_reset(ws);
 }
 
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void read_ring(struct gw_server *s, struct watch_state *ws)
 {
 	struct bcast_rec rec;
 
 	if (!ws->cur_valid)
 		return;
+	if (ws->read_every_ns) {
+		int64_t now = now_ns();
+		if (now < atomic_load_explicit(&ws->next_read_ns, memory_order_relaxed))
+			return;
+		atomic_store_explicit(&ws->next_read_ns, now + ws->read_every_ns,
+				      memory_order_relaxed);
+	}
 	for (unsigned n = 0; n < GW_RING_BATCH; n++) {
 		int rc = bcast_read(ws->b, &ws->cur, &rec, ws->rbuf, ws->rcap);
 		if (rc == -EAGAIN)
@@ -803,13 +823,6 @@ static void catchup_turn(struct gw_server *s, struct watch_state *ws)
 
 /* ---- progress ---- */
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void progress_turn(struct gw_server *s, struct watch_state *ws)
 {
 	int64_t now = now_ns();
@@ -887,7 +900,10 @@ int64_t watch_next_deadline(struct gw_server *s)
 {
 	struct watch_state *ws = W(s);
 
-	return ws && ws->streams ? ws->next_tick_ns : INT64_MAX;
+	if (!ws || !ws->streams)
+		return INT64_MAX;
+	int64_t r = atomic_load_explicit(&ws->next_read_ns, memory_order_relaxed);
+	return ws->read_every_ns && ws->cur_valid && r < ws->next_tick_ns ? r : ws->next_tick_ns;
 }
 
 bool watch_has_work(struct gw_server *s)
@@ -896,6 +912,9 @@ bool watch_has_work(struct gw_server *s)
 
 	if (!ws || !atomic_load_explicit(&ws->active, memory_order_acquire))
 		return false;
+	if (ws->read_every_ns && now_ns() < atomic_load_explicit(&ws->next_read_ns,
+								  memory_order_relaxed))
+		return false; /* the timer brings the next read */
 	struct bcast_cursor c = {
 		.pos = atomic_load_explicit(&ws->seen_head, memory_order_relaxed),
 	};
@@ -927,6 +946,10 @@ int watch_register(struct gw_server *s)
 	if (env && atoll(env) > 0)
 		ws->progress_ns = atoll(env) * 1000000ll;
 	ws->next_tick_ns = now_ns() + ws->progress_ns;
+	env = getenv("CETCD_WATCH_READ_EVERY_MS");
+	if (env && atoll(env) > 0)
+		ws->read_every_ns = atoll(env) * 1000000ll;
+	atomic_init(&ws->next_read_ns, 0);
 	atomic_init(&ws->active, false);
 	atomic_init(&ws->seen_head, 0);
 	mvcc_range_result_init(&ws->res);
