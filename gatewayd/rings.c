@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "gatewayd/server.h"
+#include "gatewayd/watch.h"
 #include "proto/wire.h"
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
@@ -55,6 +56,8 @@ bool gw_rings_has_work(void *server)
 	uint64_t w;
 
 	if (hello_replies_waiting(s->r, &s->slot))
+		return true;
+	if (watch_has_work(s))
 		return true;
 	w = atomic_load_explicit(&s->wait_index, memory_order_acquire);
 	return w && status_stored_read(s->r, &st) == 0 && st.applied_index >= w;
@@ -502,7 +505,7 @@ static void gw_serve_waits(struct gw_server *s)
 	s->nwaits = j;
 	if (j == 0) {
 		atomic_store_explicit(&s->wait_index, 0, memory_order_release);
-		shm_doorbell_want_events(db, false);
+		shm_doorbell_want_events(db, watch_wants_events(s));
 		return;
 	}
 	/* Ask for stored's notices, full fence, look again (stored publishes,

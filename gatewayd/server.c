@@ -19,6 +19,7 @@
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/kv.h"
 #include "gatewayd/transport.h"
+#include "gatewayd/watch.h"
 #include "proto/check.h"
 #include "shm/config/config.h"
 #include "shm/doorbell.h"
@@ -866,6 +867,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	kv_turn(s);                                 /* 3 */
 	maint_turn(s);
 	snapshot_turn(s);
+	watch_turn(s);
 	if (s->hello_retry_ns <= s->now_ns)         /* 4 */
 		gw_server_hello(s);
 	if (s->accept_resume_ns <= s->now_ns)
@@ -876,6 +878,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	gw_rings_publish(s);                        /* 7 */
 	gw_flush_all(s);                            /* 8 */
 	snapshot_flushed(s);
+	watch_flushed(s);
 	if (s->waker_fired) {                       /* 9 */
 		s->waker_fired = false;
 		shm_waker_drained(&s->waker);
@@ -885,6 +888,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 
 	int64_t next = gw_min(grpc_server_next_deadline_ns(s->grpc), gw_rings_next_deadline(s));
 	next = gw_min(next, gw_min(linger, s->hello_retry_ns));
+	next = gw_min(next, watch_next_deadline(s));
 	gw_timer_arm(s, gw_min(next, s->accept_resume_ns)); /* 11 */
 	return s->watch_fired;
 }
@@ -1018,6 +1022,8 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 		rc = alarm_register(s);
 	if (!rc)
 		rc = lease_register(s);
+	if (!rc)
+		rc = watch_register(s);
 	if (rc)
 		goto out_free;
 	*out = s;
@@ -1053,6 +1059,7 @@ void gw_server_free(struct gw_server *s)
 		free(w);
 	}
 	gw_rings_fini(s);
+	watch_free(s);
 	if (s->grpc)
 		grpc_server_free(s->grpc);
 	while (s->methods) {

@@ -182,6 +182,7 @@ struct gw_method;
 struct kv_state;
 struct maint_job;
 struct snap_stream;
+struct watch_state;
 
 struct gw_server {
 	struct shm_region *r;
@@ -221,6 +222,7 @@ struct gw_server {
 	struct maint_job *maint_jobs;   /* maint.c's hashes in progress, first runs
 					 * (owned; each freed when its call ends) */
 	struct snap_stream *snapshots;  /* snapshot.c's streams (owned, likewise) */
+	struct watch_state *watch;      /* watch.c's streams and watchers (owned) */
 
 	/* the ring side (rings.c) */
 	struct shm_waker waker;

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/bcast.h"
 #include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/log/errmsg.h"
@@ -23,6 +24,7 @@
 #include "shm/slot.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
+#include "stored/events.h"
 #include "stored/install.h"
 #include "stored/lessor_loop.h"
 #include "stored/btree/arena.h"
@@ -88,6 +90,7 @@ struct stored_loop {
 	bool cache_on;                   /* kept up to date by the db */
 	bool cache_warm_failed;          /* warming stopped on an error */
 	struct stored_loop_stats st;
+	struct stored_events events;     /* the batch's watch events (events.h) */
 };
 
 static int64_t loop_now_ns(void)
@@ -177,6 +180,8 @@ static void loop_publish_root(struct stored_loop *l)
 
 	if (l->committed_index < l->hold) {
 		loop_write_status(l);
+		events_discard(&l->events); /* the db gives them, after a RESYNC */
+		events_resync(&l->events);
 		return;
 	}
 	btree_db_current(l->db, &root);
@@ -191,6 +196,7 @@ static void loop_publish_root(struct stored_loop *l)
 			 LOG_I64("revision", ms.rev), LOG_U64("txid", root.txid));
 	l->publishing = true;
 	loop_write_status(l);
+	events_publish(&l->events); /* after the root that holds them */
 	shm_events_notify(l->r);
 }
 
@@ -267,11 +273,13 @@ static void loop_opts_defaults(struct stored_loop_opts *o)
 		o->reap_ms = 1000;
 }
 
-/* The store's changes, for what follows them: the keys of each lease. */
+/* The store's changes, for what follows them: the keys of each lease,
+ * and the batch's watch events. */
 static void loop_on_event(void *arg, const struct mvcc_event *ev)
 {
 	struct stored_loop *l = arg;
 	lessor_on_event(l->lessor, ev);
+	events_on_event(&l->events, ev);
 }
 
 /* Opens the db (resuming after the previous record) and the store, and
@@ -363,6 +371,8 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	l->bell = shm_role_doorbell(r, SHM_ROLE_STORED);
 	l->raftd_bell = shm_role_doorbell(r, SHM_ROLE_RAFTD);
 	arena_init(&l->arena);
+	events_init(&l->events, shm_events(r));
+	bcast_producer_takeover(shm_events(r));
 	rc = stored_results_init(&l->results, r, o->member_id);
 	if (rc)
 		goto out_free;
@@ -435,6 +445,7 @@ void stored_loop_free(struct stored_loop *l)
 	stored_results_fini(&l->results);
 	lessor_loop_fini(&l->lease);
 	lessor_free(l->lessor);
+	events_fini(&l->events);
 	arena_release(&l->arena);
 	stored_free(l->res);
 	stored_free(l->waiting);
@@ -708,6 +719,8 @@ static int loop_batch_failed(struct stored_loop *l, int rc)
 		  LOG_U64("applied-index", l->committed_index), LOG_U64("next-index", l->applied + 1),
 		  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 	mvcc_batch_abort(l->store);
+	events_discard(&l->events);
+	events_resync(&l->events);
 	l->nres = 0;
 	arena_release(&l->arena);
 	loop_withdraw_root(l);
@@ -773,6 +786,7 @@ static int loop_install_switch(struct stored_loop *l)
 	l->db = NULL;
 	membership_free(&l->membership);
 	stored_alarms_free(&l->alarms);
+	events_resync(&l->events); /* watchers catch up from the new file */
 	rc = loop_open_db(l, &resume, true);
 	if (rc)
 		return rc;
@@ -924,6 +938,7 @@ static int loop_batch(struct stored_loop *l)
 	if (l->applied == first && !ms.compacting) {
 		/* only duplicates and gaps: nothing to write */
 		mvcc_batch_abort(l->store);
+		events_discard(&l->events);
 		ring_release_consumed(l->committed);
 		arena_release(&l->arena);
 		return 0;

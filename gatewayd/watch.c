@@ -1,0 +1,978 @@
+/* etcd 3.4's Watch service (watch.h): one bidirectional stream per call,
+ * many watchers per stream, fed from stored's event ring and, when behind,
+ * from the db. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "etcdserverpb/rpc.pb-c.h"
+#include "gatewayd/server.h"
+#include "gatewayd/watch.h"
+#include "proto/wire.h"
+#include "shm/bcast.h"
+#include "shm/doorbell.h"
+#include "shm/slot.h"
+#include "shm/log/log.h"
+#include "shm/region.h"
+#include "stored/events.h"
+#include "stored/mvcc/mvcc.h"
+#include "stored/mvcc/revision.h"
+
+/* Key-bucket entries a turn's catch-ups read, all watchers together. */
+#define WATCH_CATCHUP_BUDGET 20000u
+/* A catch-up response closes at the first revision boundary past this. */
+#define WATCH_CATCHUP_CHUNK (256u * 1024)
+/* etcd's default progress interval; CETCD_WATCH_PROGRESS_MS shortens it. */
+#define WATCH_PROGRESS_NS (600ll * 1000000000)
+
+struct watch_stream;
+
+struct watcher {
+	struct wm_entry m;           /* first: the matcher hands it back */
+	struct watch_stream *st;
+	struct watcher *snext;       /* the stream's watchers */
+	struct watcher *unext;       /* the catching-up list */
+	int64_t id;
+	int64_t next_rev;            /* next revision it may be sent; only grows */
+	bool synced;                 /* takes ring events */
+	bool in_catchup;
+	bool prev_kv, noput, nodelete, fragment, progress_notify;
+	bool sent_since_tick;        /* events since the last progress tick */
+	/* the group being dispatched */
+	uint64_t grp;
+	int32_t ghead, gtail;
+	uint8_t bytes[];             /* key then range end */
+};
+
+struct watch_stream {
+	struct watch_stream *next, *prev;
+	uint64_t call_id;
+	struct watcher *ws;
+	int64_t next_id;             /* etcd's nextID: the next automatic id */
+	int64_t progress_rev;        /* last revision a progress response named */
+	bool progress_wait;          /* a ProgressRequest waits for catch-ups */
+};
+
+/* One event of the group being read from the ring, with its two
+ * encodings as a WatchResponse.events field (with and without prev_kv). */
+struct watch_gev {
+	size_t off, len;             /* the record in gbuf */
+	struct events_ev ev;
+	size_t enc_off[2], enc_len[2]; /* in ebuf; enc_len 0: not yet */
+};
+
+struct watch_pair {
+	uint32_t ev;
+	int32_t next;
+};
+
+struct watch_state {
+	struct bcast *b;
+	struct bcast_cursor cur;
+	bool cur_valid;
+	_Atomic bool active;          /* the waker looks at the ring */
+	_Atomic uint64_t seen_head;   /* the cursor position after the last drain */
+	uint8_t *rbuf;
+	size_t rcap;
+	uint8_t *gbuf;                /* the group's records */
+	size_t glen, gcap;
+	struct watch_gev *gev;
+	size_t ngev, gev_cap;
+	uint8_t *ebuf;                /* encodings */
+	size_t elen, ecap;
+	struct watch_pair *pairs;
+	size_t npairs, pairs_cap;
+	struct watcher **touched;
+	size_t ntouched, touched_cap;
+	uint64_t grp;
+	int64_t live_rev;             /* last revision dispatched from the ring */
+	struct watch_matcher m;
+	struct watch_stream *streams;
+	struct watcher *catchup;
+	size_t nwatchers;
+	int64_t progress_ns, next_tick_ns;
+	int64_t read_every_ns;        /* CETCD_WATCH_READ_EVERY_MS (tests: a
+				       * gateway that lags and gets lapped) */
+	_Atomic int64_t next_read_ns;
+	struct mvcc_range_result res;
+	uint64_t laps;
+};
+
+static struct watch_state *W(struct gw_server *s)
+{
+	return s->watch;
+}
+
+static int reserve(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : 16;
+	while (n < need)
+		n *= 2;
+	void *q = realloc(*p, n * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+/* ---- encoding ---- */
+
+/* Appends WatchResponse field 11 (an mvccpb.Event) to w's ebuf; returns
+ * its offset, or SIZE_MAX when out of memory. */
+static size_t enc_event(struct watch_state *w, bool is_delete, const uint8_t *kv, size_t kv_len,
+			const uint8_t *prev, size_t prev_len)
+{
+	size_t body = (is_delete ? 2 : 0) + 1 + proto_varint_len(kv_len) + kv_len +
+		      (prev ? 1 + proto_varint_len(prev_len) + prev_len : 0);
+	size_t need = 1 + proto_varint_len(body) + body;
+	if (reserve((void **)&w->ebuf, &w->ecap, w->elen + need, 1))
+		return SIZE_MAX;
+	size_t off = w->elen;
+	uint8_t *p = w->ebuf + off;
+	*p++ = 0x5a; /* field 11, bytes */
+	p += proto_varint_put(p, body);
+	if (is_delete) {
+		*p++ = 0x08; /* type = DELETE */
+		*p++ = 0x01;
+	}
+	*p++ = 0x12; /* kv */
+	p += proto_varint_put(p, kv_len);
+	memcpy(p, kv, kv_len);
+	p += kv_len;
+	if (prev) {
+		*p++ = 0x1a; /* prev_kv */
+		p += proto_varint_put(p, prev_len);
+		memcpy(p, prev, prev_len);
+		p += prev_len;
+	}
+	w->elen += need;
+	return off;
+}
+
+struct watch_piece {
+	const uint8_t *p;
+	size_t len;
+};
+
+/* Queues one WatchResponse: the fields below, then the events' bytes. */
+static int send_resp(struct gw_server *s, struct grpc_call *call, int64_t rev, int64_t id,
+		     bool created, bool canceled, int64_t compact_rev, const char *reason,
+		     bool fragment, const struct watch_piece *ev, size_t nev)
+{
+	Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+	Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+	size_t evbytes = 0;
+
+	gw_header_pb(s, rev, &h);
+	h.revision = rev;
+	r.header = &h;
+	r.watch_id = id;
+	r.created = created;
+	r.canceled = canceled;
+	r.compact_revision = compact_rev;
+	if (reason)
+		r.cancel_reason = (char *)reason;
+	r.fragment = fragment;
+	for (size_t i = 0; i < nev; i++)
+		evbytes += ev[i].len;
+	size_t n = etcdserverpb__watch_response__get_packed_size(&r);
+	uint8_t *p = grpc_call_send_reserve(call, n + evbytes);
+	if (!p)
+		return -ENOMEM;
+	etcdserverpb__watch_response__pack(&r, p);
+	p += n;
+	for (size_t i = 0; i < nev; i++) {
+		memcpy(p, ev[i].p, ev[i].len);
+		p += ev[i].len;
+	}
+	return 0;
+}
+
+/* Sends events of w (ending at revision rev) as one response, or as
+ * fragments of about --max-request-bytes when w asked for them, as etcd's
+ * sendFragments splits. */
+static int send_events(struct gw_server *s, struct grpc_call *call, struct watcher *w, int64_t rev,
+		       const struct watch_piece *ev, size_t nev)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < nev; i++)
+		total += ev[i].len;
+	w->sent_since_tick = true;
+	if (!w->fragment || nev < 2 || total + 64 < s->max_request_bytes)
+		return send_resp(s, call, rev, w->id, false, false, 0, NULL, false, ev, nev);
+	size_t i = 0;
+	while (i < nev) {
+		size_t j = i, bytes = 0;
+		while (j < nev && (j == i || bytes + ev[j].len + 64 < s->max_request_bytes))
+			bytes += ev[j++].len;
+		int rc = send_resp(s, call, rev, w->id, false, false, 0, NULL, j < nev, ev + i,
+				   j - i);
+		if (rc)
+			return rc;
+		i = j;
+	}
+	return 0;
+}
+
+/* ---- watchers ---- */
+
+static int64_t delivered(const struct watch_state *ws, const struct watcher *w)
+{
+	int64_t d = w->next_rev - 1;
+	return w->synced && ws->live_rev > d ? ws->live_rev : d;
+}
+
+static void catchup_add(struct watch_state *ws, struct watcher *w)
+{
+	if (w->synced && w->next_rev <= ws->live_rev)
+		w->next_rev = ws->live_rev + 1;
+	w->synced = false;
+	if (!w->in_catchup) {
+		w->in_catchup = true;
+		w->unext = ws->catchup;
+		ws->catchup = w;
+	}
+}
+
+static void watcher_free(struct watch_state *ws, struct watcher *w)
+{
+	if (w->synced)
+		wm_del(&ws->m, &w->m);
+	if (w->in_catchup) {
+		for (struct watcher **p = &ws->catchup; *p; p = &(*p)->unext) {
+			if (*p == w) {
+				*p = w->unext;
+				break;
+			}
+		}
+	}
+	ws->nwatchers--;
+	free(w);
+}
+
+/* Takes w out of its stream and frees it. */
+static void watcher_remove(struct watch_state *ws, struct watcher *w)
+{
+	for (struct watcher **p = &w->st->ws; *p; p = &(*p)->snext) {
+		if (*p == w) {
+			*p = w->snext;
+			break;
+		}
+	}
+	watcher_free(ws, w);
+}
+
+static void stream_free(struct watch_state *ws, struct watch_stream *st)
+{
+	while (st->ws) {
+		struct watcher *w = st->ws;
+		st->ws = w->snext;
+		watcher_free(ws, w);
+	}
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		ws->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	free(st);
+	if (ws->nwatchers == 0) {
+		ws->cur_valid = false;
+		atomic_store_explicit(&ws->active, false, memory_order_relaxed);
+	}
+}
+
+static bool stream_has_room(struct grpc_call *call)
+{
+	return grpc_call_pending_bytes(call) < WATCH_QUEUE_HIGH;
+}
+
+/* The revision the gateway's db shows, 0 when unknown. */
+static int64_t published_rev(struct gw_server *s)
+{
+	struct status_stored st;
+	return status_stored_read(s->r, &st) == 0 ? (int64_t)st.revision : 0;
+}
+
+static void start_cursor(struct gw_server *s, struct watch_state *ws)
+{
+	if (ws->cur_valid)
+		return;
+	bcast_cursor_init(ws->b, &ws->cur);
+	ws->cur_valid = true;
+	atomic_store_explicit(&ws->seen_head, ws->cur.pos, memory_order_relaxed);
+	atomic_store_explicit(&ws->active, true, memory_order_release);
+	shm_doorbell_want_events(shm_slot_doorbell(s->r, s->slot.index), true);
+}
+
+static void watch_create(struct gw_server *s, struct grpc_call *call, struct watch_stream *st,
+			 const Etcdserverpb__WatchCreateRequest *c)
+{
+	struct watch_state *ws = W(s);
+	const uint8_t zero = 0;
+	const uint8_t *key = c->key.len ? c->key.data : &zero;
+	size_t klen = c->key.len ? c->key.len : 1;
+	const uint8_t *end = c->range_end.data;
+	size_t elen = c->range_end.len;
+	int64_t cur = published_rev(s);
+	int64_t id = c->watch_id;
+
+	/* etcd: a range with key >= end (other than "from key") is empty */
+	if (elen && !(elen == 1 && end[0] == 0)) {
+		int cmp = memcmp(key, end, klen < elen ? klen : elen);
+		if (cmp > 0 || (cmp == 0 && klen >= elen)) {
+			send_resp(s, call, cur, -1, true, true, 0, "mvcc: watcher range is empty",
+				  false, NULL, 0);
+			return;
+		}
+	}
+	if (id == 0) {
+		for (;;) {
+			bool used = false;
+			for (struct watcher *o = st->ws; o; o = o->snext)
+				used |= o->id == st->next_id;
+			if (!used)
+				break;
+			st->next_id++;
+		}
+		id = st->next_id++;
+	} else {
+		for (struct watcher *o = st->ws; o; o = o->snext) {
+			if (o->id == id) {
+				send_resp(s, call, cur, -1, true, true, 0,
+					  "mvcc: duplicate watch ID provided on the WatchStream",
+					  false, NULL, 0);
+				return;
+			}
+		}
+	}
+	struct watcher *w = calloc(1, sizeof(*w) + klen + elen);
+	if (!w) {
+		send_resp(s, call, cur, -1, true, true, 0, "etcdserver: out of memory", false, NULL,
+			  0);
+		return;
+	}
+	memcpy(w->bytes, key, klen);
+	if (elen)
+		memcpy(w->bytes + klen, end, elen);
+	wm_entry_set(&w->m, w->bytes, klen, elen ? w->bytes + klen : NULL, elen);
+	w->st = st;
+	w->id = id;
+	w->next_rev = c->start_revision > 0 ? c->start_revision : cur + 1;
+	w->prev_kv = c->prev_kv;
+	w->fragment = c->fragment;
+	w->progress_notify = c->progress_notify;
+	for (size_t i = 0; i < c->n_filters; i++) {
+		if (c->filters[i] == ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT)
+			w->noput = true;
+		else if (c->filters[i] == ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NODELETE)
+			w->nodelete = true;
+	}
+	w->snext = st->ws;
+	st->ws = w;
+	ws->nwatchers++;
+	start_cursor(s, ws);
+	catchup_add(ws, w);
+	send_resp(s, call, cur, id, true, false, 0, NULL, false, NULL, 0);
+	s->more_work = true;
+}
+
+static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len)
+{
+	struct gw_server *s = grpc_call_handler_arg(call);
+	struct watch_state *ws = W(s);
+	uint64_t id = grpc_call_id(call);
+	struct watch_stream *st;
+
+	for (st = ws->streams; st && st->call_id != id; st = st->next)
+		;
+	Etcdserverpb__WatchRequest *req =
+		gw_unpack(s, call, &etcdserverpb__watch_request__descriptor, &msg, &len);
+	if (!req) {
+		if (st)
+			stream_free(ws, st); /* the call was finished */
+		return;
+	}
+	if (!st) {
+		st = calloc(1, sizeof(*st));
+		if (!st) {
+			grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+			return;
+		}
+		st->call_id = id;
+		st->next = ws->streams;
+		if (ws->streams)
+			ws->streams->prev = st;
+		ws->streams = st;
+	}
+	switch (req->request_union_case) {
+	case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST:
+		watch_create(s, call, st, req->create_request);
+		break;
+	case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST: {
+		int64_t wid = req->cancel_request->watch_id;
+		for (struct watcher *w = st->ws; w; w = w->snext) {
+			if (w->id == wid) {
+				int64_t rev = delivered(ws, w);
+				watcher_remove(ws, w);
+				send_resp(s, call, rev, wid, false, true, 0, NULL, false, NULL, 0);
+				break;
+			}
+		}
+		break;
+	}
+	case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_PROGRESS_REQUEST:
+		st->progress_wait = true;
+		s->more_work = true;
+		break;
+	default:
+		break;
+	}
+}
+
+static void watch_cancel(struct grpc_call *call, enum grpc_cancel_reason why)
+{
+	struct gw_server *s = grpc_call_handler_arg(call);
+	struct watch_state *ws = W(s);
+	uint64_t id = grpc_call_id(call);
+
+	(void)why;
+	for (struct watch_stream *st = ws->streams; st; st = st->next) {
+		if (st->call_id == id) {
+			stream_free(ws, st);
+			return;
+		}
+	}
+}
+
+/* ---- the ring ---- */
+
+static void group_reset(struct watch_state *ws)
+{
+	ws->glen = ws->ngev = ws->elen = ws->npairs = ws->ntouched = 0;
+}
+
+/* Every synced watcher catches up from the db: records were lost. */
+static void lapped(struct gw_server *s, struct watch_state *ws)
+{
+	ws->laps++;
+	if ((ws->laps & (ws->laps - 1)) == 0) /* 1, 2, 4, ...: not a line per lap */
+		log_info("watch events were lost on the ring; watchers catch up from the db",
+			 LOG_U64("laps", ws->laps), LOG_I64("revision", ws->live_rev));
+	group_reset(ws);
+	bcast_cursor_init(ws->b, &ws->cur);
+	for (struct watch_stream *st = ws->streams; st; st = st->next)
+		for (struct watcher *w = st->ws; w; w = w->snext)
+			if (w->synced) {
+				wm_del(&ws->m, &w->m);
+				catchup_add(ws, w);
+			}
+	s->more_work = true;
+}
+
+struct match_ctx {
+	struct watch_state *ws;
+	uint32_t ev;
+	int64_t rev;
+};
+
+static void on_match(void *arg, struct wm_entry *e)
+{
+	struct match_ctx *mc = arg;
+	struct watch_state *ws = mc->ws;
+	struct watcher *w = (struct watcher *)e;
+	const struct events_ev *ev = &ws->gev[mc->ev].ev;
+
+	if (mc->rev < w->next_rev || (ev->is_delete ? w->nodelete : w->noput))
+		return;
+	if (reserve((void **)&ws->pairs, &ws->pairs_cap, ws->npairs + 1, sizeof(*ws->pairs)) ||
+	    (w->grp != ws->grp &&
+	     reserve((void **)&ws->touched, &ws->touched_cap, ws->ntouched + 1, sizeof(w)))) {
+		w->grp = ws->grp;
+		w->ghead = -2; /* out of memory: this watcher catches up instead */
+		return;
+	}
+	if (w->grp != ws->grp) {
+		w->grp = ws->grp;
+		w->ghead = w->gtail = -1;
+		ws->touched[ws->ntouched++] = w;
+	}
+	if (w->ghead == -2)
+		return;
+	int32_t k = (int32_t)ws->npairs++;
+	ws->pairs[k] = (struct watch_pair){ .ev = mc->ev, .next = -1 };
+	if (w->gtail >= 0)
+		ws->pairs[w->gtail].next = k;
+	else
+		w->ghead = k;
+	w->gtail = k;
+}
+
+/* Sends the group (one revision's events) to the synced watchers it
+ * concerns. */
+static void dispatch(struct gw_server *s, struct watch_state *ws)
+{
+	if (ws->ngev == 0)
+		return;
+	int64_t rev = ws->gev[0].ev.main;
+	struct watch_piece pieces[64], *pv = pieces;
+	size_t pcap = 64;
+
+	ws->grp++;
+	for (uint32_t i = 0; i < ws->ngev; i++) {
+		events_decode(ws->gbuf + ws->gev[i].off, ws->gev[i].len, &ws->gev[i].ev);
+		ws->gev[i].enc_len[0] = ws->gev[i].enc_len[1] = 0;
+		struct match_ctx mc = { .ws = ws, .ev = i, .rev = rev };
+		wm_match(&ws->m, ws->gev[i].ev.key, ws->gev[i].ev.key_len, on_match, &mc);
+	}
+	for (size_t t = 0; t < ws->ntouched; t++) {
+		struct watcher *w = ws->touched[t];
+		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
+		if (!call)
+			continue;
+		if (w->ghead == -2 || !stream_has_room(call)) {
+			wm_del(&ws->m, &w->m);
+			catchup_add(ws, w);
+			continue;
+		}
+		size_t n = 0;
+		bool failed = false;
+		for (int32_t k = w->ghead; k >= 0; k = ws->pairs[k].next) {
+			struct watch_gev *g = &ws->gev[ws->pairs[k].ev];
+			int v = w->prev_kv && g->ev.prev ? 1 : 0;
+			if (!g->enc_len[v]) {
+				size_t before = ws->elen;
+				size_t off = enc_event(ws, g->ev.is_delete, g->ev.kv, g->ev.kv_len,
+						       v ? g->ev.prev : NULL, g->ev.prev_len);
+				if (off == SIZE_MAX) {
+					failed = true;
+					break;
+				}
+				g->enc_off[v] = off;
+				g->enc_len[v] = ws->elen - before;
+			}
+			if (n == pcap) {
+				struct watch_piece *np = malloc(2 * pcap * sizeof(*np));
+				if (!np) {
+					failed = true;
+					break;
+				}
+				memcpy(np, pv, n * sizeof(*np));
+				if (pv != pieces)
+					free(pv);
+				pv = np;
+				pcap *= 2;
+			}
+			pv[n].len = g->enc_len[v];
+			pv[n++].p = (const uint8_t *)(uintptr_t)g->enc_off[v];
+		}
+		if (!failed) {
+			for (size_t i = 0; i < n; i++) /* offsets into pointers, ebuf is final */
+				pv[i].p = ws->ebuf + (uintptr_t)pv[i].p;
+			failed = send_events(s, call, w, rev, pv, n) != 0;
+		}
+		if (failed) {
+			wm_del(&ws->m, &w->m);
+			catchup_add(ws, w);
+			continue;
+		}
+		w->next_rev = rev + 1;
+	}
+	if (pv != pieces)
+		free(pv);
+	if (rev > ws->live_rev)
+		ws->live_rev = rev;
+	group_reset(ws);
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void read_ring(struct gw_server *s, struct watch_state *ws)
+{
+	struct bcast_rec rec;
+
+	if (!ws->cur_valid)
+		return;
+	if (ws->read_every_ns) {
+		int64_t now = now_ns();
+		if (now < atomic_load_explicit(&ws->next_read_ns, memory_order_relaxed))
+			return;
+		atomic_store_explicit(&ws->next_read_ns, now + ws->read_every_ns,
+				      memory_order_relaxed);
+	}
+	for (unsigned n = 0; n < GW_RING_BATCH; n++) {
+		int rc = bcast_read(ws->b, &ws->cur, &rec, ws->rbuf, ws->rcap);
+		if (rc == -EAGAIN)
+			break;
+		if (rc == -ENOBUFS) {
+			if (reserve((void **)&ws->rbuf, &ws->rcap, rec.len, 1)) {
+				lapped(s, ws);
+				break;
+			}
+			n--;
+			continue;
+		}
+		if (rc) {
+			lapped(s, ws);
+			continue;
+		}
+		if (rec.type != EVENTS_REC_EVENT) {
+			lapped(s, ws);
+			continue;
+		}
+		struct events_ev ev;
+		if (events_decode(rec.data, rec.len, &ev) ||
+		    (ws->ngev && ev.main != ws->gev[0].ev.main)) {
+			log_warn("the watch event ring holds a malformed record; catching up from the db");
+			lapped(s, ws);
+			continue;
+		}
+		if (reserve((void **)&ws->gbuf, &ws->gcap, ws->glen + rec.len, 1) ||
+		    reserve((void **)&ws->gev, &ws->gev_cap, ws->ngev + 1, sizeof(*ws->gev))) {
+			lapped(s, ws);
+			continue;
+		}
+		memcpy(ws->gbuf + ws->glen, rec.data, rec.len);
+		ws->gev[ws->ngev] = (struct watch_gev){ .off = ws->glen, .len = rec.len, .ev = ev };
+		ws->ngev++;
+		ws->glen += rec.len;
+		if (ev.last)
+			dispatch(s, ws);
+	}
+	if (bcast_has_data(ws->b, &ws->cur))
+		s->more_work = true;
+	atomic_store_explicit(&ws->seen_head, ws->cur.pos, memory_order_release);
+}
+
+/* ---- catching up from the db ---- */
+
+/* The value of key at revision rev - 1 (etcd's prev_kv), or NULL. */
+static const uint8_t *prev_at(struct watch_state *ws, struct mvcc_view *v, const uint8_t *key,
+			      size_t klen, int64_t rev, size_t *len)
+{
+	Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+
+	if (rev <= 1)
+		return NULL;
+	r.key.data = (uint8_t *)key;
+	r.key.len = klen;
+	r.revision = rev - 1;
+	if (mvcc_range(v, &r, &ws->res) || ws->res.n == 0)
+		return NULL;
+	*len = ws->res.kvs[0].kv_len;
+	return ws->res.kvs[0].kv;
+}
+
+/*
+ * Sends w the events of the db from w->next_rev on, in chunks that end at
+ * revision boundaries, within *budget entries. Joins the synced watchers
+ * when it reaches the db's revision. Returns false when w was removed
+ * (compacted).
+ */
+static bool catchup_one(struct gw_server *s, struct watch_state *ws, struct grpc_call *call,
+			struct watcher *w, struct mvcc_view *v, unsigned *budget, bool *done)
+{
+	struct btree_cursor c;
+	struct btree_kv kv;
+	uint8_t seek[REV_BYTES];
+	struct watch_piece *pv = NULL;
+	size_t n = 0, pcap = 0, bytes = 0, chunk_n = 0;
+	int64_t cur_main = 0, chunk_rev = 0;
+	int rc;
+
+	*done = false;
+	if (v->compact_rev > 0 && w->next_rev < v->compact_rev) {
+		/* etcd: a watcher whose start was compacted is cancelled */
+		send_resp(s, call, 0, w->id, false, true, v->compact_rev, NULL, false, NULL, 0);
+		watcher_remove(ws, w);
+		return false;
+	}
+	ws->elen = 0;
+	btree_cursor_init(&c, v->key);
+	rev_encode((struct rev){ .main = w->next_rev, .sub = 0 }, seek);
+	rc = btree_cursor_seek(&c, seek, sizeof(seek), &kv);
+	for (;;) {
+		struct rev r = { .main = INT64_MAX };
+		bool tomb = false;
+		if (rc == 0 && rev_decode(kv.key, kv.key_len, &r, &tomb))
+			rc = -EBADMSG;
+		bool end = rc != 0 || r.main > v->rev;
+		if (end || r.main != cur_main) {
+			if (cur_main) { /* cur_main is complete */
+				chunk_n = n;
+				chunk_rev = cur_main;
+			}
+			bool stop = end || *budget == 0 || !stream_has_room(call);
+			bool clean = rc == 0 || rc == -ENOENT;
+			if (chunk_n && (stop || bytes >= WATCH_CATCHUP_CHUNK)) {
+				for (size_t i = 0; i < chunk_n; i++)
+					pv[i].p = ws->ebuf + (uintptr_t)pv[i].p;
+				if (send_events(s, call, w, end && clean ? v->rev : chunk_rev, pv,
+						chunk_n))
+					break;
+				w->next_rev = chunk_rev + 1;
+				n = chunk_n = 0;
+				bytes = 0;
+				ws->elen = 0;
+			} else if (cur_main && chunk_n == 0 && cur_main >= w->next_rev) {
+				w->next_rev = cur_main + 1; /* nothing of it concerned w */
+			}
+			if (end) {
+				if (clean) {
+					if (v->rev + 1 > w->next_rev)
+						w->next_rev = v->rev + 1;
+					*done = true;
+				}
+				break;
+			}
+			if (stop)
+				break;
+			cur_main = r.main;
+		}
+		if (*budget)
+			(*budget)--;
+		struct mvcc_kv f;
+		if (mvcc_kv_decode(kv.val, kv.val_len, &f) == 0 && wm_covers(&w->m, f.key, f.key_len) &&
+		    !(tomb ? w->nodelete : w->noput)) {
+			uint8_t tbuf[64];
+			const uint8_t *evkv = kv.val;
+			size_t evlen = kv.val_len;
+			uint8_t *heap = NULL;
+			if (tomb) {
+				struct mvcc_kv t = { .key = f.key, .key_len = f.key_len, .mod_rev = r.main };
+				evlen = mvcc_kv_encoded_len(&t);
+				uint8_t *out = evlen <= sizeof(tbuf) ? tbuf : (heap = malloc(evlen));
+				if (!out)
+					break;
+				mvcc_kv_encode(&t, out);
+				evkv = out;
+			}
+			const uint8_t *prev = NULL;
+			size_t prev_len = 0;
+			if (w->prev_kv && (tomb || f.create_rev != f.mod_rev))
+				prev = prev_at(ws, v, f.key, f.key_len, r.main, &prev_len);
+			size_t before = ws->elen;
+			size_t off = enc_event(ws, tomb, evkv, evlen, prev, prev_len);
+			free(heap);
+			if (off == SIZE_MAX || reserve((void **)&pv, &pcap, n + 1, sizeof(*pv)))
+				break;
+			pv[n].p = (const uint8_t *)(uintptr_t)off;
+			pv[n++].len = ws->elen - before;
+			bytes += ws->elen - before;
+		}
+		rc = btree_cursor_next(&c, &kv);
+	}
+	free(pv);
+	ws->elen = 0;
+	return true;
+}
+
+static void catchup_turn(struct gw_server *s, struct watch_state *ws)
+{
+	struct gw_read rd;
+	struct mvcc_view v;
+	unsigned budget = WATCH_CATCHUP_BUDGET;
+
+	if (!ws->catchup)
+		return;
+	if (gw_read_begin(s, &rd))
+		return; /* tried again next turn */
+	if (mvcc_view_open(rd.txn, &v)) {
+		gw_read_end(s, &rd);
+		return;
+	}
+	if (rd.cache)
+		mvcc_view_use_cache(&v, rd.cache, rd.st.db_generation);
+	struct watcher **p = &ws->catchup;
+	while (*p && budget) {
+		struct watcher *w = *p;
+		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
+		if (!call || !stream_has_room(call)) {
+			p = &w->unext;
+			continue;
+		}
+		bool done;
+		if (!catchup_one(s, ws, call, w, &v, &budget, &done))
+			continue; /* removed, *p is the next one */
+		/* Joins the ring's watchers only if every event after v.rev is
+		 * still to come on the cursor: it was (re)started before this
+		 * read began, and nothing past v.rev was dispatched yet. */
+		if (done && ws->live_rev <= v.rev) {
+			*p = w->unext;
+			w->in_catchup = false;
+			w->synced = true;
+			wm_add(&ws->m, &w->m);
+			continue;
+		}
+		p = &w->unext;
+	}
+	mvcc_view_close(&v);
+	gw_read_end(s, &rd);
+}
+
+/* ---- progress ---- */
+
+static void progress_turn(struct gw_server *s, struct watch_state *ws)
+{
+	int64_t now = now_ns();
+	bool tick = now >= ws->next_tick_ns;
+
+	if (tick)
+		ws->next_tick_ns = now + ws->progress_ns;
+	for (struct watch_stream *st = ws->streams; st; st = st->next) {
+		struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
+		if (!call)
+			continue;
+		if (st->progress_wait) {
+			int64_t min = INT64_MAX;
+			for (struct watcher *w = st->ws; w; w = w->snext) {
+				int64_t d = delivered(ws, w);
+				min = d < min ? d : min;
+			}
+			if (min == INT64_MAX)
+				min = published_rev(s) > ws->live_rev ? published_rev(s) : ws->live_rev;
+			if (min >= st->progress_rev) {
+				send_resp(s, call, min, -1, false, false, 0, NULL, false, NULL, 0);
+				st->progress_rev = min;
+				st->progress_wait = false;
+			}
+		}
+		if (!tick)
+			continue;
+		for (struct watcher *w = st->ws; w; w = w->snext) {
+			if (!w->progress_notify)
+				continue;
+			/* etcd elides a tick's progress when events went out since
+			 * the last one, and sends only for a synced watcher */
+			if (!w->sent_since_tick && w->synced && stream_has_room(call))
+				send_resp(s, call, delivered(ws, w), w->id, false, false, 0, NULL,
+					  false, NULL, 0);
+			w->sent_since_tick = false;
+		}
+	}
+}
+
+/* ---- the service ---- */
+
+void watch_turn(struct gw_server *s)
+{
+	struct watch_state *ws = W(s);
+
+	if (!ws || !ws->streams)
+		return;
+	read_ring(s, ws);
+	catchup_turn(s, ws);
+	progress_turn(s, ws);
+}
+
+void watch_flushed(struct gw_server *s)
+{
+	struct watch_state *ws = W(s);
+
+	if (!ws)
+		return;
+	for (struct watcher *w = ws->catchup; w; w = w->unext) {
+		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
+		if (call && stream_has_room(call)) {
+			s->more_work = true;
+			return;
+		}
+	}
+	for (struct watch_stream *st = ws->streams; st; st = st->next)
+		if (st->progress_wait) {
+			s->more_work = true; /* retried while catch-ups run */
+			return;
+		}
+}
+
+int64_t watch_next_deadline(struct gw_server *s)
+{
+	struct watch_state *ws = W(s);
+
+	if (!ws || !ws->streams)
+		return INT64_MAX;
+	int64_t r = atomic_load_explicit(&ws->next_read_ns, memory_order_relaxed);
+	return ws->read_every_ns && ws->cur_valid && r < ws->next_tick_ns ? r : ws->next_tick_ns;
+}
+
+bool watch_has_work(struct gw_server *s)
+{
+	struct watch_state *ws = W(s);
+
+	if (!ws || !atomic_load_explicit(&ws->active, memory_order_acquire))
+		return false;
+	if (ws->read_every_ns && now_ns() < atomic_load_explicit(&ws->next_read_ns,
+								  memory_order_relaxed))
+		return false; /* the timer brings the next read */
+	struct bcast_cursor c = {
+		.pos = atomic_load_explicit(&ws->seen_head, memory_order_relaxed),
+	};
+	return bcast_has_data(ws->b, &c);
+}
+
+bool watch_wants_events(struct gw_server *s)
+{
+	struct watch_state *ws = W(s);
+	return ws && atomic_load_explicit(&ws->active, memory_order_relaxed);
+}
+
+static const struct grpc_handler watch_handler = {
+	.on_message = watch_message,
+	.on_cancel = watch_cancel,
+};
+
+int watch_register(struct gw_server *s)
+{
+	struct watch_state *ws = calloc(1, sizeof(*ws));
+	const char *env = getenv("CETCD_WATCH_PROGRESS_MS");
+
+	if (!ws || wm_init(&ws->m)) {
+		free(ws);
+		return -ENOMEM;
+	}
+	ws->b = shm_events(s->r);
+	ws->progress_ns = WATCH_PROGRESS_NS;
+	if (env && atoll(env) > 0)
+		ws->progress_ns = atoll(env) * 1000000ll;
+	ws->next_tick_ns = now_ns() + ws->progress_ns;
+	env = getenv("CETCD_WATCH_READ_EVERY_MS");
+	if (env && atoll(env) > 0)
+		ws->read_every_ns = atoll(env) * 1000000ll;
+	atomic_init(&ws->next_read_ns, 0);
+	atomic_init(&ws->active, false);
+	atomic_init(&ws->seen_head, 0);
+	mvcc_range_result_init(&ws->res);
+	s->watch = ws;
+	return grpc_server_handle(s->grpc, "/etcdserverpb.Watch/Watch", &watch_handler, s);
+}
+
+void watch_free(struct gw_server *s)
+{
+	struct watch_state *ws = W(s);
+
+	if (!ws)
+		return;
+	while (ws->streams)
+		stream_free(ws, ws->streams);
+	wm_fini(&ws->m);
+	mvcc_range_result_free(&ws->res);
+	free(ws->rbuf);
+	free(ws->gbuf);
+	free(ws->gev);
+	free(ws->ebuf);
+	free(ws->pairs);
+	free(ws->touched);
+	free(ws);
+	s->watch = NULL;
+}

@@ -1,0 +1,77 @@
+/* etcd's Watch service in gatewayd (watch.c) and its key matcher
+ * (watch_match.c).
+ *
+ * Events come from stored's feed on the broadcast ring (stored/events.h),
+ * read with this process's own cursor. A watcher is either synced (it gets
+ * the ring's events as they are read) or catching up from the db's key
+ * bucket (keyed by revision): a watcher that starts in the past, every
+ * watcher after the cursor was lapped (or stored asked for a resync), and
+ * a watcher whose stream had more than WATCH_QUEUE_HIGH bytes unsent when
+ * its events came. A watcher's next_rev only grows, so it never gets an
+ * event twice nor skips one.
+ */
+#ifndef CETCD_GATEWAYD_WATCH_H
+#define CETCD_GATEWAYD_WATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- the matcher: which watchers a key concerns ---- */
+
+/* One watched key or range, embedded in its owner. Exact keys are found
+ * by hash; ranges are kept in a list sorted by start key, so a lookup
+ * stops at the first range that starts after the key. */
+struct wm_entry {
+	const uint8_t *key;
+	size_t key_len;
+	const uint8_t *end;  /* range end (exclusive); with end_len 0 see kind */
+	size_t end_len;
+	int kind;            /* WM_KEY, WM_RANGE, WM_FROM_KEY */
+	uint64_t hash;       /* WM_KEY: of the key */
+	struct wm_entry *next, *prev; /* bucket chain or range list */
+};
+enum { WM_KEY = 0, WM_RANGE = 1, WM_FROM_KEY = 2 };
+
+struct watch_matcher {
+	struct wm_entry **buckets; /* power of two */
+	size_t nbuckets, nkeys;
+	struct wm_entry *ranges;   /* sorted by key */
+	size_t nranges;
+};
+
+/* Fills e for etcd's watch range rules (already normalised: end NULL or
+ * len 0 = one key; end "\0" (len 1) = every key >= key). */
+void wm_entry_set(struct wm_entry *e, const uint8_t *key, size_t key_len, const uint8_t *end,
+		  size_t end_len);
+bool wm_covers(const struct wm_entry *e, const uint8_t *key, size_t len);
+int wm_init(struct watch_matcher *m);
+void wm_fini(struct watch_matcher *m);
+/* 0 or -ENOMEM (the table could not grow; e is added anyway). */
+int wm_add(struct watch_matcher *m, struct wm_entry *e);
+void wm_del(struct watch_matcher *m, struct wm_entry *e);
+/* Calls fn for every entry that covers key, each once. */
+typedef void (*wm_fn)(void *arg, struct wm_entry *e);
+void wm_match(const struct watch_matcher *m, const uint8_t *key, size_t len, wm_fn fn, void *arg);
+
+/* ---- the service (gatewayd/server.h calls these) ---- */
+
+struct gw_server;
+/* Unsent bytes above which a stream's watchers stop taking live events
+ * and catch up from the db later. */
+#define WATCH_QUEUE_HIGH (1u << 20)
+
+int watch_register(struct gw_server *s);
+void watch_free(struct gw_server *s);
+/* Reads the ring, dispatches events, runs catch-ups and progress. */
+void watch_turn(struct gw_server *s);
+/* After the flush: keeps the loop awake while catch-up has room to go. */
+void watch_flushed(struct gw_server *s);
+/* Monotonic time of the next progress tick, INT64_MAX if none. */
+int64_t watch_next_deadline(struct gw_server *s);
+/* For the waker thread: the ring has records for watchers. */
+bool watch_has_work(struct gw_server *s);
+/* Whether the slot wants stored's event wake-ups. */
+bool watch_wants_events(struct gw_server *s);
+
+#endif

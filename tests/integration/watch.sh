@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# etcd's Watch on a real member, checked against a model of the history
+# (tests/tools/watchmodel): random puts, deletes, txns and compactions
+# while watchers with random ranges, filters, prev_kv and start revisions
+# (current and past) run; each must get exactly the history's events in
+# its range, in order, each revision in one response. Four runs:
+#   1. plain;
+#   2. slow readers: half of the watchers stop reading for 3 s while
+#      large values go by, so their streams fill and catch up from the db;
+#   3. a small broadcast ring (--max-request-bytes 1024: the ring holds 4
+#      of its largest records) read only every 50 ms by the gateways
+#      (CETCD_WATCH_READ_EVERY_MS), so they are lapped and catch up from
+#      the db (the log says so);
+#   4. stored and a gatewayd SIGKILLed while puts go on; watchers
+#      reconnect and resume at the last revision they saw + 1.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_init watch
+it_build_go_tool watchmodel go.etcd.io/etcd/clientv3
+WM=$IT_BUILD/tests/watchmodel
+
+run_model() { # NAME ARGS...: runs watchmodel, output in $IT_TMP/NAME.out
+	local name=$1
+	shift
+	if "$WM" -endpoint "127.0.0.1:$IT_CPORT" "$@" >"$IT_TMP/$name.out" 2>&1; then
+		ok "$name: $(grep -E '^(events|history|reconnects)' "$IT_TMP/$name.out" | tr '\n' ' ')"
+	else
+		fail "$name"
+		tail -25 "$IT_TMP/$name.out" | sed 's/^/    /'
+	fi
+}
+
+it_cetcd_start w1 "$IT_TMP/m1.data" "$IT_TMP/m1.log" --gateways 2
+check "member answers" it_wait_healthy "$IT_CPORT" 30
+run_model plain -prefix p1/ -ops 800 -watchers 30 -seed "${SEED:-1}"
+run_model slow -prefix p2/ -ops 300 -watchers 12 -seed 2 -slow -value-size 20000
+
+# 4. kills, on the same member
+"$WM" -endpoint "127.0.0.1:$IT_CPORT" -prefix p4/ -ops 12000 -watchers 16 -seed 4 -puts-only -early \
+	>"$IT_TMP/kill.out" 2>&1 &
+wm_pid=$!
+sleep 0.7
+for what in stored gatewayd-0; do
+	pid=$(it_cetcd_child "$what" || true)
+	if [[ -n $pid ]]; then
+		kill -9 "$pid"
+		ok "SIGKILLed $what ($pid)"
+	else
+		fail "no $what to kill"
+	fi
+	sleep 0.7
+done
+if wait "$wm_pid" && (($(it_kv_val "$IT_TMP/kill.out" reconnects) > 0)); then
+	ok "kills (streams broke and resumed): $(grep -E '^(events|history|reconnects)' "$IT_TMP/kill.out" | tr '\n' ' ')"
+else
+	fail "kills"
+	tail -25 "$IT_TMP/kill.out" | sed 's/^/    /'
+fi
+it_cetcd_stop || true
+
+# 3. a ring that holds a few records
+unset IT_CPORT IT_PPORT
+CETCD_WATCH_READ_EVERY_MS=50 \
+	it_cetcd_start w3 "$IT_TMP/m3.data" "$IT_TMP/m3.log" --max-request-bytes 1024
+check "small-ring member answers" it_wait_healthy "$IT_CPORT" 30
+run_model lapped -prefix p3/ -ops 1500 -watchers 20 -seed 3 -value-size 420 -no-compact
+check "the gateways were lapped and caught up" grep -q "watch events were lost on the ring" "$IT_TMP/m3.log"
+it_cetcd_stop || true
+it_summary
