@@ -196,6 +196,38 @@ func main() {
 		n := 1 + rng.Intn(*valueSize)
 		return fmt.Sprintf("v%d-%s", i, strings.Repeat("x", n))
 	}
+	// landed: whether key k holds value v, and at which revision. It
+	// reads until a read succeeds, and once more after a pause when the
+	// value is not there, so that a put still on its way (taken by raftd
+	// from a dead gateway's ring, or waiting for a restarted stored) has
+	// landed before it is taken for lost.
+	landed := func(ctx context.Context, kv etcdserverpb.KVClient, k, v string) (int64, bool) {
+		look := func() (int64, bool, bool) {
+			g, ge := kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(k)})
+			if ge != nil {
+				return 0, false, false
+			}
+			if len(g.Kvs) == 1 && string(g.Kvs[0].Value) == v {
+				return g.Kvs[0].ModRevision, true, true
+			}
+			return 0, false, true
+		}
+		for pass := 0; pass < 2; pass++ {
+			if pass == 1 {
+				time.Sleep(time.Second)
+			}
+			for t := 0; t < 100; t++ {
+				if mr, found, ok := look(); ok {
+					if found {
+						return mr, true
+					}
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		return 0, false
+	}
 	retry := func(f func() error) error {
 		var err error
 		for t := 0; t < 100; t++ {
@@ -253,9 +285,11 @@ func main() {
 			err = retry(func() (e error) {
 				r, e = kv.Put(ctx, &etcdserverpb.PutRequest{Key: []byte(k), Value: []byte(v)})
 				if e != nil && *putsOnly {
-					g, ge := kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(k)})
-					if ge == nil && len(g.Kvs) == 1 && string(g.Kvs[0].Value) == v {
-						r = &etcdserverpb.PutResponse{Header: &etcdserverpb.ResponseHeader{Revision: g.Kvs[0].ModRevision}}
+					// the put may have gone through (its answer was
+					// lost with a killed process): find out before
+					// putting the value again
+					if mr, found := landed(ctx, kv, k, v); found {
+						r = &etcdserverpb.PutResponse{Header: &etcdserverpb.ResponseHeader{Revision: mr}}
 						return nil
 					}
 				}
