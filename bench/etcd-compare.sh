@@ -5,8 +5,11 @@
 #
 # Starts a fresh cetcd and a fresh etcd with equivalent settings (data
 # dirs on the same disk, default snapshot count and quota), single members
-# or (--members 3) 3-member clusters on loopback, runs the same workloads
-# against each in turn, prints a table and then a last line of ratios
+# or (--members 3) 3-member clusters on loopback, both running side by
+# side, and runs the same workloads against each: every workload
+# BENCH_ROUNDS times (default 3), alternating the two servers and which
+# goes first, keeping the median of each figure. Prints a table and then
+# a last line of ratios
 # (cetcd / etcd) as name=value pairs. For qps a ratio above 1 favours
 # cetcd; for latency and CPU per request, below 1 does.
 #
@@ -26,7 +29,9 @@
 #
 # Environment: CETCD_BUILD (default build/), BENCH_TOTAL (100000; --quick
 # makes it 10000), BENCH_DIR (where data dirs go; default /var/tmp),
-# ETCD_TOOLS (where bench/etcd-tools.sh keeps the benchmark tool).
+# ETCD_TOOLS (where bench/etcd-tools.sh keeps the benchmark tool),
+# BENCH_ROUNDS (3), BENCH_SERVERS ("cetcd etcd"; one of them measures one
+# side only).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CETCD_BUILD:-$root/build}
@@ -132,7 +137,7 @@ leader_of() {
   for _ in $(seq 200); do
     for ((i = 0; i < members; i++)); do
       if ETCDCTL_API=3 etcdctl --endpoints "${member_eps[i]}" --dial-timeout 500ms --command-timeout 1s endpoint status -w json 2>/dev/null |
-        python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; sys.exit(0 if d["leader"] == d["header"]["member_id"] else 1)'; then
+        python3 -c 'import json,sys; v=json.load(sys.stdin); d=v[0]["Status"] if v else {}; sys.exit(0 if d and d["leader"] == d["header"]["member_id"] else 1)'; then
         echo "$i"; return 0
       fi
     done
@@ -257,34 +262,95 @@ grpc_body "$range_l" "0a03666f6f"
 grpc_body "$range_s" "0a03666f6f3801"
 grpc_body "$put" "0a03666f6f128002$(printf '61%.0s' $(seq 256))"
 
-declare -A R
-servers=${BENCH_SERVERS:-cetcd etcd}   # BENCH_SERVERS=etcd measures one side only
+declare -A R S_PIDS S_EPS S_EP S_MARGS
+servers=${BENCH_SERVERS:-cetcd etcd}
+rounds=${BENCH_ROUNDS:-3}
+
+# Both servers run side by side (the idle one costs next to nothing);
+# each workload runs $rounds times, alternating the servers and which one
+# goes first, and the median of each figure is kept, so that the noise of
+# a shared machine falls on both sides alike.
+save_server() {
+  S_PIDS[$1]="${server_pids[*]}"; S_EPS[$1]=$endpoints; S_EP[$1]=$endpoint
+  local i
+  for i in "${!margs[@]}"; do S_MARGS[$1.$i]=${margs[i]}; done
+}
+use_server() {
+  read -r -a server_pids <<<"${S_PIDS[$1]}"
+  endpoints=${S_EPS[$1]}; endpoint=${S_EP[$1]}; member_eps=(${endpoints//,/ })
+  local i
+  margs=()
+  for ((i = 0; i < members; i++)); do margs[i]=${S_MARGS[$1.$i]}; done
+}
+stop_all() {
+  local s
+  for s in "${!S_PIDS[@]}"; do use_server "$s"; stop_server; done
+  S_PIDS=()
+  stop_server
+}
+trap 'stop_all; rm -rf "$work"' EXIT
+
+# median: the middle of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : 0) }'; }
+
+# measure NAME FIELDS CMD...: runs CMD (printing space-separated figures)
+# against every server, $rounds times; R[server.FIELD] gets each figure's
+# median (FIELDS: the names, "_" to drop one).
+measure() {
+  local name=$1 fields=$2 k server order f i
+  shift 2
+  declare -A got=()
+  for ((k = 0; k < rounds; k++)); do
+    order=$servers
+    ((k % 2)) && order=$(tr ' ' '\n' <<<"$servers" | tac | tr '\n' ' ')
+    for server in $order; do
+      use_server "$server"
+      read -r -a vals < <("$@")
+      i=0
+      for f in $fields; do
+        [[ $f != _ ]] && got[$server.$f]+="${vals[i]:-0} "
+        i=$((i + 1))
+      done
+    done
+  done
+  for f in "${!got[@]}"; do R[$f]=$(tr ' ' '\n' <<<"${got[$f]}" | grep . | median); done
+  echo "etcd-compare: $name done" >&2
+}
+
 for server in $servers; do
-  echo "etcd-compare: $server" >&2
+  echo "etcd-compare: starting $server" >&2
   start_server "$server"
   ETCDCTL_API=3 etcdctl --endpoints "$endpoint" put foo bar >/dev/null
-  read -r R[$server.put_qps] R[$server.put_p99] _ < <(bench_tool --conns 100 --clients 1000 \
-    put --key-size 8 --sequential-keys --total "$total" --val-size 256)
-  read -r R[$server.range_l_qps] _ _ < <(bench_tool --conns 100 --clients 1000 \
-    range foo --consistency l --total "$total")
-  read -r R[$server.range_s_qps] _ _ < <(bench_tool --conns 100 --clients 1000 \
-    range foo --consistency s --total "$total")
-  read -r R[$server.put1_qps] _ R[$server.put1_avg] < <(bench_tool --conns 1 --clients 1 \
-    put --key-size 8 --sequential-keys --total "$put1_total" --val-size 256)
-  read -r R[$server.txn_qps] _ _ < <(bench_tool --conns 100 --clients 1000 \
-    txn-put --key-size 8 --val-size 256 --total "$total")
+  save_server "$server"
+done
+measure put "put_qps put_p99 _" bench_tool --conns 100 --clients 1000 \
+  put --key-size 8 --sequential-keys --total "$total" --val-size 256
+measure range_l "range_l_qps _ _" bench_tool --conns 100 --clients 1000 \
+  range foo --consistency l --total "$total"
+measure range_s "range_s_qps _ _" bench_tool --conns 100 --clients 1000 \
+  range foo --consistency s --total "$total"
+measure put1 "put1_qps _ put1_avg" bench_tool --conns 1 --clients 1 \
+  put --key-size 8 --sequential-keys --total "$put1_total" --val-size 256
+measure txn "txn_qps _ _" bench_tool --conns 100 --clients 1000 \
+  txn-put --key-size 8 --val-size 256 --total "$total"
+for server in $servers; do
+  use_server "$server"
   R[$server.h2_status]="range_s:$(grpc_status /etcdserverpb.KV/Range "$range_s") put:$(grpc_status /etcdserverpb.KV/Put "$put")"
-  read -r R[$server.h2_range_s_qps] R[$server.h2_range_s_cpu] R[$server.h2_range_s_ok] < <(h2_run /etcdserverpb.KV/Range "$range_s")
-  read -r R[$server.h2_range_l_qps] R[$server.h2_range_l_cpu] R[$server.h2_range_l_ok] < <(h2_run /etcdserverpb.KV/Range "$range_l")
-  read -r R[$server.h2_put_qps] R[$server.h2_put_cpu] R[$server.h2_put_ok] < <(h2_run /etcdserverpb.KV/Put "$put")
-  if ((members > 1)); then
+done
+measure h2_range_s "h2_range_s_qps h2_range_s_cpu h2_range_s_ok" h2_run /etcdserverpb.KV/Range "$range_s"
+measure h2_range_l "h2_range_l_qps h2_range_l_cpu h2_range_l_ok" h2_run /etcdserverpb.KV/Range "$range_l"
+measure h2_put "h2_put_qps h2_put_cpu h2_put_ok" h2_run /etcdserverpb.KV/Put "$put"
+if ((members > 1)); then
+  for server in $servers; do
+    use_server "$server"
     fo=()
     for _ in 1 2 3 4 5; do failover_ms "$server"; fo+=("$failover"); done
-    R[$server.failover_ms]=$(printf '%s\n' "${fo[@]}" | sort -n | sed -n 3p)
+    save_server "$server"
+    R[$server.failover_ms]=$(printf '%s\n' "${fo[@]}" | median)
     echo "etcd-compare: $server failovers (ms): ${fo[*]}" >&2
-  fi
-  stop_server
-done
+  done
+fi
+stop_all
 fsync_us=$(fsync_floor_us)
 
 row() { printf '%-28s %14s %14s\n' "$1" "$2" "$3"; }
