@@ -17,14 +17,18 @@ it_init lease_cluster
 
 ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 10s "$@"; }
 
+# out CMD...: what etcdctl prints, its exit status ignored (the calls
+# below look for etcd's error texts too).
+out() { ctl "$@" 2>&1 || true; }
 # renews EP ID: one keep-alive of lease ID (hex) through EP is answered
 # with a positive TTL.
-renews() { ctl --endpoints "$1" lease keep-alive --once "$2" 2>&1 | grep -qE "keepalived with TTL\([1-9]"; }
+renews() { grep -qE "keepalived with TTL\([1-9]" <<<"$(out --endpoints "$1" lease keep-alive --once "$2")"; }
 # ttl_ok EP ID: timetolive through EP reports the lease and its keys.
-ttl_ok() { ctl --endpoints "$1" lease timetolive --keys "$2" 2>&1 | grep -qE "granted with TTL\([0-9]+s\), remaining\([0-9]+s\), attached keys\(\[.*k"; }
-# unknown EP ID: the lease is reported unknown through EP.
-unknown_ttl() { ctl --endpoints "$1" lease timetolive "$2" 2>&1 | grep -q "already expired"; }
-unknown_renew() { ctl --endpoints "$1" lease keep-alive --once "$2" 2>&1 | grep -q "requested lease not found"; }
+ttl_ok() { grep -qE "granted with TTL\([0-9]+s\), remaining\([0-9]+s\), attached keys\(\[.*k" <<<"$(out --endpoints "$1" lease timetolive --keys "$2")"; }
+# unknown_ttl, unknown_renew EP ID: the lease is reported unknown through
+# EP (by timetolive, by a keep-alive).
+unknown_ttl() { grep -q "already expired" <<<"$(out --endpoints "$1" lease timetolive "$2")"; }
+unknown_renew() { grep -q "requested lease not found" <<<"$(out --endpoints "$1" lease keep-alive --once "$2")"; }
 grant() { ctl --endpoints "$1" lease grant "$2" | awk '{ print $2 }'; }
 gone_everywhere() {
 	local i
