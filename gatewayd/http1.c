@@ -1,6 +1,7 @@
 /* HTTP/1.x requests on the client port (see http1.h). */
 #include "gatewayd/http1.h"
 #include "shm/hashkv.h"
+#include "shm/leasehttp.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -252,6 +253,7 @@ struct http1_answer {
 	bool type_sniffed;   /* Content-Type after Content-Length, as Go
 			      * writes a type it sniffed */
 	const char *body;
+	size_t body_len;     /* 0: strlen(body) */
 };
 
 /* Appends a full answer to req. */
@@ -259,7 +261,7 @@ static int http1_answer(struct http1_conn *c, const struct http1_request *req,
 			const struct http1_answer *a)
 {
 	char head[1024];
-	size_t blen = strlen(a->body);
+	size_t blen = a->body_len ? a->body_len : strlen(a->body);
 	bool head_only = http1_ieq(req->method, req->method_len, "head");
 	const char *conn = !req->keep_alive ? "Connection: close\r\n" :
 			   req->minor == 0 ? "Connection: keep-alive\r\n" : "";
@@ -382,6 +384,54 @@ static int http1_hashkv(struct http1_conn *c, const struct http1_request *req,
 	return http1_answer(c, req, &a);
 }
 
+/* etcd's leaseHandler: POST only, the body a LeaseKeepAliveRequest
+ * (/leases) or a LeaseInternalRequest (/leases/internal); the answer
+ * comes from http1_conn_reply. */
+static int http1_lease(struct http1_conn *c, const struct http1_request *req,
+		       const uint8_t *body, size_t len)
+{
+	struct http1_answer a = { .status = 400, .nosniff = true,
+				  .content_type = "text/plain; charset=utf-8" };
+	struct leasehttp_req lr;
+
+	if (!(req->method_len == 4 && memcmp(req->method, "POST", 4) == 0)) {
+		a.status = 405;
+		a.body = "Method Not Allowed\n";
+		return http1_answer(c, req, &a);
+	}
+	if (leasehttp_request_decode(http1_path_is(req, LEASEHTTP_INTERNAL_PATH), body, len, &lr)) {
+		a.body = LEASEHTTP_ERR_UNMARSHAL "\n";
+		return http1_answer(c, req, &a);
+	}
+	c->waiting = true;
+	c->wait_minor = req->minor;
+	c->wait_keep_alive = req->keep_alive;
+	if (c->ops->lease(c->ops->arg, c, &lr) == 0)
+		return 0;
+	c->waiting = false;
+	a = (struct http1_answer){ .status = 500, .nosniff = true,
+				   .content_type = "text/plain; charset=utf-8",
+				   .body = "out of memory\n" };
+	return http1_answer(c, req, &a);
+}
+
+/* Whether req is one of the requests whose body is read, and which. */
+static bool http1_reads_body(const struct http1_conn *c, const struct http1_request *req,
+			     bool *lease)
+{
+	if (!c->ops || req->chunked)
+		return false;
+	*lease = false;
+	if (c->ops->hashkv && http1_path_is(req, HASHKV_PATH))
+		return req->content_length <= HTTP1_HASHKV_BODY_MAX;
+	if (c->ops->lease &&
+	    (http1_path_is(req, LEASEHTTP_PATH) || http1_path_is(req, LEASEHTTP_INTERNAL_PATH))) {
+		*lease = true;
+		return req->content_length <= LEASEHTTP_MAX_REQUEST;
+	}
+	return false;
+}
+
 /* Answers the complete requests in buf[0..len); returns the bytes used
  * (all of them once the connection is closing) or -ENOMEM. */
 static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
@@ -404,13 +454,14 @@ static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
 				return -ENOMEM;
 			break;
 		}
-		if (c->ops && c->ops->hashkv && http1_path_is(&req, HASHKV_PATH) && !req.chunked &&
-		    req.content_length <= HTTP1_HASHKV_BODY_MAX) {
-			/* the one request whose body is read: wait for all of it */
+		bool lease;
+		if (http1_reads_body(c, &req, &lease)) {
+			/* a request whose body is read: wait for all of it */
 			size_t blen = req.has_length ? (size_t)req.content_length : 0;
 			if (len - off - (size_t)rc < blen)
 				break;
-			if (http1_hashkv(c, &req, buf + off + rc, blen))
+			if (lease ? http1_lease(c, &req, buf + off + rc, blen) :
+				    http1_hashkv(c, &req, buf + off + rc, blen))
 				return -ENOMEM;
 			off += (size_t)rc + blen;
 			continue;
@@ -461,6 +512,24 @@ int http1_conn_hashkv_done(struct http1_conn *c, int rc, const struct hashkv_res
 		a = (struct http1_answer){ .status = 200, .content_type = "application/json" };
 	}
 	a.body = text;
+	if (http1_answer(c, &req, &a))
+		return -ENOMEM;
+	return c->closing ? 0 : http1_conn_drain_in(c);
+}
+
+int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
+		     const void *body, size_t len)
+{
+	struct http1_request req = { .method = "POST", .method_len = 4, .minor = c->wait_minor,
+				     .keep_alive = c->wait_keep_alive };
+	struct http1_answer a = { .status = status, .content_type = content_type,
+				  .nosniff = status != 200, .body = body, .body_len = len };
+
+	if (!c->waiting)
+		return 0;
+	c->waiting = false;
+	if (len == 0)
+		a.body = "";
 	if (http1_answer(c, &req, &a))
 		return -ENOMEM;
 	return c->closing ? 0 : http1_conn_drain_in(c);

@@ -64,6 +64,7 @@ struct http1_request {
 int http1_parse(const uint8_t *buf, size_t len, size_t max_head, struct http1_request *req);
 
 struct hashkv_resp;
+struct leasehttp_req;
 struct http1_conn;
 
 /* What the connection needs from the rest of gatewayd. */
@@ -76,6 +77,11 @@ struct http1_ops {
 	 * http1_conn_hashkv_done gives the answer. 0, or -ENOMEM (answered
 	 * 500 at once). */
 	int (*hashkv)(void *arg, struct http1_conn *c, int64_t rev);
+	/* POST /leases and /leases/internal (shm/leasehttp.h), served only
+	 * where this is set: asks the lessor for c, which waits as for
+	 * hashkv until http1_conn_reply gives the answer. 0, or -ENOMEM
+	 * (answered 500 at once). */
+	int (*lease)(void *arg, struct http1_conn *c, const struct leasehttp_req *r);
 	void *arg;
 };
 
@@ -85,7 +91,8 @@ struct http1_conn {
 	size_t out_off;
 	uint64_t body_skip;     /* request body bytes still to drop */
 	bool closing;           /* no more requests: close once out is written */
-	bool waiting;           /* a /members/hashkv answer is being computed:
+	bool waiting;           /* a /members/hashkv or /leases answer is
+				 * being computed:
 				 * what comes waits in `in` */
 	int wait_minor;         /* that request's HTTP/1.minor and keep-alive */
 	bool wait_keep_alive;
@@ -110,6 +117,12 @@ int http1_conn_recv(struct http1_conn *c, const uint8_t *data, size_t len);
  * Then the requests that came meanwhile are answered. 0 or -ENOMEM. */
 int http1_conn_hashkv_done(struct http1_conn *c, int rc, const struct hashkv_resp *r,
 			   const char *why);
+
+/* The answer to the request c waits for (a /leases one): status, the
+ * content type and len bytes of body. Then the requests that came
+ * meanwhile are answered. 0 or -ENOMEM. */
+int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
+		     const void *body, size_t len);
 
 /* Response bytes waiting to be written, and marking n of them written. */
 static inline size_t http1_conn_out_len(const struct http1_conn *c)

@@ -25,6 +25,7 @@
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
 #include "shm/hello.h"
+#include "shm/leasehttp.h"
 #include "shm/log/log.h"
 #include "shm/msg.h"
 #include "shm/region.h"
@@ -113,6 +114,8 @@ static struct grpc_call *gw_take(struct gw_server *s, struct pending_req *p)
 	struct grpc_call *call = grpc_call_find(s->grpc, p->call_id);
 	struct gw_deferred *d = p->ctx;
 
+	if (gw_pending_is_peer(p->tag))
+		d = NULL; /* ctx is the waiting connection */
 	pending_remove(&s->pending, p);
 	if (d)
 		d->ops->free(d);
@@ -125,6 +128,16 @@ static struct grpc_call *gw_take(struct gw_server *s, struct pending_req *p)
 static void gw_fail(struct gw_server *s, struct pending_req *p, enum grpc_status code,
 		    const char *text)
 {
+	if (gw_pending_is_peer(p->tag)) {
+		/* etcd's leaseHandler when the lessor does not answer in time */
+		static const char timeout[] = LEASEHTTP_ERR_TIMEOUT "\n";
+		void *owner = p->ctx;
+		pending_remove(&s->pending, p);
+		if (owner)
+			gw_http1_lease_done(s, owner, 408, "text/plain; charset=utf-8", timeout,
+					    sizeof(timeout) - 1);
+		return;
+	}
 	struct grpc_call *call = gw_take(s, p);
 	if (call)
 		grpc_call_finish(call, code, text);
@@ -402,6 +415,108 @@ void gw_promote(struct gw_server *s, struct grpc_call *call, uint64_t member_id)
 	gw_ask_raftd(s, call, MSG_PROMOTE, member_id);
 }
 
+/* Whether a renewal or remaining time must be asked of the leader over
+ * the peer port: this member does not lead (or knows no leader yet, which
+ * raftd waits for, as etcd's waitLeader does). */
+static bool gw_lease_remote(struct gw_server *s, const struct msg_keepalive *m)
+{
+	struct status_raftd rs;
+
+	if (m->op != MSG_LEASE_KEEPALIVE && m->op != MSG_LEASE_TIME_TO_LIVE)
+		return false;
+	if (status_raftd_read(s->r, &rs))
+		return false;
+	return !rs.is_leader;
+}
+
+/* Sends m (its origin filled) to stored's lessor, or to raftd to ask the
+ * leader (MSG_LEASE_FORWARD). 0, or -ENOSPC when the ring is full. */
+static int gw_push_lease(struct gw_server *s, const struct msg_keepalive *m)
+{
+	bool in_ring;
+
+	if (!gw_lease_remote(s, m))
+		return ring_push(gw_ring(s, SHM_SLOT_TO_STORED), MSG_KEEPALIVE, m, sizeof(*m)) ?
+			       -ENOSPC : 0;
+	uint8_t *out = gw_out_reserve(s, sizeof(*m), &in_ring);
+	if (!out)
+		return -ENOSPC;
+	memcpy(out, m, sizeof(*m));
+	gw_out_commit(s, MSG_LEASE_FORWARD, sizeof(*m), in_ring);
+	return 0;
+}
+
+int gw_lease_peer(struct gw_server *s, void *owner, const struct leasehttp_req *r)
+{
+	struct msg_keepalive rec = { .lease_id = r->id,
+				     .op = r->internal ? MSG_LEASE_TIME_TO_LIVE : MSG_LEASE_KEEPALIVE,
+				     .flags = r->keys ? MSG_LEASE_F_KEYS : 0 };
+	struct pending_req *p = pending_add(&s->pending, PENDING_PROPOSE, 0,
+					    s->now_ns + s->request_timeout_ns);
+
+	if (!p)
+		return -ENOMEM;
+	pending_origin(&s->pending, p, &rec.origin);
+	p->tag = r->internal ? GW_PENDING_TAG_PEER_TTL : GW_PENDING_TAG_PEER;
+	p->ctx = owner;
+	if (ring_push(gw_ring(s, SHM_SLOT_TO_STORED), MSG_KEEPALIVE, &rec, sizeof(rec)) != 0) {
+		pending_remove(&s->pending, p);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void gw_lease_peer_drop(struct gw_server *s, void *owner)
+{
+	if (!s->pending.v)
+		return;
+	for (struct pending_req *p = pending_first(&s->pending); p;
+	     p = pending_next(&s->pending, p))
+		if (gw_pending_is_peer(p->tag) && p->ctx == owner)
+			p->ctx = NULL;
+}
+
+/* stored's answer to a peer's lease request, as etcd's leaseHandler
+ * answers: the response (wrapped for /leases/internal), 404 for an
+ * unknown lease, 400 with the lessor's error. */
+static void gw_lease_peer_answer(struct gw_server *s, struct pending_req *p,
+				 const struct msg_result *h, const uint8_t *body)
+{
+	static const char text_ct[] = "text/plain; charset=utf-8";
+	static const char not_found[] = LEASEHTTP_ERR_NOT_FOUND "\n";
+	static const char not_primary[] = LEASEHTTP_ERR_NOT_PRIMARY "\n";
+	void *owner = p->ctx;
+	bool internal = p->tag == GW_PENDING_TAG_PEER_TTL;
+	int64_t ttl = 0;
+
+	pending_remove(&s->pending, p);
+	s->stats.results++;
+	if (!owner)
+		return;
+	if (h->status != 0 || leasehttp_response_ttl(body, h->body_len, &ttl)) {
+		gw_http1_lease_done(s, owner, 400, text_ct, not_primary, sizeof(not_primary) - 1);
+		return;
+	}
+	/* stored answers an unknown lease with TTL 0 (renew) or -1 */
+	if (internal ? ttl == -1 : ttl <= 0) {
+		gw_http1_lease_done(s, owner, 404, text_ct, not_found, sizeof(not_found) - 1);
+		return;
+	}
+	if (!internal) {
+		gw_http1_lease_done(s, owner, 200, "application/protobuf", body, h->body_len);
+		return;
+	}
+	uint8_t *w = gw_scratch(s, h->body_len + 16);
+	if (!w) {
+		gw_http1_lease_done(s, owner, 500, text_ct, "out of memory\n", 14);
+		return;
+	}
+	size_t n = proto_varint_put(w, 1 << 3 | 2); /* LeaseInternalResponse field 1 */
+	n += proto_varint_put(w + n, h->body_len);
+	memcpy(w + n, body, h->body_len);
+	gw_http1_lease_done(s, owner, 200, "application/protobuf", w, n + h->body_len);
+}
+
 void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg_keepalive *m,
 		   bool stream)
 {
@@ -414,7 +529,7 @@ void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg
 		return;
 	}
 	pending_origin(&s->pending, p, &rec.origin);
-	if (ring_push(gw_ring(s, SHM_SLOT_TO_STORED), MSG_KEEPALIVE, &rec, sizeof(rec)) != 0) {
+	if (gw_push_lease(s, &rec) != 0) {
 		pending_remove(&s->pending, p);
 		gw_refuse_too_many(s, call);
 		return;
@@ -608,6 +723,10 @@ static void gw_on_result(struct gw_server *s, const struct ring_rec *rec)
 	if (!p)
 		return;
 	const uint8_t *body = (const uint8_t *)rec->data + sizeof(h);
+	if (gw_pending_is_peer(p->tag)) {
+		gw_lease_peer_answer(s, p, &h, body);
+		return;
+	}
 	if (p->tag == GW_PENDING_TAG_STREAM) {
 		/* one answer of a stream (a lease keepalive): the call goes on */
 		struct grpc_call *sc = grpc_call_find(s->grpc, p->call_id);

@@ -235,8 +235,10 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 		grpc_server_conn_free(c->h2);
 	c->h2 = NULL;
 	if (c->proto == GW_HTTP1) {
-		if (c->h1.waiting)
+		if (c->h1.waiting) {
 			maint_hashkv_peer_drop(s, c);
+			gw_lease_peer_drop(s, c);
+		}
 		http1_conn_fini(&c->h1);
 	}
 	transport_close(&c->t);
@@ -314,6 +316,27 @@ static int gw_http1_hashkv(void *arg, struct http1_conn *h1, int64_t rev)
 	struct gw_conn *c = (struct gw_conn *)((char *)h1 - offsetof(struct gw_conn, h1));
 
 	return maint_hashkv_peer(arg, c, rev);
+}
+
+/* http1_ops.lease of the local socket's connections. */
+static int gw_http1_lease(void *arg, struct http1_conn *h1, const struct leasehttp_req *r)
+{
+	struct gw_conn *c = (struct gw_conn *)((char *)h1 - offsetof(struct gw_conn, h1));
+
+	return gw_lease_peer(arg, c, r);
+}
+
+void gw_http1_lease_done(struct gw_server *s, void *owner, int status, const char *ctype,
+			 const void *body, size_t len)
+{
+	struct gw_conn *c = owner;
+
+	if (c->dead)
+		return;
+	if (http1_conn_reply(&c->h1, status, ctype, body, len))
+		gw_conn_close(s, c);
+	else
+		gw_conn_list(s, c);
 }
 
 void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct hashkv_resp *r,
@@ -985,7 +1008,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 				      .allocator_data = s };
 	s->http1 = (struct http1_ops){ .healthy = gw_healthy, .arg = s };
 	s->http1_local = (struct http1_ops){ .healthy = gw_healthy, .hashkv = gw_http1_hashkv,
-					     .arg = s };
+					     .lease = gw_http1_lease, .arg = s };
 
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

@@ -389,6 +389,28 @@ void gw_promote(struct gw_server *s, struct grpc_call *call, uint64_t member_id)
 /* pending_req.tag of a request whose answer is one message of a stream
  * (the call goes on after it) rather than the end of a unary call. */
 #define GW_PENDING_TAG_STREAM 1u
+/* pending_req.tag of a peer's POST /leases (_PEER) or /leases/internal
+ * (_PEER_TTL): ctx is the gw_conn that waits (NULL once it closed),
+ * call_id unused. */
+#define GW_PENDING_TAG_PEER 2u
+#define GW_PENDING_TAG_PEER_TTL 3u
+static inline bool gw_pending_is_peer(uint32_t tag)
+{
+	return tag == GW_PENDING_TAG_PEER || tag == GW_PENDING_TAG_PEER_TTL;
+}
+/*
+ * A peer's lease request (shm/leasehttp.h), asked of this member's stored
+ * for the local-socket connection owner (a gw_conn), which gets the
+ * answer through gw_http1_lease_done. 0, or -ENOMEM (the table or the
+ * ring is full).
+ */
+struct leasehttp_req;
+int gw_lease_peer(struct gw_server *s, void *owner, const struct leasehttp_req *r);
+/* The connection owner closes: its lease request is answered to nobody. */
+void gw_lease_peer_drop(struct gw_server *s, void *owner);
+/* Answers owner's lease request (server.c). */
+void gw_http1_lease_done(struct gw_server *s, void *owner, int status, const char *ctype,
+			 const void *body, size_t len);
 /*
  * Asks stored's lessor (a MSG_KEEPALIVE: m's origin is filled here) and
  * answers the call with what it says: as a unary call's answer, or with

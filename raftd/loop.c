@@ -21,6 +21,7 @@
 #include "raftd/feed.h"
 #include "raftd/members.h"
 #include "raftd/outbox.h"
+#include "raftd/lease_fwd.h"
 #include "raftd/promote.h"
 #include "raftd/peer.h"
 #include "raftd/raftmsg.h"
@@ -120,6 +121,7 @@ struct loop {
 	size_t n_moves;
 	size_t cap_moves;
 	struct promotes promotes;     /* promotions waiting (promote.h) */
+	struct lease_fwds lease_fwds; /* lease calls at the leader (lease_fwd.h) */
 	struct shm_waker waker;        /* raftd's doorbell, bridged to epfd */
 	_Atomic uint64_t waker_epoch;  /* stored's epoch as the loop last saw it */
 	int epfd;
@@ -450,6 +452,13 @@ static struct promote_env loop_promote_env(struct loop *l)
 	return (struct promote_env){ .raft = l->raft, .members = &l->members, .props = &l->props,
 				     .peer = l->peer, .member_id = l->member_id,
 				     .cluster_id = l->cluster_id, .tick_ms = l->tick_ms };
+}
+
+static void on_lease_forward(void *arg, uint32_t slot, const struct msg_keepalive *m)
+{
+	struct loop *l = arg;
+	struct promote_env e = loop_promote_env(l);
+	lease_fwd_gateway(&l->lease_fwds, &e, slot, m);
 }
 
 static void on_promote(void *arg, uint32_t slot, const struct msg_promote *req)
@@ -840,6 +849,11 @@ static void on_peer(struct loop *l)
 			promote_forward_done(&l->promotes, &e, &ev);
 			break;
 		}
+		case PEER_EV_LEASE_DONE: {
+			struct promote_env e = loop_promote_env(l);
+			lease_fwd_done(&l->lease_fwds, &e, &ev);
+			break;
+		}
 		}
 		peer_event_release(&ev);
 	}
@@ -1044,6 +1058,7 @@ static void on_timer(struct loop *l)
 	{
 		struct promote_env e = loop_promote_env(l);
 		promote_tick(&l->promotes, &e);
+		lease_fwd_tick(&l->lease_fwds, &e);
 	}
 	l->stats.ticks++;
 }
@@ -1471,6 +1486,8 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->props.move_leader = on_move_leader;
 	l->props.move_leader_arg = l;
 	l->props.promote = on_promote;
+	l->props.lease_forward = on_lease_forward;
+	l->props.lease_forward_arg = l;
 	l->props.promote_arg = l;
 	if (o->peer) {
 		l->props.forward = loop_forward;
@@ -1509,6 +1526,7 @@ void loop_free(struct loop *l)
 	outbox_free(&l->outbox);
 	raftd_free(l->moves);
 	promote_free(&l->promotes);
+	lease_fwd_free(&l->lease_fwds);
 	msgconv_scratch_free(&l->conv);
 	raftd_free(l->persist);
 	raftd_free(l->snap_dir);

@@ -88,6 +88,8 @@ enum peer_event_kind {
 				  * given, status the leader's HTTP status
 				  * (or a negative errno: no answer), buf
 				  * its body (len bytes, NUL-terminated) */
+	PEER_EV_LEASE_DONE,      /* a peer_lease_forward ended: as
+				  * PEER_EV_PROMOTE_DONE */
 };
 
 struct peer_event {
@@ -169,6 +171,17 @@ int peer_promote_answer(struct peer *p, uint64_t token, int status, const char *
  */
 int peer_promote_forward(struct peer *p, const char *const *urls, size_t n, uint64_t member_id,
 			 uint64_t token, int timeout_ms);
+
+/*
+ * Asks the leader to renew a lease or tell its remaining time, as etcd's
+ * leasehttp client: POST /leases or /leases/internal with r's body to
+ * each of its peer URLs in turn until one answers, in a thread of its
+ * own, reporting PEER_EV_LEASE_DONE with token. 0, -ENOMEM, -EAGAIN.
+ * (raftd/peer_promote.c)
+ */
+struct leasehttp_req;
+int peer_lease_forward(struct peer *p, const char *const *urls, size_t n,
+		       const struct leasehttp_req *r, uint64_t token, int timeout_ms);
 
 /* Readable (level-triggered) while events wait. */
 int peer_event_fd(const struct peer *p);

@@ -253,11 +253,12 @@ out_free:
 	return rc;
 }
 
-int peer_fetch(struct tls_ctx *tls, const char *url, const char *method, const char *path,
-	       int timeout_ms, struct peer_fetch_resp *out)
+static int pf_request(struct tls_ctx *tls, const char *url, const char *method, const char *path,
+		      const char *ctype, const void *body, size_t body_len, int timeout_ms,
+		      struct peer_fetch_resp *out)
 {
 	struct pf_conn c = { .fd = -1, .deadline_ns = pf_now_ns() + (uint64_t)timeout_ms * 1000000 };
-	char what[600], req[1024];
+	char what[600], req[1024], ct[96] = "", cl[40] = "";
 	struct peer_url u;
 	int rc, n;
 
@@ -288,17 +289,22 @@ int peer_fetch(struct tls_ctx *tls, const char *url, const char *method, const c
 		}
 	}
 	bool v6 = !u.unix_socket && strchr(u.host, ':');
+	if (ctype)
+		snprintf(ct, sizeof(ct), "Content-Type: %s\r\n", ctype);
+	if (strcmp(method, "POST") == 0)
+		snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", body_len);
 	n = snprintf(req, sizeof(req),
 		     "%s %s HTTP/1.1\r\nHost: %s%s%s%s%s\r\nUser-Agent: Go-http-client/1.1\r\n"
-		     "%sConnection: close\r\n\r\n",
+		     "%s%sConnection: close\r\n\r\n",
 		     method, path, v6 ? "[" : "", u.unix_socket ? "localhost" : u.host,
-		     v6 ? "]" : "", u.unix_socket ? "" : ":", u.unix_socket ? "" : u.port,
-		     strcmp(method, "POST") == 0 ? "Content-Length: 0\r\n" : "");
+		     v6 ? "]" : "", u.unix_socket ? "" : ":", u.unix_socket ? "" : u.port, cl, ct);
 	if (n < 0 || (size_t)n >= sizeof(req)) {
 		rc = errmsg_set(-EINVAL, "%s: the request is too long", what);
 		goto out_close;
 	}
 	rc = pf_write(&c, req, (size_t)n);
+	if (!rc && body_len)
+		rc = pf_write(&c, body, body_len);
 	if (!rc)
 		rc = pf_read_answer(&c, out);
 	if (rc) {
@@ -314,6 +320,18 @@ out_close:
 	if (c.fd >= 0)
 		close(c.fd);
 	return rc;
+}
+
+int peer_fetch(struct tls_ctx *tls, const char *url, const char *method, const char *path,
+	       int timeout_ms, struct peer_fetch_resp *out)
+{
+	return pf_request(tls, url, method, path, NULL, NULL, 0, timeout_ms, out);
+}
+
+int peer_fetch_post(struct tls_ctx *tls, const char *url, const char *path, const char *ctype,
+		    const void *body, size_t len, int timeout_ms, struct peer_fetch_resp *out)
+{
+	return pf_request(tls, url, "POST", path, ctype, body, len, timeout_ms, out);
 }
 
 void peer_fetch_free(struct peer_fetch_resp *r)

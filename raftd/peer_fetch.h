@@ -4,7 +4,9 @@
  * makes with a plain http.Client on the peer round tripper: GET /members
  * and GET /version when a member joins a running cluster (etcd's
  * GetClusterFromRemotePeers and getVersion), POST /members/promote/<id>
- * forwarded to the leader (promoteMemberHTTP).
+ * forwarded to the leader (promoteMemberHTTP), POST /leases and
+ * /leases/internal forwarded to the leader (leasehttp's RenewHTTP and
+ * TimeToLiveHTTP).
  *
  * http and unix URLs are dialed in the clear, https and unixs with the
  * peer TLS client context, as the transport dials them.
@@ -43,6 +45,11 @@ struct peer_fetch_resp {
  */
 int peer_fetch(struct tls_ctx *tls, const char *url, const char *method, const char *path,
 	       int timeout_ms, struct peer_fetch_resp *out);
+
+/* POST path with len bytes of body, of type ctype, as peer_fetch sends
+ * its requests; the same results. */
+int peer_fetch_post(struct tls_ctx *tls, const char *url, const char *path, const char *ctype,
+		    const void *body, size_t len, int timeout_ms, struct peer_fetch_resp *out);
 
 /* Frees what a response holds. */
 void peer_fetch_free(struct peer_fetch_resp *r);

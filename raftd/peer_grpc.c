@@ -6,7 +6,8 @@
  * the peer transport hands such a connection over: once the TLS
  * handshake is done (when the peer URLs are https), a connection whose
  * first bytes are the HTTP/2 client preface, or whose first request is
- * GET /members/hashkv, is relayed, byte for byte both ways, to a gatewayd
+ * GET /members/hashkv or POST /leases or /leases/internal (etcd's
+ * leasehttp: a follower renewing a lease at the leader), is relayed, byte for byte both ways, to a gatewayd
  * over its local socket (shm/gwsock.h). The gatewayds are taken in turn;
  * one that does not answer is passed over for the next.
  *
@@ -29,6 +30,7 @@
 #include "raftd/peer_int.h"
 #include "shm/gwsock.h"
 #include "shm/hashkv.h"
+#include "shm/leasehttp.h"
 #include "shm/log/log.h"
 
 /* Bytes one side of a relay may have queued and unwritten. */
@@ -131,12 +133,19 @@ int peer_grpc_sniff(struct peer_conn *c)
 
 bool peer_grpc_route(struct peer_conn *c)
 {
-	if (!c->p->n_gw || !peer_http_str_eq(c->head.target, HASHKV_PATH))
+	const char *what = "hashkv";
+
+	if (!c->p->n_gw)
+		return false;
+	if (peer_http_str_eq(c->head.target, LEASEHTTP_PATH) ||
+	    peer_http_str_eq(c->head.target, LEASEHTTP_INTERNAL_PATH))
+		what = "leases";
+	else if (!peer_http_str_eq(c->head.target, HASHKV_PATH))
 		return false;
 	/* the head is still in c->in, unparsed for the gateway */
 	memset(&c->head.headers, 0, sizeof(c->head.headers));
 	c->head.n_headers = 0;
-	peer_grpc_relay(c, "hashkv");
+	peer_grpc_relay(c, what);
 	return true;
 }
 

@@ -13,6 +13,9 @@
  * Forwarded (loop thread): peer_promote_forward starts a thread that makes
  * the blocking request (peer_fetch.h) and reports PEER_EV_PROMOTE_DONE.
  * peer_stop waits for such threads (each is bounded by its timeout).
+ * Lease renewals and remaining times a follower asks of the leader
+ * (POST /leases, /leases/internal: raftd/lease_fwd.h) go the same way and
+ * report PEER_EV_LEASE_DONE.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +27,7 @@
 #include "raftd/alloc.h"
 #include "raftd/peer_fetch.h"
 #include "raftd/peer_int.h"
+#include "shm/leasehttp.h"
 #include "shm/log/errmsg.h"
 #include "shm/log/log.h"
 
@@ -172,7 +176,11 @@ void peer_promote_flush(struct peer *p)
 
 struct pp_forward {
 	struct peer *p;
-	uint64_t member_id;
+	enum peer_event_kind done;   /* reported when it ends */
+	char path[64];
+	const char *ctype;           /* a body's type (static), or NULL */
+	uint8_t body[LEASEHTTP_MAX_REQUEST];
+	size_t body_len;
 	uint64_t token;
 	int timeout_ms;
 	size_t n_urls;
@@ -192,18 +200,17 @@ static void *pp_forward_main(void *arg)
 	struct pp_forward *f = arg;
 	struct peer *p = f->p;
 	struct peer_fetch_resp resp = { 0 };
-	char path[64];
 	int rc = -EHOSTUNREACH;
 
-	snprintf(path, sizeof(path), "/members/promote/%" PRIu64, f->member_id);
 	for (size_t i = 0; i < f->n_urls; i++) {
-		rc = peer_fetch(p->client_tls, f->urls[i], "POST", path, f->timeout_ms, &resp);
+		rc = peer_fetch_post(p->client_tls, f->urls[i], f->path, f->ctype, f->body,
+				     f->body_len, f->timeout_ms, &resp);
 		if (!rc)
 			break;
-		log_warn("failed to forward the member promotion to the leader",
+		log_warn("failed to forward a request to the leader", LOG_STR("path", f->path),
 			 LOG_STR("address", f->urls[i]), LOG_STR("error", errmsg_get(rc)));
 	}
-	struct peer_event ev = { .kind = PEER_EV_PROMOTE_DONE, .token = f->token,
+	struct peer_event ev = { .kind = f->done, .token = f->token,
 				 .status = rc ? rc : resp.status };
 	if (!rc) {
 		ev.buf = (uint8_t *)resp.body;
@@ -222,18 +229,16 @@ static void *pp_forward_main(void *arg)
 	return NULL;
 }
 
-int peer_promote_forward(struct peer *p, const char *const *urls, size_t n, uint64_t member_id,
-			 uint64_t token, int timeout_ms)
+/* Starts a thread that POSTs f's request to the leader's URLs in turn and
+ * reports f->done. Takes f. */
+static int pp_forward_start(struct peer *p, struct pp_forward *f, const char *const *urls,
+			    size_t n, uint64_t token, int timeout_ms)
 {
-	struct pp_forward *f = raftd_calloc(1, sizeof(*f));
 	pthread_attr_t attr;
 	pthread_t t;
 	int rc;
 
-	if (!f)
-		return -ENOMEM;
 	f->p = p;
-	f->member_id = member_id;
 	f->token = token;
 	f->timeout_ms = timeout_ms;
 	f->urls = raftd_calloc(n ? n : 1, sizeof(*f->urls));
@@ -271,6 +276,33 @@ int peer_promote_forward(struct peer *p, const char *const *urls, size_t n, uint
 		return -EAGAIN;
 	}
 	return 0;
+}
+
+int peer_promote_forward(struct peer *p, const char *const *urls, size_t n, uint64_t member_id,
+			 uint64_t token, int timeout_ms)
+{
+	struct pp_forward *f = raftd_calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->done = PEER_EV_PROMOTE_DONE;
+	snprintf(f->path, sizeof(f->path), "/members/promote/%" PRIu64, member_id);
+	return pp_forward_start(p, f, urls, n, token, timeout_ms);
+}
+
+int peer_lease_forward(struct peer *p, const char *const *urls, size_t n,
+		       const struct leasehttp_req *r, uint64_t token, int timeout_ms)
+{
+	struct pp_forward *f = raftd_calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->done = PEER_EV_LEASE_DONE;
+	snprintf(f->path, sizeof(f->path), "%s",
+		 r->internal ? LEASEHTTP_INTERNAL_PATH : LEASEHTTP_PATH);
+	f->ctype = "application/protobuf";
+	f->body_len = leasehttp_request_encode(r, f->body);
+	return pp_forward_start(p, f, urls, n, token, timeout_ms);
 }
 
 void peer_promote_free(struct peer *p)

@@ -451,6 +451,14 @@ static void take_promote(struct proposals *p, const struct ring_rec *rec, uint32
 		p->promote(p->promote_arg, slot, &h);
 }
 
+static void take_lease_forward(struct proposals *p, const struct ring_rec *rec, uint32_t slot,
+			       bool stopping)
+{
+	struct msg_keepalive h;
+	if (take_admin(p, rec, slot, stopping, sizeof(h), &h, p->lease_forward != NULL))
+		p->lease_forward(p->lease_forward_arg, slot, &h);
+}
+
 /* Drains one batch of ring (slot's requests, or stored's proposals). */
 static int drain_ring(struct proposals *p, struct raft *raft, struct ring *ring,
 		      bool from_stored, uint32_t slot, bool stopping)
@@ -475,6 +483,8 @@ static int drain_ring(struct proposals *p, struct raft *raft, struct ring *ring,
 			take_move_leader(p, &rec, slot, stopping);
 		else if (rec.type == MSG_PROMOTE && !from_stored)
 			take_promote(p, &rec, slot, stopping);
+		else if (rec.type == MSG_LEASE_FORWARD && !from_stored)
+			take_lease_forward(p, &rec, slot, stopping);
 		else
 			malformed(p, slot, &rec, "dropped a record of a type raftd does not take");
 	}

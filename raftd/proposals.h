@@ -112,6 +112,10 @@ struct proposals {
 	 * (stored answers it once applied). */
 	void (*promote)(void *arg, uint32_t slot, const struct msg_promote *m);
 	void *promote_arg;
+	/* a MSG_LEASE_FORWARD from slot; NULL: refused as unsupported. The
+	 * handler answers with proposals_answer, now or later. */
+	void (*lease_forward)(void *arg, uint32_t slot, const struct msg_keepalive *m);
+	void *lease_forward_arg;
 	struct proposals_stats stats;
 };
 

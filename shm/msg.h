@@ -57,6 +57,12 @@ enum msg_type {
 	MSG_SNAPSHOT_INSTALL = 10, /* msg_snapshot_install + path: raftd
 				    * tells stored to replace its db with a
 				    * db received from the leader */
+	MSG_LEASE_FORWARD = 11,   /* msg_keepalive: a follower's gateway asks
+				   * raftd to renew a lease or read its
+				   * remaining time at the leader (POST
+				   * /leases, /leases/internal on its peer
+				   * URL); raftd answers with a MSG_RESULT
+				   * as stored's lessor would */
 };
 
 /* Field number of the origin appended to proposal bytes; far above any
