@@ -32,7 +32,7 @@ static uint64_t lease_id_suffix;
 
 #define LEASE_ID_SUFFIX_BITS 42
 
-static int64_t lease_next_id(struct gw_server *s)
+int64_t lease_next_id(struct gw_server *s)
 {
 	uint64_t mask = (UINT64_C(1) << LEASE_ID_SUFFIX_BITS) - 1;
 

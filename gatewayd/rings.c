@@ -336,13 +336,17 @@ static void gw_propose_commit(struct gw_server *s, struct grpc_call *call, struc
 	s->stats.proposals++;
 }
 
-void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
-		size_t len)
+/* gw_propose, with d (or NULL) kept as the pending entry's ctx. */
+static void gw_propose_ctx(struct gw_server *s, struct grpc_call *call, uint32_t field,
+			   const uint8_t *body, size_t len, struct gw_deferred *d)
 {
 	struct gw_proposal g;
 
-	if (!gw_propose_pending(s, call, &g))
+	if (!gw_propose_pending(s, call, &g)) {
+		if (d)
+			d->ops->free(d);
 		return;
+	}
 	uint64_t rid = g.p->request_id;
 	/* header { ID = rid } then field { body }: etcd's InternalRaftRequest */
 	size_t hdr_inner = 1 + proto_varint_len(rid);
@@ -350,8 +354,11 @@ void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, con
 	uint64_t tag = (uint64_t)field << 3 | 2;
 	size_t irr_len = hdr_len + proto_varint_len(tag) + proto_varint_len(len) + len;
 	uint8_t *w = gw_propose_reserve(s, call, irr_len, 0, &g);
-	if (!w)
+	if (!w) {
+		if (d)
+			d->ops->free(d);
 		return;
+	}
 	w += proto_varint_put(w, GW_IRR_HEADER_TAG);
 	*w++ = (uint8_t)hdr_inner;
 	*w++ = 1 << 3; /* RequestHeader.ID, varint */
@@ -360,7 +367,22 @@ void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, con
 	w += proto_varint_put(w, len);
 	if (len)
 		memcpy(w, body, len);
+	g.p->ctx = call ? d : NULL;
 	gw_propose_commit(s, call, &g);
+	if (d && !call)
+		d->ops->free(d);
+}
+
+void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
+		size_t len)
+{
+	gw_propose_ctx(s, call, field, body, len, NULL);
+}
+
+void gw_propose_then(struct gw_server *s, struct grpc_call *call, uint32_t field,
+		     const uint8_t *body, size_t len, struct gw_deferred *d)
+{
+	gw_propose_ctx(s, call, field, body, len, d);
 }
 
 void gw_propose_conf_change(struct gw_server *s, struct grpc_call *call, const uint8_t *cc,
@@ -737,6 +759,17 @@ static void gw_on_result(struct gw_server *s, const struct ring_rec *rec)
 					 gw_text(body, h.body_len, text, sizeof(text)));
 		else if (sc && grpc_call_send(sc, body, h.body_len) != 0)
 			grpc_call_finish(sc, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	struct gw_deferred *d = p->ctx;
+	if (d && d->ops->result) {
+		/* a step of a service's own: its maker takes the result */
+		p->ctx = NULL;
+		struct grpc_call *dc = gw_take(s, p);
+		s->stats.results++;
+		if (dc)
+			d->ops->result(s, dc, d, h.status, body, h.body_len);
+		d->ops->free(d);
 		return;
 	}
 	struct grpc_call *call = gw_take(s, p);

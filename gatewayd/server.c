@@ -852,6 +852,8 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *  5. gw_rings_turn: results and read indexes from raftd and stored, reads
  *     whose applied index is there, request timeouts. After step 2, so
  *     that a record answering a call of this turn is seen in this turn.
+ *     Then conc_turn: locks and elections that wait recheck the store
+ *     if stored published a new revision.
  *  6. Expiries: gRPC deadlines, lingering connections.
  *  7. gw_rings_publish: everything staged in steps 2-6 goes to raftd with
  *     one publish and at most one wake-up; the backlog first, in order.
@@ -896,6 +898,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	if (s->accept_resume_ns <= s->now_ns)
 		gw_listeners_resume(s);
 	gw_rings_turn(s);                           /* 5 */
+	conc_turn(s);
 	grpc_server_expire(s->grpc);                /* 6 */
 	int64_t linger = gw_linger_expire(s);
 	gw_rings_publish(s);                        /* 7 */
@@ -1047,6 +1050,8 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 		rc = lease_register(s);
 	if (!rc)
 		rc = watch_register(s);
+	if (!rc)
+		rc = conc_register(s);
 	if (rc)
 		goto out_free;
 	*out = s;
@@ -1081,6 +1086,7 @@ void gw_server_free(struct gw_server *s)
 		s->watches = w->next;
 		free(w);
 	}
+	conc_free(s);
 	gw_rings_fini(s);
 	watch_free(s);
 	if (s->grpc)

@@ -92,6 +92,14 @@ struct gw_deferred_ops {
 	void (*run)(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d);
 	/* Frees d; called once, after run or instead of it. */
 	void (*free)(struct gw_deferred *d);
+	/* Set for gw_propose_then only: stored's result of the proposal,
+	 * handed to its maker instead of being sent (call live; status 0 and
+	 * the response bytes, or etcd's status and error text; valid during
+	 * the call only). Errors the rings answer themselves (timeouts,
+	 * leader changes, refusals) still finish the call, and d is freed
+	 * without this. */
+	void (*result)(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d,
+		       int32_t status, const uint8_t *body, size_t len);
 };
 struct gw_deferred {
 	const struct gw_deferred_ops *ops;
@@ -183,6 +191,7 @@ struct kv_state;
 struct maint_job;
 struct snap_stream;
 struct watch_state;
+struct conc_state;
 
 struct gw_server {
 	struct shm_region *r;
@@ -223,6 +232,7 @@ struct gw_server {
 					 * (owned; each freed when its call ends) */
 	struct snap_stream *snapshots;  /* snapshot.c's streams (owned, likewise) */
 	struct watch_state *watch;      /* watch.c's streams and watchers (owned) */
+	struct conc_state *conc;        /* conc.c's locks and elections in progress (owned) */
 
 	/* the ring side (rings.c) */
 	struct shm_waker waker;
@@ -374,6 +384,13 @@ void gw_header_pb(struct gw_server *s, int64_t revision, struct Etcdserverpb__Re
  */
 void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, const uint8_t *body,
 		size_t len);
+/* gw_propose whose result goes to d->ops->result rather than to the
+ * client, so that a service can take further steps (v3lock.c,
+ * v3election.c). Takes d in every case: freed with d->ops->free once the
+ * result came, or at once when the call was answered (too large, too
+ * many requests). call NULL: proposed for nobody; d is freed at once. */
+void gw_propose_then(struct gw_server *s, struct grpc_call *call, uint32_t field,
+		     const uint8_t *body, size_t len, struct gw_deferred *d);
 /* Proposes cc[0..len), a raftpb.ConfChange, as an EntryConfChange with the
  * call's origin appended; stored answers the call once it is applied
  * (MemberAdd, MemberRemove, MemberUpdate, MemberPromote). */
@@ -484,8 +501,16 @@ void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct
  * turn's reads. */
 void maint_turn(struct gw_server *s);
 int cluster_register(struct gw_server *s);
-/* lease.c: the Lease service. */
+/* lease.c: the Lease service; lease_next_id picks the ID of a lease
+ * granted without one (this gateway's, never another's). */
 int lease_register(struct gw_server *s);
+int64_t lease_next_id(struct gw_server *s);
+/* conc.c: the v3lock and v3election services (v3lock.c, v3election.c)
+ * and the waits they run; conc_turn rechecks the waits once stored
+ * published a new revision. */
+int conc_register(struct gw_server *s);
+void conc_turn(struct gw_server *s);
+void conc_free(struct gw_server *s);
 /* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
 int alarm_register(struct gw_server *s);
 bool alarm_raised(struct gw_server *s);

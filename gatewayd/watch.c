@@ -92,6 +92,7 @@ struct watch_state {
 	struct watch_stream *streams;
 	struct watcher *catchup;
 	size_t nwatchers;
+	uint32_t holds;               /* watch_hold's, not yet released */
 	int64_t progress_ns, next_tick_ns;
 	int64_t read_every_ns;        /* CETCD_WATCH_READ_EVERY_MS (tests: a
 				       * gateway that lags and gets lapped) */
@@ -282,7 +283,7 @@ static void stream_free(struct watch_state *ws, struct watch_stream *st)
 	if (st->next)
 		st->next->prev = st->prev;
 	free(st);
-	if (ws->nwatchers == 0) {
+	if (ws->nwatchers == 0 && ws->holds == 0) {
 		ws->cur_valid = false;
 		atomic_store_explicit(&ws->active, false, memory_order_relaxed);
 	}
@@ -869,7 +870,7 @@ void watch_turn(struct gw_server *s)
 {
 	struct watch_state *ws = W(s);
 
-	if (!ws || !ws->streams)
+	if (!ws || (!ws->streams && !ws->holds))
 		return;
 	read_ring(s, ws);
 	catchup_turn(s, ws);
@@ -919,6 +920,28 @@ bool watch_has_work(struct gw_server *s)
 		.pos = atomic_load_explicit(&ws->seen_head, memory_order_relaxed),
 	};
 	return bcast_has_data(ws->b, &c);
+}
+
+void watch_hold(struct gw_server *s)
+{
+	struct watch_state *ws = W(s);
+
+	if (!ws)
+		return;
+	ws->holds++;
+	start_cursor(s, ws);
+}
+
+void watch_release(struct gw_server *s)
+{
+	struct watch_state *ws = W(s);
+
+	if (!ws || ws->holds == 0)
+		return;
+	if (--ws->holds == 0 && ws->nwatchers == 0) {
+		ws->cur_valid = false;
+		atomic_store_explicit(&ws->active, false, memory_order_relaxed);
+	}
 }
 
 bool watch_wants_events(struct gw_server *s)

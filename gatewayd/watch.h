@@ -71,6 +71,11 @@ void watch_flushed(struct gw_server *s);
 int64_t watch_next_deadline(struct gw_server *s);
 /* For the waker thread: the ring has records for watchers. */
 bool watch_has_work(struct gw_server *s);
+/* Keeps the event ring read (and the loop woken by it) while something
+ * other than a watcher waits on the store's changes (conc.c); each hold
+ * is released once. */
+void watch_hold(struct gw_server *s);
+void watch_release(struct gw_server *s);
 /* Whether the slot wants stored's event wake-ups. */
 bool watch_wants_events(struct gw_server *s);
 
