@@ -478,9 +478,9 @@ func main() {
 			// begun to catch up yet (etcd looks every 100 ms): that
 			// one would be cancelled, rightly, but it is the model's
 			// race
-			for _, w := range watchers {
+			for _, w := range append(idles, watchers...) {
 				w.mu.Lock()
-				if (w.createdAt.IsZero() || time.Since(w.createdAt) < time.Second) && w.start-1 < c {
+				if (w.createdAt.IsZero() || time.Since(w.createdAt) < 300*time.Millisecond) && w.start-1 < c {
 					c = w.start - 1
 				}
 				w.mu.Unlock()
