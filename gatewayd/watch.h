@@ -20,8 +20,12 @@
 /* ---- the matcher: which watchers a key concerns ---- */
 
 /* One watched key or range, embedded in its owner. Exact keys are found
- * by hash; ranges are kept in a list sorted by start key, so a lookup
- * stops at the first range that starts after the key. */
+ * by hash. Ranges live in an interval tree: a treap ordered by (start
+ * key, entry address), each node knowing the entry with the largest end
+ * in its subtree, so a lookup descends only into subtrees that hold a
+ * range reaching past the key and stops at the first start after it. Its
+ * cost is O((1 + matches) * log ranges), whatever the ranges that cannot
+ * match. */
 struct wm_entry {
 	const uint8_t *key;
 	size_t key_len;
@@ -29,15 +33,21 @@ struct wm_entry {
 	size_t end_len;
 	int kind;            /* WM_KEY, WM_RANGE, WM_FROM_KEY */
 	uint64_t hash;       /* WM_KEY: of the key */
-	struct wm_entry *next, *prev; /* bucket chain or range list */
+	struct wm_entry *next, *prev; /* WM_KEY: bucket chain */
+	/* ranges: treap children (starts <= this one's on the left), heap
+	 * priority (a parent's >= its children's) and the entry with the
+	 * largest end in this subtree (WM_FROM_KEY ends above every key) */
+	struct wm_entry *left, *right, *maxend;
+	uint32_t prio;
 };
 enum { WM_KEY = 0, WM_RANGE = 1, WM_FROM_KEY = 2 };
 
 struct watch_matcher {
 	struct wm_entry **buckets; /* power of two */
 	size_t nbuckets, nkeys;
-	struct wm_entry *ranges;   /* sorted by key */
+	struct wm_entry *ranges;   /* root of the interval treap */
 	size_t nranges;
+	uint64_t rng;              /* xorshift state for treap priorities */
 };
 
 /* Fills e for etcd's watch range rules (already normalised: end NULL or
@@ -50,7 +60,8 @@ void wm_fini(struct watch_matcher *m);
 /* 0 or -ENOMEM (the table could not grow; e is added anyway). */
 int wm_add(struct watch_matcher *m, struct wm_entry *e);
 void wm_del(struct watch_matcher *m, struct wm_entry *e);
-/* Calls fn for every entry that covers key, each once. */
+/* Calls fn for every entry that covers key, each once; fn must not add
+ * or remove entries. */
 typedef void (*wm_fn)(void *arg, struct wm_entry *e);
 void wm_match(const struct watch_matcher *m, const uint8_t *key, size_t len, wm_fn fn, void *arg);
 

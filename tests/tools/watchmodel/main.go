@@ -20,8 +20,25 @@
 // starts at revision 1 after a compaction and must be cancelled with the
 // compact revision.
 //
-//	watchmodel -endpoint E [-prefix P] [-ops N] [-watchers W] [-seed S]
+// -endpoint may list several members (comma-separated): watcher i starts
+// on member i mod n, and the writer on the first. A watcher whose stream
+// breaks, and a writer whose request fails, go on with the next member.
+//
+// With -progress, half of the watchers ask for progress notifications,
+// every stream sends a WatchProgressRequest every 250 ms, and one more
+// watcher per member watches an idle range with progress notifications.
+// On every stream the progress revisions never go backwards; after a
+// watcher's own progress notification at revision R it gets no event at
+// or below R (R says it has everything up to R); and by the end each idle
+// watcher hears of the writer's last revision. With -cetcd-progress (the
+// members are cetcd's, CETCD_WATCH_PROGRESS_MS short) the same holds for
+// WatchProgressRequest answers (etcd 3.4 answers with its store revision,
+// which a watcher catching up may not have), and each idle watcher gets
+// progress notifications of its own.
+//
+//	watchmodel -endpoint E[,E...] [-prefix P] [-ops N] [-watchers W] [-seed S]
 //	           [-slow] [-puts-only] [-no-compact] [-early] [-value-size N]
+//	           [-progress [-cetcd-progress]]
 //
 // Prints "events N" (delivered, all watchers) and "ok", or what differed,
 // and exits 1.
@@ -53,16 +70,22 @@ type ev struct {
 }
 
 type watcher struct {
-	id          int
-	key, end    string
-	start       int64
-	noput, nodel, prevKV, slow bool
-	mu          sync.Mutex
-	got         []ev
-	last        int64
-	respRevs    [][]int64
-	reconnects  int
-	errs        []string
+	id                                   int
+	key, end                             string
+	start                                int64
+	member                               int // the member it watches on first
+	noput, nodel, prevKV, slow, progress bool
+	pfloor                               int64     // its own progress said everything up to here came
+	plast                                int64     // the newest revision a progress response named
+	ticks                                int       // its own progress notifications
+	nprogress                            int       // progress responses of any kind
+	createdAt                            time.Time // when its first stream was created
+	mu                                   sync.Mutex
+	got                                  []ev
+	last                                 int64
+	respRevs                             [][]int64
+	reconnects                           int
+	errs                                 []string
 }
 
 var (
@@ -76,16 +99,21 @@ var (
 	valueSize = flag.Int("value-size", 64, "largest value size")
 	noCompact = flag.Bool("no-compact", false, "no compactions (a watcher that falls 20 revisions behind would be compacted away, as with etcd)")
 	early     = flag.Bool("early", false, "every watcher starts in the first tenth of the writes")
+	progress  = flag.Bool("progress", false, "check progress notifications and WatchProgressRequest answers")
+	cetcdProg = flag.Bool("cetcd-progress", false, "with -progress: the members are cetcd's, with short progress ticks")
+	endpoints []string
 )
 
-func dial() *grpc.ClientConn {
+// dial connects to member i, or to the next ones while it cannot.
+func dial(i int) (*grpc.ClientConn, int) {
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := grpc.DialContext(ctx, *endpoint, grpc.WithInsecure(), grpc.WithBlock())
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		c, err := grpc.DialContext(ctx, endpoints[i%len(endpoints)], grpc.WithInsecure(), grpc.WithBlock())
 		cancel()
 		if err == nil {
-			return c
+			return c, i % len(endpoints)
 		}
+		i++
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -101,8 +129,8 @@ func inRange(w *watcher, k string) bool {
 }
 
 func (w *watcher) run(ctx context.Context) {
-	conn := dial()
-	defer conn.Close()
+	conn, member := dial(w.member)
+	defer func() { conn.Close() }()
 	next := w.start
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithCancel(ctx)
@@ -112,7 +140,7 @@ func (w *watcher) run(ctx context.Context) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		req := &etcdserverpb.WatchCreateRequest{Key: []byte(w.key), StartRevision: next, PrevKv: w.prevKV}
+		req := &etcdserverpb.WatchCreateRequest{Key: []byte(w.key), StartRevision: next, PrevKv: w.prevKV, ProgressNotify: w.progress}
 		if w.end != "" {
 			req.RangeEnd = []byte(w.end)
 		}
@@ -126,10 +154,61 @@ func (w *watcher) run(ctx context.Context) {
 			cancel()
 			continue
 		}
+		if *progress {
+			go func() { // the only sender on this stream from now on
+				t := time.NewTicker(250 * time.Millisecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-sctx.Done():
+						return
+					case <-t.C:
+					}
+					pr := &etcdserverpb.WatchRequest{RequestUnion: &etcdserverpb.WatchRequest_ProgressRequest{ProgressRequest: &etcdserverpb.WatchProgressRequest{}}}
+					if stream.Send(pr) != nil {
+						return
+					}
+				}
+			}()
+		}
+		myID := int64(-2)
+		var streamProg int64 // progress revisions on this stream never go back
 		for {
 			r, err := stream.Recv()
 			if err != nil {
 				break
+			}
+			if r.Created {
+				myID = r.WatchId
+				w.mu.Lock()
+				if w.createdAt.IsZero() {
+					w.createdAt = time.Now()
+				}
+				w.mu.Unlock()
+				continue
+			}
+			if len(r.Events) == 0 && !r.Canceled && r.Header != nil {
+				rv := r.Header.Revision
+				own := r.WatchId == myID
+				w.mu.Lock()
+				if rv < streamProg {
+					w.errs = append(w.errs, fmt.Sprintf("progress went back from %d to %d (watch id %d)", streamProg, rv, r.WatchId))
+				}
+				if rv > streamProg {
+					streamProg = rv
+				}
+				if (own || (*cetcdProg && r.WatchId == -1)) && rv > w.pfloor {
+					w.pfloor = rv
+				}
+				if rv > w.plast {
+					w.plast = rv
+				}
+				if own {
+					w.ticks++
+				}
+				w.nprogress++
+				w.mu.Unlock()
+				continue
 			}
 			if w.slow && len(w.respRevs) == 3 {
 				time.Sleep(3 * time.Second) // the server's queue for us fills
@@ -148,6 +227,9 @@ func (w *watcher) run(ctx context.Context) {
 			var revs []int64
 			for _, e := range r.Events {
 				x := ev{rev: e.Kv.ModRevision, del: e.Type == mvccpb.DELETE, key: string(e.Kv.Key), value: string(e.Kv.Value)}
+				if x.rev <= w.pfloor {
+					w.errs = append(w.errs, fmt.Sprintf("event at revision %d after a progress response at %d", x.rev, w.pfloor))
+				}
 				if e.PrevKv != nil {
 					x.prev, x.hasPr = string(e.PrevKv.Value), true
 				}
@@ -165,15 +247,36 @@ func (w *watcher) run(ctx context.Context) {
 		w.mu.Lock()
 		w.reconnects++
 		w.mu.Unlock()
+		if ctx.Err() == nil && len(endpoints) > 1 { // as clientv3 does: another member
+			conn.Close()
+			conn, member = dial(member + 1)
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
 func main() {
 	flag.Parse()
+	endpoints = strings.Split(*endpoint, ",")
 	rng := rand.New(rand.NewSource(*seed))
-	conn := dial()
-	kv := etcdserverpb.NewKVClient(conn)
+	// the writer's connections, one per member, made without waiting: a
+	// dead member's requests fail and the writer goes on with the next
+	kvs := make([]etcdserverpb.KVClient, len(endpoints))
+	for i, e := range endpoints {
+		c, err := grpc.Dial(e, grpc.WithInsecure())
+		if err != nil {
+			fmt.Println("dial:", err)
+			os.Exit(1)
+		}
+		defer c.Close()
+		kvs[i] = etcdserverpb.NewKVClient(c)
+	}
+	cur := 0
+	kv := kvs[0]
+	failover := func() {
+		cur = (cur + 1) % len(kvs)
+		kv = kvs[cur]
+	}
 	keys := make([]string, 16)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%s%c%d", *prefix, 'a'+i/4, i%4)
@@ -185,13 +288,29 @@ func main() {
 	var wg sync.WaitGroup
 	var watchers []*watcher
 
-	rr, err := kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(*prefix)})
+	var rr *etcdserverpb.RangeResponse
+	var err error
+	for t := 0; t < 100; t++ {
+		if rr, err = kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(*prefix)}); err == nil {
+			break
+		}
+		failover()
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		fmt.Println("range:", err)
 		os.Exit(1)
 	}
 	rev := rr.Header.Revision
 	baseRev := rev
+	// one idle watcher per member: only progress responses come
+	var idles []*watcher
+	for i := 0; *progress && i < len(endpoints); i++ {
+		w := &watcher{id: -2 - i, key: *prefix + "idle/", end: *prefix + "idle0", start: rev + 1, member: i, progress: true}
+		idles = append(idles, w)
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx) }()
+	}
 	val := func(i int) string {
 		n := 1 + rng.Intn(*valueSize)
 		return fmt.Sprintf("v%d-%s", i, strings.Repeat("x", n))
@@ -201,10 +320,11 @@ func main() {
 	// value is not there, so that a put still on its way (taken by raftd
 	// from a dead gateway's ring, or waiting for a restarted stored) has
 	// landed before it is taken for lost.
-	landed := func(ctx context.Context, kv etcdserverpb.KVClient, k, v string) (int64, bool) {
+	landed := func(ctx context.Context, k, v string) (int64, bool) {
 		look := func() (int64, bool, bool) {
 			g, ge := kv.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(k)})
 			if ge != nil {
+				failover()
 				return 0, false, false
 			}
 			if len(g.Kvs) == 1 && string(g.Kvs[0].Value) == v {
@@ -234,6 +354,7 @@ func main() {
 			if err = f(); err == nil {
 				return nil
 			}
+			failover()
 			time.Sleep(100 * time.Millisecond)
 		}
 		return err
@@ -244,7 +365,8 @@ func main() {
 			spread = *nops / 10
 		}
 		if len(watchers) < *nwatch && (rng.Intn(spread / *nwatch + 1) == 0 || spread-i <= *nwatch-len(watchers)) {
-			w := &watcher{id: len(watchers), slow: *slow && len(watchers)%2 == 0}
+			w := &watcher{id: len(watchers), slow: *slow && len(watchers)%2 == 0, member: len(watchers) % len(endpoints)}
+			w.progress = *progress && rng.Intn(2) == 0
 			switch rng.Intn(3) {
 			case 0:
 				w.key = keys[rng.Intn(len(keys))]
@@ -288,7 +410,7 @@ func main() {
 					// the put may have gone through (its answer was
 					// lost with a killed process): find out before
 					// putting the value again
-					if mr, found := landed(ctx, kv, k, v); found {
+					if mr, found := landed(ctx, k, v); found {
 						r = &etcdserverpb.PutResponse{Header: &etcdserverpb.ResponseHeader{Revision: mr}}
 						return nil
 					}
@@ -351,8 +473,19 @@ func main() {
 			state[b] = vb
 			rev = tr
 		default: // compact a few revisions back
-			if !*slow && !*noCompact && rev-20 > compactRev && rev-20 > baseRev {
-				c := rev - 20
+			c := rev - 20
+			// not past the start of a watcher the member may not have
+			// begun to catch up yet (etcd looks every 100 ms): that
+			// one would be cancelled, rightly, but it is the model's
+			// race
+			for _, w := range append(idles, watchers...) {
+				w.mu.Lock()
+				if (w.createdAt.IsZero() || time.Since(w.createdAt) < 300*time.Millisecond) && w.start-1 < c {
+					c = w.start - 1
+				}
+				w.mu.Unlock()
+			}
+			if !*slow && !*noCompact && c > compactRev && c > baseRev {
 				if _, err := kv.Compact(ctx, &etcdserverpb.CompactionRequest{Revision: c}); err != nil {
 					fmt.Println("compact:", err)
 					os.Exit(1)
@@ -448,8 +581,46 @@ func main() {
 		}
 		compacted.mu.Unlock()
 	}
+	nprog, nticks := 0, 0
+	for _, w := range watchers {
+		w.mu.Lock()
+		nprog += w.nprogress
+		nticks += w.ticks
+		w.mu.Unlock()
+	}
+	for _, w := range idles {
+		heard := func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.plast >= rev && (!*cetcdProg || w.ticks > 0)
+		}
+		for end := time.Now().Add(20 * time.Second); !heard() && time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+		}
+		w.mu.Lock()
+		desc := fmt.Sprintf("idle watcher on %s", endpoints[w.member])
+		if len(w.errs) > 0 || len(w.got) > 0 {
+			fmt.Println(desc, "errors:", w.errs, "events:", len(w.got))
+			bad++
+		}
+		if w.plast < rev {
+			fmt.Println(desc, "heard of revision", w.plast, "at most, want", rev)
+			bad++
+		}
+		if *cetcdProg && w.ticks == 0 {
+			fmt.Println(desc, "got no progress notification")
+			bad++
+		}
+		nprog += w.nprogress
+		nticks += w.ticks
+		w.mu.Unlock()
+	}
 	stopAll()
 	wg.Wait()
+	if *progress {
+		fmt.Println("progress", nprog)
+		fmt.Println("ticks", nticks)
+	}
 	fmt.Println("events", total)
 	fmt.Println("history", len(hist), "revision", rev, "compact", compactRev)
 	fmt.Println("reconnects", reconn)
