@@ -24,7 +24,8 @@
 #define WATCH_CATCHUP_BUDGET 20000u
 /* A catch-up response closes at the first revision boundary past this. */
 #define WATCH_CATCHUP_CHUNK (256u * 1024)
-/* etcd's default progress interval; CETCD_WATCH_PROGRESS_MS shortens it. */
+/* etcd's default progress interval; --experimental-watch-progress-notify-interval
+ * sets it, and CETCD_WATCH_PROGRESS_MS (in ms) overrides both. */
 #define WATCH_PROGRESS_NS (600ll * 1000000000)
 
 struct watch_stream;
@@ -966,6 +967,8 @@ int watch_register(struct gw_server *s)
 	}
 	ws->b = shm_events(s->r);
 	ws->progress_ns = WATCH_PROGRESS_NS;
+	if (s->cfg && s->cfg->experimental_watch_progress_notify_interval_ns > 0)
+		ws->progress_ns = s->cfg->experimental_watch_progress_notify_interval_ns;
 	if (env && atoll(env) > 0)
 		ws->progress_ns = atoll(env) * 1000000ll;
 	ws->next_tick_ns = now_ns() + ws->progress_ns;

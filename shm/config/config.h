@@ -174,7 +174,7 @@ struct cetcd_config {
 	bool experimental_enable_lease_checkpoint;
 	bool experimental_enable_lease_checkpoint_persist;
 	int64_t experimental_compaction_batch_limit;    /* 0 (1000 in etcd's help) */
-	int64_t experimental_watch_progress_notify_interval_ns; /* 0 (10m) */
+	int64_t experimental_watch_progress_notify_interval_ns; /* 10m */
 	int64_t experimental_warning_apply_duration_ns; /* 100ms */
 
 	/* unsafe */

@@ -4,7 +4,8 @@
 # three members, the writer starts on one and goes on with the next when
 # a request fails. Every watcher must get exactly the history's events in
 # its range, once each, in order. Progress is checked too (-progress
-# -cetcd-progress, ticks every 300 ms): progress revisions never go back
+# -cetcd-progress, ticks every 300 ms set with etcd's
+# --experimental-watch-progress-notify-interval): progress revisions never go back
 # on a stream, no event comes at or below a revision a progress response
 # named, and an idle watcher on each member hears of the last revision.
 # Three runs:
@@ -20,7 +21,8 @@ it_need_etcdctl
 it_init watchcl
 it_build_go_tool watchmodel go.etcd.io/etcd/clientv3
 WM=$IT_BUILD/tests/watchmodel
-export CETCD_WATCH_PROGRESS_MS=300
+# progress notifications every 300 ms, through etcd's flag
+PROGRESS=(--experimental-watch-progress-notify-interval 300ms)
 
 # model_start NAME ARGS...: watchmodel in the background (WM_PID), its
 # output in $IT_TMP/NAME.out; model_end NAME [CHECK...]: waits for it and
@@ -51,7 +53,7 @@ eps() {
 }
 
 it_cl_init watchcl 3
-for i in 0 1 2; do it_cl_start "$i" cetcd; done
+for i in 0 1 2; do it_cl_start "$i" cetcd "${PROGRESS[@]}"; done
 for i in 0 1 2; do it_cl_answers "$i" || { it_summary; exit 1; }; done
 ok "three cetcd members answer"
 
@@ -71,7 +73,7 @@ survivors=$(it_cl_but "$lead" | tr '\n' ' ')
 # shellcheck disable=SC2086
 check "a surviving member leads" it_until 15000 it_cl_leader $survivors
 sleep 1
-it_cl_start "$lead" cetcd
+it_cl_start "$lead" cetcd "${PROGRESS[@]}"
 check "x$lead comes back" it_wait_healthy "${IT_CL_CPORT[lead]}" 60
 model_end "kill" reconnected kill
 
