@@ -6,6 +6,8 @@
 # through a follower at once: its raftd runs at most 16 more threads than
 # before (and at least 8 more: the calls do wait there), and once the
 # gateways resume every keep-alive is answered with the lease's TTL.
+# Before that, a forwarded timetolive's header carries the follower's
+# store revision.
 # Exits 77 when the programs or Debian's etcdctl are missing.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
@@ -32,6 +34,15 @@ f=$(it_cl_but "$lead" | head -n 1)
 id=$(ctl --endpoints "$(it_cl_ep "$lead")" lease grant 60 | awk '{ print $2 }')
 renews() { ctl --endpoints "$(it_cl_ep "$f")" lease keep-alive --once "$id" 2>&1 | grep -q "keepalived with TTL"; }
 check "keep-alive through x$f renews" it_until 10000 renews
+for k in 1 2 3; do ctl --endpoints "$(it_cl_ep "$lead")" put "k/$k" v >/dev/null; done
+# a forwarded answer carries the follower's header: its store revision
+ttlrev() {
+	ctl --endpoints "$(it_cl_ep "$f")" lease timetolive "$id" -w json |
+		python3 -c 'import json,sys; d = json.load(sys.stdin); print(d.get("header", d)["revision"])'
+}
+same_rev() { [[ $(ttlrev) == "$(it_revision "$(it_cl_ep "$f")")" ]]; }
+check "a forwarded timetolive carries x$f's revision (4, not 0)" it_until 5000 same_rev
+echo "# timetolive through x$f: header revision $(ttlrev), the member's $(it_revision "$(it_cl_ep "$f")")"
 IT_CETCD_PID=${IT_CL_PIDS[$f]}
 raftd=$(it_cetcd_child raftd)
 base=$(threads "$raftd")
