@@ -15,6 +15,7 @@
 #include "shm/leasehttp.h"
 #include "shm/log/log.h"
 #include "shm/msg.h"
+#include "shm/status.h"
 
 #define LEASE_FWD_MSG_TIMEOUT "etcdserver: request timed out"
 
@@ -24,11 +25,16 @@ struct lease_fwd_wait {
 	struct leasehttp_req req;
 	uint64_t token;     /* in flight (PEER_EV_LEASE_DONE's); 0: waiting */
 	uint64_t ticks;     /* ticks waited */
-	bool asked;         /* a leader was asked at least once */
+	bool asked;         /* a leader was asked, or would have been but for
+			     * LEASE_FWD_MAX_FLIGHT */
+	bool later;         /* the leader refused it: asked again at a tick */
 };
 
+/* Removes ls->v[i]; one in flight frees its place. */
 static void lf_drop(struct lease_fwds *ls, size_t i)
 {
+	if (ls->v[i].token)
+		ls->flight--;
 	ls->v[i] = ls->v[--ls->n];
 }
 
@@ -40,8 +46,10 @@ static void lf_fail(const struct promote_env *e, const struct lease_fwd_wait *w)
 			 w->asked ? LEASE_FWD_MSG_TIMEOUT : PROPOSALS_MSG_NO_LEADER, NULL, 0);
 }
 
-/* Asks the leader for w if one other than this member is known: 0 (in
- * flight, or waiting for a leader), or an error (answered by the caller). */
+/* Asks the leader for w if one other than this member is known and
+ * fewer than LEASE_FWD_MAX_FLIGHT requests are in flight: 0 (in flight,
+ * or waiting for a leader or a place), or an error (answered by the
+ * caller). */
 static int lf_ask(struct lease_fwds *ls, const struct promote_env *e, struct lease_fwd_wait *w)
 {
 	const struct member_info *lm = membership_find(&e->members->ms, raft_leader(e->raft));
@@ -49,13 +57,31 @@ static int lf_ask(struct lease_fwds *ls, const struct promote_env *e, struct lea
 
 	if (!lm || lm->id == e->member_id || !lm->n_peer_urls)
 		return 0; /* tried again by lease_fwd_tick */
-	w->token = ++ls->seq;
 	w->asked = true;
+	if (ls->flight >= LEASE_FWD_MAX_FLIGHT)
+		return 0; /* started when one in flight ends, or at a tick */
+	w->token = ++ls->seq;
 	int rc = peer_lease_forward(e->peer, (const char *const *)lm->peer_urls, lm->n_peer_urls,
 				    &w->req, w->token, (int)(left * e->tick_ms));
 	if (rc)
 		w->token = 0;
+	else
+		ls->flight++;
 	return rc;
+}
+
+/* A place in flight was freed: asks for the one waiting longest. */
+static void lf_next(struct lease_fwds *ls, const struct promote_env *e)
+{
+	size_t best = ls->n;
+
+	for (size_t i = 0; i < ls->n; i++)
+		if (ls->v[i].token == 0 && !ls->v[i].later && (best == ls->n || ls->v[i].ticks > ls->v[best].ticks))
+			best = i;
+	if (best < ls->n && lf_ask(ls, e, &ls->v[best])) {
+		lf_fail(e, &ls->v[best]);
+		lf_drop(ls, best);
+	}
 }
 
 void lease_fwd_gateway(struct lease_fwds *ls, const struct promote_env *e, uint32_t slot,
@@ -68,7 +94,7 @@ void lease_fwd_gateway(struct lease_fwds *ls, const struct promote_env *e, uint3
 				 "cetcd: not a lease call the leader answers", NULL, 0);
 		return;
 	}
-	if (!e->peer ||
+	if (!e->peer || ls->n >= LEASE_FWD_MAX_WAITING ||
 	    raftd_reserve((void **)&ls->v, &ls->cap, ls->n + 1, sizeof(*ls->v), 8)) {
 		proposals_answer(e->props, slot, &m->origin,
 				 e->peer ? PROPOSALS_GRPC_RESOURCE_EXHAUSTED :
@@ -90,6 +116,18 @@ void lease_fwd_gateway(struct lease_fwds *ls, const struct promote_env *e, uint3
 	}
 }
 
+/* This member's store revision, as etcd's v3rpc header carries it
+ * (kv.Rev() at the member the client talks to); 0 when stored has not
+ * published a status. */
+static int64_t lf_revision(const struct promote_env *e)
+{
+	struct status_stored st;
+
+	if (!e->region || status_stored_read(e->region, &st))
+		return 0;
+	return (int64_t)st.revision;
+}
+
 /* Answers w with resp (the leader's response message) under this
  * member's header. */
 static void lf_answer(const struct promote_env *e, const struct lease_fwd_wait *w,
@@ -101,6 +139,7 @@ static void lf_answer(const struct promote_env *e, const struct lease_fwd_wait *
 	hdr.cluster_id = e->cluster_id;
 	hdr.member_id = e->member_id;
 	hdr.raft_term = raft_term(e->raft);
+	hdr.revision = lf_revision(e);
 	size_t hlen = etcdserverpb__response_header__pack(&hdr, hbuf);
 	uint8_t *out = raftd_malloc(len + hlen + 16);
 	long n = out ? leasehttp_reheader(resp, len, hbuf, hlen, out) : -ENOMEM;
@@ -142,9 +181,11 @@ void lease_fwd_done(struct lease_fwds *ls, const struct promote_env *e,
 		if (w->token == 0 || w->token != ev->token)
 			continue;
 		w->token = 0;
+		ls->flight--;
 		if (ev->status == 404) {
 			lf_not_found(e, w);
 			lf_drop(ls, i);
+			lf_next(ls, e);
 			return;
 		}
 		if (ev->status == 200) {
@@ -152,6 +193,7 @@ void lease_fwd_done(struct lease_fwds *ls, const struct promote_env *e,
 			if (rc == 0) {
 				lf_answer(e, w, resp, len);
 				lf_drop(ls, i);
+				lf_next(ls, e);
 				return;
 			}
 			log_warn("the leader's answer to a lease request does not decode; asking again",
@@ -165,6 +207,8 @@ void lease_fwd_done(struct lease_fwds *ls, const struct promote_env *e,
 					    ev->len > 200 ? 200 : ev->len));
 		}
 		/* asked again at the next tick, within the request timeout */
+		w->later = true;
+		lf_next(ls, e);
 		return;
 	}
 }
@@ -174,6 +218,7 @@ void lease_fwd_tick(struct lease_fwds *ls, const struct promote_env *e)
 	for (size_t i = ls->n; i-- > 0;) {
 		struct lease_fwd_wait *w = &ls->v[i];
 		w->ticks++;
+		w->later = false;
 		if (w->token)
 			continue; /* in flight: its thread is bounded by the timeout */
 		if (w->ticks >= e->members->timeout_ticks) {

@@ -25,12 +25,21 @@ struct promote_env;
 
 struct lease_fwd_wait;
 
+/* Requests in flight to the leader at once (each a thread of the peer
+ * module's until it ends, at most the request timeout): the others wait
+ * their turn, as etcd's HTTP client queues for a connection. */
+#define LEASE_FWD_MAX_FLIGHT 16
+/* Calls waiting at once, in flight or not; past it a call is refused
+ * with etcd's "etcdserver: too many requests". */
+#define LEASE_FWD_MAX_WAITING 4096
+
 /* The calls waiting; zeroed to start, lease_fwd_free at the end. */
 struct lease_fwds {
 	struct lease_fwd_wait *v;
 	size_t n;
 	size_t cap;
 	uint64_t seq;                /* tokens of requests in flight */
+	size_t flight;               /* entries with a token; <= LEASE_FWD_MAX_FLIGHT */
 };
 
 /* A gateway's MSG_LEASE_FORWARD from slot. */

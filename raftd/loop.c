@@ -450,8 +450,8 @@ static void check_moves(struct loop *l, bool tick)
 static struct promote_env loop_promote_env(struct loop *l)
 {
 	return (struct promote_env){ .raft = l->raft, .members = &l->members, .props = &l->props,
-				     .peer = l->peer, .member_id = l->member_id,
-				     .cluster_id = l->cluster_id, .tick_ms = l->tick_ms };
+				     .peer = l->peer, .region = l->r,
+				     .member_id = l->member_id, .cluster_id = l->cluster_id, .tick_ms = l->tick_ms };
 }
 
 static void on_lease_forward(void *arg, uint32_t slot, const struct msg_keepalive *m)

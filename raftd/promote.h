@@ -28,6 +28,7 @@ struct peer;
 struct peer_event;
 struct proposals;
 struct raft;
+struct shm_region;
 
 /* What the loop lends for one call. */
 struct promote_env {
@@ -35,6 +36,7 @@ struct promote_env {
 	struct members *members;     /* the membership and request ids */
 	struct proposals *props;     /* answers to gateways */
 	struct peer *peer;           /* NULL: no peers, nothing to forward */
+	struct shm_region *region;   /* stored's status (the revision); may be NULL */
 	uint64_t member_id;
 	uint64_t cluster_id;
 	uint64_t tick_ms;
