@@ -22,11 +22,12 @@
 #   request (user + sys of all its processes, from /proc);
 #   etcd's benchmark tool on Watch and Lease: watch (10 conns and clients,
 #   100 streams x 10 watchers on 10 keys, 100 watchers a key, puts as
-#   fast as they go; the figure is watch events received per second),
-#   watch-latency (100 watchers on one key over 10 conns, 200 puts a
-#   second; p99 from put acknowledged to each watcher's event),
+#   fast as they go; the figure is watch events received per second,
+#   with the servers' CPU time per event), watch-latency (100 watchers
+#   on one key over 10 conns, 200 puts a second; p99 from put
+#   acknowledged to each watcher's event),
 #   lease-keepalive (10 conns, 100 clients, one lease each; keepalives
-#   a second);
+#   a second, and CPU time per keepalive);
 #   one write + fdatasync on the data dir's disk, the latency floor;
 #   with 3 members, the time from SIGKILL of the leader (every process of
 #   that member) to the next acknowledged put through another member,
@@ -214,6 +215,20 @@ bench_tool() {
   echo "$qps ${p99:-0} ${avg:-0}"
 }
 
+# bench_tool_cpu N ARGS...: bench_tool's figures, then the servers' CPU
+# time (user + sys of all their processes) in microseconds per one of the
+# N units of work the run does.
+bench_tool_cpu() {
+  local n=$1 t0 t1 r clk
+  shift
+  clk=$(getconf CLK_TCK)
+  t0=$(server_ticks)
+  r=$(bench_tool "$@")
+  t1=$(server_ticks)
+  awk -v r="$r" -v d=$(( t1 - t0 )) -v clk="$clk" -v n="$n" \
+    'BEGIN { printf "%s %.2f\n", r, d / clk / n * 1e6 }'
+}
+
 # grpc_body FILE HEX: writes a gRPC message (5-byte prefix + protobuf).
 grpc_body() {
   python3 -c 'import sys; b = bytes.fromhex(sys.argv[2]);
@@ -350,13 +365,13 @@ measure put1 "put1_qps _ put1_avg" bench_tool --conns 1 --clients 1 \
 measure txn "txn_qps _ _" bench_tool --conns 100 --clients 1000 \
   txn-put --key-size 8 --val-size 256 --total "$total"
 bench_section="Watch events received summary"
-measure watch "watch_events_qps _ _" bench_tool --conns 10 --clients 10 \
+measure watch "watch_events_qps _ _ watch_cpu" bench_tool_cpu $(( watch_puts * 100 )) --conns 10 --clients 10 \
   watch --streams 100 --watch-per-stream 10 --watched-key-total 10 --key-space-size 10 \
   --sequential-keys --put-total "$watch_puts" --put-rate 1000000
 bench_section=""
 measure watch_latency "_ watch_latency_p99 watch_latency_avg" bench_tool --conns 10 --clients 100 \
   watch-latency --total "$watchl_total" --put-rate 200
-measure lease_keepalive "keepalive_qps keepalive_p99 _" bench_tool --conns 10 --clients 100 \
+measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
   lease-keepalive --total "$total"
 for server in $servers; do
   use_server "$server"
@@ -381,7 +396,7 @@ fsync_us=$(fsync_floor_us)
 row() { printf '%-28s %14s %14s\n' "$1" "$2" "$3"; }
 row "workload" "cetcd" "etcd"
 for k in put_qps put_p99 range_l_qps range_s_qps put1_qps put1_avg txn_qps \
-         watch_events_qps watch_latency_p99 watch_latency_avg keepalive_qps keepalive_p99 \
+         watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg keepalive_qps keepalive_p99 keepalive_cpu \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok h2_status failover_ms; do
   unit=""
@@ -399,6 +414,8 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "watch_events_qps_ratio=$(ratio "${R[cetcd.watch_events_qps]:-0}" "${R[etcd.watch_events_qps]:-0}")" \
   "watch_latency_p99_ratio=$(ratio "${R[cetcd.watch_latency_p99]:-0}" "${R[etcd.watch_latency_p99]:-0}")" \
   "keepalive_qps_ratio=$(ratio "${R[cetcd.keepalive_qps]:-0}" "${R[etcd.keepalive_qps]:-0}")" \
+  "cpu_per_watch_event_ratio=$(ratio "${R[cetcd.watch_cpu]:-0}" "${R[etcd.watch_cpu]:-0}")" \
+  "cpu_per_keepalive_ratio=$(ratio "${R[cetcd.keepalive_cpu]:-0}" "${R[etcd.keepalive_cpu]:-0}")" \
   "put1_latency_ratio=$(ratio "${R[cetcd.put1_avg]:-0}" "${R[etcd.put1_avg]:-0}")" \
   "h2_range_s_qps_ratio=$(ratio "${R[cetcd.h2_range_s_qps]:-0}" "${R[etcd.h2_range_s_qps]:-0}")" \
   "h2_put_qps_ratio=$(ratio "${R[cetcd.h2_put_qps]:-0}" "${R[etcd.h2_put_qps]:-0}")" \
