@@ -28,7 +28,8 @@
 #   on one key over 10 conns, 200 puts a second; p99 from put
 #   acknowledged to each watcher's event),
 #   lease-keepalive (10 conns, 100 clients, one lease each; keepalives
-#   a second, and CPU time per keepalive);
+#   answered a second, CPU time per keepalive sent, and how many failed:
+#   the tool's figures count only the answered ones);
 #   one write + fdatasync on the data dir's disk, the latency floor;
 #   with 3 members, the time from SIGKILL of the leader (every process of
 #   that member) to the next acknowledged put through another member,
@@ -196,7 +197,8 @@ server_ticks() {
   echo "$sum"
 }
 
-# bench_tool ARGS...: runs etcd's benchmark tool; prints "qps p99_ms avg_ms"
+# bench_tool ARGS...: runs etcd's benchmark tool; prints "qps p99_ms avg_ms
+# errors"
 # (of the report after the line holding $bench_section when set: the
 # watch command prints a report for creating watchers and then one for
 # the events received).
@@ -211,9 +213,16 @@ bench_tool() {
   avg=$(awk '/Average:/ {print $2*1000}' <<<"$out")
   if [[ -z $qps ]]; then
     echo "etcd-compare: benchmark $* gave no result:" >&2; tail -5 <<<"$out" >&2
-    echo "0 0 0"; return
+    echo "0 0 0 0"; return
   fi
-  echo "$qps ${p99:-0} ${avg:-0}"
+  # The tool counts failed requests apart (its figures are the successes').
+  local errors=0
+  if grep -q "Error distribution" <<<"$out"; then
+    echo "etcd-compare: benchmark $* had errors:" >&2
+    awk '/Error distribution/ { on = 1 } on' <<<"$out" | head -5 >&2
+    errors=$(awk '/Error distribution/ { on = 1; next } on && /^ *\[[0-9]+\]/ { gsub(/[][]/, "", $1); n += $1 } END { print n + 0 }' <<<"$out")
+  fi
+  echo "$qps ${p99:-0} ${avg:-0} $errors"
 }
 
 # bench_tool_cpu N ARGS...: bench_tool's figures, then the servers' CPU
@@ -366,13 +375,13 @@ measure put1 "put1_qps _ put1_avg" bench_tool --conns 1 --clients 1 \
 measure txn "txn_qps _ _" bench_tool --conns 100 --clients 1000 \
   txn-put --key-size 8 --val-size 256 --total "$total"
 bench_section="Watch events received summary"
-measure watch "watch_events_qps _ _ watch_cpu" bench_tool_cpu $(( watch_puts * 1000 )) --conns 10 --clients 10 \
+measure watch "watch_events_qps _ _ _ watch_cpu" bench_tool_cpu $(( watch_puts * 1000 )) --conns 10 --clients 10 \
   watch --streams 100 --watch-per-stream 100 --watched-key-total 10 --key-space-size 10 \
   --sequential-keys --put-total "$watch_puts" --put-rate 1000000
 bench_section=""
 measure watch_latency "_ watch_latency_p99 watch_latency_avg" bench_tool --conns 10 --clients 100 \
   watch-latency --total "$watchl_total" --put-rate 200
-measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
+measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_errors keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
   lease-keepalive --total "$total"
 for server in $servers; do
   use_server "$server"
@@ -397,7 +406,7 @@ fsync_us=$(fsync_floor_us)
 row() { printf '%-28s %14s %14s\n' "$1" "$2" "$3"; }
 row "workload" "cetcd" "etcd"
 for k in put_qps put_p99 range_l_qps range_s_qps put1_qps put1_avg txn_qps \
-         watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg keepalive_qps keepalive_p99 keepalive_cpu \
+         watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok h2_status failover_ms; do
   unit=""
@@ -417,6 +426,7 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "keepalive_qps_ratio=$(ratio "${R[cetcd.keepalive_qps]:-0}" "${R[etcd.keepalive_qps]:-0}")" \
   "cpu_per_watch_event_ratio=$(ratio "${R[cetcd.watch_cpu]:-0}" "${R[etcd.watch_cpu]:-0}")" \
   "cpu_per_keepalive_ratio=$(ratio "${R[cetcd.keepalive_cpu]:-0}" "${R[etcd.keepalive_cpu]:-0}")" \
+  "cetcd_keepalive_errors=${R[cetcd.keepalive_errors]:-0}" "etcd_keepalive_errors=${R[etcd.keepalive_errors]:-0}" \
   "put1_latency_ratio=$(ratio "${R[cetcd.put1_avg]:-0}" "${R[etcd.put1_avg]:-0}")" \
   "h2_range_s_qps_ratio=$(ratio "${R[cetcd.h2_range_s_qps]:-0}" "${R[etcd.h2_range_s_qps]:-0}")" \
   "h2_put_qps_ratio=$(ratio "${R[cetcd.h2_put_qps]:-0}" "${R[etcd.h2_put_qps]:-0}")" \
