@@ -18,7 +18,10 @@
 # stream and per extra watcher, then a last line of name=value pairs with
 # cetcd's figures, etcd's and the ratios (cetcd / etcd, below 1 favours
 # cetcd). Goals for cetcd: at most 100 bytes per watcher and 2 KiB per
-# stream (watcher_goal_ok, stream_goal_ok).
+# stream (watcher_goal_ok, stream_goal_ok), judged on the figures without
+# file-backed mappings: on a shared machine the PSS of the libraries
+# moves by megabytes as other processes map them and exit, as much as
+# 1,000 streams take.
 #
 # Environment: CETCD_BUILD (default build/), BENCH_DIR (data dirs;
 # default /var/tmp), BENCH_ROUNDS (3), BENCH_SERVERS ("cetcd etcd"),
@@ -218,8 +221,8 @@ echo "cetcd_per_watcher=${R[cetcd.per_watcher]:-0}" "etcd_per_watcher=${R[etcd.p
   "per_watcher_ratio=$(ratio "${R[cetcd.per_watcher]:-0}" "${R[etcd.per_watcher]:-0}")" \
   "cetcd_per_stream=${R[cetcd.per_stream]:-0}" "etcd_per_stream=${R[etcd.per_stream]:-0}" \
   "per_stream_ratio=$(ratio "${R[cetcd.per_stream]:-0}" "${R[etcd.per_stream]:-0}")" \
-  "watcher_goal_ok=$(( ${R[cetcd.per_watcher]:-999} <= 100 ))" \
-  "stream_goal_ok=$(( ${R[cetcd.per_stream]:-99999} <= 2048 ))" \
+  "watcher_goal_ok=$(( ${R[cetcd.anon_per_watcher]:-999} <= 100 ))" \
+  "stream_goal_ok=$(( ${R[cetcd.anon_per_stream]:-99999} <= 2048 ))" \
   "cetcd_anon_per_watcher=${R[cetcd.anon_per_watcher]:-0}" "etcd_anon_per_watcher=${R[etcd.anon_per_watcher]:-0}" \
   "cetcd_anon_per_stream=${R[cetcd.anon_per_stream]:-0}" "etcd_anon_per_stream=${R[etcd.anon_per_stream]:-0}" \
   "rounds=$rounds"
