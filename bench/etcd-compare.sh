@@ -20,6 +20,16 @@
 #   h2load sending raw gRPC (100 connections x 10 streams): serializable
 #   Range, linearizable Range, Put; for each the server's CPU time per
 #   request (user + sys of all its processes, from /proc);
+#   etcd's benchmark tool on Watch and Lease: watch (10 conns and clients,
+#   100 streams x 100 watchers on 10 keys, 1000 watchers a key, puts as
+#   fast as they go; the figure is watch events received per second,
+#   which on 2 cores the tool's own client bounds, and the servers' CPU
+#   time per event), watch-latency (100 watchers
+#   on one key over 10 conns, 200 puts a second; p99 from put
+#   acknowledged to each watcher's event),
+#   lease-keepalive (10 conns, 100 clients, one lease each; keepalives
+#   answered a second, CPU time per keepalive sent, and how many failed:
+#   the tool's figures count only the answered ones);
 #   one write + fdatasync on the data dir's disk, the latency floor;
 #   with 3 members, the time from SIGKILL of the leader (every process of
 #   that member) to the next acknowledged put through another member,
@@ -31,7 +41,8 @@
 # makes it 10000), BENCH_DIR (where data dirs go; default /var/tmp),
 # ETCD_TOOLS (where bench/etcd-tools.sh keeps the benchmark tool),
 # BENCH_ROUNDS (3), BENCH_SERVERS ("cetcd etcd"; one of them measures one
-# side only).
+# side only), BENCH_WORKLOADS (names as measure gives them, e.g. "watch
+# watch_latency lease_keepalive"; unset runs all).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CETCD_BUILD:-$root/build}
@@ -46,6 +57,8 @@ while (($#)); do
 done
 [[ $members == 1 || $members == 3 ]] || { echo "etcd-compare: --members is 1 or 3" >&2; exit 2; }
 put1_total=$(( total / 50 < 500 ? 500 : total / 50 ))
+watch_puts=$(( total / 200 < 100 ? 100 : total / 200 ))
+watchl_total=$(( total / 50 < 200 ? 200 : total / 50 ))
 h2_total=$(( total * 2 ))
 tools=${ETCD_TOOLS:-$HOME/.cache/cetcd-etcd-tools}
 basedir=${BENCH_DIR:-/var/tmp}
@@ -184,19 +197,46 @@ server_ticks() {
   echo "$sum"
 }
 
-# bench_tool ARGS...: runs etcd's benchmark tool; prints "qps p99_ms avg_ms".
+# bench_tool ARGS...: runs etcd's benchmark tool; prints "qps p99_ms avg_ms
+# errors"
+# (of the report after the line holding $bench_section when set: the
+# watch command prints a report for creating watchers and then one for
+# the events received).
+bench_section=""
 bench_tool() {
   local out
   out=$("$bench" --endpoints "$endpoints" --precise "$@" 2>&1 | tr -d '\r')
+  [[ -z $bench_section ]] || out=$(awk -v s="$bench_section" 'index($0, s) { on = 1 } on' <<<"$out")
   local qps p99 avg
   qps=$(awk '/Requests\/sec:/ {print $2}' <<<"$out")
   p99=$(awk '/ 99% in / {print $3*1000}' <<<"$out")
   avg=$(awk '/Average:/ {print $2*1000}' <<<"$out")
   if [[ -z $qps ]]; then
     echo "etcd-compare: benchmark $* gave no result:" >&2; tail -5 <<<"$out" >&2
-    echo "0 0 0"; return
+    echo "0 0 0 0"; return
   fi
-  echo "$qps ${p99:-0} ${avg:-0}"
+  # The tool counts failed requests apart (its figures are the successes').
+  local errors=0
+  if grep -q "Error distribution" <<<"$out"; then
+    echo "etcd-compare: benchmark $* had errors:" >&2
+    awk '/Error distribution/ { on = 1 } on' <<<"$out" | head -5 >&2
+    errors=$(awk '/Error distribution/ { on = 1; next } on && /^ *\[[0-9]+\]/ { gsub(/[][]/, "", $1); n += $1 } END { print n + 0 }' <<<"$out")
+  fi
+  echo "$qps ${p99:-0} ${avg:-0} $errors"
+}
+
+# bench_tool_cpu N ARGS...: bench_tool's figures, then the servers' CPU
+# time (user + sys of all their processes) in microseconds per one of the
+# N units of work the run does.
+bench_tool_cpu() {
+  local n=$1 t0 t1 r clk
+  shift
+  clk=$(getconf CLK_TCK)
+  t0=$(server_ticks)
+  r=$(bench_tool "$@")
+  t1=$(server_ticks)
+  awk -v r="$r" -v d=$(( t1 - t0 )) -v clk="$clk" -v n="$n" \
+    'BEGIN { printf "%s %.2f\n", r, d / clk / n * 1e6 }'
 }
 
 # grpc_body FILE HEX: writes a gRPC message (5-byte prefix + protobuf).
@@ -299,6 +339,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] 
 measure() {
   local name=$1 fields=$2 k server order f i
   shift 2
+  [[ -z ${BENCH_WORKLOADS:-} || " $BENCH_WORKLOADS " == *" $name "* ]] || return 0
   declare -A got=()
   for ((k = 0; k < rounds; k++)); do
     order=$servers
@@ -333,6 +374,15 @@ measure put1 "put1_qps _ put1_avg" bench_tool --conns 1 --clients 1 \
   put --key-size 8 --sequential-keys --total "$put1_total" --val-size 256
 measure txn "txn_qps _ _" bench_tool --conns 100 --clients 1000 \
   txn-put --key-size 8 --val-size 256 --total "$total"
+bench_section="Watch events received summary"
+measure watch "watch_events_qps _ _ _ watch_cpu" bench_tool_cpu $(( watch_puts * 1000 )) --conns 10 --clients 10 \
+  watch --streams 100 --watch-per-stream 100 --watched-key-total 10 --key-space-size 10 \
+  --sequential-keys --put-total "$watch_puts" --put-rate 1000000
+bench_section=""
+measure watch_latency "_ watch_latency_p99 watch_latency_avg" bench_tool --conns 10 --clients 100 \
+  watch-latency --total "$watchl_total" --put-rate 200
+measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_errors keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
+  lease-keepalive --total "$total"
 for server in $servers; do
   use_server "$server"
   R[$server.h2_status]="range_s:$(grpc_status /etcdserverpb.KV/Range "$range_s") put:$(grpc_status /etcdserverpb.KV/Put "$put")"
@@ -356,6 +406,7 @@ fsync_us=$(fsync_floor_us)
 row() { printf '%-28s %14s %14s\n' "$1" "$2" "$3"; }
 row "workload" "cetcd" "etcd"
 for k in put_qps put_p99 range_l_qps range_s_qps put1_qps put1_avg txn_qps \
+         watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok h2_status failover_ms; do
   unit=""
@@ -370,6 +421,12 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "range_l_qps_ratio=$(ratio "${R[cetcd.range_l_qps]:-0}" "${R[etcd.range_l_qps]:-0}")" \
   "range_s_qps_ratio=$(ratio "${R[cetcd.range_s_qps]:-0}" "${R[etcd.range_s_qps]:-0}")" \
   "txn_qps_ratio=$(ratio "${R[cetcd.txn_qps]:-0}" "${R[etcd.txn_qps]:-0}")" \
+  "watch_events_qps_ratio=$(ratio "${R[cetcd.watch_events_qps]:-0}" "${R[etcd.watch_events_qps]:-0}")" \
+  "watch_latency_p99_ratio=$(ratio "${R[cetcd.watch_latency_p99]:-0}" "${R[etcd.watch_latency_p99]:-0}")" \
+  "keepalive_qps_ratio=$(ratio "${R[cetcd.keepalive_qps]:-0}" "${R[etcd.keepalive_qps]:-0}")" \
+  "cpu_per_watch_event_ratio=$(ratio "${R[cetcd.watch_cpu]:-0}" "${R[etcd.watch_cpu]:-0}")" \
+  "cpu_per_keepalive_ratio=$(ratio "${R[cetcd.keepalive_cpu]:-0}" "${R[etcd.keepalive_cpu]:-0}")" \
+  "cetcd_keepalive_errors=${R[cetcd.keepalive_errors]:-0}" "etcd_keepalive_errors=${R[etcd.keepalive_errors]:-0}" \
   "put1_latency_ratio=$(ratio "${R[cetcd.put1_avg]:-0}" "${R[etcd.put1_avg]:-0}")" \
   "h2_range_s_qps_ratio=$(ratio "${R[cetcd.h2_range_s_qps]:-0}" "${R[etcd.h2_range_s_qps]:-0}")" \
   "h2_put_qps_ratio=$(ratio "${R[cetcd.h2_put_qps]:-0}" "${R[etcd.h2_put_qps]:-0}")" \

@@ -19,6 +19,8 @@
 #define H2_MAX_TRAILERS 8
 #define H2_FRAME_HEADER_LEN 9
 #define H2_MAX_WINDOW 0x7fffffffu
+/* Queue capacity a stream keeps once everything queued went out. */
+#define H2_IDLE_BODY_KEEP_BYTES 1024u
 
 /* Opaque data of the PING that times the final GOAWAY of a drain. */
 static const uint8_t h2_drain_ping[8] = { 'c', 'e', 't', 'c', 'd', 'g', 'o', 'a' };
@@ -236,8 +238,14 @@ static int h2_on_send_data(nghttp2_session *session, nghttp2_frame *frame, const
 	c->sink->len += H2_FRAME_HEADER_LEN + length;
 	s->body_off += length;
 	s->body_promised = 0;
-	if (s->body_off == s->body.len)
+	if (s->body_off == s->body.len) {
 		s->body.len = s->body_off = 0;
+		/* A stream that stays open once its queue went out (a watch
+		 * stream after a burst) keeps no burst-sized buffer: with
+		 * many idle streams that is most of their memory. */
+		if (s->body.cap > H2_IDLE_BODY_KEEP_BYTES && !(s->flags & H2_S_ENDING))
+			h2_buf_free(&s->body, c->ctx->mem);
+	}
 	return 0;
 }
 

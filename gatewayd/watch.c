@@ -3,6 +3,7 @@
  * from the db. */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,13 +38,15 @@ struct watcher {
 	struct watcher *unext;       /* the catching-up list */
 	int64_t id;
 	int64_t next_rev;            /* next revision it may be sent; only grows */
-	bool synced;                 /* takes ring events */
-	bool in_catchup;
-	bool prev_kv, noput, nodelete, fragment, progress_notify;
-	bool sent_since_tick;        /* events since the last progress tick */
-	/* the group being dispatched */
-	uint64_t grp;
+	/* its events of the group being dispatched (ws->pairs); set while
+	 * in_group, -2: the watcher catches up instead */
 	int32_t ghead, gtail;
+	/* One bit each: with 100,000 watchers a gateway, every byte here is
+	 * 100 kB, and the size class of the allocation is what counts. */
+	bool synced : 1;             /* in the matcher, taking ring events; else in ws->catchup */
+	bool in_group : 1;           /* in ws->touched: matched by the group being dispatched */
+	bool prev_kv : 1, noput : 1, nodelete : 1, fragment : 1, progress_notify : 1;
+	bool sent_since_tick : 1;    /* events since the last progress tick */
 	uint8_t bytes[];             /* key then range end */
 };
 
@@ -85,9 +88,9 @@ struct watch_state {
 	size_t elen, ecap;
 	struct watch_pair *pairs;
 	size_t npairs, pairs_cap;
-	struct watcher **touched;
+	struct watcher **touched;     /* the watchers the group concerns */
 	size_t ntouched, touched_cap;
-	uint64_t grp;
+	bool match_lost;              /* a watcher could not join touched (no memory) */
 	int64_t live_rev;             /* last revision dispatched from the ring */
 	struct watch_matcher m;
 	struct watch_stream *streams;
@@ -230,23 +233,24 @@ static int64_t delivered(const struct watch_state *ws, const struct watcher *w)
 	return w->synced && ws->live_rev > d ? ws->live_rev : d;
 }
 
-static void catchup_add(struct watch_state *ws, struct watcher *w)
+/* Puts w (new, or synced and just taken out of the matcher) on the
+ * catching-up list; a watcher already catching up stays as it is. */
+static void catchup_add(struct watch_state *ws, struct watcher *w, bool is_new)
 {
+	if (!is_new && !w->synced)
+		return;
 	if (w->synced && w->next_rev <= ws->live_rev)
 		w->next_rev = ws->live_rev + 1;
 	w->synced = false;
-	if (!w->in_catchup) {
-		w->in_catchup = true;
-		w->unext = ws->catchup;
-		ws->catchup = w;
-	}
+	w->unext = ws->catchup;
+	ws->catchup = w;
 }
 
 static void watcher_free(struct watch_state *ws, struct watcher *w)
 {
-	if (w->synced)
+	if (w->synced) {
 		wm_del(&ws->m, &w->m);
-	if (w->in_catchup) {
+	} else {
 		for (struct watcher **p = &ws->catchup; *p; p = &(*p)->unext) {
 			if (*p == w) {
 				*p = w->unext;
@@ -354,7 +358,9 @@ static void watch_create(struct gw_server *s, struct grpc_call *call, struct wat
 			}
 		}
 	}
-	struct watcher *w = calloc(1, sizeof(*w) + klen + elen);
+	/* The key and range end follow the fields, from offsetof: sizeof
+	 * would add the struct's tail padding to every watcher. */
+	struct watcher *w = calloc(1, offsetof(struct watcher, bytes) + klen + elen);
 	if (!w) {
 		send_resp(s, call, cur, -1, true, true, 0, "etcdserver: out of memory", false, NULL,
 			  0);
@@ -380,7 +386,7 @@ static void watch_create(struct gw_server *s, struct grpc_call *call, struct wat
 	st->ws = w;
 	ws->nwatchers++;
 	start_cursor(s, ws);
-	catchup_add(ws, w);
+	catchup_add(ws, w, true);
 	send_resp(s, call, cur, id, true, false, 0, NULL, false, NULL, 0);
 	s->more_work = true;
 }
@@ -473,7 +479,7 @@ static void lapped(struct gw_server *s, struct watch_state *ws)
 		for (struct watcher *w = st->ws; w; w = w->snext)
 			if (w->synced) {
 				wm_del(&ws->m, &w->m);
-				catchup_add(ws, w);
+				catchup_add(ws, w, false);
 			}
 	s->more_work = true;
 }
@@ -493,20 +499,21 @@ static void on_match(void *arg, struct wm_entry *e)
 
 	if (mc->rev < w->next_rev || (ev->is_delete ? w->nodelete : w->noput))
 		return;
-	if (reserve((void **)&ws->pairs, &ws->pairs_cap, ws->npairs + 1, sizeof(*ws->pairs)) ||
-	    (w->grp != ws->grp &&
-	     reserve((void **)&ws->touched, &ws->touched_cap, ws->ntouched + 1, sizeof(w)))) {
-		w->grp = ws->grp;
-		w->ghead = -2; /* out of memory: this watcher catches up instead */
-		return;
-	}
-	if (w->grp != ws->grp) {
-		w->grp = ws->grp;
+	if (!w->in_group) {
+		if (reserve((void **)&ws->touched, &ws->touched_cap, ws->ntouched + 1, sizeof(w))) {
+			ws->match_lost = true; /* dispatch sends every synced watcher to catch up */
+			return;
+		}
+		w->in_group = true;
 		w->ghead = w->gtail = -1;
 		ws->touched[ws->ntouched++] = w;
 	}
 	if (w->ghead == -2)
 		return;
+	if (reserve((void **)&ws->pairs, &ws->pairs_cap, ws->npairs + 1, sizeof(*ws->pairs))) {
+		w->ghead = -2; /* out of memory: this watcher catches up instead */
+		return;
+	}
 	int32_t k = (int32_t)ws->npairs++;
 	ws->pairs[k] = (struct watch_pair){ .ev = mc->ev, .next = -1 };
 	if (w->gtail >= 0)
@@ -526,7 +533,6 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	struct watch_piece pieces[64], *pv = pieces;
 	size_t pcap = 64;
 
-	ws->grp++;
 	for (uint32_t i = 0; i < ws->ngev; i++) {
 		events_decode(ws->gbuf + ws->gev[i].off, ws->gev[i].len, &ws->gev[i].ev);
 		ws->gev[i].enc_len[0] = ws->gev[i].enc_len[1] = 0;
@@ -535,12 +541,13 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	}
 	for (size_t t = 0; t < ws->ntouched; t++) {
 		struct watcher *w = ws->touched[t];
+		w->in_group = false;
 		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
 		if (!call)
 			continue;
 		if (w->ghead == -2 || !stream_has_room(call)) {
 			wm_del(&ws->m, &w->m);
-			catchup_add(ws, w);
+			catchup_add(ws, w, false);
 			continue;
 		}
 		size_t n = 0;
@@ -581,13 +588,26 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 		}
 		if (failed) {
 			wm_del(&ws->m, &w->m);
-			catchup_add(ws, w);
+			catchup_add(ws, w, false);
 			continue;
 		}
 		w->next_rev = rev + 1;
 	}
 	if (pv != pieces)
 		free(pv);
+	if (ws->match_lost) {
+		/* Some watcher this group concerns was not recorded: every
+		 * synced watcher not sent this revision reads it from the db
+		 * (before live_rev moves, so their next_rev stays <= rev). */
+		ws->match_lost = false;
+		for (struct watch_stream *st = ws->streams; st; st = st->next)
+			for (struct watcher *w = st->ws; w; w = w->snext)
+				if (w->synced && w->next_rev <= rev) {
+					wm_del(&ws->m, &w->m);
+					catchup_add(ws, w, false);
+				}
+		s->more_work = true;
+	}
 	if (rev > ws->live_rev)
 		ws->live_rev = rev;
 	group_reset(ws);
@@ -812,7 +832,6 @@ static void catchup_turn(struct gw_server *s, struct watch_state *ws)
 		 * read began, and nothing past v.rev was dispatched yet. */
 		if (done && ws->live_rev <= v.rev) {
 			*p = w->unext;
-			w->in_catchup = false;
 			w->synced = true;
 			wm_add(&ws->m, &w->m);
 			continue;

@@ -276,6 +276,43 @@ static void test_async_body_and_pending(void)
 	hx_fini(&x);
 }
 
+/* A stream that stays open after a burst (a watch stream after its
+ * created answers) gives the burst's buffer back once it has gone out,
+ * keeps a small one, and still sends everything in order. */
+static void test_idle_stream_releases_burst_buffer(void)
+{
+	struct hx x;
+	hx_init(&x, respond_headers_only, NULL);
+	struct tc_stream *s = tc_request_ct(&x.tc, "/watch", true, NULL, NULL);
+	hx_pump(&x);
+	struct app_stream *as = app.last;
+	CHECK(as != NULL);
+
+	uint8_t burst[4000];
+	for (size_t i = 0; i < sizeof(burst); i++)
+		burst[i] = (uint8_t)(i * 7);
+	CHECK_EQ(h2_stream_write(&as->st, burst, sizeof(burst)), 0);
+	CHECK(as->st.body.cap >= sizeof(burst));
+	hx_pump(&x);
+	CHECK_EQ(s->data_len, sizeof(burst));
+	CHECK(memcmp(s->data, burst, sizeof(burst)) == 0);
+	CHECK_EQ(as->st.body.cap, 0);
+	CHECK(as->st.body.data == NULL);
+
+	CHECK_EQ(h2_stream_write(&as->st, "tail", 4), 0);
+	hx_pump(&x);
+	CHECK_EQ(s->data_len, sizeof(burst) + 4);
+	CHECK(memcmp(s->data + sizeof(burst), "tail", 4) == 0);
+	CHECK(as->st.body.cap > 0 && as->st.body.cap <= 1024); /* small: kept */
+
+	nghttp2_nv tr = { (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NONE };
+	CHECK_EQ(h2_stream_end(&as->st, &tr, 1), 0);
+	hx_pump(&x);
+	CHECK(s->closed);
+	CHECK_EQ(s->grpc_status, 0);
+	hx_fini(&x);
+}
+
 static void respond_reset(struct app_stream *s, uint32_t flags)
 {
 	(void)flags;
@@ -414,6 +451,7 @@ int main(void)
 	test_settings();
 	test_plain_response();
 	test_async_body_and_pending();
+	test_idle_stream_releases_burst_buffer();
 	test_reset_and_terminate();
 	test_protocol_error();
 	test_transport_fd();
