@@ -28,17 +28,25 @@
  * match. */
 struct wm_entry {
 	const uint8_t *key;
-	size_t key_len;
 	const uint8_t *end;  /* range end (exclusive); with end_len 0 see kind */
-	size_t end_len;
-	int kind;            /* WM_KEY, WM_RANGE, WM_FROM_KEY */
-	uint64_t hash;       /* WM_KEY: of the key */
-	struct wm_entry *next, *prev; /* WM_KEY: bucket chain */
-	/* ranges: treap children (starts <= this one's on the left), heap
-	 * priority (a parent's >= its children's) and the entry with the
-	 * largest end in this subtree (WM_FROM_KEY ends above every key) */
-	struct wm_entry *left, *right, *maxend;
-	uint32_t prio;
+	uint32_t key_len, end_len;
+	uint32_t prio;       /* ranges: treap heap priority (a parent's >= its
+			      * children's) */
+	uint8_t kind;        /* WM_KEY, WM_RANGE, WM_FROM_KEY; never changes */
+	/* One watcher is one entry: with 100,000 of them a gateway, the
+	 * links of the two kinds share their bytes. */
+	union {
+		struct {             /* WM_KEY: bucket chain */
+			uint64_t hash;   /* of the key */
+			struct wm_entry *next, *prev;
+		};
+		/* ranges: treap children (starts <= this one's on the left)
+		 * and the entry with the largest end in this subtree
+		 * (WM_FROM_KEY ends above every key) */
+		struct {
+			struct wm_entry *left, *right, *maxend;
+		};
+	};
 };
 enum { WM_KEY = 0, WM_RANGE = 1, WM_FROM_KEY = 2 };
 

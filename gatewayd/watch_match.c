@@ -5,6 +5,8 @@
 
 #include "gatewayd/watch.h"
 
+_Static_assert(sizeof(struct wm_entry) <= 56, "a watcher's matcher entry stays small");
+
 static uint64_t wm_hash(const uint8_t *p, size_t n)
 {
 	uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -25,20 +27,23 @@ void wm_entry_set(struct wm_entry *e, const uint8_t *key, size_t key_len, const 
 		  size_t end_len)
 {
 	e->key = key;
-	e->key_len = key_len;
+	e->key_len = (uint32_t)key_len;
 	e->end = end;
-	e->end_len = end_len;
+	e->end_len = (uint32_t)end_len;
 	if (!end || end_len == 0)
 		e->kind = WM_KEY;
 	else if (end_len == 1 && end[0] == 0)
 		e->kind = WM_FROM_KEY;
 	else
 		e->kind = WM_RANGE;
-	e->hash = e->kind == WM_KEY ? wm_hash(key, key_len) : 0;
-	e->next = e->prev = NULL;
-	e->left = e->right = NULL;
-	e->maxend = e;
 	e->prio = 0;
+	if (e->kind == WM_KEY) {
+		e->hash = wm_hash(key, key_len);
+		e->next = e->prev = NULL;
+	} else {
+		e->left = e->right = NULL;
+		e->maxend = e;
+	}
 }
 
 bool wm_covers(const struct wm_entry *e, const uint8_t *key, size_t len)

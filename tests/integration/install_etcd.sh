@@ -45,9 +45,14 @@ rev=$(etcdctl snapshot status "$IT_TMP/etcd.db" -w json |
 	python3 -c 'import json,sys; print(json.load(sys.stdin)["revision"])')
 truncate -s -32 "$IT_TMP/etcd.db"
 
+st=0
 STORED_ETCD_DB=$IT_TMP/etcd.db STORED_ETCD_KEYS=$keys STORED_ETCD_REV=$rev \
-	"$t" >"$IT_TMP/install.out" 2>&1 || true
+	"$t" >"$IT_TMP/install.out" 2>&1 || st=$?
 sed -n '/etcd.s db/p;/CHECK/p;/^ok/p' "$IT_TMP/install.out" | sed 's/^/    /'
+if ! grep -q '^ok: ' "$IT_TMP/install.out"; then
+	echo "    test_stored_install exited with status $st; the end of its output:"
+	grep -v '"level":"\(info\|warn\)"' "$IT_TMP/install.out" | tail -15 | sed 's/^/    /'
+fi
 check "stored installed etcd's db: its $keys keys at revision $rev, and applies after it" \
 	grep -q "installed: revision $((rev + 1)), $keys keys under etcd/" "$IT_TMP/install.out"
 check "test_stored_install passed" grep -q '^ok: ' "$IT_TMP/install.out"
