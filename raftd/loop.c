@@ -830,6 +830,15 @@ static void on_peer(struct loop *l)
 		case PEER_EV_UNREACHABLE:
 			raft_report_unreachable(l->raft, ev.id);
 			break;
+		case PEER_EV_DOWN:
+			if (raft_role(l->raft) == RAFT_FOLLOWER && ev.id == raft_leader(l->raft)) {
+				char id[24];
+				snprintf(id, sizeof(id), "%" PRIx64, ev.id);
+				log_info("leader refuses connections: its process is gone, its lease ends",
+					 LOG_STR("leader-member-id", id));
+			}
+			raft_report_leader_down(l->raft, ev.id);
+			break;
 		case PEER_EV_SNAPSHOT_DONE:
 			if (l->snaps_inflight)
 				l->snaps_inflight--;

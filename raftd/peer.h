@@ -90,6 +90,9 @@ enum peer_event_kind {
 				  * its body (len bytes, NUL-terminated) */
 	PEER_EV_LEASE_DONE,      /* a peer_lease_forward ended: as
 				  * PEER_EV_PROMOTE_DONE */
+	PEER_EV_DOWN,            /* id: every URL of that peer refused a
+				  * connection since its streams were last
+				  * up (its process is gone) */
 };
 
 struct peer_event {

@@ -80,6 +80,30 @@ static int peer_pick_url(struct peer *p, struct peer_remote *r, struct peer_url 
 	return rc;
 }
 
+/* A stream reader's dial to r failed with err. Once every one of r's URLs
+ * refused a connection since its last stream came up, nothing listens
+ * for it any more: its process is gone, not merely slow or cut off (a
+ * partition or a stopped process makes a dial time out instead), and
+ * PEER_EV_DOWN says so. Call before url_pick moves on. */
+static void peer_client_dial_failed(struct peer *p, struct peer_remote *r, int err)
+{
+	size_t n;
+
+	if (err != -ECONNREFUSED && err != -ENOENT)
+		return;
+	pthread_mutex_lock(&p->mu);
+	n = r->n_urls;
+	pthread_mutex_unlock(&p->mu);
+	if (!n)
+		return;
+	r->refused |= 1ull << (r->url_pick % n % 64);
+	uint64_t all = n >= 64 ? ~0ull : (1ull << n) - 1;
+	if (r->refused != all)
+		return;
+	r->refused = 0;
+	peer_emit_simple(p, PEER_EV_DOWN, r->id, false);
+}
+
 /* A request head as Go's client writes one, with rafthttp's headers. */
 static int peer_client_head(struct peer *p, struct peer_conn *c, const struct peer_url *u,
 			    const char *method, const char *path, const char *to,
@@ -208,6 +232,9 @@ void peer_client_closed(struct peer_conn *c, int err)
 		if (p->closing)
 			return;
 		if (c->state == PEER_ST_STREAM_IN) {
+			/* dialed again at once: a refusal tells a crash apart
+			 * from a peer that closed the stream */
+			r->next_dial_ns[c->stream] = peer_now_ns();
 			log_warn("lost TCP streaming connection with remote peer",
 				 LOG_STR("stream-reader-type", peer_stream_name(c->stream)),
 				 LOG_STR("local-member-id", p->self_str),
@@ -215,6 +242,7 @@ void peer_client_closed(struct peer_conn *c, int err)
 			if (err != -ECONNRESET)
 				peer_status_deactivate(p, r, peer_stream_name(c->stream), "read", reason);
 		} else {
+			peer_client_dial_failed(p, r, err);
 			r->url_pick++;
 			peer_status_deactivate(p, r, peer_stream_name(c->stream), "dial", reason);
 		}
@@ -279,6 +307,7 @@ static void peer_client_dial_reader(struct peer *p, struct peer_remote *r, enum 
 		return;
 	}
 	r->next_dial_ns[s] = peer_now_ns() + PEER_REDIAL_NS;
+	peer_client_dial_failed(p, r, rc);
 	r->url_pick++;
 	peer_status_deactivate(p, r, peer_stream_name(s), "dial", strerror(-rc));
 }
@@ -454,6 +483,7 @@ static void peer_stream_established(struct peer_conn *c)
 	struct peer_remote *r = c->remote;
 
 	c->state = PEER_ST_STREAM_IN;
+	r->refused = 0;
 	msgappv2_decoder_init(&c->dec, p->self_id, r->id);
 	peer_status_activate(p, r);
 	log_info("established TCP streaming connection with remote peer",

@@ -114,6 +114,9 @@ struct peer_remote {
 	uint64_t next_dial_ns[PEER_N_STREAMS];
 	struct peer_conn *writer[PEER_N_STREAMS];
 	unsigned n_posts;                 /* pipeline connections in flight */
+	uint64_t refused;                 /* URLs (bit url_pick % n_urls) that
+					   * refused a stream dial since the
+					   * last stream came up */
 };
 
 enum peer_conn_kind {

@@ -1525,6 +1525,28 @@ void raft_report_unreachable(struct raft *r, uint64_t peer)
 	step_leader(r, &m);
 }
 
+void raft_report_leader_down(struct raft *r, uint64_t peer)
+{
+	if (r->role != RAFT_FOLLOWER || peer == 0 || peer != r->lead || !promotable(r))
+		return;
+	/* Its lease is over: this member may vote for another now. */
+	if (r->election_elapsed < r->cfg.election_ticks)
+		r->election_elapsed = r->cfg.election_ticks;
+	/* The voter with the lowest id among the others campaigns at the
+	 * next tick, each following one two ticks later, so that two who
+	 * saw the same crash do not split the vote (its own timeout, if it
+	 * was about to fire, waits its turn too); a leader heard from in
+	 * between resets the count. */
+	unsigned rank = 0;
+	for (size_t i = 0; i < r->n_prs; i++)
+		if (!r->prs[i].learner && r->prs[i].id != peer && r->prs[i].id < r->cfg.id)
+			rank++;
+	unsigned left = 1 + 2 * rank;
+	if (left >= r->cfg.election_ticks)
+		left = r->cfg.election_ticks - 1;
+	r->randomized_timeout = r->election_elapsed + left;
+}
+
 void raft_compact(struct raft *r, uint64_t index)
 {
 	raftlog_compact(&r->log, index);

@@ -371,6 +371,15 @@ void raft_report_snapshot(struct raft *r, uint64_t peer, bool ok);
 /* The leader could not reach peer: replication to it slows to probing. */
 void raft_report_unreachable(struct raft *r, uint64_t peer);
 
+/* A follower learned that its leader peer is down (nothing listens at
+ * its peer URLs any more: the process is gone), not merely silent: the
+ * leader's lease ends at once, so this member votes for a successor, and
+ * it campaigns within a few ticks, ranked by id among the voters so that
+ * those who saw the same crash do not split the vote. Pre-vote and the
+ * other voters' leases still decide: a leader that is in fact alive
+ * keeps its followers. Ignored unless peer is this follower's leader. */
+void raft_report_leader_down(struct raft *r, uint64_t peer);
+
 /* Drops log entries up to index (clamped to applied and durable): the
  * application has a snapshot there. Call only right after raft_advance. */
 void raft_compact(struct raft *r, uint64_t index);

@@ -126,6 +126,18 @@ echo "  a survivor logged a new leader ${took:-never} ms after SIGKILL of the le
 # the vote's round trip
 check "SIGKILL of every process of the leader (${names[li]}): a new leader within two election timeouts" \
 	test -n "$took" -a "${took:-99999}" -le $((2 * ELECTION_MS + 200))
+# the survivors found nothing listening on the dead leader's peer port,
+# so they did not wait out its lease (raft_report_leader_down)
+lease_ended() {
+	local i n=0
+	for i in 0 1 2; do
+		[[ $i == "$1" ]] && continue
+		[[ -n $(it_logged_after "$(it_cl_log "$i")" "$2" 'leader refuses connections') ]] && n=$((n + 1))
+	done
+	((n == 2))
+}
+check "SIGKILL of the leader member: both survivors saw its port refuse connections" \
+	it_until 5000 lease_ended "$li" "$t0"
 check "writes go on with two members" recovered "leader killed"
 sleep 1
 probe_check "SIGKILL of the leader member"

@@ -339,12 +339,16 @@ it_same_state() {
 # it_elected_after LOG MS: ms from MS (epoch ms) to the first "elected
 # leader" line in LOG logged after it (empty when there is none yet).
 # LOG is cetcd's or etcd's with --logger zap (JSON lines, "ts" in UTC).
-it_elected_after() {
-	python3 - "$1" "$2" <<'EOF'
+it_elected_after() { it_logged_after "$1" "$2" '"msg":"raft.node:' "elected leader"; }
+
+# it_logged_after LOG T0 TEXT...: ms from T0 (it_now_ms) to the first line
+# of LOG at or after T0 that holds every TEXT; nothing if none.
+it_logged_after() {
+	python3 - "$@" <<'EOF'
 import datetime, json, sys
 t0 = int(sys.argv[2])
 for line in open(sys.argv[1], errors="replace"):
-    if '"msg":"raft.node:' not in line or "elected leader" not in line:
+    if not all(t in line for t in sys.argv[3:]):
         continue
     try:
         ts = json.loads(line)["ts"]

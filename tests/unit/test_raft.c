@@ -1043,6 +1043,53 @@ static void test_bad_input(void)
 	raft_free(r);
 }
 
+/* A follower told that its leader's process is gone ends the leader's
+ * lease and campaigns within ticks ranked by id; a voter that was not
+ * told still honours the lease. */
+static void test_leader_down(void)
+{
+	static struct net n;
+	net_init_led(&n);
+	propose(&n, 1, "x");
+	net_settle(&n);
+	raft_free(n.r[1]);
+	n.r[1] = NULL;
+
+	/* about a peer that is not the leader: nothing changes */
+	raft_report_leader_down(n.r[2], 3);
+	net_tick(&n, 2, 1);
+	net_settle(&n);
+	CHECK(raft_role(n.r[2]) == RAFT_FOLLOWER);
+	CHECK_EQ(raft_term(n.r[2]), 1);
+
+	/* Node 2, the lowest id left, campaigns at its next tick; node 3,
+	 * not told, still sees the lease and refuses its pre-vote. */
+	raft_report_leader_down(n.r[2], 1);
+	net_tick(&n, 2, 1);
+	net_settle(&n);
+	CHECK(raft_role(n.r[2]) == RAFT_PRE_CANDIDATE);
+	CHECK_EQ(net_leader(&n), 0);
+	CHECK_EQ(raft_term(n.r[2]), 1);
+
+	/* Told too, node 3 (ranked second) campaigns within three ticks and
+	 * wins: long before an election timeout (10 ticks). */
+	raft_report_leader_down(n.r[3], 1);
+	net_tick(&n, 3, 1);
+	net_settle(&n);
+	CHECK(raft_role(n.r[3]) == RAFT_FOLLOWER);
+	for (int i = 1; i < 3 && !net_leader(&n); i++) {
+		net_tick(&n, 3, 1);
+		net_settle(&n);
+	}
+	CHECK_EQ(net_leader(&n), 3);
+	CHECK_EQ(raft_term(n.r[3]), 2);
+	propose(&n, 3, "y");
+	net_settle(&n);
+	CHECK_EQ(raft_commit_index(n.r[2]), raft_commit_index(n.r[3]));
+	CHECK_EQ(raft_leader(n.r[2]), 3);
+	net_free(&n);
+}
+
 int main(void)
 {
 	log_set_level(LOG_LEVEL_WARN);
@@ -1056,6 +1103,7 @@ int main(void)
 	test_pending_conf_change();
 	test_learner();
 	test_remove_leader();
+	test_leader_down();
 	test_transfer_leader();
 	test_follower_read_index();
 	test_snapshot_conf();

@@ -7,7 +7,8 @@
  * network that drops, delays, duplicates and reorders messages and
  * partitions the nodes, crashes and restarts from the durable state only,
  * log compaction with snapshots sent to followers that fell behind,
- * leadership transfers, proposals and ReadIndex requests. Conf changes
+ * leadership transfers, proposals and ReadIndex requests, and reports
+ * that a leader is down (true ones after crashes, false ones too). Conf changes
  * travel as proposed EntryConfChange entries that the simulated
  * application applies with raft_apply_conf_change; a node that applies
  * its own removal stops for good (as etcd's server does).
@@ -735,8 +736,21 @@ static void chaos(void)
 	}
 	if (chance(3)) {
 		struct node *nd = &S.nodes[rnd() % S.n];
-		if (nd->up)
+		if (nd->up) {
 			node_crash(nd);
+			/* some of the others find its port closed (raftd's
+			 * transport reports a refused dial) */
+			for (size_t k = 0; k < S.n; k++)
+				if (S.nodes[k].up && chance(500))
+					raft_report_leader_down(S.nodes[k].r, nd->id);
+		}
+	}
+	if (chance(2)) {
+		/* a report about a leader that is alive (a port closed while
+		 * it restarts, or a wrong URL): safety must not depend on it */
+		struct node *nd = &S.nodes[rnd() % S.n];
+		if (nd->up)
+			raft_report_leader_down(nd->r, raft_leader(nd->r));
 	}
 }
 
