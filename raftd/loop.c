@@ -69,6 +69,12 @@ struct loop_move {
 	uint64_t ticks;           /* ticks waited */
 };
 
+/* A follower that received a snapshot lately (snap_acks_cap). */
+struct loop_snap_ack {
+	uint64_t id;
+	uint64_t ticks;           /* since */
+};
+
 /* The last entry of a ready saved into WAL batch seq. */
 struct loop_persist {
 	uint64_t seq;
@@ -104,6 +110,8 @@ struct loop {
 				       * is not compacted meanwhile (etcd's
 				       * inflightSnapshots) */
 	uint64_t snaps_inflight_ticks; /* ticks since the count last moved */
+	struct loop_snap_ack snap_acks[RAFT_MAX_MEMBERS];
+	size_t n_snap_acks;
 	/* the last MsgSnap stepped into the core: its v2 store and db */
 	uint64_t rx_index;
 	uint64_t rx_term;
@@ -353,6 +361,40 @@ static void maybe_purge_wal(struct loop *l)
 		log_warn("failed to purge WAL segments; retried at the next snapshot");
 }
 
+/* to, or less: the match of each follower that received a snapshot in
+ * the last two election timeouts. Such a follower asks next for the
+ * entries right after the snapshot, which sit at the start of the log;
+ * compacting them would send it another snapshot at once. */
+static uint64_t snap_acks_cap(struct loop *l, uint64_t to)
+{
+	for (size_t i = 0; i < l->n_snap_acks;) {
+		struct loop_snap_ack *a = &l->snap_acks[i];
+		struct raft_progress pr;
+		if (raft_progress(l->raft, a->id, &pr) || a->ticks > 2 * l->election_ticks) {
+			*a = l->snap_acks[--l->n_snap_acks];
+			continue;
+		}
+		if (pr.match < to)
+			to = pr.match;
+		i++;
+	}
+	return to;
+}
+
+/* A snapshot send to id ended well. */
+static void snap_ack_wait(struct loop *l, uint64_t id)
+{
+	size_t i = 0;
+
+	while (i < l->n_snap_acks && l->snap_acks[i].id != id)
+		i++;
+	if (i == RAFT_MAX_MEMBERS)
+		return;
+	if (i == l->n_snap_acks)
+		l->n_snap_acks++;
+	l->snap_acks[i] = (struct loop_snap_ack){ .id = id };
+}
+
 /* Drops log entries nobody needs any more: stored's replay point and the
  * feed's cursor, with a margin. Right after raft_advance only. */
 static void maybe_compact(struct loop *l)
@@ -362,7 +404,7 @@ static void maybe_compact(struct loop *l)
 	uint64_t keep = feed_keep_from(&l->feed);
 	if (keep <= LOOP_KEEP_ENTRIES + 1)
 		return;
-	uint64_t to = keep - 1 - LOOP_KEEP_ENTRIES;
+	uint64_t to = snap_acks_cap(l, keep - 1 - LOOP_KEEP_ENTRIES);
 	/* with peers, as etcd: the log is kept until --snapshot-count entries
 	 * were applied since the last compaction, so that a follower that
 	 * fell that far behind catches up from it */
@@ -843,6 +885,8 @@ static void on_peer(struct loop *l)
 			if (l->snaps_inflight)
 				l->snaps_inflight--;
 			l->snaps_inflight_ticks = 0;
+			if (ev.ok)
+				snap_ack_wait(l, ev.id);
 			raft_report_snapshot(l->raft, ev.id, ev.ok);
 			break;
 		case PEER_EV_REMOVED:
@@ -1057,6 +1101,8 @@ static void on_timer(struct loop *l)
 	proposals_tick(&l->props, 2 * l->election_ticks);
 	members_tick(&l->members);
 	check_moves(l, true);
+	for (size_t i = 0; i < l->n_snap_acks; i++)
+		l->snap_acks[i].ticks++;
 	/* a send whose end was never reported must not stop compaction for
 	 * good: after an hour the count is dropped */
 	if (l->snaps_inflight && ++l->snaps_inflight_ticks * l->tick_ms > LOOP_SNAP_SEND_MAX_MS) {

@@ -853,7 +853,13 @@ static void step_leader(struct raft *r, const struct raft_msg *m)
 			bool was_paused = pr_paused(r, pr);
 			if (!pr_update(pr, m->index))
 				return;
-			if (pr->state == PR_PROBE)
+			/* In probe, only the answer to the probe (or a later
+			 * MsgApp) shows where the follower's log reaches: an
+			 * older answer still on the way, e.g. from before a
+			 * snapshot was sent, would set next back below the
+			 * snapshot and send another one. (etcd 3.4 replicates
+			 * from there.) */
+			if (pr->state == PR_PROBE && m->index + 1 >= pr->next)
 				pr_become_replicate(pr);
 			else if (pr->state == PR_SNAPSHOT && pr->match >= pr->pending_snapshot)
 				pr_become_probe(pr);

@@ -510,24 +510,32 @@ static void test_conflicting_suffix(void)
 	net_free(&n);
 }
 
+/* Node 1 leads and commits 20 entries while node 3 is cut off, compacts
+ * its log to 15, and node 3 is back: the leader's next heartbeat round
+ * finds it behind the log. */
+static void net_init_behind(struct net *n)
+{
+	net_init(n);
+	raft_campaign(n->r[1]);
+	net_settle(n);
+	n->cut[3] = true;
+	for (int i = 0; i < 20; i++)
+		propose(n, 1, "e");
+	net_settle(n);
+	CHECK_EQ(raft_commit_index(n->r[1]), 21);
+	raft_compact(n->r[1], 15);
+	CHECK_EQ(raft_log(n->r[1])->snap_index, 15);
+	n->cut[3] = false;
+	net_tick(n, 1, 1);
+}
+
 /* A follower that fell behind the leader's compacted log gets a snapshot,
  * then the entries after it. */
 static void test_snapshot_catch_up(void)
 {
 	static struct net n;
 	struct raft_ready rd;
-	net_init(&n);
-	raft_campaign(n.r[1]);
-	net_settle(&n);
-	n.cut[3] = true;
-	for (int i = 0; i < 20; i++)
-		propose(&n, 1, "e");
-	net_settle(&n);
-	CHECK_EQ(raft_commit_index(n.r[1]), 21);
-	raft_compact(n.r[1], 15);
-	CHECK_EQ(raft_log(n.r[1])->snap_index, 15);
-	n.cut[3] = false;
-	net_tick(&n, 1, 1);
+	net_init_behind(&n);
 	/* deliver until node 3 is handed the snapshot */
 	bool got = false;
 	for (int round = 0; round < 20 && !got; round++) {
@@ -562,6 +570,47 @@ static void test_snapshot_catch_up(void)
 	CHECK_EQ(raft_commit_index(n.r[3]), 21);
 	CHECK_EQ(raft_log(n.r[3])->snap_index, 15);
 	CHECK_EQ(raft_last_index(n.r[3]), 21);
+	net_free(&n);
+}
+
+/* An answer to a MsgApp sent before a snapshot, arriving after the
+ * snapshot was sent, does not send the follower another snapshot: only
+ * the answer to the probe moves it to replicating. */
+static void test_snapshot_stale_ack(void)
+{
+	static struct net n;
+	struct raft_ready rd;
+	struct raft_progress pr;
+	net_init_behind(&n);
+	/* deliver until the leader sends node 3 the snapshot; hold it */
+	bool sent = false;
+	for (int round = 0; round < 20 && !sent; round++) {
+		net_collect(&n);
+		size_t nq = n.nq;
+		n.nq = 0;
+		for (size_t i = 0; i < nq; i++) {
+			struct raft_msg m = n.q[i];
+			m.entries = n.qe[i];
+			if (m.type == RAFT_MSG_SNAP && m.to == 3)
+				sent = true;
+			else
+				raft_step(n.r[m.to], &m);
+		}
+	}
+	CHECK(sent);
+	CHECK_EQ(raft_progress(n.r[1], 3, &pr), 0);
+	CHECK(pr.state == RAFT_PROGRESS_SNAPSHOT && pr.pending_snapshot == 15);
+	raft_report_snapshot(n.r[1], 3, true);
+	/* a late acceptance of entries up to 5, sent before the snapshot */
+	struct raft_msg stale = { .type = RAFT_MSG_APP_RESP, .from = 3, .to = 1,
+				  .term = raft_term(n.r[1]), .index = 5 };
+	CHECK_EQ(raft_step(n.r[1], &stale), 0);
+	CHECK_EQ(raft_progress(n.r[1], 3, &pr), 0);
+	CHECK(pr.state == RAFT_PROGRESS_PROBE && pr.match == 5 && pr.next == 16);
+	raft_ready(n.r[1], &rd);
+	for (size_t i = 0; i < rd.n_msgs; i++)
+		CHECK(!(rd.msgs[i].type == RAFT_MSG_SNAP && rd.msgs[i].to == 3));
+	raft_advance(n.r[1], &rd);
 	net_free(&n);
 }
 
@@ -1099,6 +1148,7 @@ int main(void)
 	test_three_nodes();
 	test_conflicting_suffix();
 	test_snapshot_catch_up();
+	test_snapshot_stale_ack();
 	test_conf_change_add_remove();
 	test_pending_conf_change();
 	test_learner();
