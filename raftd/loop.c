@@ -1066,7 +1066,8 @@ static void pump(struct loop *l)
 /* epoll_wait's timeout for the next turn. */
 static int next_timeout(struct loop *l)
 {
-	if (l->fatal || proposals_more(&l->props) || raft_has_ready(l->raft))
+	if (l->fatal || proposals_more(&l->props) || raft_has_ready(l->raft) ||
+	    (l->peer && peer_has_events(l->peer)))
 		return 0;
 	if (!feed_pending(&l->feed))
 		return -1;
@@ -1135,9 +1136,11 @@ static void on_stop_fd(struct loop *l, int fd, bool is_signal)
 
 static void turn(struct loop *l, const struct epoll_event *ev, int n)
 {
-	bool woke = false;
+	bool woke = false, peer_ready = l->peer && peer_has_events(l->peer);
 
 	l->stats.turns++;
+	if (l->peer)
+		peer_hold_wakes(l->peer, true);
 	for (int i = 0; i < n; i++) {
 		switch (ev[i].data.u32) {
 		case TAG_TIMER:
@@ -1156,13 +1159,15 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 			on_stop_fd(l, l->stop_fd, false);
 			break;
 		case TAG_PEER:
-			on_peer(l);
+			peer_ready = true;
 			break;
 		case TAG_SNAPW:
 			on_snapshot_written(l);
 			break;
 		}
 	}
+	if (peer_ready)
+		on_peer(l);
 	observe_stored(l);
 	if (!l->stopping && !l->fatal) {
 		/* a failed request ring is logged there and skipped */
@@ -1175,6 +1180,8 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 		publish_status(l, false);
 	}
 	proposals_flush(&l->props);
+	if (l->peer)
+		peer_hold_wakes(l->peer, false);
 	if (woke)
 		shm_waker_drained(&l->waker);
 }

@@ -73,19 +73,45 @@ int outbox_hold(struct outbox *o, const struct raft_msg *m, uint64_t seq)
 	return 0;
 }
 
+/* Whether held message i of the first n is an append acknowledgement
+ * that a later one among them makes redundant: a leader learns nothing
+ * from an accepted MsgAppResp once it has one of the same term for the
+ * same or a higher index (etcd's leader only moves a follower's match
+ * forward). Rejections are always sent: each carries its own hint. */
+static bool outbox_superseded(const struct outbox *o, size_t i, size_t n)
+{
+	const struct raft_msg *m = &o->held[i].m;
+
+	if (m->type != RAFT_MSG_APP_RESP || m->reject)
+		return false;
+	for (size_t j = i + 1; j < n; j++) {
+		const struct raft_msg *later = &o->held[j].m;
+		if (later->type == RAFT_MSG_APP_RESP && !later->reject && later->to == m->to &&
+		    later->term == m->term && later->index >= m->index)
+			return true;
+	}
+	return false;
+}
+
 void outbox_release(struct outbox *o, uint64_t durable)
 {
-	size_t k = 0;
-	while (k < o->n_held && o->held[k].seq <= durable) {
-		int rc = outbox_send(o, &o->held[k].m);
-		if (rc && rc != -ENOENT)
-			log_debug("a message to a peer was not sent", LOG_U64("to", o->held[k].m.to),
-				  LOG_U64("type", o->held[k].m.type), LOG_ERRNO(rc));
+	size_t n = 0;
+	while (n < o->n_held && o->held[n].seq <= durable)
+		n++;
+	for (size_t k = 0; k < n; k++) {
+		if (outbox_superseded(o, k, n)) {
+			o->superseded++;
+		} else {
+			int rc = outbox_send(o, &o->held[k].m);
+			if (rc && rc != -ENOENT)
+				log_debug("a message to a peer was not sent",
+					  LOG_U64("to", o->held[k].m.to),
+					  LOG_U64("type", o->held[k].m.type), LOG_ERRNO(rc));
+		}
 		raftd_free(o->held[k].block);
-		k++;
 	}
-	if (k) {
-		memmove(o->held, o->held + k, (o->n_held - k) * sizeof(*o->held));
-		o->n_held -= k;
+	if (n) {
+		memmove(o->held, o->held + n, (o->n_held - n) * sizeof(*o->held));
+		o->n_held -= n;
 	}
 }

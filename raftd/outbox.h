@@ -32,6 +32,8 @@ struct outbox {
 	size_t cap_held;
 	uint64_t sent;            /* statistics */
 	uint64_t failed;          /* refused by the transport (unknown peer) */
+	uint64_t superseded;      /* held MsgAppResp not sent: a later one
+				   * released with it acknowledged as much */
 };
 
 void outbox_init(struct outbox *o, struct peer *peer);
@@ -45,7 +47,9 @@ int outbox_send(struct outbox *o, const struct raft_msg *m);
 /* Holds a copy of m until WAL sequence seq is durable. 0 or -ENOMEM. */
 int outbox_hold(struct outbox *o, const struct raft_msg *m, uint64_t seq);
 
-/* Sends the held messages whose sequence is at or below durable. */
+/* Sends the held messages whose sequence is at or below durable, in
+ * order, leaving out an accepted MsgAppResp when a later one released
+ * with it, to the same peer in the same term, acknowledges as much. */
 void outbox_release(struct outbox *o, uint64_t durable);
 
 #endif

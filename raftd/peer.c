@@ -67,10 +67,36 @@ void peer_queue_free(struct peer_queue *q)
 
 /* ---- events ---- */
 
+/* The transport whose thread this is, NULL on other threads: its events
+ * are signaled to the loop once per turn of the thread. */
+static _Thread_local struct peer *peer_thread_of;
+
+/* Makes event_fd readable for the events queued; under mu. */
+static void peer_signal_events_locked(struct peer *p)
+{
+	const uint64_t one = 1;
+
+	if (p->ev_signaled || !p->n_events)
+		return;
+	p->ev_signaled = true;
+	if (write(p->event_fd, &one, sizeof(one)) < 0)
+		log_warn("cannot signal the peer event fd", LOG_ERRNO(-errno));
+}
+
+/* Signals what the transport thread queued during its turn. */
+static void peer_publish_events(struct peer *p)
+{
+	if (!p->ev_unsignaled)
+		return;
+	p->ev_unsignaled = false;
+	pthread_mutex_lock(&p->mu);
+	peer_signal_events_locked(p);
+	pthread_mutex_unlock(&p->mu);
+}
+
 void peer_emit_locked(struct peer *p, struct peer_event *ev)
 {
 	struct peer_evnode *n;
-	const uint64_t one = 1;
 
 	if (ev->kind == PEER_EV_MESSAGE && p->n_events >= PEER_EVENTS_MAX) {
 		char from[17];
@@ -92,9 +118,11 @@ void peer_emit_locked(struct peer *p, struct peer_event *ev)
 	memset(ev, 0, sizeof(*ev));
 	*p->ev_tail = n;
 	p->ev_tail = &n->next;
-	/* the eventfd counts 1 exactly while the queue is not empty */
-	if (p->n_events++ == 0 && write(p->event_fd, &one, sizeof(one)) < 0)
-		log_warn("cannot signal the peer event fd", LOG_ERRNO(-errno));
+	p->n_events++;
+	if (peer_thread_of == p)
+		p->ev_unsignaled = true;
+	else
+		peer_signal_events_locked(p);
 }
 
 void peer_emit(struct peer *p, struct peer_event *ev)
@@ -115,21 +143,33 @@ int peer_recv(struct peer *p, struct peer_event *ev)
 	struct peer_evnode *n;
 	uint64_t v;
 
-	pthread_mutex_lock(&p->mu);
-	n = p->ev_head;
-	if (!n) {
-		pthread_mutex_unlock(&p->mu);
-		return -EAGAIN;
-	}
-	p->ev_head = n->next;
-	if (!p->ev_head)
+	/* the whole queue is taken at once: one lock and one read of
+	 * event_fd for a burst */
+	if (!p->taken) {
+		pthread_mutex_lock(&p->mu);
+		p->taken = p->ev_head;
+		p->ev_head = NULL;
 		p->ev_tail = &p->ev_head;
-	if (--p->n_events == 0 && read(p->event_fd, &v, sizeof(v)) < 0)
-		log_warn("cannot clear the peer event fd", LOG_ERRNO(-errno));
-	pthread_mutex_unlock(&p->mu);
+		p->n_events = 0;
+		if (p->ev_signaled) {
+			p->ev_signaled = false;
+			if (read(p->event_fd, &v, sizeof(v)) < 0)
+				log_warn("cannot clear the peer event fd", LOG_ERRNO(-errno));
+		}
+		pthread_mutex_unlock(&p->mu);
+		if (!p->taken)
+			return -EAGAIN;
+	}
+	n = p->taken;
+	p->taken = n->next;
 	*ev = n->ev;
 	raftd_free(n);
 	return 0;
+}
+
+bool peer_has_events(const struct peer *p)
+{
+	return p->taken != NULL;
 }
 
 void peer_event_release(struct peer_event *ev)
@@ -453,7 +493,10 @@ int peer_send(struct peer *p, const struct raftmsg *m)
 		raftmsg_encode(m, qm->data);
 	}
 	peer_queue_push(q, qm);
-	peer_wake_locked(p);
+	if (p->hold_wakes)
+		p->wake_due = true;
+	else
+		peer_wake_locked(p);
 	goto out_unlock;
 
 out_nomem:
@@ -464,6 +507,17 @@ out_drop:
 out_unlock:
 	pthread_mutex_unlock(&p->mu);
 	return rc;
+}
+
+void peer_hold_wakes(struct peer *p, bool hold)
+{
+	p->hold_wakes = hold;
+	if (hold || !p->wake_due)
+		return;
+	p->wake_due = false;
+	pthread_mutex_lock(&p->mu);
+	peer_wake_locked(p);
+	pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- listeners ---- */
@@ -618,6 +672,7 @@ static void *peer_main(void *arg)
 	struct peer *p = arg;
 	struct epoll_event evs[64];
 
+	peer_thread_of = p;
 	for (;;) {
 		uint64_t now = peer_now_ns(), next;
 		int timeout_ms = 1000, n;
@@ -636,6 +691,7 @@ static void *peer_main(void *arg)
 			if (timeout_ms > 1000)
 				timeout_ms = 1000;
 		}
+		peer_publish_events(p);
 		n = epoll_wait(p->epfd, evs, 64, timeout_ms);
 		if (n < 0 && errno != EINTR) {
 			log_error("peer transport: epoll_wait failed", LOG_ERRNO(-errno));
@@ -652,7 +708,9 @@ static void *peer_main(void *arg)
 			peer_conn_io(ptr, evs[i].events);
 		}
 		peer_conn_reap(p);
+		peer_publish_events(p);
 	}
+	peer_publish_events(p);
 	return NULL;
 }
 
@@ -770,6 +828,11 @@ void peer_stop(struct peer *p)
 	p->snaps = NULL;
 	while ((n = p->ev_head)) {
 		p->ev_head = n->next;
+		peer_event_release(&n->ev);
+		raftd_free(n);
+	}
+	while ((n = p->taken)) {
+		p->taken = n->next;
 		peer_event_release(&n->ev);
 		raftd_free(n);
 	}

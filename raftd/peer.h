@@ -135,6 +135,13 @@ int peer_set_members_json(struct peer *p, const char *json, size_t len);
  * PEER_EV_UNREACHABLE follows). */
 int peer_send(struct peer *p, const struct raftmsg *m);
 
+/* While held, peer_send queues without waking the transport thread;
+ * releasing the hold wakes it once for everything queued meanwhile. The
+ * loop holds wakes for a turn, so that the messages of a turn go out in
+ * one write per stream rather than trickling out as the thread races the
+ * loop for its queues. Called on the thread that calls peer_send. */
+void peer_hold_wakes(struct peer *p, bool hold);
+
 /* Sends a MsgSnap m followed by the db file at db_path (a file the
  * transport may read until the send ends; PEER_EV_SNAPSHOT_DONE says how
  * it ended). */
@@ -186,11 +193,17 @@ struct leasehttp_req;
 int peer_lease_forward(struct peer *p, const char *const *urls, size_t n,
 		       const struct leasehttp_req *r, uint64_t token, int timeout_ms);
 
-/* Readable (level-triggered) while events wait. */
+/* Readable (level-triggered) while events wait that peer_recv has not
+ * taken yet. */
 int peer_event_fd(const struct peer *p);
 
-/* Takes the next event: 0, or -EAGAIN when none waits. */
+/* Takes the next event: 0, or -EAGAIN when none waits. The first call
+ * takes every waiting event at once and the next ones hand them out, so
+ * events may be left taken and not handed out yet: peer_has_events. */
 int peer_recv(struct peer *p, struct peer_event *ev);
+
+/* Whether peer_recv holds taken events (event_fd says nothing of them). */
+bool peer_has_events(const struct peer *p);
 
 /* Frees what an event owns. */
 void peer_event_release(struct peer_event *ev);

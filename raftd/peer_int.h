@@ -242,6 +242,16 @@ struct peer {
 	struct peer_evnode *ev_head;      /* under mu */
 	struct peer_evnode **ev_tail;
 	size_t n_events;
+	bool ev_signaled;                 /* under mu: event_fd was written
+					   * and not read since */
+	bool ev_unsignaled;               /* transport thread: it queued
+					   * events and has not signaled
+					   * them yet (peer_publish_events) */
+	struct peer_evnode *taken;        /* loop thread: the batch peer_recv
+					   * took and hands out one by one */
+	bool hold_wakes;                  /* loop thread: peer_hold_wakes */
+	bool wake_due;                    /* loop thread: a peer_send was
+					   * queued while wakes were held */
 	struct peer_snap_send *snaps;     /* under mu: snapshots to start */
 
 	struct peer_promote *promote;     /* peer_promote.c's, made on first
@@ -261,7 +271,9 @@ struct peer {
 uint64_t peer_now_ns(void);
 /* Queues an event for the loop thread (takes ev's buffers; frees them if
  * the queue is over PEER_EVENTS_MAX and the event is a message). Locks
- * mu. */
+ * mu. On the transport thread the loop is signaled once per turn of the
+ * thread (peer_publish_events), so that a burst of messages costs the
+ * loop one wake-up; other threads signal at once. */
 void peer_emit(struct peer *p, struct peer_event *ev);
 void peer_emit_locked(struct peer *p, struct peer_event *ev);
 void peer_emit_simple(struct peer *p, enum peer_event_kind kind, uint64_t id, bool ok);

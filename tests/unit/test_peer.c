@@ -11,6 +11,8 @@
 
 #include "test_peer_util.h"
 
+#include "raftd/outbox.h"
+
 #include <fcntl.h>
 
 #define CLUSTER 0x1000
@@ -137,6 +139,63 @@ static void test_two_members(const char *url_a, const char *url_b, struct tls_ct
 	exchange(&a, &b, &m, 1);
 	free(blk);
 
+	pt_stop(&a);
+	pt_stop(&b);
+}
+
+/* The outbox's release after a WAL batch, with wakes held as raftd's loop
+ * holds them for a turn: the held messages go out in order, less the
+ * accepted MsgAppResp a later one of the same term released with it
+ * covers; rejections and other terms are kept. */
+static void test_outbox_release(void)
+{
+	struct pt_node a = { 0 }, b = { 0 };
+	struct pt_node *pa = &a, *pb = &b;
+	struct outbox o;
+	const struct raft_msg held[] = {
+		{ .type = RAFT_MSG_APP_RESP, .from = 1, .to = 2, .term = 5, .index = 10 },
+		{ .type = RAFT_MSG_HEARTBEAT_RESP, .from = 1, .to = 2, .term = 5, .context = 7 },
+		{ .type = RAFT_MSG_APP_RESP, .from = 1, .to = 2, .term = 5, .index = 12 },
+		{ .type = RAFT_MSG_APP_RESP, .from = 1, .to = 2, .term = 5, .index = 11,
+		  .reject = true, .reject_hint = 12 },
+		{ .type = RAFT_MSG_APP_RESP, .from = 1, .to = 2, .term = 5, .index = 12 },
+		{ .type = RAFT_MSG_APP_RESP, .from = 1, .to = 2, .term = 6, .index = 13 },
+	};
+	const uint64_t seqs[] = { 1, 1, 2, 2, 3, 3 };
+	/* what b gets after each release: indexes into held */
+	const size_t first[] = { 1, 2, 3 }, second[] = { 4, 5 };
+
+	CHECK_EQ(pt_start(&a, 1, CLUSTER, "http://127.0.0.1:0"), 0);
+	CHECK_EQ(pt_start(&b, 2, CLUSTER, "http://127.0.0.1:0"), 0);
+	pt_members(&a, &pb, 1, NULL, 0);
+	pt_members(&b, &pa, 1, NULL, 0);
+	pt_wait_streams(&a, 2);
+	outbox_init(&o, a.p);
+	for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++)
+		CHECK_EQ(outbox_hold(&o, &held[i], seqs[i]), 0);
+	for (int round = 0; round < 2; round++) {
+		const size_t *want = round ? second : first;
+		size_t n_want = round ? 2 : 3;
+		peer_hold_wakes(a.p, true);
+		outbox_release(&o, round ? 3 : 2);
+		peer_hold_wakes(a.p, false);
+		for (size_t i = 0; i < n_want; i++) {
+			const struct raft_msg *m = &held[want[i]];
+			struct peer_event ev;
+			CHECK_EQ(pt_next_msg(&b, &ev, 10000, NULL), 0);
+			CHECK_EQ(ev.msg.type, (int32_t)m->type);
+			CHECK_EQ(ev.msg.term, m->term);
+			CHECK_EQ(ev.msg.index, m->index);
+			CHECK_EQ(ev.msg.reject, m->reject);
+			CHECK_EQ(ev.msg.reject_hint, m->reject_hint);
+			peer_event_release(&ev);
+		}
+	}
+	CHECK_EQ(o.superseded, 1);
+	CHECK_EQ(o.n_held, 0);
+	struct peer_event ev;
+	CHECK_EQ(pt_next_msg(&b, &ev, 200, NULL), -ETIMEDOUT);
+	outbox_free(&o);
 	pt_stop(&a);
 	pt_stop(&b);
 }
@@ -573,6 +632,8 @@ int main(void)
 		test_unreachable();
 	if (!only || !strcmp(only, "snapshot"))
 		test_snapshot();
+	if (!only || !strcmp(only, "outbox"))
+		test_outbox_release();
 	if (only) {
 		CHECK_EQ(wt_live_allocs(), 0);
 		return 0;
