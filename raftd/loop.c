@@ -975,6 +975,9 @@ static void take_ready(struct loop *l)
 		l->lead_seen = rd.leader;
 	}
 	raft_advance(l->raft, &rd);
+	/* the reads that waited for the round just answered */
+	if (rd.n_reads)
+		proposals_ask_reads(&l->props, l->raft);
 	for (size_t i = 0; i < n_snap_failed; i++)
 		raft_report_snapshot(l->raft, snap_failed[i], false);
 	if (peers_changed)
@@ -1100,6 +1103,8 @@ static void on_timer(struct loop *l)
 	}
 	raft_tick(l->raft);
 	proposals_tick(&l->props, 2 * l->election_ticks);
+	if (!l->stopping)
+		proposals_ask_reads(&l->props, l->raft); /* after a round was lost */
 	members_tick(&l->members);
 	check_moves(l, true);
 	for (size_t i = 0; i < l->n_snap_acks; i++)

@@ -318,6 +318,15 @@ void proposals_ask_reads(struct proposals *p, struct raft *raft)
 		unasked += p->reads[i].ctx == 0;
 	if (unasked == 0)
 		return;
+	/* One round at a time, as etcd's linearizable read loop: the reads
+	 * that come meanwhile share the next round, so that a busy member
+	 * confirms its reads with a heartbeat round a round trip rather than
+	 * one a loop turn. A round unanswered for a tick is taken as lost
+	 * (its reads still wait for it, or for their timeout). */
+	for (size_t i = 0; i < p->n_reads; i++)
+		if (p->reads[i].ctx && p->reads[i].ctx == p->next_ctx &&
+		    p->ticks <= p->reads[i].asked_at + 1)
+			return;
 	/* a leader waits until it has committed an entry of its term */
 	if (raft_is_leader(raft) && !proposals_leader_confirmed(raft))
 		return;

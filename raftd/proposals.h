@@ -139,7 +139,8 @@ void proposals_free(struct proposals *p);
 int proposals_drain(struct proposals *p, struct raft *raft, bool stopping);
 
 /* Asks the core for one ReadIndex round covering every read not asked
- * yet, if it can answer now; refuses them without a leader. */
+ * yet, if it can answer now and the last round was answered (or is a
+ * tick old); refuses them without a leader. */
 void proposals_ask_reads(struct proposals *p, struct raft *raft);
 
 /* A read state from the core: answers the reads of its round. */

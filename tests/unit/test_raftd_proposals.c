@@ -4,9 +4,9 @@
  * hellos are answered beside them; refusals carry etcd's codes and
  * messages (no leader, not leader, stopped); term-carrying proposals from
  * stored are dropped unless the leader leads in that term and has
- * confirmed it; reads share one ReadIndex round, wait for the leader's
- * first commit in its term, and are failed on a leadership change or
- * timeout; replies never go to a newer generation of a slot; malformed
+ * confirmed it; reads share one ReadIndex round (one out at a time),
+ * wait for the leader's first commit in its term, and are failed on a
+ * leadership change or timeout; replies never go to a newer generation of a slot; malformed
  * records are dropped without harm.
  */
 #include "test_raftd_util.h"
@@ -391,6 +391,45 @@ static void test_reads(void)
 	proposals_flush(&p);
 	CHECK(!take_reply(r, s1b.index, &rep));
 	CHECK_EQ(p.stats.replies_stale, 1);
+	raft_free(raft);
+
+	/* One round at a time: on a follower (its rounds go to the leader),
+	 * a read that comes while a round is out waits for the next, which
+	 * starts when the round is answered, or after a tick without an
+	 * answer (lost). */
+	static const uint64_t three[] = { 1, 2, 3 };
+	raft = new_core(1, three, 3);
+	struct raft_msg hb = { .type = RAFT_MSG_HEARTBEAT, .to = 1, .from = 2, .term = 5 };
+	CHECK_EQ(raft_step(raft, &hb), 0);
+	uint64_t rounds = p.stats.read_rounds;
+	CHECK_EQ(rt_read_index(in0, &s0, 7), 0);
+	CHECK_EQ(proposals_drain(&p, raft, false), 1);
+	CHECK_EQ(p.stats.read_rounds, rounds + 1);
+	uint64_t first = p.reads[0].ctx;
+	CHECK_EQ(rt_read_index(in0, &s0, 8), 0);
+	CHECK_EQ(proposals_drain(&p, raft, false), 1);
+	CHECK_EQ(p.stats.read_rounds, rounds + 1);
+	CHECK(p.n_reads == 2 && p.reads[1].ctx == 0);
+	/* the first round is answered: the next one starts for read 8 */
+	proposals_read_state(&p, &(struct raft_read_state){ .index = 4, .context = first });
+	proposals_ask_reads(&p, raft);
+	CHECK_EQ(p.stats.read_rounds, rounds + 2);
+	CHECK(p.n_reads == 1 && p.reads[0].ctx != 0 && p.reads[0].ctx != first);
+	proposals_flush(&p);
+	CHECK(take_reply(r, s0.index, &rep));
+	CHECK(rep.origin.request_id == 7 && rep.status == 0 && rep.index == 4);
+	/* that one is never answered: read 9 waits a tick, then goes */
+	CHECK_EQ(rt_read_index(in0, &s0, 9), 0);
+	CHECK_EQ(proposals_drain(&p, raft, false), 1);
+	proposals_tick(&p, 100);
+	proposals_ask_reads(&p, raft);
+	CHECK_EQ(p.stats.read_rounds, rounds + 2);
+	proposals_tick(&p, 100);
+	proposals_ask_reads(&p, raft);
+	CHECK_EQ(p.stats.read_rounds, rounds + 3);
+	CHECK(p.n_reads == 2 && p.reads[1].ctx != 0 && p.reads[1].ctx != p.reads[0].ctx);
+	proposals_fail_reads(&p, 14, false);
+	proposals_flush(&p);
 	raft_free(raft);
 	proposals_free(&p);
 	shm_region_detach(r);
