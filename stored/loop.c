@@ -576,19 +576,6 @@ static bool loop_checkpoint_due(const struct stored_loop *l, int64_t now)
 
 /* ---- one batch ---- */
 
-static int loop_grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t want = *cap ? *cap * 2 : 64;
-	void *p = stored_realloc(*v, want * size);
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	*cap = want;
-	return 0;
-}
-
 /* Handles one record of the committed ring: applies it, skips it, or
  * drops it. 0 or a batch-failing error. */
 static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
@@ -627,7 +614,7 @@ static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
 		return 0;
 	}
 
-	rc = loop_grow((void **)&l->res, &l->res_cap, l->nres, sizeof(*l->res));
+	rc = stored_reserve((void **)&l->res, &l->res_cap, l->nres + 1, sizeof(*l->res), 64);
 	if (rc)
 		return rc;
 	res = &l->res[l->nres];
@@ -644,8 +631,8 @@ static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
 	if (!res->deliver)
 		return 0;
 	if (res->after_compaction) {
-		rc = loop_grow((void **)&l->waiting, &l->waiting_cap, l->nwaiting,
-			       sizeof(*l->waiting));
+		rc = stored_reserve((void **)&l->waiting, &l->waiting_cap, l->nwaiting + 1,
+				    sizeof(*l->waiting), 64);
 		if (rc)
 			return rc;
 		l->waiting[l->nwaiting++] = (struct loop_waiting){
