@@ -953,9 +953,8 @@ static void gw_expire(struct gw_server *s)
 
 void gw_rings_turn(struct gw_server *s)
 {
-	struct status_stored st;
 	/* before the drain: the results it covers are in the ring by now */
-	uint64_t delivered = status_stored_read(s->r, &st) == 0 ? st.delivered_index : 0;
+	uint64_t delivered = status_stored_delivered(s->r);
 	bool drained;
 
 	gw_drain(s, SHM_SLOT_FROM_RAFTD, SHM_ROLE_RAFTD);

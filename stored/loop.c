@@ -75,6 +75,7 @@ struct stored_loop {
 	size_t nwaiting, waiting_cap;
 
 	struct status_stored pub;        /* the record as last published */
+	uint64_t delivered;              /* the delivered index as last published */
 	uint64_t applied;                /* last index applied */
 	uint64_t committed_index;        /* last index of a committed batch */
 	uint64_t hold;                   /* publish no own root below it */
@@ -169,6 +170,17 @@ static bool loop_previous(struct stored_loop *l, struct status_stored *prev)
 static void loop_write_status(struct stored_loop *l)
 {
 	status_stored_write(l->r, &l->pub);
+}
+
+/* Publishes index as the delivered index (status_stored_deliver), when it
+ * is past the one published: every result up to it is in its ring by now
+ * (not past a compaction whose answer still waits). */
+static void loop_deliver_index(struct stored_loop *l, uint64_t index)
+{
+	if (index <= l->delivered)
+		return;
+	l->delivered = index;
+	status_stored_deliver(l->r, index);
 }
 
 /* Publishes the newest commit as the root readers use, unless the applied
@@ -404,6 +416,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	known = loop_previous(l, &prev);
 	if (known)
 		l->pub = prev; /* still what readers use, until replaced */
+	l->delivered = status_stored_delivered(r);
 	readers_reap(r);
 	rc = loop_open_db(l, &prev, known);
 	if (rc)
@@ -688,11 +701,7 @@ static int loop_deliver(struct stored_loop *l)
 	stored_results_publish(&l->results);
 	/* after the results: a gateway that sees the index has them all
 	 * (not past a compaction whose answer still waits) */
-	uint64_t delivered = l->nwaiting ? l->waiting[0].index - 1 : l->committed_index;
-	if (l->pub.delivered_index < delivered) {
-		l->pub.delivered_index = delivered;
-		loop_write_status(l);
-	}
+	loop_deliver_index(l, l->nwaiting ? l->waiting[0].index - 1 : l->committed_index);
 	return 0;
 }
 
@@ -855,9 +864,8 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 			 LOG_U64("count", l->nwaiting));
 	l->nwaiting = 0;
 	l->st.installs++;
-	if (l->pub.delivered_index < l->committed_index)
-		l->pub.delivered_index = l->committed_index;
 	loop_publish_root(l);
+	loop_deliver_index(l, l->committed_index);
 	log_info("installed the received snapshot db", LOG_STR("path", l->db_path),
 		 LOG_U64("snapshot-index", m.index), LOG_U64("consistent-index", ms.consistent_index),
 		 LOG_I64("revision", ms.rev), LOG_U64("bytes", info.bytes),

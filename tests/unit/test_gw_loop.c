@@ -380,10 +380,7 @@ static void set_raftd(uint64_t term, uint64_t settled_term, uint64_t settled_ind
 
 static void set_delivered(uint64_t index)
 {
-	struct status_stored st;
-	CHECK_EQ(status_stored_read(harn, &st), 0);
-	st.delivered_index = index;
-	status_stored_write(harn, &st);
+	status_stored_deliver(harn, index);
 }
 
 static uint64_t seen_term(const struct rec *r, uint32_t *flags)
