@@ -256,6 +256,7 @@ void gw_rings_publish(struct gw_server *s)
 		ring_publish(ring);
 		s->staged = false;
 	}
+	s->propose_term_read = false; /* the next turn's proposals look again */
 }
 
 static void gw_refuse_too_many(struct gw_server *s, struct grpc_call *call)
@@ -288,6 +289,26 @@ static bool gw_propose_pending(struct gw_server *s, struct grpc_call *call, stru
 }
 
 /*
+ * The term to stamp a proposal with (MSG_PROPOSE_F_SEEN_TERM): raftd's,
+ * read once for all the proposals of a turn, and again after raftd refused
+ * one (gw_on_reject), so that a term change it reports is not stamped
+ * on later proposals. A term older than raftd's by the time it reads the
+ * proposal only costs a "leader changed" refusal, which clients retry;
+ * never newer than raftd's, it cannot make gw_settle take a proposal of
+ * the new term for lost. 0 when the status could not be read.
+ */
+static uint64_t gw_propose_term(struct gw_server *s)
+{
+	struct status_raftd rs;
+
+	if (!s->propose_term_read) {
+		s->propose_term = status_raftd_read(s->r, &rs) == 0 ? rs.term : 0;
+		s->propose_term_read = true;
+	}
+	return s->propose_term;
+}
+
+/*
  * Reserves the pending call's MSG_PROPOSE record for data_len bytes of
  * entry data, which the caller writes at the returned pointer before
  * gw_propose_commit; the call's origin follows them. NULL: the call was
@@ -312,11 +333,10 @@ static uint8_t *gw_propose_reserve(struct gw_server *s, struct grpc_call *call, 
 		return NULL;
 	}
 	g->rec_len = (uint32_t)rec_len;
-	/* the term raftd is in now: raftd refuses the request if it has
-	 * moved on by the time it reads it, and gw_settle answers it if a
-	 * later term settles without it */
-	struct status_raftd rs;
-	g->mp.term = status_raftd_read(s->r, &rs) == 0 ? rs.term : 0;
+	/* a term raftd was in: raftd refuses the request if it has moved on
+	 * by the time it reads it, and gw_settle answers it if a later term
+	 * settles without it */
+	g->mp.term = gw_propose_term(s);
 	g->p->seen_term = g->mp.term;
 	if (g->mp.term)
 		flags |= MSG_PROPOSE_F_SEEN_TERM;
@@ -792,6 +812,7 @@ static void gw_on_reject(struct gw_server *s, const struct ring_rec *rec)
 	char text[GRPC_MESSAGE_MAX + 1];
 	struct pending_req *p = gw_reply(s, rec, &gw_fmt_reject, &h);
 
+	s->propose_term_read = false; /* its term may have moved on */
 	if (!p)
 		return;
 	s->stats.results++;
@@ -953,9 +974,8 @@ static void gw_expire(struct gw_server *s)
 
 void gw_rings_turn(struct gw_server *s)
 {
-	struct status_stored st;
 	/* before the drain: the results it covers are in the ring by now */
-	uint64_t delivered = status_stored_read(s->r, &st) == 0 ? st.delivered_index : 0;
+	uint64_t delivered = status_stored_delivered(s->r);
 	bool drained;
 
 	gw_drain(s, SHM_SLOT_FROM_RAFTD, SHM_ROLE_RAFTD);

@@ -248,6 +248,10 @@ struct gw_server {
 					 * (read by the waker thread) */
 	uint64_t settled_done;          /* the last settled term whose lost
 					 * proposals were answered (rings.c) */
+	uint64_t propose_term;          /* raftd's term, as this turn stamps
+					 * proposals with it (rings.c); 0: unknown */
+	bool propose_term_read;         /* propose_term was read this turn, and
+					 * raftd has refused nothing since */
 	bool hello_sent[SHM_ROLE_COUNT];
 	bool attached[SHM_ROLE_COUNT];
 	bool ring_failed[SHM_ROLE_COUNT]; /* logged once */

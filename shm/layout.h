@@ -111,7 +111,8 @@ struct shm_reader_entry {
 struct shm_status_block {
 	uint8_t raftd[STATUS_SEQLOCK_BYTES];
 	uint8_t stored[STATUS_SEQLOCK_BYTES];
-	uint8_t reserved[SHM_PAGE - 2 * STATUS_SEQLOCK_BYTES];
+	uint8_t stored_delivered[64]; /* one word of its own (status.c) */
+	uint8_t reserved[SHM_PAGE - 2 * STATUS_SEQLOCK_BYTES - 64];
 };
 
 /*

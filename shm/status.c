@@ -125,7 +125,7 @@ enum {
 enum {
 	STORED_ROOT, STORED_TXID, STORED_APPLIED, STORED_REVISION,
 	STORED_HIGH_WATER, STORED_EPOCH, STORED_DURABLE, STORED_DB_GEN,
-	STORED_DELIVERED, STORED_WORDS
+	STORED_WORDS
 };
 
 void status_raftd_write(struct shm_region *r, const struct status_raftd *st)
@@ -169,7 +169,6 @@ void status_stored_write(struct shm_region *r, const struct status_stored *st)
 	w[STORED_EPOCH] = st->epoch;
 	w[STORED_DURABLE] = st->durable_index;
 	w[STORED_DB_GEN] = st->db_generation;
-	w[STORED_DELIVERED] = st->delivered_index;
 	status_seqlock_write(status_stored_lock(r), w, STORED_WORDS);
 }
 
@@ -188,6 +187,30 @@ int status_stored_read(struct shm_region *r, struct status_stored *out)
 	out->epoch = w[STORED_EPOCH];
 	out->durable_index = w[STORED_DURABLE];
 	out->db_generation = w[STORED_DB_GEN];
-	out->delivered_index = w[STORED_DELIVERED];
 	return 0;
+}
+
+uint64_t status_stored_version(struct shm_region *r)
+{
+	return status_seqlock_version(status_stored_lock(r));
+}
+
+static _Atomic uint64_t *status_delivered_word(struct shm_region *r)
+{
+	return (_Atomic uint64_t *)shm_status_at(r)->stored_delivered;
+}
+
+void status_delivered_init(void *mem)
+{
+	atomic_init((_Atomic uint64_t *)mem, 0);
+}
+
+void status_stored_deliver(struct shm_region *r, uint64_t index)
+{
+	atomic_store_explicit(status_delivered_word(r), index, memory_order_release);
+}
+
+uint64_t status_stored_delivered(struct shm_region *r)
+{
+	return atomic_load_explicit(status_delivered_word(r), memory_order_acquire);
 }

@@ -28,7 +28,8 @@ struct status_raftd {
 	uint64_t settled_index;
 };
 
-/* Published by stored after each apply batch and checkpoint. */
+/* Published by stored: once per apply batch (its new root), and when a
+ * checkpoint ends, the root is withdrawn or the db file replaced. */
 struct status_stored {
 	uint64_t root_page;       /* root of the key bucket's B+tree */
 	uint64_t txid;            /* db transaction id of that root */
@@ -38,8 +39,6 @@ struct status_stored {
 	uint64_t epoch;           /* bumped each time stored starts */
 	uint64_t durable_index;   /* last index covered by a durable checkpoint */
 	uint64_t db_generation;   /* bumped when the db file is replaced */
-	uint64_t delivered_index; /* results of entries up to it are in the
-				   * slots' rings (or were dropped) */
 };
 
 /* Seqlock on an array of 64-bit words, the building block of the above.
@@ -71,5 +70,26 @@ void status_stored_write(struct shm_region *r, const struct status_stored *st);
  * every field reads as 0. */
 int status_raftd_read(struct shm_region *r, struct status_raftd *out);
 int status_stored_read(struct shm_region *r, struct status_stored *out);
+/* Number of completed writes of stored's record (status_seqlock_version). */
+uint64_t status_stored_version(struct shm_region *r);
+
+/*
+ * stored's delivered index: the results of the entries up to it are in
+ * the slots' rings (or were dropped). A gateway that reads it and then
+ * drains its ring has them all (gatewayd/rings.c: gw_settle).
+ *
+ * It is one word beside the seqlocked record, not in it, because it is
+ * published at another moment of the batch: the record goes out before
+ * the batch's results (a gateway answers a write only once the root that
+ * holds it is published), this index after them. Ordering: stored
+ * publishes the results (ring_publish, release), then stores the index
+ * with release; a reader loads it with acquire before it loads the
+ * ring's tail (acquire), so it sees every result the index covers.
+ * Single writer (the stored role's holder); it never goes down. 0 until
+ * the first store.
+ */
+void status_delivered_init(void *mem);
+void status_stored_deliver(struct shm_region *r, uint64_t index);
+uint64_t status_stored_delivered(struct shm_region *r);
 
 #endif

@@ -42,14 +42,9 @@ static size_t alarm_key(const struct stored_alarm *m, uint8_t buf[32])
 
 static int alarm_add(struct stored_alarms *al, const struct stored_alarm *m)
 {
-	if (al->n == al->cap) {
-		size_t cap = al->cap ? al->cap * 2 : 4;
-		struct stored_alarm *v = stored_realloc(al->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		al->v = v;
-		al->cap = cap;
-	}
+	int rc = stored_reserve((void **)&al->v, &al->cap, al->n + 1, sizeof(*al->v), 4);
+	if (rc < 0)
+		return rc;
 	al->v[al->n++] = *m;
 	return 0;
 }

@@ -4,7 +4,9 @@
  */
 #include "stored/alloc.h"
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +70,27 @@ char *stored_strdup(const char *s)
 	if (d)
 		memcpy(d, s, n);
 	return d;
+}
+
+int stored_reserve(void **v, size_t *cap, size_t need, size_t elem_size, size_t first_cap)
+{
+	size_t n = *cap;
+
+	if (need <= n)
+		return 0;
+	if (n == 0)
+		n = first_cap ? first_cap : 1;
+	for (; n < need; n *= 2)
+		if (n > SIZE_MAX / 2)
+			return -ENOMEM;
+	if (elem_size > 0 && n > SIZE_MAX / elem_size)
+		return -ENOMEM;
+	void *p = stored_realloc(*v, n * elem_size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = n;
+	return 0;
 }
 
 void stored_alloc_fail_after(long n)

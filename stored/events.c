@@ -1,9 +1,10 @@
 /* The watch event feed (events.h). */
 #include <errno.h>
-#include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "shm/bcast.h"
+#include "stored/alloc.h"
 #include "stored/events.h"
 #include "stored/mvcc/mvcc_kv.h"
 
@@ -45,24 +46,16 @@ void events_init(struct stored_events *e, struct bcast *b)
 
 void events_fini(struct stored_events *e)
 {
-	free(e->buf);
+	stored_free(e->buf);
 	e->buf = NULL;
 	e->len = e->cap = 0;
 }
 
 static int events_reserve(struct stored_events *e, size_t more)
 {
-	if (e->len + more <= e->cap)
-		return 0;
-	size_t cap = e->cap ? e->cap : 65536;
-	while (cap < e->len + more)
-		cap *= 2;
-	uint8_t *p = realloc(e->buf, cap);
-	if (!p)
+	if (more > SIZE_MAX - e->len)
 		return -ENOMEM;
-	e->buf = p;
-	e->cap = cap;
-	return 0;
+	return stored_reserve((void **)&e->buf, &e->cap, e->len + more, 1, 65536);
 }
 
 void events_on_event(void *arg, const struct mvcc_event *ev)
@@ -119,7 +112,7 @@ void events_discard(struct stored_events *e)
 	e->last_off = SIZE_MAX;
 	e->overflow = false;
 	if (e->cap > EVENTS_KEEP_BYTES) {
-		free(e->buf);
+		stored_free(e->buf);
 		e->buf = NULL;
 		e->cap = 0;
 	}

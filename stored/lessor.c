@@ -313,14 +313,9 @@ int lessor_attach_key(struct lessor *l, int64_t id, const uint8_t *key, size_t l
 	for (size_t i = 0; i < e->nkeys; i++)
 		if (e->keys[i].len == len && memcmp(e->keys[i].p, key, len) == 0)
 			return 0;
-	if (e->nkeys == e->keys_cap) {
-		size_t cap = e->keys_cap ? e->keys_cap * 2 : 4;
-		struct lessor_key *k = stored_realloc(e->keys, cap * sizeof(*k));
-		if (!k)
-			return -ENOMEM;
-		e->keys = k;
-		e->keys_cap = cap;
-	}
+	int rc = stored_reserve((void **)&e->keys, &e->keys_cap, e->nkeys + 1, sizeof(*e->keys), 4);
+	if (rc < 0)
+		return rc;
 	uint8_t *p = stored_malloc(len ? len : 1);
 	if (!p)
 		return -ENOMEM;

@@ -75,6 +75,7 @@ struct stored_loop {
 	size_t nwaiting, waiting_cap;
 
 	struct status_stored pub;        /* the record as last published */
+	uint64_t delivered;              /* the delivered index as last published */
 	uint64_t applied;                /* last index applied */
 	uint64_t committed_index;        /* last index of a committed batch */
 	uint64_t hold;                   /* publish no own root below it */
@@ -169,6 +170,17 @@ static bool loop_previous(struct stored_loop *l, struct status_stored *prev)
 static void loop_write_status(struct stored_loop *l)
 {
 	status_stored_write(l->r, &l->pub);
+}
+
+/* Publishes index as the delivered index (status_stored_deliver), when it
+ * is past the one published: every result up to it is in its ring by now
+ * (not past a compaction whose answer still waits). */
+static void loop_deliver_index(struct stored_loop *l, uint64_t index)
+{
+	if (index <= l->delivered)
+		return;
+	l->delivered = index;
+	status_stored_deliver(l->r, index);
 }
 
 /* Publishes the newest commit as the root readers use, unless the applied
@@ -404,6 +416,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	known = loop_previous(l, &prev);
 	if (known)
 		l->pub = prev; /* still what readers use, until replaced */
+	l->delivered = status_stored_delivered(r);
 	readers_reap(r);
 	rc = loop_open_db(l, &prev, known);
 	if (rc)
@@ -576,19 +589,6 @@ static bool loop_checkpoint_due(const struct stored_loop *l, int64_t now)
 
 /* ---- one batch ---- */
 
-static int loop_grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t want = *cap ? *cap * 2 : 64;
-	void *p = stored_realloc(*v, want * size);
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	*cap = want;
-	return 0;
-}
-
 /* Handles one record of the committed ring: applies it, skips it, or
  * drops it. 0 or a batch-failing error. */
 static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
@@ -627,7 +627,7 @@ static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
 		return 0;
 	}
 
-	rc = loop_grow((void **)&l->res, &l->res_cap, l->nres, sizeof(*l->res));
+	rc = stored_reserve((void **)&l->res, &l->res_cap, l->nres + 1, sizeof(*l->res), 64);
 	if (rc)
 		return rc;
 	res = &l->res[l->nres];
@@ -644,8 +644,8 @@ static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
 	if (!res->deliver)
 		return 0;
 	if (res->after_compaction) {
-		rc = loop_grow((void **)&l->waiting, &l->waiting_cap, l->nwaiting,
-			       sizeof(*l->waiting));
+		rc = stored_reserve((void **)&l->waiting, &l->waiting_cap, l->nwaiting + 1,
+				    sizeof(*l->waiting), 64);
 		if (rc)
 			return rc;
 		l->waiting[l->nwaiting++] = (struct loop_waiting){
@@ -701,11 +701,7 @@ static int loop_deliver(struct stored_loop *l)
 	stored_results_publish(&l->results);
 	/* after the results: a gateway that sees the index has them all
 	 * (not past a compaction whose answer still waits) */
-	uint64_t delivered = l->nwaiting ? l->waiting[0].index - 1 : l->committed_index;
-	if (l->pub.delivered_index < delivered) {
-		l->pub.delivered_index = delivered;
-		loop_write_status(l);
-	}
+	loop_deliver_index(l, l->nwaiting ? l->waiting[0].index - 1 : l->committed_index);
 	return 0;
 }
 
@@ -868,9 +864,8 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 			 LOG_U64("count", l->nwaiting));
 	l->nwaiting = 0;
 	l->st.installs++;
-	if (l->pub.delivered_index < l->committed_index)
-		l->pub.delivered_index = l->committed_index;
 	loop_publish_root(l);
+	loop_deliver_index(l, l->committed_index);
 	log_info("installed the received snapshot db", LOG_STR("path", l->db_path),
 		 LOG_U64("snapshot-index", m.index), LOG_U64("consistent-index", ms.consistent_index),
 		 LOG_I64("revision", ms.rev), LOG_U64("bytes", info.bytes),

@@ -280,10 +280,10 @@ int bt_bucket_free_pages(struct btree_bucket *b, bool via_nodes)
 	return rc;
 }
 
-/* Names of the nested buckets of b, copied into the txn arena. */
+/* Names of the nested buckets of b, in an array the caller frees with
+ * stored_free (also on failure); the keys stay valid while the txn is. */
 static int bucket_child_names(struct btree_bucket *b, struct btree_kv **names, size_t *n)
 {
-	struct btree_txn *t = b->txn;
 	struct btree_cursor c;
 	struct btree_kv kv;
 	size_t cap = 0;
@@ -294,15 +294,9 @@ static int bucket_child_names(struct btree_bucket *b, struct btree_kv **names, s
 	for (rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv)) {
 		if (!(kv.flags & BTREE_KV_BUCKET))
 			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 8;
-			struct btree_kv *v = arena_alloc(&t->arena, cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			if (*n)
-				memcpy(v, *names, *n * sizeof(*v));
-			*names = v;
-		}
+		rc = stored_reserve((void **)names, &cap, *n + 1, sizeof(**names), 8);
+		if (rc < 0)
+			return rc;
 		(*names)[(*n)++] = kv;
 	}
 	return rc == -ENOENT ? 0 : rc;
@@ -326,6 +320,7 @@ int btree_bucket_delete(struct btree_txn *t, struct btree_bucket *parent,
 	rc = bucket_child_names(child, &names, &n);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = btree_bucket_delete(t, child, names[i].key, names[i].key_len);
+	stored_free(names);
 	if (rc == 0)
 		rc = bt_bucket_free_pages(child, false);
 	if (rc < 0)

@@ -4,6 +4,7 @@
 #include "stored/btree/freelist.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,17 +134,10 @@ int freelist_put_free_run(struct freelist *fl, uint64_t pgid, uint64_t n)
 
 int freelist_reserve_pending(struct freelist *fl, size_t n)
 {
-	if (fl->pending_cap - fl->npending >= n)
-		return 0;
-	size_t cap = fl->pending_cap ? fl->pending_cap : 64;
-	while (cap - fl->npending < n)
-		cap *= 2;
-	struct freelist_span *p = stored_realloc(fl->pending, cap * sizeof(*p));
-	if (!p)
+	if (n > SIZE_MAX - fl->npending)
 		return -ENOMEM;
-	fl->pending = p;
-	fl->pending_cap = cap;
-	return 0;
+	return stored_reserve((void **)&fl->pending, &fl->pending_cap, fl->npending + n,
+			      sizeof(*fl->pending), 64);
 }
 
 int freelist_add_pending(struct freelist *fl, uint64_t txid, uint64_t pgid, uint64_t n)

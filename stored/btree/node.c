@@ -47,33 +47,32 @@ static uint32_t node_find(const struct bt_node *n, const uint8_t *key, uint32_t 
 	return lo;
 }
 
+/* stored_reserve for a node's arrays, whose counts are 32-bit. */
+static int node_array_reserve(void **v, uint32_t *cap, uint64_t need, size_t elem_size,
+			      size_t first_cap)
+{
+	size_t c = *cap;
+
+	if (need > UINT32_MAX)
+		return -ENOMEM;
+	int rc = stored_reserve(v, &c, (size_t)need, elem_size, first_cap);
+	if (rc == 0)
+		*cap = c < UINT32_MAX ? (uint32_t)c : UINT32_MAX; /* it holds at least that many */
+	return rc;
+}
+
 static int node_reserve(struct bt_node *n, uint32_t extra)
 {
-	if (n->ninodes + (uint64_t)extra <= n->inodes_cap)
-		return 0;
-	uint64_t cap = n->inodes_cap ? n->inodes_cap : 8;
-	while (cap < n->ninodes + (uint64_t)extra)
-		cap *= 2;
-	if (cap > UINT32_MAX)
-		return -ENOMEM;
-	struct bt_inode *in = stored_realloc(n->inodes, cap * sizeof(*in));
-	if (!in)
-		return -ENOMEM;
-	n->inodes = in;
-	n->inodes_cap = (uint32_t)cap;
-	return 0;
+	return node_array_reserve((void **)&n->inodes, &n->inodes_cap,
+				  n->ninodes + (uint64_t)extra, sizeof(*n->inodes), 8);
 }
 
 static int node_add_child(struct bt_node *n, struct bt_node *child)
 {
-	if (n->nchildren == n->children_cap) {
-		uint32_t cap = n->children_cap ? n->children_cap * 2 : 4;
-		struct bt_node **c = stored_realloc(n->children, cap * sizeof(*c));
-		if (!c)
-			return -ENOMEM;
-		n->children = c;
-		n->children_cap = cap;
-	}
+	int rc = node_array_reserve((void **)&n->children, &n->children_cap,
+				    n->nchildren + (uint64_t)1, sizeof(*n->children), 4);
+	if (rc < 0)
+		return rc;
 	n->children[n->nchildren++] = child;
 	return 0;
 }

@@ -111,15 +111,10 @@ int pagewrite_push(struct pagewrite *p, const void *buf, size_t len, uint64_t of
 			memmove(p->q, p->q + p->head, p->n * sizeof(*p->q));
 			p->head = 0;
 		}
-		if (p->n == p->cap) {
-			size_t cap = p->cap ? p->cap * 2 : 256;
-			struct diskio_write *q = stored_realloc(p->q, cap * sizeof(*q));
-			if (!q) {
-				pthread_mutex_unlock(&p->mu);
-				return -ENOMEM;
-			}
-			p->q = q;
-			p->cap = cap;
+		int rc = stored_reserve((void **)&p->q, &p->cap, p->n + 1, sizeof(*p->q), 256);
+		if (rc < 0) {
+			pthread_mutex_unlock(&p->mu);
+			return rc;
 		}
 	}
 	p->q[p->head + p->n++] = (struct diskio_write){ buf, len, off };

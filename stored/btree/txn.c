@@ -105,15 +105,7 @@ int bt_txn_page(struct btree_txn *t, uint64_t pgid, const uint8_t **page, size_t
 /* Makes room for one more entry in a run vector. */
 static int run_reserve(struct bt_run **v, size_t n, size_t *cap)
 {
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 32;
-	struct bt_run *r = stored_realloc(*v, c * sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	*v = r;
-	*cap = c;
-	return 0;
+	return stored_reserve((void **)v, cap, n + 1, sizeof(**v), 32);
 }
 
 int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid_out, uint8_t **buf_out)
@@ -124,14 +116,9 @@ int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid_out, ui
 	bool from_free = false;
 	int rc;
 
-	if (t->ndirty == t->dirty_cap) {
-		size_t cap = t->dirty_cap ? t->dirty_cap * 2 : 64;
-		struct bt_dirty *d = stored_realloc(t->dirty, cap * sizeof(*d));
-		if (!d)
-			return -ENOMEM;
-		t->dirty = d;
-		t->dirty_cap = cap;
-	}
+	rc = stored_reserve((void **)&t->dirty, &t->dirty_cap, t->ndirty + 1, sizeof(*t->dirty), 64);
+	if (rc < 0)
+		return rc;
 	uint8_t *buf;
 	if (npages == 1 && db->npool > 0) {
 		buf = db->page_pool[--db->npool];  /* the caller writes all of it */
@@ -189,20 +176,11 @@ int bt_txn_free(struct btree_txn *t, uint64_t pgid, uint64_t n)
 /* Registers a read txn of the writer's process so its pages are kept. */
 static int local_reader_add(struct btree_db *db, uint64_t txid)
 {
-	int rc = 0;
 	pthread_mutex_lock(&db->readers_lock);
-	if (db->nlocal == db->local_cap) {
-		size_t cap = db->local_cap ? db->local_cap * 2 : 8;
-		uint64_t *v = stored_realloc(db->local_readers, cap * sizeof(*v));
-		if (!v) {
-			rc = -ENOMEM;
-			goto out_unlock;
-		}
-		db->local_readers = v;
-		db->local_cap = cap;
-	}
-	db->local_readers[db->nlocal++] = txid;
-out_unlock:
+	int rc = stored_reserve((void **)&db->local_readers, &db->local_cap, db->nlocal + 1,
+				sizeof(*db->local_readers), 8);
+	if (rc == 0)
+		db->local_readers[db->nlocal++] = txid;
 	pthread_mutex_unlock(&db->readers_lock);
 	return rc;
 }
@@ -320,15 +298,8 @@ static void txn_drop_buf(struct btree_txn *t, struct bt_dirty *d)
 {
 	struct btree_db *db = t->db;
 	if (db && d->npages == 1 && db->npool < BT_PAGE_POOL_MAX) {
-		if (db->npool == db->pool_cap) {
-			size_t cap = db->pool_cap ? db->pool_cap * 2 : 256;
-			uint8_t **p = stored_realloc(db->page_pool, cap * sizeof(*p));
-			if (p) {
-				db->page_pool = p;
-				db->pool_cap = cap;
-			}
-		}
-		if (db->npool < db->pool_cap) {
+		if (stored_reserve((void **)&db->page_pool, &db->pool_cap, db->npool + 1,
+				   sizeof(*db->page_pool), 256) == 0) {
 			db->page_pool[db->npool++] = d->buf;
 			return;
 		}

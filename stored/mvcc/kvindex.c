@@ -38,7 +38,7 @@ int kvindex_corrupt(const char *fmt, ...)
 /* Grows one of the scratch buffers. */
 static int reserve(uint8_t **buf, size_t *cap, size_t need)
 {
-	return mvcc_reserve((void **)buf, cap, need);
+	return stored_reserve((void **)buf, cap, need, 1, 64);
 }
 
 static size_t esc_len(const uint8_t *key, size_t len)

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "proto/wire.h"
-#include "stored/alloc.h"
 
 enum {
 	KV_FIELD_KEY = 1,
@@ -26,21 +25,6 @@ int mvcc_bytes_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 	if (c)
 		return c;
 	return al < bl ? -1 : al > bl;
-}
-
-int mvcc_reserve(void **buf, size_t *cap, size_t need)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 64;
-	while (n < need)
-		n *= 2;
-	void *p = stored_realloc(*buf, n);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = n;
-	return 0;
 }
 
 int mvcc_kv_decode(const uint8_t *buf, size_t len, struct mvcc_kv *out)

@@ -53,8 +53,4 @@ int mvcc_kv_strip_value(const uint8_t *kv, size_t len, uint8_t *out, size_t *out
  * bytes.Compare: <0, 0, >0. */
 int mvcc_bytes_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl);
 
-/* Grows *buf (of *cap bytes, allocated by stored_malloc or NULL) to hold
- * need bytes. 0 or -ENOMEM (the buffer is then unchanged). */
-int mvcc_reserve(void **buf, size_t *cap, size_t need);
-
 #endif

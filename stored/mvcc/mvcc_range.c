@@ -27,13 +27,9 @@ void mvcc_range_result_free(struct mvcc_range_result *res)
 
 static int append_ref(struct mvcc_range_result *res, const uint8_t *kv, size_t len)
 {
-	if (res->n == res->cap) {
-		size_t bytes = res->cap * sizeof(*res->kvs);
-		int rc = mvcc_reserve((void **)&res->kvs, &bytes, (res->n + 1) * sizeof(*res->kvs));
-		if (rc)
-			return rc;
-		res->cap = bytes / sizeof(*res->kvs);
-	}
+	int rc = stored_reserve((void **)&res->kvs, &res->cap, res->n + 1, sizeof(*res->kvs), 8);
+	if (rc)
+		return rc;
 	struct mvcc_kv_ref *ref = &res->kvs[res->n];
 	if (mvcc_kv_decode(kv, len, &ref->f) || ref->f.key_len == 0)
 		return kvindex_corrupt("key bucket holds a malformed KeyValue (%zu bytes)", len);
@@ -69,11 +65,9 @@ static int sort_refs(struct mvcc_range_result *res, int target, bool descend)
 	size_t n = res->n;
 	if (n < 2)
 		return 0;
-	size_t bytes = res->tmp_cap * sizeof(*res->tmp);
-	int rc = mvcc_reserve((void **)&res->tmp, &bytes, n * sizeof(*res->tmp));
+	int rc = stored_reserve((void **)&res->tmp, &res->tmp_cap, n, sizeof(*res->tmp), 8);
 	if (rc)
 		return rc;
-	res->tmp_cap = bytes / sizeof(*res->tmp);
 	struct mvcc_kv_ref *src = res->kvs, *dst = res->tmp;
 	for (size_t width = 1; width < n; width *= 2) {
 		for (size_t lo = 0; lo < n; lo += 2 * width) {

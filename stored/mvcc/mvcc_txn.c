@@ -113,11 +113,9 @@ static int apply_compare(struct txn_exec *x, const Compare *c)
 
 static int path_push(struct txn_exec *x, bool b)
 {
-	size_t bytes = x->path_cap * sizeof(*x->path);
-	int rc = mvcc_reserve((void **)&x->path, &bytes, (x->npath + 1) * sizeof(*x->path));
+	int rc = stored_reserve((void **)&x->path, &x->path_cap, x->npath + 1, sizeof(*x->path), 64);
 	if (rc)
 		return rc;
-	x->path_cap = bytes / sizeof(*x->path);
 	x->path[x->npath++] = b;
 	return 0;
 }

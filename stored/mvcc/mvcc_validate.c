@@ -238,11 +238,9 @@ static int iv_begin_order(const void *a, const void *b)
 
 static int ivs_add(struct ivset *s, const struct interval *iv)
 {
-	size_t bytes = s->cap * sizeof(*s->v);
-	int rc = mvcc_reserve((void **)&s->v, &bytes, (s->n + 1) * sizeof(*s->v));
+	int rc = stored_reserve((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v), 8);
 	if (rc)
 		return rc;
-	s->cap = bytes / sizeof(*s->v);
 	s->v[s->n++] = *iv;
 	s->dirty = true;
 	return 0;
@@ -262,11 +260,9 @@ static int ivs_prepare(struct ivset *s)
 {
 	if (!s->dirty)
 		return 0;
-	size_t bytes = s->maxend_cap * sizeof(*s->maxend);
-	int rc = mvcc_reserve((void **)&s->maxend, &bytes, s->n * sizeof(*s->maxend));
+	int rc = stored_reserve((void **)&s->maxend, &s->maxend_cap, s->n, sizeof(*s->maxend), 8);
 	if (rc)
 		return rc;
-	s->maxend_cap = bytes / sizeof(*s->maxend);
 	qsort(s->v, s->n, sizeof(*s->v), iv_begin_order);
 	for (size_t i = 0; i < s->n; i++) {
 		size_t best = i;

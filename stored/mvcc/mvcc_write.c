@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "stored/alloc.h"
 #include "stored/mvcc/schema.h"
 
 /* The KeyValue bytes of a latest entry: inline, or read from the key
@@ -74,7 +75,7 @@ static int write_put(struct mvcc_store *s, const uint8_t *key, size_t klen,
 		.lease = lease,
 	};
 	size_t len = mvcc_kv_encoded_len(&kv);
-	int rc = mvcc_reserve((void **)&s->kvbuf, &s->kvcap, len);
+	int rc = stored_reserve((void **)&s->kvbuf, &s->kvcap, len, 1, 64);
 	if (rc)
 		return rc;
 	mvcc_kv_encode(&kv, s->kvbuf);
@@ -102,7 +103,7 @@ static int write_delete(struct mvcc_store *s, const uint8_t *key, size_t klen)
 	int rc = kvindex_latest_get(&s->wv.idx, key, klen, &e);
 	if (rc)
 		return rc == -ENOENT ? kvindex_corrupt("deleting a key that is not live") : rc;
-	rc = mvcc_reserve((void **)&s->kvbuf, &s->kvcap, len);
+	rc = stored_reserve((void **)&s->kvbuf, &s->kvcap, len, 1, 64);
 	if (rc)
 		return rc;
 	mvcc_kv_encode(&kv, s->kvbuf);
@@ -191,12 +192,11 @@ static int collect_keys(struct mvcc_store *s, const struct kvindex_range *kr, si
 	s->nkeys = 0;
 	kvindex_iter_begin(&it, &s->wv.idx, kr, s->wv.rev, true);
 	while (s->nkeys < max && (rc = kvindex_iter_next(&it, &h)) == 0) {
-		size_t bytes = s->key_offs_cap * sizeof(*s->key_offs);
-		rc = mvcc_reserve((void **)&s->key_offs, &bytes, (s->nkeys + 2) * sizeof(size_t));
+		rc = stored_reserve((void **)&s->key_offs, &s->key_offs_cap, s->nkeys + 2,
+				    sizeof(*s->key_offs), 8);
 		if (rc)
 			return rc;
-		s->key_offs_cap = bytes / sizeof(*s->key_offs);
-		rc = mvcc_reserve((void **)&s->keys, &s->keys_cap, s->keys_len + h.key_len);
+		rc = stored_reserve((void **)&s->keys, &s->keys_cap, s->keys_len + h.key_len, 1, 64);
 		if (rc)
 			return rc;
 		memcpy(s->keys + s->keys_len, h.key, h.key_len);

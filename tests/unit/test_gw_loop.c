@@ -380,10 +380,7 @@ static void set_raftd(uint64_t term, uint64_t settled_term, uint64_t settled_ind
 
 static void set_delivered(uint64_t index)
 {
-	struct status_stored st;
-	CHECK_EQ(status_stored_read(harn, &st), 0);
-	st.delivered_index = index;
-	status_stored_write(harn, &st);
+	status_stored_deliver(harn, index);
 }
 
 static uint64_t seen_term(const struct rec *r, uint32_t *flags)
@@ -439,6 +436,69 @@ static void test_settled(void)
 	free_recs(&ra, 1);
 	free_recs(&ra2, 1);
 	free_recs(&rb, 1);
+}
+
+/*
+ * Proposals carry a term the gateway read from raftd's status: sent
+ * together, the same one; after raftd moved on and refused one of them
+ * with "leader changed", the client's retry carries the new term (and
+ * test_settled: so does a proposal of a later turn, with no refusal).
+ */
+static void test_propose_term(void)
+{
+	const uint8_t ok[] = { 0x0a, 0x00 };
+	const char *text = "etcdserver: leader changed";
+	struct tc_stream *s[3];
+	struct rec v[3];
+	uint32_t flags;
+	int n = 0;
+
+	set_raftd(7, 4, 10); /* nothing new settles */
+	for (int i = 0; i < 3; i++) {
+		Etcdserverpb__PutRequest req;
+		uint8_t buf[64];
+		etcdserverpb__put_request__init(&req);
+		req.key.data = (uint8_t *)"t";
+		req.key.len = 1;
+		size_t len = protobuf_c_message_pack(&req.base, buf);
+		s[i] = tc_request(&tc, "/etcdserverpb.KV/Put", NULL);
+		tc_queue_message(&tc, s[i], 0, buf, len, true);
+	}
+	for (int i = 0; i < 50 && n < 3; i++) {
+		spin(1);
+		n += take_to_raftd(v + n, 3 - n);
+	}
+	CHECK_EQ(n, 3);
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ(seen_term(&v[i], &flags), 7);
+		CHECK(flags & MSG_PROPOSE_F_SEEN_TERM);
+	}
+
+	set_raftd(8, 4, 10);
+	struct msg_origin o = proposal_origin(&v[0]);
+	struct msg_reject rj = { .origin = o, .status = 14, .text_len = (uint32_t)strlen(text) };
+	push(SHM_SLOT_FROM_RAFTD, MSG_PROPOSE_REJECT, &rj, sizeof(rj), text, strlen(text));
+	wait_closed(s[0]);
+	check_status(s[0], 14, text);
+	struct tc_stream *retry = put("t", NULL, 0);
+	struct rec r = one_proposal();
+	CHECK_EQ(seen_term(&r, &flags), 8);
+	CHECK(flags & MSG_PROPOSE_F_SEEN_TERM);
+
+	/* the others were taken in term 7 after all; the retry in 8 */
+	for (int i = 1; i < 3; i++) {
+		o = proposal_origin(&v[i]);
+		push_result(&o, 0, ok, sizeof(ok));
+		wait_closed(s[i]);
+		check_status(s[i], 0, NULL);
+	}
+	o = proposal_origin(&r);
+	push_result(&o, 0, ok, sizeof(ok));
+	wait_closed(retry);
+	check_status(retry, 0, NULL);
+	CHECK_EQ(srv->pending.count, 0);
+	free_recs(v, 3);
+	free_recs(&r, 1);
 }
 
 /* A call whose body is the given bytes, as they are. */
@@ -1092,6 +1152,7 @@ int main(void)
 	test_identity();
 	test_errors();
 	test_settled();
+	test_propose_term();
 	test_wire_types();
 	test_validation();
 	test_too_many();

@@ -7,9 +7,14 @@
  *   records that are not committed entries are dropped
  * - results reach the slot after the root that holds the write is
  *   published, with the full response header
- * - one commit per batch, bounded by batch_entries
+ * - one commit per batch, bounded by batch_entries, and one write of the
+ *   status record per batch; the delivered index follows each batch
  * - checkpoints when due publish the durable index
- * - a physical compaction is answered only when its deletion is done
+ * - a physical compaction is answered only when its deletion is done, and
+ *   the delivered index stays below it until then, past later answers
+ * - with the loop running, a gateway that reads the delivered index and
+ *   then drains its ring has every result up to it, each result coming
+ *   after the root that holds its write
  * - a restart keeps the previous root published until the replay reaches
  *   the applied index published before, with a new epoch, and txids and
  *   revisions never go backwards
@@ -116,6 +121,12 @@ static struct status_stored env_status(struct env *e)
 	struct status_stored st;
 	CHECK_EQ(status_stored_read(e->gw, &st), 0);
 	return st;
+}
+
+/* Writes of stored's status record so far. */
+static uint64_t env_status_writes(struct env *e)
+{
+	return status_stored_version(e->gw);
 }
 
 static void test_index_rules(void)
@@ -235,6 +246,7 @@ static void test_batches_and_checkpoints(void)
 		env_put(&e, i, key, "v");
 	}
 	prev = env_status(&e);
+	uint64_t writes = env_status_writes(&e);
 	env_turn(&e);
 	st = env_status(&e);
 	CHECK_EQ(st.applied_index, 16);
@@ -242,10 +254,15 @@ static void test_batches_and_checkpoints(void)
 	CHECK_EQ(env_stats(&e).batches, 1);
 	CHECK(st.txid > prev.txid);
 	CHECK_EQ(st.durable_index, 0);
+	CHECK_EQ(env_status_writes(&e), writes + 1);
+	CHECK_EQ(status_stored_delivered(e.gw), 16);
 	env_turn(&e);
+	CHECK_EQ(env_status_writes(&e), writes + 2);
+	CHECK_EQ(status_stored_delivered(e.gw), 32);
 	env_turn(&e);
 	st = env_status(&e);
 	CHECK_EQ(st.applied_index, 48);
+	CHECK_EQ(status_stored_delivered(e.gw), 48);
 	CHECK_EQ(env_stats(&e).batches, 3);
 	/* 48 entries since the last checkpoint >= 40: a checkpoint started,
 	 * and the durable index moves only once it has ended. */
@@ -293,12 +310,23 @@ static void test_physical_compaction(void)
 	env_turn(&e);
 	while (tst_take_result(e.results, &r) == 0)
 		;
+	CHECK_EQ(status_stored_delivered(e.gw), idx);
 	o = env_origin(&e);
 	tst_compact(41, true, &o, &e.d);
 	CHECK_EQ(tst_commit(e.committed, ++idx, 2, 0, e.d.p, e.d.len), 0);
+	uint64_t compact_idx = idx;
 	env_turn(&e);
-	/* the compaction is under way, its answer waits */
+	/* the compaction is under way, its answer waits, and so does the
+	 * delivered index, below it */
 	CHECK_EQ(tst_take_result(e.results, &r), -EAGAIN);
+	CHECK_EQ(env_status(&e).applied_index, compact_idx);
+	CHECK_EQ(status_stored_delivered(e.gw), compact_idx - 1);
+	/* a put behind it is answered at once; the index still waits */
+	env_put(&e, ++idx, "later", "v");
+	env_turn(&e);
+	CHECK_EQ(tst_take_result(e.results, &r), 0);
+	CHECK_EQ(r.h.index, idx);
+	CHECK_EQ(status_stored_delivered(e.gw), compact_idx - 1);
 	for (;;) {
 		bool more;
 		CHECK_EQ(stored_loop_turn(e.l, &more), 0);
@@ -308,14 +336,15 @@ static void test_physical_compaction(void)
 		CHECK(more);
 		CHECK(turns < 100);
 	}
-	CHECK(turns >= 5); /* 36 deletions in steps of 5 key entries */
+	CHECK(turns >= 4); /* 36 deletions in steps of 5 key entries */
 	CHECK_EQ(r.h.origin.request_id, o.request_id);
+	CHECK_EQ(status_stored_delivered(e.gw), idx);
 	CHECK_EQ(r.h.status, 0);
 	{
 		Etcdserverpb__CompactionResponse *cr =
 			etcdserverpb__compaction_response__unpack(NULL, r.body.len, r.body.p);
 		CHECK(cr != NULL && cr->header != NULL);
-		CHECK_EQ(cr->header->revision, 41);
+		CHECK_EQ(cr->header->revision, 42); /* the store's, at the answer */
 		CHECK_EQ(cr->header->member_id, TST_MEMBER);
 		CHECK_EQ(cr->header->raft_term, 2);
 		etcdserverpb__compaction_response__free_unpacked(cr, NULL);
@@ -419,6 +448,55 @@ static void test_run(void)
 	shm_doorbell_ring(shm_role_doorbell(e.gw, SHM_ROLE_STORED));
 	CHECK_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(rn.rc, 0);
+	tbuf_free(&r.body);
+	env_fini(&e);
+}
+
+/* The gateway's side of the delivered index, against the running loop:
+ * it reads the index, then drains its ring, and must have every result up
+ * to the index by then; each result it takes has its root published. */
+static void test_delivered_while_running(void)
+{
+	const uint64_t total = 600, chunk = 20;
+	struct env e;
+	struct runner rn = { 0 };
+	struct tst_result r = { 0 };
+	uint64_t got = 0, reads = 0;
+	char key[32];
+	pthread_t th;
+
+	env_init(&e, 3); /* many small batches */
+	rn.l = e.l;
+	CHECK_EQ(pthread_create(&th, NULL, run_thread, &rn), 0);
+	for (uint64_t next = 1; got < total;) {
+		uint64_t delivered = status_stored_delivered(e.gw);
+		reads++;
+		while (tst_take_result(e.results, &r) == 0) {
+			CHECK_EQ(r.h.index, got + 1);
+			CHECK(env_status(&e).applied_index >= r.h.index);
+			got = r.h.index;
+		}
+		if (got < delivered) {
+			fprintf(stderr, "delivered index %llu passed result %llu\n",
+				(unsigned long long)delivered, (unsigned long long)got + 1);
+			exit(1);
+		}
+		if (next <= total && next - got <= chunk) {
+			for (uint64_t end = next + chunk; next < end && next <= total; next++) {
+				snprintf(key, sizeof(key), "k%llu", (unsigned long long)next % 50);
+				env_put(&e, next, key, "v");
+			}
+			shm_doorbell_ring(shm_role_doorbell(e.rf, SHM_ROLE_STORED));
+		}
+	}
+	CHECK(TEST_WAIT_FOR(status_stored_delivered(e.gw) == total, 5000));
+	CHECK(env_stats(&e).batches >= total / 3);
+	rn.stop = 1;
+	shm_doorbell_ring(shm_role_doorbell(e.gw, SHM_ROLE_STORED));
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(rn.rc, 0);
+	printf("delivered index read %llu times over %llu results\n", (unsigned long long)reads,
+	       (unsigned long long)got);
 	tbuf_free(&r.body);
 	env_fini(&e);
 }
@@ -667,6 +745,7 @@ int main(void)
 	test_physical_compaction();
 	test_restart_hold();
 	test_run();
+	test_delivered_while_running();
 	test_corrupt_root();
 	test_failed_sync();
 	CHECK_EQ(stored_alloc_live(), 0);
