@@ -92,7 +92,8 @@ enum peer_event_kind {
 				  * PEER_EV_PROMOTE_DONE */
 	PEER_EV_DOWN,            /* id: every URL of that peer refused a
 				  * connection since its streams were last
-				  * up (its process is gone) */
+				  * up (its process is gone); once until
+				  * they are up again */
 };
 
 struct peer_event {

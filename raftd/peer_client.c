@@ -84,7 +84,8 @@ static int peer_pick_url(struct peer *p, struct peer_remote *r, struct peer_url 
  * refused a connection since its last stream came up, nothing listens
  * for it any more: its process is gone, not merely slow or cut off (a
  * partition or a stopped process makes a dial time out instead), and
- * PEER_EV_DOWN says so. Call before url_pick moves on. */
+ * PEER_EV_DOWN says so, once until a stream comes up again. Call before
+ * url_pick moves on. */
 static void peer_client_dial_failed(struct peer *p, struct peer_remote *r, int err)
 {
 	size_t n;
@@ -98,9 +99,9 @@ static void peer_client_dial_failed(struct peer *p, struct peer_remote *r, int e
 		return;
 	r->refused |= 1ull << (r->url_pick % n % 64);
 	uint64_t all = n >= 64 ? ~0ull : (1ull << n) - 1;
-	if (r->refused != all)
+	if (r->refused != all || r->down_told)
 		return;
-	r->refused = 0;
+	r->down_told = true;
 	peer_emit_simple(p, PEER_EV_DOWN, r->id, false);
 }
 
@@ -484,6 +485,7 @@ static void peer_stream_established(struct peer_conn *c)
 
 	c->state = PEER_ST_STREAM_IN;
 	r->refused = 0;
+	r->down_told = false;
 	msgappv2_decoder_init(&c->dec, p->self_id, r->id);
 	peer_status_activate(p, r);
 	log_info("established TCP streaming connection with remote peer",

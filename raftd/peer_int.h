@@ -117,6 +117,7 @@ struct peer_remote {
 	uint64_t refused;                 /* URLs (bit url_pick % n_urls) that
 					   * refused a stream dial since the
 					   * last stream came up */
+	bool down_told;                   /* PEER_EV_DOWN sent since then */
 };
 
 enum peer_conn_kind {

@@ -220,6 +220,10 @@ static void test_reconnect(void)
 	drain(&a);
 
 	pt_stop(&b);
+	/* a's stream readers from b break and b's port refuses a's dials:
+	 * b is down, said once */
+	CHECK(wait_kind(&a, PEER_EV_DOWN, 2, 5000));
+	CHECK(!wait_kind(&a, PEER_EV_DOWN, 2, 500));
 	/* the stream writers notice (or the posts fail): unreachable */
 	m = pt_msg(RAFT_MSG_HEARTBEAT, 1, 2, 5, 0, 0, 0, &blk);
 	bool unreachable = false;
@@ -242,8 +246,10 @@ static void test_reconnect(void)
 	pt_wait_streams(&b, 1);
 	exchange_all_kinds(&a, &b, 7);
 	exchange_all_kinds(&b, &a, 7);
-	pt_stop(&a);
+	/* its streams came up again: down again is said again */
 	pt_stop(&b);
+	CHECK(wait_kind(&a, PEER_EV_DOWN, 2, 5000));
+	pt_stop(&a);
 }
 
 /* A member of another cluster is refused (412 "cluster ID mismatch"):
