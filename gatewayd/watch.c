@@ -31,24 +31,30 @@
 
 struct watch_stream;
 
+/* With 100,000 watchers a gateway, every byte here is 100 kB, and the
+ * allocator's size class is what counts: with a 15-byte key a watcher
+ * takes 64 bytes. While it catches up (not synced), the matcher entry's
+ * spare word links it on ws->catchup. */
 struct watcher {
 	struct wm_entry m;           /* first: the matcher hands it back */
 	struct watch_stream *st;
 	struct watcher *snext;       /* the stream's watchers */
-	struct watcher *unext;       /* the catching-up list */
 	int64_t id;
 	int64_t next_rev;            /* next revision it may be sent; only grows */
-	/* its events of the group being dispatched (ws->pairs); set while
-	 * in_group, -2: the watcher catches up instead */
-	int32_t ghead, gtail;
-	/* One bit each: with 100,000 watchers a gateway, every byte here is
-	 * 100 kB, and the size class of the allocation is what counts. */
 	bool synced : 1;             /* in the matcher, taking ring events; else in ws->catchup */
-	bool in_group : 1;           /* in ws->touched: matched by the group being dispatched */
 	bool prev_kv : 1, noput : 1, nodelete : 1, fragment : 1, progress_notify : 1;
 	bool sent_since_tick : 1;    /* events since the last progress tick */
-	uint8_t bytes[];             /* key then range end */
+	uint8_t bytes[];             /* key then range end (the matcher's key_off) */
 };
+
+_Static_assert(offsetof(struct watcher, bytes) + 15 <= 64,
+	       "a watcher on a 15-byte key fits the allocator's 64-byte class");
+
+/* The next watcher on the catching-up list. */
+static struct watcher *unext(const struct watcher *w)
+{
+	return w->m.spare;
+}
 
 struct watch_stream {
 	struct watch_stream *next, *prev;
@@ -67,9 +73,10 @@ struct watch_gev {
 	size_t enc_off[2], enc_len[2]; /* in ebuf; enc_len 0: not yet */
 };
 
+/* A watcher that an event of the group concerns. */
 struct watch_pair {
+	struct watcher *w;
 	uint32_t ev;
-	int32_t next;
 };
 
 struct watch_state {
@@ -86,11 +93,9 @@ struct watch_state {
 	size_t ngev, gev_cap;
 	uint8_t *ebuf;                /* encodings */
 	size_t elen, ecap;
-	struct watch_pair *pairs;
+	struct watch_pair *pairs;     /* in the order matched: by event */
 	size_t npairs, pairs_cap;
-	struct watcher **touched;     /* the watchers the group concerns */
-	size_t ntouched, touched_cap;
-	bool match_lost;              /* a watcher could not join touched (no memory) */
+	bool match_lost;              /* a pair could not be recorded (no memory) */
 	int64_t live_rev;             /* last revision dispatched from the ring */
 	struct watch_matcher m;
 	struct watch_stream *streams;
@@ -242,8 +247,17 @@ static void catchup_add(struct watch_state *ws, struct watcher *w, bool is_new)
 	if (w->synced && w->next_rev <= ws->live_rev)
 		w->next_rev = ws->live_rev + 1;
 	w->synced = false;
-	w->unext = ws->catchup;
+	w->m.spare = ws->catchup;
 	ws->catchup = w;
+}
+
+/* Takes w, which follows prev (NULL: the first), off the catching-up list. */
+static void catchup_unlink(struct watch_state *ws, struct watcher *prev, struct watcher *w)
+{
+	if (prev)
+		prev->m.spare = w->m.spare;
+	else
+		ws->catchup = unext(w);
 }
 
 static void watcher_free(struct watch_state *ws, struct watcher *w)
@@ -251,9 +265,10 @@ static void watcher_free(struct watch_state *ws, struct watcher *w)
 	if (w->synced) {
 		wm_del(&ws->m, &w->m);
 	} else {
-		for (struct watcher **p = &ws->catchup; *p; p = &(*p)->unext) {
-			if (*p == w) {
-				*p = w->unext;
+		struct watcher *prev = NULL;
+		for (struct watcher *c = ws->catchup; c; prev = c, c = unext(c)) {
+			if (c == w) {
+				catchup_unlink(ws, prev, w);
 				break;
 			}
 		}
@@ -360,7 +375,7 @@ static void watch_create(struct gw_server *s, struct grpc_call *call, struct wat
 	}
 	/* The key and range end follow the fields, from offsetof: sizeof
 	 * would add the struct's tail padding to every watcher. */
-	struct watcher *w = calloc(1, offsetof(struct watcher, bytes) + klen + elen);
+	struct watcher *w = calloc(1, wm_entry_size(offsetof(struct watcher, bytes), klen, elen));
 	if (!w) {
 		send_resp(s, call, cur, -1, true, true, 0, "etcdserver: out of memory", false, NULL,
 			  0);
@@ -369,7 +384,7 @@ static void watch_create(struct gw_server *s, struct grpc_call *call, struct wat
 	memcpy(w->bytes, key, klen);
 	if (elen)
 		memcpy(w->bytes + klen, end, elen);
-	wm_entry_set(&w->m, w->bytes, klen, elen ? w->bytes + klen : NULL, elen);
+	wm_entry_set(&w->m, klen, elen);
 	w->st = st;
 	w->id = id;
 	w->next_rev = c->start_revision > 0 ? c->start_revision : cur + 1;
@@ -463,7 +478,7 @@ static void watch_cancel(struct grpc_call *call, enum grpc_cancel_reason why)
 
 static void group_reset(struct watch_state *ws)
 {
-	ws->glen = ws->ngev = ws->elen = ws->npairs = ws->ntouched = 0;
+	ws->glen = ws->ngev = ws->elen = ws->npairs = 0;
 }
 
 /* Every synced watcher catches up from the db: records were lost. */
@@ -499,28 +514,21 @@ static void on_match(void *arg, struct wm_entry *e)
 
 	if (mc->rev < w->next_rev || (ev->is_delete ? w->nodelete : w->noput))
 		return;
-	if (!w->in_group) {
-		if (reserve((void **)&ws->touched, &ws->touched_cap, ws->ntouched + 1, sizeof(w))) {
-			ws->match_lost = true; /* dispatch sends every synced watcher to catch up */
-			return;
-		}
-		w->in_group = true;
-		w->ghead = w->gtail = -1;
-		ws->touched[ws->ntouched++] = w;
-	}
-	if (w->ghead == -2)
-		return;
 	if (reserve((void **)&ws->pairs, &ws->pairs_cap, ws->npairs + 1, sizeof(*ws->pairs))) {
-		w->ghead = -2; /* out of memory: this watcher catches up instead */
+		ws->match_lost = true; /* dispatch sends every synced watcher to catch up */
 		return;
 	}
-	int32_t k = (int32_t)ws->npairs++;
-	ws->pairs[k] = (struct watch_pair){ .ev = mc->ev, .next = -1 };
-	if (w->gtail >= 0)
-		ws->pairs[w->gtail].next = k;
-	else
-		w->ghead = k;
-	w->gtail = k;
+	ws->pairs[ws->npairs++] = (struct watch_pair){ .w = w, .ev = mc->ev };
+}
+
+/* Orders pairs by watcher, then by event: a watcher's events in a row,
+ * in the group's order. */
+static int pair_cmp(const void *a, const void *b)
+{
+	const struct watch_pair *x = a, *y = b;
+	if (x->w != y->w)
+		return (uintptr_t)x->w < (uintptr_t)y->w ? -1 : 1;
+	return (x->ev > y->ev) - (x->ev < y->ev);
 }
 
 /* Sends the group (one revision's events) to the synced watchers it
@@ -539,20 +547,24 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 		struct match_ctx mc = { .ws = ws, .ev = i, .rev = rev };
 		wm_match(&ws->m, ws->gev[i].ev.key, ws->gev[i].ev.key_len, on_match, &mc);
 	}
-	for (size_t t = 0; t < ws->ntouched; t++) {
-		struct watcher *w = ws->touched[t];
-		w->in_group = false;
+	/* With one event, every watcher is matched once. */
+	if (ws->ngev > 1 && ws->npairs > 1)
+		qsort(ws->pairs, ws->npairs, sizeof(*ws->pairs), pair_cmp);
+	for (size_t t = 0, u; t < ws->npairs; t = u) {
+		struct watcher *w = ws->pairs[t].w;
+		for (u = t + 1; u < ws->npairs && ws->pairs[u].w == w; u++)
+			;
 		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
 		if (!call)
 			continue;
-		if (w->ghead == -2 || !stream_has_room(call)) {
+		if (!stream_has_room(call)) {
 			wm_del(&ws->m, &w->m);
 			catchup_add(ws, w, false);
 			continue;
 		}
 		size_t n = 0;
 		bool failed = false;
-		for (int32_t k = w->ghead; k >= 0; k = ws->pairs[k].next) {
+		for (size_t k = t; k < u; k++) {
 			struct watch_gev *g = &ws->gev[ws->pairs[k].ev];
 			int v = w->prev_kv && g->ev.prev ? 1 : 0;
 			if (!g->enc_len[v]) {
@@ -765,7 +777,7 @@ static bool catchup_one(struct gw_server *s, struct watch_state *ws, struct grpc
 		if (*budget)
 			(*budget)--;
 		struct mvcc_kv f;
-		if (mvcc_kv_decode(kv.val, kv.val_len, &f) == 0 && wm_covers(&w->m, f.key, f.key_len) &&
+		if (mvcc_kv_decode(kv.val, kv.val_len, &f) == 0 && wm_covers(&ws->m, &w->m, f.key, f.key_len) &&
 		    !(tomb ? w->nodelete : w->noput)) {
 			uint8_t tbuf[64];
 			const uint8_t *evkv = kv.val;
@@ -816,27 +828,31 @@ static void catchup_turn(struct gw_server *s, struct watch_state *ws)
 	}
 	if (rd.cache)
 		mvcc_view_use_cache(&v, rd.cache, rd.st.db_generation);
-	struct watcher **p = &ws->catchup;
-	while (*p && budget) {
-		struct watcher *w = *p;
+	struct watcher *prev = NULL, *w = ws->catchup;
+	while (w && budget) {
 		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
 		if (!call || !stream_has_room(call)) {
-			p = &w->unext;
+			prev = w;
+			w = unext(w);
 			continue;
 		}
 		bool done;
-		if (!catchup_one(s, ws, call, w, &v, &budget, &done))
-			continue; /* removed, *p is the next one */
+		if (!catchup_one(s, ws, call, w, &v, &budget, &done)) {
+			w = prev ? unext(prev) : ws->catchup; /* w was removed */
+			continue;
+		}
+		struct watcher *next = unext(w);
 		/* Joins the ring's watchers only if every event after v.rev is
 		 * still to come on the cursor: it was (re)started before this
 		 * read began, and nothing past v.rev was dispatched yet. */
 		if (done && ws->live_rev <= v.rev) {
-			*p = w->unext;
+			catchup_unlink(ws, prev, w);
 			w->synced = true;
 			wm_add(&ws->m, &w->m);
-			continue;
+		} else {
+			prev = w;
 		}
-		p = &w->unext;
+		w = next;
 	}
 	mvcc_view_close(&v);
 	gw_read_end(s, &rd);
@@ -903,7 +919,7 @@ void watch_flushed(struct gw_server *s)
 
 	if (!ws)
 		return;
-	for (struct watcher *w = ws->catchup; w; w = w->unext) {
+	for (struct watcher *w = ws->catchup; w; w = unext(w)) {
 		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
 		if (call && stream_has_room(call)) {
 			s->more_work = true;
@@ -980,7 +996,7 @@ int watch_register(struct gw_server *s)
 	struct watch_state *ws = calloc(1, sizeof(*ws));
 	const char *env = getenv("CETCD_WATCH_PROGRESS_MS");
 
-	if (!ws || wm_init(&ws->m)) {
+	if (!ws || wm_init(&ws->m, offsetof(struct watcher, bytes))) {
 		free(ws);
 		return -ENOMEM;
 	}
@@ -1017,7 +1033,6 @@ void watch_free(struct gw_server *s)
 	free(ws->gev);
 	free(ws->ebuf);
 	free(ws->pairs);
-	free(ws->touched);
 	free(ws);
 	s->watch = NULL;
 }
