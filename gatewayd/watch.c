@@ -65,7 +65,7 @@ struct watch_stream {
 	bool progress_wait;          /* a ProgressRequest waits for catch-ups */
 };
 
-/* One event of the group being read from the ring, with its two
+/* One event of the batch being read from the ring, with its two
  * encodings as a WatchResponse.events field (with and without prev_kv). */
 struct watch_gev {
 	size_t off, len;             /* the record in gbuf */
@@ -73,10 +73,17 @@ struct watch_gev {
 	size_t enc_off[2], enc_len[2]; /* in ebuf; enc_len 0: not yet */
 };
 
-/* A watcher that an event of the group concerns. */
+/* An event of the batch for a watcher: its events chain in batch order. */
 struct watch_pair {
-	struct watcher *w;
 	uint32_t ev;
+	int32_t next;                /* the watcher's next pair, -1: none */
+};
+
+/* A watcher the batch concerns, with its first and last pair. */
+struct watch_touch {
+	struct watcher *w;
+	int32_t head, tail;
+	uint32_t slot;               /* its place in ws->tslots */
 };
 
 struct watch_state {
@@ -87,14 +94,24 @@ struct watch_state {
 	_Atomic uint64_t seen_head;   /* the cursor position after the last drain */
 	uint8_t *rbuf;
 	size_t rcap;
-	uint8_t *gbuf;                /* the group's records */
+	/* The batch: the records read from the ring and not yet dispatched,
+	 * whole revisions first (ncomplete of them), then the start of one
+	 * whose last record has not come yet. */
+	uint8_t *gbuf;
 	size_t glen, gcap;
 	struct watch_gev *gev;
-	size_t ngev, gev_cap;
+	size_t ngev, gev_cap, ncomplete;
 	uint8_t *ebuf;                /* encodings */
 	size_t elen, ecap;
-	struct watch_pair *pairs;     /* in the order matched: by event */
+	struct watch_pair *pairs;
 	size_t npairs, pairs_cap;
+	/* The watchers the batch concerns, in the order first matched, and
+	 * an open-addressed index of them by address (-1: empty; a power of
+	 * two, at most half full). */
+	struct watch_touch *touched;
+	size_t ntouched, touched_cap;
+	int32_t *tslots;
+	size_t tslots_cap;
 	bool match_lost;              /* a pair could not be recorded (no memory) */
 	int64_t live_rev;             /* last revision dispatched from the ring */
 	struct watch_matcher m;
@@ -476,9 +493,30 @@ static void watch_cancel(struct grpc_call *call, enum grpc_cancel_reason why)
 
 /* ---- the ring ---- */
 
-static void group_reset(struct watch_state *ws)
+/* Forgets the matches of the batch. */
+static void touch_reset(struct watch_state *ws)
 {
-	ws->glen = ws->ngev = ws->elen = ws->npairs = 0;
+	for (size_t t = 0; t < ws->ntouched; t++)
+		ws->tslots[ws->touched[t].slot] = -1;
+	ws->ntouched = ws->npairs = ws->elen = 0;
+}
+
+/* Drops the batch's first n events (whole revisions), keeping the rest. */
+static void batch_drop(struct watch_state *ws, size_t n)
+{
+	touch_reset(ws);
+	if (n == ws->ngev) {
+		ws->glen = ws->ngev = ws->ncomplete = 0;
+		return;
+	}
+	size_t from = ws->gev[n].off;
+	memmove(ws->gbuf, ws->gbuf + from, ws->glen - from);
+	ws->glen -= from;
+	memmove(ws->gev, ws->gev + n, (ws->ngev - n) * sizeof(*ws->gev));
+	ws->ngev -= n;
+	ws->ncomplete = ws->ncomplete > n ? ws->ncomplete - n : 0;
+	for (size_t i = 0; i < ws->ngev; i++)
+		ws->gev[i].off -= from;
 }
 
 /* Every synced watcher catches up from the db: records were lost. */
@@ -488,7 +526,7 @@ static void lapped(struct gw_server *s, struct watch_state *ws)
 	if ((ws->laps & (ws->laps - 1)) == 0) /* 1, 2, 4, ...: not a line per lap */
 		log_info("watch events were lost on the ring; watchers catch up from the db",
 			 LOG_U64("laps", ws->laps), LOG_I64("revision", ws->live_rev));
-	group_reset(ws);
+	batch_drop(ws, ws->ngev);
 	bcast_cursor_init(ws->b, &ws->cur);
 	for (struct watch_stream *st = ws->streams; st; st = st->next)
 		for (struct watcher *w = st->ws; w; w = w->snext)
@@ -505,6 +543,45 @@ struct match_ctx {
 	int64_t rev;
 };
 
+static uint32_t touch_hash(const struct watcher *w, size_t cap)
+{
+	return (uint32_t)((((uintptr_t)w >> 4) * 0x9e3779b97f4a7c15ull) >> 32) & (uint32_t)(cap - 1);
+}
+
+/* The index in ws->touched of w's entry, added if new; -1 when out of
+ * memory. */
+static int32_t touch_find(struct watch_state *ws, struct watcher *w)
+{
+	if (2 * (ws->ntouched + 1) > ws->tslots_cap) {
+		size_t cap = ws->tslots_cap ? 2 * ws->tslots_cap : 64;
+		int32_t *t = malloc(cap * sizeof(*t));
+		if (!t)
+			return -1;
+		memset(t, 0xff, cap * sizeof(*t));
+		for (size_t i = 0; i < ws->ntouched; i++) {
+			uint32_t h = touch_hash(ws->touched[i].w, cap);
+			while (t[h] >= 0)
+				h = (h + 1) & (uint32_t)(cap - 1);
+			t[h] = (int32_t)i;
+			ws->touched[i].slot = h;
+		}
+		free(ws->tslots);
+		ws->tslots = t;
+		ws->tslots_cap = cap;
+	}
+	uint32_t h = touch_hash(w, ws->tslots_cap);
+	for (; ws->tslots[h] >= 0; h = (h + 1) & (uint32_t)(ws->tslots_cap - 1))
+		if (ws->touched[ws->tslots[h]].w == w)
+			return ws->tslots[h];
+	if (reserve((void **)&ws->touched, &ws->touched_cap, ws->ntouched + 1,
+		    sizeof(*ws->touched)))
+		return -1;
+	int32_t i = (int32_t)ws->ntouched++;
+	ws->touched[i] = (struct watch_touch){ .w = w, .head = -1, .tail = -1, .slot = h };
+	ws->tslots[h] = i;
+	return i;
+}
+
 static void on_match(void *arg, struct wm_entry *e)
 {
 	struct match_ctx *mc = arg;
@@ -514,46 +591,46 @@ static void on_match(void *arg, struct wm_entry *e)
 
 	if (mc->rev < w->next_rev || (ev->is_delete ? w->nodelete : w->noput))
 		return;
-	if (reserve((void **)&ws->pairs, &ws->pairs_cap, ws->npairs + 1, sizeof(*ws->pairs))) {
+	int32_t t = touch_find(ws, w);
+	if (t < 0 ||
+	    reserve((void **)&ws->pairs, &ws->pairs_cap, ws->npairs + 1, sizeof(*ws->pairs))) {
 		ws->match_lost = true; /* dispatch sends every synced watcher to catch up */
 		return;
 	}
-	ws->pairs[ws->npairs++] = (struct watch_pair){ .w = w, .ev = mc->ev };
+	int32_t k = (int32_t)ws->npairs++;
+	ws->pairs[k] = (struct watch_pair){ .ev = mc->ev, .next = -1 };
+	if (ws->touched[t].tail >= 0)
+		ws->pairs[ws->touched[t].tail].next = k;
+	else
+		ws->touched[t].head = k;
+	ws->touched[t].tail = k;
 }
 
-/* Orders pairs by watcher, then by event: a watcher's events in a row,
- * in the group's order. */
-static int pair_cmp(const void *a, const void *b)
-{
-	const struct watch_pair *x = a, *y = b;
-	if (x->w != y->w)
-		return (uintptr_t)x->w < (uintptr_t)y->w ? -1 : 1;
-	return (x->ev > y->ev) - (x->ev < y->ev);
-}
-
-/* Sends the group (one revision's events) to the synced watchers it
- * concerns. */
+/*
+ * Sends the batch's whole revisions to the synced watchers they concern:
+ * each watcher gets one response with its events of all of them, in
+ * revision order, under the batch's last revision (etcd's client takes
+ * a response of several revisions, as etcd sends them to a watcher that
+ * catches up; the header names a revision the watcher has everything
+ * of).
+ */
 static void dispatch(struct gw_server *s, struct watch_state *ws)
 {
-	if (ws->ngev == 0)
+	size_t nev = ws->ncomplete;
+	if (nev == 0)
 		return;
-	int64_t rev = ws->gev[0].ev.main;
+	int64_t rev = ws->gev[nev - 1].ev.main;
 	struct watch_piece pieces[64], *pv = pieces;
 	size_t pcap = 64;
 
-	for (uint32_t i = 0; i < ws->ngev; i++) {
+	for (uint32_t i = 0; i < nev; i++) {
 		events_decode(ws->gbuf + ws->gev[i].off, ws->gev[i].len, &ws->gev[i].ev);
 		ws->gev[i].enc_len[0] = ws->gev[i].enc_len[1] = 0;
-		struct match_ctx mc = { .ws = ws, .ev = i, .rev = rev };
+		struct match_ctx mc = { .ws = ws, .ev = i, .rev = ws->gev[i].ev.main };
 		wm_match(&ws->m, ws->gev[i].ev.key, ws->gev[i].ev.key_len, on_match, &mc);
 	}
-	/* With one event, every watcher is matched once. */
-	if (ws->ngev > 1 && ws->npairs > 1)
-		qsort(ws->pairs, ws->npairs, sizeof(*ws->pairs), pair_cmp);
-	for (size_t t = 0, u; t < ws->npairs; t = u) {
-		struct watcher *w = ws->pairs[t].w;
-		for (u = t + 1; u < ws->npairs && ws->pairs[u].w == w; u++)
-			;
+	for (size_t t = 0; t < ws->ntouched; t++) {
+		struct watcher *w = ws->touched[t].w;
 		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
 		if (!call)
 			continue;
@@ -564,7 +641,7 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 		}
 		size_t n = 0;
 		bool failed = false;
-		for (size_t k = t; k < u; k++) {
+		for (int32_t k = ws->touched[t].head; k >= 0; k = ws->pairs[k].next) {
 			struct watch_gev *g = &ws->gev[ws->pairs[k].ev];
 			int v = w->prev_kv && g->ev.prev ? 1 : 0;
 			if (!g->enc_len[v]) {
@@ -608,8 +685,8 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	if (pv != pieces)
 		free(pv);
 	if (ws->match_lost) {
-		/* Some watcher this group concerns was not recorded: every
-		 * synced watcher not sent this revision reads it from the db
+		/* Some watcher this batch concerns was not recorded: every
+		 * synced watcher not sent this batch reads it from the db
 		 * (before live_rev moves, so their next_rev stays <= rev). */
 		ws->match_lost = false;
 		for (struct watch_stream *st = ws->streams; st; st = st->next)
@@ -622,7 +699,7 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	}
 	if (rev > ws->live_rev)
 		ws->live_rev = rev;
-	group_reset(ws);
+	batch_drop(ws, nev);
 }
 
 static int64_t now_ns(void)
@@ -665,9 +742,11 @@ static void read_ring(struct gw_server *s, struct watch_state *ws)
 			lapped(s, ws);
 			continue;
 		}
+		/* A revision's records come together, and revisions in order. */
 		struct events_ev ev;
+		const struct events_ev *prev = ws->ngev ? &ws->gev[ws->ngev - 1].ev : NULL;
 		if (events_decode(rec.data, rec.len, &ev) ||
-		    (ws->ngev && ev.main != ws->gev[0].ev.main)) {
+		    (prev && (prev->last ? ev.main <= prev->main : ev.main != prev->main))) {
 			log_warn("the watch event ring holds a malformed record; catching up from the db");
 			lapped(s, ws);
 			continue;
@@ -682,8 +761,9 @@ static void read_ring(struct gw_server *s, struct watch_state *ws)
 		ws->ngev++;
 		ws->glen += rec.len;
 		if (ev.last)
-			dispatch(s, ws);
+			ws->ncomplete = ws->ngev;
 	}
+	dispatch(s, ws);
 	if (bcast_has_data(ws->b, &ws->cur))
 		s->more_work = true;
 	atomic_store_explicit(&ws->seen_head, ws->cur.pos, memory_order_release);
@@ -1033,6 +1113,8 @@ void watch_free(struct gw_server *s)
 	free(ws->gev);
 	free(ws->ebuf);
 	free(ws->pairs);
+	free(ws->touched);
+	free(ws->tslots);
 	free(ws);
 	s->watch = NULL;
 }
