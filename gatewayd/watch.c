@@ -31,24 +31,30 @@
 
 struct watch_stream;
 
+/* With 100,000 watchers a gateway, every byte here is 100 kB, and the
+ * allocator's size class is what counts: with a 15-byte key a watcher
+ * takes 64 bytes. While it catches up (not synced), the matcher entry's
+ * spare word links it on ws->catchup. */
 struct watcher {
 	struct wm_entry m;           /* first: the matcher hands it back */
 	struct watch_stream *st;
 	struct watcher *snext;       /* the stream's watchers */
-	struct watcher *unext;       /* the catching-up list */
 	int64_t id;
 	int64_t next_rev;            /* next revision it may be sent; only grows */
-	/* its events of the group being dispatched (ws->pairs); set while
-	 * in_group, -2: the watcher catches up instead */
-	int32_t ghead, gtail;
-	/* One bit each: with 100,000 watchers a gateway, every byte here is
-	 * 100 kB, and the size class of the allocation is what counts. */
 	bool synced : 1;             /* in the matcher, taking ring events; else in ws->catchup */
-	bool in_group : 1;           /* in ws->touched: matched by the group being dispatched */
 	bool prev_kv : 1, noput : 1, nodelete : 1, fragment : 1, progress_notify : 1;
 	bool sent_since_tick : 1;    /* events since the last progress tick */
-	uint8_t bytes[];             /* key then range end */
+	uint8_t bytes[];             /* key then range end (the matcher's key_off) */
 };
+
+_Static_assert(offsetof(struct watcher, bytes) + 15 <= 64,
+	       "a watcher on a 15-byte key fits the allocator's 64-byte class");
+
+/* The next watcher on the catching-up list. */
+static struct watcher *unext(const struct watcher *w)
+{
+	return w->m.spare;
+}
 
 struct watch_stream {
 	struct watch_stream *next, *prev;
@@ -59,7 +65,7 @@ struct watch_stream {
 	bool progress_wait;          /* a ProgressRequest waits for catch-ups */
 };
 
-/* One event of the group being read from the ring, with its two
+/* One event of the batch being read from the ring, with its two
  * encodings as a WatchResponse.events field (with and without prev_kv). */
 struct watch_gev {
 	size_t off, len;             /* the record in gbuf */
@@ -67,9 +73,17 @@ struct watch_gev {
 	size_t enc_off[2], enc_len[2]; /* in ebuf; enc_len 0: not yet */
 };
 
+/* An event of the batch for a watcher: its events chain in batch order. */
 struct watch_pair {
 	uint32_t ev;
-	int32_t next;
+	int32_t next;                /* the watcher's next pair, -1: none */
+};
+
+/* A watcher the batch concerns, with its first and last pair. */
+struct watch_touch {
+	struct watcher *w;
+	int32_t head, tail;
+	uint32_t slot;               /* its place in ws->tslots */
 };
 
 struct watch_state {
@@ -80,17 +94,25 @@ struct watch_state {
 	_Atomic uint64_t seen_head;   /* the cursor position after the last drain */
 	uint8_t *rbuf;
 	size_t rcap;
-	uint8_t *gbuf;                /* the group's records */
+	/* The batch: the records read from the ring and not yet dispatched,
+	 * whole revisions first (ncomplete of them), then the start of one
+	 * whose last record has not come yet. */
+	uint8_t *gbuf;
 	size_t glen, gcap;
 	struct watch_gev *gev;
-	size_t ngev, gev_cap;
+	size_t ngev, gev_cap, ncomplete;
 	uint8_t *ebuf;                /* encodings */
 	size_t elen, ecap;
 	struct watch_pair *pairs;
 	size_t npairs, pairs_cap;
-	struct watcher **touched;     /* the watchers the group concerns */
+	/* The watchers the batch concerns, in the order first matched, and
+	 * an open-addressed index of them by address (-1: empty; a power of
+	 * two, at most half full). */
+	struct watch_touch *touched;
 	size_t ntouched, touched_cap;
-	bool match_lost;              /* a watcher could not join touched (no memory) */
+	int32_t *tslots;
+	size_t tslots_cap;
+	bool match_lost;              /* a pair could not be recorded (no memory) */
 	int64_t live_rev;             /* last revision dispatched from the ring */
 	struct watch_matcher m;
 	struct watch_stream *streams;
@@ -242,8 +264,17 @@ static void catchup_add(struct watch_state *ws, struct watcher *w, bool is_new)
 	if (w->synced && w->next_rev <= ws->live_rev)
 		w->next_rev = ws->live_rev + 1;
 	w->synced = false;
-	w->unext = ws->catchup;
+	w->m.spare = ws->catchup;
 	ws->catchup = w;
+}
+
+/* Takes w, which follows prev (NULL: the first), off the catching-up list. */
+static void catchup_unlink(struct watch_state *ws, struct watcher *prev, struct watcher *w)
+{
+	if (prev)
+		prev->m.spare = w->m.spare;
+	else
+		ws->catchup = unext(w);
 }
 
 static void watcher_free(struct watch_state *ws, struct watcher *w)
@@ -251,9 +282,10 @@ static void watcher_free(struct watch_state *ws, struct watcher *w)
 	if (w->synced) {
 		wm_del(&ws->m, &w->m);
 	} else {
-		for (struct watcher **p = &ws->catchup; *p; p = &(*p)->unext) {
-			if (*p == w) {
-				*p = w->unext;
+		struct watcher *prev = NULL;
+		for (struct watcher *c = ws->catchup; c; prev = c, c = unext(c)) {
+			if (c == w) {
+				catchup_unlink(ws, prev, w);
 				break;
 			}
 		}
@@ -360,7 +392,7 @@ static void watch_create(struct gw_server *s, struct grpc_call *call, struct wat
 	}
 	/* The key and range end follow the fields, from offsetof: sizeof
 	 * would add the struct's tail padding to every watcher. */
-	struct watcher *w = calloc(1, offsetof(struct watcher, bytes) + klen + elen);
+	struct watcher *w = calloc(1, wm_entry_size(offsetof(struct watcher, bytes), klen, elen));
 	if (!w) {
 		send_resp(s, call, cur, -1, true, true, 0, "etcdserver: out of memory", false, NULL,
 			  0);
@@ -369,7 +401,7 @@ static void watch_create(struct gw_server *s, struct grpc_call *call, struct wat
 	memcpy(w->bytes, key, klen);
 	if (elen)
 		memcpy(w->bytes + klen, end, elen);
-	wm_entry_set(&w->m, w->bytes, klen, elen ? w->bytes + klen : NULL, elen);
+	wm_entry_set(&w->m, klen, elen);
 	w->st = st;
 	w->id = id;
 	w->next_rev = c->start_revision > 0 ? c->start_revision : cur + 1;
@@ -461,9 +493,30 @@ static void watch_cancel(struct grpc_call *call, enum grpc_cancel_reason why)
 
 /* ---- the ring ---- */
 
-static void group_reset(struct watch_state *ws)
+/* Forgets the matches of the batch. */
+static void touch_reset(struct watch_state *ws)
 {
-	ws->glen = ws->ngev = ws->elen = ws->npairs = ws->ntouched = 0;
+	for (size_t t = 0; t < ws->ntouched; t++)
+		ws->tslots[ws->touched[t].slot] = -1;
+	ws->ntouched = ws->npairs = ws->elen = 0;
+}
+
+/* Drops the batch's first n events (whole revisions), keeping the rest. */
+static void batch_drop(struct watch_state *ws, size_t n)
+{
+	touch_reset(ws);
+	if (n == ws->ngev) {
+		ws->glen = ws->ngev = ws->ncomplete = 0;
+		return;
+	}
+	size_t from = ws->gev[n].off;
+	memmove(ws->gbuf, ws->gbuf + from, ws->glen - from);
+	ws->glen -= from;
+	memmove(ws->gev, ws->gev + n, (ws->ngev - n) * sizeof(*ws->gev));
+	ws->ngev -= n;
+	ws->ncomplete = ws->ncomplete > n ? ws->ncomplete - n : 0;
+	for (size_t i = 0; i < ws->ngev; i++)
+		ws->gev[i].off -= from;
 }
 
 /* Every synced watcher catches up from the db: records were lost. */
@@ -473,7 +526,7 @@ static void lapped(struct gw_server *s, struct watch_state *ws)
 	if ((ws->laps & (ws->laps - 1)) == 0) /* 1, 2, 4, ...: not a line per lap */
 		log_info("watch events were lost on the ring; watchers catch up from the db",
 			 LOG_U64("laps", ws->laps), LOG_I64("revision", ws->live_rev));
-	group_reset(ws);
+	batch_drop(ws, ws->ngev);
 	bcast_cursor_init(ws->b, &ws->cur);
 	for (struct watch_stream *st = ws->streams; st; st = st->next)
 		for (struct watcher *w = st->ws; w; w = w->snext)
@@ -490,6 +543,45 @@ struct match_ctx {
 	int64_t rev;
 };
 
+static uint32_t touch_hash(const struct watcher *w, size_t cap)
+{
+	return (uint32_t)((((uintptr_t)w >> 4) * 0x9e3779b97f4a7c15ull) >> 32) & (uint32_t)(cap - 1);
+}
+
+/* The index in ws->touched of w's entry, added if new; -1 when out of
+ * memory. */
+static int32_t touch_find(struct watch_state *ws, struct watcher *w)
+{
+	if (2 * (ws->ntouched + 1) > ws->tslots_cap) {
+		size_t cap = ws->tslots_cap ? 2 * ws->tslots_cap : 64;
+		int32_t *t = malloc(cap * sizeof(*t));
+		if (!t)
+			return -1;
+		memset(t, 0xff, cap * sizeof(*t));
+		for (size_t i = 0; i < ws->ntouched; i++) {
+			uint32_t h = touch_hash(ws->touched[i].w, cap);
+			while (t[h] >= 0)
+				h = (h + 1) & (uint32_t)(cap - 1);
+			t[h] = (int32_t)i;
+			ws->touched[i].slot = h;
+		}
+		free(ws->tslots);
+		ws->tslots = t;
+		ws->tslots_cap = cap;
+	}
+	uint32_t h = touch_hash(w, ws->tslots_cap);
+	for (; ws->tslots[h] >= 0; h = (h + 1) & (uint32_t)(ws->tslots_cap - 1))
+		if (ws->touched[ws->tslots[h]].w == w)
+			return ws->tslots[h];
+	if (reserve((void **)&ws->touched, &ws->touched_cap, ws->ntouched + 1,
+		    sizeof(*ws->touched)))
+		return -1;
+	int32_t i = (int32_t)ws->ntouched++;
+	ws->touched[i] = (struct watch_touch){ .w = w, .head = -1, .tail = -1, .slot = h };
+	ws->tslots[h] = i;
+	return i;
+}
+
 static void on_match(void *arg, struct wm_entry *e)
 {
 	struct match_ctx *mc = arg;
@@ -499,60 +591,57 @@ static void on_match(void *arg, struct wm_entry *e)
 
 	if (mc->rev < w->next_rev || (ev->is_delete ? w->nodelete : w->noput))
 		return;
-	if (!w->in_group) {
-		if (reserve((void **)&ws->touched, &ws->touched_cap, ws->ntouched + 1, sizeof(w))) {
-			ws->match_lost = true; /* dispatch sends every synced watcher to catch up */
-			return;
-		}
-		w->in_group = true;
-		w->ghead = w->gtail = -1;
-		ws->touched[ws->ntouched++] = w;
-	}
-	if (w->ghead == -2)
-		return;
-	if (reserve((void **)&ws->pairs, &ws->pairs_cap, ws->npairs + 1, sizeof(*ws->pairs))) {
-		w->ghead = -2; /* out of memory: this watcher catches up instead */
+	int32_t t = touch_find(ws, w);
+	if (t < 0 ||
+	    reserve((void **)&ws->pairs, &ws->pairs_cap, ws->npairs + 1, sizeof(*ws->pairs))) {
+		ws->match_lost = true; /* dispatch sends every synced watcher to catch up */
 		return;
 	}
 	int32_t k = (int32_t)ws->npairs++;
 	ws->pairs[k] = (struct watch_pair){ .ev = mc->ev, .next = -1 };
-	if (w->gtail >= 0)
-		ws->pairs[w->gtail].next = k;
+	if (ws->touched[t].tail >= 0)
+		ws->pairs[ws->touched[t].tail].next = k;
 	else
-		w->ghead = k;
-	w->gtail = k;
+		ws->touched[t].head = k;
+	ws->touched[t].tail = k;
 }
 
-/* Sends the group (one revision's events) to the synced watchers it
- * concerns. */
+/*
+ * Sends the batch's whole revisions to the synced watchers they concern:
+ * each watcher gets one response with its events of all of them, in
+ * revision order, under the batch's last revision (etcd's client takes
+ * a response of several revisions, as etcd sends them to a watcher that
+ * catches up; the header names a revision the watcher has everything
+ * of).
+ */
 static void dispatch(struct gw_server *s, struct watch_state *ws)
 {
-	if (ws->ngev == 0)
+	size_t nev = ws->ncomplete;
+	if (nev == 0)
 		return;
-	int64_t rev = ws->gev[0].ev.main;
+	int64_t rev = ws->gev[nev - 1].ev.main;
 	struct watch_piece pieces[64], *pv = pieces;
 	size_t pcap = 64;
 
-	for (uint32_t i = 0; i < ws->ngev; i++) {
+	for (uint32_t i = 0; i < nev; i++) {
 		events_decode(ws->gbuf + ws->gev[i].off, ws->gev[i].len, &ws->gev[i].ev);
 		ws->gev[i].enc_len[0] = ws->gev[i].enc_len[1] = 0;
-		struct match_ctx mc = { .ws = ws, .ev = i, .rev = rev };
+		struct match_ctx mc = { .ws = ws, .ev = i, .rev = ws->gev[i].ev.main };
 		wm_match(&ws->m, ws->gev[i].ev.key, ws->gev[i].ev.key_len, on_match, &mc);
 	}
 	for (size_t t = 0; t < ws->ntouched; t++) {
-		struct watcher *w = ws->touched[t];
-		w->in_group = false;
+		struct watcher *w = ws->touched[t].w;
 		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
 		if (!call)
 			continue;
-		if (w->ghead == -2 || !stream_has_room(call)) {
+		if (!stream_has_room(call)) {
 			wm_del(&ws->m, &w->m);
 			catchup_add(ws, w, false);
 			continue;
 		}
 		size_t n = 0;
 		bool failed = false;
-		for (int32_t k = w->ghead; k >= 0; k = ws->pairs[k].next) {
+		for (int32_t k = ws->touched[t].head; k >= 0; k = ws->pairs[k].next) {
 			struct watch_gev *g = &ws->gev[ws->pairs[k].ev];
 			int v = w->prev_kv && g->ev.prev ? 1 : 0;
 			if (!g->enc_len[v]) {
@@ -596,8 +685,8 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	if (pv != pieces)
 		free(pv);
 	if (ws->match_lost) {
-		/* Some watcher this group concerns was not recorded: every
-		 * synced watcher not sent this revision reads it from the db
+		/* Some watcher this batch concerns was not recorded: every
+		 * synced watcher not sent this batch reads it from the db
 		 * (before live_rev moves, so their next_rev stays <= rev). */
 		ws->match_lost = false;
 		for (struct watch_stream *st = ws->streams; st; st = st->next)
@@ -610,7 +699,7 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	}
 	if (rev > ws->live_rev)
 		ws->live_rev = rev;
-	group_reset(ws);
+	batch_drop(ws, nev);
 }
 
 static int64_t now_ns(void)
@@ -653,9 +742,11 @@ static void read_ring(struct gw_server *s, struct watch_state *ws)
 			lapped(s, ws);
 			continue;
 		}
+		/* A revision's records come together, and revisions in order. */
 		struct events_ev ev;
+		const struct events_ev *prev = ws->ngev ? &ws->gev[ws->ngev - 1].ev : NULL;
 		if (events_decode(rec.data, rec.len, &ev) ||
-		    (ws->ngev && ev.main != ws->gev[0].ev.main)) {
+		    (prev && (prev->last ? ev.main <= prev->main : ev.main != prev->main))) {
 			log_warn("the watch event ring holds a malformed record; catching up from the db");
 			lapped(s, ws);
 			continue;
@@ -670,8 +761,9 @@ static void read_ring(struct gw_server *s, struct watch_state *ws)
 		ws->ngev++;
 		ws->glen += rec.len;
 		if (ev.last)
-			dispatch(s, ws);
+			ws->ncomplete = ws->ngev;
 	}
+	dispatch(s, ws);
 	if (bcast_has_data(ws->b, &ws->cur))
 		s->more_work = true;
 	atomic_store_explicit(&ws->seen_head, ws->cur.pos, memory_order_release);
@@ -765,7 +857,7 @@ static bool catchup_one(struct gw_server *s, struct watch_state *ws, struct grpc
 		if (*budget)
 			(*budget)--;
 		struct mvcc_kv f;
-		if (mvcc_kv_decode(kv.val, kv.val_len, &f) == 0 && wm_covers(&w->m, f.key, f.key_len) &&
+		if (mvcc_kv_decode(kv.val, kv.val_len, &f) == 0 && wm_covers(&ws->m, &w->m, f.key, f.key_len) &&
 		    !(tomb ? w->nodelete : w->noput)) {
 			uint8_t tbuf[64];
 			const uint8_t *evkv = kv.val;
@@ -816,27 +908,31 @@ static void catchup_turn(struct gw_server *s, struct watch_state *ws)
 	}
 	if (rd.cache)
 		mvcc_view_use_cache(&v, rd.cache, rd.st.db_generation);
-	struct watcher **p = &ws->catchup;
-	while (*p && budget) {
-		struct watcher *w = *p;
+	struct watcher *prev = NULL, *w = ws->catchup;
+	while (w && budget) {
 		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
 		if (!call || !stream_has_room(call)) {
-			p = &w->unext;
+			prev = w;
+			w = unext(w);
 			continue;
 		}
 		bool done;
-		if (!catchup_one(s, ws, call, w, &v, &budget, &done))
-			continue; /* removed, *p is the next one */
+		if (!catchup_one(s, ws, call, w, &v, &budget, &done)) {
+			w = prev ? unext(prev) : ws->catchup; /* w was removed */
+			continue;
+		}
+		struct watcher *next = unext(w);
 		/* Joins the ring's watchers only if every event after v.rev is
 		 * still to come on the cursor: it was (re)started before this
 		 * read began, and nothing past v.rev was dispatched yet. */
 		if (done && ws->live_rev <= v.rev) {
-			*p = w->unext;
+			catchup_unlink(ws, prev, w);
 			w->synced = true;
 			wm_add(&ws->m, &w->m);
-			continue;
+		} else {
+			prev = w;
 		}
-		p = &w->unext;
+		w = next;
 	}
 	mvcc_view_close(&v);
 	gw_read_end(s, &rd);
@@ -903,7 +999,7 @@ void watch_flushed(struct gw_server *s)
 
 	if (!ws)
 		return;
-	for (struct watcher *w = ws->catchup; w; w = w->unext) {
+	for (struct watcher *w = ws->catchup; w; w = unext(w)) {
 		struct grpc_call *call = grpc_call_find(s->grpc, w->st->call_id);
 		if (call && stream_has_room(call)) {
 			s->more_work = true;
@@ -980,7 +1076,7 @@ int watch_register(struct gw_server *s)
 	struct watch_state *ws = calloc(1, sizeof(*ws));
 	const char *env = getenv("CETCD_WATCH_PROGRESS_MS");
 
-	if (!ws || wm_init(&ws->m)) {
+	if (!ws || wm_init(&ws->m, offsetof(struct watcher, bytes))) {
 		free(ws);
 		return -ENOMEM;
 	}
@@ -1018,6 +1114,7 @@ void watch_free(struct gw_server *s)
 	free(ws->ebuf);
 	free(ws->pairs);
 	free(ws->touched);
+	free(ws->tslots);
 	free(ws);
 	s->watch = NULL;
 }

@@ -19,38 +19,37 @@
 
 /* ---- the matcher: which watchers a key concerns ---- */
 
-/* One watched key or range, embedded in its owner. Exact keys are found
- * by hash. Ranges live in an interval tree: a treap ordered by (start
- * key, entry address), each node knowing the entry with the largest end
- * in its subtree, so a lookup descends only into subtrees that hold a
- * range reaching past the key and stops at the first start after it. Its
- * cost is O((1 + matches) * log ranges), whatever the ranges that cannot
- * match. */
+/* One watched key or range, the first bytes of its owner. The key and
+ * then the range end are the owner's bytes too, at the matcher's key_off
+ * from the entry's start, so an entry holds no pointer to them; a range
+ * also keeps its tree links there, after the end (wm_entry_size). With
+ * 100,000 watchers a gateway, every byte here is 100 kB.
+ *
+ * Exact keys are found by hash: a singly linked chain per bucket, at
+ * most WM_LOAD entries a bucket on average, the hash recomputed from the
+ * key when the table grows. Ranges live in an interval tree: a treap
+ * ordered by (start key, entry address), each node knowing the entry
+ * with the largest end in its subtree, so a lookup descends only into
+ * subtrees that hold a range reaching past the key and stops at the
+ * first start after it. Its cost is O((1 + matches) * log ranges),
+ * whatever the ranges that cannot match.
+ *
+ * The kind follows from the end, as etcd's rules say (already
+ * normalised): end_len 0 = one key (WM_KEY); the one byte "\0" = every
+ * key >= key (WM_FROM_KEY); else [key, end) (WM_RANGE). */
 struct wm_entry {
-	const uint8_t *key;
-	const uint8_t *end;  /* range end (exclusive); with end_len 0 see kind */
-	uint32_t key_len, end_len;
-	uint32_t prio;       /* ranges: treap heap priority (a parent's >= its
-			      * children's) */
-	uint8_t kind;        /* WM_KEY, WM_RANGE, WM_FROM_KEY; never changes */
-	/* One watcher is one entry: with 100,000 of them a gateway, the
-	 * links of the two kinds share their bytes. */
 	union {
-		struct {             /* WM_KEY: bucket chain */
-			uint64_t hash;   /* of the key */
-			struct wm_entry *next, *prev;
-		};
-		/* ranges: treap children (starts <= this one's on the left)
-		 * and the entry with the largest end in this subtree
-		 * (WM_FROM_KEY ends above every key) */
-		struct {
-			struct wm_entry *left, *right, *maxend;
-		};
+		struct wm_entry *next; /* in the matcher, WM_KEY: the bucket chain */
+		void *spare;           /* not in a matcher: free for the owner */
 	};
+	uint32_t key_len, end_len;
 };
 enum { WM_KEY = 0, WM_RANGE = 1, WM_FROM_KEY = 2 };
+/* Exact keys a bucket holds on average before the table doubles. */
+#define WM_LOAD 2
 
 struct watch_matcher {
+	size_t key_off;            /* from an entry to its key bytes */
 	struct wm_entry **buckets; /* power of two */
 	size_t nbuckets, nkeys;
 	struct wm_entry *ranges;   /* root of the interval treap */
@@ -58,12 +57,23 @@ struct watch_matcher {
 	uint64_t rng;              /* xorshift state for treap priorities */
 };
 
-/* Fills e for etcd's watch range rules (already normalised: end NULL or
- * len 0 = one key; end "\0" (len 1) = every key >= key). */
-void wm_entry_set(struct wm_entry *e, const uint8_t *key, size_t key_len, const uint8_t *end,
-		  size_t end_len);
-bool wm_covers(const struct wm_entry *e, const uint8_t *key, size_t len);
-int wm_init(struct watch_matcher *m);
+/* Bytes an owner allocates for an entry at its start whose key bytes
+ * begin key_off bytes in: the key, the end and, for a range, its tree
+ * node. */
+size_t wm_entry_size(size_t key_off, size_t key_len, size_t end_len);
+/* Sets e's lengths; the owner has written the key, then the end, at the
+ * matcher's key_off from e. */
+void wm_entry_set(struct wm_entry *e, size_t key_len, size_t end_len);
+static inline const uint8_t *wm_key(const struct watch_matcher *m, const struct wm_entry *e)
+{
+	return (const uint8_t *)e + m->key_off;
+}
+int wm_kind(const struct watch_matcher *m, const struct wm_entry *e);
+bool wm_covers(const struct watch_matcher *m, const struct wm_entry *e, const uint8_t *key,
+	       size_t len);
+/* The matcher's entries have their key bytes key_off bytes after their
+ * start. 0 or -ENOMEM. */
+int wm_init(struct watch_matcher *m, size_t key_off);
 void wm_fini(struct watch_matcher *m);
 /* 0 or -ENOMEM (the table could not grow; e is added anyway). */
 int wm_add(struct watch_matcher *m, struct wm_entry *e);
