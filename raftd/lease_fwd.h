@@ -25,9 +25,10 @@ struct promote_env;
 
 struct lease_fwd_wait;
 
-/* Requests in flight to the leader at once (each a thread of the peer
- * module's until it ends, at most the request timeout): the others wait
- * their turn, as etcd's HTTP client queues for a connection. */
+/* Requests in flight to the leader at once (each on a keep-alive
+ * connection of the peer module's until it ends, at most the request
+ * timeout): the others wait their turn, as etcd's HTTP client queues for
+ * a connection. */
 #define LEASE_FWD_MAX_FLIGHT 16
 /* Calls waiting at once, in flight or not; past it a call is refused
  * with etcd's "etcdserver: too many requests". */
