@@ -12,7 +12,8 @@
 #   (e) the same with a 3 s lease, shorter than the request timeout: its
 #       renewals in flight to the stopped leader are given up and asked
 #       of the new leader as soon as the follower knows it (the follower
-#       logs so), so the lease neither expires on the client's clock
+#       logs so; a timetolive asked as the leader stopped is answered
+#       within etcdctl's 5 s), so the lease neither expires on the client's clock
 #       (etcdctl would report it "expired or revoked") nor loses its key;
 #   (d) a lock held by `etcdctl lock` through a follower (a 3 s session,
 #       its keepalives forwarded) survives SIGKILL of the leader member,
@@ -186,6 +187,10 @@ renewed=$(it_count "$IT_TMP/e.ka" "keepalived with TTL\\(3\\)")
 procs=$(it_cl_procs "$lead")
 # shellcheck disable=SC2086
 kill -STOP $procs
+# asked at once, so in flight to the stopped leader until x$f knows another
+ctl --endpoints "$(it_cl_ep "$f")" lease timetolive "$sid" >"$IT_TMP/e.ttl" 2>&1 &
+ttl=$!
+it_track "$ttl"
 check "(e) another member leads while x$lead is stopped" quiet new_leader "$lead"
 # more than the request timeout (5 s) and twice the TTL
 sleep 7
@@ -196,6 +201,9 @@ stop_pid "$w1"
 echo "# (e) renewals through x$f: $renewed before x$lead stopped, $during by its resume"
 check "(e) x$f asked the new leader what was in flight to x$lead" \
 	it_until 5000 it_log_has "$(it_cl_log "$f")" "asked of the new one" $((moved + 1))
+wait "$ttl" 2>/dev/null || true
+check "(e) a timetolive through x$f asked as x$lead stopped is answered within 5 s" \
+	it_log_has "$IT_TMP/e.ttl" "remaining\\([0-9]+s\\)" 1
 check "(e) renewals through x$f went on while x$lead was stopped" test "$during" -ge $((renewed + 3))
 check "(e) etcdctl never saw the lease expire" test "$(it_count "$IT_TMP/e.ka" "expired or revoked")" -eq 0
 check "(e) its key never disappeared (read through x$g)" \
