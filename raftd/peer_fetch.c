@@ -247,7 +247,8 @@ int peer_fetch_reader_feed(struct peer_fetch_reader *r, size_t n, bool eof,
 	out->body = raftd_malloc(out->len + 1);
 	if (!out->body)
 		return -ENOMEM;
-	memcpy(out->body, peer_buf_data(&r->body), out->len);
+	if (out->len)
+		memcpy(out->body, peer_buf_data(&r->body), out->len);
 	out->body[out->len] = '\0';
 	out->status = r->status;
 	out->close = r->close;

@@ -479,7 +479,9 @@ static bool pl_take(struct peer_lease *pl)
 		sub = pl->submitted.head;
 		pl_list_init(&pl->submitted);
 		n_cancels = pl->n_cancels < 64 ? pl->n_cancels : 64;
-		memcpy(cancels, pl->cancels + pl->n_cancels - n_cancels, n_cancels * sizeof(*cancels));
+		if (n_cancels)
+			memcpy(cancels, pl->cancels + pl->n_cancels - n_cancels,
+			       n_cancels * sizeof(*cancels));
 		pl->n_cancels -= n_cancels;
 		more = pl->n_cancels > 0;
 		if (pl->gen != pl->my_gen) {
