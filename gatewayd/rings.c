@@ -488,20 +488,54 @@ static int gw_push_lease(struct gw_server *s, const struct msg_keepalive *m)
 	return 0;
 }
 
+static int gw_wait_add(struct gw_server *s, uint64_t rid);
+
+/* Sends the peer's lease request that p holds to stored's lessor. 0, or
+ * -ENOSPC when the ring is full. */
+static int gw_lease_peer_push(struct gw_server *s, struct pending_req *p, int64_t id)
+{
+	struct msg_keepalive rec = { .lease_id = id,
+				     .op = p->tag == GW_PENDING_TAG_PEER ? MSG_LEASE_KEEPALIVE :
+									   MSG_LEASE_TIME_TO_LIVE,
+				     .flags = p->tag == GW_PENDING_TAG_PEER_TTL_KEYS ?
+						      MSG_LEASE_F_KEYS : 0 };
+
+	p->kind = PENDING_PROPOSE;
+	p->seen_term = 0;
+	pending_origin(&s->pending, p, &rec.origin);
+	return ring_push(gw_ring(s, SHM_SLOT_TO_STORED), MSG_KEEPALIVE, &rec, sizeof(rec)) ?
+		       -ENOSPC : 0;
+}
+
+/* As etcd's leaseHandler, a peer's renewal or remaining time is answered
+ * once this member applied what was committed when it came (its
+ * ApplyWait): a follower forwards a renewal right after the grant it
+ * answered, and the lessor here must know that lease by then. Waits as a
+ * read does (gw_serve_waits); past the request timeout it is answered 408
+ * (gw_fail). */
 int gw_lease_peer(struct gw_server *s, void *owner, const struct leasehttp_req *r)
 {
-	struct msg_keepalive rec = { .lease_id = r->id,
-				     .op = r->internal ? MSG_LEASE_TIME_TO_LIVE : MSG_LEASE_KEEPALIVE,
-				     .flags = r->keys ? MSG_LEASE_F_KEYS : 0 };
 	struct pending_req *p = pending_add(&s->pending, PENDING_PROPOSE, 0,
 					    s->now_ns + s->request_timeout_ns);
+	struct status_raftd rs;
+	struct status_stored st;
 
 	if (!p)
 		return -ENOMEM;
-	pending_origin(&s->pending, p, &rec.origin);
-	p->tag = r->internal ? GW_PENDING_TAG_PEER_TTL : GW_PENDING_TAG_PEER;
+	p->tag = !r->internal ? GW_PENDING_TAG_PEER :
+		 r->keys      ? GW_PENDING_TAG_PEER_TTL_KEYS : GW_PENDING_TAG_PEER_TTL;
 	p->ctx = owner;
-	if (ring_push(gw_ring(s, SHM_SLOT_TO_STORED), MSG_KEEPALIVE, &rec, sizeof(rec)) != 0) {
+	if (status_raftd_read(s->r, &rs) == 0 && rs.commit_index > 0 &&
+	    (status_stored_read(s->r, &st) != 0 || st.applied_index < rs.commit_index)) {
+		p->kind = PENDING_READ_WAIT;
+		p->read_index = rs.commit_index;
+		p->seen_term = (uint64_t)r->id;
+		if (gw_wait_add(s, p->request_id) == 0) {
+			s->more_work = true; /* gw_serve_waits asks for stored's notice */
+			return 0;
+		}
+	}
+	if (gw_lease_peer_push(s, p, r->id) != 0) {
 		pending_remove(&s->pending, p);
 		return -ENOMEM;
 	}
@@ -528,7 +562,7 @@ static void gw_lease_peer_answer(struct gw_server *s, struct pending_req *p,
 	static const char not_found[] = LEASEHTTP_ERR_NOT_FOUND "\n";
 	static const char not_primary[] = LEASEHTTP_ERR_NOT_PRIMARY "\n";
 	void *owner = p->ctx;
-	bool internal = p->tag == GW_PENDING_TAG_PEER_TTL;
+	bool internal = p->tag != GW_PENDING_TAG_PEER;
 	int64_t ttl = 0;
 
 	pending_remove(&s->pending, p);
@@ -651,6 +685,11 @@ static void gw_serve_waits(struct gw_server *s)
 		struct pending_req *p = pending_find(&s->pending, s->waits[i]);
 		if (!p || p->kind != PENDING_READ_WAIT)
 			continue; /* answered, cancelled or timed out meanwhile */
+		if (p->read_index <= st.applied_index && gw_pending_is_peer(p->tag)) {
+			if (gw_lease_peer_push(s, p, (int64_t)p->seen_term))
+				gw_fail(s, p, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);
+			continue;
+		}
 		if (p->read_index <= st.applied_index) {
 			gw_run(s, p);
 			continue;

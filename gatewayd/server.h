@@ -411,13 +411,16 @@ void gw_promote(struct gw_server *s, struct grpc_call *call, uint64_t member_id)
  * (the call goes on after it) rather than the end of a unary call. */
 #define GW_PENDING_TAG_STREAM 1u
 /* pending_req.tag of a peer's POST /leases (_PEER) or /leases/internal
- * (_PEER_TTL): ctx is the gw_conn that waits (NULL once it closed),
- * call_id unused. */
+ * (_PEER_TTL, _PEER_TTL_KEYS when the keys are asked for): ctx is the
+ * gw_conn that waits (NULL once it closed), call_id unused; while it
+ * waits for stored to apply (PENDING_READ_WAIT), seen_term holds the
+ * lease's id. */
 #define GW_PENDING_TAG_PEER 2u
 #define GW_PENDING_TAG_PEER_TTL 3u
+#define GW_PENDING_TAG_PEER_TTL_KEYS 4u
 static inline bool gw_pending_is_peer(uint32_t tag)
 {
-	return tag == GW_PENDING_TAG_PEER || tag == GW_PENDING_TAG_PEER_TTL;
+	return tag >= GW_PENDING_TAG_PEER && tag <= GW_PENDING_TAG_PEER_TTL_KEYS;
 }
 /*
  * A peer's lease request (shm/leasehttp.h), asked of this member's stored

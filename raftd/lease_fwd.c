@@ -2,6 +2,8 @@
 #include "raftd/lease_fwd.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
@@ -24,6 +26,7 @@ struct lease_fwd_wait {
 	struct msg_origin origin;
 	struct leasehttp_req req;
 	uint64_t token;     /* in flight (PEER_EV_LEASE_DONE's); 0: waiting */
+	uint64_t to;        /* in flight: the leader asked */
 	uint64_t ticks;     /* ticks waited */
 	bool asked;         /* a leader was asked, or would have been but for
 			     * LEASE_FWD_MAX_FLIGHT */
@@ -46,21 +49,23 @@ static void lf_fail(const struct promote_env *e, const struct lease_fwd_wait *w)
 			 w->asked ? LEASE_FWD_MSG_TIMEOUT : PROPOSALS_MSG_NO_LEADER, NULL, 0);
 }
 
-/* Asks the leader for w if one other than this member is known and
- * fewer than LEASE_FWD_MAX_FLIGHT requests are in flight: 0 (in flight,
- * or waiting for a leader or a place), or an error (answered by the
- * caller). */
+/* Asks the leader for w if one is known and fewer than
+ * LEASE_FWD_MAX_FLIGHT requests are in flight: 0 (in flight, or waiting
+ * for a leader or a place), or an error (answered by the caller). A
+ * member that came to lead while w waited asks itself over its own peer
+ * URL, as etcd does: its gateways answer there from its lessor. */
 static int lf_ask(struct lease_fwds *ls, const struct promote_env *e, struct lease_fwd_wait *w)
 {
 	const struct member_info *lm = membership_find(&e->members->ms, raft_leader(e->raft));
 	uint64_t left = e->members->timeout_ticks > w->ticks ? e->members->timeout_ticks - w->ticks : 1;
 
-	if (!lm || lm->id == e->member_id || !lm->n_peer_urls)
+	if (!lm || !lm->n_peer_urls)
 		return 0; /* tried again by lease_fwd_tick */
 	w->asked = true;
 	if (ls->flight >= LEASE_FWD_MAX_FLIGHT)
 		return 0; /* started when one in flight ends, or at a tick */
 	w->token = ++ls->seq;
+	w->to = lm->id;
 	int rc = peer_lease_forward(e->peer, (const char *const *)lm->peer_urls, lm->n_peer_urls,
 				    &w->req, w->token, (int)(left * e->tick_ms));
 	if (rc)
@@ -68,6 +73,43 @@ static int lf_ask(struct lease_fwds *ls, const struct promote_env *e, struct lea
 	else
 		ls->flight++;
 	return rc;
+}
+
+/* A new leader is known: what is in flight to another member is given up
+ * and asked of the new one at once, rather than waiting for an answer
+ * that a stopped or cut-off old leader may never give (the request
+ * timeout is longer than a short lease's TTL). */
+static void lf_follow_leader(struct lease_fwds *ls, const struct promote_env *e)
+{
+	uint64_t lead = raft_leader(e->raft);
+	size_t moved = 0;
+
+	if (lead == 0 || lead == ls->leader)
+		return;
+	ls->leader = lead;
+	for (size_t i = 0; i < ls->n; i++) {
+		struct lease_fwd_wait *w = &ls->v[i];
+		if (w->token == 0 || w->to == lead)
+			continue;
+		peer_lease_cancel(e->peer, w->token);
+		w->token = 0;
+		w->later = false;
+		ls->flight--;
+		moved++;
+	}
+	if (moved) {
+		char to[17];
+		snprintf(to, sizeof(to), "%" PRIx64, lead);
+		log_info("lease requests in flight to a former leader are asked of the new one",
+			 LOG_U64("requests", moved), LOG_STR("leader", to));
+	}
+	for (size_t i = ls->n; i-- > 0;) {
+		struct lease_fwd_wait *w = &ls->v[i];
+		if (w->token == 0 && lf_ask(ls, e, w)) {
+			lf_fail(e, w);
+			lf_drop(ls, i);
+		}
+	}
 }
 
 /* A place in flight was freed: asks for the one waiting longest. */
@@ -89,6 +131,7 @@ void lease_fwd_gateway(struct lease_fwds *ls, const struct promote_env *e, uint3
 {
 	struct lease_fwd_wait *w;
 
+	lf_follow_leader(ls, e);
 	if (m->op != MSG_LEASE_KEEPALIVE && m->op != MSG_LEASE_TIME_TO_LIVE) {
 		proposals_answer(e->props, slot, &m->origin, PROPOSALS_GRPC_INVALID_ARGUMENT,
 				 "cetcd: not a lease call the leader answers", NULL, 0);
@@ -215,12 +258,13 @@ void lease_fwd_done(struct lease_fwds *ls, const struct promote_env *e,
 
 void lease_fwd_tick(struct lease_fwds *ls, const struct promote_env *e)
 {
+	lf_follow_leader(ls, e);
 	for (size_t i = ls->n; i-- > 0;) {
 		struct lease_fwd_wait *w = &ls->v[i];
 		w->ticks++;
 		w->later = false;
 		if (w->token)
-			continue; /* in flight: its thread is bounded by the timeout */
+			continue; /* in flight: the forwarder ends it by its deadline */
 		if (w->ticks >= e->members->timeout_ticks) {
 			lf_fail(e, w);
 			lf_drop(ls, i);

@@ -11,6 +11,8 @@
  * other than 200 or 404 (the leader's lessor not primary yet, a leader
  * that lost its term, no answer at all). An unknown lease is answered as
  * etcd's v3rpc answers it (a renewal's TTL 0, a remaining time's TTL -1).
+ * When another leader becomes known, requests in flight to the old one
+ * are given up and asked of the new one at once.
  * Runs on raftd's loop thread.
  */
 #ifndef CETCD_RAFTD_LEASE_FWD_H
@@ -25,9 +27,10 @@ struct promote_env;
 
 struct lease_fwd_wait;
 
-/* Requests in flight to the leader at once (each a thread of the peer
- * module's until it ends, at most the request timeout): the others wait
- * their turn, as etcd's HTTP client queues for a connection. */
+/* Requests in flight to the leader at once (each on a keep-alive
+ * connection of the peer module's until it ends, at most the request
+ * timeout): the others wait their turn, as etcd's HTTP client queues for
+ * a connection. */
 #define LEASE_FWD_MAX_FLIGHT 16
 /* Calls waiting at once, in flight or not; past it a call is refused
  * with etcd's "etcdserver: too many requests". */
@@ -40,6 +43,7 @@ struct lease_fwds {
 	size_t cap;
 	uint64_t seq;                /* tokens of requests in flight */
 	size_t flight;               /* entries with a token; <= LEASE_FWD_MAX_FLIGHT */
+	uint64_t leader;             /* the leader last known (0: none yet) */
 };
 
 /* A gateway's MSG_LEASE_FORWARD from slot. */

@@ -186,13 +186,19 @@ int peer_promote_forward(struct peer *p, const char *const *urls, size_t n, uint
 /*
  * Asks the leader to renew a lease or tell its remaining time, as etcd's
  * leasehttp client: POST /leases or /leases/internal with r's body to
- * each of its peer URLs in turn until one answers, in a thread of its
- * own, reporting PEER_EV_LEASE_DONE with token. 0, -ENOMEM, -EAGAIN.
- * (raftd/peer_promote.c)
+ * the leader's peer URLs (the first that answers), over a pool of
+ * keep-alive connections that a forwarding thread drives, giving up
+ * after timeout_ms; then PEER_EV_LEASE_DONE with token. urls are copied.
+ * 0, -ENOMEM, -EAGAIN (the thread could not be started).
+ * (raftd/peer_lease.c)
  */
 struct leasehttp_req;
 int peer_lease_forward(struct peer *p, const char *const *urls, size_t n,
 		       const struct leasehttp_req *r, uint64_t token, int timeout_ms);
+
+/* Gives up the peer_lease_forward of token: no PEER_EV_LEASE_DONE comes
+ * for it (its connection, if it was sent, is closed). */
+void peer_lease_cancel(struct peer *p, uint64_t token);
 
 /* Readable (level-triggered) while events wait that peer_recv has not
  * taken yet. */

@@ -143,114 +143,149 @@ static ssize_t pf_read(struct pf_conn *c, void *buf, size_t len)
 	}
 }
 
-/* Reads the answer into out: its head, then its body by length, by
- * chunks or to the end of the stream. */
-static int pf_read_answer(struct pf_conn *c, struct peer_fetch_resp *out)
+uint8_t *peer_fetch_reader_space(struct peer_fetch_reader *r, size_t want)
 {
-	struct peer_buf in = { 0 };
+	return peer_buf_reserve(&r->in, want) ? NULL : r->in.p + r->in.len;
+}
+
+/* Takes the head at the front of r->in: 1 when taken, 0 when it is not
+ * whole yet, or an error. */
+static int pfr_head(struct peer_fetch_reader *r, bool eof)
+{
 	struct peer_http_head h;
 	int rc;
 
 	for (;;) {
-		rc = peer_buf_reserve(&in, PEER_READ_CHUNK);
+		rc = peer_http_parse_response((const char *)peer_buf_data(&r->in),
+					      peer_buf_size(&r->in), &h);
+		if (rc == -EAGAIN)
+			return eof ? -ECONNRESET : 0;
 		if (rc)
-			goto out_free;
-		ssize_t n = pf_read(c, in.p + in.len, PEER_READ_CHUNK);
-		if (n < 0) {
-			rc = (int)n;
-			goto out_free;
-		}
-		in.len += (size_t)n;
-		rc = peer_http_parse_response((const char *)peer_buf_data(&in), peer_buf_size(&in),
-					      &h);
-		if (rc == 0)
+			return rc;
+		peer_buf_consume(&r->in, h.head_len);
+		if (h.status >= 200 || h.status == 101)
 			break;
-		if (rc != -EAGAIN)
-			goto out_free;
-		if (n == 0) {
-			rc = -ECONNRESET;
-			goto out_free;
-		}
+		/* 100 Continue and other interim answers: the real one follows */
 	}
-	out->status = h.status;
+	r->in_body = true;
+	r->status = h.status;
+	r->cluster_id[0] = '\0';
 	struct peer_http_str cid;
-	if (peer_http_get(&h, "X-Etcd-Cluster-ID", &cid) && cid.len < sizeof(out->cluster_id)) {
-		memcpy(out->cluster_id, cid.p, cid.len);
-		out->cluster_id[cid.len] = '\0';
+	if (peer_http_get(&h, "X-Etcd-Cluster-ID", &cid) && cid.len < sizeof(r->cluster_id)) {
+		memcpy(r->cluster_id, cid.p, cid.len);
+		r->cluster_id[cid.len] = '\0';
 	}
-	bool chunked = h.chunked, by_length = h.has_length;
-	uint64_t left = h.content_length;
-	struct peer_http_chunked ch = { 0 };
-	struct peer_buf body = { 0 };
-	bool eof = false;
+	r->no_body = h.status == 204 || h.status == 304;
+	r->chunked = !r->no_body && h.chunked;
+	r->by_length = !r->no_body && !h.chunked && h.has_length;
+	r->left = h.content_length;
+	r->close = h.close || (!r->no_body && !r->chunked && !r->by_length);
+	memset(&r->ch, 0, sizeof(r->ch));
+	if (r->by_length && r->left > PEER_FETCH_MAX_BODY)
+		return -EMSGSIZE;
+	return 1;
+}
 
-	if (by_length && left > PEER_FETCH_MAX_BODY) {
-		rc = -EMSGSIZE;
-		goto out_free;
-	}
-	peer_buf_consume(&in, h.head_len);
-	for (;;) {
-		size_t have = peer_buf_size(&in);
-		if (chunked) {
-			size_t used, made;
-			rc = peer_buf_reserve(&body, have + 1);
-			if (rc)
-				break;
-			rc = peer_http_chunked_decode(&ch, peer_buf_data(&in), have,
-						      body.p + body.len, &used, &made);
-			body.len += made;
-			peer_buf_consume(&in, used);
-			if (rc == 1) {
-				rc = 0;
-				break;
-			}
-			if (rc)
-				break;
-		} else {
-			size_t take = by_length && have > left ? (size_t)left : have;
-			rc = peer_buf_append(&body, peer_buf_data(&in), take);
-			if (rc)
-				break;
-			peer_buf_consume(&in, take);
-			left -= by_length ? take : 0;
-			if (by_length && left == 0)
-				break;
-			if (!by_length && eof)
-				break;
-		}
-		if (peer_buf_size(&body) > PEER_FETCH_MAX_BODY) {
-			rc = -EMSGSIZE;
-			break;
-		}
-		if (eof) {
-			rc = -ECONNRESET; /* the body was cut short */
-			break;
-		}
-		rc = peer_buf_reserve(&in, PEER_READ_CHUNK);
+/* Moves body bytes from r->in to r->body: 1 once the body is whole, 0
+ * while it goes on, or an error. */
+static int pfr_body(struct peer_fetch_reader *r, bool eof)
+{
+	size_t have = peer_buf_size(&r->in);
+	int rc;
+
+	if (r->no_body)
+		return 1;
+	if (r->chunked) {
+		size_t used, made;
+		rc = peer_buf_reserve(&r->body, have + 1);
 		if (rc)
+			return rc;
+		rc = peer_http_chunked_decode(&r->ch, peer_buf_data(&r->in), have,
+					      r->body.p + r->body.len, &used, &made);
+		r->body.len += made;
+		peer_buf_consume(&r->in, used);
+		if (rc < 0)
+			return rc;
+		if (rc == 0 && eof)
+			return -ECONNRESET;
+	} else {
+		size_t take = r->by_length && have > r->left ? (size_t)r->left : have;
+		rc = peer_buf_append(&r->body, peer_buf_data(&r->in), take);
+		if (rc)
+			return rc;
+		peer_buf_consume(&r->in, take);
+		if (r->by_length) {
+			r->left -= take;
+			rc = r->left == 0;
+			if (!rc && eof)
+				return -ECONNRESET; /* the body was cut short */
+		} else {
+			rc = eof;
+		}
+	}
+	if (peer_buf_size(&r->body) > PEER_FETCH_MAX_BODY)
+		return -EMSGSIZE;
+	return rc;
+}
+
+int peer_fetch_reader_feed(struct peer_fetch_reader *r, size_t n, bool eof,
+			   struct peer_fetch_resp *out)
+{
+	int rc;
+
+	r->in.len += n;
+	if (!r->in_body) {
+		rc = pfr_head(r, eof);
+		if (rc <= 0)
+			return rc;
+	}
+	rc = pfr_body(r, eof);
+	if (rc <= 0)
+		return rc;
+	memset(out, 0, sizeof(*out));
+	out->len = peer_buf_size(&r->body);
+	out->body = raftd_malloc(out->len + 1);
+	if (!out->body)
+		return -ENOMEM;
+	if (out->len)
+		memcpy(out->body, peer_buf_data(&r->body), out->len);
+	out->body[out->len] = '\0';
+	out->status = r->status;
+	out->close = r->close;
+	memcpy(out->cluster_id, r->cluster_id, sizeof(out->cluster_id));
+	peer_buf_consume(&r->body, out->len);
+	r->in_body = false;
+	return 1;
+}
+
+void peer_fetch_reader_free(struct peer_fetch_reader *r)
+{
+	peer_buf_free(&r->in);
+	peer_buf_free(&r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Reads the answer into out. */
+static int pf_read_answer(struct pf_conn *c, struct peer_fetch_resp *out)
+{
+	struct peer_fetch_reader r = { 0 };
+	int rc;
+
+	do {
+		uint8_t *at = peer_fetch_reader_space(&r, PEER_READ_CHUNK);
+		if (!at) {
+			rc = -ENOMEM;
 			break;
-		ssize_t n = pf_read(c, in.p + in.len, PEER_READ_CHUNK);
+		}
+		ssize_t n = pf_read(c, at, PEER_READ_CHUNK);
 		if (n < 0) {
 			rc = (int)n;
 			break;
 		}
-		in.len += (size_t)n;
-		eof = n == 0;
-	}
-	if (!rc) {
-		out->len = peer_buf_size(&body);
-		out->body = raftd_malloc(out->len + 1);
-		if (!out->body)
-			rc = -ENOMEM;
-		else {
-			memcpy(out->body, peer_buf_data(&body), out->len);
-			out->body[out->len] = '\0';
-		}
-	}
-	peer_buf_free(&body);
-out_free:
-	peer_buf_free(&in);
-	return rc;
+		rc = peer_fetch_reader_feed(&r, (size_t)n, n == 0, out);
+	} while (rc == 0);
+	peer_fetch_reader_free(&r);
+	return rc < 0 ? rc : 0;
 }
 
 static int pf_request(struct tls_ctx *tls, const char *url, const char *method, const char *path,

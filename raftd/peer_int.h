@@ -257,6 +257,8 @@ struct peer {
 
 	struct peer_promote *promote;     /* peer_promote.c's, made on first
 					   * use under mu */
+	struct peer_lease *lease;         /* peer_lease.c's forwarder, started
+					   * on first use by the loop thread */
 	struct gwsock_addr *gw_addrs;     /* the gatewayds' local sockets */
 	uint32_t n_gw;                    /* 0: the peer port relays nothing */
 	uint32_t gw_next;                 /* transport thread: the next to try */
@@ -349,6 +351,9 @@ void peer_promote_flush(struct peer *p);
 /* Waits for forwarding threads to end and frees what is left (peer_stop,
  * after the transport thread ended). */
 void peer_promote_free(struct peer *p);
+/* ---- peer_lease.c ---- */
+/* Stops the lease forwarder and frees it (peer_stop). */
+void peer_lease_free(struct peer *p);
 /* ---- peer_grpc.c ---- */
 /* The gatewayds' sockets of the member whose data dir is data_dir (none:
  * nothing is relayed). 0, -ENOMEM, or -errno of the data dir's stat. */

@@ -13,9 +13,8 @@
  * Forwarded (loop thread): peer_promote_forward starts a thread that makes
  * the blocking request (peer_fetch.h) and reports PEER_EV_PROMOTE_DONE.
  * peer_stop waits for such threads (each is bounded by its timeout).
- * Lease renewals and remaining times a follower asks of the leader
- * (POST /leases, /leases/internal: raftd/lease_fwd.h) go the same way and
- * report PEER_EV_LEASE_DONE.
+ * Lease renewals and remaining times a follower asks of the leader have a
+ * forwarder of their own (raftd/peer_lease.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +26,6 @@
 #include "raftd/alloc.h"
 #include "raftd/peer_fetch.h"
 #include "raftd/peer_int.h"
-#include "shm/leasehttp.h"
 #include "shm/log/errmsg.h"
 #include "shm/log/log.h"
 
@@ -178,9 +176,6 @@ struct pp_forward {
 	struct peer *p;
 	enum peer_event_kind done;   /* reported when it ends */
 	char path[64];
-	const char *ctype;           /* a body's type (static), or NULL */
-	uint8_t body[LEASEHTTP_MAX_REQUEST];
-	size_t body_len;
 	uint64_t token;
 	int timeout_ms;
 	size_t n_urls;
@@ -203,8 +198,8 @@ static void *pp_forward_main(void *arg)
 	int rc = -EHOSTUNREACH;
 
 	for (size_t i = 0; i < f->n_urls; i++) {
-		rc = peer_fetch_post(p->client_tls, f->urls[i], f->path, f->ctype, f->body,
-				     f->body_len, f->timeout_ms, &resp);
+		rc = peer_fetch_post(p->client_tls, f->urls[i], f->path, NULL, NULL, 0,
+				     f->timeout_ms, &resp);
 		if (!rc)
 			break;
 		log_warn("failed to forward a request to the leader", LOG_STR("path", f->path),
@@ -290,25 +285,11 @@ int peer_promote_forward(struct peer *p, const char *const *urls, size_t n, uint
 	return pp_forward_start(p, f, urls, n, token, timeout_ms);
 }
 
-int peer_lease_forward(struct peer *p, const char *const *urls, size_t n,
-		       const struct leasehttp_req *r, uint64_t token, int timeout_ms)
-{
-	struct pp_forward *f = raftd_calloc(1, sizeof(*f));
-
-	if (!f)
-		return -ENOMEM;
-	f->done = PEER_EV_LEASE_DONE;
-	snprintf(f->path, sizeof(f->path), "%s",
-		 r->internal ? LEASEHTTP_INTERNAL_PATH : LEASEHTTP_PATH);
-	f->ctype = "application/protobuf";
-	f->body_len = leasehttp_request_encode(r, f->body);
-	return pp_forward_start(p, f, urls, n, token, timeout_ms);
-}
-
 void peer_promote_free(struct peer *p)
 {
 	struct peer_promote *pp;
 
+	peer_lease_free(p);
 	pthread_mutex_lock(&p->mu);
 	pp = p->promote;
 	while (pp && pp->forwards)

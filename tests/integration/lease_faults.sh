@@ -9,6 +9,12 @@
 #       resumed: a 10 s lease kept alive through a follower (its renewals
 #       going to the new leader) keeps its key on every member the whole
 #       time, past its TTL since the pause began;
+#   (e) the same with a 3 s lease, shorter than the request timeout: its
+#       renewals in flight to the stopped leader are given up and asked
+#       of the new leader as soon as the follower knows it (the follower
+#       logs so; a timetolive asked as the leader stopped is answered
+#       within etcdctl's 5 s), so the lease neither expires on the client's clock
+#       (etcdctl would report it "expired or revoked") nor loses its key;
 #   (d) a lock held by `etcdctl lock` through a follower (a 3 s session,
 #       its keepalives forwarded) survives SIGKILL of the leader member,
 #       then SIGKILL of the new leader's stored: its key, read through the
@@ -164,6 +170,45 @@ check "(c) renewals through x$f went on after the resume" \
 	it_log_has "$IT_TMP/c.ka" "keepalived with TTL\\(10\\)" $((renewed + 2))
 stop_pid "$ka"
 check "(c) once renewals stop the kept lease expires too" it_until 15000 gone_everywhere k/c/kept
+
+# ---- (e) a lease shorter than the request timeout, through a follower
+lead=$(it_cl_current_leader)
+read -r f g <<<"$(it_cl_but "$lead" | tr "\n" " ")"
+sid=$(grant "$(it_cl_ep "$lead")" 3)
+ctl --endpoints "$(it_cl_ep "$lead")" put k/e/short v --lease "$sid" >/dev/null
+ETCDCTL_API=3 etcdctl --endpoints "$(it_cl_ep "$f")" lease keep-alive "$sid" >"$IT_TMP/e.ka" 2>&1 &
+ka=$!
+it_track "$ka"
+check "(e) the 3 s lease is renewed through x$f" it_until 10000 it_log_has "$IT_TMP/e.ka" "keepalived with TTL\\(3\\)" 2
+start_watcher "$(it_cl_ep "$g")" k/e/short "$IT_TMP/e.watch"
+w1=$WPID
+moved=$(it_count "$(it_cl_log "$f")" "asked of the new one")
+renewed=$(it_count "$IT_TMP/e.ka" "keepalived with TTL\\(3\\)")
+procs=$(it_cl_procs "$lead")
+# shellcheck disable=SC2086
+kill -STOP $procs
+# asked at once, so in flight to the stopped leader until x$f knows another
+ctl --endpoints "$(it_cl_ep "$f")" lease timetolive "$sid" >"$IT_TMP/e.ttl" 2>&1 &
+ttl=$!
+it_track "$ttl"
+check "(e) another member leads while x$lead is stopped" quiet new_leader "$lead"
+# more than the request timeout (5 s) and twice the TTL
+sleep 7
+during=$(it_count "$IT_TMP/e.ka" "keepalived with TTL\\(3\\)")
+# shellcheck disable=SC2086
+kill -CONT $procs
+stop_pid "$w1"
+echo "# (e) renewals through x$f: $renewed before x$lead stopped, $during by its resume"
+check "(e) x$f asked the new leader what was in flight to x$lead" \
+	it_until 5000 it_log_has "$(it_cl_log "$f")" "asked of the new one" $((moved + 1))
+wait "$ttl" 2>/dev/null || true
+check "(e) a timetolive through x$f asked as x$lead stopped is answered within 5 s" \
+	it_log_has "$IT_TMP/e.ttl" "remaining\\([0-9]+s\\)" 1
+check "(e) renewals through x$f went on while x$lead was stopped" test "$during" -ge $((renewed + 3))
+check "(e) etcdctl never saw the lease expire" test "$(it_count "$IT_TMP/e.ka" "expired or revoked")" -eq 0
+check "(e) its key never disappeared (read through x$g)" \
+	test "$(it_count "$IT_TMP/e.watch" '^GONE$')" -eq 0 -a "$(it_count "$IT_TMP/e.watch" '^there$')" -ge 10
+stop_pid "$ka"
 
 # ---- (d) a lock held through a follower across faults
 lead=$(it_cl_current_leader)

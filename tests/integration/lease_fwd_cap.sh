@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # A follower forwards at most LEASE_FWD_MAX_FLIGHT (16) lease calls to
-# the leader at once, each on a thread of its raftd's; the others wait
-# their turn. Three cetcd members; the leader's gateways (which answer
-# its peer port's /leases) are stopped (SIGSTOP), 40 keep-alives are sent
-# through a follower at once: its raftd runs at most 16 more threads than
-# before (and at least 8 more: the calls do wait there), and once the
-# gateways resume every keep-alive is answered with the lease's TTL.
+# the leader at once, each on a keep-alive connection of its raftd's
+# forwarding thread; the others wait their turn. Three cetcd members; the
+# leader's gateways (which answer its peer port's /leases) are stopped
+# (SIGSTOP), 40 keep-alives are sent through a follower at once: its
+# raftd opens at most 16 connections to the leader's peer port beside
+# those it had (its Raft streams, a forwarding connection already up),
+# and at least 8 (the calls do wait there), and runs at most one more thread
+# than before (no thread per call), and once the gateways resume every
+# keep-alive is answered with the lease's TTL.
 # Before that, a forwarded timetolive's header carries the follower's
 # store revision.
 # Exits 77 when the programs or Debian's etcdctl are missing.
@@ -16,6 +19,8 @@ it_init lease_fwd_cap
 
 ctl() { ETCDCTL_API=3 etcdctl --dial-timeout 2s --command-timeout 5s "$@"; }
 threads() { awk '/^Threads:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+# conns PID PORT: PID's established TCP connections to 127.0.0.1:PORT.
+conns() { ss -Htnp state established dst "127.0.0.1:$2" 2>/dev/null | grep -c "pid=$1," || true; }
 # gateways I: the pids of member I's gatewayd processes.
 gateways() {
 	local p
@@ -46,6 +51,7 @@ echo "# timetolive through x$f: header revision $(ttlrev), the member's $(it_rev
 IT_CETCD_PID=${IT_CL_PIDS[$f]}
 raftd=$(it_cetcd_child raftd)
 base=$(threads "$raftd")
+before=$(conns "$raftd" "${IT_CL_APORT[$lead]}")
 gws=$(gateways "$lead")
 check "x$lead runs gateways" test -n "$gws"
 # shellcheck disable=SC2086
@@ -58,17 +64,21 @@ for ((k = 0; k < N; k++)); do
 	it_track "$!"
 done
 most=0
+most_threads=0
 t0=$(it_now_ms)
 while (($(it_now_ms) - t0 < 3000)); do
-	n=$(threads "$raftd")
+	n=$(conns "$raftd" "${IT_CL_APORT[$lead]}")
 	((n > most)) && most=$n
+	n=$(threads "$raftd")
+	((n > most_threads)) && most_threads=$n
 	sleep 0.05
 done
-echo "# raftd of x$f: $base threads before, at most $most with $N keep-alives waiting"
+echo "# raftd of x$f: $before connections to x$lead's peer port before, at most $most with $N keep-alives waiting; $base threads before, at most $most_threads"
 # shellcheck disable=SC2086
 kill -CONT $gws
-check "the forwards in flight stay within 16 threads" test $((most - base)) -le 16
-check "and the calls do wait there (at least 8 in flight)" test $((most - base)) -ge 8
+check "the forwards in flight stay within 16 connections" test $((most - before)) -le 16
+check "and the calls do wait there (at least 8 in flight)" test $((most - before)) -ge 8
+check "no thread per call (at most one more thread)" test $((most_threads - base)) -le 1
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 ok=0
 for ((k = 0; k < N; k++)); do it_log_has "$IT_TMP/ka.$k" "keepalived with TTL\\(" 1 && ok=$((ok + 1)); done
