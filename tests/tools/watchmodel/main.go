@@ -89,7 +89,7 @@ type watcher struct {
 	// a compaction passed the next revision it needed (next) before the
 	// member had given it that revision: cancelled with compactedAt, as
 	// etcd cancels it; it is owed the history below next only
-	compactedAt, next                    int64
+	compactedAt, next int64
 }
 
 var (
@@ -250,6 +250,12 @@ func (w *watcher) run(ctx context.Context) {
 				if x.rev > w.last {
 					w.last = x.rev
 				}
+			}
+			// a response stands for the revision in its header, which
+			// covers every event it carries (several revisions' may
+			// share one response)
+			if r.Header != nil && r.Header.Revision < revs[len(revs)-1] {
+				w.errs = append(w.errs, fmt.Sprintf("response at revision %d carries an event at %d", r.Header.Revision, revs[len(revs)-1]))
 			}
 			w.respRevs = append(w.respRevs, revs)
 			next = w.last + 1
