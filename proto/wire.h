@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum proto_wire_type {
 	PROTO_WIRE_VARINT = 0,
@@ -209,6 +210,25 @@ static inline size_t proto_varint_put(uint8_t *out, uint64_t v)
 	}
 	out[n++] = (uint8_t)v;
 	return n;
+}
+
+/* Writes the key of field num with wire type wire; returns the bytes
+ * written. */
+static inline size_t proto_key_put(uint8_t *out, uint32_t num, unsigned wire)
+{
+	return proto_varint_put(out, (uint64_t)num << 3 | wire);
+}
+
+/* Writes field num as a length-delimited field holding data[0..len);
+ * returns the bytes written. */
+static inline size_t proto_bytes_put(uint8_t *out, uint32_t num, const uint8_t *data, size_t len)
+{
+	size_t n = proto_key_put(out, num, PROTO_WIRE_BYTES);
+
+	n += proto_varint_put(out + n, len);
+	if (len)
+		memcpy(out + n, data, len);
+	return n + len;
 }
 
 #endif

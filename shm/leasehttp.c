@@ -18,22 +18,17 @@ enum {
 	LH_RESP_TTL = 3,
 };
 
-static size_t lh_put_key(uint8_t *out, uint32_t num, unsigned wire)
-{
-	return proto_varint_put(out, (uint64_t)num << 3 | wire);
-}
-
 size_t leasehttp_request_encode(const struct leasehttp_req *r, uint8_t *buf)
 {
 	uint8_t inner[32];
 	size_t n = 0;
 
 	if (r->id) {
-		n += lh_put_key(inner + n, LH_REQ_ID, PROTO_WIRE_VARINT);
+		n += proto_key_put(inner + n, LH_REQ_ID, PROTO_WIRE_VARINT);
 		n += proto_varint_put(inner + n, (uint64_t)r->id);
 	}
 	if (r->internal && r->keys) {
-		n += lh_put_key(inner + n, LH_REQ_KEYS, PROTO_WIRE_VARINT);
+		n += proto_key_put(inner + n, LH_REQ_KEYS, PROTO_WIRE_VARINT);
 		inner[n++] = 1;
 	}
 	if (!r->internal) {
@@ -41,10 +36,7 @@ size_t leasehttp_request_encode(const struct leasehttp_req *r, uint8_t *buf)
 		return n;
 	}
 	/* gogo writes the wrapped message even when it is empty */
-	size_t w = lh_put_key(buf, LH_WRAP, PROTO_WIRE_BYTES);
-	w += proto_varint_put(buf + w, n);
-	memcpy(buf + w, inner, n);
-	return w + n;
+	return proto_bytes_put(buf, LH_WRAP, inner, n);
 }
 
 /* Reads the varint fields of a request message (ID, Keys); other fields
@@ -156,11 +148,8 @@ long leasehttp_reheader(const uint8_t *resp, size_t resp_len, const uint8_t *hdr
 {
 	struct proto_reader r = proto_reader_init(resp, resp_len);
 	struct proto_field f;
-	size_t w = lh_put_key(out, LH_RESP_HEADER, PROTO_WIRE_BYTES);
+	size_t w = proto_bytes_put(out, LH_RESP_HEADER, hdr, hdr_len);
 
-	w += proto_varint_put(out + w, hdr_len);
-	memcpy(out + w, hdr, hdr_len);
-	w += hdr_len;
 	while (proto_reader_left(&r)) {
 		if (proto_read_field(&r, &f))
 			return -EBADMSG;

@@ -13,7 +13,7 @@
 size_t msg_origin_encode(const struct msg_origin *o, uint8_t *buf)
 {
 	uint8_t body[MSG_ORIGIN_MAX_BYTES];
-	size_t n = 0, out = 0;
+	size_t n = 0;
 
 	body[n++] = 1 << 3 | PROTO_WIRE_VARINT;
 	n += proto_varint_put(body + n, o->member_id);
@@ -24,10 +24,7 @@ size_t msg_origin_encode(const struct msg_origin *o, uint8_t *buf)
 	body[n++] = 4 << 3 | PROTO_WIRE_VARINT;
 	n += proto_varint_put(body + n, o->request_id);
 
-	out += proto_varint_put(buf, (uint64_t)MSG_ORIGIN_FIELD << 3 | PROTO_WIRE_BYTES);
-	out += proto_varint_put(buf + out, n);
-	memcpy(buf + out, body, n);
-	return out + n;
+	return proto_bytes_put(buf, MSG_ORIGIN_FIELD, body, n);
 }
 
 /* The fields of the origin message: any order, unknown ones skipped; a
