@@ -240,15 +240,20 @@ static char **peer_strv_dup(const char *const *v, size_t n)
 	return d;
 }
 
-void peer_wake_locked(struct peer *p)
+void peer_eventfd_wake(int fd, bool *pending, const char *what)
 {
 	const uint64_t one = 1;
 
-	if (p->wake_pending)
+	if (*pending)
 		return;
-	p->wake_pending = true;
-	if (write(p->wake_fd, &one, sizeof(one)) < 0)
-		log_warn("cannot wake the peer transport", LOG_ERRNO(-errno));
+	*pending = true;
+	if (write(fd, &one, sizeof(one)) < 0)
+		log_warn("cannot wake a peer thread", LOG_STR("thread", what), LOG_ERRNO(-errno));
+}
+
+void peer_wake_locked(struct peer *p)
+{
+	peer_eventfd_wake(p->wake_fd, &p->wake_pending, "peer transport");
 }
 
 static void peer_remote_free(struct peer_remote *r)

@@ -282,6 +282,10 @@ void peer_emit_locked(struct peer *p, struct peer_event *ev);
 void peer_emit_simple(struct peer *p, enum peer_event_kind kind, uint64_t id, bool ok);
 /* Wakes the transport thread for new work; under mu. */
 void peer_wake_locked(struct peer *p);
+/* Writes 1 to eventfd fd unless *pending says a wake-up is already
+ * unread (the reader clears it); what names the woken thread in logs.
+ * Under the lock that guards *pending. */
+void peer_eventfd_wake(int fd, bool *pending, const char *what);
 /* The remote with id among the live ones, or NULL; under mu. */
 struct peer_remote *peer_remote_find(struct peer *p, uint64_t id);
 /* Whether id was removed from the cluster; under mu. */

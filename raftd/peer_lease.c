@@ -625,13 +625,7 @@ static void *pl_main(void *arg)
 /* Wakes the forwarder; under mu. */
 static void pl_wake_locked(struct peer_lease *pl)
 {
-	const uint64_t one = 1;
-
-	if (pl->wake_pending)
-		return;
-	pl->wake_pending = true;
-	if (write(pl->wake_fd, &one, sizeof(one)) < 0)
-		log_warn("cannot wake the lease forwarder", LOG_ERRNO(-errno));
+	peer_eventfd_wake(pl->wake_fd, &pl->wake_pending, "lease forwarder");
 }
 
 /* p->lease, started on first use (loop thread). */
