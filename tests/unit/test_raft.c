@@ -529,40 +529,51 @@ static void net_init_behind(struct net *n)
 	net_tick(n, 1, 1);
 }
 
+/* Delivers node 1's messages round by round until one of them is the
+ * MsgSnap to node 3, which is held, not delivered: copied to *snap (the
+ * rest of that round is delivered). False if none came in 20 rounds. */
+static bool deliver_until_snap(struct net *n, struct raft_msg *snap)
+{
+	bool got = false;
+	for (int round = 0; round < 20 && !got; round++) {
+		net_collect(n);
+		size_t nq = n->nq;
+		n->nq = 0;
+		for (size_t i = 0; i < nq; i++) {
+			struct raft_msg m = n->q[i];
+			m.entries = n->qe[i];
+			if (m.type == RAFT_MSG_SNAP && m.to == 3) {
+				*snap = m;
+				got = true;
+			} else {
+				raft_step(n->r[m.to], &m);
+			}
+		}
+	}
+	return got;
+}
+
 /* A follower that fell behind the leader's compacted log gets a snapshot,
  * then the entries after it. */
 static void test_snapshot_catch_up(void)
 {
 	static struct net n;
 	struct raft_ready rd;
+	struct raft_msg snap;
 	net_init_behind(&n);
-	/* deliver until node 3 is handed the snapshot */
-	bool got = false;
-	for (int round = 0; round < 20 && !got; round++) {
-		net_collect(&n);
-		size_t nq = n.nq;
-		n.nq = 0;
-		for (size_t i = 0; i < nq; i++) {
-			struct raft_msg m = n.q[i];
-			m.entries = n.qe[i];
-			raft_step(n.r[m.to], &m);
-			if (m.type == RAFT_MSG_SNAP && m.to == 3) {
-				CHECK(m.snap_index == 15);
-				raft_report_snapshot(n.r[1], 3, true);
-				CHECK(raft_has_ready(n.r[3]));
-				raft_ready(n.r[3], &rd);
-				CHECK(rd.has_snapshot && rd.snap_index == 15);
-				CHECK(rd.msgs_after_persist);
-				raft_advance(n.r[3], &rd);
-				for (size_t k = 0; k < rd.n_msgs; k++) {
-					struct raft_msg a = rd.msgs[k];
-					raft_step(n.r[a.to], &a);
-				}
-				got = true;
-			}
-		}
+	CHECK(deliver_until_snap(&n, &snap));
+	CHECK(snap.snap_index == 15);
+	raft_step(n.r[3], &snap);
+	raft_report_snapshot(n.r[1], 3, true);
+	CHECK(raft_has_ready(n.r[3]));
+	raft_ready(n.r[3], &rd);
+	CHECK(rd.has_snapshot && rd.snap_index == 15);
+	CHECK(rd.msgs_after_persist);
+	raft_advance(n.r[3], &rd);
+	for (size_t k = 0; k < rd.n_msgs; k++) {
+		struct raft_msg a = rd.msgs[k];
+		raft_step(n.r[a.to], &a);
 	}
-	CHECK(got);
 	for (int i = 0; i < 3; i++) {
 		net_tick(&n, 1, 1);
 		net_settle(&n);
@@ -581,23 +592,10 @@ static void test_snapshot_stale_ack(void)
 	static struct net n;
 	struct raft_ready rd;
 	struct raft_progress pr;
+	struct raft_msg snap;
 	net_init_behind(&n);
-	/* deliver until the leader sends node 3 the snapshot; hold it */
-	bool sent = false;
-	for (int round = 0; round < 20 && !sent; round++) {
-		net_collect(&n);
-		size_t nq = n.nq;
-		n.nq = 0;
-		for (size_t i = 0; i < nq; i++) {
-			struct raft_msg m = n.q[i];
-			m.entries = n.qe[i];
-			if (m.type == RAFT_MSG_SNAP && m.to == 3)
-				sent = true;
-			else
-				raft_step(n.r[m.to], &m);
-		}
-	}
-	CHECK(sent);
+	/* the leader sends node 3 the snapshot; it is held */
+	CHECK(deliver_until_snap(&n, &snap));
 	CHECK_EQ(raft_progress(n.r[1], 3, &pr), 0);
 	CHECK(pr.state == RAFT_PROGRESS_SNAPSHOT && pr.pending_snapshot == 15);
 	raft_report_snapshot(n.r[1], 3, true);
