@@ -157,7 +157,11 @@ bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const Prot
 		return false;
 	if (quota == 0)
 		quota = ALARM_DEFAULT_QUOTA_BYTES;
-	/* etcd's Backend().Size(): the pages up to the high-water mark */
+	/* etcd's Backend().Size(): the pages up to the high-water mark, capped
+	 * at the file's size; the cap only lowers it, so the stat it takes is
+	 * needed only near the quota, not on every put */
+	if (gw_db_high_water_bytes(s, &st) + cost < quota)
+		return false;
 	gw_db_sizes(s, &st, &size, &in_use);
 	if (in_use + cost < quota)
 		return false;

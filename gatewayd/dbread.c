@@ -144,17 +144,22 @@ void gw_read_refuse(struct gw_server *s, struct grpc_call *call, int rc)
 		grpc_call_finish(call, GRPC_STATUS_INTERNAL, errmsg_get(rc));
 }
 
+int64_t gw_db_high_water_bytes(struct gw_server *s, const struct status_stored *st)
+{
+	if (s->db_page_size == 0)
+		s->db_page_size = gw_db_page_size(s->db_path);
+	/* pages up to the high-water mark are in use or free; free ones are not
+	 * known here, so this is an upper bound of etcd's figure */
+	return (int64_t)(st->high_water_page * s->db_page_size);
+}
+
 void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *size,
 		 int64_t *in_use)
 {
 	struct stat sb;
 
 	*size = stat(s->db_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
-	if (s->db_page_size == 0)
-		s->db_page_size = gw_db_page_size(s->db_path);
-	/* pages up to the high-water mark are in use or free; free ones are not
-	 * known here, so this is an upper bound of etcd's figure */
-	*in_use = (int64_t)(st->high_water_page * s->db_page_size);
+	*in_use = gw_db_high_water_bytes(s, st);
 	if (*in_use > *size)
 		*in_use = *size;
 }

@@ -467,6 +467,11 @@ void gw_read_end(struct gw_server *s, struct gw_read *rd);
  * for another error of gw_read_begin. */
 void gw_read_refuse(struct gw_server *s, struct grpc_call *call, int rc);
 
+/* Bytes up to the db's high-water mark: what gw_db_sizes reports in use
+ * before capping it at the file's size. Costs no system call (the page
+ * size is read once). */
+int64_t gw_db_high_water_bytes(struct gw_server *s, const struct status_stored *st);
+
 /* Size of the db file and of its part in use (bytes), 0 when unknown. */
 void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *size,
 		 int64_t *in_use);
