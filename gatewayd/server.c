@@ -158,12 +158,16 @@ static int64_t gw_clock_ns(void)
 }
 
 /* Arms the timerfd at the monotonic time when (INT64_MAX: disarmed),
- * unless it is armed there already. */
+ * unless it is armed there already or earlier (see below). */
 static void gw_timer_arm(struct gw_server *s, int64_t when)
 {
 	struct itimerspec its = { 0 };
 
-	if (when == s->timer_armed_ns)
+	/* An armed timer that fires at or before `when` and is still ahead
+	 * stays: firing early costs one turn, which arms it again, while
+	 * re-arming costs a system call on every turn in which requests wait
+	 * (their settle poll moves with the clock). */
+	if (when == s->timer_armed_ns || (s->timer_armed_ns <= when && s->timer_armed_ns > s->now_ns))
 		return;
 	if (when != INT64_MAX) {
 		if (when <= 0)
@@ -446,6 +450,12 @@ static void gw_conn_readable(struct gw_server *s, struct gw_conn *c)
 			return;
 		}
 		if (c->proto == GW_HTTP1 && c->h1.closing)
+			break;
+		/* A short read of a plain socket drained it: the epoll set is
+		 * level-triggered, so what arrives later is reported again,
+		 * and the read that would only say EAGAIN is saved. (TLS may
+		 * hold decrypted bytes the socket no longer shows.) */
+		if (!c->t.impl && (size_t)n < sizeof(buf))
 			break;
 	}
 	if (!c->dead && !c->lingering)
