@@ -4,7 +4,9 @@
 # the peer port (POST /leases, /leases/internal), as etcd 3.4 does it.
 #   (a) three cetcd members: keep-alive and timetolive through every
 #       member, a lease kept alive through a follower outlives several
-#       TTLs, one left alone expires once (its key gone on every member),
+#       TTLs, also while that follower is made the leader and then hands
+#       leadership back, one left alone expires once (its key gone on
+#       every member),
 #       an unknown lease is reported unknown through a follower;
 #   (b) Debian's etcd leading cetcd followers, and (c) a cetcd member
 #       leading etcd followers: the same calls through every member.
@@ -81,6 +83,25 @@ run_cluster() {
 	check "$label: the lease kept alive through x$f (${kinds[f]}) outlives three TTLs" \
 		test "$(ctl --endpoints "$(it_cl_ep "$lead")" get "k/$label/kept" --print-value-only)" = v
 	check "$label: its renewals went through x$f" it_log_has "$IT_TMP/$label.ka" "keepalived with TTL\\(4\\)" 3
+	# the member the renewals go through becomes the leader (its own
+	# lessor answers them now, where it forwarded them), then leadership
+	# moves back (it forwards again): the renewals go on, over two TTLs
+	# each time, and the key stays
+	local to cur n
+	for to in "$f" "$lead"; do
+		cur=$(it_cl_current_leader "$label: a member leads")
+		ctl --endpoints "$(it_cl_ep "$cur")" move-leader "$(it_member_id "$(it_cl_ep "$to")")" >/dev/null 2>&1 || true
+		check "$label: x$to (${kinds[to]}) leads while renewals go through x$f" \
+			it_until 10000 it_leads "$(it_cl_ep "$to")"
+		n=$(it_count "$IT_TMP/$label.ka" "keepalived with TTL\\(4\\)")
+		sleep 9
+		check "$label: with x$to leading, renewals through x$f go on" \
+			it_log_has "$IT_TMP/$label.ka" "keepalived with TTL\\(4\\)" $((n + 3))
+		check "$label: with x$to leading, the kept key stays" \
+			test "$(ctl --endpoints "$(it_cl_ep "$to")" get "k/$label/kept" --print-value-only)" = v
+	done
+	check "$label: the keep-alive never reported the lease expired" \
+		test "$(it_count "$IT_TMP/$label.ka" "expired or revoked")" = 0
 	kill "$ka" 2>/dev/null || true
 	wait "$ka" 2>/dev/null || true
 	check "$label: once renewals stop it expires too" it_until 15000 gone_everywhere "k/$label/kept"
