@@ -12,7 +12,7 @@
 # from cetcd's, a cetcd member from etcd's) and the members from the
 # leader's log. No writer through a cetcd member goes longer than one
 # election without an acknowledged put, none through an etcd member longer
-# than etcd's request timeout, and at the end no acknowledged put is lost (each is
+# than etcd's request timeout and one election, and at the end no acknowledged put is lost (each is
 # read with its value through every member) and all members report the
 # same revision, raft index and HashKV. Every member runs with --snapshot-count
 # 500, so logs are compacted (past 5,000 entries kept for catch-up) while
@@ -168,13 +168,15 @@ run_replace() {
 	# put. One election (up to two election timeouts of 1 s) is the aim.
 	# A cetcd member answers a put lost in a leader change "leader
 	# changed" once the next term settles; an etcd member leaves it to
-	# the client's 5 s timeout, so its writers get that and a second more.
+	# the client's 5 s timeout, so its writers get that and one election
+	# more (the next put may wait for the election that follows a
+	# removed leader: gaps of 6.0-6.3 s were seen).
 	local g p kind bound
 	for i in "${!wpids[@]}"; do
 		kind=${kinds[i]}
 		g=$(it_kv_val "$IT_TMP/$label.writer.$i.out" max-gap-ms)
 		p=$(it_kv_val "$IT_TMP/$label.writer.$i.out" max-put-ms)
-		bound=6000
+		bound=7000
 		[[ $kind == cetcd ]] && bound=3000
 		echo "  $label: writer through x$i ($kind): longest put $p ms, longest gap between acknowledged puts $g ms"
 		check "$label: writes through x$i ($kind) never stopped longer than $bound ms ($g ms)" \
