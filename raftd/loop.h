@@ -79,9 +79,11 @@ struct loop_options {
 				     * newest; NULL: none */
 	unsigned max_snapshots;     /* --max-snapshots (0: keep all) */
 	unsigned max_wals;          /* --max-wals (0: keep all) */
-	struct peer *peer;          /* the peer transport (started, owned by
-				     * the caller, stopped after loop_free);
-				     * NULL: messages to peers are dropped */
+	struct peer *peer;          /* the peer transport (started with
+				     * peer_opts.driven: the loop's thread
+				     * drives it; owned by the caller,
+				     * stopped after loop_free); NULL:
+				     * messages to peers are dropped */
 };
 
 struct loop_stats {

@@ -25,10 +25,15 @@
  * MsgApp on msgappv2, others on message, and otherwise through the
  * pipeline.
  *
- * Threads: the transport runs its own thread(s); the loop thread calls
- * peer_send (never blocks: a full queue drops the message and reports
- * the peer unreachable, as etcd does) and takes what arrived with
- * peer_recv when peer_event_fd is readable.
+ * Threads: raftd's loop thread drives the transport (peer_opts.driven):
+ * it polls the sockets when peer_poll_fd is readable (peer_poll), takes
+ * what arrived with peer_recv, queues messages with peer_send (never
+ * blocks: a full queue drops the message and reports the peer
+ * unreachable, as etcd does) and writes them out, with the transport's
+ * timers, at the end of its turn (peer_run). Without
+ * driven, the transport runs the same turns on a thread of its own and
+ * peer_event_fd tells when events wait. Lease and promote forwarding run
+ * on threads of their own either way.
  *
  * All functions return 0 or a negative errno unless said otherwise.
  */
@@ -65,6 +70,9 @@ struct peer_opts {
 					     * port go to this member's gatewayds
 					     * (peer_grpc.c); NULL: not served */
 	uint32_t gateways;                  /* gatewayd instances (--gateways) */
+	bool driven;                        /* no thread of the transport's own:
+					     * the caller's thread drives it
+					     * with peer_poll and peer_run */
 };
 
 /* A peer to talk to. */
@@ -136,7 +144,25 @@ int peer_set_members_json(struct peer *p, const char *json, size_t len);
  * PEER_EV_UNREACHABLE follows). */
 int peer_send(struct peer *p, const struct raftmsg *m);
 
-/* While held, peer_send queues without waking the transport thread;
+/*
+ * Driving the transport (peer_opts.driven), all on one thread:
+ * peer_poll_fd is readable (level-triggered) while socket events or
+ * wake-ups from other threads wait; peer_poll handles them without
+ * waiting. peer_run does the transport's work when it is due (after a
+ * poll, a peer_send or other queued work, or when a timer expires):
+ * queued messages are written out, streams dialed, heartbeats sent,
+ * stalled connections closed; it returns the milliseconds until it is
+ * due again (0: at once, -1: only when something happens), which the
+ * caller's wait must not exceed. Events queued on this thread are
+ * signaled on peer_event_fd by peer_run unless peer_recv took them
+ * before.
+ */
+int peer_poll_fd(const struct peer *p);
+void peer_poll(struct peer *p);
+int peer_run(struct peer *p);
+
+/* Without peer_opts.driven: while held, peer_send queues without waking
+ * the transport thread;
  * releasing the hold wakes it once for everything queued meanwhile. The
  * loop holds wakes for a turn, so that the messages of a turn go out in
  * one write per stream rather than trickling out as the thread races the

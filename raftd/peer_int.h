@@ -11,10 +11,13 @@
  *                 snapshot sends;
  *   peer_http.c   HTTP/1.1 heads and chunked bodies.
  *
- * Threads: raftd's loop thread calls the API; one transport thread owns
- * every socket. What both touch (the members, their send queues and
- * stream states, the event queue) is under peer.mu, held only for queue
- * operations, never across I/O.
+ * Threads: one thread drives the transport and owns every socket: raftd's
+ * loop thread (peer_opts.driven), or the transport's own thread (the unit
+ * tests). Other threads (the lease forwarder, promote forwarders, a test
+ * calling the API) reach it through what is under peer.mu (the members,
+ * their send queues and stream states, the event queue, work to start)
+ * and wake it with wake_fd. mu is held only for queue operations, never
+ * across I/O. "Transport thread" below means the driving thread.
  */
 #ifndef CETCD_RAFTD_PEER_INT_H
 #define CETCD_RAFTD_PEER_INT_H
@@ -224,11 +227,17 @@ struct peer {
 	uint16_t lports[16];
 	size_t n_listeners;
 
-	int epfd;
-	int wake_fd;                      /* eventfd: loop thread -> transport */
+	int epfd;                         /* the sockets, listeners and wake_fd
+					   * (peer_poll_fd) */
+	int wake_fd;                      /* eventfd: other threads -> transport */
 	int event_fd;                     /* eventfd: transport -> loop thread */
 	pthread_t thread;
-	bool running;
+	bool running;                     /* thread runs (not driven) */
+	bool run_due;                     /* transport thread: peer_run has
+					   * work now (a poll handled events,
+					   * a send or wake was queued) */
+	uint64_t next_run_ns;             /* transport thread: when peer_run is
+					   * due next for its timers; 0: none */
 
 	pthread_mutex_t mu;
 	bool stop;                        /* under mu */
@@ -274,13 +283,14 @@ struct peer {
 uint64_t peer_now_ns(void);
 /* Queues an event for the loop thread (takes ev's buffers; frees them if
  * the queue is over PEER_EVENTS_MAX and the event is a message). Locks
- * mu. On the transport thread the loop is signaled once per turn of the
- * thread (peer_publish_events), so that a burst of messages costs the
- * loop one wake-up; other threads signal at once. */
+ * mu. On the transport thread the loop is signaled once per run
+ * (peer_run), so that a burst of messages costs the loop one wake-up;
+ * other threads signal at once. */
 void peer_emit(struct peer *p, struct peer_event *ev);
 void peer_emit_locked(struct peer *p, struct peer_event *ev);
 void peer_emit_simple(struct peer *p, enum peer_event_kind kind, uint64_t id, bool ok);
-/* Wakes the transport thread for new work; under mu. */
+/* Wakes the transport thread for new work (on that thread: makes its
+ * next run due); under mu. */
 void peer_wake_locked(struct peer *p);
 /* Writes 1 to eventfd fd unless *pending says a wake-up is already
  * unread (the reader clears it); what names the woken thread in logs.

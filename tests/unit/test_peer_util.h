@@ -29,6 +29,8 @@ struct pt_node {
 	struct config_urls listen;
 	struct tls_ctx *sctx, *cctx;
 	char snap_dir[256];
+	bool driven;                /* started with peer_opts.driven: the
+				     * test's thread drives it */
 };
 
 /* Starts n listening on listen_url ("http://127.0.0.1:0" takes a free
@@ -51,6 +53,7 @@ static inline int pt_start(struct pt_node *n, uint64_t id, uint64_t cluster_id,
 	o.server_version = "3.4.0";
 	o.min_cluster_version = "3.0.0";
 	o.snap_dir = n->snap_dir[0] ? n->snap_dir : NULL;
+	o.driven = n->driven;
 	rc = peer_start(&o, &n->p);
 	if (rc) {
 		config_urls_free(&n->listen);
