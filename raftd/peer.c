@@ -644,6 +644,7 @@ static uint64_t peer_turn(struct peer *p, uint64_t now)
 {
 	uint64_t next = 0, v;
 	struct peer_remote *head;
+	bool synced;
 
 	pthread_mutex_lock(&p->mu);
 	if (p->wake_pending) {
@@ -651,7 +652,11 @@ static uint64_t peer_turn(struct peer *p, uint64_t now)
 		if (read(p->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			log_warn("cannot read the peer wake fd", LOG_ERRNO(-errno));
 	}
+	synced = p->snap_synced;
+	p->snap_synced = false;
 	pthread_mutex_unlock(&p->mu);
+	if (synced)
+		peer_serve_snap_synced(p);
 	peer_reap_remotes(p);
 	peer_snap_start_all(p);
 	peer_promote_flush(p);
@@ -742,6 +747,24 @@ int peer_run(struct peer *p)
 	return p->next_run_ns <= now ? 0 : (int)((p->next_run_ns - now + 999999) / 1000000);
 }
 
+int peer_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int rc;
+
+	pthread_attr_init(&attr);
+	if (detached)
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* signals go to raftd's main thread only */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(t, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
 /* The transport's own thread (without peer_opts.driven): runs and polls
  * in turn, as a loop thread that drives it does. */
 static void *peer_main(void *arg)
@@ -790,7 +813,6 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 {
 	struct peer *p = raftd_calloc(1, sizeof(*p));
 	struct epoll_event ev = { .events = EPOLLIN };
-	sigset_t all, old;
 	int rc;
 
 	if (!p)
@@ -812,6 +834,7 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 	p->epfd = p->wake_fd = p->event_fd = -1;
 	p->ev_tail = &p->ev_head;
 	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->snap_synced_cond, NULL);
 	rc = peer_urls_header(p, o);
 	if (!rc)
 		rc = peer_grpc_init(p, o->data_dir, o->gateways);
@@ -842,11 +865,7 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 		*out = p;
 		return 0;
 	}
-	/* signals go to raftd's main thread only */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&p->thread, NULL, peer_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = peer_thread_start(&p->thread, false, peer_main, p);
 	if (rc)
 		goto out_free;
 	p->running = true;
@@ -875,9 +894,11 @@ void peer_stop(struct peer *p)
 	}
 	p->closing = true;
 	peer_promote_free(p);
+	peer_resolve_free(p);
 	for (struct peer_conn *c = p->conns; c; c = c->next)
 		peer_conn_close(c);
 	peer_conn_reap(p);
+	peer_serve_snap_wait(p);
 	while ((r = p->remotes)) {
 		p->remotes = r->next;
 		peer_remote_free(r);
@@ -902,6 +923,7 @@ void peer_stop(struct peer *p)
 		close(p->wake_fd);
 	if (p->event_fd >= 0)
 		close(p->event_fd);
+	pthread_cond_destroy(&p->snap_synced_cond);
 	pthread_mutex_destroy(&p->mu);
 	raftd_free(p->removed);
 	raftd_free(p->members_json);

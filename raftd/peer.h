@@ -30,7 +30,12 @@
  * what arrived with peer_recv, queues messages with peer_send (never
  * blocks: a full queue drops the message and reports the peer
  * unreachable, as etcd does) and writes them out, with the transport's
- * timers, at the end of its turn (peer_run). Without
+ * timers, at the end of its turn (peer_run). Nothing the transport does
+ * there waits long: sockets are non-blocking, a peer's host name is
+ * looked up on a resolver thread (addresses need no lookup), a received
+ * snapshot's db file is made durable on a thread of its own, and a
+ * snapshot's db file is read 256 KiB at a time as its socket drains
+ * (from the page cache, where stored keeps it). Without
  * driven, the transport runs the same turns on a thread of its own and
  * peer_event_fd tells when events wait. Lease and promote forwarding run
  * on threads of their own either way.
