@@ -60,7 +60,8 @@
 
 enum loop_tag {
 	TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP,
-	TAG_PEER,      /* peer_event_fd: events from the transport's other threads */
+	TAG_PEER,      /* peer_event_fd: events no turn took yet (from the
+			* forwarding threads, or queued by peer_run) */
 	TAG_PEER_IO,   /* peer_poll_fd: the transport's sockets and wake-ups */
 	TAG_SNAPW,
 };
@@ -699,8 +700,8 @@ static int snap_db_path(const struct loop *l, uint64_t index, char *buf, size_t 
  * etcd's snapshot_merge and snapshot_sender for a MsgSnap the core wants
  * sent: the message carries the v2 store and the point of the db copy
  * that follows it (stored's published state, read beside stored), not
- * the core's older compaction point; the transport streams it from its
- * own thread and reports the outcome (PEER_EV_SNAPSHOT_DONE).
+ * the core's older compaction point; the transport streams it as its
+ * connection drains and reports the outcome (PEER_EV_SNAPSHOT_DONE).
  */
 static int send_snapshot(struct loop *l, const struct raft_msg *m)
 {

@@ -86,7 +86,7 @@ static void peer_signal_events_locked(struct peer *p)
 		log_warn("cannot signal the peer event fd", LOG_ERRNO(-errno));
 }
 
-/* Signals what the transport thread queued during its turn. */
+/* Signals what the transport thread queued during its run. */
 static void peer_publish_events(struct peer *p)
 {
 	if (!p->ev_unsignaled)

@@ -167,11 +167,11 @@ void peer_poll(struct peer *p);
 int peer_run(struct peer *p);
 
 /* Without peer_opts.driven: while held, peer_send queues without waking
- * the transport thread;
- * releasing the hold wakes it once for everything queued meanwhile. The
- * loop holds wakes for a turn, so that the messages of a turn go out in
- * one write per stream rather than trickling out as the thread races the
- * loop for its queues. Called on the thread that calls peer_send. */
+ * the transport thread; releasing the hold wakes it once for everything
+ * queued meanwhile, so that a batch of messages goes out in one write
+ * per stream rather than trickling out as the thread races the sender
+ * for its queues. Called on the thread that calls peer_send. (Driven,
+ * sends wait for peer_run anyway.) */
 void peer_hold_wakes(struct peer *p, bool hold);
 
 /* Sends a MsgSnap m followed by the db file at db_path (a file the
@@ -180,8 +180,9 @@ void peer_hold_wakes(struct peer *p, bool hold);
 int peer_send_snapshot(struct peer *p, const struct raftmsg *m, const char *db_path);
 
 /* As peer_send_snapshot, the db read from ds (a consistent copy of
- * stored's db, stored/btree/dbsnap.h) in the transport's thread; ds is
- * taken over and closed when the send ends, or at once on failure. */
+ * stored's db, stored/btree/dbsnap.h) on the thread that drives the
+ * transport; ds is taken over and closed when the send ends, or at once
+ * on failure. */
 struct dbsnap;
 int peer_send_snapshot_db(struct peer *p, const struct raftmsg *m, struct dbsnap *ds);
 

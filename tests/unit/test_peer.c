@@ -143,8 +143,8 @@ static void test_two_members(const char *url_a, const char *url_b, struct tls_ct
 	pt_stop(&b);
 }
 
-/* The outbox's release after a WAL batch, with wakes held as raftd's loop
- * holds them for a turn: the held messages go out in order, less the
+/* The outbox's release after a WAL batch, with wakes held for the batch:
+ * the held messages go out in order, less the
  * accepted MsgAppResp a later one of the same term released with it
  * covers; rejections and other terms are kept. */
 static void test_outbox_release(void)
