@@ -58,7 +58,13 @@
 #define LOOP_MAX_MSG_BYTES (1u << 20)
 #define LOOP_MAX_INFLIGHT 512u
 
-enum loop_tag { TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP, TAG_PEER, TAG_SNAPW };
+enum loop_tag {
+	TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP,
+	TAG_PEER,      /* peer_event_fd: events no turn took yet (from the
+			* forwarding threads, or queued by peer_run) */
+	TAG_PEER_IO,   /* peer_poll_fd: the transport's sockets and wake-ups */
+	TAG_SNAPW,
+};
 
 /* A MoveLeader call waiting for the transferee to lead. */
 struct loop_move {
@@ -89,7 +95,10 @@ struct loop {
 	struct feed feed;
 	struct proposals props;
 	struct members members;
-	struct peer *peer;            /* the transport; NULL: no peers */
+	struct peer *peer;            /* the transport, driven by this loop;
+				       * NULL: no peers */
+	int peer_run_ms;              /* peer_run's last answer: when it is
+				       * due again (-1: not by time) */
 	struct outbox outbox;         /* messages to peers */
 	struct msgconv_scratch conv;  /* messages from peers */
 	bool removed;                 /* this member left the cluster */
@@ -691,8 +700,8 @@ static int snap_db_path(const struct loop *l, uint64_t index, char *buf, size_t 
  * etcd's snapshot_merge and snapshot_sender for a MsgSnap the core wants
  * sent: the message carries the v2 store and the point of the db copy
  * that follows it (stored's published state, read beside stored), not
- * the core's older compaction point; the transport streams it from its
- * own thread and reports the outcome (PEER_EV_SNAPSHOT_DONE).
+ * the core's older compaction point; the transport streams it as its
+ * connection drains and reports the outcome (PEER_EV_SNAPSHOT_DONE).
  */
 static int send_snapshot(struct loop *l, const struct raft_msg *m)
 {
@@ -1069,11 +1078,13 @@ static void pump(struct loop *l)
 /* epoll_wait's timeout for the next turn. */
 static int next_timeout(struct loop *l)
 {
+	int ms = l->peer ? l->peer_run_ms : -1; /* the transport's timers */
+
 	if (l->fatal || proposals_more(&l->props) || raft_has_ready(l->raft) ||
 	    (l->peer && peer_has_events(l->peer)))
 		return 0;
 	if (!feed_pending(&l->feed))
-		return -1;
+		return ms;
 	if (!l->feed.blocked)
 		return 0; /* a pump stopped at its bound */
 	/* stored frees room without ringing raftd: retry, backing off up to
@@ -1081,7 +1092,7 @@ static int next_timeout(struct loop *l)
 	l->retry_ms = l->retry_ms ? 2 * l->retry_ms : 1;
 	if (l->retry_ms > l->tick_ms)
 		l->retry_ms = (unsigned)l->tick_ms;
-	return (int)l->retry_ms;
+	return ms >= 0 && ms < (int)l->retry_ms ? ms : (int)l->retry_ms;
 }
 
 /* ---- a turn ---- */
@@ -1139,13 +1150,17 @@ static void on_stop_fd(struct loop *l, int fd, bool is_signal)
 		l->stopping = true;
 }
 
+/*
+ * One turn: what woke the loop, then the transport's socket events (read
+ * before the messages they carry are stepped), the core's work, and at
+ * the end the transport's run, which writes out what the turn sent to
+ * peers (one write per stream for all of it) and keeps its timers.
+ */
 static void turn(struct loop *l, const struct epoll_event *ev, int n)
 {
 	bool woke = false, peer_ready = l->peer && peer_has_events(l->peer);
 
 	l->stats.turns++;
-	if (l->peer)
-		peer_hold_wakes(l->peer, true);
 	for (int i = 0; i < n; i++) {
 		switch (ev[i].data.u32) {
 		case TAG_TIMER:
@@ -1164,6 +1179,10 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 			on_stop_fd(l, l->stop_fd, false);
 			break;
 		case TAG_PEER:
+			peer_ready = true;
+			break;
+		case TAG_PEER_IO:
+			peer_poll(l->peer);
 			peer_ready = true;
 			break;
 		case TAG_SNAPW:
@@ -1186,7 +1205,7 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 	}
 	proposals_flush(&l->props);
 	if (l->peer)
-		peer_hold_wakes(l->peer, false);
+		l->peer_run_ms = peer_run(l->peer);
 	if (woke)
 		shm_waker_drained(&l->waker);
 }
@@ -1288,6 +1307,8 @@ static int open_fds(struct loop *l, const struct loop_options *o)
 		rc = epoll_watch(l->epfd, l->signal_fd, TAG_SIGNAL);
 	if (!rc && l->peer)
 		rc = epoll_watch(l->epfd, peer_event_fd(l->peer), TAG_PEER);
+	if (!rc && l->peer)
+		rc = epoll_watch(l->epfd, peer_poll_fd(l->peer), TAG_PEER_IO);
 	if (!rc && l->snapw)
 		rc = epoll_watch(l->epfd, snapwrite_event_fd(l->snapw), TAG_SNAPW);
 	return rc;

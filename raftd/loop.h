@@ -1,6 +1,6 @@
 /*
  * raftd's event loop: one thread that owns the Raft core, the WAL, the
- * feed to stored and the request rings.
+ * feed to stored, the request rings, and drives the peer transport.
  *
  * It waits in epoll_wait on
  *   a timerfd        one Raft tick per heartbeat interval;
@@ -9,6 +9,9 @@
  *                    changed: a small thread sleeps on raftd's doorbell
  *                    (a futex cannot be put in an epoll set) and makes it
  *                    readable, then waits until the loop has drained;
+ *   the transport's  its sockets and wake-ups from its helper threads
+ *   epoll fd         (peer_poll_fd): polled within the turn;
+ *   its event fd     events the lease and promote forwarders queued;
  *   a signal fd      (optional) SIGTERM / SIGINT: stop;
  *   a stop eventfd   loop_stop from another thread.
  * Idle, it wakes only for the tick.
@@ -20,8 +23,11 @@
  * in flight (group commit: whatever arrives during a write + fdatasync
  * goes into the next one); committed entries to the feed (feed.h), read
  * states to the gateways; then push what the COMMITTED ring has room for,
- * trim the core's log below what stored may still need, and publish
- * raftd's status record when it changed. Nothing in a turn waits: a full
+ * trim the core's log below what stored may still need, publish
+ * raftd's status record when it changed, and end with the transport's
+ * run, which writes the turn's messages to peers and keeps the
+ * transport's timers (its next deadline bounds the wait). Nothing in a
+ * turn waits: a full
  * ring leaves work queued and the loop comes back for it (a full
  * COMMITTED ring is retried on a short, growing timeout, since stored
  * frees room without ringing raftd).
@@ -79,9 +85,11 @@ struct loop_options {
 				     * newest; NULL: none */
 	unsigned max_snapshots;     /* --max-snapshots (0: keep all) */
 	unsigned max_wals;          /* --max-wals (0: keep all) */
-	struct peer *peer;          /* the peer transport (started, owned by
-				     * the caller, stopped after loop_free);
-				     * NULL: messages to peers are dropped */
+	struct peer *peer;          /* the peer transport (started with
+				     * peer_opts.driven: the loop's thread
+				     * drives it; owned by the caller,
+				     * stopped after loop_free); NULL:
+				     * messages to peers are dropped */
 };
 
 struct loop_stats {

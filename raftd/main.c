@@ -196,6 +196,7 @@ int main(int argc, char **argv)
 		.data_dir = cfg.data_dir,
 		.gateways = cfg.gateways,
 		.snap_dir = snap_dir,
+		.driven = true, /* by the loop thread (loop.c) */
 	};
 	rc = peer_start(&po, &peers);
 	if (rc) {

@@ -1,7 +1,8 @@
 /*
- * The peer transport's API and its thread (see peer.h and peer_int.h):
- * what raftd's loop thread queues, what the transport hands back, the
- * members, and the epoll loop that drives every connection.
+ * The peer transport's API and what drives it (see peer.h and
+ * peer_int.h): what raftd's loop thread queues, what the transport hands
+ * back, the members, and the turns (peer_poll, peer_run) that drive every
+ * connection, on the loop thread or on a thread of the transport's own.
  */
 #include "raftd/peer.h"
 
@@ -67,8 +68,10 @@ void peer_queue_free(struct peer_queue *q)
 
 /* ---- events ---- */
 
-/* The transport whose thread this is, NULL on other threads: its events
- * are signaled to the loop once per turn of the thread. */
+/* The transport this thread drives (its own thread, or the loop thread
+ * that calls peer_poll and peer_run), NULL on other threads: events it
+ * queues are signaled once per run (peer_run), so that a burst of
+ * messages costs the loop one wake-up. */
 static _Thread_local struct peer *peer_thread_of;
 
 /* Makes event_fd readable for the events queued; under mu. */
@@ -83,7 +86,7 @@ static void peer_signal_events_locked(struct peer *p)
 		log_warn("cannot signal the peer event fd", LOG_ERRNO(-errno));
 }
 
-/* Signals what the transport thread queued during its turn. */
+/* Signals what the transport thread queued during its run. */
 static void peer_publish_events(struct peer *p)
 {
 	if (!p->ev_unsignaled)
@@ -119,10 +122,12 @@ void peer_emit_locked(struct peer *p, struct peer_event *ev)
 	*p->ev_tail = n;
 	p->ev_tail = &n->next;
 	p->n_events++;
-	if (peer_thread_of == p)
+	if (peer_thread_of == p) {
 		p->ev_unsignaled = true;
-	else
+		p->run_due = true;
+	} else {
 		peer_signal_events_locked(p);
+	}
 }
 
 void peer_emit(struct peer *p, struct peer_event *ev)
@@ -253,7 +258,11 @@ void peer_eventfd_wake(int fd, bool *pending, const char *what)
 
 void peer_wake_locked(struct peer *p)
 {
-	peer_eventfd_wake(p->wake_fd, &p->wake_pending, "peer transport");
+	/* on the thread that drives it, the transport's next run is enough */
+	if (peer_thread_of == p)
+		p->run_due = true;
+	else
+		peer_eventfd_wake(p->wake_fd, &p->wake_pending, "peer transport");
 }
 
 static void peer_remote_free(struct peer_remote *r)
@@ -599,7 +608,7 @@ uint16_t peer_listen_port(const struct peer *p, size_t i)
 	return i < p->n_listeners ? p->lports[i] : 0;
 }
 
-/* ---- the transport thread ---- */
+/* ---- driving the transport ---- */
 
 /* Takes the remotes peer_set_members dropped out of the list and frees
  * them with what they had in flight. */
@@ -635,6 +644,7 @@ static uint64_t peer_turn(struct peer *p, uint64_t now)
 {
 	uint64_t next = 0, v;
 	struct peer_remote *head;
+	bool synced;
 
 	pthread_mutex_lock(&p->mu);
 	if (p->wake_pending) {
@@ -642,12 +652,17 @@ static uint64_t peer_turn(struct peer *p, uint64_t now)
 		if (read(p->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			log_warn("cannot read the peer wake fd", LOG_ERRNO(-errno));
 	}
+	synced = p->snap_synced;
+	p->snap_synced = false;
 	pthread_mutex_unlock(&p->mu);
+	if (synced)
+		peer_serve_snap_synced(p);
 	peer_reap_remotes(p);
 	peer_snap_start_all(p);
 	peer_promote_flush(p);
-	/* remotes are only unlinked by this thread and only added at the
-	 * head, so the list from this head on stays valid without the lock */
+	/* remotes are only unlinked by the driving thread and only added at
+	 * the head, so the list from this head on stays valid without the
+	 * lock */
 	pthread_mutex_lock(&p->mu);
 	head = p->remotes;
 	pthread_mutex_unlock(&p->mu);
@@ -672,15 +687,93 @@ static uint64_t peer_turn(struct peer *p, uint64_t now)
 	return next;
 }
 
+/* Waits up to timeout_ms for socket events and wake-ups and handles
+ * them; a run is due after them. 0, or the -errno of epoll_wait (logged). */
+static int peer_poll_wait(struct peer *p, int timeout_ms)
+{
+	struct epoll_event evs[64];
+	int n;
+
+	n = epoll_wait(p->epfd, evs, 64, timeout_ms);
+	if (n < 0) {
+		if (errno == EINTR)
+			return 0;
+		log_error("peer transport: epoll_wait failed", LOG_ERRNO(-errno));
+		return -errno;
+	}
+	for (int i = 0; i < n; i++) {
+		void *ptr = evs[i].data.ptr;
+		if (ptr == &p->wake_fd)
+			continue; /* peer_turn reads it */
+		if (ptr >= (void *)&p->lfds[0] && ptr < (void *)&p->lfds[p->n_listeners]) {
+			peer_conn_accept(p, (size_t)((int *)ptr - p->lfds));
+			continue;
+		}
+		peer_conn_io(ptr, evs[i].events);
+	}
+	peer_conn_reap(p);
+	p->run_due = true;
+	return 0;
+}
+
+int peer_poll_fd(const struct peer *p)
+{
+	return p->epfd;
+}
+
+void peer_poll(struct peer *p)
+{
+	peer_thread_of = p;
+	(void)peer_poll_wait(p, 0); /* a failure is logged; the next turn polls again */
+}
+
+int peer_run(struct peer *p)
+{
+	uint64_t now = peer_now_ns();
+
+	peer_thread_of = p;
+	if (p->run_due || (p->next_run_ns && p->next_run_ns <= now)) {
+		/* cleared first: what the turn asks for itself is run next */
+		p->run_due = false;
+		p->next_run_ns = peer_turn(p, now);
+		peer_conn_reap(p);
+		peer_publish_events(p);
+		now = peer_now_ns();
+	}
+	if (p->run_due)
+		return 0;
+	if (!p->next_run_ns)
+		return -1;
+	return p->next_run_ns <= now ? 0 : (int)((p->next_run_ns - now + 999999) / 1000000);
+}
+
+int peer_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int rc;
+
+	pthread_attr_init(&attr);
+	if (detached)
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* signals go to raftd's main thread only */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(t, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
+/* The transport's own thread (without peer_opts.driven): runs and polls
+ * in turn, as a loop thread that drives it does. */
 static void *peer_main(void *arg)
 {
 	struct peer *p = arg;
-	struct epoll_event evs[64];
 
 	peer_thread_of = p;
 	for (;;) {
-		uint64_t now = peer_now_ns(), next;
-		int timeout_ms = 1000, n;
+		int timeout_ms;
 		bool stop;
 
 		pthread_mutex_lock(&p->mu);
@@ -688,32 +781,11 @@ static void *peer_main(void *arg)
 		pthread_mutex_unlock(&p->mu);
 		if (stop)
 			break;
-		next = peer_turn(p, now);
-		peer_conn_reap(p);
-		if (next) {
-			now = peer_now_ns();
-			timeout_ms = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
-			if (timeout_ms > 1000)
-				timeout_ms = 1000;
-		}
-		peer_publish_events(p);
-		n = epoll_wait(p->epfd, evs, 64, timeout_ms);
-		if (n < 0 && errno != EINTR) {
-			log_error("peer transport: epoll_wait failed", LOG_ERRNO(-errno));
+		timeout_ms = peer_run(p);
+		if (timeout_ms < 0 || timeout_ms > 1000)
+			timeout_ms = 1000;
+		if (peer_poll_wait(p, timeout_ms))
 			break;
-		}
-		for (int i = 0; i < n; i++) {
-			void *ptr = evs[i].data.ptr;
-			if (ptr == &p->wake_fd)
-				continue; /* peer_turn reads it */
-			if (ptr >= (void *)&p->lfds[0] && ptr < (void *)&p->lfds[p->n_listeners]) {
-				peer_conn_accept(p, (size_t)((int *)ptr - p->lfds));
-				continue;
-			}
-			peer_conn_io(ptr, evs[i].events);
-		}
-		peer_conn_reap(p);
-		peer_publish_events(p);
 	}
 	peer_publish_events(p);
 	return NULL;
@@ -741,7 +813,6 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 {
 	struct peer *p = raftd_calloc(1, sizeof(*p));
 	struct epoll_event ev = { .events = EPOLLIN };
-	sigset_t all, old;
 	int rc;
 
 	if (!p)
@@ -763,6 +834,7 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 	p->epfd = p->wake_fd = p->event_fd = -1;
 	p->ev_tail = &p->ev_head;
 	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->snap_synced_cond, NULL);
 	rc = peer_urls_header(p, o);
 	if (!rc)
 		rc = peer_grpc_init(p, o->data_dir, o->gateways);
@@ -789,11 +861,11 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 			goto out_free;
 		}
 	}
-	/* signals go to raftd's main thread only */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&p->thread, NULL, peer_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (o->driven) {
+		*out = p;
+		return 0;
+	}
+	rc = peer_thread_start(&p->thread, false, peer_main, p);
 	if (rc)
 		goto out_free;
 	p->running = true;
@@ -822,9 +894,11 @@ void peer_stop(struct peer *p)
 	}
 	p->closing = true;
 	peer_promote_free(p);
+	peer_resolve_free(p);
 	for (struct peer_conn *c = p->conns; c; c = c->next)
 		peer_conn_close(c);
 	peer_conn_reap(p);
+	peer_serve_snap_wait(p);
 	while ((r = p->remotes)) {
 		p->remotes = r->next;
 		peer_remote_free(r);
@@ -849,6 +923,7 @@ void peer_stop(struct peer *p)
 		close(p->wake_fd);
 	if (p->event_fd >= 0)
 		close(p->event_fd);
+	pthread_cond_destroy(&p->snap_synced_cond);
 	pthread_mutex_destroy(&p->mu);
 	raftd_free(p->removed);
 	raftd_free(p->members_json);

@@ -25,10 +25,20 @@
  * MsgApp on msgappv2, others on message, and otherwise through the
  * pipeline.
  *
- * Threads: the transport runs its own thread(s); the loop thread calls
- * peer_send (never blocks: a full queue drops the message and reports
- * the peer unreachable, as etcd does) and takes what arrived with
- * peer_recv when peer_event_fd is readable.
+ * Threads: raftd's loop thread drives the transport (peer_opts.driven):
+ * it polls the sockets when peer_poll_fd is readable (peer_poll), takes
+ * what arrived with peer_recv, queues messages with peer_send (never
+ * blocks: a full queue drops the message and reports the peer
+ * unreachable, as etcd does) and writes them out, with the transport's
+ * timers, at the end of its turn (peer_run). Nothing the transport does
+ * there waits long: sockets are non-blocking, a peer's host name is
+ * looked up on a resolver thread (addresses need no lookup), a received
+ * snapshot's db file is made durable on a thread of its own, and a
+ * snapshot's db file is read 256 KiB at a time as its socket drains
+ * (from the page cache, where stored keeps it). Without
+ * driven, the transport runs the same turns on a thread of its own and
+ * peer_event_fd tells when events wait. Lease and promote forwarding run
+ * on threads of their own either way.
  *
  * All functions return 0 or a negative errno unless said otherwise.
  */
@@ -65,6 +75,9 @@ struct peer_opts {
 					     * port go to this member's gatewayds
 					     * (peer_grpc.c); NULL: not served */
 	uint32_t gateways;                  /* gatewayd instances (--gateways) */
+	bool driven;                        /* no thread of the transport's own:
+					     * the caller's thread drives it
+					     * with peer_poll and peer_run */
 };
 
 /* A peer to talk to. */
@@ -136,11 +149,29 @@ int peer_set_members_json(struct peer *p, const char *json, size_t len);
  * PEER_EV_UNREACHABLE follows). */
 int peer_send(struct peer *p, const struct raftmsg *m);
 
-/* While held, peer_send queues without waking the transport thread;
- * releasing the hold wakes it once for everything queued meanwhile. The
- * loop holds wakes for a turn, so that the messages of a turn go out in
- * one write per stream rather than trickling out as the thread races the
- * loop for its queues. Called on the thread that calls peer_send. */
+/*
+ * Driving the transport (peer_opts.driven), all on one thread:
+ * peer_poll_fd is readable (level-triggered) while socket events or
+ * wake-ups from other threads wait; peer_poll handles them without
+ * waiting. peer_run does the transport's work when it is due (after a
+ * poll, a peer_send or other queued work, or when a timer expires):
+ * queued messages are written out, streams dialed, heartbeats sent,
+ * stalled connections closed; it returns the milliseconds until it is
+ * due again (0: at once, -1: only when something happens), which the
+ * caller's wait must not exceed. Events queued on this thread are
+ * signaled on peer_event_fd by peer_run unless peer_recv took them
+ * before.
+ */
+int peer_poll_fd(const struct peer *p);
+void peer_poll(struct peer *p);
+int peer_run(struct peer *p);
+
+/* Without peer_opts.driven: while held, peer_send queues without waking
+ * the transport thread; releasing the hold wakes it once for everything
+ * queued meanwhile, so that a batch of messages goes out in one write
+ * per stream rather than trickling out as the thread races the sender
+ * for its queues. Called on the thread that calls peer_send. (Driven,
+ * sends wait for peer_run anyway.) */
 void peer_hold_wakes(struct peer *p, bool hold);
 
 /* Sends a MsgSnap m followed by the db file at db_path (a file the
@@ -149,8 +180,9 @@ void peer_hold_wakes(struct peer *p, bool hold);
 int peer_send_snapshot(struct peer *p, const struct raftmsg *m, const char *db_path);
 
 /* As peer_send_snapshot, the db read from ds (a consistent copy of
- * stored's db, stored/btree/dbsnap.h) in the transport's thread; ds is
- * taken over and closed when the send ends, or at once on failure. */
+ * stored's db, stored/btree/dbsnap.h) on the thread that drives the
+ * transport; ds is taken over and closed when the send ends, or at once
+ * on failure. */
 struct dbsnap;
 int peer_send_snapshot_db(struct peer *p, const struct raftmsg *m, struct dbsnap *ds);
 

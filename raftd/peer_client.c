@@ -308,6 +308,8 @@ static void peer_client_dial_reader(struct peer *p, struct peer_remote *r, enum 
 		return;
 	}
 	r->next_dial_ns[s] = peer_now_ns() + PEER_REDIAL_NS;
+	if (rc == -EAGAIN)
+		return; /* its host name is being looked up: not a failure */
 	peer_client_dial_failed(p, r, rc);
 	r->url_pick++;
 	peer_status_deactivate(p, r, peer_stream_name(s), "dial", strerror(-rc));

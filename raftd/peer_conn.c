@@ -206,9 +206,9 @@ int peer_conn_dial(struct peer *p, const struct peer_url *u, enum peer_conn_kind
 	struct peer_conn *c;
 	int fd, rc, one = 1;
 
-	/* names other than addresses resolve here, on the transport thread
-	 * (etcd's peers are usually given by address) */
-	rc = peer_url_sockaddr(u, &ss, &sl);
+	/* a host name is looked up on the resolver's thread: the transport
+	 * thread is raftd's loop */
+	rc = peer_resolve(p, u, &ss, &sl);
 	if (rc)
 		return rc;
 	if (u->tls && !p->client_tls)

@@ -9,12 +9,16 @@
  *   peer_client.c the client side: the stream readers this member dials,
  *                 the stream writers peers dialed, pipeline posts and
  *                 snapshot sends;
- *   peer_http.c   HTTP/1.1 heads and chunked bodies.
+ *   peer_http.c   HTTP/1.1 heads and chunked bodies;
+ *   peer_resolve.c peer host names looked up off the transport thread.
  *
- * Threads: raftd's loop thread calls the API; one transport thread owns
- * every socket. What both touch (the members, their send queues and
- * stream states, the event queue) is under peer.mu, held only for queue
- * operations, never across I/O.
+ * Threads: one thread drives the transport and owns every socket: raftd's
+ * loop thread (peer_opts.driven), or the transport's own thread (the unit
+ * tests). Other threads (the lease forwarder, promote forwarders, a test
+ * calling the API) reach it through what is under peer.mu (the members,
+ * their send queues and stream states, the event queue, work to start)
+ * and wake it with wake_fd. mu is held only for queue operations, never
+ * across I/O. "Transport thread" below means the driving thread.
  */
 #ifndef CETCD_RAFTD_PEER_INT_H
 #define CETCD_RAFTD_PEER_INT_H
@@ -137,6 +141,8 @@ enum peer_conn_state {
 	PEER_ST_RESPOND,         /* server: writing an answer */
 	PEER_ST_WAIT,            /* server: waiting for the loop's answer
 				  * (peer_promote.c) */
+	PEER_ST_SYNC,            /* server: a received snapshot's db file is
+				  * being made durable (peer_serve.c) */
 	PEER_ST_STREAM_OUT,      /* server: a stream writer's connection */
 	PEER_ST_SEND,            /* client: writing the request */
 	PEER_ST_RESPONSE,        /* client: reading the response head */
@@ -224,11 +230,17 @@ struct peer {
 	uint16_t lports[16];
 	size_t n_listeners;
 
-	int epfd;
-	int wake_fd;                      /* eventfd: loop thread -> transport */
+	int epfd;                         /* the sockets, listeners and wake_fd
+					   * (peer_poll_fd) */
+	int wake_fd;                      /* eventfd: other threads -> transport */
 	int event_fd;                     /* eventfd: transport -> loop thread */
 	pthread_t thread;
-	bool running;
+	bool running;                     /* thread runs (not driven) */
+	bool run_due;                     /* transport thread: peer_run has
+					   * work now (a poll handled events,
+					   * a send or wake was queued) */
+	uint64_t next_run_ns;             /* transport thread: when peer_run is
+					   * due next for its timers; 0: none */
 
 	pthread_mutex_t mu;
 	bool stop;                        /* under mu */
@@ -254,11 +266,17 @@ struct peer {
 	bool wake_due;                    /* loop thread: a peer_send was
 					   * queued while wakes were held */
 	struct peer_snap_send *snaps;     /* under mu: snapshots to start */
+	unsigned snap_syncs;              /* under mu: received db files being
+					   * made durable by threads */
+	bool snap_synced;                 /* under mu: one of them ended */
+	pthread_cond_t snap_synced_cond;  /* with mu: snap_syncs fell to 0 */
 
 	struct peer_promote *promote;     /* peer_promote.c's, made on first
 					   * use under mu */
 	struct peer_lease *lease;         /* peer_lease.c's forwarder, started
 					   * on first use by the loop thread */
+	struct peer_resolver *resolver;   /* peer_resolve.c's, started on first
+					   * use by the transport thread */
 	struct gwsock_addr *gw_addrs;     /* the gatewayds' local sockets */
 	uint32_t n_gw;                    /* 0: the peer port relays nothing */
 	uint32_t gw_next;                 /* transport thread: the next to try */
@@ -274,18 +292,22 @@ struct peer {
 uint64_t peer_now_ns(void);
 /* Queues an event for the loop thread (takes ev's buffers; frees them if
  * the queue is over PEER_EVENTS_MAX and the event is a message). Locks
- * mu. On the transport thread the loop is signaled once per turn of the
- * thread (peer_publish_events), so that a burst of messages costs the
- * loop one wake-up; other threads signal at once. */
+ * mu. On the transport thread the loop is signaled once per run
+ * (peer_run), so that a burst of messages costs the loop one wake-up;
+ * other threads signal at once. */
 void peer_emit(struct peer *p, struct peer_event *ev);
 void peer_emit_locked(struct peer *p, struct peer_event *ev);
 void peer_emit_simple(struct peer *p, enum peer_event_kind kind, uint64_t id, bool ok);
-/* Wakes the transport thread for new work; under mu. */
+/* Wakes the transport thread for new work (on that thread: makes its
+ * next run due); under mu. */
 void peer_wake_locked(struct peer *p);
 /* Writes 1 to eventfd fd unless *pending says a wake-up is already
  * unread (the reader clears it); what names the woken thread in logs.
  * Under the lock that guards *pending. */
 void peer_eventfd_wake(int fd, bool *pending, const char *what);
+/* Starts fn(arg) on a thread with every signal blocked (they go to
+ * raftd's main thread), detached or to be joined. 0 or -errno. */
+int peer_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg);
 /* The remote with id among the live ones, or NULL; under mu. */
 struct peer_remote *peer_remote_find(struct peer *p, uint64_t id);
 /* Whether id was removed from the cluster; under mu. */
@@ -313,7 +335,8 @@ struct peer_conn *peer_conn_new(struct peer *p, int fd, enum peer_conn_kind kind
 /* Accepts what waits on listener i. */
 void peer_conn_accept(struct peer *p, size_t i);
 /* Starts a connection to u of the given kind (connect in progress). 0,
- * or a negative errno (nothing was made). */
+ * or a negative errno (nothing was made): -EAGAIN while u's host name is
+ * being looked up (peer_resolve). */
 int peer_conn_dial(struct peer *p, const struct peer_url *u, enum peer_conn_kind kind,
 		   struct peer_remote *r, struct peer_conn **out);
 /* Handles epoll events on c. */
@@ -342,6 +365,12 @@ void peer_serve_input(struct peer_conn *c);
 /* A server connection's answer was written out. */
 void peer_serve_written(struct peer_conn *c);
 
+/* Answers the snapshots whose db files were made durable since the last
+ * call (peer_turn, after snap_synced). */
+void peer_serve_snap_synced(struct peer *p);
+/* Waits until no db file is being made durable (peer_stop). */
+void peer_serve_snap_wait(struct peer *p);
+
 /* Writes an answer (head and body) on a server connection. */
 void peer_serve_reply(struct peer_conn *c, int status, const char *ctype, const char *extra,
 		      const void *body, size_t len);
@@ -358,6 +387,16 @@ void peer_promote_free(struct peer *p);
 /* ---- peer_lease.c ---- */
 /* Stops the lease forwarder and frees it (peer_stop). */
 void peer_lease_free(struct peer *p);
+/* ---- peer_resolve.c ---- */
+/* u's address without waiting (transport thread): a unix path or an
+ * address at once, a host name from the cache a resolver thread fills
+ * (asked for the first time, or again once old: the old address is used
+ * meanwhile). 0, -EAGAIN while a name's first lookup runs, -EHOSTUNREACH
+ * (the last lookup failed), -ENAMETOOLONG, -ENOMEM. */
+int peer_resolve(struct peer *p, const struct peer_url *u, struct sockaddr_storage *ss,
+		 socklen_t *sl);
+/* Stops the resolver thread (after the lookup in hand) and frees it. */
+void peer_resolve_free(struct peer *p);
 /* ---- peer_grpc.c ---- */
 /* The gatewayds' sockets of the member whose data dir is data_dir (none:
  * nothing is relayed). 0, -ENOMEM, or -errno of the data dir's stat. */

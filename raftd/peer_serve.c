@@ -40,6 +40,18 @@ enum peer_route {
  * requests elsewhere; a snapshot's db file goes to disk as it comes. */
 #define PEER_SMALL_BODY (64u * 1024)
 
+/* A received db file made durable on a thread of its own: fdatasync of a
+ * big file may take seconds, and the transport thread is raftd's loop,
+ * which must go on with heartbeats and writes meanwhile. */
+struct peer_snap_sync {
+	struct peer *p;
+	int fd;                   /* the db file, owned */
+	bool done;                /* under peer.mu: fdatasync returned */
+	int rc;                   /* under peer.mu once done: its result */
+	bool orphan;              /* under peer.mu: the connection is gone;
+				   * the thread frees this when done */
+};
+
 /* A snapshot being received (POST /raft/snapshot). */
 struct peer_snap_recv {
 	bool have_msg;
@@ -49,12 +61,30 @@ struct peer_snap_recv {
 	char *path;
 	uint64_t bytes;
 	uint64_t start_ns;
+	struct peer_snap_sync *sync; /* once the file is whole: its fdatasync
+				      * (fd moved there) */
 };
+
+static void peer_snap_sync_free(struct peer_snap_sync *y)
+{
+	close(y->fd);
+	raftd_free(y);
+}
 
 void peer_snap_recv_free(struct peer_snap_recv *s)
 {
 	if (!s)
 		return;
+	if (s->sync) {
+		struct peer *p = s->sync->p;
+		bool done;
+		pthread_mutex_lock(&p->mu);
+		done = s->sync->done;
+		s->sync->orphan = !done;
+		pthread_mutex_unlock(&p->mu);
+		if (done)
+			peer_snap_sync_free(s->sync);
+	}
 	raftmsg_release(&s->msg);
 	raftd_free(s->buf);
 	if (s->fd >= 0)
@@ -601,22 +631,77 @@ static int peer_serve_snap_body(struct peer_conn *c, bool whole)
 	return 0;
 }
 
-/* The whole snapshot is in: made durable and handed over. */
+static void *peer_snap_sync_main(void *arg)
+{
+	struct peer_snap_sync *y = arg;
+	struct peer *p = y->p;
+	int rc = fdatasync(y->fd) < 0 ? -errno : 0;
+
+	pthread_mutex_lock(&p->mu);
+	y->done = true;
+	y->rc = rc;
+	if (y->orphan) {
+		peer_snap_sync_free(y);
+	} else {
+		p->snap_synced = true;
+		peer_wake_locked(p);
+	}
+	if (--p->snap_syncs == 0)
+		pthread_cond_broadcast(&p->snap_synced_cond);
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* The whole snapshot is in: its db file is made durable on a thread, and
+ * the connection waits for it (peer_serve_snap_synced). */
 static void peer_serve_snap_done(struct peer_conn *c)
+{
+	struct peer *p = c->p;
+	struct peer_snap_recv *s = c->snap_in;
+	struct peer_snap_sync *y = raftd_calloc(1, sizeof(*y));
+	pthread_t t;
+	int rc;
+
+	if (!y) {
+		peer_serve_refuse(c, 500, "failed to save KV snapshot (out of memory)");
+		return;
+	}
+	y->p = p;
+	y->fd = s->fd;
+	pthread_mutex_lock(&p->mu);
+	p->snap_syncs++;
+	pthread_mutex_unlock(&p->mu);
+	rc = peer_thread_start(&t, true, peer_snap_sync_main, y);
+	if (rc) {
+		pthread_mutex_lock(&p->mu);
+		p->snap_syncs--;
+		pthread_mutex_unlock(&p->mu);
+		raftd_free(y);
+		log_warn("failed to save incoming database snapshot",
+			 LOG_STR("local-member-id", p->self_str), LOG_ERRNO(rc));
+		peer_serve_refuse(c, 500, "failed to save KV snapshot (cannot start a thread)");
+		return;
+	}
+	s->fd = -1;
+	s->sync = y;
+	c->state = PEER_ST_SYNC;
+	c->deadline_ns = 0; /* as long as the disk takes */
+}
+
+/* c's db file is durable (or failed to be): the snapshot is handed over
+ * and answered. */
+static void peer_serve_snap_answer(struct peer_conn *c, int sync_rc)
 {
 	struct peer *p = c->p;
 	struct peer_snap_recv *s = c->snap_in;
 	char *path;
 
-	if (fdatasync(s->fd) < 0) {
-		int rc = -errno;
+	if (sync_rc) {
 		log_warn("failed to save incoming database snapshot",
-			 LOG_STR("local-member-id", p->self_str), LOG_ERRNO(rc));
+			 LOG_STR("local-member-id", p->self_str), LOG_ERRNO(sync_rc));
 		peer_serve_refuse(c, 500, "failed to save KV snapshot (fsync failed)");
 		return;
 	}
-	close(s->fd);
-	s->fd = -1;
 	log_info("received and saved database snapshot", LOG_STR("local-member-id", p->self_str),
 		 LOG_U64("incoming-snapshot-index", s->msg.snapshot.index),
 		 LOG_U64("incoming-snapshot-size-bytes", s->bytes),
@@ -631,6 +716,38 @@ static void peer_serve_snap_done(struct peer_conn *c)
 	}
 	s->buf = NULL;
 	peer_serve_reply(c, 204, NULL, NULL, NULL, 0);
+}
+
+void peer_serve_snap_synced(struct peer *p)
+{
+	for (struct peer_conn *c = p->conns; c; c = c->next) {
+		struct peer_snap_sync *y;
+		bool done;
+		int rc;
+		if (c->state != PEER_ST_SYNC)
+			continue;
+		y = c->snap_in->sync;
+		pthread_mutex_lock(&p->mu);
+		done = y->done;
+		rc = y->rc;
+		pthread_mutex_unlock(&p->mu);
+		if (!done)
+			continue;
+		c->snap_in->sync = NULL;
+		peer_snap_sync_free(y);
+		c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+		peer_serve_snap_answer(c, rc);
+		/* written out, then closed or ready for the next request */
+		peer_serve_input(c);
+	}
+}
+
+void peer_serve_snap_wait(struct peer *p)
+{
+	pthread_mutex_lock(&p->mu);
+	while (p->snap_syncs)
+		pthread_cond_wait(&p->snap_synced_cond, &p->mu);
+	pthread_mutex_unlock(&p->mu);
 }
 
 /* A request is whole: answer it. */

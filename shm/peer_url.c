@@ -59,25 +59,51 @@ int peer_url_parse(const char *text, struct peer_url *u)
 	return 0;
 }
 
+/* host and port resolved with getaddrinfo's flags (besides
+ * AI_NUMERICSERV): -EAGAIN when AI_NUMERICHOST refuses a name. */
+static int peer_url_lookup(const struct peer_url *u, int flags, struct sockaddr_storage *ss,
+			   socklen_t *sl)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV | flags }, *ai;
+	const char *host = u->host[0] ? u->host : "127.0.0.1";
+	int rc = getaddrinfo(host, u->port, &hints, &ai);
+
+	if (rc)
+		return rc == EAI_NONAME && (flags & AI_NUMERICHOST) ? -EAGAIN : -EHOSTUNREACH;
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*sl = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+/* A unix URL's address: 1 when u is one (0: it is not). */
+static int peer_url_unix(const struct peer_url *u, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	struct sockaddr_un *sa = (struct sockaddr_un *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (!u->unix_socket)
+		return 0;
+	if (strlen(u->host) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	sa->sun_family = AF_UNIX;
+	strcpy(sa->sun_path, u->host);
+	*sl = sizeof(*sa);
+	return 1;
+}
+
 int peer_url_sockaddr(const struct peer_url *u, struct sockaddr_storage *ss, socklen_t *sl)
 {
-	memset(ss, 0, sizeof(*ss));
-	if (u->unix_socket) {
-		struct sockaddr_un *sa = (struct sockaddr_un *)ss;
-		if (strlen(u->host) >= sizeof(sa->sun_path))
-			return -ENAMETOOLONG;
-		sa->sun_family = AF_UNIX;
-		strcpy(sa->sun_path, u->host);
-		*sl = sizeof(*sa);
-	} else {
-		struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-					  .ai_flags = AI_NUMERICSERV }, *ai;
-		const char *host = u->host[0] ? u->host : "127.0.0.1";
-		if (getaddrinfo(host, u->port, &hints, &ai))
-			return -EHOSTUNREACH;
-		memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-		*sl = ai->ai_addrlen;
-		freeaddrinfo(ai);
-	}
-	return 0;
+	int rc = peer_url_unix(u, ss, sl);
+
+	return rc ? (rc < 0 ? rc : 0) : peer_url_lookup(u, 0, ss, sl);
+}
+
+int peer_url_sockaddr_numeric(const struct peer_url *u, struct sockaddr_storage *ss,
+			      socklen_t *sl)
+{
+	int rc = peer_url_unix(u, ss, sl);
+
+	return rc ? (rc < 0 ? rc : 0) : peer_url_lookup(u, AI_NUMERICHOST, ss, sl);
 }

@@ -21,4 +21,9 @@ int peer_url_parse(const char *text, struct peer_url *u);
  * resolver). 0, -ENAMETOOLONG, or -EHOSTUNREACH (no such host). */
 int peer_url_sockaddr(const struct peer_url *u, struct sockaddr_storage *ss, socklen_t *sl);
 
+/* As peer_url_sockaddr without ever asking the resolver: -EAGAIN when
+ * the host is a name rather than an address. */
+int peer_url_sockaddr_numeric(const struct peer_url *u, struct sockaddr_storage *ss,
+			      socklen_t *sl);
+
 #endif

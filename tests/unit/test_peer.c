@@ -143,8 +143,8 @@ static void test_two_members(const char *url_a, const char *url_b, struct tls_ct
 	pt_stop(&b);
 }
 
-/* The outbox's release after a WAL batch, with wakes held as raftd's loop
- * holds them for a turn: the held messages go out in order, less the
+/* The outbox's release after a WAL batch, with wakes held for the batch:
+ * the held messages go out in order, less the
  * accepted MsgAppResp a later one of the same term released with it
  * covers; rejections and other terms are kept. */
 static void test_outbox_release(void)
@@ -547,11 +547,9 @@ static void test_snapshot(void)
 	struct pt_node a = { 0 }, b = { 0 };
 	struct pt_node *pa = &a, *pb = &b;
 	char db[300];
-	size_t size = (5 << 20) + 123, got_len;
-	uint8_t *data = malloc(size), *got;
+	size_t size = (5 << 20) + 123;
+	uint8_t *data = malloc(size);
 	struct peer_event ev;
-	uint8_t v2[] = "{\"Root\":{}}";
-	uint64_t voters[] = { 1, 2 };
 
 	CHECK(data);
 	for (size_t i = 0; i < size; i++)
@@ -565,19 +563,10 @@ static void test_snapshot(void)
 	pt_members(&a, &pb, 1, NULL, 0);
 	pt_members(&b, &pa, 1, NULL, 0);
 
-	struct raftmsg m = { .type = RAFT_MSG_SNAP, .from = 1, .to = 2, .term = 4 };
-	m.snapshot = (struct raftmsg_snapshot){ .has_data = true, .data = v2, .len = sizeof(v2) - 1,
-						.index = 77, .term = 4,
-						.conf_state = { .voters = voters, .n_voters = 2 } };
+	struct raftmsg m = pt_snap_msg(1, 2, 77, 4);
 	CHECK_EQ(peer_send_snapshot(a.p, &m, db), 0);
 	CHECK_EQ(pt_next_msg(&b, &ev, 20000, NULL), 0);
-	CHECK(pt_same(&ev.msg, &m));
-	CHECK(ev.snap_db_path);
-	got = wt_read_file(ev.snap_db_path, &got_len);
-	CHECK_EQ(got_len, size);
-	CHECK(memcmp(got, data, size) == 0);
-	free(got);
-	peer_event_release(&ev);
+	pt_check_snap(&ev, &m, data, size);
 	CHECK(wait_kind(&a, PEER_EV_SNAPSHOT_DONE, 2, 10000));
 
 	/* to a member that takes no snapshots: refused, reported */

@@ -29,6 +29,8 @@ struct pt_node {
 	struct config_urls listen;
 	struct tls_ctx *sctx, *cctx;
 	char snap_dir[256];
+	bool driven;                /* started with peer_opts.driven: the
+				     * test's thread drives it */
 };
 
 /* Starts n listening on listen_url ("http://127.0.0.1:0" takes a free
@@ -51,6 +53,7 @@ static inline int pt_start(struct pt_node *n, uint64_t id, uint64_t cluster_id,
 	o.server_version = "3.4.0";
 	o.min_cluster_version = "3.0.0";
 	o.snap_dir = n->snap_dir[0] ? n->snap_dir : NULL;
+	o.driven = n->driven;
 	rc = peer_start(&o, &n->p);
 	if (rc) {
 		config_urls_free(&n->listen);
@@ -188,6 +191,40 @@ static inline bool pt_same(const struct raftmsg *a, const struct raftmsg *b)
 	free(ba);
 	free(bb);
 	return same;
+}
+
+/* A MsgSnap from `from` to `to` at (index, term) with a small v2 store
+ * and both as voters (both point into static storage: one at a time). */
+static inline struct raftmsg pt_snap_msg(uint64_t from, uint64_t to, uint64_t index,
+					 uint64_t term)
+{
+	static uint8_t v2[] = "{\"Root\":{}}";
+	static uint64_t voters[2];
+	struct raftmsg m = { .type = RAFT_MSG_SNAP, .from = from, .to = to, .term = term };
+
+	voters[0] = from;
+	voters[1] = to;
+	m.snapshot = (struct raftmsg_snapshot){ .has_data = true, .data = v2, .len = sizeof(v2) - 1,
+						.index = index, .term = term,
+						.conf_state = { .voters = voters, .n_voters = 2 } };
+	return m;
+}
+
+/* Checks that ev is the MsgSnap m with a db file holding data[size]; ev
+ * is released. */
+static inline void pt_check_snap(struct peer_event *ev, const struct raftmsg *m,
+				 const uint8_t *data, size_t size)
+{
+	size_t got_len;
+	uint8_t *got;
+
+	CHECK(pt_same(&ev->msg, m));
+	CHECK(ev->snap_db_path);
+	got = wt_read_file(ev->snap_db_path, &got_len);
+	CHECK_EQ(got_len, size);
+	CHECK(memcmp(got, data, size) == 0);
+	free(got);
+	peer_event_release(ev);
 }
 
 /* Checks messages as they arrive against the ones sent, msgs[0..n):
