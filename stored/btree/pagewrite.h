@@ -17,8 +17,10 @@
  * the caller's thread. A commit of a few pages (a small apply batch)
  * never involves the thread.
  *
- * One producer (the db's writer) at a time. Buffers pushed must stay
- * unchanged and allocated until pagewrite_drain returns.
+ * One producer (the db's writer) at a time, and only it drains: the drain
+ * writes from the queue unlocked, which holds only while nothing is
+ * pushed. Buffers pushed must stay unchanged and allocated until
+ * pagewrite_drain returns.
  */
 #ifndef CETCD_STORED_PAGEWRITE_H
 #define CETCD_STORED_PAGEWRITE_H
