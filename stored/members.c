@@ -124,6 +124,9 @@ int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t typ
 	if (rc)
 		return rc;
 	const struct membership_result res = *out;
+	/* Most entries are client requests (MEMBERSHIP_NONE): no key for them. */
+	if (res.change == MEMBERSHIP_NONE)
+		return 0;
 	snprintf(key, sizeof(key), "%" PRIx64, res.node_id);
 	switch (res.change) {
 	case MEMBERSHIP_ADDED:

@@ -12,21 +12,30 @@
 
 /*
  * q[head, head + n) are queued; the thread copies up to PAGEWRITE_TAKE of
- * them out under mu and writes them unlocked, with `busy` set. All fields
- * are under mu.
+ * them out under mu and writes them unlocked, with `busy` set. It takes
+ * writes only once PAGEWRITE_WAKE are queued (or at stop), so a commit of
+ * a few pages never wakes it: pagewrite_drain writes those itself. All
+ * fields are under mu.
  */
 struct pagewrite {
 	struct diskio *io;
 	pthread_t thread;
 	pthread_mutex_t mu;
-	pthread_cond_t work;   /* something queued, or stop */
-	pthread_cond_t idle;   /* nothing queued and nothing being written */
+	pthread_cond_t work;   /* PAGEWRITE_WAKE queued, or stop */
+	pthread_cond_t idle;   /* the thread finished a batch */
 	struct diskio_write *q;
 	size_t head, n, cap;
 	bool busy;
+	bool sleeping;         /* the thread waits on `work`, nobody signalled it yet */
 	bool stop;
 	int rc;                /* first error since the last drain */
 };
+
+static void pagewrite_note(struct pagewrite *p, int rc)
+{
+	if (rc < 0 && p->rc == 0)
+		p->rc = rc;
+}
 
 static void *pagewrite_main(void *arg)
 {
@@ -35,8 +44,11 @@ static void *pagewrite_main(void *arg)
 
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		while (p->n == 0 && !p->stop)
+		while (p->n < PAGEWRITE_WAKE && !p->stop) {
+			p->sleeping = true;
 			pthread_cond_wait(&p->work, &p->mu);
+		}
+		p->sleeping = false;
 		if (p->n == 0)
 			break;
 		size_t k = p->n < PAGEWRITE_TAKE ? p->n : PAGEWRITE_TAKE;
@@ -50,10 +62,8 @@ static void *pagewrite_main(void *arg)
 		int rc = diskio_write_batch(p->io, w, k, false);
 		pthread_mutex_lock(&p->mu);
 		p->busy = false;
-		if (rc < 0 && p->rc == 0)
-			p->rc = rc;
-		if (p->n == 0)
-			pthread_cond_broadcast(&p->idle);
+		pagewrite_note(p, rc);
+		pthread_cond_broadcast(&p->idle);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -118,15 +128,33 @@ int pagewrite_push(struct pagewrite *p, const void *buf, size_t len, uint64_t of
 		}
 	}
 	p->q[p->head + p->n++] = (struct diskio_write){ buf, len, off };
-	pthread_cond_signal(&p->work);
+	if (p->sleeping && p->n >= PAGEWRITE_WAKE) {
+		p->sleeping = false;
+		pthread_cond_signal(&p->work);
+	}
 	pthread_mutex_unlock(&p->mu);
 	return 0;
 }
 
+/*
+ * The writes still queued are the caller's to write: it is the only
+ * producer, so nothing is pushed until it returns and the thread never
+ * touches the queue while it is empty. They are written unlocked, beside
+ * the batch the thread may be writing, and then it waits for that batch.
+ */
 int pagewrite_drain(struct pagewrite *p)
 {
 	pthread_mutex_lock(&p->mu);
-	while (p->n > 0 || p->busy)
+	const struct diskio_write *w = p->q + p->head;
+	size_t k = p->n;
+	p->head = p->n = 0;
+	if (k) {
+		pthread_mutex_unlock(&p->mu);
+		int rc = diskio_write_batch(p->io, w, k, false);
+		pthread_mutex_lock(&p->mu);
+		pagewrite_note(p, rc);
+	}
+	while (p->busy)
 		pthread_cond_wait(&p->idle, &p->mu);
 	int rc = p->rc;
 	p->rc = 0;

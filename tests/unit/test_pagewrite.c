@@ -5,11 +5,17 @@
  *    the thread writes earlier ones, land byte for byte; an error comes
  *    back from the next drain and only from it; stopping writes what is
  *    still queued;
+ *  - both paths: fewer than PAGEWRITE_WAKE writes never reach the thread
+ *    (the drain writes them on the caller's thread), more do; an error on
+ *    either path comes back from the next drain only; a drain while the
+ *    thread writes a slow batch writes the rest itself and returns only
+ *    once that batch is done;
  *  - under the B+tree: a backend whose writes may run on another thread
  *    (and record which thread ran them) shows the spill's pages written
  *    by the page writer; a commit whose page writes fail with -ENOSPC
  *    fails, leaves the db usable and loses no earlier commit; with -EIO it
- *    leaves the db failed; a commit whose spill fails halfway (the map is
+ *    leaves the db failed; a commit of a few keys writes its pages on
+ *    the committing thread; a commit whose spill fails halfway (the map is
  *    full) returns only once the page writer has stopped touching its
  *    pages (a slow backend keeps it busy), and the sanitizer build checks
  *    that no buffer is freed while the writer may still read it.
@@ -126,7 +132,18 @@ static int cw_write_batch(struct diskio *d, const struct diskio_write *w, size_t
 	return rc;
 }
 
-/* The plain backend's ops but for its writes (cw_open). */
+/* No background chains: plain's chain ops keep their result past the
+ * struct diskio, where cw_io keeps `owner`. A checkpoint then writes
+ * through cw_write_batch on the spot. */
+static int cw_no_chains(struct diskio *d, const struct diskio_write *w, size_t n)
+{
+	(void)d;
+	(void)w;
+	(void)n;
+	return -EOPNOTSUPP;
+}
+
+/* The plain backend's ops but for its writes and chains (cw_open). */
 static struct diskio_ops cw_ops;
 
 static struct cw_io *last_cw;
@@ -143,6 +160,7 @@ static int cw_open(int fd, void *arg, struct diskio **out)
 		cw_ops = *diskio_plain_ops();
 		cw_ops.name = "concurrent-test";
 		cw_ops.write_batch = cw_write_batch;
+		cw_ops.chain_submit = cw_no_chains;
 		cw_ops.destroy = cw_destroy;
 	}
 	struct cw_io *c = stored_calloc(1, sizeof(*c));
@@ -157,6 +175,95 @@ static int cw_open(int fd, void *arg, struct diskio **out)
 	last_cw = c;
 	*out = &c->base;
 	return 0;
+}
+
+/* n pages of tag at page slots first.. (every third one skipped), pushed */
+static void push_pages(struct pagewrite *p, uint8_t *bufs, int first, int n, uint64_t tag)
+{
+	for (int i = 0; i < n; i++) {
+		uint8_t *b = bufs + (size_t)i * 4096;
+		fill(b, 4096, tag << 32 | (uint64_t)i);
+		T_OK(pagewrite_push(p, b, 4096, (uint64_t)(first + i + i / 2) * 4096));
+	}
+}
+
+static void check_pages(int fd, const uint8_t *bufs, int first, int n)
+{
+	uint8_t back[4096];
+	for (int i = 0; i < n; i++) {
+		t_step = (uint64_t)i;
+		T_CHECK(pread(fd, back, 4096, (off_t)(first + i + i / 2) * 4096) == 4096);
+		T_CHECK(memcmp(back, bufs + (size_t)i * 4096, 4096) == 0);
+	}
+}
+
+/* Waits (5 s at most) until the thread has begun a batch since it had
+ * begun `before`: PAGEWRITE_WAKE queued writes must wake it, and a drain
+ * that came first would write them all itself. */
+static bool thread_took(struct cw_io *c, unsigned long before)
+{
+	for (int i = 0; i < 50000 && atomic_load(&c->elsewhere) == before; i++)
+		usleep(100);
+	return atomic_load(&c->elsewhere) > before;
+}
+
+static void test_paths(void)
+{
+	t_phase = "inline and threaded page writes";
+	enum { MANY = PAGEWRITE_WAKE * 8 };
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	T_CHECK(fd >= 0);
+	struct diskio *io;
+	T_OK(cw_open(fd, NULL, &io));
+	struct cw_io *c = last_cw;
+	struct pagewrite *p;
+	T_OK(pagewrite_start(io, &p));
+	uint8_t *bufs = t_xmalloc((size_t)MANY * 4096);
+
+	/* a few: written by the drain, on this thread */
+	for (int n = 1; n < PAGEWRITE_WAKE; n += 7) {
+		push_pages(p, bufs, 0, n, (uint64_t)n);
+		T_OK(pagewrite_drain(p));
+		T_CHECK(atomic_load(&c->elsewhere) == 0);
+		check_pages(fd, bufs, 0, n);
+	}
+	/* many: the thread writes them */
+	push_pages(p, bufs, 100, MANY, 1000);
+	T_CHECK(thread_took(c, 0));
+	T_OK(pagewrite_drain(p));
+	check_pages(fd, bufs, 100, MANY);
+
+	/* an error on either path, reported once (-ENOSPC leaves the
+	 * diskio usable) */
+	atomic_store(&c->fail, -ENOSPC);
+	push_pages(p, bufs, 0, 2, 1);
+	T_RC(pagewrite_drain(p), -ENOSPC);
+	T_OK(pagewrite_drain(p));
+	unsigned long before = atomic_load(&c->elsewhere);
+	push_pages(p, bufs, 0, MANY, 2);
+	T_CHECK(thread_took(c, before));
+	T_RC(pagewrite_drain(p), -ENOSPC);
+	T_OK(pagewrite_drain(p));
+	atomic_store(&c->fail, 0);
+
+	/* the thread busy with a slow batch: the drain writes the rest
+	 * beside it and waits for it */
+	atomic_store(&c->slow, true);
+	before = atomic_load(&c->elsewhere);
+	push_pages(p, bufs, 400, PAGEWRITE_WAKE, 3);
+	T_CHECK(thread_took(c, before));
+	push_pages(p, bufs + PAGEWRITE_WAKE * 4096, 1000, 3, 4);
+	T_OK(pagewrite_drain(p));
+	T_CHECK(atomic_load(&c->inflight) == 0);
+	T_CHECK(atomic_load(&c->elsewhere) == before + 1);
+	check_pages(fd, bufs + PAGEWRITE_WAKE * 4096, 1000, 3);
+	check_pages(fd, bufs, 400, PAGEWRITE_WAKE);
+	atomic_store(&c->slow, false);
+
+	pagewrite_stop(p);
+	diskio_close(io);
+	close(fd);
+	free(bufs);
 }
 
 /* A write txn putting keys "<tag>-<i>" (i < n) with 200-byte values into
@@ -183,6 +290,11 @@ static void test_commits(void)
 	T_OK(commit_keys(db, 'a', 20000));
 	T_CHECK(atomic_load(&last_cw->elsewhere) > 0);
 	T_OK(btree_db_checkpoint(db, NULL));
+	/* a commit of a few pages is written where it is committed */
+	unsigned long elsewhere = atomic_load(&last_cw->elsewhere);
+	T_OK(commit_keys(db, 'e', 3));
+	T_CHECK(atomic_load(&last_cw->elsewhere) == elsewhere);
+	T_CHECK(count_keys(db, 'e', 3) == 3);
 
 	/* -ENOSPC: the commit fails, the db goes on */
 	atomic_store(&last_cw->fail, -ENOSPC);
@@ -249,6 +361,7 @@ int main(void)
 	t_mkdir(dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/db", dir);
 	test_alone();
+	test_paths();
 	test_commits();
 	test_spill_fails();
 	t_rmdir(dir);
