@@ -415,7 +415,12 @@ it_acked_at() {
 	out=$IT_TMP/acked.$(it_now_ms).$RANDOM
 	"$KVCLIENT" check -endpoint "$1" -prefix "$2" -acks "$3" >"$out" 2>&1 || true
 	grep '^violation ' "$out" | head -5 | sed 's/^/    /' || true
-	test "$(it_kv_val "$out" acks-found)" -eq "$4" -a "$(it_kv_val "$out" violations)" -eq 0
+	if test "$(it_kv_val "$out" acks-found)" -eq "$4" -a "$(it_kv_val "$out" violations)" -eq 0 2>/dev/null; then
+		return 0
+	fi
+	# what the check said otherwise (a read that failed, say), for the log
+	grep -v '^violation ' "$out" | tail -n 5 | sed 's/^/    check: /' || true
+	return 1
 }
 
 # ------------------------------------------------------------ etcd
