@@ -507,10 +507,7 @@ int peer_send(struct peer *p, const struct raftmsg *m)
 		raftmsg_encode(m, qm->data);
 	}
 	peer_queue_push(q, qm);
-	if (p->hold_wakes)
-		p->wake_due = true;
-	else
-		peer_wake_locked(p);
+	peer_wake_locked(p);
 	goto out_unlock;
 
 out_nomem:
@@ -521,17 +518,6 @@ out_drop:
 out_unlock:
 	pthread_mutex_unlock(&p->mu);
 	return rc;
-}
-
-void peer_hold_wakes(struct peer *p, bool hold)
-{
-	p->hold_wakes = hold;
-	if (hold || !p->wake_due)
-		return;
-	p->wake_due = false;
-	pthread_mutex_lock(&p->mu);
-	peer_wake_locked(p);
-	pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- listeners ---- */

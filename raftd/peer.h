@@ -166,14 +166,6 @@ int peer_poll_fd(const struct peer *p);
 void peer_poll(struct peer *p);
 int peer_run(struct peer *p);
 
-/* Without peer_opts.driven: while held, peer_send queues without waking
- * the transport thread; releasing the hold wakes it once for everything
- * queued meanwhile, so that a batch of messages goes out in one write
- * per stream rather than trickling out as the thread races the sender
- * for its queues. Called on the thread that calls peer_send. (Driven,
- * sends wait for peer_run anyway.) */
-void peer_hold_wakes(struct peer *p, bool hold);
-
 /* Sends a MsgSnap m followed by the db file at db_path (a file the
  * transport may read until the send ends; PEER_EV_SNAPSHOT_DONE says how
  * it ended). */

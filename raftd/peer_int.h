@@ -262,9 +262,6 @@ struct peer {
 					   * them yet (peer_publish_events) */
 	struct peer_evnode *taken;        /* loop thread: the batch peer_recv
 					   * took and hands out one by one */
-	bool hold_wakes;                  /* loop thread: peer_hold_wakes */
-	bool wake_due;                    /* loop thread: a peer_send was
-					   * queued while wakes were held */
 	struct peer_snap_send *snaps;     /* under mu: snapshots to start */
 	unsigned snap_syncs;              /* under mu: received db files being
 					   * made durable by threads */
