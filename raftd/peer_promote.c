@@ -229,7 +229,6 @@ static void *pp_forward_main(void *arg)
 static int pp_forward_start(struct peer *p, struct pp_forward *f, const char *const *urls,
 			    size_t n, uint64_t token, int timeout_ms)
 {
-	pthread_attr_t attr;
 	pthread_t t;
 	int rc;
 
@@ -258,10 +257,7 @@ static int pp_forward_start(struct peer *p, struct pp_forward *f, const char *co
 	}
 	pp->forwards++;
 	pthread_mutex_unlock(&p->mu);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, pp_forward_main, f);
-	pthread_attr_destroy(&attr);
+	rc = peer_thread_start(&t, true, pp_forward_main, f);
 	if (rc) {
 		pthread_mutex_lock(&p->mu);
 		if (--pp->forwards == 0)
