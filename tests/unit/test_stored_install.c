@@ -494,14 +494,32 @@ int main(void)
 			put_at(&tgt, snap_index + i, key, &buf);
 		}
 		if (k >= 2) {
-			/* SIGKILL somewhere in the install: once stored has
-			 * begun the copy beside the db, at a random moment of
-			 * the next 15 ms */
+			/* SIGKILL somewhere in the install: the first one
+			 * before the rename for sure, later ones once stored
+			 * has begun the copy beside the db, at a random
+			 * moment of the next 15 ms */
 			uint64_t old_epoch = member_status(&tgt).epoch;
 			char copy[700];
 			snprintf(copy, sizeof(copy), "%s.installing", tgt.db_path);
-			TEST_WAIT_FOR(access(copy, F_OK) == 0 || applied_at(&tgt, snap_index), 5000);
-			usleep((useconds_t)(test_mix(seed + k) % 15000));
+			if (kills_before == 0) {
+				/* None has landed before the rename yet: catch
+				 * this install with its copy still beside the
+				 * db. Spin rather than sleep, stop stored the
+				 * moment the copy shows, and look again while it
+				 * is stopped: a copy still there means the
+				 * rename has not happened. */
+				uint64_t end = test_now_ns() + 5000000000ull;
+				while (access(copy, F_OK) != 0 && !applied_at(&tgt, snap_index) &&
+				       test_now_ns() < end)
+					;
+				kill(tgt.child, SIGSTOP);
+				if (access(copy, F_OK) == 0)
+					printf("round %u: stopped with the copy beside the db\n", k);
+			} else {
+				TEST_WAIT_FOR(access(copy, F_OK) == 0 || applied_at(&tgt, snap_index),
+					      5000);
+				usleep((useconds_t)(test_mix(seed + k) % 15000));
+			}
 			kill(tgt.child, SIGKILL);
 			CHECK_EQ(test_wait(tgt.child), 128 + SIGKILL);
 			kills++;
