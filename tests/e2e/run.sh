@@ -71,13 +71,26 @@ for t in "${tests[@]}"; do
 	# the suite finds its fixtures relative to its own directory; the
 	# members' data dirs go under $work/tmp (the suite uses TMPDIR), so
 	# that whatever a test leaves running can be found and stopped
-	rc=0
-	(cd "$suite" && TMPDIR=$work/tmp timeout -k 10 "$per_test" "$cache/e2e.test" \
-		-test.run "^$t\$" -test.v -bin-dir "$work/bin" \
-		-cert-dir "$gopath/src/go.etcd.io/etcd/integration/fixtures") >"$log" 2>&1 || rc=$?
+	again=
+	for try in 1 2; do
+		rc=0
+		(cd "$suite" && TMPDIR=$work/tmp timeout -k 10 "$per_test" "$cache/e2e.test" \
+			-test.run "^$t\$" -test.v -bin-dir "$work/bin" \
+			-cert-dir "$gopath/src/go.etcd.io/etcd/integration/fixtures") >"$log" 2>&1 || rc=$?
+		# The test passed but e2e.test's own check for goroutines left
+		# running in e2e.test (its TestMain) found one: a goroutine of
+		# the harness that had not quite exited (seen once under load:
+		# exit 1, no failure line). That says nothing of the servers;
+		# run the test once more and say so.
+		((try == 1 && rc == 1)) && grep -q -- "^--- PASS: $t " "$log" &&
+			grep -q "Too many goroutines running after all test(s)" "$log" || break
+		again=$(grep -m1 -A2 "instances of:" "$log" | tail -n 2 | tr -s '\t\n' '  ')
+		pkill -KILL -f -- "$work/tmp/" 2>/dev/null || true
+		rm -rf "${work:?}/tmp/"*
+	done
 	if ((rc == 0)) && grep -q -- "^--- PASS: $t " "$log"; then
 		pass=$((pass + 1))
-		echo "PASS $t ($((SECONDS - t0)) s)"
+		echo "PASS $t ($((SECONDS - t0)) s)${again:+, run twice: the first run passed but e2e.test found a goroutine of its own left running:$again}"
 	else
 		fail=$((fail + 1))
 		failed+=("$t")
@@ -85,6 +98,9 @@ for t in "${tests[@]}"; do
 		echo "FAIL $t ($((SECONDS - t0)) s, $why)"
 		grep -E -- "^\s+[a-z_0-9]+\.go:[0-9]+:|^--- FAIL|panic:" "$log" | head -n 8 |
 			sed 's/^/    /' || true
+		grep -q -E -- "^\s+[a-z_0-9]+\.go:[0-9]+:|^--- FAIL|panic:" "$log" ||
+			tail -n 12 "$log" | sed 's/^/    /'
+		[[ -n $again ]] && echo "    (the first run passed but e2e.test found a goroutine of its own left running:$again)"
 		[[ -n ${E2E_LOGS:-} ]] && mkdir -p "$E2E_LOGS" && cp "$log" "$E2E_LOGS/"
 	fi
 	pkill -KILL -f -- "$work/tmp/" 2>/dev/null || true
