@@ -214,8 +214,12 @@ static void gw_conn_list(struct gw_server *s, struct gw_conn *c)
 	if (c->listed || c->dead)
 		return;
 	c->listed = true;
-	c->flush_next = s->flush_head;
-	s->flush_head = c;
+	c->flush_next = NULL;
+	if (s->flush_tail)
+		s->flush_tail->flush_next = c;
+	else
+		s->flush_head = c;
+	s->flush_tail = c;
 }
 
 /* h2's pending callback: the connection got output outside a recv (an
@@ -792,6 +796,8 @@ static void gw_flush_all(struct gw_server *s)
 	while (s->flush_head) {
 		struct gw_conn *c = s->flush_head;
 		s->flush_head = c->flush_next;
+		if (!s->flush_head)
+			s->flush_tail = NULL;
 		c->listed = false;
 		if (c->dead) {
 			c->flush_next = s->dead;
@@ -1080,6 +1086,8 @@ void gw_server_free(struct gw_server *s)
 	while (s->flush_head) { /* unlisted, a closed one goes on the dead list */
 		struct gw_conn *c = s->flush_head;
 		s->flush_head = c->flush_next;
+		if (!s->flush_head)
+			s->flush_tail = NULL;
 		c->listed = false;
 		if (c->dead) {
 			c->flush_next = s->dead;

@@ -212,7 +212,8 @@ struct gw_server {
 	struct tls_ctx *tls;            /* the https listeners' (owned), or NULL */
 	struct gw_watch *watches;
 	struct gw_conn *conns;          /* every live connection */
-	struct gw_conn *flush_head;     /* connections with output this turn */
+	struct gw_conn *flush_head;     /* connections with output this turn, */
+	struct gw_conn *flush_tail;     /* in the order they got it */
 	uint32_t conn_count;
 	struct gw_conn *dead;           /* closed, freed at the end of the turn */
 	int watch_fired;                /* a watched descriptor, or -1 */
