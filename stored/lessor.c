@@ -28,6 +28,26 @@ struct lessor_lease {
 	struct lessor_key *keys;
 	size_t nkeys, keys_cap;
 	struct lessor_lease *hnext;
+	size_t at[2];           /* its place in each heap, or LESSOR_NOWHERE */
+};
+
+/*
+ * Two min-heaps of leases, so that the primary's questions (what expired,
+ * which checkpoints are due, when is the next) cost the leases they
+ * answer with, not a walk of every lease: stored asks when the next one is
+ * due each time its loop goes idle.
+ *   LESSOR_BY_EXPIRY     every lease, by when it may be offered as expired
+ *                        (the later of its expiry and its retry time);
+ *   LESSOR_BY_CHECKPOINT the leases with a checkpoint scheduled, by when.
+ * Each lease keeps its index in each heap (at[]). The arrays have room for
+ * every lease (lessor_make reserves it), so no heap operation fails.
+ */
+enum { LESSOR_BY_EXPIRY = 0, LESSOR_BY_CHECKPOINT = 1 };
+#define LESSOR_NOWHERE SIZE_MAX
+
+struct lessor_heap {
+	struct lessor_lease **v;
+	size_t n, cap;
 };
 
 struct lessor {
@@ -37,6 +57,7 @@ struct lessor {
 	size_t count;
 	bool primary;
 	uint64_t term;
+	struct lessor_heap heap[2];
 };
 
 static const struct {
@@ -79,6 +100,144 @@ int64_t lessor_min_ttl(uint64_t election_ms, uint64_t heartbeat_ms)
 	uint64_t ticks = election_ms / heartbeat_ms;
 	uint64_t ms = (3 * ticks / 2) * heartbeat_ms;
 	return (int64_t)((ms + 999) / 1000);
+}
+
+/* ---- the heaps ---- */
+
+static int64_t lessor_heap_key(const struct lessor_lease *e, int which)
+{
+	if (which == LESSOR_BY_CHECKPOINT)
+		return e->checkpoint_ns;
+	return e->retry_ns > e->expiry_ns ? e->retry_ns : e->expiry_ns;
+}
+
+static void lessor_heap_place(struct lessor_heap *h, int which, size_t i, struct lessor_lease *e)
+{
+	h->v[i] = e;
+	e->at[which] = i;
+}
+
+static void lessor_heap_up(struct lessor_heap *h, int which, size_t i)
+{
+	struct lessor_lease *e = h->v[i];
+	int64_t k = lessor_heap_key(e, which);
+
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+		if (lessor_heap_key(h->v[parent], which) <= k)
+			break;
+		lessor_heap_place(h, which, i, h->v[parent]);
+		i = parent;
+	}
+	lessor_heap_place(h, which, i, e);
+}
+
+static void lessor_heap_down(struct lessor_heap *h, int which, size_t i)
+{
+	struct lessor_lease *e = h->v[i];
+	int64_t k = lessor_heap_key(e, which);
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n &&
+		    lessor_heap_key(h->v[c + 1], which) < lessor_heap_key(h->v[c], which))
+			c++;
+		if (lessor_heap_key(h->v[c], which) >= k)
+			break;
+		lessor_heap_place(h, which, i, h->v[c]);
+		i = c;
+	}
+	lessor_heap_place(h, which, i, e);
+}
+
+/* e's key changed (or e is new at the end): restores the order. */
+static void lessor_heap_fix(struct lessor *l, int which, struct lessor_lease *e)
+{
+	struct lessor_heap *h = &l->heap[which];
+	size_t i = e->at[which];
+
+	if (i > 0 && lessor_heap_key(h->v[(i - 1) / 2], which) > lessor_heap_key(e, which))
+		lessor_heap_up(h, which, i);
+	else
+		lessor_heap_down(h, which, i);
+}
+
+static void lessor_heap_add(struct lessor *l, int which, struct lessor_lease *e)
+{
+	struct lessor_heap *h = &l->heap[which];
+
+	if (e->at[which] != LESSOR_NOWHERE) {
+		lessor_heap_fix(l, which, e);
+		return;
+	}
+	lessor_heap_place(h, which, h->n++, e); /* room reserved by lessor_make */
+	lessor_heap_up(h, which, h->n - 1);
+}
+
+static void lessor_heap_remove(struct lessor *l, int which, struct lessor_lease *e)
+{
+	struct lessor_heap *h = &l->heap[which];
+	size_t i = e->at[which];
+
+	if (i == LESSOR_NOWHERE)
+		return;
+	e->at[which] = LESSOR_NOWHERE;
+	struct lessor_lease *last = h->v[--h->n];
+	if (last == e)
+		return;
+	lessor_heap_place(h, which, i, last);
+	lessor_heap_fix(l, which, last);
+}
+
+/* Every key of the heap changed: orders it again (Floyd's). */
+static void lessor_heap_rebuild(struct lessor *l, int which)
+{
+	struct lessor_heap *h = &l->heap[which];
+
+	for (size_t i = h->n / 2; i-- > 0;)
+		lessor_heap_down(h, which, i);
+}
+
+/* Sets e's checkpoint time (0: none) and its place in the checkpoint heap. */
+static void lessor_set_checkpoint(struct lessor *l, struct lessor_lease *e, int64_t at_ns)
+{
+	e->checkpoint_ns = at_ns;
+	if (at_ns)
+		lessor_heap_add(l, LESSOR_BY_CHECKPOINT, e);
+	else
+		lessor_heap_remove(l, LESSOR_BY_CHECKPOINT, e);
+}
+
+int lessor_verify(const struct lessor *l)
+{
+	size_t seen = 0, with_cp = 0;
+
+	for (size_t b = 0; b < l->nbuckets; b++)
+		for (const struct lessor_lease *e = l->buckets[b]; e; e = e->hnext) {
+			seen++;
+			if (e->at[LESSOR_BY_EXPIRY] >= l->heap[LESSOR_BY_EXPIRY].n ||
+			    l->heap[LESSOR_BY_EXPIRY].v[e->at[LESSOR_BY_EXPIRY]] != e)
+				return -1;
+			if (e->checkpoint_ns) {
+				with_cp++;
+				if (e->at[LESSOR_BY_CHECKPOINT] >= l->heap[LESSOR_BY_CHECKPOINT].n ||
+				    l->heap[LESSOR_BY_CHECKPOINT].v[e->at[LESSOR_BY_CHECKPOINT]] != e)
+					return -2;
+			} else if (e->at[LESSOR_BY_CHECKPOINT] != LESSOR_NOWHERE) {
+				return -3;
+			}
+		}
+	if (seen != l->count || l->heap[LESSOR_BY_EXPIRY].n != seen ||
+	    l->heap[LESSOR_BY_CHECKPOINT].n != with_cp)
+		return -4;
+	for (int w = 0; w < 2; w++)
+		for (size_t i = 1; i < l->heap[w].n; i++)
+			if (lessor_heap_key(l->heap[w].v[(i - 1) / 2], w) >
+			    lessor_heap_key(l->heap[w].v[i], w))
+				return -5;
+	return 0;
 }
 
 static size_t lessor_hash(const struct lessor *l, int64_t id)
@@ -148,6 +307,8 @@ static void lessor_unlink(struct lessor *l, struct lessor_lease *e)
 		pp = &(*pp)->hnext;
 	*pp = e->hnext;
 	l->count--;
+	lessor_heap_remove(l, LESSOR_BY_EXPIRY, e);
+	lessor_heap_remove(l, LESSOR_BY_CHECKPOINT, e);
 }
 
 static void lessor_clear(struct lessor *l)
@@ -161,6 +322,8 @@ static void lessor_clear(struct lessor *l)
 		l->buckets[i] = NULL;
 	}
 	l->count = 0;
+	l->heap[LESSOR_BY_EXPIRY].n = 0;
+	l->heap[LESSOR_BY_CHECKPOINT].n = 0;
 }
 
 int lessor_new(const struct lessor_opts *o, struct lessor **out)
@@ -190,6 +353,8 @@ void lessor_free(struct lessor *l)
 		return;
 	lessor_clear(l);
 	stored_free(l->buckets);
+	stored_free(l->heap[LESSOR_BY_EXPIRY].v);
+	stored_free(l->heap[LESSOR_BY_CHECKPOINT].v);
 	stored_free(l);
 }
 
@@ -214,22 +379,22 @@ static int64_t lessor_base_ttl(const struct lessor_lease *e)
 	return e->remaining > 0 ? e->remaining : e->ttl;
 }
 
-static void lessor_refresh(const struct lessor *l, struct lessor_lease *e, int64_t now_ns,
+static void lessor_refresh(struct lessor *l, struct lessor_lease *e, int64_t now_ns,
 			   int64_t extend_ns)
 {
-	(void)l;
 	e->expiry_ns = now_ns + extend_ns + lessor_base_ttl(e) * 1000000000LL;
 	e->retry_ns = 0;
+	lessor_heap_fix(l, LESSOR_BY_EXPIRY, e);
 }
 
 /* etcd's scheduleCheckpointIfNeeded. */
-static void lessor_schedule_checkpoint(const struct lessor *l, struct lessor_lease *e,
+static void lessor_schedule_checkpoint(struct lessor *l, struct lessor_lease *e,
 				       int64_t now_ns)
 {
 	if (!l->o.checkpoint || !l->primary)
 		return;
 	if (lessor_base_ttl(e) * 1000000000LL > l->o.checkpoint_ns)
-		e->checkpoint_ns = now_ns + l->o.checkpoint_ns;
+		lessor_set_checkpoint(l, e, now_ns + l->o.checkpoint_ns);
 }
 
 static struct lessor_lease *lessor_make(struct lessor *l, int64_t id, int64_t ttl,
@@ -243,10 +408,18 @@ static struct lessor_lease *lessor_make(struct lessor *l, int64_t id, int64_t tt
 	e->ttl = ttl < l->o.min_ttl ? l->o.min_ttl : ttl;
 	e->remaining = remaining;
 	e->expiry_ns = LESSOR_FOREVER;
+	e->at[LESSOR_BY_EXPIRY] = e->at[LESSOR_BY_CHECKPOINT] = LESSOR_NOWHERE;
+	for (int w = 0; w < 2; w++)
+		if (stored_reserve((void **)&l->heap[w].v, &l->heap[w].cap, l->count + 1,
+				   sizeof(*l->heap[w].v), 64) < 0) {
+			stored_free(e);
+			return NULL;
+		}
 	if (lessor_insert(l, e)) {
 		stored_free(e);
 		return NULL;
 	}
+	lessor_heap_add(l, LESSOR_BY_EXPIRY, e);
 	return e;
 }
 
@@ -443,7 +616,7 @@ int lessor_checkpoint(struct lessor *l, struct btree_txn *t, int64_t id, int64_t
 	if (!e)
 		return 0;
 	e->remaining = remaining;
-	e->checkpoint_ns = 0;
+	lessor_set_checkpoint(l, e, 0);
 	lessor_schedule_checkpoint(l, e, now_ns);
 	return lessor_persist(t, e);
 }
@@ -456,10 +629,12 @@ static void lessor_promote(struct lessor *l, int64_t now_ns)
 {
 	for (size_t i = 0; i < l->nbuckets; i++)
 		for (struct lessor_lease *e = l->buckets[i]; e; e = e->hnext) {
-			lessor_refresh(l, e, now_ns, l->o.extend_ns);
-			e->checkpoint_ns = 0;
+			e->expiry_ns = now_ns + l->o.extend_ns + lessor_base_ttl(e) * 1000000000LL;
+			e->retry_ns = 0;
+			lessor_set_checkpoint(l, e, 0);
 			lessor_schedule_checkpoint(l, e, now_ns);
 		}
+	lessor_heap_rebuild(l, LESSOR_BY_EXPIRY);
 }
 
 bool lessor_set_primary(struct lessor *l, bool leader, uint64_t term, int64_t now_ns)
@@ -471,8 +646,9 @@ bool lessor_set_primary(struct lessor *l, bool leader, uint64_t term, int64_t no
 			for (size_t i = 0; i < l->nbuckets; i++)
 				for (struct lessor_lease *e = l->buckets[i]; e; e = e->hnext) {
 					e->expiry_ns = LESSOR_FOREVER;
-					e->checkpoint_ns = 0;
+					lessor_set_checkpoint(l, e, 0);
 				}
+			lessor_heap_rebuild(l, LESSOR_BY_EXPIRY);
 		}
 		l->primary = false;
 		l->term = term;
@@ -499,6 +675,7 @@ int lessor_renew(struct lessor *l, int64_t id, int64_t now_ns, int64_t *ttl,
 	 * its checkpoint of 0 clears the remaining TTL */
 	e->expiry_ns = now_ns + e->ttl * 1000000000LL;
 	e->retry_ns = 0;
+	lessor_heap_fix(l, LESSOR_BY_EXPIRY, e);
 	*ttl = e->ttl;
 	return 0;
 }
@@ -537,54 +714,52 @@ int lessor_ids(struct lessor *l, struct arena *a, int64_t **ids, size_t *n)
 
 size_t lessor_expired(struct lessor *l, int64_t now_ns, int64_t *ids, size_t max)
 {
+	struct lessor_heap *h = &l->heap[LESSOR_BY_EXPIRY];
 	size_t n = 0;
 
 	if (!l->primary)
 		return 0;
-	for (size_t i = 0; i < l->nbuckets && n < max; i++)
-		for (struct lessor_lease *e = l->buckets[i]; e && n < max; e = e->hnext) {
-			if (e->expiry_ns > now_ns || e->retry_ns > now_ns)
-				continue;
-			e->retry_ns = now_ns + LESSOR_RETRY_NS;
-			ids[n++] = e->id;
-		}
+	/* each one offered moves past now, so none comes twice */
+	while (n < max && h->n && lessor_heap_key(h->v[0], LESSOR_BY_EXPIRY) <= now_ns) {
+		struct lessor_lease *e = h->v[0];
+		e->retry_ns = now_ns + LESSOR_RETRY_NS;
+		lessor_heap_down(h, LESSOR_BY_EXPIRY, 0);
+		ids[n++] = e->id;
+	}
 	return n;
 }
 
 size_t lessor_due_checkpoints(struct lessor *l, int64_t now_ns, struct lessor_cp *out, size_t max)
 {
+	struct lessor_heap *h = &l->heap[LESSOR_BY_CHECKPOINT];
 	size_t n = 0;
 
 	if (!l->primary || !l->o.checkpoint)
 		return 0;
-	for (size_t i = 0; i < l->nbuckets && n < max; i++)
-		for (struct lessor_lease *e = l->buckets[i]; e && n < max; e = e->hnext) {
-			if (!e->checkpoint_ns || e->checkpoint_ns > now_ns)
-				continue;
-			e->checkpoint_ns = 0;
-			if (e->expiry_ns <= now_ns)
-				continue;
-			int64_t left = (e->expiry_ns - now_ns + 999999999) / 1000000000LL;
-			if (left >= e->ttl)
-				continue;
-			out[n++] = (struct lessor_cp){ e->id, left };
-		}
+	while (n < max && h->n && h->v[0]->checkpoint_ns <= now_ns) {
+		struct lessor_lease *e = h->v[0];
+		lessor_set_checkpoint(l, e, 0);
+		if (e->expiry_ns <= now_ns)
+			continue;
+		int64_t left = (e->expiry_ns - now_ns + 999999999) / 1000000000LL;
+		if (left >= e->ttl)
+			continue;
+		out[n++] = (struct lessor_cp){ e->id, left };
+	}
 	return n;
 }
 
 int64_t lessor_next_deadline(const struct lessor *l)
 {
+	const struct lessor_heap *x = &l->heap[LESSOR_BY_EXPIRY];
+	const struct lessor_heap *c = &l->heap[LESSOR_BY_CHECKPOINT];
 	int64_t next = INT64_MAX;
 
 	if (!l->primary)
 		return next;
-	for (size_t i = 0; i < l->nbuckets; i++)
-		for (struct lessor_lease *e = l->buckets[i]; e; e = e->hnext) {
-			int64_t t = e->retry_ns > e->expiry_ns ? e->retry_ns : e->expiry_ns;
-			if (t < next)
-				next = t;
-			if (e->checkpoint_ns && e->checkpoint_ns < next)
-				next = e->checkpoint_ns;
-		}
+	if (x->n)
+		next = lessor_heap_key(x->v[0], LESSOR_BY_EXPIRY);
+	if (c->n && c->v[0]->checkpoint_ns < next)
+		next = c->v[0]->checkpoint_ns;
 	return next;
 }

@@ -137,4 +137,9 @@ size_t lessor_due_checkpoints(struct lessor *l, int64_t now_ns, struct lessor_cp
 /* When the primary next has something to do; INT64_MAX: nothing. */
 int64_t lessor_next_deadline(const struct lessor *l);
 
+/* Checks the table against its heaps (every lease in its places, the
+ * heaps in order): 0, or a negative code naming the first fault. For
+ * tests. */
+int lessor_verify(const struct lessor *l);
+
 #endif

@@ -213,6 +213,111 @@ static void test_checkpoint_and_reload(void)
 	CHECK_EQ(lease_revoke(50), 0);
 }
 
+/* Many leases, random renewals, revokes, promotions and expiry calls
+ * against a model of the primary's times: each answer of lessor_expired
+ * is the soonest lapsed leases (up to max), lessor_next_deadline the
+ * soonest time any becomes due, and the lessor's heaps stay consistent
+ * (lessor_verify) after every step. TTLs stay at or below the checkpoint
+ * interval (10 s here), so no checkpoint is scheduled. */
+#define RL_N 600
+struct rl_lease {
+	bool alive;
+	int64_t ttl, expiry, retry;
+};
+
+static int64_t rl_key(const struct rl_lease *m)
+{
+	return m->retry > m->expiry ? m->retry : m->expiry;
+}
+
+static void test_random_expiry(void)
+{
+	static struct rl_lease m[RL_N];
+	int64_t now = 90000 * SEC, ids[8];
+	uint64_t term = 20;
+	size_t offered = 0, renewed = 0, revoked = 0;
+
+	for (int i = 0; i < RL_N; i++) {
+		m[i] = (struct rl_lease){ .alive = true, .ttl = 2 + (int64_t)(t_rand() % 9) };
+		CHECK_EQ(grant(1000 + i, m[i].ttl), 0);
+	}
+	CHECK_EQ(lessor_verify(L), 0);
+	for (int step = 0; step < 20000; step++) {
+		unsigned op = (unsigned)(t_rand() % 100);
+		if (step == 0 || op == 0) {
+			/* a new leading term (after a demotion) */
+			lessor_set_primary(L, false, term++, now);
+			CHECK_EQ(lessor_verify(L), 0);
+			CHECK(lessor_set_primary(L, true, term++, now));
+			for (int i = 0; i < RL_N; i++)
+				if (m[i].alive) {
+					m[i].expiry = now + SEC + m[i].ttl * SEC;
+					m[i].retry = 0;
+				}
+		} else if (op < 40) {
+			int i = (int)(t_rand() % RL_N);
+			int64_t ttl;
+			bool clear;
+			int rc = lessor_renew(L, 1000 + i, now, &ttl, &clear);
+			if (m[i].alive && m[i].expiry > now) {
+				CHECK_EQ(rc, 0);
+				CHECK_EQ(ttl, m[i].ttl);
+				m[i].expiry = now + m[i].ttl * SEC;
+				m[i].retry = 0;
+				renewed++;
+			} else {
+				CHECK_EQ(rc, LESSOR_ERR_NOT_FOUND);
+			}
+		} else if (op < 45) {
+			int i = (int)(t_rand() % RL_N);
+			CHECK_EQ(lease_revoke(1000 + i), m[i].alive ? 0 : LESSOR_ERR_NOT_FOUND);
+			revoked += m[i].alive;
+			m[i].alive = false;
+		} else if (op < 75) {
+			size_t max = 1 + t_rand() % 8, lapsed = 0;
+			for (int i = 0; i < RL_N; i++)
+				lapsed += m[i].alive && rl_key(&m[i]) <= now;
+			size_t n = lessor_expired(L, now, ids, max);
+			CHECK_EQ(n, lapsed < max ? lapsed : max);
+			int64_t last = INT64_MIN;
+			for (size_t k = 0; k < n; k++) {
+				int i = (int)(ids[k] - 1000);
+				CHECK(i >= 0 && i < RL_N && m[i].alive);
+				CHECK(rl_key(&m[i]) <= now);
+				CHECK(rl_key(&m[i]) >= last); /* soonest first */
+				last = rl_key(&m[i]);
+			}
+			/* none left behind was due sooner than the last given */
+			for (int i = 0; n == max && i < RL_N; i++) {
+				bool given = false;
+				for (size_t k = 0; k < n; k++)
+					given |= ids[k] == 1000 + i;
+				if (m[i].alive && !given && rl_key(&m[i]) <= now)
+					CHECK(rl_key(&m[i]) >= last);
+			}
+			for (size_t k = 0; k < n; k++)
+				m[ids[k] - 1000].retry = now + LESSOR_RETRY_NS;
+			offered += n;
+		} else {
+			now += (int64_t)(t_rand() % (SEC / 2));
+		}
+		int64_t next = INT64_MAX;
+		for (int i = 0; i < RL_N; i++)
+			if (m[i].alive && rl_key(&m[i]) < next)
+				next = rl_key(&m[i]);
+		CHECK_EQ(lessor_next_deadline(L), next);
+		CHECK_EQ(lessor_verify(L), 0);
+	}
+	printf("random expiry: %zu offered, %zu renewed, %zu revoked\n", offered, renewed, revoked);
+	CHECK(offered > 100 && renewed > 100 && revoked > 100);
+	lessor_set_primary(L, false, term, now);
+	for (int i = 0; i < RL_N; i++)
+		if (m[i].alive)
+			CHECK_EQ(lease_revoke(1000 + i), 0);
+	CHECK_EQ(lessor_count(L), 0);
+	CHECK_EQ(lessor_verify(L), 0);
+}
+
 int main(void)
 {
 	struct lessor_opts o = { .min_ttl = 2, .extend_ns = SEC, .checkpoint_ns = 10 * SEC,
@@ -225,6 +330,7 @@ int main(void)
 	test_revoke_deletes_keys();
 	test_expiry_and_promote();
 	test_checkpoint_and_reload();
+	test_random_expiry();
 	tdb_free(&D);
 	lessor_free(L);
 	t_no_leaks();
