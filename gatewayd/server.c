@@ -78,6 +78,7 @@ struct gw_conn {
 	bool local;                /* from the local socket (GW_LISTEN_LOCAL) */
 	int64_t linger_until_ns;
 	struct gw_conn *prev, *next;  /* s->conns */
+	struct gw_conn *linger_prev, *linger_next; /* s->linger_head, while lingering */
 	struct gw_conn *flush_next;   /* s->flush_head, or s->dead */
 };
 
@@ -231,13 +232,29 @@ static void gw_conn_pending(struct h2_conn *h2, void *user)
 	gw_conn_list(c->s, c);
 }
 
+/* Lingering connections are queued in the order they began, which is
+ * the order their times run out (each gets GW_LINGER_NS). */
+static void gw_linger_unlink(struct gw_server *s, struct gw_conn *c)
+{
+	if (c->linger_prev)
+		c->linger_prev->linger_next = c->linger_next;
+	else
+		s->linger_head = c->linger_next;
+	if (c->linger_next)
+		c->linger_next->linger_prev = c->linger_prev;
+	else
+		s->linger_tail = c->linger_prev;
+	c->linger_prev = c->linger_next = NULL;
+	s->lingering--;
+}
+
 static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 {
 	if (c->dead)
 		return;
 	c->dead = true;
 	if (c->lingering)
-		s->lingering--;
+		gw_linger_unlink(s, c);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->src.fd, NULL);
 	if (c->h2)
 		grpc_server_conn_free(c->h2);
@@ -277,6 +294,13 @@ static void gw_conn_linger(struct gw_server *s, struct gw_conn *c)
 	c->lingering = true;
 	s->lingering++;
 	c->linger_until_ns = s->now_ns + GW_LINGER_NS;
+	c->linger_next = NULL;
+	c->linger_prev = s->linger_tail;
+	if (s->linger_tail)
+		s->linger_tail->linger_next = c;
+	else
+		s->linger_head = c;
+	s->linger_tail = c;
 	gw_conn_watch(s, c);
 }
 
@@ -776,19 +800,9 @@ static int64_t gw_min(int64_t a, int64_t b)
  * deadline of the others. */
 static int64_t gw_linger_expire(struct gw_server *s)
 {
-	int64_t next = INT64_MAX;
-	if (s->lingering == 0)
-		return next;
-	for (struct gw_conn *c = s->conns, *n; c; c = n) {
-		n = c->next;
-		if (!c->lingering)
-			continue;
-		if (c->linger_until_ns <= s->now_ns)
-			gw_conn_close(s, c);
-		else
-			next = gw_min(next, c->linger_until_ns);
-	}
-	return next;
+	while (s->linger_head && s->linger_head->linger_until_ns <= s->now_ns)
+		gw_conn_close(s, s->linger_head); /* unlinks it */
+	return s->linger_head ? s->linger_head->linger_until_ns : INT64_MAX;
 }
 
 static void gw_flush_all(struct gw_server *s)

@@ -218,7 +218,9 @@ struct gw_server {
 	struct gw_conn *dead;           /* closed, freed at the end of the turn */
 	int watch_fired;                /* a watched descriptor, or -1 */
 	bool more_work;                 /* a ring batch was cut short: don't sleep */
-	uint32_t lingering;             /* connections waiting for the client's close */
+	uint32_t lingering;             /* connections waiting for the client's close, */
+	struct gw_conn *linger_head;    /* oldest first (server.c) */
+	struct gw_conn *linger_tail;
 	int64_t accept_resume_ns;       /* a paused listener listens again; INT64_MAX: none */
 	bool draining;
 

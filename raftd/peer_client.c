@@ -646,7 +646,7 @@ static void peer_writer_fill(struct peer *p, struct peer_remote *r, enum peer_st
 	for (m = head; m; m = m->next)
 		total += m->len;
 	if (head)
-		rc = peer_buf_printf(&c->out, "%zx\r\n", total);
+		rc = peer_buf_chunk_head(&c->out, total);
 	while (head) {
 		m = head;
 		head = m->next;
@@ -661,7 +661,7 @@ static void peer_writer_fill(struct peer *p, struct peer_remote *r, enum peer_st
 		size_t n;
 		msgframe_link_heartbeat(&hb);
 		n = s == PEER_STREAM_MSGAPP ? 1 : msgframe_size(&hb);
-		rc = peer_buf_printf(&c->out, "%zx\r\n", n);
+		rc = peer_buf_chunk_head(&c->out, n);
 		if (!rc)
 			rc = peer_buf_reserve(&c->out, n + 2);
 		if (!rc) {

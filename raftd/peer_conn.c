@@ -87,6 +87,21 @@ int peer_buf_printf(struct peer_buf *b, const char *fmt, ...)
 	return 0;
 }
 
+int peer_buf_chunk_head(struct peer_buf *b, size_t size)
+{
+	static const char hex[] = "0123456789abcdef";
+	char tmp[2 * sizeof(size_t) + 2];
+	size_t i = sizeof(tmp);
+
+	tmp[--i] = '\n';
+	tmp[--i] = '\r';
+	do {
+		tmp[--i] = hex[size & 15];
+		size >>= 4;
+	} while (size);
+	return peer_buf_append(b, tmp + i, sizeof(tmp) - i);
+}
+
 void peer_buf_consume(struct peer_buf *b, size_t n)
 {
 	b->off += n;

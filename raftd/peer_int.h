@@ -319,6 +319,8 @@ void peer_queue_push(struct peer_queue *q, struct peer_qmsg *m);
 /* ---- peer_conn.c ---- */
 int peer_buf_reserve(struct peer_buf *b, size_t more);
 int peer_buf_append(struct peer_buf *b, const void *d, size_t n);
+/* Appends a chunk's head in HTTP/1.1 chunked coding: size in hex, CRLF. */
+int peer_buf_chunk_head(struct peer_buf *b, size_t size);
 int peer_buf_printf(struct peer_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void peer_buf_consume(struct peer_buf *b, size_t n);

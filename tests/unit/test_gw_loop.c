@@ -1094,6 +1094,54 @@ static void test_http1(void)
 	spin(2);
 }
 
+/* HTTP/1 connections that asked for close linger after their answer
+ * (write side shut) until the client closes or GW_LINGER_NS (1 s) pass:
+ * three at once, the middle one closed by its client first. */
+static void test_linger(void)
+{
+	int sv[3][2];
+	const char *req = "GET /health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+	uint32_t base = srv->conn_count;
+
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv[i]), 0);
+		CHECK_EQ(gw_server_adopt(srv, sv[i][0]), 0);
+		CHECK_EQ(write(sv[i][1], req, strlen(req)), (ssize_t)strlen(req));
+		CHECK_EQ(fcntl(sv[i][1], F_SETFL, O_NONBLOCK), 0);
+		/* answered and shut for writing, one after the other */
+		char buf[1024];
+		bool eof = false;
+		uint64_t end = test_now_ns() + 5000000000ull;
+		while (!eof) {
+			gw_server_turn(srv, 1);
+			ssize_t n = read(sv[i][1], buf, sizeof(buf));
+			eof = n == 0;
+			CHECK(test_now_ns() < end);
+		}
+	}
+	uint64_t shut = test_now_ns();
+	CHECK_EQ(srv->conn_count, base + 3);
+	CHECK_EQ(srv->lingering, 3u);
+	close(sv[1][1]); /* the middle one's client closes first */
+	uint64_t end = test_now_ns() + 500000000ull;
+	while (srv->conn_count > base + 2 && test_now_ns() < end)
+		gw_server_turn(srv, 1);
+	CHECK_EQ(srv->conn_count, base + 2);
+	CHECK_EQ(srv->lingering, 2u);
+	/* the other two are closed by the server once their second is up */
+	end = test_now_ns() + 3000000000ull;
+	while (srv->conn_count > base && test_now_ns() < end)
+		gw_server_turn(srv, 100);
+	CHECK_EQ(srv->conn_count, base);
+	CHECK_EQ(srv->lingering, 0u);
+	CHECK(test_now_ns() - shut >= 900000000ull);
+	for (int i = 0; i < 3; i += 2) {
+		char c;
+		CHECK_EQ(read(sv[i][1], &c, 1), 0);
+		close(sv[i][1]);
+	}
+}
+
 int main(void)
 {
 	struct shm_region *launcher;
@@ -1163,6 +1211,7 @@ int main(void)
 	test_linearizable();
 	test_status_members();
 	test_http1();
+	test_linger();
 	test_point_reads();
 
 	struct gw_stats st = srv->stats;

@@ -602,6 +602,29 @@ static void tls_contexts(struct tls_ctx **sctx, struct tls_ctx **cctx)
 	tls_info_free(&info);
 }
 
+/* A stream chunk's head: the size in lower-case hex, CRLF. */
+static void test_chunk_head(void)
+{
+	static const struct {
+		size_t size;
+		const char *head;
+	} cases[] = {
+		{ 0, "0\r\n" }, { 9, "9\r\n" }, { 10, "a\r\n" }, { 0xf, "f\r\n" },
+		{ 0x10, "10\r\n" }, { 4096, "1000\r\n" }, { 0xabcdef, "abcdef\r\n" },
+		{ SIZE_MAX, "ffffffffffffffff\r\n" },
+	};
+	struct peer_buf b = { 0 };
+	size_t at = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK_EQ(peer_buf_chunk_head(&b, cases[i].size), 0);
+		CHECK_EQ(b.len - at, strlen(cases[i].head));
+		CHECK(memcmp(b.p + at, cases[i].head, b.len - at) == 0);
+		at = b.len;
+	}
+	peer_buf_free(&b);
+}
+
 int main(void)
 {
 	struct tls_ctx *sctx, *cctx;
@@ -613,6 +636,8 @@ int main(void)
 		log_set_level(LOG_LEVEL_ERROR);
 
 	const char *only = getenv("TEST_PEER_ONLY");
+	if (!only || !strcmp(only, "chunk"))
+		test_chunk_head();
 	if (!only || !strcmp(only, "routes"))
 		test_http_routes();
 	if (!only || !strcmp(only, "http"))
