@@ -120,6 +120,7 @@ struct watch_state {
 	size_t nwatchers;
 	uint32_t holds;               /* watch_hold's, not yet released */
 	int64_t progress_ns, next_tick_ns;
+	uint32_t progress_waiting;    /* streams whose progress_wait is set */
 	int64_t read_every_ns;        /* CETCD_WATCH_READ_EVERY_MS (tests: a
 				       * gateway that lags and gets lapped) */
 	_Atomic int64_t next_read_ns;
@@ -319,6 +320,8 @@ static void stream_free(struct watch_state *ws, struct watch_stream *st)
 		ws->streams = st->next;
 	if (st->next)
 		st->next->prev = st->prev;
+	if (st->progress_wait)
+		ws->progress_waiting--;
 	free(st);
 	if (ws->nwatchers == 0 && ws->holds == 0) {
 		ws->cur_valid = false;
@@ -468,6 +471,7 @@ static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len
 		break;
 	}
 	case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_PROGRESS_REQUEST:
+		ws->progress_waiting += !st->progress_wait;
 		st->progress_wait = true;
 		s->more_work = true;
 		break;
@@ -947,7 +951,11 @@ static void progress_turn(struct gw_server *s, struct watch_state *ws)
 
 	if (tick)
 		ws->next_tick_ns = now + ws->progress_ns;
+	else if (!ws->progress_waiting)
+		return; /* most turns: no stream to look at */
 	for (struct watch_stream *st = ws->streams; st; st = st->next) {
+		if (!tick && !st->progress_wait)
+			continue;
 		struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
 		if (!call)
 			continue;
@@ -963,6 +971,7 @@ static void progress_turn(struct gw_server *s, struct watch_state *ws)
 				send_resp(s, call, min, -1, false, false, 0, NULL, false, NULL, 0);
 				st->progress_rev = min;
 				st->progress_wait = false;
+				ws->progress_waiting--;
 			}
 		}
 		if (!tick)
@@ -1006,11 +1015,8 @@ void watch_flushed(struct gw_server *s)
 			return;
 		}
 	}
-	for (struct watch_stream *st = ws->streams; st; st = st->next)
-		if (st->progress_wait) {
-			s->more_work = true; /* retried while catch-ups run */
-			return;
-		}
+	if (ws->progress_waiting)
+		s->more_work = true; /* retried while catch-ups run */
 }
 
 int64_t watch_next_deadline(struct gw_server *s)
