@@ -379,22 +379,22 @@ static int64_t lessor_base_ttl(const struct lessor_lease *e)
 	return e->remaining > 0 ? e->remaining : e->ttl;
 }
 
-static void lessor_refresh(struct lessor *l, struct lessor_lease *e, int64_t now_ns,
-			   int64_t extend_ns)
+/* The lease's new expiry; the caller puts it in its place in the expiry
+ * heap (one lease: lessor_heap_fix; all: lessor_heap_rebuild). */
+static void lessor_refresh(struct lessor_lease *e, int64_t now_ns, int64_t extend_ns)
 {
 	e->expiry_ns = now_ns + extend_ns + lessor_base_ttl(e) * 1000000000LL;
 	e->retry_ns = 0;
-	lessor_heap_fix(l, LESSOR_BY_EXPIRY, e);
 }
 
-/* etcd's scheduleCheckpointIfNeeded. */
+/* etcd's scheduleCheckpointIfNeeded, replacing any checkpoint scheduled
+ * before (none when not needed). */
 static void lessor_schedule_checkpoint(struct lessor *l, struct lessor_lease *e,
 				       int64_t now_ns)
 {
-	if (!l->o.checkpoint || !l->primary)
-		return;
-	if (lessor_base_ttl(e) * 1000000000LL > l->o.checkpoint_ns)
-		lessor_set_checkpoint(l, e, now_ns + l->o.checkpoint_ns);
+	bool due = l->o.checkpoint && l->primary &&
+		   lessor_base_ttl(e) * 1000000000LL > l->o.checkpoint_ns;
+	lessor_set_checkpoint(l, e, due ? now_ns + l->o.checkpoint_ns : 0);
 }
 
 static struct lessor_lease *lessor_make(struct lessor *l, int64_t id, int64_t ttl,
@@ -544,7 +544,8 @@ int lessor_grant(struct lessor *l, struct btree_txn *t, int64_t id, int64_t ttl,
 	if (!e)
 		return -ENOMEM;
 	if (l->primary) {
-		lessor_refresh(l, e, now_ns, 0);
+		lessor_refresh(e, now_ns, 0);
+		lessor_heap_fix(l, LESSOR_BY_EXPIRY, e);
 		lessor_schedule_checkpoint(l, e, now_ns);
 	}
 	*granted = e->ttl;
@@ -616,7 +617,6 @@ int lessor_checkpoint(struct lessor *l, struct btree_txn *t, int64_t id, int64_t
 	if (!e)
 		return 0;
 	e->remaining = remaining;
-	lessor_set_checkpoint(l, e, 0);
 	lessor_schedule_checkpoint(l, e, now_ns);
 	return lessor_persist(t, e);
 }
@@ -629,9 +629,7 @@ static void lessor_promote(struct lessor *l, int64_t now_ns)
 {
 	for (size_t i = 0; i < l->nbuckets; i++)
 		for (struct lessor_lease *e = l->buckets[i]; e; e = e->hnext) {
-			e->expiry_ns = now_ns + l->o.extend_ns + lessor_base_ttl(e) * 1000000000LL;
-			e->retry_ns = 0;
-			lessor_set_checkpoint(l, e, 0);
+			lessor_refresh(e, now_ns, l->o.extend_ns);
 			lessor_schedule_checkpoint(l, e, now_ns);
 		}
 	lessor_heap_rebuild(l, LESSOR_BY_EXPIRY);
