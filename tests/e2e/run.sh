@@ -63,6 +63,14 @@ mkdir -p "$work/bin" "$work/tmp"
 ln -s "$bin/cetcd" "$work/bin/etcd"
 ln -s /usr/bin/etcdctl "$work/bin/etcdctl"
 
+# what a test left running and its data dirs, gone before the next run
+clean_tmp() {
+	pkill -KILL -f -- "$work/tmp/" 2>/dev/null || true
+	rm -rf "${work:?}/tmp/"*
+}
+# the lines of a log that say why a test failed
+why_re='^\s+[a-z_0-9]+\.go:[0-9]+:|^--- FAIL|panic:'
+
 pass=0 fail=0 failed=()
 start=$SECONDS
 for t in "${tests[@]}"; do
@@ -84,27 +92,24 @@ for t in "${tests[@]}"; do
 		# run the test once more and say so.
 		((try == 1 && rc == 1)) && grep -q -- "^--- PASS: $t " "$log" &&
 			grep -q "Too many goroutines running after all test(s)" "$log" || break
-		again=$(grep -m1 -A2 "instances of:" "$log" | tail -n 2 | tr -s '\t\n' '  ')
-		pkill -KILL -f -- "$work/tmp/" 2>/dev/null || true
-		rm -rf "${work:?}/tmp/"*
+		again="the first run passed but e2e.test found a goroutine of its own left running:"
+		again+=$(grep -m1 -A2 "instances of:" "$log" | tail -n 2 | tr -s '\t\n' '  ')
+		clean_tmp
 	done
 	if ((rc == 0)) && grep -q -- "^--- PASS: $t " "$log"; then
 		pass=$((pass + 1))
-		echo "PASS $t ($((SECONDS - t0)) s)${again:+, run twice: the first run passed but e2e.test found a goroutine of its own left running:$again}"
+		echo "PASS $t ($((SECONDS - t0)) s)${again:+, run twice: $again}"
 	else
 		fail=$((fail + 1))
 		failed+=("$t")
 		((rc == 124)) && why="timed out after $per_test s" || why="exit $rc"
 		echo "FAIL $t ($((SECONDS - t0)) s, $why)"
-		grep -E -- "^\s+[a-z_0-9]+\.go:[0-9]+:|^--- FAIL|panic:" "$log" | head -n 8 |
-			sed 's/^/    /' || true
-		grep -q -E -- "^\s+[a-z_0-9]+\.go:[0-9]+:|^--- FAIL|panic:" "$log" ||
-			tail -n 12 "$log" | sed 's/^/    /'
-		[[ -n $again ]] && echo "    (the first run passed but e2e.test found a goroutine of its own left running:$again)"
+		grep -E -- "$why_re" "$log" | head -n 8 | sed 's/^/    /' || true
+		grep -q -E -- "$why_re" "$log" || tail -n 12 "$log" | sed 's/^/    /'
+		[[ -n $again ]] && echo "    ($again)"
 		[[ -n ${E2E_LOGS:-} ]] && mkdir -p "$E2E_LOGS" && cp "$log" "$E2E_LOGS/"
 	fi
-	pkill -KILL -f -- "$work/tmp/" 2>/dev/null || true
-	rm -rf "${work:?}/tmp/"*
+	clean_tmp
 done
 echo "e2e: $pass passed, $fail failed of ${#tests[@]} in $((SECONDS - start)) s"
 ((fail == 0)) && exit 0
