@@ -426,20 +426,30 @@ static void watch_create(struct gw_server *s, struct grpc_call *call, struct wat
 	s->more_work = true;
 }
 
+/* A watch call keeps its stream in the call's own state (zeroed when
+ * the call starts, so NULL until its first request): a request finds its
+ * stream without a walk of every stream. The stream lives until the call
+ * finishes or is cancelled, and the slot is cleared then. */
+static struct watch_stream **watch_call_stream(struct grpc_call *call)
+{
+	_Static_assert(sizeof(struct watch_stream *) <= GRPC_CALL_STATE_BYTES,
+		       "a stream pointer fits in a call");
+	return grpc_call_state(call);
+}
+
 static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len)
 {
 	struct gw_server *s = grpc_call_handler_arg(call);
 	struct watch_state *ws = W(s);
-	uint64_t id = grpc_call_id(call);
-	struct watch_stream *st;
+	struct watch_stream **slot = watch_call_stream(call);
+	struct watch_stream *st = *slot;
 
-	for (st = ws->streams; st && st->call_id != id; st = st->next)
-		;
 	Etcdserverpb__WatchRequest *req =
 		gw_unpack(s, call, &etcdserverpb__watch_request__descriptor, &msg, &len);
 	if (!req) {
 		if (st)
 			stream_free(ws, st); /* the call was finished */
+		*slot = NULL;
 		return;
 	}
 	if (!st) {
@@ -448,7 +458,8 @@ static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len
 			grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
 			return;
 		}
-		st->call_id = id;
+		st->call_id = grpc_call_id(call);
+		*slot = st;
 		st->next = ws->streams;
 		if (ws->streams)
 			ws->streams->prev = st;
@@ -483,16 +494,12 @@ static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len
 static void watch_cancel(struct grpc_call *call, enum grpc_cancel_reason why)
 {
 	struct gw_server *s = grpc_call_handler_arg(call);
-	struct watch_state *ws = W(s);
-	uint64_t id = grpc_call_id(call);
+	struct watch_stream **slot = watch_call_stream(call);
 
 	(void)why;
-	for (struct watch_stream *st = ws->streams; st; st = st->next) {
-		if (st->call_id == id) {
-			stream_free(ws, st);
-			return;
-		}
-	}
+	if (*slot)
+		stream_free(W(s), *slot);
+	*slot = NULL;
 }
 
 /* ---- the ring ---- */
