@@ -21,7 +21,9 @@ struct bcast;
 
 #define BCAST_HEADER_BYTES 512u
 
-/* A consumer's position. Treat as opaque apart from the statistics. */
+/* A consumer's position. Treat as opaque apart from the statistics, which
+ * count over the cursor's life: bcast_cursor_init (also a re-sync after a
+ * lap) leaves them as they are, so a cursor starts zeroed. */
 struct bcast_cursor {
 	uint64_t pos;        /* byte position of the next record */
 	uint64_t seq;        /* sequence number expected next; 0 = any */

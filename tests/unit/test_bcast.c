@@ -72,7 +72,7 @@ static void test_basic(void)
 static void test_wrap_and_lap(void)
 {
 	struct bcast *b = bcast_new(4096, MAXREC);
-	struct bcast_cursor fast, slow;
+	struct bcast_cursor fast = { 0 }, slow = { 0 };
 	struct bcast_rec rec;
 	static uint8_t buf[MAXREC], out[MAXREC];
 	uint64_t seq, expect = 1;
@@ -118,7 +118,7 @@ static void test_wrap_and_lap(void)
 static void test_producer_takeover(void)
 {
 	struct bcast *b = bcast_new(4096, 256);
-	struct bcast_cursor c;
+	struct bcast_cursor c = { 0 };
 	struct bcast_rec rec;
 	char buf[256];
 
@@ -166,7 +166,7 @@ static void test_race(void)
 {
 	struct race ra = { .b = bcast_new(4 * 1024, MAXREC) };
 	static uint8_t out[MAXREC];
-	struct bcast_cursor c;
+	struct bcast_cursor c = { 0 };
 	struct bcast_rec rec;
 	uint64_t good = 0, start = test_now_ns();
 	pthread_t t;

@@ -161,7 +161,7 @@ static void test_events_notify(void)
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct shm_region *gw;
-		struct bcast_cursor c;
+		struct bcast_cursor c = { 0 };
 		struct bcast_wait ev;
 		struct shm_slot_ref s;
 
