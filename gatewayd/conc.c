@@ -17,7 +17,7 @@ struct conc_method {
 };
 
 struct conc_state {
-	struct conc_op *ops;
+	struct dlist ops;            /* newest first */
 	uint64_t next_id;
 	uint32_t nwaiting;
 	int64_t checked_rev;         /* the revision waiting ops last saw */
@@ -28,7 +28,11 @@ struct conc_state {
 
 static struct conc_op *conc_find(struct conc_state *cs, uint64_t id)
 {
-	for (struct conc_op *op = cs ? cs->ops : NULL; op; op = op->next)
+	struct conc_op *op, *next;
+
+	if (!cs)
+		return NULL;
+	dlist_for_each_safe(op, next, &cs->ops, node)
 		if (op->id == id)
 			return op;
 	return NULL;
@@ -45,15 +49,8 @@ static void conc_unwait(struct gw_server *s, struct conc_op *op)
 
 static void conc_op_free(struct gw_server *s, struct conc_op *op)
 {
-	struct conc_state *cs = s->conc;
-
 	conc_unwait(s, op);
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		cs->ops = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
+	dlist_remove(&op->node);
 	free(op);
 }
 
@@ -70,10 +67,7 @@ struct conc_op *conc_op_new(struct gw_server *s, struct grpc_call *call,
 	op->vt = vt;
 	op->id = ++cs->next_id;
 	op->call_id = grpc_call_id(call);
-	op->next = cs->ops;
-	if (cs->ops)
-		cs->ops->prev = op;
-	cs->ops = op;
+	dlist_insert_head(&cs->ops, &op->node);
 	return op;
 }
 
@@ -275,11 +269,10 @@ void conc_turn(struct gw_server *s)
 	struct mvcc_view v;
 	struct gw_read rd;
 
-	if (!cs || !cs->ops)
+	if (!cs || dlist_empty(&cs->ops))
 		return;
 	/* calls the rings ended (a request timeout, a leader change) */
-	for (op = cs->ops; op; op = next) {
-		next = op->next;
+	dlist_for_each_safe(op, next, &cs->ops, node) {
 		if (grpc_call_find(s->grpc, op->call_id))
 			continue;
 		if (op->waiting && op->vt->abandon)
@@ -295,8 +288,7 @@ void conc_turn(struct gw_server *s)
 	int64_t rev = (int64_t)rd.st.revision;
 	cs->recheck = false;
 	cs->checked_rev = rev;
-	for (op = cs->ops; op; op = next) {
-		next = op->next;
+	dlist_for_each_safe(op, next, &cs->ops, node) {
 		if (!op->waiting || rev < op->min_rev)
 			continue;
 		struct grpc_call *call = grpc_call_find(s->grpc, op->call_id);
@@ -310,7 +302,11 @@ void conc_turn(struct gw_server *s)
 
 static struct conc_op *conc_of_call(struct gw_server *s, uint64_t call_id)
 {
-	for (struct conc_op *op = s->conc ? s->conc->ops : NULL; op; op = op->next)
+	struct conc_op *op, *next;
+
+	if (!s->conc)
+		return NULL;
+	dlist_for_each_safe(op, next, &s->conc->ops, node)
 		if (op->call_id == call_id)
 			return op;
 	return NULL;
@@ -379,6 +375,7 @@ int conc_register(struct gw_server *s)
 	s->conc = calloc(1, sizeof(*s->conc));
 	if (!s->conc)
 		return -ENOMEM;
+	dlist_init(&s->conc->ops);
 	mvcc_range_result_init(&s->conc->res);
 	rc = v3lock_register(s);
 	if (!rc)
@@ -389,11 +386,12 @@ int conc_register(struct gw_server *s)
 void conc_free(struct gw_server *s)
 {
 	struct conc_state *cs = s->conc;
+	struct conc_op *op;
 
 	if (!cs)
 		return;
-	while (cs->ops)
-		conc_op_free(s, cs->ops);
+	while ((op = dlist_entry(dlist_first(&cs->ops), struct conc_op, node)))
+		conc_op_free(s, op);
 	while (cs->methods) {
 		struct conc_method *m = cs->methods;
 		cs->methods = m->next;

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "gatewayd/dlist.h"
 #include "gatewayd/server.h"
 
 struct mvcc_view;
@@ -53,7 +54,7 @@ struct conc_vt {
  * (freed with free()). */
 struct conc_op {
 	const struct conc_vt *vt;
-	struct conc_op *next, *prev;
+	struct dlist node;   /* the gatewayd's ops, newest first */
 	uint64_t id;         /* never reused within the process */
 	uint64_t call_id;
 	int64_t min_rev;     /* a waiting op is checked at revisions >= it only */

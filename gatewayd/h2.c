@@ -46,7 +46,7 @@ struct h2_conn {
 	void *app;
 	void *user;
 	void (*pending)(struct h2_conn *c, void *user);
-	struct h2_stream *streams; /* open streams (app objects), doubly linked */
+	struct dlist streams;      /* open streams (app objects), newest first */
 	uint32_t nstreams;
 	struct h2_buf out;         /* produced, not yet taken: [out_off, out.len) */
 	size_t out_off;
@@ -161,23 +161,13 @@ static void h2_conn_signal(struct h2_conn *c)
 
 static void h2_conn_link(struct h2_conn *c, struct h2_stream *s)
 {
-	s->prev = NULL;
-	s->next = c->streams;
-	if (c->streams)
-		c->streams->prev = s;
-	c->streams = s;
+	dlist_insert_head(&c->streams, &s->node);
 	c->nstreams++;
 }
 
 static void h2_conn_unlink(struct h2_conn *c, struct h2_stream *s)
 {
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		c->streams = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->prev = s->next = NULL;
+	dlist_remove(&s->node);
 	c->nstreams--;
 }
 
@@ -519,6 +509,7 @@ int h2_conn_new(struct h2_ctx *ctx, const struct h2_app_ops *ops, void *app, str
 	c->ops = ops;
 	c->app = app;
 	c->drain = H2_RUNNING;
+	dlist_init(&c->streams);
 
 	/* nghttp2_mem's members are not const, but nghttp2 only reads them. */
 	if (nghttp2_session_server_new3(&c->session, ctx->cbs, c, ctx->opt,
@@ -549,13 +540,14 @@ out_free_conn:
 
 void h2_conn_free(struct h2_conn *c)
 {
+	struct h2_stream *s;
+
 	if (!c)
 		return;
 	/* The app may queue output on other streams while they close
 	 * (its cancel handlers run): the loop must not hear of c again. */
 	c->failed = true;
-	while (c->streams) {
-		struct h2_stream *s = c->streams;
+	while ((s = dlist_entry(dlist_first(&c->streams), struct h2_stream, node))) {
 		h2_conn_unlink(c, s);
 		(void)nghttp2_session_set_stream_user_data(c->session, s->id, NULL);
 		c->ops->stream_close(s, H2_CONN_CLOSED);
@@ -733,7 +725,7 @@ void h2_stream_recycle(struct h2_stream *s, const nghttp2_mem *mem, size_t keep_
 	s->ntrailers = 0;
 	s->flags = 0;
 	s->conn = NULL;
-	s->prev = s->next = NULL;
+	dlist_init(&s->node);
 }
 
 void h2_stream_destroy(struct h2_stream *s, const nghttp2_mem *mem)

@@ -52,6 +52,8 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "gatewayd/dlist.h"
+
 struct transport;
 struct h2_conn;
 struct h2_ctx;
@@ -104,7 +106,7 @@ const nghttp2_mem *h2_mem_libc(void);
  * reads them through the functions below. */
 struct h2_stream {
 	struct h2_conn *conn;
-	struct h2_stream *prev, *next; /* the conn's list of open streams */
+	struct dlist node;             /* the conn's open streams, newest first */
 	int32_t id;
 	uint32_t flags;                /* H2_S_* in h2.c */
 	uint32_t header_bytes;         /* request header list size so far */

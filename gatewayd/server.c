@@ -77,9 +77,9 @@ struct gw_conn {
 	bool dead;                 /* closed; freed at the end of the turn */
 	bool local;                /* from the local socket (GW_LISTEN_LOCAL) */
 	int64_t linger_until_ns;
-	struct gw_conn *prev, *next;  /* s->conns */
-	struct gw_conn *linger_prev, *linger_next; /* s->linger_head, while lingering */
-	struct gw_conn *flush_next;   /* s->flush_head, or s->dead */
+	struct dlist node;         /* s->conns */
+	struct dlist linger;       /* s->linger, while lingering */
+	struct dlist flush;        /* s->flush while listed, then s->dead */
 };
 
 /* ---- the turn's arena ---- */
@@ -215,12 +215,7 @@ static void gw_conn_list(struct gw_server *s, struct gw_conn *c)
 	if (c->listed || c->dead)
 		return;
 	c->listed = true;
-	c->flush_next = NULL;
-	if (s->flush_tail)
-		s->flush_tail->flush_next = c;
-	else
-		s->flush_head = c;
-	s->flush_tail = c;
+	dlist_insert_tail(&s->flush, &c->flush);
 }
 
 /* h2's pending callback: the connection got output outside a recv (an
@@ -236,15 +231,7 @@ static void gw_conn_pending(struct h2_conn *h2, void *user)
  * the order their times run out (each gets GW_LINGER_NS). */
 static void gw_linger_unlink(struct gw_server *s, struct gw_conn *c)
 {
-	if (c->linger_prev)
-		c->linger_prev->linger_next = c->linger_next;
-	else
-		s->linger_head = c->linger_next;
-	if (c->linger_next)
-		c->linger_next->linger_prev = c->linger_prev;
-	else
-		s->linger_tail = c->linger_prev;
-	c->linger_prev = c->linger_next = NULL;
+	dlist_remove(&c->linger);
 	s->lingering--;
 }
 
@@ -267,18 +254,11 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 		http1_conn_fini(&c->h1);
 	}
 	transport_close(&c->t);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	dlist_remove(&c->node);
 	s->conn_count--;
-	if (!c->listed) {
-		c->flush_next = s->dead;
-		s->dead = c;
-	}
-	/* A listed one is freed by the flush pass, which owns flush_next. */
+	if (!c->listed)
+		dlist_insert_head(&s->dead, &c->flush);
+	/* A listed one is freed by the flush pass, which owns c->flush. */
 }
 
 /* Ends a connection whose last answer is out: shuts the write side and
@@ -294,13 +274,7 @@ static void gw_conn_linger(struct gw_server *s, struct gw_conn *c)
 	c->lingering = true;
 	s->lingering++;
 	c->linger_until_ns = s->now_ns + GW_LINGER_NS;
-	c->linger_next = NULL;
-	c->linger_prev = s->linger_tail;
-	if (s->linger_tail)
-		s->linger_tail->linger_next = c;
-	else
-		s->linger_head = c;
-	s->linger_tail = c;
+	dlist_insert_tail(&s->linger, &c->linger);
 	gw_conn_watch(s, c);
 }
 
@@ -523,10 +497,9 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 		free(c);
 		return rc;
 	}
-	c->next = s->conns;
-	if (s->conns)
-		s->conns->prev = c;
-	s->conns = c;
+	dlist_init(&c->linger);
+	dlist_init(&c->flush);
+	dlist_insert_head(&s->conns, &c->node);
 	s->conn_count++;
 	s->stats.accepted++;
 	return 0;
@@ -800,33 +773,44 @@ static int64_t gw_min(int64_t a, int64_t b)
  * deadline of the others. */
 static int64_t gw_linger_expire(struct gw_server *s)
 {
-	while (s->linger_head && s->linger_head->linger_until_ns <= s->now_ns)
-		gw_conn_close(s, s->linger_head); /* unlinks it */
-	return s->linger_head ? s->linger_head->linger_until_ns : INT64_MAX;
+	struct gw_conn *c;
+
+	while ((c = dlist_entry(dlist_first(&s->linger), struct gw_conn, linger)) &&
+	       c->linger_until_ns <= s->now_ns)
+		gw_conn_close(s, c); /* unlinks it */
+	return c ? c->linger_until_ns : INT64_MAX;
+}
+
+/* Takes the connections off the flush list in order, a closed one onto
+ * the dead list; returns the first one still open, NULL at the end. */
+static struct gw_conn *gw_flush_take(struct gw_server *s)
+{
+	struct gw_conn *c;
+
+	while ((c = dlist_entry(dlist_first(&s->flush), struct gw_conn, flush))) {
+		dlist_remove(&c->flush);
+		c->listed = false;
+		if (!c->dead)
+			return c;
+		dlist_insert_head(&s->dead, &c->flush);
+	}
+	return NULL;
 }
 
 static void gw_flush_all(struct gw_server *s)
 {
-	while (s->flush_head) {
-		struct gw_conn *c = s->flush_head;
-		s->flush_head = c->flush_next;
-		if (!s->flush_head)
-			s->flush_tail = NULL;
-		c->listed = false;
-		if (c->dead) {
-			c->flush_next = s->dead;
-			s->dead = c;
-			continue;
-		}
+	struct gw_conn *c;
+
+	while ((c = gw_flush_take(s)))
 		gw_conn_flush(s, c);
-	}
 }
 
 static void gw_free_dead(struct gw_server *s)
 {
-	while (s->dead) {
-		struct gw_conn *c = s->dead;
-		s->dead = c->flush_next;
+	struct gw_conn *c;
+
+	while ((c = dlist_entry(dlist_first(&s->dead), struct gw_conn, flush))) {
+		dlist_remove(&c->flush);
 		free(c);
 	}
 }
@@ -970,13 +954,13 @@ static void gw_close_listeners(struct gw_server *s)
 
 void gw_server_drain(struct gw_server *s, int drain_ms)
 {
+	struct gw_conn *c, *n;
 	int64_t deadline;
 
 	s->draining = true;
 	gw_close_listeners(s);
 	gw_rings_stop(s);
-	for (struct gw_conn *c = s->conns, *n; c; c = n) {
-		n = c->next;
+	dlist_for_each_safe(c, n, &s->conns, node) {
 		if (c->proto == GW_H2)
 			h2_conn_shutdown(c->h2);
 		else if (c->proto == GW_HTTP1)
@@ -989,14 +973,14 @@ void gw_server_drain(struct gw_server *s, int drain_ms)
 	gw_flush_all(s);
 	gw_free_dead(s);
 	deadline = gw_clock_ns() + (int64_t)drain_ms * 1000000;
-	while (s->conns) {
+	while (!dlist_empty(&s->conns)) {
 		int64_t left = deadline - gw_clock_ns();
 		if (left <= 0)
 			break;
 		gw_server_turn(s, (int)(left / 1000000) + 1);
 	}
-	while (s->conns)
-		gw_conn_close(s, s->conns);
+	while ((c = dlist_entry(dlist_first(&s->conns), struct gw_conn, node)))
+		gw_conn_close(s, c);
 	gw_free_dead(s);
 }
 
@@ -1012,6 +996,10 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	dlist_init(&s->conns);
+	dlist_init(&s->flush);
+	dlist_init(&s->dead);
+	dlist_init(&s->linger);
 	s->r = r;
 	s->slot = *slot;
 	s->cfg = p->cfg;
@@ -1094,22 +1082,15 @@ out_free:
 
 void gw_server_free(struct gw_server *s)
 {
+	struct gw_conn *c;
+
 	if (!s)
 		return;
 	gw_rings_stop(s);
-	while (s->flush_head) { /* unlisted, a closed one goes on the dead list */
-		struct gw_conn *c = s->flush_head;
-		s->flush_head = c->flush_next;
-		if (!s->flush_head)
-			s->flush_tail = NULL;
-		c->listed = false;
-		if (c->dead) {
-			c->flush_next = s->dead;
-			s->dead = c;
-		}
-	}
-	while (s->conns)
-		gw_conn_close(s, s->conns);
+	while (gw_flush_take(s))
+		; /* unlisted, a closed one goes on the dead list */
+	while ((c = dlist_entry(dlist_first(&s->conns), struct gw_conn, node)))
+		gw_conn_close(s, c);
 	gw_free_dead(s);
 	gw_close_listeners(s);
 	tls_ctx_free(s->tls); /* after the connections made from it */

@@ -43,6 +43,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "gatewayd/dlist.h"
 #include "gatewayd/grpc.h"
 #include "gatewayd/h2.h"
 #include "gatewayd/http1.h"
@@ -211,16 +212,15 @@ struct gw_server {
 	struct gw_listener *listeners;
 	struct tls_ctx *tls;            /* the https listeners' (owned), or NULL */
 	struct gw_watch *watches;
-	struct gw_conn *conns;          /* every live connection */
-	struct gw_conn *flush_head;     /* connections with output this turn, */
-	struct gw_conn *flush_tail;     /* in the order they got it */
+	struct dlist conns;             /* every live connection, newest first */
+	struct dlist flush;             /* connections with output this turn,
+					 * in the order they got it */
 	uint32_t conn_count;
-	struct gw_conn *dead;           /* closed, freed at the end of the turn */
+	struct dlist dead;              /* closed, freed at the end of the turn */
 	int watch_fired;                /* a watched descriptor, or -1 */
 	bool more_work;                 /* a ring batch was cut short: don't sleep */
 	uint32_t lingering;             /* connections waiting for the client's close, */
-	struct gw_conn *linger_head;    /* oldest first (server.c) */
-	struct gw_conn *linger_tail;
+	struct dlist linger;            /* oldest first (server.c) */
 	int64_t accept_resume_ns;       /* a paused listener listens again; INT64_MAX: none */
 	bool draining;
 

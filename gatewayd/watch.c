@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "gatewayd/dlist.h"
 #include "gatewayd/server.h"
 #include "gatewayd/watch.h"
 #include "proto/wire.h"
@@ -57,7 +58,7 @@ static struct watcher *unext(const struct watcher *w)
 }
 
 struct watch_stream {
-	struct watch_stream *next, *prev;
+	struct dlist node;           /* ws->streams */
 	uint64_t call_id;
 	struct watcher *ws;
 	int64_t next_id;             /* etcd's nextID: the next automatic id */
@@ -115,7 +116,7 @@ struct watch_state {
 	bool match_lost;              /* a pair could not be recorded (no memory) */
 	int64_t live_rev;             /* last revision dispatched from the ring */
 	struct watch_matcher m;
-	struct watch_stream *streams;
+	struct dlist streams;         /* newest first */
 	struct watcher *catchup;
 	size_t nwatchers;
 	uint32_t holds;               /* watch_hold's, not yet released */
@@ -314,12 +315,7 @@ static void stream_free(struct watch_state *ws, struct watch_stream *st)
 		st->ws = w->snext;
 		watcher_free(ws, w);
 	}
-	if (st->prev)
-		st->prev->next = st->next;
-	else
-		ws->streams = st->next;
-	if (st->next)
-		st->next->prev = st->prev;
+	dlist_remove(&st->node);
 	if (st->progress_wait)
 		ws->progress_waiting--;
 	free(st);
@@ -460,10 +456,7 @@ static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len
 		}
 		st->call_id = grpc_call_id(call);
 		*slot = st;
-		st->next = ws->streams;
-		if (ws->streams)
-			ws->streams->prev = st;
-		ws->streams = st;
+		dlist_insert_head(&ws->streams, &st->node);
 	}
 	switch (req->request_union_case) {
 	case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST:
@@ -533,13 +526,15 @@ static void batch_drop(struct watch_state *ws, size_t n)
 /* Every synced watcher catches up from the db: records were lost. */
 static void lapped(struct gw_server *s, struct watch_state *ws)
 {
+	struct watch_stream *st, *next;
+
 	ws->laps++;
 	if ((ws->laps & (ws->laps - 1)) == 0) /* 1, 2, 4, ...: not a line per lap */
 		log_info("watch events were lost on the ring; watchers catch up from the db",
 			 LOG_U64("laps", ws->laps), LOG_I64("revision", ws->live_rev));
 	batch_drop(ws, ws->ngev);
 	bcast_cursor_init(ws->b, &ws->cur);
-	for (struct watch_stream *st = ws->streams; st; st = st->next)
+	dlist_for_each_safe(st, next, &ws->streams, node)
 		for (struct watcher *w = st->ws; w; w = w->snext)
 			if (w->synced) {
 				wm_del(&ws->m, &w->m);
@@ -696,11 +691,13 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	if (pv != pieces)
 		free(pv);
 	if (ws->match_lost) {
+		struct watch_stream *st, *next;
+
 		/* Some watcher this batch concerns was not recorded: every
 		 * synced watcher not sent this batch reads it from the db
 		 * (before live_rev moves, so their next_rev stays <= rev). */
 		ws->match_lost = false;
-		for (struct watch_stream *st = ws->streams; st; st = st->next)
+		dlist_for_each_safe(st, next, &ws->streams, node)
 			for (struct watcher *w = st->ws; w; w = w->snext)
 				if (w->synced && w->next_rev <= rev) {
 					wm_del(&ws->m, &w->m);
@@ -953,6 +950,7 @@ static void catchup_turn(struct gw_server *s, struct watch_state *ws)
 
 static void progress_turn(struct gw_server *s, struct watch_state *ws)
 {
+	struct watch_stream *st, *next;
 	int64_t now = now_ns();
 	bool tick = now >= ws->next_tick_ns;
 
@@ -960,7 +958,7 @@ static void progress_turn(struct gw_server *s, struct watch_state *ws)
 		ws->next_tick_ns = now + ws->progress_ns;
 	else if (!ws->progress_waiting)
 		return; /* most turns: no stream to look at */
-	for (struct watch_stream *st = ws->streams; st; st = st->next) {
+	dlist_for_each_safe(st, next, &ws->streams, node) {
 		if (!tick && !st->progress_wait)
 			continue;
 		struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
@@ -1002,7 +1000,7 @@ void watch_turn(struct gw_server *s)
 {
 	struct watch_state *ws = W(s);
 
-	if (!ws || (!ws->streams && !ws->holds))
+	if (!ws || (dlist_empty(&ws->streams) && !ws->holds))
 		return;
 	read_ring(s, ws);
 	catchup_turn(s, ws);
@@ -1030,7 +1028,7 @@ int64_t watch_next_deadline(struct gw_server *s)
 {
 	struct watch_state *ws = W(s);
 
-	if (!ws || !ws->streams)
+	if (!ws || dlist_empty(&ws->streams))
 		return INT64_MAX;
 	int64_t r = atomic_load_explicit(&ws->next_read_ns, memory_order_relaxed);
 	return ws->read_every_ns && ws->cur_valid && r < ws->next_tick_ns ? r : ws->next_tick_ns;
@@ -1093,6 +1091,7 @@ int watch_register(struct gw_server *s)
 		free(ws);
 		return -ENOMEM;
 	}
+	dlist_init(&ws->streams);
 	ws->b = shm_events(s->r);
 	ws->progress_ns = WATCH_PROGRESS_NS;
 	if (s->cfg && s->cfg->experimental_watch_progress_notify_interval_ns > 0)
@@ -1114,11 +1113,12 @@ int watch_register(struct gw_server *s)
 void watch_free(struct gw_server *s)
 {
 	struct watch_state *ws = W(s);
+	struct watch_stream *st;
 
 	if (!ws)
 		return;
-	while (ws->streams)
-		stream_free(ws, ws->streams);
+	while ((st = dlist_entry(dlist_first(&ws->streams), struct watch_stream, node)))
+		stream_free(ws, st);
 	wm_fini(&ws->m);
 	mvcc_range_result_free(&ws->res);
 	free(ws->rbuf);
