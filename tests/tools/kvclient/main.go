@@ -222,6 +222,22 @@ var quietLog = func() zap.Config {
 	return c
 }()
 
+// staticWindows turns off the client's flow-control window tuning (BDP
+// estimation). grpc-go before 1.49 (Debian 12 has 1.33) races there: a
+// stream opened while a ping's answer raises the window keeps the old
+// limit on the client's side, while the SETTINGS frame that follows
+// raises it on the server's, so a big answer sent at once in the new
+// window is refused by the client itself (RST_STREAM FLOW_CONTROL_ERROR)
+// and the call fails as "code = Internal desc = unexpected EOF"
+// (grpc-go issue 5358). A server that writes a whole page of a paged
+// read in one go, as cetcd does, meets it about once in a thousand
+// pages; with fixed windows it cannot happen, and a truncated answer
+// still fails the checks.
+var staticWindows = []grpc.DialOption{
+	grpc.WithInitialWindowSize(16 << 20),
+	grpc.WithInitialConnWindowSize(64 << 20),
+}
+
 func openConn(id int) (*conn, error) {
 	c := &conn{id: id}
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
@@ -235,7 +251,7 @@ func openConn(id int) (*conn, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{endpoint},
 		DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial)},
+		DialOptions: append([]grpc.DialOption{grpc.WithContextDialer(dial)}, staticWindows...),
 		LogConfig:   &quietLog,
 	})
 	if err != nil {
