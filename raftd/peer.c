@@ -733,24 +733,6 @@ int peer_run(struct peer *p)
 	return p->next_run_ns <= now ? 0 : (int)((p->next_run_ns - now + 999999) / 1000000);
 }
 
-int peer_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg)
-{
-	pthread_attr_t attr;
-	sigset_t all, old;
-	int rc;
-
-	pthread_attr_init(&attr);
-	if (detached)
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* signals go to raftd's main thread only */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(t, &attr, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	return rc;
-}
-
 /* The transport's own thread (without peer_opts.driven): runs and polls
  * in turn, as a loop thread that drives it does. */
 static void *peer_main(void *arg)
@@ -851,7 +833,7 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 		*out = p;
 		return 0;
 	}
-	rc = peer_thread_start(&p->thread, false, peer_main, p);
+	rc = shm_thread_start(&p->thread, false, peer_main, p);
 	if (rc)
 		goto out_free;
 	p->running = true;

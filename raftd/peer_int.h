@@ -36,6 +36,7 @@
 #include "raftd/peer_http.h"
 #include "shm/gwsock.h"
 #include "shm/peer_url.h"
+#include "shm/thread.h"
 
 /* etcd's ConnReadTimeout and ConnWriteTimeout: a connection that makes
  * no progress for this long is broken. Stream writers send a link
@@ -302,9 +303,6 @@ void peer_wake_locked(struct peer *p);
  * unread (the reader clears it); what names the woken thread in logs.
  * Under the lock that guards *pending. */
 void peer_eventfd_wake(int fd, bool *pending, const char *what);
-/* Starts fn(arg) on a thread with every signal blocked (they go to
- * raftd's main thread), detached or to be joined. 0 or -errno. */
-int peer_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg);
 /* The remote with id among the live ones, or NULL; under mu. */
 struct peer_remote *peer_remote_find(struct peer *p, uint64_t id);
 /* Whether id was removed from the cluster; under mu. */

@@ -649,7 +649,7 @@ static struct peer_lease *pl_get(struct peer *p)
 	pl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (pl->epfd < 0 || pl->wake_fd < 0 ||
 	    epoll_ctl(pl->epfd, EPOLL_CTL_ADD, pl->wake_fd, &ev) ||
-	    peer_thread_start(&pl->thread, false, pl_main, pl)) {
+	    shm_thread_start(&pl->thread, false, pl_main, pl)) {
 		log_warn("cannot start the lease forwarder", LOG_ERRNO(-errno));
 		if (pl->epfd >= 0)
 			close(pl->epfd);

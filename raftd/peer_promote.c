@@ -257,7 +257,7 @@ static int pp_forward_start(struct peer *p, struct pp_forward *f, const char *co
 	}
 	pp->forwards++;
 	pthread_mutex_unlock(&p->mu);
-	rc = peer_thread_start(&t, true, pp_forward_main, f);
+	rc = shm_thread_start(&t, true, pp_forward_main, f);
 	if (rc) {
 		pthread_mutex_lock(&p->mu);
 		if (--pp->forwards == 0)

@@ -90,7 +90,7 @@ static struct peer_resolver *peer_resolver_get(struct peer *p)
 		return NULL;
 	pthread_mutex_init(&pr->mu, NULL);
 	pthread_cond_init(&pr->cond, NULL);
-	int rc = peer_thread_start(&pr->thread, false, peer_resolver_main, pr);
+	int rc = shm_thread_start(&pr->thread, false, peer_resolver_main, pr);
 	if (rc) {
 		log_warn("cannot start the peer name resolver", LOG_ERRNO(rc));
 		pthread_cond_destroy(&pr->cond);

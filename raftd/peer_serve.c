@@ -671,7 +671,7 @@ static void peer_serve_snap_done(struct peer_conn *c)
 	pthread_mutex_lock(&p->mu);
 	p->snap_syncs++;
 	pthread_mutex_unlock(&p->mu);
-	rc = peer_thread_start(&t, true, peer_snap_sync_main, y);
+	rc = shm_thread_start(&t, true, peer_snap_sync_main, y);
 	if (rc) {
 		pthread_mutex_lock(&p->mu);
 		p->snap_syncs--;

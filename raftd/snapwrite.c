@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "raftd/alloc.h"
+#include "shm/thread.h"
 #include "shm/log/log.h"
 
 struct snapwrite {
@@ -82,7 +83,7 @@ int snapwrite_start(const char *dir, unsigned max_snapshots, struct snapwrite **
 	}
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
-	rc = -pthread_create(&w->thread, NULL, snapwrite_main, w);
+	rc = shm_thread_start(&w->thread, false, snapwrite_main, w);
 	if (rc)
 		goto out_close;
 	*out = w;

@@ -2,12 +2,12 @@
 #include "shm/waker.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "shm/doorbell.h"
+#include "shm/thread.h"
 
 /* What the thread re-checks after announcing itself asleep: a stop
  * request counts as work so that shm_waker_stop's ring is never missed. */
@@ -39,7 +39,6 @@ static void *waker_main(void *arg)
 int shm_waker_start(struct shm_waker *w, struct shm_doorbell *db, bool (*has_work)(void *),
 		    void *arg, int backstop_ms)
 {
-	sigset_t all, old;
 	int rc;
 
 	*w = (struct shm_waker){ .db = db, .has_work = has_work, .arg = arg,
@@ -54,11 +53,7 @@ int shm_waker_start(struct shm_waker *w, struct shm_doorbell *db, bool (*has_wor
 		rc = -errno;
 		goto out_close_efd;
 	}
-	/* the thread takes no signals: the loop reads them from a signalfd */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&w->thread, NULL, waker_main, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = shm_thread_start(&w->thread, false, waker_main, w);
 	if (rc)
 		goto out_destroy_sem;
 	w->running = true;

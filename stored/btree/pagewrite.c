@@ -1,9 +1,9 @@
 /* A second thread for a commit's page writes (see pagewrite.h). */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <string.h>
 
+#include "shm/thread.h"
 #include "stored/alloc.h"
 #include "stored/btree/pagewrite.h"
 
@@ -72,7 +72,6 @@ static void *pagewrite_main(void *arg)
 int pagewrite_start(struct diskio *io, struct pagewrite **out)
 {
 	struct pagewrite *p = stored_calloc(1, sizeof(*p));
-	sigset_t all, old;
 	int rc;
 
 	if (!p)
@@ -81,17 +80,13 @@ int pagewrite_start(struct diskio *io, struct pagewrite **out)
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->idle, NULL);
-	/* Signals stay with the threads that expect them. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&p->thread, NULL, pagewrite_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = shm_thread_start(&p->thread, false, pagewrite_main, p);
 	if (rc) {
 		pthread_cond_destroy(&p->idle);
 		pthread_cond_destroy(&p->work);
 		pthread_mutex_destroy(&p->mu);
 		stored_free(p);
-		return -rc;
+		return rc;
 	}
 	*out = p;
 	return 0;
