@@ -28,11 +28,11 @@ struct conc_state {
 
 static struct conc_op *conc_find(struct conc_state *cs, uint64_t id)
 {
-	struct conc_op *op, *next;
+	struct conc_op *op;
 
 	if (!cs)
 		return NULL;
-	dlist_for_each_safe(op, next, &cs->ops, node)
+	dlist_for_each(op, &cs->ops, node)
 		if (op->id == id)
 			return op;
 	return NULL;
@@ -302,11 +302,11 @@ void conc_turn(struct gw_server *s)
 
 static struct conc_op *conc_of_call(struct gw_server *s, uint64_t call_id)
 {
-	struct conc_op *op, *next;
+	struct conc_op *op;
 
 	if (!s->conc)
 		return NULL;
-	dlist_for_each_safe(op, next, &s->conc->ops, node)
+	dlist_for_each(op, &s->conc->ops, node)
 		if (op->call_id == call_id)
 			return op;
 	return NULL;

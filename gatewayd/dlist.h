@@ -89,7 +89,12 @@ static inline void *dlist_container_(struct dlist *n, size_t off)
 		 NULL)
 
 /* Walks head's elements first to last, pos pointing to each in turn
- * (member names their node). tmp holds the next one before the body
+ * (member names their node); the body must not remove pos. */
+#define dlist_for_each(pos, head, member)                                         \
+	for ((pos) = dlist_entry(dlist_first(head), __typeof__(*(pos)), member); (pos); \
+	     (pos) = dlist_next_entry_((pos), (head), member))
+
+/* As dlist_for_each, but tmp holds the next one before the body
  * runs, so the body may remove or free pos, but not the one after it.
  * An element inserted at the head during the walk is not visited. */
 #define dlist_for_each_safe(pos, tmp, head, member)                                  \

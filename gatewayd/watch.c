@@ -526,7 +526,7 @@ static void batch_drop(struct watch_state *ws, size_t n)
 /* Every synced watcher catches up from the db: records were lost. */
 static void lapped(struct gw_server *s, struct watch_state *ws)
 {
-	struct watch_stream *st, *next;
+	struct watch_stream *st;
 
 	ws->laps++;
 	if ((ws->laps & (ws->laps - 1)) == 0) /* 1, 2, 4, ...: not a line per lap */
@@ -534,7 +534,7 @@ static void lapped(struct gw_server *s, struct watch_state *ws)
 			 LOG_U64("laps", ws->laps), LOG_I64("revision", ws->live_rev));
 	batch_drop(ws, ws->ngev);
 	bcast_cursor_init(ws->b, &ws->cur);
-	dlist_for_each_safe(st, next, &ws->streams, node)
+	dlist_for_each(st, &ws->streams, node)
 		for (struct watcher *w = st->ws; w; w = w->snext)
 			if (w->synced) {
 				wm_del(&ws->m, &w->m);
@@ -691,13 +691,13 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	if (pv != pieces)
 		free(pv);
 	if (ws->match_lost) {
-		struct watch_stream *st, *next;
+		struct watch_stream *st;
 
 		/* Some watcher this batch concerns was not recorded: every
 		 * synced watcher not sent this batch reads it from the db
 		 * (before live_rev moves, so their next_rev stays <= rev). */
 		ws->match_lost = false;
-		dlist_for_each_safe(st, next, &ws->streams, node)
+		dlist_for_each(st, &ws->streams, node)
 			for (struct watcher *w = st->ws; w; w = w->snext)
 				if (w->synced && w->next_rev <= rev) {
 					wm_del(&ws->m, &w->m);
@@ -950,7 +950,7 @@ static void catchup_turn(struct gw_server *s, struct watch_state *ws)
 
 static void progress_turn(struct gw_server *s, struct watch_state *ws)
 {
-	struct watch_stream *st, *next;
+	struct watch_stream *st;
 	int64_t now = now_ns();
 	bool tick = now >= ws->next_tick_ns;
 
@@ -958,7 +958,7 @@ static void progress_turn(struct gw_server *s, struct watch_state *ws)
 		ws->next_tick_ns = now + ws->progress_ns;
 	else if (!ws->progress_waiting)
 		return; /* most turns: no stream to look at */
-	dlist_for_each_safe(st, next, &ws->streams, node) {
+	dlist_for_each(st, &ws->streams, node) {
 		if (!tick && !st->progress_wait)
 			continue;
 		struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);

@@ -62,6 +62,13 @@ static void check_list(const struct dlist *head)
 		i++;
 	}
 	CHECK_EQ(i, nmodel);
+	i = 0;
+	dlist_for_each(it, head, node) {
+		CHECK(i < nmodel);
+		CHECK_EQ(it->id, model[i]);
+		i++;
+	}
+	CHECK_EQ(i, nmodel);
 	for (n = head->prev; n != head; n = n->prev) {
 		CHECK(i > 0);
 		CHECK_EQ(dlist_entry((struct dlist *)n, struct item, node)->id, model[--i]);
