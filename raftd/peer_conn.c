@@ -122,7 +122,7 @@ void peer_conn_arm(struct peer_conn *c)
 	uint32_t want = EPOLLIN;
 	struct epoll_event ev;
 
-	if (c->state == PEER_ST_CLOSED)
+	if (c->state == PEER_ST_CLOSED || c->checking)
 		return;
 	if (c->state == PEER_ST_CONNECTING)
 		want = EPOLLOUT;
@@ -275,12 +275,52 @@ static void peer_conn_fail(struct peer_conn *c, const char *what, int err)
 	peer_conn_close(c);
 }
 
+/*
+ * The client SAN check's DNS lookups run on a thread of the TLS module
+ * (tls.h), so that a slow resolver holds up the connection it checks and
+ * not raftd's loop. While the check runs, the loop polls the check's
+ * descriptor in place of the socket (which would report the client's
+ * first request, or its hang-up, over and over); the connection's
+ * deadline still applies.
+ */
+static void peer_conn_check_wait(struct peer_conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	if (c->checking)
+		return;
+	if (epoll_ctl(c->p->epfd, EPOLL_CTL_ADD, tls_conn_check_fd(c->tls), &ev) != 0) {
+		log_warn("cannot wait for a peer's address check", LOG_ERRNO(-errno));
+		return; /* the socket's events keep asking, or the deadline ends it */
+	}
+	epoll_ctl(c->p->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	c->epoll_events = 0;
+	c->checking = true;
+}
+
+static void peer_conn_check_end(struct peer_conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	if (!c->checking)
+		return;
+	c->checking = false;
+	epoll_ctl(c->p->epfd, EPOLL_CTL_DEL, tls_conn_check_fd(c->tls), NULL);
+	if (epoll_ctl(c->p->epfd, EPOLL_CTL_ADD, c->fd, &ev) == 0)
+		c->epoll_events = EPOLLIN;
+}
+
 /* The TLS handshake step; 0 once done. */
 static int peer_conn_handshake(struct peer_conn *c)
 {
 	int rc = tls_conn_handshake(c->tls);
 
 	c->want_write = false;
+	if (rc == -EAGAIN && (tls_conn_want(c->tls) & TLS_WANT_CHECK)) {
+		peer_conn_check_wait(c);
+		return rc;
+	}
+	peer_conn_check_end(c);
 	if (rc == -EAGAIN) {
 		c->want_write = tls_conn_want(c->tls) & TLS_WANT_WRITE;
 		return rc;
@@ -452,6 +492,9 @@ void peer_conn_close(struct peer_conn *c)
 		peer_writer_closed(c);
 	else
 		peer_client_closed(c, c->status < 0 ? c->status : -ECONNRESET);
+	if (c->checking)
+		epoll_ctl(c->p->epfd, EPOLL_CTL_DEL, tls_conn_check_fd(c->tls), NULL);
+	c->checking = false;
 	epoll_ctl(c->p->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	if (c->tls) {
 		tls_conn_shutdown(c->tls);

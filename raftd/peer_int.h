@@ -165,6 +165,8 @@ struct peer_conn {
 	enum peer_conn_state state;
 	uint32_t epoll_events;            /* registered */
 	bool want_write;                  /* TLS wants the socket writable */
+	bool checking;                    /* server TLS: polling the SAN
+					   * check's descriptor, not fd */
 	bool eof;                         /* the peer closed its side */
 	uint64_t deadline_ns;             /* 0: none */
 	uint64_t last_out_ns;             /* stream writers: last write */

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,7 +18,11 @@
 #include <openssl/x509v3.h>
 
 #include "shm/log/errmsg.h"
+#include "shm/thread.h"
 #include "shm/tls/tls_int.h"
+
+struct tls_san_job;
+static void tls_san_job_put(struct tls_san_job *j);
 
 int tls_conn_new(struct tls_ctx *ctx, int fd, const char *server_name, struct tls_conn **out)
 {
@@ -28,6 +34,7 @@ int tls_conn_new(struct tls_ctx *ctx, int fd, const char *server_name, struct tl
 		return errmsg_set(-ENOMEM, "tls: out of memory");
 	c->ctx = ctx;
 	c->fd = fd;
+	c->check_fd = -1;
 	c->ssl = SSL_new(ctx->ssl);
 	if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
 		tls_conn_free(c);
@@ -60,6 +67,10 @@ void tls_conn_free(struct tls_conn *c)
 {
 	if (!c)
 		return;
+	if (c->job)
+		tls_san_job_put(c->job);
+	if (c->check_fd >= 0)
+		close(c->check_fd);
 	SSL_free(c->ssl);
 	tls_free_mem(c);
 }
@@ -67,6 +78,11 @@ void tls_conn_free(struct tls_conn *c)
 uint32_t tls_conn_want(const struct tls_conn *c)
 {
 	return c->want;
+}
+
+int tls_conn_check_fd(const struct tls_conn *c)
+{
+	return c->check_fd;
 }
 
 /* A TLS alert's description as Go's crypto/tls words it. */
@@ -256,8 +272,7 @@ static int tls_peer_ip(int fd, char *buf, size_t len)
 	return 0;
 }
 
-/* Whether the DNS name resolves to ip, or ip's reverse name is name (etcd's
- * isHostInDNS, in the other order: forward lookups first). */
+/* Whether the DNS name resolves to ip (etcd's isHostInDNS, forward half). */
 static bool tls_dns_has(const char *name, const char *ip)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *a;
@@ -275,7 +290,9 @@ static bool tls_dns_has(const char *name, const char *ip)
 	return found;
 }
 
-static bool tls_reverse_matches(const char *ip, GENERAL_NAMES *sans)
+/* Whether ip's reverse name is one of the n names (NUL-separated, one
+ * after the other), a "*." name matching any name under it. */
+static bool tls_reverse_matches(const char *ip, const char *names, size_t n)
 {
 	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *res;
 	char name[NI_MAXHOST];
@@ -285,14 +302,9 @@ static bool tls_reverse_matches(const char *ip, GENERAL_NAMES *sans)
 		return false;
 	if (getnameinfo(res->ai_addr, res->ai_addrlen, name, sizeof(name), NULL, 0,
 			NI_NAMEREQD) == 0) {
-		for (int i = 0; i < sk_GENERAL_NAME_num(sans) && !found; i++) {
-			const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
-			const char *dns;
-			size_t dl, nl = strlen(name);
-			if (g->type != GEN_DNS)
-				continue;
-			dns = (const char *)ASN1_STRING_get0_data(g->d.dNSName);
-			dl = strlen(dns);
+		size_t nl = strlen(name);
+		for (const char *dns = names; n-- && !found; dns += strlen(dns) + 1) {
+			size_t dl = strlen(dns);
 			if (dns[0] == '*' && dns[1] == '.')
 				found = nl >= dl - 1 && strcmp(name + nl - (dl - 1), dns + 1) == 0;
 			else
@@ -303,15 +315,145 @@ static bool tls_reverse_matches(const char *ip, GENERAL_NAMES *sans)
 	return found;
 }
 
+/*
+ * The DNS half of the SAN check runs on a thread of its own: a lookup
+ * may wait seconds on a slow or dead resolver, and the caller's thread
+ * is an event loop (raftd's, whose heartbeats must go on). The
+ * connection waits with TLS_WANT_CHECK on one end of a socket pair; the
+ * thread writes a byte to the other end when it is done. Whichever of
+ * the two lets go of the job last frees it, so a connection freed while
+ * its lookup runs leaves the thread nothing to touch but the job (the
+ * job is plain malloc memory for that reason, not the module's hook).
+ * At most TLS_SAN_MAX_PENDING lookups run at once in a process; a
+ * connection beyond that is refused, and the peer dials again.
+ */
+#define TLS_SAN_MAX_PENDING 64
+
+static atomic_int tls_san_pending;
+
+struct tls_san_job {
+	atomic_int refs;            /* the connection's and the thread's */
+	atomic_bool done;           /* ok is final */
+	bool ok;
+	int wfd;                    /* the thread's end of the pair */
+	char ip[INET6_ADDRSTRLEN + 8];
+	size_t n_names;
+	char names[];               /* n_names DNS SANs, NUL after each */
+};
+
+static void tls_san_job_put(struct tls_san_job *j)
+{
+	if (atomic_fetch_sub_explicit(&j->refs, 1, memory_order_acq_rel) == 1)
+		free(j);
+}
+
+/* etcd's isHostInDNS with its reverse lookup first, then each name. */
+static void *tls_san_lookup(void *arg)
+{
+	struct tls_san_job *j = arg;
+	bool ok = tls_reverse_matches(j->ip, j->names, j->n_names);
+	const char *dns = j->names;
+
+	for (size_t i = 0; i < j->n_names && !ok; i++, dns += strlen(dns) + 1)
+		ok = tls_dns_has(dns, j->ip);
+	j->ok = ok;
+	atomic_store_explicit(&j->done, true, memory_order_release);
+	/* the connection may be gone: then nobody reads, and the send fails */
+	(void)!send(j->wfd, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(j->wfd);
+	atomic_fetch_sub_explicit(&tls_san_pending, 1, memory_order_relaxed);
+	tls_san_job_put(j);
+	return NULL;
+}
+
+/* Starts the lookups for c: returns -EINPROGRESS (c->job set), or an
+ * error. */
+static int tls_san_start(struct tls_conn *c, const char *ip, GENERAL_NAMES *sans)
+{
+	struct tls_san_job *j;
+	size_t len = 0, n = 0;
+	int sv[2], rc;
+
+	for (int i = 0; i < sk_GENERAL_NAME_num(sans); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+		if (g->type == GEN_DNS) {
+			len += strlen((const char *)ASN1_STRING_get0_data(g->d.dNSName)) + 1;
+			n++;
+		}
+	}
+	if (atomic_fetch_add_explicit(&tls_san_pending, 1, memory_order_relaxed) >=
+	    TLS_SAN_MAX_PENDING) {
+		atomic_fetch_sub_explicit(&tls_san_pending, 1, memory_order_relaxed);
+		return errmsg_set(-EACCES,
+				  "tls: %d lookups of client addresses are already running; refused \"%s\" until one ends",
+				  TLS_SAN_MAX_PENDING, ip);
+	}
+	j = calloc(1, sizeof(*j) + len);
+	if (!j) {
+		rc = errmsg_set(-ENOMEM, "tls: out of memory");
+		goto out_pending;
+	}
+	snprintf(j->ip, sizeof(j->ip), "%s", ip);
+	for (int i = 0, off = 0; i < sk_GENERAL_NAME_num(sans); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+		if (g->type == GEN_DNS) {
+			const char *d = (const char *)ASN1_STRING_get0_data(g->d.dNSName);
+			memcpy(j->names + off, d, strlen(d) + 1);
+			off += (int)strlen(d) + 1;
+		}
+	}
+	j->n_names = n;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
+		rc = errmsg_set(-errno, "tls: cannot make a socket pair: %s", strerror(errno));
+		free(j);
+		goto out_pending;
+	}
+	j->wfd = sv[1];
+	atomic_init(&j->refs, 2);
+	rc = shm_thread_start(&(pthread_t){ 0 }, true, tls_san_lookup, j);
+	if (rc) {
+		close(sv[0]);
+		close(sv[1]);
+		free(j);
+		rc = errmsg_set(rc, "tls: cannot start a lookup of the client's address: %s",
+				strerror(-rc));
+		goto out_pending;
+	}
+	c->job = j;
+	c->check_fd = sv[0];
+	return -EINPROGRESS;
+out_pending:
+	atomic_fetch_sub_explicit(&tls_san_pending, 1, memory_order_relaxed);
+	return rc;
+}
+
+/* The lookups' answer once they are done: 0, -EACCES, or -EAGAIN. */
+static int tls_san_collect(struct tls_conn *c)
+{
+	struct tls_san_job *j = c->job;
+	bool ok;
+
+	if (!atomic_load_explicit(&j->done, memory_order_acquire))
+		return -EAGAIN;
+	ok = j->ok;
+	tls_san_job_put(j);
+	c->job = NULL;
+	if (ok)
+		return 0;
+	return errmsg_set(-EACCES, "tls: \"%s\" does not match any of DNSNames [%s]", c->check_ip,
+			  c->check_names);
+}
+
 /* etcd's checkCertSAN: a client certificate with SANs must name the
  * address the connection comes from, by IP SAN or by a DNS SAN that
- * resolves to it. */
+ * resolves to it. Returns 0, an error, or -EINPROGRESS when the DNS
+ * half was started (tls_san_collect ends it). */
 static int tls_check_san(struct tls_conn *c)
 {
 	X509 *leaf = SSL_get0_peer_certificate(c->ssl);
 	GENERAL_NAMES *sans;
-	char ip[INET6_ADDRSTRLEN + 8], dns_list[256] = "";
-	bool has_ip = false, has_dns = false, ok = false;
+	char ip[INET6_ADDRSTRLEN + 8];
+	bool has_ip = false, has_dns = false;
 	size_t n = 0;
 	int rc;
 
@@ -330,35 +472,25 @@ static int tls_check_san(struct tls_conn *c)
 		has_ip |= g->type == GEN_IPADD;
 		if (g->type == GEN_DNS) {
 			const char *d = (const char *)ASN1_STRING_get0_data(g->d.dNSName);
+			size_t cap = sizeof(c->check_names);
 			has_dns = true;
-			if (n < sizeof(dns_list))
-				n += (size_t)snprintf(dns_list + n, sizeof(dns_list) - n, "%s\"%s\"",
+			if (n < cap)
+				n += (size_t)snprintf(c->check_names + n, cap - n, "%s\"%s\"",
 						      n ? " " : "", d);
 		}
 	}
 	if (!has_ip && !has_dns)
-		goto out;
-	if (has_ip && X509_check_ip_asc(leaf, ip, 0) == 1)
-		goto out_ok;
-	if (has_ip && !has_dns) {
+		rc = 0;
+	else if (has_ip && X509_check_ip_asc(leaf, ip, 0) == 1)
+		rc = 0;
+	else if (has_ip && !has_dns)
 		rc = errmsg_set(-EACCES,
 				"x509: certificate is valid for other IPs, not %s (the client's address)",
 				ip);
-		goto out;
+	else {
+		snprintf(c->check_ip, sizeof(c->check_ip), "%s", ip);
+		rc = tls_san_start(c, ip, sans);
 	}
-	ok = tls_reverse_matches(ip, sans);
-	for (int i = 0; i < sk_GENERAL_NAME_num(sans) && !ok; i++) {
-		const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
-		if (g->type == GEN_DNS)
-			ok = tls_dns_has((const char *)ASN1_STRING_get0_data(g->d.dNSName), ip);
-	}
-	if (ok)
-		goto out_ok;
-	rc = errmsg_set(-EACCES, "tls: \"%s\" does not match any of DNSNames [%s]", ip, dns_list);
-	goto out;
-out_ok:
-	rc = 0;
-out:
 	GENERAL_NAMES_free(sans);
 	return rc;
 }
@@ -393,6 +525,16 @@ int tls_conn_handshake(struct tls_conn *c)
 	if (c->handshake_done)
 		return 0;
 	c->want = 0;
+	if (c->job) {
+		rc = tls_san_collect(c);
+		if (rc == -EAGAIN) {
+			c->want = TLS_WANT_CHECK;
+			return rc;
+		}
+		if (rc)
+			return tls_conn_fail(c, rc);
+		goto done;
+	}
 	ERR_clear_error();
 	r = SSL_do_handshake(c->ssl);
 	if (r != 1) {
@@ -403,8 +545,13 @@ int tls_conn_handshake(struct tls_conn *c)
 		return rc;
 	}
 	rc = tls_conn_check_peer(c);
+	if (rc == -EINPROGRESS) {
+		c->want = TLS_WANT_CHECK;
+		return -EAGAIN;
+	}
 	if (rc)
 		return tls_conn_fail(c, rc);
+done:
 	SSL_get0_alpn_selected(c->ssl, &proto, &n);
 	if (proto) {
 		memcpy(c->alpn, proto, n);
@@ -472,10 +619,10 @@ static int64_t tls_now_ms(void)
 /* Waits until the socket allows what c wants, or the deadline. */
 static int tls_conn_wait(struct tls_conn *c, int64_t deadline_ms)
 {
-	struct pollfd p = { .fd = c->fd };
+	struct pollfd p = { .fd = c->want & TLS_WANT_CHECK ? c->check_fd : c->fd };
 	int64_t left;
 
-	p.events = (short)(((c->want & TLS_WANT_READ) ? POLLIN : 0) |
+	p.events = (short)(((c->want & (TLS_WANT_READ | TLS_WANT_CHECK)) ? POLLIN : 0) |
 			   ((c->want & TLS_WANT_WRITE) ? POLLOUT : 0));
 	for (;;) {
 		left = deadline_ms - tls_now_ms();

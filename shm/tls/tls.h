@@ -159,9 +159,13 @@ void tls_ctx_free(struct tls_ctx *ctx);
 
 /* ---- connections ---- */
 
-/* Bits of tls_conn_want: what the last -EAGAIN waits for on the socket. */
+/* Bits of tls_conn_want: what the last -EAGAIN waits for: the socket, or
+ * (TLS_WANT_CHECK) the end of the SAN check's DNS lookups, which run on a
+ * thread of their own and make tls_conn_check_fd readable when done.
+ * Only a server whose info checks client SANs waits on a check. */
 #define TLS_WANT_READ 0x1u
 #define TLS_WANT_WRITE 0x2u
+#define TLS_WANT_CHECK 0x4u
 
 struct tls_conn;
 
@@ -200,6 +204,14 @@ int tls_conn_shutdown(struct tls_conn *c);
 
 /* TLS_WANT_* after an -EAGAIN. */
 uint32_t tls_conn_want(const struct tls_conn *c);
+
+/* The descriptor that turns readable when the check that TLS_WANT_CHECK
+ * waits for is done, and stays readable; -1 before any check started.
+ * It is the connection's (closed by tls_conn_free, which also lets a
+ * running check go on without it): a caller that polls it stops once
+ * the handshake is past the check. While it waits, the socket needs no
+ * polling. */
+int tls_conn_check_fd(const struct tls_conn *c);
 
 /* Blocking helpers for simple callers: tls_conn_handshake and a write of
  * all len bytes, polling the socket for what each step waits for, giving

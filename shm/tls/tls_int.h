@@ -27,6 +27,11 @@ struct tls_conn {
 	bool handshake_done;        /* and the post-handshake checks passed */
 	char refusal[256];          /* why the verify callback refused, or "" */
 	char alpn[256];             /* the protocol agreed, or "" */
+	/* the SAN check's DNS half (conn.c), while and after it runs */
+	struct tls_san_job *job;    /* running, or NULL */
+	int check_fd;               /* readable once it is done; -1: none */
+	char check_ip[56];          /* for the refusal */
+	char check_names[256];
 };
 
 /* The module's allocation hook (tls_set_allocator). */

@@ -24,23 +24,9 @@ it_init client-tls
 # ------------------------------------------------------------ certificates
 pki=$IT_TMP/pki
 mkdir -p "$pki"
-# cert NAME CN ISSUER [EXT]: a P-256 key and a certificate signed by
-# ISSUER's key (a self-signed CA when ISSUER is "ca:").
-cert() {
-	local name=$1 cn=$2 issuer=$3 ext=${4:-}
-	openssl ecparam -name prime256v1 -genkey -noout -out "$pki/$name.key" 2>/dev/null
-	if [[ $issuer == ca: ]]; then
-		openssl req -x509 -new -key "$pki/$name.key" -subj "/CN=$cn" -days 1 \
-			-addext "basicConstraints=critical,CA:TRUE" -out "$pki/$name.crt" 2>/dev/null
-		return
-	fi
-	openssl req -new -key "$pki/$name.key" -subj "/CN=$cn" -out "$pki/$name.csr" 2>/dev/null
-	printf '%s\n' "$ext" >"$pki/$name.ext"
-	openssl x509 -req -in "$pki/$name.csr" -CA "$pki/$issuer.crt" -CAkey "$pki/$issuer.key" \
-		-CAcreateserial -days 1 -extfile "$pki/$name.ext" -out "$pki/$name.crt" 2>/dev/null
-}
-cert ca "client test ca" ca:
-cert other "another ca" ca:
+cert() { it_mkcert "$pki" "$@"; }
+cert ca "client test ca" self
+cert other "another ca" self
 cert server server ca "subjectAltName=IP:127.0.0.1,DNS:localhost
 extendedKeyUsage=serverAuth"
 cert client client ca "extendedKeyUsage=clientAuth"

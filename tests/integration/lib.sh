@@ -23,6 +23,7 @@
 #   it_cl_init, it_cl_start ...   cluster members of either kind, their
 #                           leader, their stop; it_status, it_member_names
 #   it_hash EP              Maintenance.Hash and its header revision
+#   it_mkcert DIR NAME ...  a P-256 key and certificate made with openssl
 #   it_same_hashkv EP..., it_acked_at EP PREFIX ACKS N   HashKV; no put lost
 #   it_elected_after LOG MS ms from MS to a leader elected in LOG
 #   check / ok / fail / it_summary   counted assertions
@@ -586,6 +587,24 @@ it_cl_stop() {
 		it_wait_gone "${IT_CL_PIDS[i]}" 20000 || kill -9 "${IT_CL_PIDS[i]}" 2>/dev/null || true
 		wait "${IT_CL_PIDS[i]}" 2>/dev/null || true
 	done
+}
+
+# it_mkcert DIR NAME CN ISSUER [EXT]: in DIR, a P-256 key NAME.key and a
+# certificate NAME.crt with subject CN, signed by DIR/ISSUER's key with
+# the extensions EXT (openssl's extfile lines), or a self-signed CA when
+# ISSUER is "self".
+it_mkcert() {
+	local dir=$1 name=$2 cn=$3 issuer=$4 ext=${5:-}
+	openssl ecparam -name prime256v1 -genkey -noout -out "$dir/$name.key" 2>/dev/null
+	if [[ $issuer == self ]]; then
+		openssl req -x509 -new -key "$dir/$name.key" -subj "/CN=$cn" -days 1 \
+			-addext "basicConstraints=critical,CA:TRUE" -out "$dir/$name.crt" 2>/dev/null
+		return
+	fi
+	openssl req -new -key "$dir/$name.key" -subj "/CN=$cn" -out "$dir/$name.csr" 2>/dev/null
+	printf '%s\n' "$ext" >"$dir/$name.ext"
+	openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$issuer.crt" -CAkey "$dir/$issuer.key" \
+		-CAcreateserial -days 1 -extfile "$dir/$name.ext" -out "$dir/$name.crt" 2>/dev/null
 }
 
 # it_status EP EXPR: the Python expression EXPR over d, the "Status" of

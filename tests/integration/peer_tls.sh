@@ -80,21 +80,7 @@ it_cetcd_stop || true
 # ------------------------------------------------------------ client cert auth
 pki=$IT_TMP/pki
 mkdir -p "$pki"
-# mkcert NAME CN ISSUER EXT: a P-256 key and a certificate signed by ISSUER
-# (a CA made here when ISSUER is "self").
-mkcert() {
-	local name=$1 cn=$2 issuer=$3 ext=$4
-	openssl ecparam -name prime256v1 -genkey -noout -out "$pki/$name.key" 2>/dev/null
-	if [[ $issuer == self ]]; then
-		openssl req -x509 -new -key "$pki/$name.key" -subj "/CN=$cn" -days 1 \
-			-addext "basicConstraints=critical,CA:TRUE" -out "$pki/$name.crt" 2>/dev/null
-	else
-		openssl req -new -key "$pki/$name.key" -subj "/CN=$cn" -out "$pki/$name.csr" 2>/dev/null
-		printf '%s\n' "$ext" >"$pki/$name.ext"
-		openssl x509 -req -in "$pki/$name.csr" -CA "$pki/$issuer.crt" -CAkey "$pki/$issuer.key" \
-			-CAcreateserial -days 1 -extfile "$pki/$name.ext" -out "$pki/$name.crt" 2>/dev/null
-	fi
-}
+mkcert() { it_mkcert "$pki" "$@"; }
 mkcert ca "test ca" self ""
 mkcert other "other ca" self ""
 mkcert server member ca "subjectAltName=IP:127.0.0.1

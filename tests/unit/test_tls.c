@@ -9,7 +9,8 @@
  * - allowed CN and allowed hostname accept and refuse; both at once is
  *   etcd's error
  * - a CRL refuses a revoked client by serial, with etcd's message
- * - the peer port's SAN check against the client's address (TCP)
+ * - the peer port's SAN check against the client's address (TCP); DNS
+ *   SANs looked up on a thread while the server waits on the check
  * - cipher suites: Go names mapped, unknown refused with etcd's text, the
  *   list applied to TLS 1.2, TLS 1.2 the least version
  * - auto TLS: file modes, P-521 key, SANs, subject, usages, validity, SEC1
@@ -23,6 +24,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -114,7 +116,7 @@ static void free_pair(struct pair *p)
 }
 
 static struct pair ca, other_ca, server, client, client_dns, client_revoked, client_ip,
-	client_far, stranger;
+	client_far, client_localhost, stranger;
 static char crl_path[320];
 
 /* A CRL of ca revoking serial. */
@@ -157,6 +159,8 @@ static void make_all(void)
 	make_pair(&client_revoked, "client-revoked", "client", &ca, 0x5eed, NULL, "clientAuth");
 	make_pair(&client_ip, "client-ip", "client", &ca, 14, "IP:127.0.0.1", "clientAuth");
 	make_pair(&client_far, "client-far", "client", &ca, 15, "IP:10.9.9.9", "clientAuth");
+	make_pair(&client_localhost, "client-localhost", "client", &ca, 17, "DNS:localhost",
+		  "clientAuth");
 	make_pair(&stranger, "stranger", "client", &other_ca, 16, NULL, "clientAuth");
 	make_crl(0x5eed);
 }
@@ -460,8 +464,9 @@ static void test_crl(void)
 	close_pair(&e);
 }
 
-/* A TCP connection on loopback: the SAN check needs the client's address. */
-static void connect_tcp(struct ends *e, const struct tls_info *si, const struct tls_info *ci)
+/* A TCP connection on loopback (the SAN check needs the client's
+ * address), not yet handshaking; connect_tcp handshakes too. */
+static void open_tcp(struct ends *e, const struct tls_info *si, const struct tls_info *ci)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t al = sizeof(a);
@@ -483,6 +488,11 @@ static void connect_tcp(struct ends *e, const struct tls_info *si, const struct 
 	CHECK_EQ(tls_ctx_new(ci, TLS_CLIENT, &e->cctx), 0);
 	CHECK_EQ(tls_conn_new(e->sctx, e->fds[0], NULL, &e->s), 0);
 	CHECK_EQ(tls_conn_new(e->cctx, e->fds[1], "127.0.0.1", &e->c), 0);
+}
+
+static void connect_tcp(struct ends *e, const struct tls_info *si, const struct tls_info *ci)
+{
+	open_tcp(e, si, ci);
 	drive(e);
 }
 
@@ -518,6 +528,77 @@ static void test_client_san(void)
 	connect_tcp(&e, &si, &ci);
 	CHECK_EQ(e.src, 0);
 	close_pair(&e);
+}
+
+/* Drives both ends of e (made by open_tcp) until the server's handshake
+ * waits on its SAN check; returns whether it does. */
+static bool until_check(struct ends *e)
+{
+	e->src = e->crc = -EAGAIN;
+	for (int i = 0; i < 1000; i++) {
+		if (e->crc == -EAGAIN)
+			e->crc = tls_conn_handshake(e->c);
+		e->src = tls_conn_handshake(e->s);
+		if (e->src != -EAGAIN || (tls_conn_want(e->s) & TLS_WANT_CHECK))
+			break;
+	}
+	return e->src == -EAGAIN && (tls_conn_want(e->s) & TLS_WANT_CHECK);
+}
+
+/* A certificate with only DNS SANs: the server looks the names up on a
+ * thread of the module and waits on the check's descriptor, not on the
+ * socket; a connection freed while its lookup runs leaves nothing behind
+ * (ASan and LSan watch this test). "localhost" resolves from /etc/hosts. */
+static void test_client_san_dns(void)
+{
+	struct tls_info si = server_info();
+	struct tls_info ci = { .side = TLS_SIDE_PEER, .trusted_ca_file = ca.cert_path,
+			       .cert_file = client_localhost.cert_path,
+			       .key_file = client_localhost.key_path };
+	struct ends e;
+
+	si.client_cert_auth = true;
+	si.trusted_ca_file = ca.cert_path;
+	si.check_client_san = true;
+	open_tcp(&e, &si, &ci);
+	CHECK_EQ(tls_conn_check_fd(e.s), -1);
+	CHECK(until_check(&e));
+	CHECK(tls_conn_check_fd(e.s) >= 0);
+	{
+		struct pollfd p = { .fd = tls_conn_check_fd(e.s), .events = POLLIN };
+		CHECK_EQ(poll(&p, 1, 30000), 1);
+	}
+	CHECK_EQ(tls_conn_handshake(e.s), 0);
+	CHECK_EQ(e.crc, 0);
+	/* the session works past the check */
+	CHECK_EQ(tls_conn_write_all_timed(e.c, "ping", 4, 5000), 0);
+	{
+		char b[8];
+		ssize_t n = -EAGAIN;
+		for (int i = 0; i < 5000 && n == -EAGAIN; i++) {
+			n = tls_conn_read(e.s, b, sizeof(b));
+			if (n == -EAGAIN)
+				usleep(1000);
+		}
+		CHECK_EQ(n, 4);
+		CHECK(memcmp(b, "ping", 4) == 0);
+	}
+	close_pair(&e);
+
+	/* the blocking helper waits on the check too */
+	open_tcp(&e, &si, &ci);
+	CHECK(until_check(&e));
+	CHECK_EQ(tls_conn_handshake_timed(e.s, 30000), 0);
+	close_pair(&e);
+
+	/* freed while the lookup runs (most of them are still running) */
+	for (int i = 0; i < 20; i++) {
+		open_tcp(&e, &si, &ci);
+		CHECK(until_check(&e));
+		close_pair(&e);
+	}
+	/* let the detached lookups end before the leak check at exit */
+	usleep(300 * 1000);
 }
 
 static void test_cipher_suites(void)
@@ -869,6 +950,7 @@ int main(void)
 	test_allowed_cn_hostname();
 	test_crl();
 	test_client_san();
+	test_client_san_dns();
 	test_cipher_suites();
 	test_ctx_errors();
 	test_self_cert();
@@ -885,6 +967,7 @@ int main(void)
 	free_pair(&client_revoked);
 	free_pair(&client_ip);
 	free_pair(&client_far);
+	free_pair(&client_localhost);
 	free_pair(&stranger);
 	printf("test_tls: ok\n");
 	return 0;
