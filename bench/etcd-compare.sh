@@ -364,7 +364,7 @@ for server in $servers; do
   ETCDCTL_API=3 etcdctl --endpoints "$endpoint" put foo bar >/dev/null
   save_server "$server"
 done
-measure put "put_qps put_p99 _" bench_tool --conns 100 --clients 1000 \
+measure put "put_qps put_p99 _ _ put_cpu" bench_tool_cpu "$total" --conns 100 --clients 1000 \
   put --key-size 8 --sequential-keys --total "$total" --val-size 256
 measure range_l "range_l_qps _ _" bench_tool --conns 100 --clients 1000 \
   range foo --consistency l --total "$total"
@@ -405,7 +405,7 @@ fsync_us=$(fsync_floor_us)
 
 row() { printf '%-28s %14s %14s\n' "$1" "$2" "$3"; }
 row "workload" "cetcd" "etcd"
-for k in put_qps put_p99 range_l_qps range_s_qps put1_qps put1_avg txn_qps \
+for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_qps \
          watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok h2_status failover_ms; do
@@ -418,6 +418,7 @@ row "fdatasync_floor (us)" "$fsync_us" "$fsync_us"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "nan" }'; }
 echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "put_p99_ratio=$(ratio "${R[cetcd.put_p99]:-0}" "${R[etcd.put_p99]:-0}")" \
+  "cpu_per_bench_put_ratio=$(ratio "${R[cetcd.put_cpu]:-0}" "${R[etcd.put_cpu]:-0}")" \
   "range_l_qps_ratio=$(ratio "${R[cetcd.range_l_qps]:-0}" "${R[etcd.range_l_qps]:-0}")" \
   "range_s_qps_ratio=$(ratio "${R[cetcd.range_s_qps]:-0}" "${R[etcd.range_s_qps]:-0}")" \
   "txn_qps_ratio=$(ratio "${R[cetcd.txn_qps]:-0}" "${R[etcd.txn_qps]:-0}")" \

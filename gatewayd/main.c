@@ -38,13 +38,12 @@
  * MALLOC_CONF environment variable still overrides them). A gateway's
  * buffers come in bursts: a thousand Watch streams each answering a
  * hundred creates, a big range, a slow client's backlog. Pages freed
- * after a burst go back to the kernel within about a second, purged by
- * jemalloc's own thread also while the loop sleeps; by default they stay
- * resident until later allocations happen to trigger a purge, which an
- * idle gateway never does. Exported: the library looks the name up in
- * the executable. */
-__attribute__((visibility("default"))) const char *malloc_conf =
-	"background_thread:true,dirty_decay_ms:1000";
+ * while it works go back to the kernel within about a second; those
+ * freed just before it falls idle go back when the loop has been quiet
+ * for a second (shm/mem_idle.h), not by jemalloc's background thread,
+ * which wakes thousands of times a second under load. Exported: the
+ * library looks the name up in the executable. */
+__attribute__((visibility("default"))) const char *malloc_conf = "dirty_decay_ms:1000";
 
 /* etcd's client TLS set-up (configureClientListeners, ClientSelfCert):
  * the info from the flags (auto TLS makes or reuses the certificate of

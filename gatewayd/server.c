@@ -878,6 +878,7 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     record that lands from now on rings it afresh (shm/waker.h).
  * 10. The turn is over: connections closed during it are freed (steps 2-8
  *     may still have touched them), and its scratch (gw_scratch) is reset.
+ *     A loop quiet for a second gives its freed pages back (mem_idle.h).
  * 11. The timer is armed at the nearest deadline any step left.
  *
  * Returns the descriptor of a watched source that fired (gw_server_watch),
@@ -925,10 +926,11 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	}
 	gw_free_dead(s);                            /* 10 */
 	gw_arena_reset(s->arena, false);
+	int64_t mem_next = mem_idle_turn(&s->mem, s->now_ns);
 
 	int64_t next = gw_min(grpc_server_next_deadline_ns(s->grpc), gw_rings_next_deadline(s));
 	next = gw_min(next, gw_min(linger, s->hello_retry_ns));
-	next = gw_min(next, watch_next_deadline(s));
+	next = gw_min(next, gw_min(watch_next_deadline(s), mem_next));
 	gw_timer_arm(s, gw_min(next, s->accept_resume_ns)); /* 11 */
 	return s->watch_fired;
 }
@@ -1015,6 +1017,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s->hello_retry_ns = INT64_MAX;
 	s->watch_fired = -1;
 	s->now_ns = gw_clock_ns();
+	mem_idle_init(&s->mem); /* the loop runs on this thread */
 	s->waker.efd = -1;
 	if (p->db_path)
 		s->db_path = strdup(p->db_path);

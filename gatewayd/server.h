@@ -48,6 +48,7 @@
 #include "gatewayd/h2.h"
 #include "gatewayd/http1.h"
 #include "gatewayd/pending.h"
+#include "shm/mem_idle.h"
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "shm/waker.h"
@@ -209,6 +210,7 @@ struct gw_server {
 	struct gw_src timer_src, waker_src;
 	int64_t timer_armed_ns;         /* what timerfd is set to; INT64_MAX: disarmed */
 	int64_t now_ns;                 /* monotonic, taken once per turn */
+	struct mem_idle mem;            /* freed pages back once the loop is quiet */
 	struct gw_listener *listeners;
 	struct tls_ctx *tls;            /* the https listeners' (owned), or NULL */
 	struct gw_watch *watches;

@@ -633,6 +633,7 @@ static struct peer_lease *pl_get(struct peer *p)
 {
 	struct peer_lease *pl = p->lease;
 	struct epoll_event ev = { .events = EPOLLIN };
+	int rc;
 
 	if (pl)
 		return pl;
@@ -647,10 +648,12 @@ static struct peer_lease *pl_get(struct peer *p)
 	pthread_mutex_init(&pl->mu, NULL);
 	pl->epfd = epoll_create1(EPOLL_CLOEXEC);
 	pl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (pl->epfd < 0 || pl->wake_fd < 0 ||
-	    epoll_ctl(pl->epfd, EPOLL_CTL_ADD, pl->wake_fd, &ev) ||
-	    shm_thread_start(&pl->thread, false, pl_main, pl)) {
-		log_warn("cannot start the lease forwarder", LOG_ERRNO(-errno));
+	if (pl->epfd < 0 || pl->wake_fd < 0 || epoll_ctl(pl->epfd, EPOLL_CTL_ADD, pl->wake_fd, &ev))
+		rc = -errno;
+	else
+		rc = shm_thread_start(&pl->thread, false, pl_main, pl);
+	if (rc) {
+		log_warn("cannot start the lease forwarder", LOG_ERRNO(rc));
 		if (pl->epfd >= 0)
 			close(pl->epfd);
 		if (pl->wake_fd >= 0)
