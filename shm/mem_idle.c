@@ -38,13 +38,19 @@ bool mem_idle_init(struct mem_idle *m)
 	return true;
 }
 
+/* The thread's allocations and frees so far, in bytes. */
+static uint64_t mem_idle_activity(const struct mem_idle *m)
+{
+	return *m->allocated + (m->deallocated ? *m->deallocated : 0);
+}
+
 int64_t mem_idle_turn(struct mem_idle *m, int64_t now_ns)
 {
 	uint64_t sum;
 
 	if (!m->allocated || !m->purge)
 		return INT64_MAX;
-	sum = *m->allocated + (m->deallocated ? *m->deallocated : 0);
+	sum = mem_idle_activity(m);
 	if (sum != m->seen) {
 		m->seen = sum;
 		m->dirty = true;
@@ -58,6 +64,6 @@ int64_t mem_idle_turn(struct mem_idle *m, int64_t now_ns)
 	m->purges++;
 	(void)m->purge(m->purge_arg);
 	/* the purge's own bookkeeping is not the loop's activity */
-	m->seen = *m->allocated + (m->deallocated ? *m->deallocated : 0);
+	m->seen = mem_idle_activity(m);
 	return INT64_MAX;
 }

@@ -366,21 +366,15 @@ static void *tls_san_lookup(void *arg)
 	return NULL;
 }
 
-/* Starts the lookups for c: returns -EINPROGRESS (c->job set), or an
- * error. */
-static int tls_san_start(struct tls_conn *c, const char *ip, GENERAL_NAMES *sans)
+/* Starts the lookups for c of the n DNS SANs in sans, len bytes with a
+ * NUL after each: returns -EINPROGRESS (c->job set), or an error. */
+static int tls_san_start(struct tls_conn *c, const char *ip, GENERAL_NAMES *sans, size_t n,
+			 size_t len)
 {
 	struct tls_san_job *j;
-	size_t len = 0, n = 0;
+	size_t off = 0;
 	int sv[2], rc;
 
-	for (int i = 0; i < sk_GENERAL_NAME_num(sans); i++) {
-		const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
-		if (g->type == GEN_DNS) {
-			len += strlen((const char *)ASN1_STRING_get0_data(g->d.dNSName)) + 1;
-			n++;
-		}
-	}
 	if (atomic_fetch_add_explicit(&tls_san_pending, 1, memory_order_relaxed) >=
 	    TLS_SAN_MAX_PENDING) {
 		atomic_fetch_sub_explicit(&tls_san_pending, 1, memory_order_relaxed);
@@ -394,12 +388,13 @@ static int tls_san_start(struct tls_conn *c, const char *ip, GENERAL_NAMES *sans
 		goto out_pending;
 	}
 	snprintf(j->ip, sizeof(j->ip), "%s", ip);
-	for (int i = 0, off = 0; i < sk_GENERAL_NAME_num(sans); i++) {
+	for (int i = 0; i < sk_GENERAL_NAME_num(sans); i++) {
 		const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
 		if (g->type == GEN_DNS) {
 			const char *d = (const char *)ASN1_STRING_get0_data(g->d.dNSName);
-			memcpy(j->names + off, d, strlen(d) + 1);
-			off += (int)strlen(d) + 1;
+			size_t dl = strlen(d) + 1;
+			memcpy(j->names + off, d, dl);
+			off += dl;
 		}
 	}
 	j->n_names = n;
@@ -453,8 +448,8 @@ static int tls_check_san(struct tls_conn *c)
 	X509 *leaf = SSL_get0_peer_certificate(c->ssl);
 	GENERAL_NAMES *sans;
 	char ip[INET6_ADDRSTRLEN + 8];
-	bool has_ip = false, has_dns = false;
-	size_t n = 0;
+	bool has_ip = false;
+	size_t n = 0, n_dns = 0, dns_bytes = 0;
 	int rc;
 
 	if (!c->ctx->info.check_client_san || !leaf)
@@ -473,23 +468,24 @@ static int tls_check_san(struct tls_conn *c)
 		if (g->type == GEN_DNS) {
 			const char *d = (const char *)ASN1_STRING_get0_data(g->d.dNSName);
 			size_t cap = sizeof(c->check_names);
-			has_dns = true;
+			n_dns++;
+			dns_bytes += strlen(d) + 1;
 			if (n < cap)
 				n += (size_t)snprintf(c->check_names + n, cap - n, "%s\"%s\"",
 						      n ? " " : "", d);
 		}
 	}
-	if (!has_ip && !has_dns)
+	if (!has_ip && !n_dns)
 		rc = 0;
 	else if (has_ip && X509_check_ip_asc(leaf, ip, 0) == 1)
 		rc = 0;
-	else if (has_ip && !has_dns)
+	else if (has_ip && !n_dns)
 		rc = errmsg_set(-EACCES,
 				"x509: certificate is valid for other IPs, not %s (the client's address)",
 				ip);
 	else {
 		snprintf(c->check_ip, sizeof(c->check_ip), "%s", ip);
-		rc = tls_san_start(c, ip, sans);
+		rc = tls_san_start(c, ip, sans, n_dns, dns_bytes);
 	}
 	GENERAL_NAMES_free(sans);
 	return rc;

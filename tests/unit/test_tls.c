@@ -496,16 +496,25 @@ static void connect_tcp(struct ends *e, const struct tls_info *si, const struct 
 	drive(e);
 }
 
-static void test_client_san(void)
+/* The peer port's server: client cert auth with the CA, and the SAN
+ * check of the client's address. */
+static struct tls_info san_server_info(void)
 {
 	struct tls_info si = server_info();
-	struct tls_info ci = { .side = TLS_SIDE_PEER, .trusted_ca_file = ca.cert_path,
-			       .cert_file = client_ip.cert_path, .key_file = client_ip.key_path };
-	struct ends e;
 
 	si.client_cert_auth = true;
 	si.trusted_ca_file = ca.cert_path;
 	si.check_client_san = true;
+	return si;
+}
+
+static void test_client_san(void)
+{
+	struct tls_info si = san_server_info();
+	struct tls_info ci = { .side = TLS_SIDE_PEER, .trusted_ca_file = ca.cert_path,
+			       .cert_file = client_ip.cert_path, .key_file = client_ip.key_path };
+	struct ends e;
+
 	connect_tcp(&e, &si, &ci);
 	CHECK_EQ(e.src, 0);
 	close_pair(&e);
@@ -551,15 +560,12 @@ static bool until_check(struct ends *e)
  * (ASan and LSan watch this test). "localhost" resolves from /etc/hosts. */
 static void test_client_san_dns(void)
 {
-	struct tls_info si = server_info();
+	struct tls_info si = san_server_info();
 	struct tls_info ci = { .side = TLS_SIDE_PEER, .trusted_ca_file = ca.cert_path,
 			       .cert_file = client_localhost.cert_path,
 			       .key_file = client_localhost.key_path };
 	struct ends e;
 
-	si.client_cert_auth = true;
-	si.trusted_ca_file = ca.cert_path;
-	si.check_client_san = true;
 	open_tcp(&e, &si, &ci);
 	CHECK_EQ(tls_conn_check_fd(e.s), -1);
 	CHECK(until_check(&e));
