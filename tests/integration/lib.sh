@@ -61,6 +61,7 @@ check() {
 # Prints the totals; the test's exit status (0 only when all passed and
 # at least one check ran).
 it_summary() {
+	it_summarized=1
 	echo "$it_checks checks, $it_failures failed"
 	((it_failures == 0 && it_checks > 0))
 }
@@ -97,6 +98,10 @@ it_init() {
 	IT_TMP=$(mktemp -d "/tmp/cetcd-$1.XXXXXX")
 	IT_RT=$(mktemp -d "/dev/shm/cetcd-$1.XXXXXX")
 	trap it_cleanup EXIT
+	# where the last command failed outside a conditional: in this shell
+	# that is what set -e stops on (in a subshell it is lost with it)
+	set -E
+	trap 'it_err_at=${BASH_SOURCE[0]##*/}:$LINENO' ERR
 }
 
 # Registers pid $1 to be killed at exit.
@@ -130,7 +135,8 @@ it_ours() {
 }
 
 it_cleanup() {
-	local p c
+	local rc=$? p c
+	it_stopped_early "$rc"
 	for c in "${it_on_exit[@]}"; do
 		eval "$c" || true
 	done
@@ -158,6 +164,22 @@ it_cleanup() {
 	else
 		rm -rf "$IT_TMP" "$IT_RT"
 	fi
+}
+
+# Called first thing at exit with the exit status: when a command failed
+# outside a check (set -e) or the test exited before it_summary, says
+# which command and where, or the log would end at the last check that
+# passed.
+it_stopped_early() {
+	[[ $1 != 0 && $1 != 77 && -z ${it_summarized:-} ]] || return 0
+	local i from=
+	# frame 0 is this function, 1 it_cleanup, 2 the function the shell
+	# stopped in (its line is it_err_at's): the callers follow
+	for ((i = 3; i < ${#FUNCNAME[@]}; i++)); do
+		from+=" ${FUNCNAME[i]}:${BASH_LINENO[i - 1]}"
+	done
+	echo "FAIL - ${0##*/} stopped (exit $1) before its summary: '$BASH_COMMAND'" \
+		"at ${it_err_at:-?} in ${FUNCNAME[2]:-main}${from:+, called from$from}"
 }
 
 # it_free_ports N: N distinct free loopback ports on one line. The kernel
@@ -695,5 +717,28 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
 		test "$(it_kv_val "$IT_TMP/kv.out" acks)/$(it_kv_val "$IT_TMP/kv.out" "conns gatewayd-0")/$(it_kv_val "$IT_TMP/kv.out" nothing)" = 12/3/0
 	check "it_lines counts lines, 0 for a missing file" \
 		test "$(it_lines "$IT_TMP/kv.out")/$(it_lines "$IT_TMP/none")" = 3/0
+	# a test that set -e stops outside a check says where, and fails
+	cat >"$IT_TMP/stops.sh" <<EOF
+source "${BASH_SOURCE[0]}"
+it_init lib-stops
+check "first" true
+inner() { local v; v=\$(false); echo "not reached"; }
+outer() { inner; }
+[[ \$1 == body ]] && v=\$(grep -c nothing /dev/null)
+[[ \$1 == function ]] && outer
+[[ \$1 == skip ]] && it_skip "skipped"
+it_summary
+EOF
+	stops() {
+		local out rc
+		out=$(bash "$IT_TMP/stops.sh" "$1" 2>&1) && rc=0 || rc=$?
+		[[ $rc == "$2" ]] && grep -qF -- "$3" <<<"$out"
+	}
+	check "set -e in a test's body: the command and its line are named" \
+		stops body 1 "stopped (exit 1) before its summary: 'v=\$(grep -c nothing /dev/null)' at stops.sh:6 in main"
+	check "set -e in a function: its line and its callers are named" \
+		stops function 1 "at stops.sh:4 in inner, called from outer:5 main:7"
+	check "a skip or a summary says nothing more" \
+		eval 'stops skip 77 SKIP && ! stops skip 77 stopped && stops pass 0 "1 checks, 0 failed" && ! stops pass 0 stopped'
 	it_summary
 fi
