@@ -218,7 +218,8 @@ int main(int argc, char **argv)
 	gw_listen_local(s, &cfg);
 	gw_server_hello(s);
 	log_info("ready to serve client requests", LOG_U64("member-id", params.member_id),
-		 LOG_U64("cluster-id", params.cluster_id));
+		 LOG_U64("cluster-id", params.cluster_id),
+		 LOG_STR("ring-wake", shm_waker_mode_name(&s->waker)));
 
 	gw_server_run(s);
 	if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))

@@ -851,8 +851,10 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
 /*
  * One turn of the loop. The order is what makes a turn one batch:
  *
- *  1. Wait (not at all if the last turn left work), and take the time once
- *     for every deadline below.
+ *  1. Wait (not at all if the last turn left work, or if the waker's
+ *     re-check finds records: in ring mode the loop itself is the
+ *     doorbell's sleeper, shm/waker.h), and take the time once for every
+ *     deadline below.
  *  2. Events: accept, read and decode requests. Handlers answer at once,
  *     stage proposals and read-index asks for raftd, or queue point reads
  *     for step 3. A waker event only marks that the rings have records:
@@ -874,8 +876,9 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *  8. gw_flush_all: every connection that got output in steps 2-6, one
  *     writev each. After every step that answers, so that each socket is
  *     written once per turn.
- *  9. The waker may sleep again: the rings were drained in step 5, so a
- *     record that lands from now on rings it afresh (shm/waker.h).
+ *  9. In thread mode the waker's thread may sleep again: the rings were
+ *     drained in step 5, so a record that lands from now on rings it
+ *     afresh (shm/waker.h).
  * 10. The turn is over: connections closed during it are freed (steps 2-8
  *     may still have touched them), and its scratch (gw_scratch) is reset.
  *     A loop quiet for a second gives its freed pages back (mem_idle.h).
@@ -891,14 +894,21 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 
 	if (s->more_work)
 		timeout_ms = 0;
+	if (timeout_ms) {
+		int cap = shm_waker_prepare(&s->waker);
+		if (cap >= 0 && (timeout_ms < 0 || cap < timeout_ms))
+			timeout_ms = cap;
+	}
 	s->more_work = false;
 	s->watch_fired = -1;
 	n = epoll_wait(s->epfd, evs, 64, timeout_ms);
 	if (n < 0) {
+		/* EINTR: a signal, or in ring mode the doorbell's wake */
 		if (errno != EINTR)
 			log_error("epoll_wait failed", LOG_ERRNO(-errno));
 		n = 0;
 	}
+	shm_waker_done(&s->waker);
 	s->now_ns = gw_clock_ns();
 	s->stats.turns++;
 

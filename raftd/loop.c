@@ -1249,12 +1249,23 @@ int loop_run(struct loop *l)
 		turn(l, NULL, 0);
 	}
 	while (!l->stopping && !l->fatal) {
-		int n = epoll_wait(l->epfd, ev, 8, next_timeout(l));
+		int timeout = next_timeout(l);
+		int cap = timeout ? shm_waker_prepare(&l->waker) : 0;
+		int n, err;
+
+		if (cap >= 0 && (timeout < 0 || cap < timeout))
+			timeout = cap;
+		n = epoll_wait(l->epfd, ev, 8, timeout);
+		err = n < 0 ? errno : 0;
+		shm_waker_done(&l->waker);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			loop_fail(l, -errno, "epoll_wait failed");
-			break;
+			/* a signal, or in ring mode the doorbell's wake
+			 * interrupting the wait: the turn looks at everything */
+			if (err != EINTR) {
+				loop_fail(l, -err, "epoll_wait failed");
+				break;
+			}
+			n = 0;
 		}
 		turn(l, ev, n);
 	}
@@ -1587,6 +1598,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 		log_error("cannot set up the event loop", LOG_ERRNO(rc));
 		goto out_free;
 	}
+	log_info("event loop set up", LOG_STR("ring-wake", shm_waker_mode_name(&l->waker)));
 	*out = l;
 	return 0;
 

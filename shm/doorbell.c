@@ -78,6 +78,29 @@ uint64_t shm_doorbell_wakes(const struct shm_doorbell *d)
 	return atomic_load_explicit(&d->wakes, memory_order_relaxed);
 }
 
+bool shm_doorbell_announce(struct shm_doorbell *d, bool (*has_work)(void *), void *arg,
+			   uint32_t *seq0)
+{
+	*seq0 = atomic_load_explicit(&d->seq, memory_order_acquire);
+	atomic_fetch_add_explicit(&d->sleeping, 1, memory_order_relaxed);
+	shm_full_fence();
+	if (has_work && has_work(arg)) {
+		atomic_fetch_sub_explicit(&d->sleeping, 1, memory_order_relaxed);
+		return false;
+	}
+	return true;
+}
+
+void shm_doorbell_unannounce(struct shm_doorbell *d)
+{
+	atomic_fetch_sub_explicit(&d->sleeping, 1, memory_order_relaxed);
+}
+
+_Atomic uint32_t *shm_doorbell_futex_word(struct shm_doorbell *d)
+{
+	return &d->seq;
+}
+
 int shm_doorbell_sleep(struct shm_doorbell *d, bool (*has_work)(void *),
 		       void *arg, int timeout_ms)
 {
@@ -86,22 +109,17 @@ int shm_doorbell_sleep(struct shm_doorbell *d, bool (*has_work)(void *),
 	long rc;
 	int err;
 
-	seq0 = atomic_load_explicit(&d->seq, memory_order_acquire);
-	atomic_fetch_add_explicit(&d->sleeping, 1, memory_order_relaxed);
-	shm_full_fence();
-	if (has_work && has_work(arg)) {
-		atomic_fetch_sub_explicit(&d->sleeping, 1, memory_order_relaxed);
+	if (!shm_doorbell_announce(d, has_work, arg, &seq0))
 		return 0;
-	}
 	if (timeout_ms <= 0) {
-		atomic_fetch_sub_explicit(&d->sleeping, 1, memory_order_relaxed);
+		shm_doorbell_unannounce(d);
 		return -ETIMEDOUT;
 	}
 	ts.tv_sec = timeout_ms / 1000;
 	ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000;
 	rc = doorbell_futex(&d->seq, FUTEX_WAIT, seq0, &ts);
 	err = rc ? errno : 0;
-	atomic_fetch_sub_explicit(&d->sleeping, 1, memory_order_relaxed);
+	shm_doorbell_unannounce(d);
 	if (err == 0 || err == EAGAIN || err == EINTR)
 		return 0; /* woken, seq already moved, or a signal */
 	return -err;

@@ -12,6 +12,7 @@
 #ifndef CETCD_SHM_DOORBELL_H
 #define CETCD_SHM_DOORBELL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -47,6 +48,21 @@ void shm_doorbell_init(void *mem);
  */
 int shm_doorbell_sleep(struct shm_doorbell *d, bool (*has_work)(void *),
 		       void *arg, int timeout_ms);
+
+/*
+ * shm_doorbell_sleep in two halves, for a sleeper that waits by other
+ * means (waker.c's io_uring futex wait inside an epoll loop). announce
+ * counts the caller as asleep, issues the full fence and re-checks
+ * has_work: if there is work it takes the count back and returns false;
+ * otherwise it returns true with the caller still counted, and the caller
+ * may wait on shm_doorbell_futex_word() for as long as it holds the value
+ * *seq0 (read before announcing), then calls unannounce.
+ */
+bool shm_doorbell_announce(struct shm_doorbell *d, bool (*has_work)(void *), void *arg,
+			   uint32_t *seq0);
+void shm_doorbell_unannounce(struct shm_doorbell *d);
+/* The process-shared futex word that wakes move and wait on. */
+_Atomic uint32_t *shm_doorbell_futex_word(struct shm_doorbell *d);
 
 /*
  * Spins up to spin_us microseconds checking has_work, but only while peer

@@ -13,11 +13,40 @@
 #      the db (the log says so);
 #   4. stored and a gatewayd SIGKILLed while puts go on; watchers
 #      reconnect and resume at the last revision they saw + 1.
+# Runs 1, 2 and 4 use the ring wake-up where the kernel has it (raftd's
+# and the gateways' loops wait on their doorbell through io_uring's
+# futex wait, shm/waker.h), run 3 the waker threads (CETCD_WAKER=thread);
+# the processes' logs must say so.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_init watch
 it_build_go_tool watchmodel go.etcd.io/etcd/clientv3
 WM=$IT_BUILD/tests/watchmodel
+
+# The mode this kernel gives: ring where io_uring runs futex waits (Linux
+# 6.7 and later) and is not switched off.
+expected_wake() {
+	local v maj min off=0
+	v=$(uname -r)
+	maj=${v%%.*}
+	min=${v#*.}
+	min=${min%%[^0-9]*}
+	[[ -r /proc/sys/kernel/io_uring_disabled ]] && off=$(cat /proc/sys/kernel/io_uring_disabled)
+	if ((maj > 6 || (maj == 6 && min >= 7))) && ((off == 0 || (off == 1 && EUID == 0))); then
+		echo ring
+	else
+		echo thread
+	fi
+}
+
+# LOG MODE: raftd and every gateway that started logged wake-up mode MODE
+wake_mode_is() {
+	local n all
+	n=$(grep -cE '"(event loop set up|ready to serve client requests)"' "$1")
+	all=$(grep -oE '"ring-wake":"[a-z]+"' "$1" | sort | uniq -c | sed 's/^ *//')
+	echo "    wake-up modes logged: ${all:-none} (of $n start lines)"
+	((n >= 2)) && [[ $all == "$n \"ring-wake\":\"$2\"" ]]
+}
 
 run_model() { # NAME ARGS...: runs watchmodel, output in $IT_TMP/NAME.out
 	local name=$1
@@ -32,6 +61,8 @@ run_model() { # NAME ARGS...: runs watchmodel, output in $IT_TMP/NAME.out
 
 it_cetcd_start w1 "$IT_TMP/m1.data" "$IT_TMP/m1.log" --gateways 2
 check "member answers" it_wait_healthy "$IT_CPORT" 30
+mode=$(expected_wake)
+check "raftd and the gateways wake by $mode (kernel $(uname -r))" wake_mode_is "$IT_TMP/m1.log" "$mode"
 run_model plain -prefix p1/ -ops 800 -watchers 30 -seed "${SEED:-1}"
 run_model slow -prefix p2/ -ops 300 -watchers 12 -seed 2 -slow -value-size 20000
 
@@ -60,9 +91,10 @@ it_cetcd_stop || true
 
 # 3. a ring that holds a few records
 unset IT_CPORT IT_PPORT
-CETCD_WATCH_READ_EVERY_MS=50 \
+CETCD_WATCH_READ_EVERY_MS=50 CETCD_WAKER=thread \
 	it_cetcd_start w3 "$IT_TMP/m3.data" "$IT_TMP/m3.log" --max-request-bytes 1024
 check "small-ring member answers" it_wait_healthy "$IT_CPORT" 30
+check "CETCD_WAKER=thread: raftd and the gateways wake by thread" wake_mode_is "$IT_TMP/m3.log" thread
 # a lap needs the writer to outrun a gateway's 50 ms reads: on a loaded
 # machine it may not, so up to three runs (each one checked) until one
 # was lapped
