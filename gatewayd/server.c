@@ -894,11 +894,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 
 	if (s->more_work)
 		timeout_ms = 0;
-	if (timeout_ms) {
-		int cap = shm_waker_prepare(&s->waker);
-		if (cap >= 0 && (timeout_ms < 0 || cap < timeout_ms))
-			timeout_ms = cap;
-	}
+	timeout_ms = shm_waker_prepare(&s->waker, timeout_ms);
 	s->more_work = false;
 	s->watch_fired = -1;
 	n = epoll_wait(s->epfd, evs, 64, timeout_ms);

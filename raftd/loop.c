@@ -1249,13 +1249,9 @@ int loop_run(struct loop *l)
 		turn(l, NULL, 0);
 	}
 	while (!l->stopping && !l->fatal) {
-		int timeout = next_timeout(l);
-		int cap = timeout ? shm_waker_prepare(&l->waker) : 0;
 		int n, err;
 
-		if (cap >= 0 && (timeout < 0 || cap < timeout))
-			timeout = cap;
-		n = epoll_wait(l->epfd, ev, 8, timeout);
+		n = epoll_wait(l->epfd, ev, 8, shm_waker_prepare(&l->waker, next_timeout(l)));
 		err = n < 0 ? errno : 0;
 		shm_waker_done(&l->waker);
 		if (n < 0) {

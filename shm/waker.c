@@ -63,7 +63,6 @@ static int waker_start_thread(struct shm_waker *w)
 	rc = shm_thread_start(&w->thread, false, waker_main, w);
 	if (rc)
 		goto out_destroy_sem;
-	w->mode = SHM_WAKER_THREAD;
 	w->running = true;
 	return 0;
 
@@ -144,7 +143,6 @@ static int waker_start_ring(struct shm_waker *w)
 	}
 	w->ring_live = true;
 	w->efd = w->ring.ring_fd;
-	w->mode = SHM_WAKER_RING;
 	return 0;
 }
 
@@ -187,15 +185,15 @@ int shm_waker_fd(const struct shm_waker *w)
 
 const char *shm_waker_mode_name(const struct shm_waker *w)
 {
-	return w->mode == SHM_WAKER_RING ? "ring" : "thread";
+	return w->ring_live ? "ring" : "thread";
 }
 
-int shm_waker_prepare(struct shm_waker *w)
+int shm_waker_prepare(struct shm_waker *w, int timeout_ms)
 {
 	uint32_t seq0;
 
-	if (!w->ring_live)
-		return -1;
+	if (!w->ring_live || timeout_ms == 0)
+		return timeout_ms;
 	waker_reap(w);
 	if (!shm_doorbell_announce(w->db, w->has_work, w->arg, &seq0))
 		return 0;
@@ -209,11 +207,13 @@ int shm_waker_prepare(struct shm_waker *w)
 	if (!w->armed) {
 		if (waker_submit_wait(&w->ring, shm_doorbell_futex_word(w->db), seq0) < 0) {
 			w->arm_failures++;
-			return SHM_WAKER_DEGRADED_MS;
+			return timeout_ms < 0 || timeout_ms > SHM_WAKER_DEGRADED_MS
+				       ? SHM_WAKER_DEGRADED_MS
+				       : timeout_ms;
 		}
 		w->armed = true;
 	}
-	return -1;
+	return timeout_ms;
 }
 
 void shm_waker_done(struct shm_waker *w)

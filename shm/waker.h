@@ -62,7 +62,6 @@ struct shm_waker {
 	void *arg;
 	int backstop_ms;      /* each futex wait's timeout; > 0 */
 	int efd;              /* readable when there is work; -1 when closed */
-	enum shm_waker_mode mode; /* THREAD or RING once started */
 	/* thread mode */
 	sem_t drained;        /* posted by shm_waker_drained */
 	atomic_bool stop;
@@ -105,13 +104,15 @@ int shm_waker_fd(const struct shm_waker *w);
 const char *shm_waker_mode_name(const struct shm_waker *w);
 
 /*
- * Called by the loop just before it waits. Returns the longest the loop
- * may wait, in ms: 0 when work is already waiting, -1 for no bound (thread
- * mode always), SHM_WAKER_DEGRADED_MS when ring mode could not arm its
- * wait. In ring mode the loop counts as asleep from here until
+ * Called by the loop just before it waits, with the timeout it means to
+ * give epoll_wait (ms, -1 for none). Returns the timeout to give it: 0
+ * when work is already waiting, at most SHM_WAKER_DEGRADED_MS when ring
+ * mode could not arm its wait, timeout_ms otherwise (thread mode always).
+ * A timeout_ms of 0 is returned at once: a loop that does not wait needs
+ * no wake. In ring mode the loop counts as asleep from here until
  * shm_waker_done, which must follow every prepare.
  */
-int shm_waker_prepare(struct shm_waker *w);
+int shm_waker_prepare(struct shm_waker *w, int timeout_ms);
 
 /* Called by the loop after its wait returned, whatever woke it. */
 void shm_waker_done(struct shm_waker *w);

@@ -88,6 +88,10 @@ static void test_start_stop(void)
 	/* Stopping a bridge asleep on its doorbell. */
 	CHECK_EQ(start_thread(&wk, db, &w, TEST_NO_BACKSTOP_MS), 0);
 	CHECK(shm_waker_fd(&wk) >= 0);
+	/* the thread sleeps for the loop: its timeout passes unchanged */
+	CHECK_EQ(shm_waker_prepare(&wk, -1), -1);
+	CHECK_EQ(shm_waker_prepare(&wk, 50), 50);
+	shm_waker_done(&wk);
 	CHECK(TEST_WAIT_FOR(shm_doorbell_is_sleeping(db), TEST_DEADLINE_MS));
 	CHECK(!fired_within(&wk, 0));
 	shm_waker_stop(&wk);
@@ -373,18 +377,26 @@ static void test_ring_basics(void)
 		return;
 
 	/* No work: the loop counts as asleep from prepare to done only. */
-	CHECK_EQ(shm_waker_prepare(&wk), -1);
+	CHECK_EQ(shm_waker_prepare(&wk, -1), -1);
 	CHECK(shm_doorbell_is_sleeping(db));
 	CHECK(!fired_within(&wk, 0));
 	shm_waker_done(&wk);
 	CHECK(!shm_doorbell_is_sleeping(db));
+	/* The loop's own timeout passes through; one that does not wait
+	 * does not announce. */
+	CHECK_EQ(shm_waker_prepare(&wk, 50), 50);
+	CHECK(shm_doorbell_is_sleeping(db));
+	shm_waker_done(&wk);
+	CHECK_EQ(shm_waker_prepare(&wk, 0), 0);
+	CHECK(!shm_doorbell_is_sleeping(db));
+	shm_waker_done(&wk);
 
 	/* Work published while the loop is busy wakes no one, and the next
 	 * prepare finds it without sleeping. */
 	wakes = shm_doorbell_wakes(db);
 	work_publish(&h.w, db, 1);
 	CHECK_EQ(shm_doorbell_wakes(db), wakes);
-	CHECK_EQ(shm_waker_prepare(&wk), 0);
+	CHECK_EQ(shm_waker_prepare(&wk, -1), 0);
 	CHECK(!shm_doorbell_is_sleeping(db));
 	shm_waker_done(&wk);
 	atomic_store(&h.w.taken, 1);
@@ -392,7 +404,7 @@ static void test_ring_basics(void)
 	/* Work published to the sleeping loop makes the ring readable; done
 	 * takes the completion. */
 	lp = (struct late_producer){ .h = &h, .n = 2 };
-	CHECK_EQ(shm_waker_prepare(&wk), -1);
+	CHECK_EQ(shm_waker_prepare(&wk, -1), -1);
 	CHECK_EQ(pthread_create(&t, NULL, late_producer_main, &lp), 0);
 	CHECK(fired_within(&wk, TEST_DEADLINE_MS));
 	shm_waker_done(&wk);
@@ -407,7 +419,7 @@ static void test_ring_basics(void)
 	 * wait is armed with the value read before the announcement, which
 	 * the wake moved, so it completes at once. */
 	h.inject = 3;
-	CHECK_EQ(shm_waker_prepare(&wk), -1);
+	CHECK_EQ(shm_waker_prepare(&wk, -1), -1);
 	CHECK_EQ(h.inject, 0);
 	CHECK(fired_within(&wk, TEST_DEADLINE_MS));
 	shm_waker_done(&wk);
@@ -416,11 +428,11 @@ static void test_ring_basics(void)
 
 	/* The same with a wait still in flight from an earlier sleep that
 	 * ended by timeout: the wake completes that one. */
-	CHECK_EQ(shm_waker_prepare(&wk), -1);
+	CHECK_EQ(shm_waker_prepare(&wk, -1), -1);
 	CHECK(!fired_within(&wk, 20));
 	shm_waker_done(&wk);
 	h.inject = 4;
-	CHECK_EQ(shm_waker_prepare(&wk), -1);
+	CHECK_EQ(shm_waker_prepare(&wk, -1), -1);
 	CHECK(fired_within(&wk, TEST_DEADLINE_MS));
 	shm_waker_done(&wk);
 	CHECK(work_waiting(&h.w));
@@ -428,7 +440,7 @@ static void test_ring_basics(void)
 	CHECK_EQ(wk.arm_failures, 0);
 
 	/* Stopping between prepare and done takes the count back. */
-	CHECK_EQ(shm_waker_prepare(&wk), -1);
+	CHECK_EQ(shm_waker_prepare(&wk, -1), -1);
 	shm_waker_stop(&wk);
 	CHECK(!shm_doorbell_is_sleeping(db));
 	CHECK_EQ(shm_waker_fd(&wk), -1);
@@ -520,7 +532,7 @@ static void test_ring_no_lost_wakeup(void)
 		}
 		counts[kind]++;
 		for (;;) {
-			cap = shm_waker_prepare(&wk);
+			cap = shm_waker_prepare(&wk, -1);
 			CHECK(cap == 0 || cap == -1);
 			if (cap == 0) {
 				found_by_recheck++;
