@@ -1030,6 +1030,11 @@ size_t grpc_call_pending_bytes(const struct grpc_call *call)
 	return h2_stream_pending(&call->st);
 }
 
+size_t grpc_call_unacked_bytes(const struct grpc_call *call, size_t *window)
+{
+	return h2_stream_unacked(&call->st, window);
+}
+
 int grpc_call_finish(struct grpc_call *call, enum grpc_status code, const char *message)
 {
 	if (call->state != GRPC_C_ACTIVE)

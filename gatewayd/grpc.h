@@ -187,6 +187,9 @@ uint8_t *grpc_call_send_reserve(struct grpc_call *call, size_t len);
 /* Response bytes queued on the call and not yet handed to the connection
  * (for a stream's producer to bound its backlog). */
 size_t grpc_call_pending_bytes(const struct grpc_call *call);
+/* Response bytes sent on the call that the client has not given window
+ * back for (h2_stream_unacked), and its initial stream window. */
+size_t grpc_call_unacked_bytes(const struct grpc_call *call, size_t *window);
 
 /* Ends the call with a status and message (message may be NULL; it is
  * percent-encoded, and cut at GRPC_MESSAGE_MAX bytes), after the messages

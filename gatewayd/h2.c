@@ -764,6 +764,16 @@ static void h2_stream_wake(struct h2_stream *s)
 	(void)nghttp2_session_resume_data(s->conn->session, s->id);
 }
 
+size_t h2_stream_unacked(const struct h2_stream *s, size_t *window)
+{
+	uint32_t w = nghttp2_session_get_remote_settings(s->conn->session,
+							 NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
+	int32_t left = nghttp2_session_get_stream_remote_window_size(s->conn->session, s->id);
+
+	*window = w;
+	return left < 0 || (uint32_t)left >= w ? 0 : w - (uint32_t)left;
+}
+
 uint8_t *h2_stream_write_reserve(struct h2_stream *s, size_t len)
 {
 	if ((s->flags & (H2_S_BODY | H2_S_ENDING)) != H2_S_BODY)

@@ -262,4 +262,11 @@ static inline size_t h2_stream_pending(const struct h2_stream *s)
 	return s->body.len - s->body_off;
 }
 
+/* Bytes framed on s that the peer has not given window back for: its
+ * initial stream window (SETTINGS_INITIAL_WINDOW_SIZE, into *window)
+ * less what is left of the stream's. A peer gives window back as its
+ * application reads, in steps of its own choosing, so this is what the
+ * application has not read yet plus up to one step. */
+size_t h2_stream_unacked(const struct h2_stream *s, size_t *window);
+
 #endif

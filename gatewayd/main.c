@@ -228,7 +228,10 @@ int main(int argc, char **argv)
 		 LOG_U64("connections", s->conn_count), LOG_U64("accepted", s->stats.accepted),
 		 LOG_U64("proposals", s->stats.proposals), LOG_U64("results", s->stats.results),
 		 LOG_U64("dropped", s->stats.dropped), LOG_U64("timeouts", s->stats.timeouts),
-		 LOG_U64("leader-changed", s->stats.leader_changed));
+		 LOG_U64("leader-changed", s->stats.leader_changed),
+		 LOG_U64("watch-responses", s->stats.watch_responses),
+		 LOG_U64("watch-events", s->stats.watch_events),
+		 LOG_U64("watch-events-held", s->stats.watch_held));
 	gw_server_drain(s, GW_DRAIN_MS);
 	status = 0;
 

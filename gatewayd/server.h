@@ -176,6 +176,9 @@ struct gw_stats {
 	uint64_t too_many;         /* requests refused: table or backlog full */
 	uint64_t backlogged;       /* records that went through the backlog */
 	uint64_t turns;
+	uint64_t watch_responses;  /* WatchResponses sent */
+	uint64_t watch_events;     /* events they carried */
+	uint64_t watch_held;       /* events held while their stream was backlogged */
 };
 
 /* What an epoll event's data.ptr points at: the first member of every

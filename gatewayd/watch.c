@@ -64,6 +64,21 @@ struct watch_stream {
 	int64_t next_id;             /* etcd's nextID: the next automatic id */
 	int64_t progress_rev;        /* last revision a progress response named */
 	bool progress_wait;          /* a ProgressRequest waits for catch-ups */
+	/* Events held while the stream's client is behind (hold_events), in
+	 * the order dispatched; their bytes in hbuf. NULL when none. */
+	struct watch_held *held;
+	size_t nheld, held_cap;
+	uint8_t *hbuf;
+	size_t hlen, hcap;
+	int64_t hold_since_ns;       /* when the first of them was held */
+};
+
+/* An event held for w, the last revision of its batch being rev. */
+struct watch_held {
+	struct watcher *w;
+	int64_t rev;                 /* the last revision of its batch */
+	int64_t evrev;               /* the event's own */
+	uint32_t off, len;           /* in the stream's hbuf */
 };
 
 /* One event of the batch being read from the ring, with its two
@@ -127,6 +142,10 @@ struct watch_state {
 	_Atomic int64_t next_read_ns;
 	struct mvcc_range_result res;
 	uint64_t laps;
+	size_t hold_bytes;            /* see stream_behind; 0: never hold */
+	size_t nholding;              /* streams holding events */
+	uint64_t hold_starts;         /* times a stream began to hold */
+	int64_t release_at_ns;        /* the oldest hold's WATCH_HOLD_MAX_NS is up */
 };
 
 static struct watch_state *W(struct gw_server *s)
@@ -188,15 +207,24 @@ struct watch_piece {
 	size_t len;
 };
 
-/* Queues one WatchResponse: the fields below, then the events' bytes. */
+static struct watch_stream **watch_call_stream(struct grpc_call *call);
+static void stream_release(struct gw_server *s, struct watch_stream *st, struct grpc_call *call);
+static void held_drop(struct watch_state *ws, struct watch_stream *st);
+
+/* Queues one WatchResponse: the fields below, then the events' bytes.
+ * Whatever the stream holds goes first, so that the stream's order is
+ * the order of dispatch. */
 static int send_resp(struct gw_server *s, struct grpc_call *call, int64_t rev, int64_t id,
 		     bool created, bool canceled, int64_t compact_rev, const char *reason,
 		     bool fragment, const struct watch_piece *ev, size_t nev)
 {
 	Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
 	Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+	struct watch_stream *st = *watch_call_stream(call);
 	size_t evbytes = 0;
 
+	if (st && st->nheld)
+		stream_release(s, st, call);
 	gw_header_pb(s, rev, &h);
 	h.revision = rev;
 	r.header = &h;
@@ -219,6 +247,8 @@ static int send_resp(struct gw_server *s, struct grpc_call *call, int64_t rev, i
 		memcpy(p, ev[i].p, ev[i].len);
 		p += ev[i].len;
 	}
+	s->stats.watch_responses++;
+	s->stats.watch_events += nev;
 	return 0;
 }
 
@@ -318,6 +348,7 @@ static void stream_free(struct watch_state *ws, struct watch_stream *st)
 	dlist_remove(&st->node);
 	if (st->progress_wait)
 		ws->progress_waiting--;
+	held_drop(ws, st);
 	free(st);
 	if (ws->nwatchers == 0 && ws->holds == 0) {
 		ws->cur_valid = false;
@@ -325,9 +356,224 @@ static void stream_free(struct watch_state *ws, struct watch_stream *st)
 	}
 }
 
+/* Room for more in the stream's queue: unsent bytes, held ones included. */
 static bool stream_has_room(struct grpc_call *call)
 {
-	return grpc_call_pending_bytes(call) < WATCH_QUEUE_HIGH;
+	struct watch_stream *st = *watch_call_stream(call);
+
+	return grpc_call_pending_bytes(call) + (st ? st->hlen : 0) < WATCH_QUEUE_HIGH;
+}
+
+/* ---- holding events for a backlogged stream ----
+ *
+ * When a client reads slower than events come, sending each batch's
+ * events as they are read lines up many small responses for it, and it
+ * is the client's cost per response (a gRPC message, a hop through its
+ * watch goroutines) that holds it back. So while a stream's client is
+ * behind (stream_behind), the events dispatched to its watchers are held
+ * instead; once it has read most of what it was sent (stream_caught_up),
+ * or WATCH_HOLD_MAX_NS after the first was held, each watcher gets what
+ * was held for it as one response (several above WATCH_CATCHUP_CHUNK).
+ * A client that keeps up never sees a hold; one that falls further
+ * behind, past WATCH_QUEUE_HIGH with the held bytes counted, catches up
+ * from the db as before. Anything else sent on the stream (send_resp)
+ * releases the held events first, so every response keeps its place in
+ * the stream's order: a progress response never names a revision whose
+ * events are still held, a cancel comes after its watcher's events. A
+ * watcher's next_rev counts held events as sent.
+ */
+
+/* At most this long between holding an event and releasing it, whatever
+ * the client's window says (a client may give window back lazily); etcd
+ * makes a watcher that fell behind wait for its 100 ms sync loop. */
+#define WATCH_HOLD_MAX_NS (100ll * 1000000)
+
+/* The client of call is behind: more than hold_bytes wait unframed (its
+ * window is used up), or it has not given back more than three quarters
+ * of its stream window. A client that has read everything it was sent
+ * owes at most one step of window: gRPC's Go client gives back a
+ * quarter of the window at a time, nghttp2 half. */
+static bool stream_behind(const struct watch_state *ws, struct grpc_call *call)
+{
+	size_t window, unacked = grpc_call_unacked_bytes(call, &window);
+
+	return grpc_call_pending_bytes(call) > ws->hold_bytes ||
+	       (window && unacked > window / 4 * 3);
+}
+
+/* The client of st's call has read enough of what it was sent: it owes
+ * at most half its window back (so one that read everything is never
+ * kept waiting) and little waits unframed; or the hold is as old as it
+ * may get. */
+static bool stream_caught_up(const struct watch_state *ws, const struct watch_stream *st,
+			     struct grpc_call *call, int64_t now)
+{
+	size_t window, unacked = grpc_call_unacked_bytes(call, &window);
+
+	return (grpc_call_pending_bytes(call) <= ws->hold_bytes / 4 && unacked <= window / 2) ||
+	       now - st->hold_since_ns >= WATCH_HOLD_MAX_NS;
+}
+
+static void held_drop(struct watch_state *ws, struct watch_stream *st)
+{
+	if (st->nheld)
+		ws->nholding--;
+	free(st->held);
+	free(st->hbuf);
+	st->held = NULL;
+	st->hbuf = NULL;
+	st->nheld = st->held_cap = st->hlen = st->hcap = 0;
+}
+
+/* Holds the n pieces (events of revisions evrev[i]) of a batch ending at
+ * rev for w; 0, or -ENOMEM with nothing held. */
+static int hold_events(struct watch_state *ws, struct watch_stream *st, struct watcher *w,
+		       int64_t rev, const struct watch_piece *pv, const int64_t *evrev, size_t n,
+		       int64_t now)
+{
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < n; i++)
+		bytes += pv[i].len;
+	if (st->hlen + bytes > UINT32_MAX ||
+	    reserve((void **)&st->hbuf, &st->hcap, st->hlen + bytes, 1) ||
+	    reserve((void **)&st->held, &st->held_cap, st->nheld + n, sizeof(*st->held)))
+		return -ENOMEM;
+	if (!st->nheld) {
+		ws->nholding++;
+		ws->hold_starts++;
+		st->hold_since_ns = now;
+		if (now + WATCH_HOLD_MAX_NS < ws->release_at_ns)
+			ws->release_at_ns = now + WATCH_HOLD_MAX_NS;
+		if ((ws->hold_starts & (ws->hold_starts - 1)) == 0) /* 1, 2, 4, ... */
+			log_info("a watch client reads slower than its events come; its events are held and merged",
+				 LOG_U64("times", ws->hold_starts), LOG_I64("revision", rev));
+	}
+	for (size_t i = 0; i < n; i++) {
+		memcpy(st->hbuf + st->hlen, pv[i].p, pv[i].len);
+		st->held[st->nheld++] = (struct watch_held){
+			.w = w, .rev = rev, .evrev = evrev[i], .off = (uint32_t)st->hlen,
+			.len = (uint32_t)pv[i].len,
+		};
+		st->hlen += pv[i].len;
+	}
+	return 0;
+}
+
+struct held_ix {
+	struct watcher *w;
+	size_t i;
+};
+
+static int held_cmp(const void *a, const void *b)
+{
+	const struct held_ix *x = a, *y = b;
+
+	if (x->w != y->w)
+		return (uintptr_t)x->w < (uintptr_t)y->w ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* w's held events from revision from on could not be queued after all
+ * (no memory): it catches up from the db from there. The only place
+ * next_rev goes back, to events that never left the gateway. */
+static void unsend(struct watch_state *ws, struct watcher *w, int64_t from)
+{
+	if (w->synced) {
+		wm_del(&ws->m, &w->m);
+		w->synced = false;
+		w->m.spare = ws->catchup;
+		ws->catchup = w;
+	}
+	w->next_rev = from;
+}
+
+/* Sends what st holds: each watcher's events in as few responses as
+ * WATCH_CATCHUP_CHUNK allows, cut at the revision boundaries of their
+ * batches, headed by the last revision of their last batch. */
+static void stream_release(struct gw_server *s, struct watch_stream *st, struct grpc_call *call)
+{
+	struct watch_state *ws = W(s);
+	struct watch_held *h = st->held;
+	uint8_t *buf = st->hbuf;
+	size_t n = st->nheld;
+
+	if (!n)
+		return;
+	/* The stream holds nothing from here on: send_resp below must not
+	 * release again. */
+	st->held = NULL;
+	st->hbuf = NULL;
+	st->nheld = st->held_cap = st->hlen = st->hcap = 0;
+	ws->nholding--;
+	s->more_work = true; /* a catch-up that waited on the room may go */
+
+	struct held_ix *ix = malloc(n * sizeof(*ix));
+	struct watch_piece *pv = malloc(n * sizeof(*pv));
+	if (!ix || !pv) {
+		/* no memory to merge: one response per event, as held */
+		for (size_t i = 0; i < n; i++) {
+			struct watch_piece one = { buf + h[i].off, h[i].len };
+			if (send_events(s, call, h[i].w, h[i].rev, &one, 1))
+				unsend(ws, h[i].w, h[i].evrev);
+		}
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		ix[i] = (struct held_ix){ h[i].w, i };
+	qsort(ix, n, sizeof(*ix), held_cmp);
+	for (size_t a = 0; a < n;) {
+		struct watcher *w = ix[a].w;
+		size_t b = a;
+		while (b < n && ix[b].w == w)
+			b++;
+		/* [a, b): w's events in order; chunks end where a batch does */
+		size_t from = a;
+		while (from < b) {
+			size_t to = from, bytes = 0;
+			while (to < b) {
+				const struct watch_held *e = &h[ix[to].i];
+				if (to > from && bytes >= WATCH_CATCHUP_CHUNK &&
+				    e->rev != h[ix[to - 1].i].rev)
+					break;
+				pv[to - from] = (struct watch_piece){ buf + e->off, e->len };
+				bytes += e->len;
+				to++;
+			}
+			if (send_events(s, call, w, h[ix[to - 1].i].rev, pv, to - from)) {
+				unsend(ws, w, h[ix[from].i].evrev);
+				break;
+			}
+			from = to;
+		}
+		a = b;
+	}
+out:
+	free(ix);
+	free(pv);
+	free(h);
+	free(buf);
+}
+
+/* Releases the held events of every stream whose client caught up, and
+ * sets the time the oldest of the others is due. */
+static void release_turn(struct gw_server *s, struct watch_state *ws)
+{
+	struct watch_stream *st;
+	int64_t now = s->now_ns;
+
+	ws->release_at_ns = INT64_MAX;
+	if (!ws->nholding)
+		return;
+	dlist_for_each(st, &ws->streams, node) {
+		if (!st->nheld)
+			continue;
+		struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
+		if (call && stream_caught_up(ws, st, call, now))
+			stream_release(s, st, call);
+		else if (st->hold_since_ns + WATCH_HOLD_MAX_NS < ws->release_at_ns)
+			ws->release_at_ns = st->hold_since_ns + WATCH_HOLD_MAX_NS;
+	}
 }
 
 /* The revision the gateway's db shows, 0 when unknown. */
@@ -466,6 +712,7 @@ static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len
 		int64_t wid = req->cancel_request->watch_id;
 		for (struct watcher *w = st->ws; w; w = w->snext) {
 			if (w->id == wid) {
+				stream_release(s, st, call); /* its events before its cancel */
 				int64_t rev = delivered(ws, w);
 				watcher_remove(ws, w);
 				send_resp(s, call, rev, wid, false, true, 0, NULL, false, NULL, 0);
@@ -627,6 +874,7 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 		return;
 	int64_t rev = ws->gev[nev - 1].ev.main;
 	struct watch_piece pieces[64], *pv = pieces;
+	int64_t revs[64], *rv = revs;
 	size_t pcap = 64;
 
 	for (uint32_t i = 0; i < nev; i++) {
@@ -663,23 +911,40 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 			}
 			if (n == pcap) {
 				struct watch_piece *np = malloc(2 * pcap * sizeof(*np));
-				if (!np) {
+				int64_t *nr = malloc(2 * pcap * sizeof(*nr));
+				if (!np || !nr) {
+					free(np);
+					free(nr);
 					failed = true;
 					break;
 				}
 				memcpy(np, pv, n * sizeof(*np));
-				if (pv != pieces)
+				memcpy(nr, rv, n * sizeof(*nr));
+				if (pv != pieces) {
 					free(pv);
+					free(rv);
+				}
 				pv = np;
+				rv = nr;
 				pcap *= 2;
 			}
 			pv[n].len = g->enc_len[v];
+			rv[n] = g->ev.main;
 			pv[n++].p = (const uint8_t *)(uintptr_t)g->enc_off[v];
 		}
 		if (!failed) {
 			for (size_t i = 0; i < n; i++) /* offsets into pointers, ebuf is final */
 				pv[i].p = ws->ebuf + (uintptr_t)pv[i].p;
-			failed = send_events(s, call, w, rev, pv, n) != 0;
+			struct watch_stream *st = w->st;
+			if (st->nheld || (ws->hold_bytes && stream_behind(ws, call))) {
+				failed = hold_events(ws, st, w, rev, pv, rv, n, s->now_ns) != 0;
+				if (!failed) {
+					w->sent_since_tick = true;
+					s->stats.watch_held += n;
+				}
+			} else {
+				failed = send_events(s, call, w, rev, pv, n) != 0;
+			}
 		}
 		if (failed) {
 			wm_del(&ws->m, &w->m);
@@ -688,8 +953,10 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 		}
 		w->next_rev = rev + 1;
 	}
-	if (pv != pieces)
+	if (pv != pieces) {
 		free(pv);
+		free(rv);
+	}
 	if (ws->match_lost) {
 		struct watch_stream *st;
 
@@ -1002,6 +1269,7 @@ void watch_turn(struct gw_server *s)
 
 	if (!ws || (dlist_empty(&ws->streams) && !ws->holds))
 		return;
+	release_turn(s, ws);
 	read_ring(s, ws);
 	catchup_turn(s, ws);
 	progress_turn(s, ws);
@@ -1022,6 +1290,19 @@ void watch_flushed(struct gw_server *s)
 	}
 	if (ws->progress_waiting)
 		s->more_work = true; /* retried while catch-ups run */
+	if (ws->nholding) {
+		struct watch_stream *st;
+		int64_t now = s->now_ns;
+		dlist_for_each(st, &ws->streams, node) {
+			if (!st->nheld)
+				continue;
+			struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
+			if (call && stream_caught_up(ws, st, call, now)) {
+				s->more_work = true; /* release_turn sends them */
+				return;
+			}
+		}
+	}
 }
 
 int64_t watch_next_deadline(struct gw_server *s)
@@ -1031,7 +1312,8 @@ int64_t watch_next_deadline(struct gw_server *s)
 	if (!ws || dlist_empty(&ws->streams))
 		return INT64_MAX;
 	int64_t r = atomic_load_explicit(&ws->next_read_ns, memory_order_relaxed);
-	return ws->read_every_ns && ws->cur_valid && r < ws->next_tick_ns ? r : ws->next_tick_ns;
+	int64_t next = ws->read_every_ns && ws->cur_valid && r < ws->next_tick_ns ? r : ws->next_tick_ns;
+	return ws->release_at_ns < next ? ws->release_at_ns : next;
 }
 
 bool watch_has_work(struct gw_server *s)
@@ -1099,6 +1381,11 @@ int watch_register(struct gw_server *s)
 	if (env && atoll(env) > 0)
 		ws->progress_ns = atoll(env) * 1000000ll;
 	ws->next_tick_ns = now_ns() + ws->progress_ns;
+	ws->hold_bytes = WATCH_HOLD_BYTES;
+	env = getenv("CETCD_WATCH_HOLD_BYTES");
+	if (env)
+		ws->hold_bytes = (size_t)atoll(env);
+	ws->release_at_ns = INT64_MAX;
 	env = getenv("CETCD_WATCH_READ_EVERY_MS");
 	if (env && atoll(env) > 0)
 		ws->read_every_ns = atoll(env) * 1000000ll;

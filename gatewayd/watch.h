@@ -8,7 +8,9 @@
  * watcher after the cursor was lapped (or stored asked for a resync), and
  * a watcher whose stream had more than WATCH_QUEUE_HIGH bytes unsent when
  * its events came. A watcher's next_rev only grows, so it never gets an
- * event twice nor skips one.
+ * event twice nor skips one. While a stream's client reads slower than
+ * its events come, its synced watchers' events are held and then sent
+ * merged, each watcher's in one response (watch.c).
  */
 #ifndef CETCD_GATEWAYD_WATCH_H
 #define CETCD_GATEWAYD_WATCH_H
@@ -89,6 +91,10 @@ struct gw_server;
 /* Unsent bytes above which a stream's watchers stop taking live events
  * and catch up from the db later. */
 #define WATCH_QUEUE_HIGH (1u << 20)
+/* Unsent bytes above which a stream's events are held and merged per
+ * watcher until its client catches up (watch.c); CETCD_WATCH_HOLD_BYTES
+ * sets it, 0 never holds. */
+#define WATCH_HOLD_BYTES (16u << 10)
 
 int watch_register(struct gw_server *s);
 void watch_free(struct gw_server *s);
@@ -96,7 +102,8 @@ void watch_free(struct gw_server *s);
 void watch_turn(struct gw_server *s);
 /* After the flush: keeps the loop awake while catch-up has room to go. */
 void watch_flushed(struct gw_server *s);
-/* Monotonic time of the next progress tick, INT64_MAX if none. */
+/* Monotonic time of the next progress tick or release of held events,
+ * INT64_MAX if none. */
 int64_t watch_next_deadline(struct gw_server *s);
 /* For the waker thread: the ring has records for watchers. */
 bool watch_has_work(struct gw_server *s);

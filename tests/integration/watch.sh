@@ -6,7 +6,13 @@
 # its range, in order, each revision in one response. Four runs:
 #   1. plain;
 #   2. slow readers: half of the watchers stop reading for 3 s while
-#      large values go by, so their streams fill and catch up from the db;
+#      large values go by, so their streams back up: the gateway holds
+#      their events, then merges them per watcher, and past
+#      WATCH_QUEUE_HIGH they catch up from the db; progress requests on
+#      every stream check that a held event never comes after a progress
+#      response naming its revision; then a client that never gives
+#      HTTP/2 window back (tests/tools/lazywatch) still gets the event
+#      held for it;
 #   3. a small broadcast ring (--max-request-bytes 1024: the ring holds 4
 #      of its largest records) read only every 50 ms by the gateways
 #      (CETCD_WATCH_READ_EVERY_MS), so they are lapped and catch up from
@@ -22,6 +28,7 @@ it_need_cetcd
 it_init watch
 it_build_go_tool watchmodel go.etcd.io/etcd/clientv3
 WM=$IT_BUILD/tests/watchmodel
+it_build_go_tool lazywatch go.etcd.io/etcd/clientv3
 
 # The mode this kernel gives: ring where io_uring runs futex waits (Linux
 # 6.7 and later) and is not switched off.
@@ -59,12 +66,25 @@ run_model() { # NAME ARGS...: runs watchmodel, output in $IT_TMP/NAME.out
 	fi
 }
 
-it_cetcd_start w1 "$IT_TMP/m1.data" "$IT_TMP/m1.log" --gateways 2
+it_cetcd_start w1 "$IT_TMP/m1.data" "$IT_TMP/m1.log" --gateways 2 \
+	--experimental-watch-progress-notify-interval 300ms
 check "member answers" it_wait_healthy "$IT_CPORT" 30
 mode=$(expected_wake)
 check "raftd and the gateways wake by $mode (kernel $(uname -r))" wake_mode_is "$IT_TMP/m1.log" "$mode"
 run_model plain -prefix p1/ -ops 800 -watchers 30 -seed "${SEED:-1}"
-run_model slow -prefix p2/ -ops 300 -watchers 12 -seed 2 -slow -value-size 20000
+run_model slow -prefix p2/ -ops 300 -watchers 12 -seed 2 -slow -progress -cetcd-progress -value-size 20000
+check "the slow watchers' streams held their events while backlogged" \
+	grep -q "its events are held and merged" "$IT_TMP/m1.log"
+# A client that never gives window back: after five 10 kB events it owes
+# more than 3/4 of its 64 kB window, so the sixth is held; it must still
+# come (WATCH_HOLD_MAX_NS), while a seventh no longer fits the window.
+if "$IT_BUILD/tests/lazywatch" -endpoint "127.0.0.1:$IT_CPORT" -puts 6 -value-size 10000 -wait 10s \
+	>"$IT_TMP/lazy.out" 2>&1 && [[ $(it_kv_val "$IT_TMP/lazy.out" got) == 6 ]]; then
+	ok "a client that gives no window back got all 6 events ($(grep "^event 6" "$IT_TMP/lazy.out"))"
+else
+	fail "a client that gives no window back"
+	sed 's/^/    /' "$IT_TMP/lazy.out"
+fi
 
 # 4. kills, on the same member
 "$WM" -endpoint "127.0.0.1:$IT_CPORT" -prefix p4/ -ops 12000 -watchers 16 -seed 4 -puts-only -early \

@@ -313,6 +313,53 @@ static void test_idle_stream_releases_burst_buffer(void)
 	hx_fini(&x);
 }
 
+/* h2_stream_unacked: the bytes a stream framed that the client has not
+ * given window back for (nghttp2's client gives it back once it has
+ * taken half its window), not counting what waits unframed. */
+static void test_stream_unacked(void)
+{
+	struct hx x;
+	static uint8_t buf[70000];
+	size_t window = 0;
+	hx_init(&x, respond_headers_only, NULL);
+	struct tc_stream *s = tc_request_ct(&x.tc, "/watch", true, NULL, NULL);
+	hx_pump(&x);
+	struct app_stream *as = app.last;
+	CHECK(as != NULL);
+	CHECK_EQ(h2_stream_unacked(&as->st, &window), 0);
+	CHECK_EQ(window, 65535);
+
+	CHECK_EQ(h2_stream_write(&as->st, buf, 20000), 0);
+	CHECK_EQ(h2_stream_unacked(&as->st, &window), 0); /* queued, not framed */
+	hx_pump(&x);
+	CHECK_EQ(s->data_len, 20000);
+	CHECK_EQ(h2_stream_unacked(&as->st, &window), 20000);
+	CHECK_EQ(h2_stream_write(&as->st, buf, 20000), 0);
+	hx_pump(&x);
+	CHECK_EQ(s->data_len, 40000);
+	size_t owed = h2_stream_unacked(&as->st, &window);
+	CHECK(owed < 20000); /* past half: given back */
+
+	/* A client that does not read: framed up to its window, the rest
+	 * waits unframed. */
+	x.tc.hold = true;
+	CHECK_EQ(h2_stream_write(&as->st, buf, sizeof(buf)), 0);
+	hx_pump(&x);
+	CHECK_EQ(h2_stream_unacked(&as->st, &window), 65535);
+	CHECK_EQ(h2_stream_pending(&as->st), sizeof(buf) - (65535 - owed));
+	x.tc.hold = false;
+	hx_pump(&x);
+	CHECK_EQ(s->data_len, 40000 + sizeof(buf));
+	CHECK_EQ(h2_stream_pending(&as->st), 0);
+	CHECK(h2_stream_unacked(&as->st, &window) < 65535 / 2);
+
+	nghttp2_nv tr = { (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NONE };
+	CHECK_EQ(h2_stream_end(&as->st, &tr, 1), 0);
+	hx_pump(&x);
+	CHECK(s->closed);
+	hx_fini(&x);
+}
+
 static void respond_reset(struct app_stream *s, uint32_t flags)
 {
 	(void)flags;
@@ -452,6 +499,7 @@ int main(void)
 	test_plain_response();
 	test_async_body_and_pending();
 	test_idle_stream_releases_burst_buffer();
+	test_stream_unacked();
 	test_reset_and_terminate();
 	test_protocol_error();
 	test_transport_fd();
