@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "shm/doorbell.h"
+#include "shm/log/log.h"
 #include "shm/thread.h"
 
 /* io_uring's futex wait (Linux 6.7), spelled out: liburing before 2.5 has
@@ -98,7 +99,8 @@ static int waker_submit_wait(struct io_uring *ring, _Atomic uint32_t *word, uint
 
 /* Takes every completion; a wait that completed is no longer armed. A
  * completion that is neither a wake (0), a changed value (-EAGAIN) nor a
- * cancellation counts as an arm failure. */
+ * cancellation is a failed wait: counted, logged (the first and then at
+ * powers of two), and the next prepare does not arm. */
 static void waker_reap(struct shm_waker *w)
 {
 	struct io_uring_cqe *cqe;
@@ -108,8 +110,14 @@ static void waker_reap(struct shm_waker *w)
 
 		io_uring_cqe_seen(&w->ring, cqe);
 		w->armed = false;
-		if (res != 0 && res != -EAGAIN && res != -EINTR && res != -ECANCELED)
+		if (res != 0 && res != -EAGAIN && res != -EINTR && res != -ECANCELED) {
 			w->arm_failures++;
+			w->wait_failed = true;
+			if ((w->arm_failures & (w->arm_failures - 1)) == 0)
+				log_warn("the doorbell's io_uring futex wait failed; the loop polls every "
+					 "millisecond until one succeeds",
+					 LOG_ERRNO(res), LOG_U64("failures", w->arm_failures));
+		}
 	}
 }
 
@@ -205,6 +213,12 @@ int shm_waker_prepare(struct shm_waker *w, int timeout_ms)
 	 * value the word no longer holds completes at once with -EAGAIN.
 	 */
 	if (!w->armed) {
+		if (w->wait_failed) { /* a turn of polling before the next try */
+			w->wait_failed = false;
+			return timeout_ms < 0 || timeout_ms > SHM_WAKER_DEGRADED_MS
+				       ? SHM_WAKER_DEGRADED_MS
+				       : timeout_ms;
+		}
 		if (waker_submit_wait(&w->ring, shm_doorbell_futex_word(w->db), seq0) < 0) {
 			w->arm_failures++;
 			return timeout_ms < 0 || timeout_ms > SHM_WAKER_DEGRADED_MS

@@ -52,8 +52,10 @@ enum shm_waker_mode {
 	SHM_WAKER_RING,   /* ring mode or fail with -EOPNOTSUPP */
 };
 
-/* How long the loop may wait at most while ring mode cannot arm its wait
- * (not expected once the start-up probe passed): the loop polls. */
+/* How long the loop may wait at most while ring mode cannot arm its wait,
+ * or on the turn after an armed wait failed (neither is expected once the
+ * start-up probe passed): the loop polls, and a wait that keeps failing
+ * is re-armed at most once a turn of this length, never in a spin. */
 #define SHM_WAKER_DEGRADED_MS 1
 
 struct shm_waker {
@@ -72,7 +74,8 @@ struct shm_waker {
 	bool ring_live;
 	bool armed;           /* a FUTEX_WAIT is in flight */
 	bool announced;       /* counted asleep by prepare, until done */
-	uint64_t arm_failures; /* waits that could not be armed (a statistic) */
+	uint64_t arm_failures; /* waits that could not be armed or failed */
+	bool wait_failed;     /* the last wait completed with an error */
 };
 
 /*

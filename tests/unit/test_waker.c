@@ -487,6 +487,42 @@ enum ring_round {
  * the work is a spurious wake-up (a completion of an earlier round's wake,
  * counted); a wait that reaches the deadline is a lost one.
  */
+/* A wait that completes with an error (neither a wake, a changed value
+ * nor a cancellation) is not armed again on the next turn, which polls
+ * instead: a wait that kept failing would otherwise make the loop spin,
+ * re-arming it every turn. The failure is put on the waker's ring as a
+ * failed read of descriptor -1, the completion a failed wait leaves. */
+static void test_ring_failed_wait(void)
+{
+	static uint8_t mem[SHM_DOORBELL_BYTES] __attribute__((aligned(64)));
+	static char byte;
+	struct shm_doorbell *db = (void *)mem;
+	struct shm_waker wk;
+	struct hooked h;
+
+	hooked_init(&h, db);
+	if (!start_ring(&wk, &h))
+		return;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&wk.ring);
+	CHECK(sqe != NULL);
+	io_uring_prep_read(sqe, -1, &byte, 1, 0);
+	CHECK_EQ(io_uring_submit(&wk.ring), 1);
+	CHECK(fired_within(&wk, TEST_DEADLINE_MS));
+	uint64_t failures = wk.arm_failures;
+
+	CHECK_EQ(shm_waker_prepare(&wk, -1), SHM_WAKER_DEGRADED_MS);
+	CHECK(!wk.armed);
+	CHECK_EQ(wk.arm_failures, failures + 1);
+	CHECK(shm_doorbell_is_sleeping(db)); /* announced: a wake still counts */
+	shm_waker_done(&wk);
+	/* the turn after: armed again, the loop's own timeout */
+	CHECK_EQ(shm_waker_prepare(&wk, -1), -1);
+	CHECK(wk.armed);
+	CHECK(!fired_within(&wk, 0));
+	shm_waker_done(&wk);
+	shm_waker_stop(&wk);
+}
+
 static void test_ring_no_lost_wakeup(void)
 {
 	static uint8_t mem[SHM_DOORBELL_BYTES] __attribute__((aligned(64)));
@@ -583,6 +619,7 @@ int main(void)
 	test_fires_once_until_drained();
 	test_no_lost_wakeup();
 	test_ring_basics();
+	test_ring_failed_wait();
 	test_auto_mode();
 	test_ring_no_lost_wakeup();
 	printf("test_waker: ok\n");
