@@ -300,9 +300,14 @@ static void catchup_add(struct watch_state *ws, struct watcher *w, bool is_new)
 	ws->catchup = w;
 }
 
-/* Takes w, which follows prev (NULL: the first), off the catching-up list. */
+/* Takes w, which follows prev (NULL: the first), off the catching-up list.
+ * A watcher put in front of w meanwhile (unsend, while a catch-up released
+ * its stream) is found too. */
 static void catchup_unlink(struct watch_state *ws, struct watcher *prev, struct watcher *w)
 {
+	if (!prev && ws->catchup != w)
+		for (prev = ws->catchup; unext(prev) != w; prev = unext(prev))
+			;
 	if (prev)
 		prev->m.spare = w->m.spare;
 	else
@@ -1081,6 +1086,9 @@ static bool catchup_one(struct gw_server *s, struct watch_state *ws, struct grpc
 	int rc;
 
 	*done = false;
+	/* What the stream holds goes first, and before w->next_rev is read:
+	 * a release that fails moves it back. */
+	stream_release(s, w->st, call);
 	if (v->compact_rev > 0 && w->next_rev < v->compact_rev) {
 		/* etcd: a watcher whose start was compacted is cancelled */
 		send_resp(s, call, 0, w->id, false, true, v->compact_rev, NULL, false, NULL, 0);
@@ -1231,6 +1239,9 @@ static void progress_turn(struct gw_server *s, struct watch_state *ws)
 		struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
 		if (!call)
 			continue;
+		/* held events go first, and before the revisions are read: a
+		 * release that fails moves a watcher's next_rev back */
+		stream_release(s, st, call);
 		if (st->progress_wait) {
 			int64_t min = INT64_MAX;
 			for (struct watcher *w = st->ws; w; w = w->snext) {
