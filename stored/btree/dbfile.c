@@ -57,6 +57,17 @@ static int db_pick_meta(const char *path, int fd, struct db_meta_pick *out)
 		rc = bt_error(rc, "stored: db %s: reading the meta pages: %s", path, strerror(-rc));
 		goto out_free;
 	}
+	/* The size again, now that the metas are read: a writer extends the
+	 * file with a commit's pages before it writes the meta naming them,
+	 * and never shrinks it, so the size seen after a meta was read holds
+	 * every page it names. The size seen before may not (a reader that
+	 * opens while a commit grows the file). */
+	uint64_t size_after = 0;
+	rc = db_fstat_size(path, fd, &size_after);
+	if (rc < 0)
+		goto out_free;
+	if (size_after > size)
+		size = size_after;
 
 	/* The page size: from meta 0, or from a valid meta 1 at some size. */
 	char why0[128] = "is missing", why1[128] = "is missing";
