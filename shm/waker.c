@@ -196,6 +196,14 @@ const char *shm_waker_mode_name(const struct shm_waker *w)
 	return w->ring_live ? "ring" : "thread";
 }
 
+/* A turn that polls instead of waiting on the ring: at most
+ * SHM_WAKER_DEGRADED_MS, or the loop's own shorter timeout. */
+static int degraded_timeout(int timeout_ms)
+{
+	return timeout_ms < 0 || timeout_ms > SHM_WAKER_DEGRADED_MS ? SHM_WAKER_DEGRADED_MS
+								    : timeout_ms;
+}
+
 int shm_waker_prepare(struct shm_waker *w, int timeout_ms)
 {
 	uint32_t seq0;
@@ -215,15 +223,11 @@ int shm_waker_prepare(struct shm_waker *w, int timeout_ms)
 	if (!w->armed) {
 		if (w->wait_failed) { /* a turn of polling before the next try */
 			w->wait_failed = false;
-			return timeout_ms < 0 || timeout_ms > SHM_WAKER_DEGRADED_MS
-				       ? SHM_WAKER_DEGRADED_MS
-				       : timeout_ms;
+			return degraded_timeout(timeout_ms);
 		}
 		if (waker_submit_wait(&w->ring, shm_doorbell_futex_word(w->db), seq0) < 0) {
 			w->arm_failures++;
-			return timeout_ms < 0 || timeout_ms > SHM_WAKER_DEGRADED_MS
-				       ? SHM_WAKER_DEGRADED_MS
-				       : timeout_ms;
+			return degraded_timeout(timeout_ms);
 		}
 		w->armed = true;
 	}
