@@ -1030,9 +1030,9 @@ size_t grpc_call_pending_bytes(const struct grpc_call *call)
 	return h2_stream_pending(&call->st);
 }
 
-size_t grpc_call_unacked_bytes(const struct grpc_call *call, size_t *window)
+size_t grpc_call_unacked_bytes(const struct grpc_call *call, size_t *window, size_t *step)
 {
-	return h2_stream_unacked(&call->st, window);
+	return h2_stream_unacked(&call->st, window, step);
 }
 
 int grpc_call_finish(struct grpc_call *call, enum grpc_status code, const char *message)

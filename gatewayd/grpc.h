@@ -188,8 +188,9 @@ uint8_t *grpc_call_send_reserve(struct grpc_call *call, size_t len);
  * (for a stream's producer to bound its backlog). */
 size_t grpc_call_pending_bytes(const struct grpc_call *call);
 /* Response bytes sent on the call that the client has not given window
- * back for (h2_stream_unacked), and its initial stream window. */
-size_t grpc_call_unacked_bytes(const struct grpc_call *call, size_t *window);
+ * back for, its initial stream window and the step in which it gives
+ * window back (h2_stream_unacked). */
+size_t grpc_call_unacked_bytes(const struct grpc_call *call, size_t *window, size_t *step);
 
 /* Ends the call with a status and message (message may be NULL; it is
  * percent-encoded, and cut at GRPC_MESSAGE_MAX bytes), after the messages

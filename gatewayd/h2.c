@@ -350,6 +350,18 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, ng
 	return c->ops->on_header(s, name, value) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 }
 
+/* The peer gave inc bytes of s's window back: its step, as a share of
+ * its initial stream window (at most all of it). */
+static void h2_stream_acked(struct h2_stream *s, uint32_t inc)
+{
+	uint32_t w = nghttp2_session_get_remote_settings(s->conn->session,
+							 NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
+	uint64_t share = w && inc < w ? ((uint64_t)inc << 16) / w : 65536;
+
+	if (share > s->ack_share)
+		s->ack_share = (uint32_t)share;
+}
+
 static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
 	struct h2_conn *c = user_data;
@@ -373,6 +385,11 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
 		s = h2_stream_of(c, frame->hd.stream_id);
 		if (s && end)
 			c->ops->on_remote_end(s);
+		break;
+	case NGHTTP2_WINDOW_UPDATE:
+		s = frame->hd.stream_id ? h2_stream_of(c, frame->hd.stream_id) : NULL;
+		if (s)
+			h2_stream_acked(s, (uint32_t)frame->window_update.window_size_increment);
 		break;
 	case NGHTTP2_PING:
 		if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && c->drain == H2_NOTICE_SENT &&
@@ -723,6 +740,7 @@ void h2_stream_recycle(struct h2_stream *s, const nghttp2_mem *mem, size_t keep_
 	s->body_off = 0;
 	s->body_promised = 0;
 	s->ntrailers = 0;
+	s->ack_share = 0;
 	s->flags = 0;
 	s->conn = NULL;
 	dlist_init(&s->node);
@@ -764,13 +782,14 @@ static void h2_stream_wake(struct h2_stream *s)
 	(void)nghttp2_session_resume_data(s->conn->session, s->id);
 }
 
-size_t h2_stream_unacked(const struct h2_stream *s, size_t *window)
+size_t h2_stream_unacked(const struct h2_stream *s, size_t *window, size_t *step)
 {
 	uint32_t w = nghttp2_session_get_remote_settings(s->conn->session,
 							 NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
 	int32_t left = nghttp2_session_get_stream_remote_window_size(s->conn->session, s->id);
 
 	*window = w;
+	*step = !s->ack_share ? w / 2 : (size_t)(((uint64_t)w * s->ack_share + 65535) >> 16);
 	return left < 0 || (uint32_t)left >= w ? 0 : w - (uint32_t)left;
 }
 

@@ -115,6 +115,8 @@ struct h2_stream {
 	size_t body_promised;          /* bytes of the DATA frame nghttp2 is sending now */
 	struct h2_buf trailers;        /* flattened trailer fields, kept until the body ends */
 	uint32_t ntrailers;
+	uint32_t ack_share;            /* largest WINDOW_UPDATE the peer sent for the stream,
+					* in 65536ths of its initial stream window then */
 };
 
 /* Callbacks into the layer above. All are required. s stays valid from
@@ -266,7 +268,12 @@ static inline size_t h2_stream_pending(const struct h2_stream *s)
  * initial stream window (SETTINGS_INITIAL_WINDOW_SIZE, into *window)
  * less what is left of the stream's. A peer gives window back as its
  * application reads, in steps of its own choosing, so this is what the
- * application has not read yet plus up to one step. */
-size_t h2_stream_unacked(const struct h2_stream *s, size_t *window);
+ * application has not read yet plus less than one step. *step is the
+ * largest step the peer has taken on s, as a share of the window then
+ * applied to the window now (a peer's window may grow under load, and
+ * its steps with it), at most *window; or half the window before its
+ * first (gRPC's Go client gives back a quarter of the window at a time,
+ * nghttp2 half). */
+size_t h2_stream_unacked(const struct h2_stream *s, size_t *window, size_t *step);
 
 #endif

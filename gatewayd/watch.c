@@ -376,7 +376,7 @@ static bool stream_has_room(struct grpc_call *call)
  * is the client's cost per response (a gRPC message, a hop through its
  * watch goroutines) that holds it back. So while a stream's client is
  * behind (stream_behind), the events dispatched to its watchers are held
- * instead; once it has read most of what it was sent (stream_caught_up),
+ * instead; once it may be near the end of what it was sent (stream_caught_up),
  * or WATCH_HOLD_MAX_NS after the first was held, each watcher gets what
  * was held for it as one response (several above WATCH_CATCHUP_CHUNK).
  * A client that keeps up never sees a hold; one that falls further
@@ -394,40 +394,50 @@ static bool stream_has_room(struct grpc_call *call)
 #define WATCH_HOLD_MAX_NS (100ll * 1000000)
 
 /* The client of call is behind: more than hold_bytes wait unframed (its
- * window is used up), or it has not given back more than three quarters
- * of its stream window. A client that has read everything it was sent
- * owes at most one step of window: gRPC's Go client gives back a
- * quarter of the window at a time, nghttp2 half. */
+ * window is used up), or it has more than hold_bytes of what it was sent
+ * still to read. A client owes back what it has not read plus less than
+ * one of its steps of window (h2_stream_unacked), so one that owes more
+ * than a step and hold_bytes has at least hold_bytes unread, whatever
+ * its window: gRPC's Go client grows its window to hundreds of kB under
+ * load, so a share of the window would let most of a backlog go out one
+ * event at a time. */
 static bool stream_behind(const struct watch_state *ws, struct grpc_call *call)
 {
-	size_t window, unacked = grpc_call_unacked_bytes(call, &window);
+	size_t window, step, unacked = grpc_call_unacked_bytes(call, &window, &step);
 
 	return grpc_call_pending_bytes(call) > ws->hold_bytes ||
-	       (window && unacked > window / 4 * 3);
+	       (window && unacked > step + ws->hold_bytes);
 }
 
-/* The client of st's call has read enough of what it was sent: it owes
- * at most half its window back (so one that read everything is never
- * kept waiting) and little waits unframed; or the hold is as old as it
- * may get. */
+/* The client of st's call may be near the end of what it was sent: it
+ * owes back at most a step and half of hold_bytes (one that read
+ * everything owes less than a step, so it is never kept waiting) and
+ * little waits unframed; or the hold is as old as it may get. */
 static bool stream_caught_up(const struct watch_state *ws, const struct watch_stream *st,
 			     struct grpc_call *call, int64_t now)
 {
-	size_t window, unacked = grpc_call_unacked_bytes(call, &window);
+	size_t window, step, unacked = grpc_call_unacked_bytes(call, &window, &step);
 
-	return (grpc_call_pending_bytes(call) <= ws->hold_bytes / 4 && unacked <= window / 2) ||
+	return (grpc_call_pending_bytes(call) <= ws->hold_bytes / 4 &&
+		unacked <= step + ws->hold_bytes / 2) ||
 	       now - st->hold_since_ns >= WATCH_HOLD_MAX_NS;
+}
+
+/* st holds nothing from here on; its buffers are the caller's. */
+static void held_forget(struct watch_state *ws, struct watch_stream *st)
+{
+	if (st->nheld)
+		ws->nholding--;
+	st->held = NULL;
+	st->hbuf = NULL;
+	st->nheld = st->held_cap = st->hlen = st->hcap = 0;
 }
 
 static void held_drop(struct watch_state *ws, struct watch_stream *st)
 {
-	if (st->nheld)
-		ws->nholding--;
 	free(st->held);
 	free(st->hbuf);
-	st->held = NULL;
-	st->hbuf = NULL;
-	st->nheld = st->held_cap = st->hlen = st->hcap = 0;
+	held_forget(ws, st);
 }
 
 /* Holds the n pieces (events of revisions evrev[i]) of a batch ending at
@@ -486,9 +496,7 @@ static void unsend(struct watch_state *ws, struct watcher *w, int64_t from)
 {
 	if (w->synced) {
 		wm_del(&ws->m, &w->m);
-		w->synced = false;
-		w->m.spare = ws->catchup;
-		ws->catchup = w;
+		catchup_add(ws, w, false);
 	}
 	w->next_rev = from;
 }
@@ -507,10 +515,7 @@ static void stream_release(struct gw_server *s, struct watch_stream *st, struct 
 		return;
 	/* The stream holds nothing from here on: send_resp below must not
 	 * release again. */
-	st->held = NULL;
-	st->hbuf = NULL;
-	st->nheld = st->held_cap = st->hlen = st->hcap = 0;
-	ws->nholding--;
+	held_forget(ws, st);
 	s->more_work = true; /* a catch-up that waited on the room may go */
 
 	struct held_ix *ix = malloc(n * sizeof(*ix));
@@ -941,6 +946,8 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 			for (size_t i = 0; i < n; i++) /* offsets into pointers, ebuf is final */
 				pv[i].p = ws->ebuf + (uintptr_t)pv[i].p;
 			struct watch_stream *st = w->st;
+			/* Asked for each watcher, not once a batch: the events
+			 * queued for the stream's earlier watchers count. */
 			if (st->nheld || (ws->hold_bytes && stream_behind(ws, call))) {
 				failed = hold_events(ws, st, w, rev, pv, rv, n, s->now_ns) != 0;
 				if (!failed) {

@@ -76,8 +76,9 @@ run_model slow -prefix p2/ -ops 300 -watchers 12 -seed 2 -slow -progress -cetcd-
 check "the slow watchers' streams held their events while backlogged" \
 	grep -q "its events are held and merged" "$IT_TMP/m1.log"
 # A client that never gives window back: after five 10 kB events it owes
-# more than 3/4 of its 64 kB window, so the sixth is held; it must still
-# come (WATCH_HOLD_MAX_NS), while a seventh no longer fits the window.
+# 50 kB, more than half its 64 kB window (the step assumed before a
+# client's first WINDOW_UPDATE) and 16 kB, so the sixth is held; it must
+# still come (WATCH_HOLD_MAX_NS), while a seventh no longer fits the window.
 if "$IT_BUILD/tests/lazywatch" -endpoint "127.0.0.1:$IT_CPORT" -puts 6 -value-size 10000 -wait 10s \
 	>"$IT_TMP/lazy.out" 2>&1 && [[ $(it_kv_val "$IT_TMP/lazy.out" got) == 6 ]]; then
 	ok "a client that gives no window back got all 6 events ($(grep "^event 6" "$IT_TMP/lazy.out"))"

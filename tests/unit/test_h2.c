@@ -320,38 +320,53 @@ static void test_stream_unacked(void)
 {
 	struct hx x;
 	static uint8_t buf[70000];
-	size_t window = 0;
+	size_t window = 0, step = 0;
 	hx_init(&x, respond_headers_only, NULL);
 	struct tc_stream *s = tc_request_ct(&x.tc, "/watch", true, NULL, NULL);
 	hx_pump(&x);
 	struct app_stream *as = app.last;
 	CHECK(as != NULL);
-	CHECK_EQ(h2_stream_unacked(&as->st, &window), 0);
+	CHECK_EQ(h2_stream_unacked(&as->st, &window, &step), 0);
 	CHECK_EQ(window, 65535);
+	CHECK_EQ(step, 65535 / 2); /* no WINDOW_UPDATE yet: half the window */
 
 	CHECK_EQ(h2_stream_write(&as->st, buf, 20000), 0);
-	CHECK_EQ(h2_stream_unacked(&as->st, &window), 0); /* queued, not framed */
+	CHECK_EQ(h2_stream_unacked(&as->st, &window, &step), 0); /* queued, not framed */
 	hx_pump(&x);
 	CHECK_EQ(s->data_len, 20000);
-	CHECK_EQ(h2_stream_unacked(&as->st, &window), 20000);
+	CHECK_EQ(h2_stream_unacked(&as->st, &window, &step), 20000);
 	CHECK_EQ(h2_stream_write(&as->st, buf, 20000), 0);
 	hx_pump(&x);
 	CHECK_EQ(s->data_len, 40000);
-	size_t owed = h2_stream_unacked(&as->st, &window);
+	size_t owed = h2_stream_unacked(&as->st, &window, &step);
 	CHECK(owed < 20000); /* past half: given back */
+	/* nghttp2's client gave back what it had consumed, at least half
+	 * its window, in one WINDOW_UPDATE: that is the step now. */
+	CHECK(step >= 40000 - owed && step <= 40000 - owed + 1); /* as a share, rounded up */
+	CHECK(step >= 65535 / 2);
 
 	/* A client that does not read: framed up to its window, the rest
 	 * waits unframed. */
 	x.tc.hold = true;
 	CHECK_EQ(h2_stream_write(&as->st, buf, sizeof(buf)), 0);
 	hx_pump(&x);
-	CHECK_EQ(h2_stream_unacked(&as->st, &window), 65535);
+	CHECK_EQ(h2_stream_unacked(&as->st, &window, &step), 65535);
 	CHECK_EQ(h2_stream_pending(&as->st), sizeof(buf) - (65535 - owed));
 	x.tc.hold = false;
 	hx_pump(&x);
 	CHECK_EQ(s->data_len, 40000 + sizeof(buf));
 	CHECK_EQ(h2_stream_pending(&as->st), 0);
-	CHECK(h2_stream_unacked(&as->st, &window) < 65535 / 2);
+	CHECK(h2_stream_unacked(&as->st, &window, &step) < 65535 / 2);
+
+	/* The client doubles its window (as gRPC's Go client does under
+	 * load): its step, a share of the window, doubles with it. */
+	size_t step64k = step;
+	nghttp2_settings_entry iws = { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 131070 };
+	CHECK_EQ(nghttp2_submit_settings(x.tc.session, NGHTTP2_FLAG_NONE, &iws, 1), 0);
+	hx_pump(&x);
+	(void)h2_stream_unacked(&as->st, &window, &step);
+	CHECK_EQ(window, 131070);
+	CHECK(step >= 2 * step64k - 2 && step <= 2 * step64k);
 
 	nghttp2_nv tr = { (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NONE };
 	CHECK_EQ(h2_stream_end(&as->st, &tr, 1), 0);
