@@ -350,12 +350,18 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, ng
 	return c->ops->on_header(s, name, value) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
 }
 
+/* The peer's initial stream window (its SETTINGS_INITIAL_WINDOW_SIZE). */
+static uint32_t h2_peer_stream_window(const struct h2_stream *s)
+{
+	return nghttp2_session_get_remote_settings(s->conn->session,
+						   NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
+}
+
 /* The peer gave inc bytes of s's window back: its step, as a share of
  * its initial stream window (at most all of it). */
 static void h2_stream_acked(struct h2_stream *s, uint32_t inc)
 {
-	uint32_t w = nghttp2_session_get_remote_settings(s->conn->session,
-							 NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
+	uint32_t w = h2_peer_stream_window(s);
 	uint64_t share = w && inc < w ? ((uint64_t)inc << 16) / w : 65536;
 
 	if (share > s->ack_share)
@@ -784,8 +790,7 @@ static void h2_stream_wake(struct h2_stream *s)
 
 size_t h2_stream_unacked(const struct h2_stream *s, size_t *window, size_t *step)
 {
-	uint32_t w = nghttp2_session_get_remote_settings(s->conn->session,
-							 NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE);
+	uint32_t w = h2_peer_stream_window(s);
 	int32_t left = nghttp2_session_get_stream_remote_window_size(s->conn->session, s->id);
 
 	*window = w;

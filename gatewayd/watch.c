@@ -565,6 +565,17 @@ out:
 	free(buf);
 }
 
+/* st's call when st holds events that are due to go (stream_caught_up),
+ * else NULL. */
+static struct grpc_call *held_due(struct gw_server *s, struct watch_state *ws,
+				  struct watch_stream *st, int64_t now)
+{
+	if (!st->nheld)
+		return NULL;
+	struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
+	return call && stream_caught_up(ws, st, call, now) ? call : NULL;
+}
+
 /* Releases the held events of every stream whose client caught up, and
  * sets the time the oldest of the others is due. */
 static void release_turn(struct gw_server *s, struct watch_state *ws)
@@ -576,12 +587,10 @@ static void release_turn(struct gw_server *s, struct watch_state *ws)
 	if (!ws->nholding)
 		return;
 	dlist_for_each(st, &ws->streams, node) {
-		if (!st->nheld)
-			continue;
-		struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
-		if (call && stream_caught_up(ws, st, call, now))
+		struct grpc_call *call = held_due(s, ws, st, now);
+		if (call)
 			stream_release(s, st, call);
-		else if (st->hold_since_ns + WATCH_HOLD_MAX_NS < ws->release_at_ns)
+		else if (st->nheld && st->hold_since_ns + WATCH_HOLD_MAX_NS < ws->release_at_ns)
 			ws->release_at_ns = st->hold_since_ns + WATCH_HOLD_MAX_NS;
 	}
 }
@@ -1310,16 +1319,11 @@ void watch_flushed(struct gw_server *s)
 		s->more_work = true; /* retried while catch-ups run */
 	if (ws->nholding) {
 		struct watch_stream *st;
-		int64_t now = s->now_ns;
-		dlist_for_each(st, &ws->streams, node) {
-			if (!st->nheld)
-				continue;
-			struct grpc_call *call = grpc_call_find(s->grpc, st->call_id);
-			if (call && stream_caught_up(ws, st, call, now)) {
+		dlist_for_each(st, &ws->streams, node)
+			if (held_due(s, ws, st, s->now_ns)) {
 				s->more_work = true; /* release_turn sends them */
 				return;
 			}
-		}
 	}
 }
 
