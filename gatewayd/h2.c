@@ -51,6 +51,7 @@ struct h2_conn {
 	struct h2_buf out;         /* produced, not yet taken: [out_off, out.len) */
 	size_t out_off;
 	struct h2_buf *sink;       /* target of the send callbacks during a flush */
+	size_t sink_base;          /* sink's length when this flush's batch began */
 	enum h2_drain drain;
 	int32_t goaway_last_id;    /* after the final GOAWAY: the last stream it names */
 	bool busy;                 /* inside h2_conn_recv or h2_conn_flush */
@@ -201,7 +202,7 @@ static ssize_t h2_on_send(nghttp2_session *session, const uint8_t *data, size_t 
 	struct h2_conn *c = user_data;
 	(void)session;
 	(void)flags;
-	if (!c->sink || c->sink->len >= c->ctx->cfg.out_batch_bytes)
+	if (!c->sink || c->sink->len - c->sink_base >= c->ctx->cfg.out_batch_bytes)
 		return NGHTTP2_ERR_WOULDBLOCK;
 	if (h2_buf_append(c->sink, c->ctx->mem, data, length) < 0)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -216,7 +217,7 @@ static int h2_on_send_data(nghttp2_session *session, nghttp2_frame *frame, const
 	struct h2_conn *c = user_data;
 	struct h2_stream *s = source->ptr;
 	(void)session;
-	if (!c->sink || c->sink->len >= c->ctx->cfg.out_batch_bytes)
+	if (!c->sink || c->sink->len - c->sink_base >= c->ctx->cfg.out_batch_bytes)
 		return NGHTTP2_ERR_WOULDBLOCK;
 	if (frame->data.padlen != 0 || length > s->body.len - s->body_off)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -641,6 +642,21 @@ static int h2_conn_write_out(struct h2_conn *c, struct transport *t)
 	return 0;
 }
 
+/* Has nghttp2 put c's pending frames (up to one batch) after the end of
+ * sink. 0, or the session's failure (c is failed then). */
+static int h2_conn_send(struct h2_conn *c, struct h2_buf *sink)
+{
+	c->sink = sink;
+	c->sink_base = sink->len;
+	int rv = nghttp2_session_send(c->session);
+	c->sink = NULL;
+	if (rv != 0) {
+		c->failed = true;
+		return h2_error_from_ng(rv);
+	}
+	return 0;
+}
+
 int h2_conn_flush(struct h2_conn *c, struct transport *t)
 {
 	struct h2_buf *scratch = &c->ctx->scratch;
@@ -656,15 +672,8 @@ int h2_conn_flush(struct h2_conn *c, struct transport *t)
 				break;
 		}
 		scratch->len = 0;
-		c->sink = scratch;
-		int rv = nghttp2_session_send(c->session);
-		c->sink = NULL;
-		if (rv != 0) {
-			c->failed = true;
-			rc = h2_error_from_ng(rv);
-			break;
-		}
-		if (scratch->len == 0)
+		rc = h2_conn_send(c, scratch);
+		if (rc < 0 || scratch->len == 0)
 			break;
 		struct iovec iov = { scratch->data, scratch->len };
 		ssize_t w = transport_writev_all(t, &iov, 1);
@@ -689,6 +698,53 @@ int h2_conn_flush(struct h2_conn *c, struct transport *t)
 	if (rc == 0)
 		c->signalled = false;
 	return rc;
+}
+
+int h2_conn_produce(struct h2_conn *c, size_t *off, size_t *len)
+{
+	struct h2_buf *batch = &c->ctx->scratch;
+
+	*off = batch->len;
+	*len = 0;
+	if (c->failed)
+		return -EPROTO;
+	if (c->out_off < c->out.len)
+		return -EAGAIN;
+	c->busy = true;
+	int rc = h2_conn_send(c, batch);
+	c->busy = false;
+	*len = batch->len - *off;
+	return rc;
+}
+
+int h2_conn_produced(struct h2_conn *c, size_t off, size_t len, size_t sent)
+{
+	const uint8_t *p = c->ctx->scratch.data + off;
+
+	if (sent >= len)
+		return 0;
+	/* Kept as c's backlog, which its next flush writes first. */
+	if (h2_buf_append(&c->out, c->ctx->mem, p + sent, len - sent) < 0) {
+		c->failed = true;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+const uint8_t *h2_ctx_batch(const struct h2_ctx *ctx, size_t *len)
+{
+	*len = ctx->scratch.len;
+	return ctx->scratch.data;
+}
+
+void h2_ctx_batch_reset(struct h2_ctx *ctx)
+{
+	ctx->scratch.len = 0;
+}
+
+struct h2_ctx *h2_conn_ctx(const struct h2_conn *c)
+{
+	return c->ctx;
 }
 
 bool h2_conn_want_write(const struct h2_conn *c)

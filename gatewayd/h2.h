@@ -192,6 +192,31 @@ int h2_conn_recv(struct h2_conn *c, const uint8_t *data, size_t len);
  * -ENOMEM when the session failed, or the transport's negative errno. */
 int h2_conn_flush(struct h2_conn *c, struct transport *t);
 
+/*
+ * Output of several connections sent by one system call (a batch): the
+ * loop has each connection produce into its h2_ctx's shared buffer, sends
+ * the pieces together, and then tells each how much of its piece went.
+ *   - h2_conn_produce appends c's pending frames (at most one
+ *     out_batch_bytes) to the buffer and says where they lie: [*off,
+ *     *off + *len). *len may be 0. -EAGAIN (nothing produced) when c
+ *     still holds bytes an earlier write did not take: those go first,
+ *     through h2_conn_flush. -EPROTO or -ENOMEM when the session failed.
+ *   - h2_ctx_batch: the buffer's bytes, valid until the next produce of
+ *     any connection of the ctx (which may move them).
+ *   - h2_conn_produced: sent of c's len bytes at off went out; c keeps
+ *     the rest and writes it first at its next h2_conn_flush. -ENOMEM
+ *     (c failed) when it cannot keep them.
+ *   - h2_ctx_batch_reset empties the buffer once every piece is settled.
+ * The loop then calls h2_conn_flush as usual: it writes what was kept,
+ * produces what did not fit in one batch, and says whether c is blocked.
+ * No h2_conn_flush of the ctx may run between a produce and the reset.
+ */
+int h2_conn_produce(struct h2_conn *c, size_t *off, size_t *len);
+int h2_conn_produced(struct h2_conn *c, size_t off, size_t len, size_t sent);
+const uint8_t *h2_ctx_batch(const struct h2_ctx *ctx, size_t *len);
+void h2_ctx_batch_reset(struct h2_ctx *ctx);
+struct h2_ctx *h2_conn_ctx(const struct h2_conn *c);
+
 /* Whether c has output to produce or unwritten bytes. */
 bool h2_conn_want_write(const struct h2_conn *c);
 

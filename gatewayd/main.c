@@ -219,7 +219,8 @@ int main(int argc, char **argv)
 	gw_server_hello(s);
 	log_info("ready to serve client requests", LOG_U64("member-id", params.member_id),
 		 LOG_U64("cluster-id", params.cluster_id),
-		 LOG_STR("ring-wake", shm_waker_mode_name(&s->waker)));
+		 LOG_STR("ring-wake", shm_waker_mode_name(&s->waker)),
+		 LOG_STR("socket-writes", s->sendq.on ? "batched" : "one by one"));
 
 	gw_server_run(s);
 	if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
@@ -231,7 +232,8 @@ int main(int argc, char **argv)
 		 LOG_U64("leader-changed", s->stats.leader_changed),
 		 LOG_U64("watch-responses", s->stats.watch_responses),
 		 LOG_U64("watch-events", s->stats.watch_events),
-		 LOG_U64("watch-events-held", s->stats.watch_held));
+		 LOG_U64("watch-events-held", s->stats.watch_held),
+		 LOG_U64("write-batches", s->sendq.batches), LOG_U64("batched-writes", s->sendq.sends));
 	gw_server_drain(s, GW_DRAIN_MS);
 	status = 0;
 

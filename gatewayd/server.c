@@ -797,10 +797,73 @@ static struct gw_conn *gw_flush_take(struct gw_server *s)
 	return NULL;
 }
 
+/* Up to how many bytes of a turn's output go in one batch; connections
+ * past it are written one by one. */
+#define GW_BATCH_BYTES (1u << 20)
+
+/*
+ * Sends the output of the listed plain HTTP/2 connections with one system
+ * call (sendq.h), in list order; each one sent is listed again, for
+ * gw_conn_flush to write what its socket did not take and to settle its
+ * state. Connections with a backlog, TLS, HTTP/1 or past the batch's
+ * size stay listed and are written by gw_conn_flush alone.
+ */
+static void gw_flush_batch(struct gw_server *s)
+{
+	struct sendq *q = &s->sendq;
+	struct h2_ctx *ctx = NULL;
+	struct gw_conn *c, *next;
+	size_t off, len, total;
+
+	if (!q->on)
+		return;
+	dlist_for_each_safe(c, next, &s->flush, flush) {
+		if (c->dead || c->lingering || c->proto != GW_H2 || !c->h2 || !transport_is_fd(&c->t))
+			continue;
+		if (ctx && h2_conn_ctx(c->h2) != ctx)
+			continue;
+		ctx = h2_conn_ctx(c->h2);
+		if (h2_conn_produce(c->h2, &off, &len) < 0 || len == 0)
+			continue; /* gw_conn_flush settles it */
+		if (!sendq_add(q, c, c->t.fd, off, len)) {
+			/* no room: it keeps the bytes, and writes them itself */
+			if (h2_conn_produced(c->h2, off, len, 0) < 0)
+				continue;
+			break;
+		}
+		dlist_remove(&c->flush);
+		c->listed = false;
+		h2_ctx_batch(ctx, &total);
+		if (total >= GW_BATCH_BYTES)
+			break;
+	}
+	if (!ctx)
+		return;
+	unsigned n = sendq_send(q, h2_ctx_batch(ctx, &total));
+	for (unsigned i = 0; i < n; i++) {
+		const struct sendq_ent *e = &q->ent[i];
+		c = e->owner;
+		if (e->res < 0 && e->res != -EAGAIN && e->res != -ENOTSOCK) {
+			gw_conn_close(s, c); /* the peer is gone (-EPIPE, -ECONNRESET) */
+			continue;
+		}
+		/* -ENOTSOCK: a pipe in a test; its own write takes it all */
+		size_t sent = e->res > 0 ? (size_t)e->res : 0;
+		h2_conn_produced(c->h2, e->off, e->len, sent); /* a failure: the flush closes c */
+		gw_conn_list(s, c);
+	}
+	h2_ctx_batch_reset(ctx);
+	if (!q->on && q->failed)
+		log_warn("writing connections one by one from now on: io_uring refused a batch",
+			 LOG_ERRNO(q->failed));
+	q->failed = 0;
+}
+
 static void gw_flush_all(struct gw_server *s)
 {
 	struct gw_conn *c;
 
+	gw_flush_batch(s);
 	while ((c = gw_flush_take(s)))
 		gw_conn_flush(s, c);
 }
@@ -873,7 +936,8 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *  6. Expiries: gRPC deadlines, lingering connections.
  *  7. gw_rings_publish: everything staged in steps 2-6 goes to raftd with
  *     one publish and at most one wake-up; the backlog first, in order.
- *  8. gw_flush_all: every connection that got output in steps 2-6, one
+ *  8. gw_flush_all: every connection that got output in steps 2-6, the
+ *     plain HTTP/2 ones all in one system call (sendq.h), the others one
  *     writev each. After every step that answers, so that each socket is
  *     written once per turn.
  *  9. In thread mode the waker's thread may sleep again: the rings were
@@ -1046,6 +1110,14 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 		rc = -errno;
 		goto out_free;
 	}
+	/* Batched writes unless CETCD_SENDQ=off; without io_uring, each
+	 * connection is written by itself. */
+	const char *sq = getenv("CETCD_SENDQ");
+	if (!(sq && strcmp(sq, "off") == 0)) {
+		rc = sendq_init(&s->sendq);
+		if (rc)
+			log_info("writing each connection by itself: no io_uring", LOG_ERRNO(rc));
+	}
 	s->timer_src = (struct gw_src){ .kind = GW_SRC_TIMER, .fd = s->timerfd };
 	rc = gw_epoll(s, EPOLL_CTL_ADD, &s->timer_src, EPOLLIN);
 	if (rc)
@@ -1124,6 +1196,7 @@ void gw_server_free(struct gw_server *s)
 		gw_arena_reset(s->arena, true);
 		free(s->arena);
 	}
+	sendq_fini(&s->sendq);
 	if (s->timerfd >= 0)
 		close(s->timerfd);
 	if (s->epfd >= 0)

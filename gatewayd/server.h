@@ -52,6 +52,7 @@
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "shm/waker.h"
+#include "gatewayd/sendq.h"
 #include "stored/mvcc/lcache.h"
 
 struct cetcd_config;
@@ -220,6 +221,7 @@ struct gw_server {
 	struct dlist conns;             /* every live connection, newest first */
 	struct dlist flush;             /* connections with output this turn,
 					 * in the order they got it */
+	struct sendq sendq;             /* their writes in one system call */
 	uint32_t conn_count;
 	struct dlist dead;              /* closed, freed at the end of the turn */
 	int watch_fired;                /* a watched descriptor, or -1 */

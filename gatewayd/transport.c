@@ -108,6 +108,11 @@ static const struct transport_ops transport_fd_ops = {
 	.close = transport_fd_close,
 };
 
+bool transport_is_fd(const struct transport *t)
+{
+	return t->ops == &transport_fd_ops;
+}
+
 void transport_fd_init(struct transport *t, int fd)
 {
 	t->ops = &transport_fd_ops;

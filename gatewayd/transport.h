@@ -20,6 +20,7 @@
 #define CETCD_GATEWAYD_TRANSPORT_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -98,6 +99,10 @@ static inline int transport_shutdown(struct transport *t)
  * Returns the count written (0 <= n <= total; n < total means the
  * transport said -EAGAIN, with t->want set), or a negative errno. */
 ssize_t transport_writev_all(struct transport *t, const struct iovec *iov, int iovcnt);
+
+/* Whether t is the plain descriptor backend (its bytes go to t->fd as
+ * they are, so the loop may send them by other means, sendq.h). */
+bool transport_is_fd(const struct transport *t);
 
 /* The plain descriptor backend: fd is a connected, non-blocking socket
  * (or a pipe or socketpair end in tests). Takes ownership of fd: close

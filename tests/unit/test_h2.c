@@ -313,6 +313,83 @@ static void test_idle_stream_releases_burst_buffer(void)
 	hx_fini(&x);
 }
 
+static void tune_small_batch(struct h2_config *c)
+{
+	c->out_batch_bytes = 16384;
+}
+
+/* Hands the client [off, off + n) of the ctx's batch, as a socket that
+ * took n bytes of it would. */
+static void give(struct hx *x, size_t off, size_t n)
+{
+	size_t total;
+	const uint8_t *b = h2_ctx_batch(x->ctx, &total);
+	CHECK(off + n <= total);
+	struct iovec iov = { (void *)(b + off), n };
+	CHECK_EQ(tc_transport_writev(&x->tt.t, &iov, 1), (ssize_t)n);
+}
+
+/* The batched output path (h2_conn_produce / h2_conn_produced): each
+ * produce appends at most one out_batch_bytes after what the batch
+ * already holds (the limit counts from where this produce began); a
+ * piece the socket took only in part is kept and goes first at the next
+ * flush; while it is kept, produce refuses; the client gets every byte
+ * once, in order. */
+static void test_batch_produce(void)
+{
+	struct hx x;
+	hx_init(&x, respond_headers_only, tune_small_batch);
+	struct tc_stream *s = tc_request_ct(&x.tc, "/watch", true, NULL, NULL);
+	hx_pump(&x);
+	struct app_stream *as = app.last;
+	CHECK(as != NULL);
+
+	static uint8_t burst[20000]; /* within the client's 64 KiB window */
+	for (size_t i = 0; i < sizeof(burst); i++)
+		burst[i] = (uint8_t)(i * 13 + 5);
+	CHECK_EQ(h2_stream_write(&as->st, burst, sizeof(burst)), 0);
+	size_t off1, len1, off2, len2, off3, len3;
+	CHECK_EQ(h2_conn_produce(x.conn, &off1, &len1), 0);
+	CHECK_EQ(off1, 0);
+	CHECK(len1 >= 16384 && len1 < sizeof(burst)); /* one batch's worth */
+	CHECK_EQ(h2_conn_produce(x.conn, &off2, &len2), 0);
+	CHECK_EQ(off2, len1);
+	CHECK(len2 > 0); /* the rest: the limit counts from off2 */
+	CHECK_EQ(h2_conn_produce(x.conn, &off3, &len3), 0);
+	CHECK_EQ(len3, 0);
+	give(&x, off1, len1);
+	CHECK_EQ(h2_conn_produced(x.conn, off1, len1, len1), 0);
+	give(&x, off2, len2);
+	CHECK_EQ(h2_conn_produced(x.conn, off2, len2, len2), 0);
+	h2_ctx_batch_reset(x.ctx);
+	hx_pump(&x);
+	CHECK_EQ(s->data_len, sizeof(burst));
+	CHECK(memcmp(s->data, burst, sizeof(burst)) == 0);
+
+	/* The socket takes a third: the rest is kept and goes first. */
+	CHECK_EQ(h2_stream_write(&as->st, burst, 4000), 0);
+	CHECK_EQ(h2_conn_produce(x.conn, &off1, &len1), 0);
+	CHECK(len1 > 4000);
+	give(&x, off1, len1 / 3);
+	CHECK_EQ(h2_conn_produced(x.conn, off1, len1, len1 / 3), 0);
+	CHECK(h2_conn_want_write(x.conn));
+	CHECK_EQ(h2_stream_write(&as->st, "tail", 4), 0);
+	CHECK_EQ(h2_conn_produce(x.conn, &off2, &len2), -EAGAIN);
+	CHECK_EQ(len2, 0);
+	h2_ctx_batch_reset(x.ctx);
+	hx_pump(&x);
+	CHECK_EQ(s->data_len, sizeof(burst) + 4004);
+	CHECK(memcmp(s->data + sizeof(burst), burst, 4000) == 0);
+	CHECK(memcmp(s->data + sizeof(burst) + 4000, "tail", 4) == 0);
+	CHECK(!h2_conn_want_write(x.conn));
+
+	nghttp2_nv tr = { (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NONE };
+	CHECK_EQ(h2_stream_end(&as->st, &tr, 1), 0);
+	hx_pump(&x);
+	CHECK(s->closed);
+	hx_fini(&x);
+}
+
 /* h2_stream_unacked: the bytes a stream framed that the client has not
  * given window back for (nghttp2's client gives it back once it has
  * taken half its window), not counting what waits unframed. */
@@ -515,6 +592,7 @@ int main(void)
 	test_async_body_and_pending();
 	test_idle_stream_releases_burst_buffer();
 	test_stream_unacked();
+	test_batch_produce();
 	test_reset_and_terminate();
 	test_protocol_error();
 	test_transport_fd();
