@@ -41,7 +41,10 @@
 # makes it 10000), BENCH_DIR (where data dirs go; default /var/tmp),
 # ETCD_TOOLS (where bench/etcd-tools.sh keeps the benchmark tool),
 # BENCH_ROUNDS (3), BENCH_SERVERS ("cetcd etcd"; one of them measures one
-# side only), BENCH_WORKLOADS (names as measure gives them, e.g. "watch
+# side only; every name but etcd is a cetcd, given the flags in
+# BENCH_FLAGS_<name> too, and gets a column of its own: BENCH_SERVERS="cetcd
+# g1 etcd" BENCH_FLAGS_g1="--gateways 1" adds a one-gateway cetcd to the
+# same alternation; the ratios stay cetcd's to etcd's), BENCH_WORKLOADS (names as measure gives them, e.g. "watch
 # watch_latency lease_keepalive"; unset runs all).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -93,8 +96,9 @@ free_port() {
 # start_member KIND I: member I of the current cluster (flags in margs).
 start_member() {
   local kind=$1 i=$2
-  if [[ $kind == cetcd ]]; then
-    setsid "$build/bin/cetcd" ${margs[i]} >>"$work/$kind.$i.log" 2>&1 &
+  if [[ $kind != etcd ]]; then
+    local extra="BENCH_FLAGS_$kind"
+    setsid "$build/bin/cetcd" ${margs[i]} ${!extra:-} >>"$work/$kind.$i.log" 2>&1 &
   else
     setsid etcd ${margs[i]} >>"$work/$kind.$i.log" 2>&1 &
   fi
@@ -403,17 +407,20 @@ fi
 stop_all
 fsync_us=$(fsync_floor_us)
 
-row() { printf '%-28s %14s %14s\n' "$1" "$2" "$3"; }
-row "workload" "cetcd" "etcd"
+row() { local k=$1; shift; printf '%-28s' "$k"; printf ' %14s' "$@"; printf '\n'; }
+read -r -a cols <<<"$servers"
+row "workload" "${cols[@]}"
 for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_qps \
          watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok h2_status failover_ms; do
   unit=""
   case $k in *_p99|*_avg) unit=" (ms)";; *_cpu) unit=" (us/req)";; esac
-  row "$k$unit" "${R[cetcd.$k]:-0}" "${R[etcd.$k]:-0}"
+  vals=()
+  for server in "${cols[@]}"; do vals+=("${R[$server.$k]:-0}"); done
+  row "$k$unit" "${vals[@]}"
 done
-row "fdatasync_floor (us)" "$fsync_us" "$fsync_us"
+row "fdatasync_floor (us)" "$fsync_us"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "nan" }'; }
 echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
