@@ -789,14 +789,8 @@ static int config_derive(struct cetcd_config *c, struct config_error *err)
 		free(c->runtime_dir);
 		c->runtime_dir = s;
 	}
-	if (c->gateways == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		if (n < 1)
-			n = 1;
-		if (n > (long)CONFIG_MAX_GATEWAYS)
-			n = CONFIG_MAX_GATEWAYS;
-		c->gateways = (uint32_t)n;
-	}
+	if (c->gateways == 0)
+		c->gateways = config_default_gateways(sysconf(_SC_NPROCESSORS_ONLN));
 	return 0;
 nomem:
 	config_errorf(err, 1, "out of memory");
@@ -808,6 +802,16 @@ nomem:
 static unsigned config_scope(enum config_program prog)
 {
 	return 1u << prog;
+}
+
+uint32_t config_default_gateways(long ncpu)
+{
+	/* On two CPUs raftd, stored and the clients of the machine want the
+	 * second one: a gateway there only competes with them, and one
+	 * event's watchers wait for two processes to wake instead of one. */
+	if (ncpu <= 2)
+		return 1;
+	return ncpu > (long)CONFIG_MAX_GATEWAYS ? CONFIG_MAX_GATEWAYS : (uint32_t)ncpu;
 }
 
 /* The ETCD_ variable of a flag: "ETCD_" + upper case, '-' and '.' -> '_'

@@ -300,6 +300,12 @@ int config_region_path(const struct cetcd_config *c, char *buf, size_t len);
  * election timeouts). */
 uint64_t config_request_timeout_ms(const struct cetcd_config *c);
 
+/* The number of gatewayd processes --gateways=0 means on a machine with
+ * ncpu online CPUs: one per CPU (at most 64), but one on a machine of one
+ * or two CPUs, where a second gateway measured no faster and slower for
+ * watchers (README, "--gateways"). */
+uint32_t config_default_gateways(long ncpu);
+
 /* The socket address a listen URL names (an IP address, or localhost as
  * 127.0.0.1, and a numeric port). Returns 0, or -EINVAL (with a message in
  * err) if it does not name one. */

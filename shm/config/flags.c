@@ -288,7 +288,7 @@ const struct config_flag config_flags[] = {
 
 	/* cetcd's own */
 	ANY("gateways", CT_UINT32, gateways, "0", S_CETCD,
-	    "Number of gatewayd processes serving clients (0: one per online CPU)."),
+	    "Number of gatewayd processes serving clients (0: one per online CPU, but one on a machine of 1 or 2 CPUs)."),
 	ANY("lease-checkpoint-interval", CT_DURATION, lease_checkpoint_interval_ns, "5m0s", S_CETCD,
 	    "How often the leader checkpoints each lease's remaining TTL through Raft, so that a leader change or a restart does not reset it (cetcd always checkpoints and persists them, as etcd's --experimental-enable-lease-checkpoint and --experimental-enable-lease-checkpoint-persist)."),
 	ANY("latest-cache-mib", CT_UINT, latest_cache_mib, CONFIG_STR(SHM_CACHE_MIB_DEFAULT), S_CETCD,

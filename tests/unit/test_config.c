@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <unistd.h>
 
 #include "shm/config/config.h"
 #include "shm/log/log.h"
@@ -172,7 +173,13 @@ static void test_defaults(void)
 	CHECK_EQ(c.experimental_warning_apply_duration_ns, 100000000);
 	CHECK(!c.unsafe_no_fsync && !c.force_new_cluster);
 	/* cetcd's own */
-	CHECK(c.gateways >= 1);
+	CHECK_EQ(c.gateways, config_default_gateways(sysconf(_SC_NPROCESSORS_ONLN)));
+	CHECK_EQ(config_default_gateways(-1), 1);
+	CHECK_EQ(config_default_gateways(1), 1);
+	CHECK_EQ(config_default_gateways(2), 1);
+	CHECK_EQ(config_default_gateways(3), 3);
+	CHECK_EQ(config_default_gateways(8), 8);
+	CHECK_EQ(config_default_gateways(1000), 64);
 	CHECK(strncmp(c.runtime_dir, "/dev/shm/cetcd-", 15) == 0);
 	CHECK_EQ(strlen(c.runtime_dir), 15 + 16);
 	CHECK_EQ(c.gateway_index, -1);
