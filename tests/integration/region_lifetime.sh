@@ -112,7 +112,7 @@ used0=$(shm_used_kb)
 echo "  tmpfs usage before any member: $used0 KiB"
 
 # ------------------------------------------- two members that stay up
-member_start M "$IT_TMP/M" "$IT_TMP/M.log"
+member_start M "$IT_TMP/M" "$IT_TMP/M.log" --gateways 2
 m_pid=$MP m_port=$MC
 member_start N "$IT_TMP/N" "$IT_TMP/N.log" --gateways 1
 n_pid=$MP n_port=$MC
@@ -155,7 +155,7 @@ round() {
 	for ((i = 1; i <= ROUNDS; i++)); do
 		data="$IT_TMP/$kind-$i"
 		log="$IT_TMP/$kind-$i.log"
-		member_start "r$i" "$data" "$log"
+		member_start "r$i" "$data" "$log" --gateways 2
 		if [[ $kind == kill && $((i % 2)) == 0 ]]; then
 			sleep "0.$(printf '%03d' $((RANDOM % 300)))"
 		else
