@@ -683,13 +683,9 @@ int h2_conn_flush(struct h2_conn *c, struct transport *t)
 		}
 		if ((size_t)w < scratch->len) {
 			/* Keep what the transport did not take. */
-			if (h2_buf_append(&c->out, c->ctx->mem, scratch->data + w,
-					  scratch->len - (size_t)w) < 0) {
-				c->failed = true;
-				rc = -ENOMEM;
-				break;
-			}
-			rc = -EAGAIN;
+			rc = h2_conn_produced(c, 0, scratch->len, (size_t)w);
+			if (rc == 0)
+				rc = -EAGAIN;
 			break;
 		}
 	}
