@@ -11,8 +11,10 @@
  * triple, which the caller publishes to readers. Nothing is durable until
  * btree_db_checkpoint: it writes the freelist page, fdatasyncs, writes the
  * alternate meta page and fdatasyncs, so the meta on disk only ever points
- * at durable pages. A page freed since the last durable checkpoint, or
- * still visible to the oldest live reader, is never reused.
+ * at durable pages. A page still visible to the oldest live reader is never
+ * reused, nor is a page of a checkpoint's tree freed since the last durable
+ * checkpoint; a page born and freed between two checkpoints belongs to no
+ * checkpoint and is reused as soon as no reader sees it (freelist.h).
  *
  * Readers. btree_reader_open maps the file once, read-only, over a large
  * fixed range (MAP_NORESERVE); btree_reader_begin starts a read txn at a

@@ -171,6 +171,11 @@ struct btree_db {
 	bool writing;                /* a write txn is open */
 	bool reuse_blocked;          /* opts.resume holds pages back */
 	uint64_t resume_txid;
+	/* Runs committed since the last checkpoint began (its tree was
+	 * fixed), by first page: the value is the run's page count, NULL once
+	 * freed again. A run freed with its whole count here goes to the
+	 * freelist's young spans (freelist.h). */
+	struct pgmap born;
 	uint64_t (*oldest_reader)(void *arg);
 	void *oldest_reader_arg;
 	pthread_mutex_t readers_lock;  /* guards local_readers */

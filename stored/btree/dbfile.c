@@ -367,6 +367,7 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 	if (!db)
 		return bt_error(-ENOMEM, "stored: out of memory");
 	freelist_init(&db->fl);
+	pgmap_init(&db->born);
 	pthread_mutex_init(&db->readers_lock, NULL);
 	arena_pool_init(&db->arena_pool, BT_ARENA_POOL_MAX);
 	db->map.fd = -1;
@@ -477,6 +478,7 @@ void btree_db_close(struct btree_db *db)
 	diskio_close(db->io);
 	map_release(&db->map);
 	freelist_destroy(&db->fl);
+	pgmap_free(&db->born);
 	for (size_t i = 0; i < db->npool; i++)
 		stored_free(db->page_pool[i]);
 	stored_free(db->page_pool);
@@ -614,7 +616,7 @@ void btree_db_stats(const struct btree_db *db, struct btree_db_stats *out)
 	out->page_size = db->map.page_size;
 	out->hwm_pgid = db->cur.hwm_pgid;
 	out->free_pages = db->fl.nfree;
-	out->pending_pages = db->fl.pending_pages;
+	out->pending_pages = freelist_waiting(&db->fl);
 	out->file_bytes = atomic_load(&db->map.file_size);
 	out->commits = db->commits;
 	out->checkpoints = db->checkpoints;
@@ -646,9 +648,13 @@ static int ckpt_prepare(struct btree_db *db)
 		txid++;
 
 	uint64_t oldest = bt_db_oldest_reader(db);
-	rc = freelist_release(&db->fl, db->durable.txid < oldest ? db->durable.txid : oldest);
+	rc = freelist_release(&db->fl, db->durable.txid < oldest ? db->durable.txid : oldest,
+			      oldest);
 	if (rc < 0)
 		return db_fail(db, rc, "releasing free pages");
+	/* This checkpoint's tree is fixed: a page committed so far is in it
+	 * unless freed already, so only later births may go young. */
+	pgmap_free(&db->born);
 	if (db->durable_fl_pgid != PAGE_NO_FREELIST) {
 		rc = freelist_add_pending(&db->fl, txid, db->durable_fl_pgid, db->durable_fl_pages);
 		if (rc < 0)
@@ -979,9 +985,7 @@ int btree_db_check(struct btree_db *db)
 	size_t k = 0;
 	for (size_t i = 0; i < db->fl.nfree; i++)
 		ids[k++] = db->fl.free[i];
-	for (size_t i = 0; i < db->fl.npending; i++)
-		for (uint64_t j = 0; j < db->fl.pending[i].n; j++)
-			ids[k++] = db->fl.pending[i].pgid + j;
+	freelist_list_waiting(&db->fl, ids, &k);
 	used[0] = 0;
 	used[1] = 1;
 	for (size_t i = 2; i < nused; i++)

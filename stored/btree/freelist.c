@@ -21,6 +21,7 @@ void freelist_destroy(struct freelist *fl)
 {
 	stored_free(fl->free);
 	stored_free(fl->pending);
+	stored_free(fl->young);
 	memset(fl, 0, sizeof(*fl));
 }
 
@@ -134,54 +135,105 @@ int freelist_put_free_run(struct freelist *fl, uint64_t pgid, uint64_t n)
 
 int freelist_reserve_pending(struct freelist *fl, size_t n)
 {
-	if (n > SIZE_MAX - fl->npending)
+	if (n > SIZE_MAX - fl->npending || n > SIZE_MAX - fl->nyoung)
 		return -ENOMEM;
-	return stored_reserve((void **)&fl->pending, &fl->pending_cap, fl->npending + n,
-			      sizeof(*fl->pending), 64);
+	int rc = stored_reserve((void **)&fl->pending, &fl->pending_cap, fl->npending + n,
+				sizeof(*fl->pending), 64);
+	if (rc == 0)
+		rc = stored_reserve((void **)&fl->young, &fl->young_cap, fl->nyoung + n,
+				    sizeof(*fl->young), 64);
+	return rc;
+}
+
+/* Appends a span to one of the two lists. */
+static int spans_add(struct freelist_span **v, size_t *n, size_t *cap, uint64_t *pages,
+		     uint64_t txid, uint64_t pgid, uint64_t npages)
+{
+	int rc = stored_reserve((void **)v, cap, *n + 1, sizeof(**v), 64);
+	if (rc < 0)
+		return rc;
+	(*v)[(*n)++] = (struct freelist_span){ txid, pgid, npages };
+	*pages += npages;
+	return 0;
 }
 
 int freelist_add_pending(struct freelist *fl, uint64_t txid, uint64_t pgid, uint64_t n)
 {
-	int rc = freelist_reserve_pending(fl, 1);
-	if (rc < 0)
-		return rc;
-	fl->pending[fl->npending++] = (struct freelist_span){ txid, pgid, n };
-	fl->pending_pages += n;
-	return 0;
+	return spans_add(&fl->pending, &fl->npending, &fl->pending_cap, &fl->pending_pages,
+			 txid, pgid, n);
+}
+
+int freelist_add_young(struct freelist *fl, uint64_t txid, uint64_t pgid, uint64_t n)
+{
+	return spans_add(&fl->young, &fl->nyoung, &fl->young_cap, &fl->young_pages,
+			 txid, pgid, n);
+}
+
+static void spans_drop_after(struct freelist_span *v, size_t *n, uint64_t *pages, uint64_t txid)
+{
+	while (*n > 0 && v[*n - 1].txid > txid) {
+		*pages -= v[*n - 1].n;
+		(*n)--;
+	}
 }
 
 void freelist_drop_pending_after(struct freelist *fl, uint64_t txid)
 {
-	while (fl->npending > 0 && fl->pending[fl->npending - 1].txid > txid) {
-		fl->pending_pages -= fl->pending[fl->npending - 1].n;
-		fl->npending--;
-	}
+	spans_drop_after(fl->pending, &fl->npending, &fl->pending_pages, txid);
+	spans_drop_after(fl->young, &fl->nyoung, &fl->young_pages, txid);
 }
 
-int freelist_release(struct freelist *fl, uint64_t upto_txid)
+/* Spans at the head of v (txid order) freed by txids <= upto: how many,
+ * and their pages added to *pages. */
+static size_t spans_due(const struct freelist_span *v, size_t n, uint64_t upto, uint64_t *pages)
 {
-	size_t nspans = 0;
-	uint64_t pages = 0;
-	while (nspans < fl->npending && fl->pending[nspans].txid <= upto_txid)
-		pages += fl->pending[nspans++].n;
-	if (nspans == 0)
+	size_t k = 0;
+	while (k < n && v[k].txid <= upto)
+		*pages += v[k++].n;
+	return k;
+}
+
+static void spans_ids(const struct freelist_span *v, size_t n, uint64_t *ids, size_t *k)
+{
+	for (size_t i = 0; i < n; i++)
+		for (uint64_t j = 0; j < v[i].n; j++)
+			ids[(*k)++] = v[i].pgid + j;
+}
+
+static void spans_shift(struct freelist_span *v, size_t *n, uint64_t *pages, size_t k,
+			uint64_t kpages)
+{
+	memmove(v, v + k, (*n - k) * sizeof(*v));
+	*n -= k;
+	*pages -= kpages;
+}
+
+void freelist_list_waiting(const struct freelist *fl, uint64_t *ids, size_t *k)
+{
+	spans_ids(fl->pending, fl->npending, ids, k);
+	spans_ids(fl->young, fl->nyoung, ids, k);
+}
+
+int freelist_release(struct freelist *fl, uint64_t upto_txid, uint64_t young_upto)
+{
+	uint64_t ppages = 0, ypages = 0;
+	size_t np = spans_due(fl->pending, fl->npending, upto_txid, &ppages);
+	size_t ny = spans_due(fl->young, fl->nyoung, young_upto, &ypages);
+	if (np + ny == 0)
 		return 0;
-	uint64_t *ids = stored_malloc(pages * sizeof(*ids));
+	uint64_t *ids = stored_malloc((ppages + ypages) * sizeof(*ids));
 	if (!ids)
 		return -ENOMEM;
 	size_t k = 0;
-	for (size_t i = 0; i < nspans; i++)
-		for (uint64_t j = 0; j < fl->pending[i].n; j++)
-			ids[k++] = fl->pending[i].pgid + j;
+	spans_ids(fl->pending, np, ids, &k);
+	spans_ids(fl->young, ny, ids, &k);
 	qsort(ids, k, sizeof(*ids), cmp_desc);
 	int rc = freelist_merge_desc(fl, ids, k);
 	stored_free(ids);
 	if (rc < 0)
 		return rc;
-	memmove(fl->pending, fl->pending + nspans,
-		(fl->npending - nspans) * sizeof(*fl->pending));
-	fl->npending -= nspans;
-	fl->pending_pages -= pages;
+	spans_shift(fl->pending, &fl->npending, &fl->pending_pages, np, ppages);
+	spans_shift(fl->young, &fl->nyoung, &fl->young_pages, ny, ypages);
 	return 0;
 }
 
@@ -216,9 +268,7 @@ int freelist_encode(const struct freelist *fl, uint8_t *buf, size_t span,
 	size_t k = 0;
 	for (size_t i = fl->nfree; i-- > 0;)
 		all[k++] = fl->free[i];
-	for (size_t i = 0; i < fl->npending; i++)
-		for (uint64_t j = 0; j < fl->pending[i].n; j++)
-			all[k++] = fl->pending[i].pgid + j;
+	freelist_list_waiting(fl, all, &k);
 	qsort(all, k, sizeof(*all), cmp_asc);
 	for (size_t i = 0; i < k; i++, p += 8)
 		page_st64(p, all[i]);

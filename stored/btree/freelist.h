@@ -8,6 +8,15 @@
  * pages R or later txns freed). Released pages are "free" and can be
  * allocated again. The freelist page written at a checkpoint lists free and
  * pending pages alike: after a restart all of them are free.
+ *
+ * A page that was born (allocated) after the last checkpoint began and is
+ * freed before the next one begins belongs to no checkpoint's tree, durable
+ * or being written: only readers can still see it. It goes to "young"
+ * under T instead, and is released once no live reader reads below T,
+ * whatever the checkpoints. Under a steady trickle of small commits the
+ * same few pages then take each commit's copies of the changed path,
+ * where otherwise every commit between two checkpoints would write (and
+ * the checkpoint's fdatasync flush) pages of its own.
  */
 #ifndef CETCD_STORED_FREELIST_H
 #define CETCD_STORED_FREELIST_H
@@ -27,6 +36,10 @@ struct freelist {
 	struct freelist_span *pending;  /* txid never decreases along the array */
 	size_t npending, pending_cap;
 	uint64_t pending_pages;         /* sum of n over pending */
+	struct freelist_span *young;    /* the same, for pages born and freed
+					 * between two checkpoints */
+	size_t nyoung, young_cap;
+	uint64_t young_pages;
 };
 
 void freelist_init(struct freelist *fl);
@@ -47,22 +60,35 @@ int freelist_put_free_run(struct freelist *fl, uint64_t pgid, uint64_t n);
  * below that of earlier calls. -ENOMEM (never after a reservation). */
 int freelist_add_pending(struct freelist *fl, uint64_t txid, uint64_t pgid, uint64_t n);
 
-/* Makes room for n more freelist_add_pending calls, which then cannot
- * fail. -ENOMEM. */
+/* The same for a run born since the last checkpoint began (see above). */
+int freelist_add_young(struct freelist *fl, uint64_t txid, uint64_t pgid, uint64_t n);
+
+/* Makes room for n more freelist_add_pending and n more
+ * freelist_add_young calls, which then cannot fail. -ENOMEM. */
 int freelist_reserve_pending(struct freelist *fl, size_t n);
 
-/* Drops pending runs recorded under txids greater than txid (a checkpoint
- * that failed before its pages were written). */
+/* Drops pending and young runs recorded under txids greater than txid (a
+ * checkpoint that failed before its pages were written). */
 void freelist_drop_pending_after(struct freelist *fl, uint64_t txid);
 
-/* Moves pending pages freed by txids <= upto_txid into the free set.
- * -ENOMEM (nothing changed), -EEXIST (a page was freed twice). */
-int freelist_release(struct freelist *fl, uint64_t upto_txid);
+/* Moves pending pages freed by txids <= upto_txid, and young pages freed
+ * by txids <= young_upto, into the free set. -ENOMEM (nothing changed),
+ * -EEXIST (a page was freed twice). */
+int freelist_release(struct freelist *fl, uint64_t upto_txid, uint64_t young_upto);
 
-/* Free plus pending pages. */
+/* Pages waiting to become free, pending and young. */
+static inline uint64_t freelist_waiting(const struct freelist *fl)
+{
+	return fl->pending_pages + fl->young_pages;
+}
+
+/* Appends the ids of the waiting pages to ids at *k. */
+void freelist_list_waiting(const struct freelist *fl, uint64_t *ids, size_t *k);
+
+/* Free plus waiting pages. */
 static inline uint64_t freelist_count(const struct freelist *fl)
 {
-	return fl->nfree + fl->pending_pages;
+	return fl->nfree + freelist_waiting(fl);
 }
 
 /* Bytes a freelist page needs to list count ids. */

@@ -4,6 +4,7 @@
 #include "stored/btree/pgmap.h"
 
 #include <errno.h>
+#include <stdint.h>
 
 #include "stored/alloc.h"
 
@@ -13,17 +14,33 @@ static size_t pgmap_slot(uint64_t key, size_t cap)
 	return (size_t)(h >> 17) & (cap - 1);
 }
 
-void *pgmap_get(const struct pgmap *m, uint64_t pgid)
+/* The slot holding pgid, or SIZE_MAX. */
+static size_t pgmap_find(const struct pgmap *m, uint64_t pgid)
 {
 	if (m->cap == 0)
-		return NULL;
+		return SIZE_MAX;
 	uint64_t key = pgid + 1;
 	for (size_t i = pgmap_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
 		if (m->keys[i] == key)
-			return m->vals[i];
+			return i;
 		if (m->keys[i] == 0)
-			return NULL;
+			return SIZE_MAX;
 	}
+}
+
+void *pgmap_get(const struct pgmap *m, uint64_t pgid)
+{
+	size_t i = pgmap_find(m, pgid);
+	return i == SIZE_MAX ? NULL : m->vals[i];
+}
+
+bool pgmap_replace(struct pgmap *m, uint64_t pgid, void *val)
+{
+	size_t i = pgmap_find(m, pgid);
+	if (i == SIZE_MAX)
+		return false;
+	m->vals[i] = val;
+	return true;
 }
 
 static int pgmap_grow(struct pgmap *m)

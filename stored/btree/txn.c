@@ -260,7 +260,7 @@ int btree_write_begin(struct btree_db *db, struct btree_txn **out)
 	    db->oldest_reader(db->oldest_reader_arg) > db->resume_txid)
 		db->reuse_blocked = false;
 	uint64_t upto = db->durable.txid < oldest ? db->durable.txid : oldest;
-	rc = freelist_release(&db->fl, upto);
+	rc = freelist_release(&db->fl, upto, oldest);
 	if (rc == -EEXIST)
 		return bt_error(-EUCLEAN, "stored: db %s: a page was freed twice; the db state is corrupt, reopen it",
 				db->map.path);
@@ -368,6 +368,26 @@ static int txn_write_pages(struct btree_txn *t)
 	return rc;
 }
 
+/* After t's pages are written: its allocations count as born since the
+ * last checkpoint began (a run the map cannot take is simply not young
+ * when freed), and each run it freed goes to young if it was born so,
+ * else to pending. The freelist has room for the runs reserved. */
+static void txn_settle_pages(struct btree_txn *t)
+{
+	struct btree_db *db = t->db;
+	for (size_t i = 0; i < t->ndirty; i++)
+		(void)pgmap_put(&db->born, t->dirty[i].pgid, (void *)(uintptr_t)t->dirty[i].npages);
+	for (size_t i = 0; i < t->nfreed; i++) {
+		const struct bt_run *r = &t->freed[i];
+		if ((uintptr_t)pgmap_get(&db->born, r->pgid) == r->n) {
+			pgmap_replace(&db->born, r->pgid, NULL);
+			freelist_add_young(&db->fl, t->txid, r->pgid, r->n);
+		} else {
+			freelist_add_pending(&db->fl, t->txid, r->pgid, r->n);
+		}
+	}
+}
+
 int btree_commit(struct btree_txn *t, struct btree_root *out)
 {
 	int rc;
@@ -405,8 +425,7 @@ int btree_commit(struct btree_txn *t, struct btree_root *out)
 		goto out_abort;
 	}
 
-	for (size_t i = 0; i < t->nfreed; i++)
-		freelist_add_pending(&db->fl, t->txid, t->freed[i].pgid, t->freed[i].n);
+	txn_settle_pages(t);
 	db->cur.root_pgid = t->root.root;
 	db->cur.txid = t->txid;
 	db->cur.hwm_pgid = t->hwm;

@@ -2,6 +2,7 @@
  * B+tree engine basics: a new file's layout, buckets (top-level, nested,
  * inline, deleted), put/get/delete, cursors, big values on overflow pages,
  * commit and abort, checkpoints and reopen, read txns at older states,
+ * the reuse of young pages,
  * argument errors, a second writer refused, and a failed txn refusing use.
  */
 #include <fcntl.h>
@@ -311,6 +312,108 @@ static void test_old_reader(void)
 	btree_db_close(db);
 }
 
+/* One small commit after another: the commit that writes a key (bucket
+ * "y", key k, value v) and nothing else. */
+static void put_one(struct btree_db *db, const char *k, const char *v, struct btree_root *out)
+{
+	struct btree_txn *t;
+	struct btree_bucket *b;
+	T_OK(btree_write_begin(db, &t));
+	T_OK(btree_bucket_open(t, NULL, "y", 1, &b));
+	put_str(b, k, v);
+	T_OK(btree_commit(t, out));
+}
+
+/* Young pages (born and freed between two checkpoints) are reused as soon
+ * as no reader can see them: a trickle of small commits keeps taking the
+ * same few pages, a reader's pages stay intact while it lives, no page of
+ * a checkpoint's tree is reused before the next checkpoint is durable
+ * (also while one is being written), and the durable state survives a
+ * crash after all of it. */
+static void test_young_pages(void)
+{
+	t_phase = "young pages";
+	struct btree_db *db;
+	struct btree_db_opts o = opts();
+	struct btree_txn *t, *old;
+	struct btree_bucket *b;
+	struct btree_db_stats st;
+	char k[16], v[32], ypath[320];
+	snprintf(ypath, sizeof(ypath), "%s/young.db", dir);
+	T_OK(btree_db_open(ypath, &o, &db));
+	T_OK(btree_write_begin(db, &t));
+	T_OK(btree_bucket_create(t, NULL, "y", 1, &b));
+	for (int i = 0; i < 3000; i++) {
+		snprintf(k, sizeof(k), "%05d", i);
+		put_str(b, k, "base");
+	}
+	T_OK(btree_commit(t, NULL));
+	T_OK(btree_db_checkpoint(db, NULL));
+	btree_db_stats(db, &st);
+	uint64_t hwm0 = st.hwm_pgid;
+
+	/* 2000 commits and no checkpoint: each one copies a leaf, a branch
+	 * and the root; the copies of one commit are free again after the
+	 * next, so the file hardly grows. */
+	for (int i = 0; i < 2000; i++) {
+		snprintf(k, sizeof(k), "%05d", i % 3000);
+		snprintf(v, sizeof(v), "a%d", i);
+		put_one(db, k, v, NULL);
+	}
+	btree_db_stats(db, &st);
+	T_CHECK(st.hwm_pgid < hwm0 + 40);
+	T_OK(btree_db_check(db));
+
+	/* A read txn at a young commit keeps its pages while later commits
+	 * free them. */
+	struct btree_root at;
+	put_one(db, "00007", "pinned", &at);
+	T_OK(btree_db_read_begin(db, &at, &old));
+	for (int i = 0; i < 500; i++) {
+		snprintf(v, sizeof(v), "b%d", i);
+		put_one(db, "00007", v, NULL);
+	}
+	t_phase = "young pages: old reader";
+	T_OK(btree_bucket_open(old, NULL, "y", 1, &b));
+	expect_get(b, "00007", "pinned");
+	expect_get(b, "01999", "a1999");
+	T_OK(btree_txn_check(old));
+	btree_txn_end(old);
+
+	/* A checkpoint's tree: its pages are pending, not young, once later
+	 * commits free them, also while the checkpoint is being written. */
+	put_one(db, "00010", "durable", NULL);
+	bool started;
+	T_OK(btree_db_checkpoint_begin(db, &started));
+	T_CHECK(started);
+	for (int i = 0; i < 300; i++) {
+		snprintf(v, sizeof(v), "c%d", i);
+		put_one(db, "00010", v, NULL);
+	}
+	T_OK(btree_db_checkpoint_poll(db, true, NULL));
+	for (int i = 0; i < 300; i++) {
+		snprintf(v, sizeof(v), "d%d", i);
+		put_one(db, "00010", v, NULL);
+		put_one(db, "02500", v, NULL);
+	}
+	T_OK(btree_db_check(db));
+	/* the crash: the commits since that checkpoint are gone */
+	btree_db_close(db);
+	t_phase = "young pages: reopened";
+	T_OK(btree_db_open(ypath, &o, &db));
+	T_OK(btree_db_check(db));
+	T_OK(btree_db_read_begin(db, NULL, &old));
+	T_OK(btree_bucket_open(old, NULL, "y", 1, &b));
+	expect_get(b, "00010", "durable");
+	expect_get(b, "02500", "base");
+	expect_get(b, "00007", "b499");
+	expect_get(b, "01999", "a1999");
+	expect_get(b, "02999", "base");
+	btree_txn_end(old);
+	btree_db_close(db);
+	unlink(ypath);
+}
+
 /* A failed write txn refuses further use and its commit fails. */
 static void test_failed_txn(void)
 {
@@ -346,6 +449,7 @@ int main(void)
 	test_buckets_and_keys();
 	test_grow_and_shrink();
 	test_old_reader();
+	test_young_pages();
 	test_failed_txn();
 	t_rmdir(dir);
 	t_no_leaks();

@@ -1,6 +1,6 @@
 /*
  * The writer's freelist: allocation of the lowest contiguous run, giving
- * pages back, pending pages released by txid, the freelist page format
+ * pages back, pending and young pages released by txid, the freelist page format
  * (including bbolt's count-in-the-first-slot form past 0xFFFF ids) and its
  * validation, and a randomized comparison with a plain bitmap.
  */
@@ -40,9 +40,9 @@ static void test_pending(void)
 	T_OK(freelist_add_pending(&fl, 8, 30, 3));
 	T_CHECK(freelist_count(&fl) == 6 && fl.nfree == 0);
 	T_RC(freelist_alloc(&fl, 1, &pg), -ENOENT);
-	T_OK(freelist_release(&fl, 4));
+	T_OK(freelist_release(&fl, 4, 0));
 	T_CHECK(fl.nfree == 0);
-	T_OK(freelist_release(&fl, 6));
+	T_OK(freelist_release(&fl, 6, 0));
 	T_CHECK(fl.nfree == 3 && fl.pending_pages == 3);
 	T_OK(freelist_alloc(&fl, 2, &pg));
 	T_CHECK(pg == 10);
@@ -50,7 +50,39 @@ static void test_pending(void)
 	T_CHECK(fl.pending_pages == 0);
 	/* A page released twice is a double free. */
 	T_OK(freelist_add_pending(&fl, 9, 20, 1));
-	T_RC(freelist_release(&fl, 9), -EEXIST);
+	T_RC(freelist_release(&fl, 9, 0), -EEXIST);
+	freelist_destroy(&fl);
+}
+
+/* Young runs wait for their own bound only, pending runs for theirs;
+ * both are listed and counted, and a double free among them is found. */
+static void test_young(void)
+{
+	struct freelist fl;
+	uint64_t pg;
+	freelist_init(&fl);
+	T_OK(freelist_reserve_pending(&fl, 2));
+	T_OK(freelist_add_pending(&fl, 5, 10, 2));
+	T_OK(freelist_add_young(&fl, 5, 40, 1));
+	T_OK(freelist_add_young(&fl, 7, 50, 2));
+	T_CHECK(freelist_waiting(&fl) == 5 && freelist_count(&fl) == 5);
+	uint64_t ids[8];
+	size_t k = 0;
+	freelist_list_waiting(&fl, ids, &k);
+	T_CHECK(k == 5 && ids[0] == 10 && ids[1] == 11 && ids[2] == 40 && ids[3] == 50);
+	/* the durable bound holds pending back, not young */
+	T_OK(freelist_release(&fl, 4, 6));
+	T_CHECK(fl.nfree == 1 && fl.pending_pages == 2 && fl.young_pages == 2);
+	T_OK(freelist_alloc(&fl, 1, &pg));
+	T_CHECK(pg == 40);
+	/* and the readers' bound holds young back */
+	T_OK(freelist_release(&fl, 5, 6));
+	T_CHECK(fl.nfree == 2 && fl.pending_pages == 0 && fl.young_pages == 2);
+	freelist_drop_pending_after(&fl, 6);
+	T_CHECK(fl.young_pages == 0 && freelist_count(&fl) == 2);
+	T_OK(freelist_add_young(&fl, 9, 10, 1));
+	T_RC(freelist_release(&fl, 0, 9), -EEXIST);
+	T_CHECK(fl.young_pages == 1 && fl.nfree == 2);
 	freelist_destroy(&fl);
 }
 
@@ -103,7 +135,7 @@ static void test_page_format(void)
 static void test_random(void)
 {
 	enum { N = 4000 };
-	static uint8_t state[N];  /* 0 used, 1 free, 2+txid pending */
+	static uint8_t state[N];  /* 0 used, 1 free, 2 pending, 3 young */
 	static uint64_t pend_txid[N];
 	struct freelist fl;
 	freelist_init(&fl);
@@ -122,18 +154,21 @@ static void test_random(void)
 				ok = ok && state[id + i] == 0;
 			if (!ok)
 				continue;
-			T_OK(freelist_add_pending(&fl, txid, id, n));
+			bool young = t_chance(2);
+			T_OK(young ? freelist_add_young(&fl, txid, id, n)
+				   : freelist_add_pending(&fl, txid, id, n));
 			for (uint64_t i = 0; i < n; i++) {
-				state[id + i] = 2;
+				state[id + i] = young ? 3 : 2;
 				pend_txid[id + i] = txid;
 			}
 		} else if (p < 45) {
 			txid++;
 		} else if (p < 60) {
-			uint64_t upto = txid - t_below(3);
-			T_OK(freelist_release(&fl, upto));
+			uint64_t upto = txid - t_below(3), young_upto = txid - t_below(3);
+			T_OK(freelist_release(&fl, upto, young_upto));
 			for (uint64_t id = 2; id < N; id++)
-				if (state[id] == 2 && pend_txid[id] <= upto)
+				if ((state[id] == 2 && pend_txid[id] <= upto) ||
+				    (state[id] == 3 && pend_txid[id] <= young_upto))
 					state[id] = 1;
 		} else {
 			uint64_t n = 1 + (t_chance(800) ? 0 : t_below(4)), pg;
@@ -161,12 +196,13 @@ static void test_random(void)
 			}
 		}
 	}
-	uint64_t nfree = 0, npend = 0;
+	uint64_t nfree = 0, npend = 0, nyoung = 0;
 	for (uint64_t id = 2; id < N; id++) {
 		nfree += state[id] == 1;
 		npend += state[id] == 2;
+		nyoung += state[id] == 3;
 	}
-	T_CHECK(fl.nfree == nfree && fl.pending_pages == npend);
+	T_CHECK(fl.nfree == nfree && fl.pending_pages == npend && fl.young_pages == nyoung);
 	freelist_destroy(&fl);
 }
 
@@ -174,6 +210,7 @@ int main(void)
 {
 	test_alloc();
 	test_pending();
+	test_young();
 	test_page_format();
 	test_random();
 	t_no_leaks();
