@@ -27,6 +27,11 @@
 #   time per event), watch-latency (100 watchers
 #   on one key over 10 conns, 200 puts a second; p99 from put
 #   acknowledged to each watcher's event),
+#   watch_wire: the same watch-latency run under tcpdump on loopback
+#   (bench/watch-wire.py): from each put request's segment to the segment
+#   with its last watch event (p50, p99), and from the put's answer to
+#   that segment (p99; negative when every event left first), times the
+#   client's own scheduling does not move (skipped without tcpdump);
 #   lease-keepalive (10 conns, 100 clients, one lease each; keepalives
 #   answered a second, CPU time per keepalive sent, and how many failed:
 #   the tool's figures count only the answered ones);
@@ -385,6 +390,28 @@ measure watch "watch_events_qps _ _ _ watch_cpu" bench_tool_cpu $(( watch_puts *
 bench_section=""
 measure watch_latency "_ watch_latency_p99 watch_latency_avg" bench_tool --conns 10 --clients 100 \
   watch-latency --total "$watchl_total" --put-rate 200
+# wire_run: watch-latency under a capture of the servers' client ports;
+# prints "write_p50 write_p99 ack_p99" in ms (watch-wire.py).
+wire_run() {
+  if ! command -v tcpdump >/dev/null; then
+    echo "etcd-compare: no tcpdump, watch_wire skipped" >&2; echo "0 0 0"; return
+  fi
+  local ports=() ep filter="" cap=$work/wire.pcap tp
+  for ep in ${endpoints//,/ }; do
+    ports+=("${ep##*:}"); filter+="${filter:+ or }port ${ep##*:}"
+  done
+  tcpdump -i lo -nn -B 16384 -w "$cap" "tcp and ($filter)" 2>/dev/null &
+  tp=$!
+  sleep 1
+  "$bench" --endpoints "$endpoints" --conns 10 --clients 100 watch-latency \
+    --total "$watchl_total" --put-rate 200 >/dev/null 2>&1 || true
+  sleep 0.3
+  kill "$tp" 2>/dev/null || true
+  wait "$tp" 2>/dev/null || true
+  tcpdump -nn -tt -r "$cap" 2>/dev/null | python3 "$root/bench/watch-wire.py" "${ports[@]}" | cut -d' ' -f1-3
+  rm -f "$cap"
+}
+measure watch_wire "wire_write_p50 wire_write_p99 wire_ack_p99" wire_run
 measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_errors keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
   lease-keepalive --total "$total"
 for server in $servers; do
@@ -411,11 +438,12 @@ row() { local k=$1; shift; printf '%-28s' "$k"; printf ' %14s' "$@"; printf '\n'
 read -r -a cols <<<"$servers"
 row "workload" "${cols[@]}"
 for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_qps \
-         watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
+         watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg \
+         wire_write_p50 wire_write_p99 wire_ack_p99 keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok h2_status failover_ms; do
   unit=""
-  case $k in *_p99|*_avg) unit=" (ms)";; *_cpu) unit=" (us/req)";; esac
+  case $k in *_p50|*_p99|*_avg) unit=" (ms)";; *_cpu) unit=" (us/req)";; esac
   vals=()
   for server in "${cols[@]}"; do vals+=("${R[$server.$k]:-0}"); done
   row "$k$unit" "${vals[@]}"
@@ -431,6 +459,7 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "txn_qps_ratio=$(ratio "${R[cetcd.txn_qps]:-0}" "${R[etcd.txn_qps]:-0}")" \
   "watch_events_qps_ratio=$(ratio "${R[cetcd.watch_events_qps]:-0}" "${R[etcd.watch_events_qps]:-0}")" \
   "watch_latency_p99_ratio=$(ratio "${R[cetcd.watch_latency_p99]:-0}" "${R[etcd.watch_latency_p99]:-0}")" \
+  "wire_write_p99_ratio=$(ratio "${R[cetcd.wire_write_p99]:-0}" "${R[etcd.wire_write_p99]:-0}")" \
   "keepalive_qps_ratio=$(ratio "${R[cetcd.keepalive_qps]:-0}" "${R[etcd.keepalive_qps]:-0}")" \
   "cpu_per_watch_event_ratio=$(ratio "${R[cetcd.watch_cpu]:-0}" "${R[etcd.watch_cpu]:-0}")" \
   "cpu_per_keepalive_ratio=$(ratio "${R[cetcd.keepalive_cpu]:-0}" "${R[etcd.keepalive_cpu]:-0}")" \
