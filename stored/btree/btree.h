@@ -207,6 +207,7 @@ struct btree_db_stats {
 	uint64_t hwm_pgid;        /* pages in use or free below it */
 	uint64_t free_pages;      /* reusable now */
 	uint64_t pending_pages;   /* freed, waiting for a checkpoint or readers */
+	uint64_t young_freed;     /* pages freed young (freelist.h) since open */
 	uint64_t file_bytes;      /* size of the file */
 	uint64_t commits;         /* since open */
 	uint64_t checkpoints;     /* since open */

@@ -182,6 +182,7 @@ struct btree_db {
 	uint64_t *local_readers;       /* txids of this process's read txns */
 	size_t nlocal, local_cap;
 	uint64_t commits, checkpoints;
+	uint64_t young_freed;          /* pages, since open */
 	struct bt_ckpt ck;
 	/* One-page buffers of ended write txns, kept for the next ones so
 	 * that every commit does not fault in fresh memory (at most

@@ -620,6 +620,7 @@ void btree_db_stats(const struct btree_db *db, struct btree_db_stats *out)
 	out->file_bytes = atomic_load(&db->map.file_size);
 	out->commits = db->commits;
 	out->checkpoints = db->checkpoints;
+	out->young_freed = db->young_freed;
 	out->io_backend = diskio_name(db->io);
 }
 

@@ -382,6 +382,7 @@ static void txn_settle_pages(struct btree_txn *t)
 		if ((uintptr_t)pgmap_get(&db->born, r->pgid) == r->n) {
 			pgmap_replace(&db->born, r->pgid, NULL);
 			freelist_add_young(&db->fl, t->txid, r->pgid, r->n);
+			db->young_freed += r->n;
 		} else {
 			freelist_add_pending(&db->fl, t->txid, r->pgid, r->n);
 		}
