@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "gatewayd/server.h"
@@ -89,19 +90,72 @@ static bool gw_same_address(const struct config_url *u, const struct config_url 
 	       config_url_sockaddr(v, &b, &bl, &err) == 0 && al == bl && memcmp(&a, &b, al) == 0;
 }
 
-/* Opens the client listeners (shared with the other gatewayd): one per
- * address, serving http, https or both, as etcd's serve contexts. */
-static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg)
+/* The client listeners: one per address, serving http, https or both, as
+ * etcd's serve contexts; fd[i] is URL i's, -1 where an earlier URL's
+ * listener serves it. */
+struct gw_listeners {
+	int *fd;
+	size_t n;
+};
+
+static void gw_listeners_close(struct gw_listeners *ls)
+{
+	for (size_t i = 0; i < ls->n; i++)
+		if (ls->fd[i] >= 0)
+			close(ls->fd[i]);
+	free(ls->fd);
+	ls->fd = NULL;
+	ls->n = 0;
+}
+
+/* Binds the client listeners (shared with the other gatewayd) before
+ * anything else, as etcd binds its own before it starts the server: a
+ * client that connects once the member's ready lines are out (raftd
+ * prints them as soon as it leads) waits in the backlog instead of being
+ * refused while this process waits for the member's ids. */
+static int gw_listen_open(const struct cetcd_config *cfg, struct gw_listeners *ls)
+{
+	const struct config_urls *us = &cfg->listen_client_urls;
+
+	ls->n = 0;
+	ls->fd = malloc((us->count ? us->count : 1) * sizeof(*ls->fd));
+	if (!ls->fd) {
+		log_error("cannot listen for clients", LOG_ERRNO(-ENOMEM));
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < us->count; i++) {
+		const struct config_url *u = &us->v[i];
+		bool seen = false;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = gw_same_address(u, &us->v[j]);
+		ls->fd[ls->n++] = -1;
+		if (seen)
+			continue; /* served by the listener of an earlier URL */
+		struct config_error err;
+		int rc = config_listen_url(u, true, &ls->fd[i], &err);
+		if (rc) {
+			ls->fd[i] = -1;
+			log_error("cannot listen for clients", LOG_STR("address", u->text),
+				  LOG_STR("reason", err.msg));
+			gw_listeners_close(ls);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Serves the listeners gw_listen_open bound (it takes them all). */
+static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, struct gw_listeners *ls)
 {
 	const struct config_urls *us = &cfg->listen_client_urls;
 	bool files = cfg->cert_file[0] || cfg->key_file[0];
-	int rc;
+	int rc = 0;
 
-	for (size_t i = 0; i < us->count; i++) {
+	for (size_t i = 0; i < us->count && !rc; i++) {
 		const struct config_url *u = &us->v[i];
 		bool https = strcmp(u->scheme, "https") == 0;
 		if (https && !s->tls && (rc = gw_tls(s, cfg)))
-			return rc;
+			break;
 		if (!https && files)
 			log_warn("scheme is HTTP while key and cert files are present; ignoring key and cert files",
 				 LOG_STR("client-url", u->text));
@@ -109,34 +163,27 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg)
 			log_warn("scheme is HTTP while --client-cert-auth is enabled; ignoring client cert auth for this URL",
 				 LOG_STR("client-url", u->text));
 	}
-	for (size_t i = 0; i < us->count; i++) {
+	for (size_t i = 0; i < us->count && !rc; i++) {
 		const struct config_url *u = &us->v[i];
-		bool plain = false, secure = false, seen = false;
-		for (size_t j = 0; j < us->count && !seen; j++) {
+		bool plain = false, secure = false;
+		if (ls->fd[i] < 0)
+			continue;
+		for (size_t j = 0; j < us->count; j++) {
 			if (!gw_same_address(u, &us->v[j]))
 				continue;
-			seen = j < i; /* served by the listener of an earlier URL */
 			if (strcmp(us->v[j].scheme, "https") == 0)
 				secure = true;
 			else
 				plain = true;
 		}
-		if (seen)
-			continue;
-		struct config_error err;
-		int fd;
-		rc = config_listen_url(u, true, &fd, &err);
-		if (rc) {
-			log_error("cannot listen for clients", LOG_STR("address", u->text),
-				  LOG_STR("reason", err.msg));
-			return rc;
-		}
+		int fd = ls->fd[i];
+		ls->fd[i] = -1;
 		rc = gw_server_listen(s, fd, !secure ? GW_LISTEN_PLAIN :
 					     plain ? GW_LISTEN_BOTH : GW_LISTEN_TLS);
 		if (rc) {
 			log_error("cannot watch the client listener", LOG_STR("address", u->text),
 				  LOG_ERRNO(rc));
-			return rc;
+			break;
 		}
 		char addr[300];
 		snprintf(addr, sizeof(addr), "%s%s%s:%s", strchr(u->host, ':') ? "[" : "", u->host,
@@ -147,7 +194,8 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg)
 		if (secure)
 			log_info("serving client traffic securely", LOG_STR("address", addr));
 	}
-	return 0;
+	gw_listeners_close(ls);
+	return rc;
 }
 
 /* The local socket raftd hands the peer port's gRPC connections to
@@ -175,6 +223,7 @@ int main(int argc, char **argv)
 	struct shm_slot_ref slot;
 	struct gw_server *s = NULL;
 	struct gw_params params = { .cfg = &cfg };
+	struct gw_listeners ls = { NULL, 0 };
 	struct signalfd_siginfo si;
 	sigset_t set;
 	int status, rc, sfd = -1;
@@ -183,6 +232,10 @@ int main(int argc, char **argv)
 	if (rc)
 		return status;
 	status = 1;
+	if (gw_listen_open(&cfg, &ls)) {
+		status = CONFIG_EXIT_FATAL;
+		goto out_detach;
+	}
 
 	/* stopped while raftd had not resolved the ids yet: a clean stop */
 	if (member_ids_wait(&cfg, r, &params.member_id, &params.cluster_id)) {
@@ -210,7 +263,7 @@ int main(int argc, char **argv)
 		log_error("cannot watch signals", LOG_ERRNO(-errno));
 		goto out_free_server;
 	}
-	rc = gw_listen(s, &cfg);
+	rc = gw_listen(s, &cfg, &ls);
 	if (rc) {
 		status = CONFIG_EXIT_FATAL;
 		goto out_free_server;
@@ -244,6 +297,7 @@ out_free_server:
 out_release_slot:
 	shm_slot_release(r, &slot);
 out_detach:
+	gw_listeners_close(&ls);
 	shm_region_detach(r);
 	config_free(&cfg);
 	return status;
