@@ -78,18 +78,6 @@ static int gw_tls(struct gw_server *s, const struct cetcd_config *cfg)
 	return 0;
 }
 
-/* Whether u and v listen on one address (etcd serves both schemes of one
- * address on one listener). */
-static bool gw_same_address(const struct config_url *u, const struct config_url *v)
-{
-	struct sockaddr_storage a, b;
-	socklen_t al, bl;
-	struct config_error err;
-
-	return config_url_sockaddr(u, &a, &al, &err) == 0 &&
-	       config_url_sockaddr(v, &b, &bl, &err) == 0 && al == bl && memcmp(&a, &b, al) == 0;
-}
-
 /* The client listeners: one per address, serving http, https or both, as
  * etcd's serve contexts; fd[i] is URL i's, -1 where an earlier URL's
  * listener serves it. */
@@ -109,13 +97,17 @@ static void gw_listeners_close(struct gw_listeners *ls)
 }
 
 /* Binds the client listeners (shared with the other gatewayd) before
- * anything else, as etcd binds its own before it starts the server: a
- * client that connects once the member's ready lines are out (raftd
- * prints them as soon as it leads) waits in the backlog instead of being
- * refused while this process waits for the member's ids. */
+ * anything else, as etcd binds its own before it starts the server, or
+ * takes the ones the launcher bound for gatewayd 0 before it started any
+ * process (CONFIG_CLIENT_FDS_ENV): a client that connects once the
+ * member's ready lines are out (raftd prints them as soon as it leads)
+ * waits in the backlog instead of being refused while this process waits
+ * for the member's ids. */
 static int gw_listen_open(const struct cetcd_config *cfg, struct gw_listeners *ls)
 {
 	const struct config_urls *us = &cfg->listen_client_urls;
+	struct config_error err;
+	int rc;
 
 	ls->n = 0;
 	ls->fd = malloc((us->count ? us->count : 1) * sizeof(*ls->fd));
@@ -123,24 +115,23 @@ static int gw_listen_open(const struct cetcd_config *cfg, struct gw_listeners *l
 		log_error("cannot listen for clients", LOG_ERRNO(-ENOMEM));
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < us->count; i++) {
-		const struct config_url *u = &us->v[i];
-		bool seen = false;
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = gw_same_address(u, &us->v[j]);
-		ls->fd[ls->n++] = -1;
-		if (seen)
-			continue; /* served by the listener of an earlier URL */
-		struct config_error err;
-		int rc = config_listen_url(u, true, &ls->fd[i], &err);
-		if (rc) {
-			ls->fd[i] = -1;
-			log_error("cannot listen for clients", LOG_STR("address", u->text),
-				  LOG_STR("reason", err.msg));
-			gw_listeners_close(ls);
-			return rc;
-		}
+	rc = config_inherited_client_fds(us->count, ls->fd);
+	if (rc == 0) {
+		ls->n = us->count;
+		log_info("took the client listeners the launcher bound", LOG_U64("urls", us->count));
+		return 0;
 	}
+	if (rc != -ENOENT)
+		log_warn("the client listeners handed down are unusable; binding anew",
+			 LOG_ERRNO(rc));
+	rc = config_listen_client_urls(cfg, ls->fd, &err);
+	if (rc) {
+		log_error("cannot listen for clients", LOG_STR("reason", err.msg));
+		free(ls->fd);
+		ls->fd = NULL;
+		return rc;
+	}
+	ls->n = us->count;
 	return 0;
 }
 
@@ -169,7 +160,7 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, struct
 		if (ls->fd[i] < 0)
 			continue;
 		for (size_t j = 0; j < us->count; j++) {
-			if (!gw_same_address(u, &us->v[j]))
+			if (!config_same_address(u, &us->v[j]))
 				continue;
 			if (strcmp(us->v[j].scheme, "https") == 0)
 				secure = true;

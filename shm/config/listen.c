@@ -91,3 +91,85 @@ out_close_fd:
 	close(fd);
 	return rc;
 }
+
+bool config_same_address(const struct config_url *u, const struct config_url *v)
+{
+	struct sockaddr_storage a, b;
+	socklen_t al, bl;
+	struct config_error err;
+
+	return config_url_sockaddr(u, &a, &al, &err) == 0 &&
+	       config_url_sockaddr(v, &b, &bl, &err) == 0 && al == bl && memcmp(&a, &b, al) == 0;
+}
+
+int config_listen_client_urls(const struct cetcd_config *c, int *fds, struct config_error *err)
+{
+	const struct config_urls *us = &c->listen_client_urls;
+
+	for (size_t i = 0; i < us->count; i++)
+		fds[i] = -1;
+	for (size_t i = 0; i < us->count; i++) {
+		bool seen = false;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = config_same_address(&us->v[i], &us->v[j]);
+		if (seen)
+			continue;
+		int rc = config_listen_url(&us->v[i], true, &fds[i], err);
+		if (rc) {
+			fds[i] = -1;
+			for (size_t j = 0; j < i; j++)
+				if (fds[j] >= 0) {
+					close(fds[j]);
+					fds[j] = -1;
+				}
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Whether fd is a listening TCP socket. */
+static bool listen_fd_ok(int fd)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || !v)
+		return false;
+	len = sizeof(v);
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_STREAM;
+}
+
+int config_inherited_client_fds(size_t count, int *fds)
+{
+	const char *env = getenv(CONFIG_CLIENT_FDS_ENV);
+	int rc = 0;
+
+	if (!env)
+		return -ENOENT;
+	int *got = malloc((count + 1) * sizeof(*got));
+	size_t n = 0;
+	for (const char *p = env; got && *p && n <= count;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p || v < -1 || v > INT_MAX || (*end && *end != ','))
+			break;
+		got[n++] = (int)v;
+		p = *end ? end + 1 : end;
+	}
+	unsetenv(CONFIG_CLIENT_FDS_ENV);
+	if (!got)
+		return -ENOMEM;
+	if (n != count)
+		rc = -EINVAL;
+	for (size_t i = 0; i < n && !rc; i++)
+		if (got[i] >= 0 && !listen_fd_ok(got[i]))
+			rc = -EINVAL;
+	for (size_t i = 0; i < n && !rc; i++) {
+		fds[i] = got[i];
+		if (got[i] >= 0)
+			(void)fcntl(got[i], F_SETFD, FD_CLOEXEC);
+	}
+	free(got);
+	return rc;
+}

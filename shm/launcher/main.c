@@ -92,6 +92,8 @@ struct launcher {
 	int region_fd;           /* the region's descriptor; children inherit it */
 	struct launch_child *children;
 	size_t nchildren;
+	/* gatewayd 0's client listeners until it is started (CONFIG_CLIENT_FDS_ENV) */
+	int *client_fds;
 	bool stopping;
 	int exit_status;
 };
@@ -356,6 +358,57 @@ static int launch_plan(struct launcher *l)
 	return 0;
 }
 
+/* Binds gatewayd 0's client listeners before any process starts (see
+ * CONFIG_CLIENT_FDS_ENV). Where that fails, gatewayd binds them itself
+ * and says why it cannot. */
+static void launch_bind_client_urls(struct launcher *l)
+{
+	size_t n = l->cfg.listen_client_urls.count;
+	struct config_error err;
+
+	if (l->cfg.gateways == 0 || n == 0)
+		return;
+	l->client_fds = malloc(n * sizeof(*l->client_fds));
+	if (!l->client_fds)
+		return;
+	if (config_listen_client_urls(&l->cfg, l->client_fds, &err)) {
+		log_warn("cannot bind the client listeners ahead of the gateway",
+			 LOG_STR("reason", err.msg));
+		free(l->client_fds);
+		l->client_fds = NULL;
+	}
+}
+
+static void launch_close_client_fds(struct launcher *l)
+{
+	if (!l->client_fds)
+		return;
+	for (size_t i = 0; i < l->cfg.listen_client_urls.count; i++)
+		if (l->client_fds[i] >= 0)
+			close(l->client_fds[i]);
+	free(l->client_fds);
+	l->client_fds = NULL;
+}
+
+/* In the child that becomes gatewayd 0: its listeners stay open across
+ * exec, named in CONFIG_CLIENT_FDS_ENV. -1 with errno on failure. */
+static int launch_pass_client_fds(struct launcher *l)
+{
+	size_t n = l->cfg.listen_client_urls.count;
+	char *buf = malloc(n * 12 + 1), *p = buf;
+
+	if (!buf)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int fd = l->client_fds[i];
+		if (fd >= 0 && fcntl(fd, F_SETFD, 0) < 0)
+			return -1;
+		p += sprintf(p, "%s%d", i ? "," : "", fd);
+	}
+	*p = 0;
+	return setenv(CONFIG_CLIENT_FDS_ENV, buf, 1);
+}
+
 /* Starts one process: the launcher's own arguments, after
  * --gateway-index for a gatewayd. The child dies with the launcher. */
 static int launch_spawn(struct launcher *l, struct launch_child *ch)
@@ -399,6 +452,11 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 				strerror(errno));
 			_exit(127);
 		}
+		if (ch->gateway_index == 0 && l->client_fds && launch_pass_client_fds(l) < 0) {
+			dprintf(2, "cetcd: cannot pass the client listeners to %s: %s\n", path,
+				strerror(errno));
+			_exit(127);
+		}
 		signal(SIGPIPE, SIG_DFL);
 		/* a closed terminal stops the member through the launcher, in
 		 * order; the daemons keep SIGHUP ignored (config_stop_signals) */
@@ -415,6 +473,8 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 		log_error("cannot start process", LOG_STR("process", ch->name), LOG_ERRNO(rc));
 		return rc;
 	}
+	if (ch->gateway_index == 0)
+		launch_close_client_fds(l); /* its own now; a restart binds anew */
 	ch->pid = pid;
 	ch->started_ms = launch_now_ms();
 	ch->restart_at_ms = 0;
@@ -506,6 +566,7 @@ static void launch_supervise(struct launcher *l)
 {
 	int stop_requests = 0;
 
+	launch_bind_client_urls(l);
 	for (size_t i = 0; i < l->nchildren && !l->stopping; i++)
 		if (launch_spawn(l, &l->children[i]))
 			l->children[i].restart_at_ms = launch_now_ms() + LAUNCH_BACKOFF_MAX_MS;

@@ -6,7 +6,9 @@
 # peer port's /version, idle without spinning, restart of a killed
 # gatewayd with a higher slot generation, ordered stop on SIGTERM, no
 # survivors and nothing left in the runtime dir after SIGKILL of the
-# launcher, a second launcher on the same data dir refused, flag handling (--version, unsupported values, unknown flags) and
+# launcher, a second launcher on the same data dir refused, the client
+# port taking connections as soon as a ready line is out, flag handling
+# (--version, unsupported values, unknown flags) and
 # the daemons' refusal of a missing region or one of another layout.
 set -euo pipefail
 
@@ -446,6 +448,48 @@ for p in "$d3" "$d2" "$d1"; do
 	st_alone=$((st_alone + st))
 done
 check "each exits 0 on SIGTERM" test "$st_alone" -eq 0
+
+# --------------------------- the client port takes connections when ready
+# etcd binds its client port before it starts the server, so a client that
+# connects once a ready line is out (etcd's e2e tests wait for "enabled
+# capabilities for version" or "published") is never refused. raftd prints
+# the first as soon as it leads, before gatewayd has the member's ids: the
+# launcher binds gatewayd 0's listeners before it starts any process.
+refused=$(python3 - "$CETCD_BIN/cetcd" "$tmp" "$cport" "$pport" <<'EOF'
+import os, shutil, socket, subprocess, sys, tempfile
+cetcd, tmp, cport, pport = sys.argv[1:]
+refused = 0
+for i in range(10):
+    data = os.path.join(tmp, "ready%d" % i)
+    rt = tempfile.mkdtemp(prefix="cetcd-launcher-ready.", dir="/dev/shm")
+    url_c, url_p = "http://127.0.0.1:" + cport, "http://127.0.0.1:" + pport
+    p = subprocess.Popen([cetcd, "--name", "r", "--data-dir", data, "--runtime-dir", rt,
+                          "--listen-client-urls", url_c, "--advertise-client-urls", url_c,
+                          "--listen-peer-urls", url_p, "--initial-advertise-peer-urls", url_p],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stderr:
+            if "enabled capabilities for version" in line or '"msg":"published' in line:
+                s = socket.socket()
+                try:
+                    s.connect(("127.0.0.1", int(cport)))
+                except OSError:
+                    refused += 1
+                s.close()
+                break
+        else:
+            refused += 1  # no ready line at all
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+        shutil.rmtree(rt, ignore_errors=True)
+        shutil.rmtree(data, ignore_errors=True)
+print(refused)
+EOF
+)
+check "gatewayd 0 took the client listeners the launcher bound" \
+	grep -q '"logger":"gatewayd-0".*"msg":"took the client listeners the launcher bound"' "$tmp/run1.log"
+check "a connection right after the ready line is taken, in 10 starts (refused: $refused)" test "$refused" = 0
 
 # --------------------------------------- a region of another layout version
 python3 - "$rtdir/region" <<'EOF'

@@ -886,6 +886,54 @@ static void test_listen(void)
 	config_free(&c);
 }
 
+/* The client listeners the launcher binds for gatewayd 0 and hands down
+ * in CONFIG_CLIENT_FDS_ENV: one per address (an http and an https URL of
+ * one address share it), and what the gateway accepts of the variable. */
+static void test_client_fds(void)
+{
+	struct cetcd_config c;
+	struct config_error err;
+	int fds[3] = { -2, -2, -2 }, got[3];
+	char env[64];
+
+	CHECK_EQ(PARSE(&c, &err,
+		       "--listen-client-urls=http://127.0.0.1:0,http://127.0.0.2:0,https://127.0.0.1:0",
+		       "--advertise-client-urls=http://127.0.0.1:1", "--auto-tls"),
+		 0);
+	CHECK_EQ(c.listen_client_urls.count, 3);
+	CHECK_EQ(config_listen_client_urls(&c, fds, &err), 0);
+	/* sorted: http://127.0.0.1:0, http://127.0.0.2:0, https://127.0.0.1:0 */
+	CHECK(fds[0] >= 0 && fds[1] >= 0);
+	CHECK_EQ(fds[2], -1);
+	CHECK(config_same_address(&c.listen_client_urls.v[0], &c.listen_client_urls.v[2]));
+	CHECK(!config_same_address(&c.listen_client_urls.v[0], &c.listen_client_urls.v[1]));
+
+	unsetenv(CONFIG_CLIENT_FDS_ENV);
+	CHECK_EQ(config_inherited_client_fds(3, got), -ENOENT);
+	snprintf(env, sizeof(env), "%d,%d,-1", fds[0], fds[1]);
+	setenv(CONFIG_CLIENT_FDS_ENV, env, 1);
+	CHECK_EQ(config_inherited_client_fds(3, got), 0);
+	CHECK(got[0] == fds[0] && got[1] == fds[1] && got[2] == -1);
+	CHECK(getenv(CONFIG_CLIENT_FDS_ENV) == NULL);
+	CHECK(fcntl(fds[0], F_GETFD) & FD_CLOEXEC);
+	/* a count that does not match, garbage, a descriptor that does not
+	 * listen: refused, and the caller binds anew */
+	setenv(CONFIG_CLIENT_FDS_ENV, env, 1);
+	CHECK_EQ(config_inherited_client_fds(2, got), -EINVAL);
+	setenv(CONFIG_CLIENT_FDS_ENV, "3,x,-1", 1);
+	CHECK_EQ(config_inherited_client_fds(3, got), -EINVAL);
+	int plain = socket(AF_INET, SOCK_STREAM, 0);
+	snprintf(env, sizeof(env), "%d,%d,-1", fds[0], plain);
+	setenv(CONFIG_CLIENT_FDS_ENV, env, 1);
+	CHECK_EQ(config_inherited_client_fds(3, got), -EINVAL);
+	setenv(CONFIG_CLIENT_FDS_ENV, "-7", 1);
+	CHECK_EQ(config_inherited_client_fds(1, got), -EINVAL);
+	close(plain);
+	close(fds[0]);
+	close(fds[1]);
+	config_free(&c);
+}
+
 int main(void)
 {
 	char dir[256];
@@ -905,6 +953,7 @@ int main(void)
 	test_scopes();
 	test_runtime_dir();
 	test_listen();
+	test_client_fds();
 	close(log_fd);
 	printf("test_config: ok\n");
 	return 0;
