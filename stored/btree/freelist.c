@@ -203,6 +203,8 @@ static void spans_ids(const struct freelist_span *v, size_t n, uint64_t *ids, si
 static void spans_shift(struct freelist_span *v, size_t *n, uint64_t *pages, size_t k,
 			uint64_t kpages)
 {
+	if (k == 0)
+		return; /* v may be NULL: nothing was ever added */
 	memmove(v, v + k, (*n - k) * sizeof(*v));
 	*n -= k;
 	*pages -= kpages;
