@@ -20,8 +20,8 @@ void freelist_init(struct freelist *fl)
 void freelist_destroy(struct freelist *fl)
 {
 	stored_free(fl->free);
-	stored_free(fl->pending);
-	stored_free(fl->young);
+	stored_free(fl->pending.v);
+	stored_free(fl->young.v);
 	memset(fl, 0, sizeof(*fl));
 }
 
@@ -133,109 +133,106 @@ int freelist_put_free_run(struct freelist *fl, uint64_t pgid, uint64_t n)
 	return rc;
 }
 
-int freelist_reserve_pending(struct freelist *fl, size_t n)
+/* Room for n more spans in l. */
+static int spans_reserve(struct freelist_spans *l, size_t n)
 {
-	if (n > SIZE_MAX - fl->npending || n > SIZE_MAX - fl->nyoung)
+	if (n > SIZE_MAX - l->n)
 		return -ENOMEM;
-	int rc = stored_reserve((void **)&fl->pending, &fl->pending_cap, fl->npending + n,
-				sizeof(*fl->pending), 64);
-	if (rc == 0)
-		rc = stored_reserve((void **)&fl->young, &fl->young_cap, fl->nyoung + n,
-				    sizeof(*fl->young), 64);
-	return rc;
+	return stored_reserve((void **)&l->v, &l->cap, l->n + n, sizeof(*l->v), 64);
 }
 
-/* Appends a span to one of the two lists. */
-static int spans_add(struct freelist_span **v, size_t *n, size_t *cap, uint64_t *pages,
-		     uint64_t txid, uint64_t pgid, uint64_t npages)
+int freelist_reserve_pending(struct freelist *fl, size_t n)
 {
-	int rc = stored_reserve((void **)v, cap, *n + 1, sizeof(**v), 64);
+	int rc = spans_reserve(&fl->pending, n);
+	return rc ? rc : spans_reserve(&fl->young, n);
+}
+
+static int spans_add(struct freelist_spans *l, uint64_t txid, uint64_t pgid, uint64_t n)
+{
+	int rc = spans_reserve(l, 1);
 	if (rc < 0)
 		return rc;
-	(*v)[(*n)++] = (struct freelist_span){ txid, pgid, npages };
-	*pages += npages;
+	l->v[l->n++] = (struct freelist_span){ txid, pgid, n };
+	l->pages += n;
 	return 0;
 }
 
 int freelist_add_pending(struct freelist *fl, uint64_t txid, uint64_t pgid, uint64_t n)
 {
-	return spans_add(&fl->pending, &fl->npending, &fl->pending_cap, &fl->pending_pages,
-			 txid, pgid, n);
+	return spans_add(&fl->pending, txid, pgid, n);
 }
 
 int freelist_add_young(struct freelist *fl, uint64_t txid, uint64_t pgid, uint64_t n)
 {
-	return spans_add(&fl->young, &fl->nyoung, &fl->young_cap, &fl->young_pages,
-			 txid, pgid, n);
+	return spans_add(&fl->young, txid, pgid, n);
 }
 
-static void spans_drop_after(struct freelist_span *v, size_t *n, uint64_t *pages, uint64_t txid)
+static void spans_drop_after(struct freelist_spans *l, uint64_t txid)
 {
-	while (*n > 0 && v[*n - 1].txid > txid) {
-		*pages -= v[*n - 1].n;
-		(*n)--;
-	}
+	while (l->n > 0 && l->v[l->n - 1].txid > txid)
+		l->pages -= l->v[--l->n].n;
 }
 
 void freelist_drop_pending_after(struct freelist *fl, uint64_t txid)
 {
-	spans_drop_after(fl->pending, &fl->npending, &fl->pending_pages, txid);
-	spans_drop_after(fl->young, &fl->nyoung, &fl->young_pages, txid);
+	spans_drop_after(&fl->pending, txid);
+	spans_drop_after(&fl->young, txid);
 }
 
-/* Spans at the head of v (txid order) freed by txids <= upto: how many,
- * and their pages added to *pages. */
-static size_t spans_due(const struct freelist_span *v, size_t n, uint64_t upto, uint64_t *pages)
+/* Spans at the head of l freed by txids <= upto: how many, and their
+ * pages added to *pages. */
+static size_t spans_due(const struct freelist_spans *l, uint64_t upto, uint64_t *pages)
 {
 	size_t k = 0;
-	while (k < n && v[k].txid <= upto)
-		*pages += v[k++].n;
+	while (k < l->n && l->v[k].txid <= upto)
+		*pages += l->v[k++].n;
 	return k;
 }
 
-static void spans_ids(const struct freelist_span *v, size_t n, uint64_t *ids, size_t *k)
+/* Appends the ids of the first nspans spans of l to ids at *k. */
+static void spans_ids(const struct freelist_spans *l, size_t nspans, uint64_t *ids, size_t *k)
 {
-	for (size_t i = 0; i < n; i++)
-		for (uint64_t j = 0; j < v[i].n; j++)
-			ids[(*k)++] = v[i].pgid + j;
+	for (size_t i = 0; i < nspans; i++)
+		for (uint64_t j = 0; j < l->v[i].n; j++)
+			ids[(*k)++] = l->v[i].pgid + j;
 }
 
-static void spans_shift(struct freelist_span *v, size_t *n, uint64_t *pages, size_t k,
-			uint64_t kpages)
+/* Drops the first k spans of l, holding kpages pages. */
+static void spans_shift(struct freelist_spans *l, size_t k, uint64_t kpages)
 {
 	if (k == 0)
-		return; /* v may be NULL: nothing was ever added */
-	memmove(v, v + k, (*n - k) * sizeof(*v));
-	*n -= k;
-	*pages -= kpages;
+		return; /* l->v may be NULL: nothing was ever added */
+	memmove(l->v, l->v + k, (l->n - k) * sizeof(*l->v));
+	l->n -= k;
+	l->pages -= kpages;
 }
 
 void freelist_list_waiting(const struct freelist *fl, uint64_t *ids, size_t *k)
 {
-	spans_ids(fl->pending, fl->npending, ids, k);
-	spans_ids(fl->young, fl->nyoung, ids, k);
+	spans_ids(&fl->pending, fl->pending.n, ids, k);
+	spans_ids(&fl->young, fl->young.n, ids, k);
 }
 
 int freelist_release(struct freelist *fl, uint64_t upto_txid, uint64_t young_upto)
 {
 	uint64_t ppages = 0, ypages = 0;
-	size_t np = spans_due(fl->pending, fl->npending, upto_txid, &ppages);
-	size_t ny = spans_due(fl->young, fl->nyoung, young_upto, &ypages);
+	size_t np = spans_due(&fl->pending, upto_txid, &ppages);
+	size_t ny = spans_due(&fl->young, young_upto, &ypages);
 	if (np + ny == 0)
 		return 0;
 	uint64_t *ids = stored_malloc((ppages + ypages) * sizeof(*ids));
 	if (!ids)
 		return -ENOMEM;
 	size_t k = 0;
-	spans_ids(fl->pending, np, ids, &k);
-	spans_ids(fl->young, ny, ids, &k);
+	spans_ids(&fl->pending, np, ids, &k);
+	spans_ids(&fl->young, ny, ids, &k);
 	qsort(ids, k, sizeof(*ids), cmp_desc);
 	int rc = freelist_merge_desc(fl, ids, k);
 	stored_free(ids);
 	if (rc < 0)
 		return rc;
-	spans_shift(fl->pending, &fl->npending, &fl->pending_pages, np, ppages);
-	spans_shift(fl->young, &fl->nyoung, &fl->young_pages, ny, ypages);
+	spans_shift(&fl->pending, np, ppages);
+	spans_shift(&fl->young, ny, ypages);
 	return 0;
 }
 

@@ -30,16 +30,19 @@ struct freelist_span {
 	uint64_t n;     /* pages in the run */
 };
 
+/* Runs waiting to become free, in the order freed: txid never decreases
+ * along v. */
+struct freelist_spans {
+	struct freelist_span *v;
+	size_t n, cap;
+	uint64_t pages;  /* sum of n over v */
+};
+
 struct freelist {
 	uint64_t *free;   /* free page ids, sorted descending (lowest last), unique */
 	size_t nfree, free_cap;
-	struct freelist_span *pending;  /* txid never decreases along the array */
-	size_t npending, pending_cap;
-	uint64_t pending_pages;         /* sum of n over pending */
-	struct freelist_span *young;    /* the same, for pages born and freed
-					 * between two checkpoints */
-	size_t nyoung, young_cap;
-	uint64_t young_pages;
+	struct freelist_spans pending;
+	struct freelist_spans young;  /* born and freed between two checkpoints */
 };
 
 void freelist_init(struct freelist *fl);
@@ -79,7 +82,7 @@ int freelist_release(struct freelist *fl, uint64_t upto_txid, uint64_t young_upt
 /* Pages waiting to become free, pending and young. */
 static inline uint64_t freelist_waiting(const struct freelist *fl)
 {
-	return fl->pending_pages + fl->young_pages;
+	return fl->pending.pages + fl->young.pages;
 }
 
 /* Appends the ids of the waiting pages to ids at *k. */

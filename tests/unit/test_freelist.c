@@ -43,11 +43,11 @@ static void test_pending(void)
 	T_OK(freelist_release(&fl, 4, 0));
 	T_CHECK(fl.nfree == 0);
 	T_OK(freelist_release(&fl, 6, 0));
-	T_CHECK(fl.nfree == 3 && fl.pending_pages == 3);
+	T_CHECK(fl.nfree == 3 && fl.pending.pages == 3);
 	T_OK(freelist_alloc(&fl, 2, &pg));
 	T_CHECK(pg == 10);
 	freelist_drop_pending_after(&fl, 7);
-	T_CHECK(fl.pending_pages == 0);
+	T_CHECK(fl.pending.pages == 0);
 	/* A page released twice is a double free. */
 	T_OK(freelist_add_pending(&fl, 9, 20, 1));
 	T_RC(freelist_release(&fl, 9, 0), -EEXIST);
@@ -72,17 +72,17 @@ static void test_young(void)
 	T_CHECK(k == 5 && ids[0] == 10 && ids[1] == 11 && ids[2] == 40 && ids[3] == 50);
 	/* the durable bound holds pending back, not young */
 	T_OK(freelist_release(&fl, 4, 6));
-	T_CHECK(fl.nfree == 1 && fl.pending_pages == 2 && fl.young_pages == 2);
+	T_CHECK(fl.nfree == 1 && fl.pending.pages == 2 && fl.young.pages == 2);
 	T_OK(freelist_alloc(&fl, 1, &pg));
 	T_CHECK(pg == 40);
 	/* and the readers' bound holds young back */
 	T_OK(freelist_release(&fl, 5, 6));
-	T_CHECK(fl.nfree == 2 && fl.pending_pages == 0 && fl.young_pages == 2);
+	T_CHECK(fl.nfree == 2 && fl.pending.pages == 0 && fl.young.pages == 2);
 	freelist_drop_pending_after(&fl, 6);
-	T_CHECK(fl.young_pages == 0 && freelist_count(&fl) == 2);
+	T_CHECK(fl.young.pages == 0 && freelist_count(&fl) == 2);
 	T_OK(freelist_add_young(&fl, 9, 10, 1));
 	T_RC(freelist_release(&fl, 0, 9), -EEXIST);
-	T_CHECK(fl.young_pages == 1 && fl.nfree == 2);
+	T_CHECK(fl.young.pages == 1 && fl.nfree == 2);
 	freelist_destroy(&fl);
 }
 
@@ -202,7 +202,7 @@ static void test_random(void)
 		npend += state[id] == 2;
 		nyoung += state[id] == 3;
 	}
-	T_CHECK(fl.nfree == nfree && fl.pending_pages == npend && fl.young_pages == nyoung);
+	T_CHECK(fl.nfree == nfree && fl.pending.pages == npend && fl.young.pages == nyoung);
 	freelist_destroy(&fl);
 }
 
