@@ -16,10 +16,10 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include "gatewayd/server.h"
@@ -78,24 +78,6 @@ static int gw_tls(struct gw_server *s, const struct cetcd_config *cfg)
 	return 0;
 }
 
-/* The client listeners: one per address, serving http, https or both, as
- * etcd's serve contexts; fd[i] is URL i's, -1 where an earlier URL's
- * listener serves it. */
-struct gw_listeners {
-	int *fd;
-	size_t n;
-};
-
-static void gw_listeners_close(struct gw_listeners *ls)
-{
-	for (size_t i = 0; i < ls->n; i++)
-		if (ls->fd[i] >= 0)
-			close(ls->fd[i]);
-	free(ls->fd);
-	ls->fd = NULL;
-	ls->n = 0;
-}
-
 /* Binds the client listeners (shared with the other gatewayd) before
  * anything else, as etcd binds its own before it starts the server, or
  * takes the ones the launcher bound for gatewayd 0 before it started any
@@ -103,40 +85,29 @@ static void gw_listeners_close(struct gw_listeners *ls)
  * member's ready lines are out (raftd prints them as soon as it leads)
  * waits in the backlog instead of being refused while this process waits
  * for the member's ids. */
-static int gw_listen_open(const struct cetcd_config *cfg, struct gw_listeners *ls)
+static int gw_listen_open(const struct cetcd_config *cfg, int **fds)
 {
-	const struct config_urls *us = &cfg->listen_client_urls;
+	size_t n = cfg->listen_client_urls.count;
 	struct config_error err;
-	int rc;
+	int rc = config_inherited_client_fds(n, fds);
 
-	ls->n = 0;
-	ls->fd = malloc((us->count ? us->count : 1) * sizeof(*ls->fd));
-	if (!ls->fd) {
-		log_error("cannot listen for clients", LOG_ERRNO(-ENOMEM));
-		return -ENOMEM;
-	}
-	rc = config_inherited_client_fds(us->count, ls->fd);
 	if (rc == 0) {
-		ls->n = us->count;
-		log_info("took the client listeners the launcher bound", LOG_U64("urls", us->count));
+		log_info("took the client listeners the launcher bound", LOG_U64("urls", n));
 		return 0;
 	}
 	if (rc != -ENOENT)
 		log_warn("the client listeners handed down are unusable; binding anew",
 			 LOG_ERRNO(rc));
-	rc = config_listen_client_urls(cfg, ls->fd, &err);
-	if (rc) {
+	rc = config_listen_client_urls(cfg, fds, &err);
+	if (rc)
 		log_error("cannot listen for clients", LOG_STR("reason", err.msg));
-		free(ls->fd);
-		ls->fd = NULL;
-		return rc;
-	}
-	ls->n = us->count;
-	return 0;
+	return rc;
 }
 
-/* Serves the listeners gw_listen_open bound (it takes them all). */
-static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, struct gw_listeners *ls)
+/* Serves the listeners gw_listen_open bound: one per address, serving
+ * http, https or both, as etcd's serve contexts (it takes them all and
+ * frees fds). */
+static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, int *fds)
 {
 	const struct config_urls *us = &cfg->listen_client_urls;
 	bool files = cfg->cert_file[0] || cfg->key_file[0];
@@ -157,7 +128,7 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, struct
 	for (size_t i = 0; i < us->count && !rc; i++) {
 		const struct config_url *u = &us->v[i];
 		bool plain = false, secure = false;
-		if (ls->fd[i] < 0)
+		if (fds[i] < 0)
 			continue;
 		for (size_t j = 0; j < us->count; j++) {
 			if (!config_same_address(u, &us->v[j]))
@@ -167,8 +138,8 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, struct
 			else
 				plain = true;
 		}
-		int fd = ls->fd[i];
-		ls->fd[i] = -1;
+		int fd = fds[i];
+		fds[i] = -1;
 		rc = gw_server_listen(s, fd, !secure ? GW_LISTEN_PLAIN :
 					     plain ? GW_LISTEN_BOTH : GW_LISTEN_TLS);
 		if (rc) {
@@ -185,7 +156,7 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, struct
 		if (secure)
 			log_info("serving client traffic securely", LOG_STR("address", addr));
 	}
-	gw_listeners_close(ls);
+	config_close_client_fds(fds, us->count);
 	return rc;
 }
 
@@ -214,7 +185,7 @@ int main(int argc, char **argv)
 	struct shm_slot_ref slot;
 	struct gw_server *s = NULL;
 	struct gw_params params = { .cfg = &cfg };
-	struct gw_listeners ls = { NULL, 0 };
+	int *client_fds = NULL;
 	struct signalfd_siginfo si;
 	sigset_t set;
 	int status, rc, sfd = -1;
@@ -223,7 +194,7 @@ int main(int argc, char **argv)
 	if (rc)
 		return status;
 	status = 1;
-	if (gw_listen_open(&cfg, &ls)) {
+	if (gw_listen_open(&cfg, &client_fds)) {
 		status = CONFIG_EXIT_FATAL;
 		goto out_detach;
 	}
@@ -254,7 +225,8 @@ int main(int argc, char **argv)
 		log_error("cannot watch signals", LOG_ERRNO(-errno));
 		goto out_free_server;
 	}
-	rc = gw_listen(s, &cfg, &ls);
+	rc = gw_listen(s, &cfg, client_fds);
+	client_fds = NULL;
 	if (rc) {
 		status = CONFIG_EXIT_FATAL;
 		goto out_free_server;
@@ -288,7 +260,7 @@ out_free_server:
 out_release_slot:
 	shm_slot_release(r, &slot);
 out_detach:
-	gw_listeners_close(&ls);
+	config_close_client_fds(client_fds, cfg.listen_client_urls.count);
 	shm_region_detach(r);
 	config_free(&cfg);
 	return status;

@@ -324,11 +324,16 @@ int config_listen_url(const struct config_url *u, bool reuseport, int *fd_out,
  * schemes of one address on one listener). */
 bool config_same_address(const struct config_url *u, const struct config_url *v);
 
-/* Binds one gatewayd's client listeners, with SO_REUSEPORT: fds[i] (of
- * listen_client_urls.count) is URL i's, -1 where an earlier URL of the
- * same address serves it. Returns 0, or config_listen_url's error for the
- * first URL that failed (err says which), with nothing left open. */
-int config_listen_client_urls(const struct cetcd_config *c, int *fds, struct config_error *err);
+/* Binds one gatewayd's client listeners, with SO_REUSEPORT, into *out
+ * (listen_client_urls.count entries, malloc'd): URL i's descriptor, -1
+ * where an earlier URL of the same address serves it. Returns 0, -ENOMEM,
+ * or config_listen_url's error for the first URL that failed (err says
+ * which), with nothing left open. */
+int config_listen_client_urls(const struct cetcd_config *c, int **out, struct config_error *err);
+
+/* Closes the descriptors of such an array (count entries; -1 skipped) and
+ * frees it. NULL is accepted. */
+void config_close_client_fds(int *fds, size_t count);
 
 /* The launcher binds gatewayd 0's client listeners before it starts any
  * process, so that the port takes connections (into its backlog) before
@@ -337,10 +342,10 @@ int config_listen_client_urls(const struct cetcd_config *c, int *fds, struct con
  * -1 where config_listen_client_urls gives -1. */
 #define CONFIG_CLIENT_FDS_ENV "CETCD_CLIENT_FDS"
 
-/* Takes the listeners of CONFIG_CLIENT_FDS_ENV into fds (count entries)
- * and unsets it. 0 when it names count entries and each descriptor given
- * is a listening TCP socket; -ENOENT when unset; -EINVAL otherwise (fds
- * untouched: bind anew). */
-int config_inherited_client_fds(size_t count, int *fds);
+/* Takes the listeners of CONFIG_CLIENT_FDS_ENV into *out (count entries,
+ * malloc'd, close-on-exec again) and unsets it. 0 when it names count
+ * entries and each descriptor given is a listening TCP socket; -ENOENT
+ * when unset; -ENOMEM; -EINVAL otherwise (nothing taken: bind anew). */
+int config_inherited_client_fds(size_t count, int **out);
 
 #endif

@@ -102,10 +102,24 @@ bool config_same_address(const struct config_url *u, const struct config_url *v)
 	       config_url_sockaddr(v, &b, &bl, &err) == 0 && al == bl && memcmp(&a, &b, al) == 0;
 }
 
-int config_listen_client_urls(const struct cetcd_config *c, int *fds, struct config_error *err)
+void config_close_client_fds(int *fds, size_t count)
+{
+	for (size_t i = 0; fds && i < count; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+}
+
+int config_listen_client_urls(const struct cetcd_config *c, int **out, struct config_error *err)
 {
 	const struct config_urls *us = &c->listen_client_urls;
+	int *fds = malloc((us->count ? us->count : 1) * sizeof(*fds));
 
+	*out = NULL;
+	if (!fds) {
+		config_errorf(err, 1, "listen: out of memory");
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < us->count; i++)
 		fds[i] = -1;
 	for (size_t i = 0; i < us->count; i++) {
@@ -117,14 +131,11 @@ int config_listen_client_urls(const struct cetcd_config *c, int *fds, struct con
 		int rc = config_listen_url(&us->v[i], true, &fds[i], err);
 		if (rc) {
 			fds[i] = -1;
-			for (size_t j = 0; j < i; j++)
-				if (fds[j] >= 0) {
-					close(fds[j]);
-					fds[j] = -1;
-				}
+			config_close_client_fds(fds, i);
 			return rc;
 		}
 	}
+	*out = fds;
 	return 0;
 }
 
@@ -140,11 +151,12 @@ static bool listen_fd_ok(int fd)
 	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_STREAM;
 }
 
-int config_inherited_client_fds(size_t count, int *fds)
+int config_inherited_client_fds(size_t count, int **out)
 {
 	const char *env = getenv(CONFIG_CLIENT_FDS_ENV);
 	int rc = 0;
 
+	*out = NULL;
 	if (!env)
 		return -ENOENT;
 	int *got = malloc((count + 1) * sizeof(*got));
@@ -165,11 +177,13 @@ int config_inherited_client_fds(size_t count, int *fds)
 	for (size_t i = 0; i < n && !rc; i++)
 		if (got[i] >= 0 && !listen_fd_ok(got[i]))
 			rc = -EINVAL;
-	for (size_t i = 0; i < n && !rc; i++) {
-		fds[i] = got[i];
+	if (rc) {
+		free(got);
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++)
 		if (got[i] >= 0)
 			(void)fcntl(got[i], F_SETFD, FD_CLOEXEC);
-	}
-	free(got);
-	return rc;
+	*out = got;
+	return 0;
 }

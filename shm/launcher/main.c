@@ -363,30 +363,18 @@ static int launch_plan(struct launcher *l)
  * and says why it cannot. */
 static void launch_bind_client_urls(struct launcher *l)
 {
-	size_t n = l->cfg.listen_client_urls.count;
 	struct config_error err;
 
-	if (l->cfg.gateways == 0 || n == 0)
+	if (l->cfg.gateways == 0 || l->cfg.listen_client_urls.count == 0)
 		return;
-	l->client_fds = malloc(n * sizeof(*l->client_fds));
-	if (!l->client_fds)
-		return;
-	if (config_listen_client_urls(&l->cfg, l->client_fds, &err)) {
+	if (config_listen_client_urls(&l->cfg, &l->client_fds, &err))
 		log_warn("cannot bind the client listeners ahead of the gateway",
 			 LOG_STR("reason", err.msg));
-		free(l->client_fds);
-		l->client_fds = NULL;
-	}
 }
 
 static void launch_close_client_fds(struct launcher *l)
 {
-	if (!l->client_fds)
-		return;
-	for (size_t i = 0; i < l->cfg.listen_client_urls.count; i++)
-		if (l->client_fds[i] >= 0)
-			close(l->client_fds[i]);
-	free(l->client_fds);
+	config_close_client_fds(l->client_fds, l->cfg.listen_client_urls.count);
 	l->client_fds = NULL;
 }
 

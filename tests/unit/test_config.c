@@ -893,7 +893,7 @@ static void test_client_fds(void)
 {
 	struct cetcd_config c;
 	struct config_error err;
-	int fds[3] = { -2, -2, -2 }, got[3];
+	int *fds, *got;
 	char env[64];
 
 	CHECK_EQ(PARSE(&c, &err,
@@ -901,7 +901,7 @@ static void test_client_fds(void)
 		       "--advertise-client-urls=http://127.0.0.1:1", "--auto-tls"),
 		 0);
 	CHECK_EQ(c.listen_client_urls.count, 3);
-	CHECK_EQ(config_listen_client_urls(&c, fds, &err), 0);
+	CHECK_EQ(config_listen_client_urls(&c, &fds, &err), 0);
 	/* sorted: http://127.0.0.1:0, http://127.0.0.2:0, https://127.0.0.1:0 */
 	CHECK(fds[0] >= 0 && fds[1] >= 0);
 	CHECK_EQ(fds[2], -1);
@@ -909,28 +909,28 @@ static void test_client_fds(void)
 	CHECK(!config_same_address(&c.listen_client_urls.v[0], &c.listen_client_urls.v[1]));
 
 	unsetenv(CONFIG_CLIENT_FDS_ENV);
-	CHECK_EQ(config_inherited_client_fds(3, got), -ENOENT);
+	CHECK_EQ(config_inherited_client_fds(3, &got), -ENOENT);
 	snprintf(env, sizeof(env), "%d,%d,-1", fds[0], fds[1]);
 	setenv(CONFIG_CLIENT_FDS_ENV, env, 1);
-	CHECK_EQ(config_inherited_client_fds(3, got), 0);
+	CHECK_EQ(config_inherited_client_fds(3, &got), 0);
 	CHECK(got[0] == fds[0] && got[1] == fds[1] && got[2] == -1);
+	free(got);
 	CHECK(getenv(CONFIG_CLIENT_FDS_ENV) == NULL);
 	CHECK(fcntl(fds[0], F_GETFD) & FD_CLOEXEC);
 	/* a count that does not match, garbage, a descriptor that does not
 	 * listen: refused, and the caller binds anew */
 	setenv(CONFIG_CLIENT_FDS_ENV, env, 1);
-	CHECK_EQ(config_inherited_client_fds(2, got), -EINVAL);
+	CHECK_EQ(config_inherited_client_fds(2, &got), -EINVAL);
 	setenv(CONFIG_CLIENT_FDS_ENV, "3,x,-1", 1);
-	CHECK_EQ(config_inherited_client_fds(3, got), -EINVAL);
+	CHECK_EQ(config_inherited_client_fds(3, &got), -EINVAL);
 	int plain = socket(AF_INET, SOCK_STREAM, 0);
 	snprintf(env, sizeof(env), "%d,%d,-1", fds[0], plain);
 	setenv(CONFIG_CLIENT_FDS_ENV, env, 1);
-	CHECK_EQ(config_inherited_client_fds(3, got), -EINVAL);
+	CHECK_EQ(config_inherited_client_fds(3, &got), -EINVAL);
 	setenv(CONFIG_CLIENT_FDS_ENV, "-7", 1);
-	CHECK_EQ(config_inherited_client_fds(1, got), -EINVAL);
+	CHECK_EQ(config_inherited_client_fds(1, &got), -EINVAL);
 	close(plain);
-	close(fds[0]);
-	close(fds[1]);
+	config_close_client_fds(fds, 3);
 	config_free(&c);
 }
 
