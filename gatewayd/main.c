@@ -237,8 +237,10 @@ int main(int argc, char **argv)
 		 LOG_U64("cluster-id", params.cluster_id),
 		 LOG_STR("ring-wake", shm_waker_mode_name(&s->waker)),
 		 LOG_STR("socket-writes", s->sendq.on ? "batched" : "one by one"));
+	config_daemon_ready();
 
 	gw_server_run(s);
+	config_daemon_stopping();
 	if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
 		si.ssi_signo = SIGTERM;
 	log_info("stopping", LOG_STR("signal", strsignal((int)si.ssi_signo)),

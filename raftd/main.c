@@ -241,7 +241,10 @@ int main(int argc, char **argv)
 		goto out_close_signals;
 	}
 
+	/* the WAL is replayed and the peer listeners take connections */
+	config_daemon_ready();
 	rc = loop_run(loop);
+	config_daemon_stopping();
 	/* a member removed from the cluster stays stopped, as etcd's */
 	status = rc == -EIDRM ? CONFIG_EXIT_REMOVED : rc ? 1 : 0;
 	loop_free(loop);

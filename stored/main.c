@@ -81,7 +81,9 @@ int main(int argc, char **argv)
 	rc = stored_loop_open(r, &o, &l);
 	if (rc)
 		goto out_release;
+	config_daemon_ready();
 	rc = stored_loop_run(l, &stored_signal);
+	config_daemon_stopping();
 	if (rc)
 		goto out_free;
 	log_info("stopping", LOG_STR("signal", strsignal(stored_signal)));

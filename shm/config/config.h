@@ -283,6 +283,13 @@ int config_daemon_start(struct cetcd_config *c, enum config_program prog, const 
 			int argc, char *const argv[], struct shm_region **region,
 			int *exit_status);
 
+/* Under a systemd unit of Type=notify: tells the service manager that the
+ * daemon now serves (READY=1), so that units ordered after it start and
+ * `systemctl start` returns only then; or that it is stopping (STOPPING=1).
+ * Nothing happens when the daemon was not started that way. */
+void config_daemon_ready(void);
+void config_daemon_stopping(void);
+
 /* Writes the flag list (--help) for prog. */
 void config_print_help(FILE *out, enum config_program prog);
 /* Writes the version lines (--version). */

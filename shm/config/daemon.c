@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "shm/config/config_int.h"
@@ -129,4 +130,18 @@ int config_region_path(const struct cetcd_config *c, char *buf, size_t len)
 uint64_t config_request_timeout_ms(const struct cetcd_config *c)
 {
 	return 5000 + 2 * (uint64_t)c->election_timeout_ms;
+}
+
+void config_daemon_ready(void)
+{
+	int rc = sd_notify(0, "READY=1");
+
+	if (rc < 0)
+		log_warn("cannot tell the service manager that the daemon is ready",
+			 LOG_ERRNO(rc));
+}
+
+void config_daemon_stopping(void)
+{
+	(void)sd_notify(0, "STOPPING=1");
 }

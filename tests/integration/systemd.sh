@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# The units of systemd/ under a real systemd, as an operator deploys them:
+# `cmake --install` of this build (prefix /usr), systemd-sysusers, then
+# `systemctl start cetcd.target`. systemd runs as PID 1 of this test's own
+# PID, mount, network, UTS, IPC and cgroup namespaces, with fresh tmpfs on
+# /tmp, /run and /var/tmp, and overlays on /etc, /usr and /var whose upper
+# layers are this test's dirs, so nothing lands on the host; units that
+# would change the host's kernel settings are masked.
+#
+#  1. `systemctl start cetcd.target` returns only once raftd, stored and
+#     both gateways told systemd they serve (Type=notify): a connection
+#     right after it is taken, and so is a put, 5 starts in a row. The daemons run as the
+#     user cetcd, with the data dir as etcd makes it.
+#  2. SIGKILL of gatewayd@0, then of stored: systemd restarts each, and no
+#     acknowledged write is lost.
+#  3. `systemctl stop cetcd.target` stops every unit and none is failed;
+#     the region's runtime dir is gone. A new start serves the old data.
+source "$(dirname "$0")/lib.sh"
+
+[[ $(id -u) == 0 ]] || it_skip "booting systemd in namespaces needs root"
+[[ -x /lib/systemd/systemd ]] || it_skip "systemd is not installed"
+if ! command -v unshare >/dev/null || ! command -v nsenter >/dev/null; then
+	it_skip "unshare and nsenter are needed (Debian package util-linux)"
+fi
+grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
+	it_skip "the kernel has no overlay file system"
+[[ -d /sys/fs/cgroup/unified || $(stat -fc %T /sys/fs/cgroup) == cgroup2fs ]] ||
+	it_skip "no cgroup2 hierarchy to give systemd"
+it_need_cetcd
+it_need_etcdctl
+it_init systemd
+
+# ------------------------------------------------------------ the boot
+# The test's cgroup: systemd's root, through a cgroup namespace, in each
+# hierarchy it uses. Removed at exit, innermost first.
+IT_CG=()
+if [[ $(stat -fc %T /sys/fs/cgroup) == cgroup2fs ]]; then
+	IT_CG+=("/sys/fs/cgroup/cetcd-systemd-$$")
+else
+	IT_CG+=("/sys/fs/cgroup/unified/cetcd-systemd-$$")
+	[[ -d /sys/fs/cgroup/systemd ]] && IT_CG+=("/sys/fs/cgroup/systemd/cetcd-systemd-$$")
+fi
+cg_gone() {
+	local cg
+	for cg in "${IT_CG[@]}"; do
+		[[ -d $cg ]] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+		[[ ! -d $cg ]] || return 1
+	done
+}
+cg_cleanup() { it_until 10000 cg_gone || echo "left behind: ${IT_CG[*]}"; }
+it_on_exit+=("sd_kill" "cg_cleanup")
+
+mkdir -p "$IT_TMP"/{etc,usr,var}/{up,work} "$IT_TMP/out"
+cat >"$IT_TMP/boot.sh" <<'EOF'
+# In the new namespaces: the overlays, the install, the fresh tmpfs, the
+# masks, then systemd as PID 1.
+set -euo pipefail
+T=$1 BUILD=$2
+mount --make-rprivate /
+for d in etc usr var; do
+	mount -t overlay overlay -o "lowerdir=/$d,upperdir=$T/$d/up,workdir=$T/$d/work" "/$d"
+done
+cmake --install "$BUILD" --prefix /usr >"$T/out/install.log"
+systemd-sysusers >"$T/out/sysusers.log" 2>&1
+if [[ -d /sys/fs/cgroup/unified ]]; then
+	# hybrid: systemd tracks its units in the named and the unified
+	# hierarchies, both mounted again to show this cgroup namespace's root
+	mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
+	mkdir /sys/fs/cgroup/unified /sys/fs/cgroup/systemd
+	mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified
+	mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+else
+	mount -t cgroup2 cgroup2 /sys/fs/cgroup
+fi
+for d in /tmp /run /var/tmp; do
+	mount -t tmpfs -o mode=1777 tmpfs "$d"
+done
+chmod 755 /run
+mkdir -p /run/systemd/system
+for u in systemd-sysctl.service systemd-modules-load.service kmod-static-nodes.service \
+	systemd-tmpfiles-setup-dev.service systemd-binfmt.service \
+	proc-sys-fs-binfmt_misc.automount systemd-udev-trigger.service \
+	systemd-udevd.service systemd-hwdb-update.service systemd-random-seed.service \
+	systemd-machine-id-commit.service systemd-firstboot.service \
+	sys-kernel-config.mount sys-kernel-debug.mount sys-kernel-tracing.mount \
+	sys-fs-fuse-connections.mount dev-hugepages.mount dev-mqueue.mount; do
+	ln -s /dev/null "/run/systemd/system/$u"
+done
+cat >/run/systemd/system/cetcd-test-boot.target <<'UNIT'
+[Unit]
+Description=the test's boot target: basic.target only
+Requires=basic.target
+After=basic.target
+AllowIsolate=yes
+UNIT
+ip link set lo up
+export container=cetcd-test
+exec /lib/systemd/systemd --system --unit=cetcd-test-boot.target
+EOF
+
+SD_PID=
+sd_kill() {
+	[[ -n $SD_PID ]] || return 0
+	kill -9 "$SD_PID" 2>/dev/null || true
+	it_wait_gone "$SD_PID" 5000 || true
+}
+# Runs a command inside: systemd's namespaces (and root).
+sd() { nsenter -t "$SD_PID" -a "$@"; }
+
+(
+	for cg in "${IT_CG[@]}"; do
+		mkdir -p "$cg"
+		echo "$BASHPID" >"$cg/cgroup.procs"
+	done
+	exec unshare --pid --mount --net --uts --ipc --cgroup --fork --mount-proc \
+		bash "$IT_TMP/boot.sh" "$IT_TMP" "$IT_BUILD"
+) >"$IT_TMP/out/boot.log" 2>&1 &
+UNSHARE_PID=$!
+it_track "$UNSHARE_PID"
+sd_found() {
+	SD_PID=$(pgrep -P "$UNSHARE_PID" -x systemd) && [[ -n $SD_PID ]]
+}
+sd_booted() {
+	local st
+	st=$(sd systemctl is-system-running 2>/dev/null) || true
+	[[ $st == running || $st == degraded ]]
+}
+if ! it_until 120000 sd_found || ! it_until 60000 sd_booted; then
+	fail "systemd booted in the test's namespaces"
+	sed 's/^/    /' "$IT_TMP/out/boot.log" | tail -30
+	it_summary
+	exit 1
+fi
+ok "systemd booted in the test's namespaces ($(sd systemctl is-system-running))"
+if [[ $(sd systemctl is-system-running) == degraded ]]; then
+	sd systemctl --failed --no-pager | sed 's/^/    /'
+fi
+
+check "cmake --install put the programs in /usr/lib/cetcd" \
+	sd test -x /usr/lib/cetcd/raftd -a -x /usr/lib/cetcd/gatewayd -a -x /usr/lib/cetcd/cetcd
+has_user() { sd id -u "$1" >/dev/null 2>&1; }
+check "systemd-sysusers made the user cetcd" has_user cetcd
+check "/etc/default/cetcd was installed" sd grep -q '^ETCD_GATEWAYS=2$' /etc/default/cetcd
+
+# ------------------------------------------------------------ 1. start
+ctl() { sd etcdctl --endpoints=127.0.0.1:2379 --dial-timeout=2s --command-timeout=5s "$@"; }
+UNITS="cetcd-region cetcd-raftd cetcd-stored cetcd-gatewayd@0 cetcd-gatewayd@1"
+units_active() {
+	local u
+	for u in $UNITS; do
+		[[ $(sd systemctl is-active "$u.service") == active ]] || return 1
+	done
+}
+# The state of each unit, and the journal of those that are not active.
+units_show() {
+	local u st
+	for u in $UNITS cetcd-corrupt-check; do
+		st=$(sd systemctl is-active "$u.service") || true
+		echo "    $u: $st"
+		[[ $st == active ]] || sd journalctl -u "$u.service" --no-pager -n 15 -o cat |
+			cut -c1-400 | sed 's/^/      /'
+	done
+}
+first_put_ok=0 first_conn_ok=0
+for i in 1 2 3 4 5; do
+	if ! sd systemctl start cetcd.target >"$IT_TMP/out/start.$i" 2>&1; then
+		fail "systemctl start cetcd.target ($i): $(cat "$IT_TMP/out/start.$i")"
+		break
+	fi
+	# right away, with no retry: curl gives up on a refused connection
+	if sd curl -sf -o /dev/null --max-time 5 http://127.0.0.1:2379/version; then
+		first_conn_ok=$((first_conn_ok + 1))
+	fi
+	if ctl put "/start/$i" "v$i" >"$IT_TMP/out/put.$i" 2>&1; then
+		first_put_ok=$((first_put_ok + 1))
+	else
+		sed 's/^/    /' "$IT_TMP/out/put.$i"
+	fi
+	if ! units_active; then
+		fail "start $i: every unit of the member is active"
+		units_show
+	fi
+	((i == 5)) || sd systemctl stop cetcd.target
+done
+check "the client port took a connection right after systemctl start returned ($first_conn_ok of 5 starts)" \
+	test "$first_conn_ok" == 5
+check "a put right after that was taken ($first_put_ok of 5 starts)" \
+	test "$first_put_ok" == 5
+check "the puts of all 5 starts are there" \
+	test "$(ctl get --prefix /start/ --print-value-only | tr '\n' ' ')" == "v1 v2 v3 v4 v5 "
+
+main_pid() { sd systemctl show -P MainPID "$1"; }
+owner_is_cetcd() {
+	local u p
+	for u in cetcd-raftd cetcd-stored cetcd-gatewayd@0 cetcd-gatewayd@1; do
+		p=$(main_pid "$u.service")
+		[[ $p != 0 && $(sd ps -o user= -p "$p") == cetcd ]] || return 1
+	done
+}
+check "raftd, stored and the gateways run as the user cetcd" owner_is_cetcd
+check "the data dir's member/ is mode 0700 and owned by cetcd" \
+	test "$(sd stat -c '%a %U' /var/lib/cetcd/default/member)" == "700 cetcd"
+check "the region file lives in the runtime dir" sd test -f /run/cetcd/region
+
+# ------------------------------------------------------------ 2. restarts
+# A writer runs through each kill; every acknowledged put must be there.
+writer() {
+	local n=0
+	while [[ ! -e $IT_TMP/out/stop-writer ]]; do
+		if ctl put "/w/$(printf %05d $n)" "$n" >/dev/null 2>&1; then
+			echo "$n" >>"$IT_TMP/out/acked"
+		fi
+		n=$((n + 1))
+	done
+}
+: >"$IT_TMP/out/acked"
+writer &
+WRITER=$!
+it_track "$WRITER"
+acked() { wc -l <"$IT_TMP/out/acked"; }
+acked_more_than() { (($(acked) > $1)); }
+restarted() {
+	local p
+	p=$(main_pid "$1")
+	[[ $p != 0 && $p != "$2" && $(sd systemctl is-active "$1") == active ]]
+}
+for u in cetcd-gatewayd@0.service cetcd-stored.service; do
+	it_until 20000 acked_more_than "$(($(acked) + 20))" || true
+	old=$(main_pid "$u")
+	if [[ $old == 0 ]]; then
+		fail "$u runs before its kill: $(sd systemctl is-active "$u")"
+		continue
+	fi
+	sd kill -9 "$old"
+	if it_until 30000 restarted "$u" "$old"; then
+		ok "systemd restarted $u after SIGKILL (pid $old, now $(main_pid "$u"))"
+	else
+		fail "systemd restarted $u after SIGKILL: $(sd systemctl is-active "$u")"
+		sd journalctl -u "$u" --no-pager -n 20 | sed 's/^/    /'
+	fi
+	before=$(acked)
+	check "writes are acknowledged again after the restart of $u" \
+		it_until 30000 acked_more_than "$((before + 20))"
+done
+touch "$IT_TMP/out/stop-writer"
+wait "$WRITER" || true
+lost=0
+sd etcdctl --endpoints=127.0.0.1:2379 get --prefix /w/ --print-value-only >"$IT_TMP/out/have"
+while read -r n; do
+	grep -qx "$n" "$IT_TMP/out/have" || lost=$((lost + 1))
+done <"$IT_TMP/out/acked"
+check "none of $(acked) acknowledged puts was lost ($lost missing)" test "$lost" == 0
+
+# ------------------------------------------------------------ 3. stop
+sd systemctl stop cetcd.target
+none_running() {
+	local u st
+	for u in cetcd-region cetcd-raftd cetcd-stored cetcd-gatewayd@0 cetcd-gatewayd@1 \
+		cetcd-corrupt-check; do
+		st=$(sd systemctl is-active "$u.service") || true
+		[[ $st == inactive ]] || return 1
+	done
+}
+check "systemctl stop cetcd.target stopped every unit, none failed" none_running
+sd systemctl --failed --no-pager --plain | grep cetcd | sed 's/^/    /' || true
+check "the runtime dir and its region are gone" sd test ! -e /run/cetcd
+check "no process of the user cetcd is left" sd test -z "$(sd pgrep -u cetcd)"
+sd systemctl start cetcd.target
+check "a new start serves the data written before" \
+	test "$(ctl get /start/3 --print-value-only)" == v3
+sd systemctl stop cetcd.target
+it_summary
