@@ -50,7 +50,10 @@
 # BENCH_FLAGS_<name> too, and gets a column of its own: BENCH_SERVERS="cetcd
 # g1 etcd" BENCH_FLAGS_g1="--gateways 1" adds a one-gateway cetcd to the
 # same alternation; the ratios stay cetcd's to etcd's), BENCH_WORKLOADS (names as measure gives them, e.g. "watch
-# watch_latency lease_keepalive"; unset runs all).
+# watch_latency lease_keepalive"; unset runs all), BENCH_PIN ("S:C", CPU
+# lists for taskset: every server process runs on S and the clients, the
+# benchmark tool and h2load, on C, e.g. "0:1"; unset, all share every CPU,
+# and on a small machine the client's work is in every server's figures).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CETCD_BUILD:-$root/build}
@@ -70,6 +73,12 @@ watchl_total=$(( total / 50 < 200 ? 200 : total / 50 ))
 h2_total=$(( total * 2 ))
 tools=${ETCD_TOOLS:-$HOME/.cache/cetcd-etcd-tools}
 basedir=${BENCH_DIR:-/var/tmp}
+srv_pin=() cli_pin=()
+if [[ -n ${BENCH_PIN:-} ]]; then
+  [[ $BENCH_PIN == ?*:?* ]] || { echo "etcd-compare: BENCH_PIN is S:C, e.g. 0:1" >&2; exit 2; }
+  command -v taskset >/dev/null || { echo "etcd-compare: BENCH_PIN needs taskset (util-linux)" >&2; exit 1; }
+  srv_pin=(taskset -c "${BENCH_PIN%%:*}") cli_pin=(taskset -c "${BENCH_PIN#*:}")
+fi
 
 bash "$root/bench/etcd-tools.sh" "$tools" >&2
 bench=$tools/etcd-benchmark
@@ -103,9 +112,9 @@ start_member() {
   local kind=$1 i=$2
   if [[ $kind != etcd ]]; then
     local extra="BENCH_FLAGS_$kind"
-    setsid "$build/bin/cetcd" ${margs[i]} ${!extra:-} >>"$work/$kind.$i.log" 2>&1 &
+    setsid "${srv_pin[@]}" "$build/bin/cetcd" ${margs[i]} ${!extra:-} >>"$work/$kind.$i.log" 2>&1 &
   else
-    setsid etcd ${margs[i]} >>"$work/$kind.$i.log" 2>&1 &
+    setsid "${srv_pin[@]}" etcd ${margs[i]} >>"$work/$kind.$i.log" 2>&1 &
   fi
   server_pids[i]=$!
 }
@@ -214,7 +223,7 @@ server_ticks() {
 bench_section=""
 bench_tool() {
   local out
-  out=$("$bench" --endpoints "$endpoints" --precise "$@" 2>&1 | tr -d '\r')
+  out=$("${cli_pin[@]}" "$bench" --endpoints "$endpoints" --precise "$@" 2>&1 | tr -d '\r')
   [[ -z $bench_section ]] || out=$(awk -v s="$bench_section" 'index($0, s) { on = 1 } on' <<<"$out")
   local qps p99 avg
   qps=$(awk '/Requests\/sec:/ {print $2}' <<<"$out")
@@ -260,7 +269,7 @@ h2_run() {
   local path=$1 body=$2 t0 t1 out qps ok clk
   clk=$(getconf CLK_TCK)
   t0=$(server_ticks)
-  out=$(h2load -n "$h2_total" -c 100 -m 10 -d "$body" \
+  out=$("${cli_pin[@]}" h2load -n "$h2_total" -c 100 -m 10 -d "$body" \
         -H 'content-type: application/grpc' -H 'te: trailers' \
         "http://$endpoint$path" 2>&1)
   t1=$(server_ticks)
@@ -403,7 +412,7 @@ wire_run() {
   tcpdump -i lo -nn -B 16384 -w "$cap" "tcp and ($filter)" 2>/dev/null &
   tp=$!
   sleep 1
-  "$bench" --endpoints "$endpoints" --conns 10 --clients 100 watch-latency \
+  "${cli_pin[@]}" "$bench" --endpoints "$endpoints" --conns 10 --clients 100 watch-latency \
     --total "$watchl_total" --put-rate 200 >/dev/null 2>&1 || true
   sleep 0.3
   kill "$tp" 2>/dev/null || true

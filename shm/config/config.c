@@ -1087,6 +1087,10 @@ int config_load(struct cetcd_config *c, enum config_program prog, int argc,
 		config_print_version(stdout);
 		rc = -ECANCELED;
 		err.exit_status = 0;
+	} else if (rc == 0 && c->print_gateways) {
+		printf("%u\n", c->gateways);
+		rc = -ECANCELED;
+		err.exit_status = 0;
 	} else if (rc && err.exit_status == 2 && rc == -EINVAL) {
 		/* a malformed command line, reported as Go's flag package does */
 		fprintf(stderr, "%s\nSee '%s --help'.\n", err.msg, config_prog_name(prog));

@@ -192,6 +192,7 @@ struct cetcd_config {
 	char *runtime_dir;              /* "" -> /dev/shm/cetcd-<hash of the
 					   absolute data dir> after parsing */
 	bool prepare_only;              /* launcher only */
+	bool print_gateways;            /* launcher only */
 	int64_t gateway_index;          /* gatewayd only; -1 when not given */
 	int64_t lease_checkpoint_interval_ns; /* 5m: how often the leader checkpoints remaining TTLs */
 	uint64_t latest_cache_mib;      /* 64; 0: no latest-entry cache */

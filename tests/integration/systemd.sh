@@ -7,10 +7,12 @@
 # layers are this test's dirs, so nothing lands on the host; units that
 # would change the host's kernel settings are masked.
 #
-#  1. `systemctl start cetcd.target` returns only once raftd, stored and
-#     both gateways told systemd they serve (Type=notify): a connection
-#     right after it is taken, and so is a put, 5 starts in a row. The daemons run as the
-#     user cetcd, with the data dir as etcd makes it.
+#  1. The generator makes cetcd.target want one gateway per CPU (one on
+#     1 or 2 CPUs). `systemctl start cetcd.target` returns only once raftd,
+#     stored and the gateways told systemd they serve (Type=notify): a
+#     connection right after it is taken, and so is a put, 5 starts in a
+#     row. The daemons run as the user cetcd, with the data dir as etcd
+#     makes it. ETCD_GATEWAYS=2 and a daemon-reload give two gateways.
 #  2. SIGKILL of gatewayd@0, then of stored: systemd restarts each, and no
 #     acknowledged write is lost.
 #  3. `systemctl stop cetcd.target` stops every unit and none is failed;
@@ -140,11 +142,24 @@ check "cmake --install put the programs in /usr/lib/cetcd" \
 	sd test -x /usr/lib/cetcd/raftd -a -x /usr/lib/cetcd/gatewayd -a -x /usr/lib/cetcd/cetcd
 has_user() { sd id -u "$1" >/dev/null 2>&1; }
 check "systemd-sysusers made the user cetcd" has_user cetcd
-check "/etc/default/cetcd was installed" sd grep -q '^ETCD_GATEWAYS=2$' /etc/default/cetcd
+check "/etc/default/cetcd was installed" sd grep -q '^ETCD_DATA_DIR=/var/lib/cetcd/default$' /etc/default/cetcd
 
 # ------------------------------------------------------------ 1. start
 ctl() { sd etcdctl --endpoints=127.0.0.1:2379 --dial-timeout=2s --command-timeout=5s "$@"; }
-UNITS="cetcd-region cetcd-raftd cetcd-stored cetcd-gatewayd@0 cetcd-gatewayd@1"
+# The gateways the generator should make wanted: ETCD_GATEWAYS, else one
+# per CPU but one on a machine of 1 or 2 CPUs (at most 64).
+cpus=$(nproc)
+default_gateways=$((cpus <= 2 ? 1 : cpus > 64 ? 64 : cpus))
+gw_units() {
+	local i
+	for ((i = 0; i < $1; i++)); do echo -n " cetcd-gatewayd@$i"; done
+}
+UNITS="cetcd-region cetcd-raftd cetcd-stored$(gw_units "$default_gateways")"
+gateways_wanted() {
+	sd systemctl show -P Wants cetcd.target | tr ' ' '\n' | grep -c '^cetcd-gatewayd@' || true
+}
+check "the generator made cetcd.target want $default_gateways gateway(s) on $cpus CPUs" \
+	test "$(gateways_wanted)" == "$default_gateways"
 units_active() {
 	local u
 	for u in $UNITS; do
@@ -192,7 +207,7 @@ check "the puts of all 5 starts are there" \
 main_pid() { sd systemctl show -P MainPID "$1"; }
 owner_is_cetcd() {
 	local u p
-	for u in cetcd-raftd cetcd-stored cetcd-gatewayd@0 cetcd-gatewayd@1; do
+	for u in ${UNITS#cetcd-region }; do
 		p=$(main_pid "$u.service")
 		[[ $p != 0 && $(sd ps -o user= -p "$p") == cetcd ]] || return 1
 	done
@@ -201,6 +216,26 @@ check "raftd, stored and the gateways run as the user cetcd" owner_is_cetcd
 check "the data dir's member/ is mode 0700 and owned by cetcd" \
 	test "$(sd stat -c '%a %U' /var/lib/cetcd/default/member)" == "700 cetcd"
 check "the region file lives in the runtime dir" sd test -f /run/cetcd/region
+
+# Two gateways: ETCD_GATEWAYS, daemon-reload (the generator runs again),
+# restart. Each takes connections of its own (SO_REUSEPORT).
+sd systemctl stop cetcd.target
+sd sh -c 'echo ETCD_GATEWAYS=2 >>/etc/default/cetcd'
+sd systemctl daemon-reload
+check "after ETCD_GATEWAYS=2 and daemon-reload, cetcd.target wants 2 gateways" \
+	test "$(gateways_wanted)" == 2
+UNITS="cetcd-region cetcd-raftd cetcd-stored$(gw_units 2)"
+sd systemctl start cetcd.target
+check "the member's 5 units are active" units_active
+attached_both() {
+	local u n=0
+	for u in cetcd-gatewayd@0 cetcd-gatewayd@1; do
+		sd journalctl -u "$u.service" --no-pager -o cat | grep -q '"ready to serve client requests"' &&
+			n=$((n + 1))
+	done
+	((n == 2))
+}
+check "both gateways are ready to serve" attached_both
 
 # ------------------------------------------------------------ 2. restarts
 # A writer runs through each kill; every acknowledged put must be there.
@@ -255,8 +290,7 @@ check "none of $(acked) acknowledged puts was lost ($lost missing)" test "$lost"
 sd systemctl stop cetcd.target
 none_running() {
 	local u st
-	for u in cetcd-region cetcd-raftd cetcd-stored cetcd-gatewayd@0 cetcd-gatewayd@1 \
-		cetcd-corrupt-check; do
+	for u in $UNITS cetcd-corrupt-check; do
 		st=$(sd systemctl is-active "$u.service") || true
 		[[ $st == inactive ]] || return 1
 	done
