@@ -114,7 +114,7 @@ sd() { nsenter -t "$SD_PID" -a "$@"; }
 		mkdir -p "$cg"
 		echo "$BASHPID" >"$cg/cgroup.procs"
 	done
-	exec unshare --pid --mount --net --uts --ipc --cgroup --fork --mount-proc \
+	exec unshare --pid --mount --net --uts --ipc --cgroup --fork --mount-proc --kill-child \
 		bash "$IT_TMP/boot.sh" "$IT_TMP" "$IT_BUILD"
 ) >"$IT_TMP/out/boot.log" 2>&1 &
 UNSHARE_PID=$!
