@@ -17,6 +17,8 @@
 #     acknowledged write is lost.
 #  3. `systemctl stop cetcd.target` stops every unit and none is failed;
 #     the region's runtime dir is gone. A new start serves the old data.
+#     `systemctl stop cetcd-region.service` returns only once every
+#     daemon of the member is stopped.
 source "$(dirname "$0")/lib.sh"
 
 [[ $(id -u) == 0 ]] || it_skip "booting systemd in namespaces needs root"
@@ -235,7 +237,8 @@ attached_both() {
 	done
 	((n == 2))
 }
-check "both gateways are ready to serve" attached_both
+# (the journal may take the line a moment after systemd took READY=1)
+check "both gateways logged that they are ready to serve" it_until 10000 attached_both
 
 # ------------------------------------------------------------ 2. restarts
 # A writer runs through each kill; every acknowledged put must be there.
@@ -287,7 +290,10 @@ done <"$IT_TMP/out/acked"
 check "none of $(acked) acknowledged puts was lost ($lost missing)" test "$lost" == 0
 
 # ------------------------------------------------------------ 3. stop
-sd systemctl stop cetcd.target
+# systemctl stop cetcd.target returns once the target is stopped, which
+# systemd orders before its units' stops (the reverse of their start);
+# stopping cetcd-region.service returns only after every daemon, since
+# each is ordered after it.
 none_running() {
 	local u st
 	for u in $UNITS cetcd-corrupt-check; do
@@ -295,12 +301,28 @@ none_running() {
 		[[ $st == inactive ]] || return 1
 	done
 }
-check "systemctl stop cetcd.target stopped every unit, none failed" none_running
-sd systemctl --failed --no-pager --plain | grep cetcd | sed 's/^/    /' || true
+units_states() {
+	local u
+	for u in $UNITS cetcd-corrupt-check; do
+		echo -n " $u=$(sd systemctl is-active "$u.service")"
+	done
+}
+sd systemctl stop cetcd.target
+if it_until 30000 none_running; then
+	ok "systemctl stop cetcd.target stopped every unit, none failed"
+else
+	fail "systemctl stop cetcd.target stopped every unit, none failed:$(units_states)"
+fi
 check "the runtime dir and its region are gone" sd test ! -e /run/cetcd
 check "no process of the user cetcd is left" sd test -z "$(sd pgrep -u cetcd)"
 sd systemctl start cetcd.target
 check "a new start serves the data written before" \
 	test "$(ctl get /start/3 --print-value-only)" == v3
-sd systemctl stop cetcd.target
+sd systemctl stop cetcd-region.service
+if none_running; then
+	ok "systemctl stop cetcd-region.service returned with every unit stopped, none failed"
+else
+	fail "systemctl stop cetcd-region.service returned with every unit stopped:$(units_states)"
+fi
+check "and no process of the user cetcd is left" sd test -z "$(sd pgrep -u cetcd)"
 it_summary
