@@ -353,7 +353,8 @@ void config_close_client_fds(int *fds, size_t count);
 /* Takes the listeners of CONFIG_CLIENT_FDS_ENV into *out (count entries,
  * malloc'd, close-on-exec again) and unsets it. 0 when it names count
  * entries and each descriptor given is a listening TCP socket; -ENOENT
- * when unset; -ENOMEM; -EINVAL otherwise (nothing taken: bind anew). */
+ * when unset; -ENOMEM; -EINVAL otherwise (nothing taken: bind anew; the
+ * listening sockets it named are closed, as nobody would accept from them). */
 int config_inherited_client_fds(size_t count, int **out);
 
 #endif

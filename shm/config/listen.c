@@ -178,6 +178,12 @@ int config_inherited_client_fds(size_t count, int **out)
 		if (got[i] >= 0 && !listen_fd_ok(got[i]))
 			rc = -EINVAL;
 	if (rc) {
+		/* the caller binds anew: an inherited listener left open would
+		 * stay in the SO_REUSEPORT group, and the connections the
+		 * kernel hands it would never be accepted */
+		for (size_t i = 0; i < n; i++)
+			if (got[i] >= 0 && listen_fd_ok(got[i]))
+				close(got[i]);
 		free(got);
 		return rc;
 	}

@@ -918,15 +918,25 @@ static void test_client_fds(void)
 	CHECK(getenv(CONFIG_CLIENT_FDS_ENV) == NULL);
 	CHECK(fcntl(fds[0], F_GETFD) & FD_CLOEXEC);
 	/* a count that does not match, garbage, a descriptor that does not
-	 * listen: refused, and the caller binds anew */
+	 * listen: refused, and the caller binds anew; the listeners it named
+	 * are closed (they would hold connections nobody accepts), anything
+	 * else it named is left alone */
 	setenv(CONFIG_CLIENT_FDS_ENV, env, 1);
 	CHECK_EQ(config_inherited_client_fds(2, &got), -EINVAL);
-	setenv(CONFIG_CLIENT_FDS_ENV, "3,x,-1", 1);
+	CHECK(fcntl(fds[0], F_GETFD) == -1 && errno == EBADF);
+	CHECK(fcntl(fds[1], F_GETFD) == -1 && errno == EBADF);
+	free(fds);
+	CHECK_EQ(config_listen_client_urls(&c, &fds, &err), 0);
+	setenv(CONFIG_CLIENT_FDS_ENV, "-1,x,-1", 1);
 	CHECK_EQ(config_inherited_client_fds(3, &got), -EINVAL);
 	int plain = socket(AF_INET, SOCK_STREAM, 0);
-	snprintf(env, sizeof(env), "%d,%d,-1", fds[0], plain);
+	snprintf(env, sizeof(env), "%d,%d,-1", plain, fds[0]);
 	setenv(CONFIG_CLIENT_FDS_ENV, env, 1);
 	CHECK_EQ(config_inherited_client_fds(3, &got), -EINVAL);
+	CHECK(fcntl(plain, F_GETFD) >= 0);
+	CHECK(fcntl(fds[0], F_GETFD) == -1 && errno == EBADF);
+	CHECK(fcntl(fds[1], F_GETFD) >= 0);
+	fds[0] = -1;
 	setenv(CONFIG_CLIENT_FDS_ENV, "-7", 1);
 	CHECK_EQ(config_inherited_client_fds(1, &got), -EINVAL);
 	close(plain);
