@@ -22,9 +22,16 @@
 
 #define INSTALL_MAP_SIZE (1ull << 30)
 
+static char dir[] = "/tmp/cetcd-fuzz-install-XXXXXX";
+
+/* the runs unlink what they make: the dir is empty at exit */
+static void remove_dir(void)
+{
+	(void)rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char dir[] = "/tmp/cetcd-fuzz-install-XXXXXX";
 	static bool ready;
 	char src[64], tmp[sizeof(dir) + 32];
 	struct install_info info;
@@ -32,6 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!ready) {
 		if (!mkdtemp(dir))
 			abort();
+		atexit(remove_dir);
 		log_set_level(LOG_LEVEL_ERROR);
 		ready = true;
 	}
