@@ -1060,7 +1060,8 @@ static void observe_stored(struct loop *l)
 	if (status_stored_read(l->r, &st))
 		return; /* a write in progress by a dead writer: next turn */
 	(void)feed_observe(&l->feed, &st);
-	members_stored_applied(&l->members, st.applied_index);
+	if (members_stored_applied(&l->members, st.applied_index))
+		shm_region_set_published(l->r);
 	atomic_store_explicit(&l->waker_epoch, st.epoch, memory_order_relaxed);
 }
 

@@ -185,12 +185,14 @@ int members_apply(struct members *m, const struct raft_entry *e, struct membersh
 	return 0;
 }
 
-void members_stored_applied(struct members *m, uint64_t index)
+bool members_stored_applied(struct members *m, uint64_t index)
 {
 	if (m->publish_index && index >= m->publish_index) {
 		m->publish_index = 0;
 		members_log_published(m);
+		return true;
 	}
+	return false;
 }
 
 /* ---- proposing ---- */

@@ -73,8 +73,8 @@ int members_apply(struct members *m, const struct raft_entry *e, struct membersh
 
 /* stored applied up to index: logs the publish once it is applied, as
  * etcd logs it once its request returns (tooling that waits for the line
- * then finds the member's attributes in the db). */
-void members_stored_applied(struct members *m, uint64_t index);
+ * then finds the member's attributes in the db). True at that moment. */
+bool members_stored_applied(struct members *m, uint64_t index);
 
 /* One tick: ages pending proposals. */
 void members_tick(struct members *m);

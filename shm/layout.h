@@ -73,7 +73,11 @@ struct shm_header {
 	 * both are known (a region made before the field existed reads 0:
 	 * unknown) */
 	_Atomic uint64_t cluster_id;
-	uint8_t reserved[3920];
+	/* 1 once raftd published the member to the cluster and stored
+	 * applied it, as etcd's ReadyNotify (a region made before the field
+	 * existed reads 0: not yet) */
+	_Atomic uint64_t published;
+	uint8_t reserved[3912];
 };
 _Static_assert(sizeof(struct shm_header) == SHM_HEADER_BYTES, "header size");
 #define SHM_HEADER_PREFIX_BYTES 40u

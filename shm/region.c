@@ -727,6 +727,16 @@ bool shm_region_ids(const struct shm_region *r, uint64_t *member_id, uint64_t *c
 	return true;
 }
 
+void shm_region_set_published(struct shm_region *r)
+{
+	atomic_store_explicit(&r->hdr->published, 1, memory_order_release);
+}
+
+bool shm_region_published(const struct shm_region *r)
+{
+	return atomic_load_explicit(&r->hdr->published, memory_order_acquire) != 0;
+}
+
 uint64_t shm_region_incarnation(const struct shm_region *r)
 {
 	return r->hdr->incarnation;

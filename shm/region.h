@@ -140,6 +140,11 @@ void shm_region_set_member_id(struct shm_region *r, uint64_t member_id);
 void shm_region_set_ids(struct shm_region *r, uint64_t member_id, uint64_t cluster_id);
 bool shm_region_ids(const struct shm_region *r, uint64_t *member_id, uint64_t *cluster_id);
 
+/* Whether the member published itself to the cluster and stored applied
+ * it (etcd's ReadyNotify): raftd sets it, the launcher tells systemd. */
+void shm_region_set_published(struct shm_region *r);
+bool shm_region_published(const struct shm_region *r);
+
 /* Bumped every time the region file is created or re-initialised. */
 uint64_t shm_region_incarnation(const struct shm_region *r);
 

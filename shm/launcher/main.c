@@ -65,6 +65,9 @@
 #define LAUNCH_STOP_GRACE_MS 3000u
 /* How long a new launcher waits for the processes of a killed one to go. */
 #define LAUNCH_BUSY_WAIT_MS 3000u
+/* Under a Type=notify unit: how often the launcher looks whether the member
+ * published itself, until it did. */
+#define LAUNCH_READY_POLL_MS 20
 
 /* Stop order: lower stages stop first. */
 enum launch_stage { STAGE_GATEWAYS, STAGE_STORED, STAGE_RAFTD, STAGE_COUNT };
@@ -94,6 +97,10 @@ struct launcher {
 	size_t nchildren;
 	/* gatewayd 0's client listeners until it is started (CONFIG_CLIENT_FDS_ENV) */
 	int *client_fds;
+	struct shm_region *region;
+	/* started by systemd as a Type=notify unit, and READY=1 not sent
+	 * yet: it goes once the member published itself (shm_region_published) */
+	bool notify_ready;
 	bool stopping;
 	int exit_status;
 };
@@ -445,6 +452,9 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 				strerror(errno));
 			_exit(127);
 		}
+		/* the launcher is the unit's main process: only it tells
+		 * systemd (the daemons would, as their own units do) */
+		unsetenv("NOTIFY_SOCKET");
 		signal(SIGPIPE, SIG_DFL);
 		/* a closed terminal stops the member through the launcher, in
 		 * order; the daemons keep SIGHUP ignored (config_stop_signals) */
@@ -570,12 +580,19 @@ static void launch_supervise(struct launcher *l)
 				next = ch->restart_at_ms;
 		}
 		int timeout = next == UINT64_MAX ? -1 : (int)(next > now ? next - now : 0);
+		if (l->notify_ready && (timeout < 0 || timeout > LAUNCH_READY_POLL_MS))
+			timeout = LAUNCH_READY_POLL_MS;
 		if (launch_wait(l, timeout)) {
 			log_error("poll failed in the launcher", LOG_ERRNO(-errno));
 			l->stopping = true;
 			l->exit_status = 1;
 		}
 		launch_read_signals(l, &stop_requests);
+		if (l->notify_ready && shm_region_published(l->region)) {
+			l->notify_ready = false;
+			config_daemon_ready();
+			log_info("told the service manager that the member is ready");
+		}
 	}
 }
 
@@ -674,6 +691,8 @@ int main(int argc, char **argv)
 	if (launch_create_region(&l.cfg, &region))
 		goto out_unlock;
 	l.region_fd = shm_region_fd(region);
+	l.region = region;
+	l.notify_ready = getenv("NOTIFY_SOCKET") != NULL;
 	l.sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (l.sfd < 0) {
 		log_error("cannot watch signals", LOG_ERRNO(-errno));
@@ -685,6 +704,7 @@ int main(int argc, char **argv)
 	}
 
 	launch_supervise(&l);
+	config_daemon_stopping();
 	launch_stop(&l);
 	status = l.exit_status;
 	log_info("stopped cetcd", LOG_I64("exit-code", status));

@@ -19,6 +19,9 @@
 #     the region's runtime dir is gone. A new start serves the old data.
 #     `systemctl stop cetcd-region.service` returns only once every
 #     daemon of the member is stopped.
+#  4. The launcher alone in a Type=notify unit shaped like Debian's
+#     etcd.service: systemctl start returns once the member published
+#     itself, and only the launcher notifies.
 source "$(dirname "$0")/lib.sh"
 
 [[ $(id -u) == 0 ]] || it_skip "booting systemd in namespaces needs root"
@@ -325,4 +328,40 @@ else
 	fail "systemctl stop cetcd-region.service returned with every unit stopped:$(units_states)"
 fi
 check "and no process of the user cetcd is left" sd test -z "$(sd pgrep -u cetcd)"
+
+# ------------------------------------------------------------ 4. one unit
+# The launcher in a unit shaped like Debian's etcd.service (Type=notify,
+# the launcher as ExecStart), as an operator who swaps etcd's program for
+# cetcd's has it: systemctl start returns once the member published itself
+# (READY=1 from the launcher), and the daemons it starts do not notify.
+sd sh -c 'cat >/run/systemd/system/cetcd-single.service' <<'UNIT'
+[Service]
+Type=notify
+User=cetcd
+Environment=ETCD_NAME=default
+Environment=ETCD_DATA_DIR=/var/lib/cetcd/default
+Environment=ETCD_RUNTIME_DIR=/dev/shm
+Environment=ETCD_LISTEN_CLIENT_URLS=http://127.0.0.1:2379
+Environment=ETCD_ADVERTISE_CLIENT_URLS=http://127.0.0.1:2379
+Environment=ETCD_LISTEN_PEER_URLS=http://127.0.0.1:2380
+Environment=ETCD_INITIAL_ADVERTISE_PEER_URLS=http://127.0.0.1:2380
+Environment=ETCD_INITIAL_CLUSTER=default=http://127.0.0.1:2380
+ExecStart=/usr/lib/cetcd/cetcd
+TimeoutStartSec=30s
+UNIT
+sd systemctl daemon-reload
+if sd systemctl start cetcd-single.service 2>"$IT_TMP/out/single"; then
+	ok "systemctl start of the launcher's Type=notify unit returned"
+else
+	fail "systemctl start of the launcher's Type=notify unit: $(cat "$IT_TMP/out/single")"
+	sd journalctl -u cetcd-single.service --no-pager -n 15 -o cat | cut -c1-300 | sed 's/^/    /'
+fi
+check "the unit is active" test "$(sd systemctl is-active cetcd-single.service)" == active
+check "the launcher told systemd once the member had published itself" \
+	sd sh -c 'journalctl -u cetcd-single.service -o cat | grep -q "told the service manager that the member is ready"'
+check "it serves the member's data" test "$(ctl get /start/4 --print-value-only)" == v4
+check "no daemon it started sent systemd a notification" \
+	sd sh -c '! journalctl -u cetcd-single.service -o cat | grep -q "reception only permitted for main PID"'
+sd systemctl stop cetcd-single.service
+check "the unit stopped cleanly" test "$(sd systemctl is-active cetcd-single.service)" == inactive
 it_summary
