@@ -233,18 +233,28 @@ int ring_stage(struct ring *r, uint32_t type, const void *data, uint32_t len)
 	return ring_commit(r, type, len);
 }
 
-void ring_publish(struct ring *r)
+bool ring_publish_quiet(struct ring *r)
 {
-	struct shm_doorbell *db;
-
 	if (atomic_load_explicit(&r->head, memory_order_relaxed) == r->head_local)
-		return;
+		return false;
 	atomic_store_explicit(&r->head, r->head_local, memory_order_release);
-	db = ring_db(r, r->consumer_db_rel);
+	return true;
+}
+
+void ring_wake_consumer(struct ring *r)
+{
+	struct shm_doorbell *db = ring_db(r, r->consumer_db_rel);
+
 	if (db) {
 		shm_full_fence();
 		shm_doorbell_wake(db);
 	}
+}
+
+void ring_publish(struct ring *r)
+{
+	if (ring_publish_quiet(r))
+		ring_wake_consumer(r);
 }
 
 int ring_push(struct ring *r, uint32_t type, const void *data, uint32_t len)

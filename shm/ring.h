@@ -96,6 +96,19 @@ int ring_stage(struct ring *r, uint32_t type, const void *data, uint32_t len);
 void ring_publish(struct ring *r);
 
 /*
+ * ring_publish in two halves, for a producer that publishes to several
+ * rings and wakes their consumers only once all of them are out (a woken
+ * consumer may take the producer's CPU at once, and would then find the
+ * other rings not yet published). ring_publish_quiet makes the staged
+ * records visible and returns whether there were any; ring_wake_consumer
+ * (full fence, then wake if the consumer sleeps) must follow for each ring
+ * it returned true for, or the consumer may sleep on them until its
+ * backstop.
+ */
+bool ring_publish_quiet(struct ring *r);
+void ring_wake_consumer(struct ring *r);
+
+/*
  * Zero-copy: ring_reserve returns room for a payload of up to len bytes
  * inside the ring; ring_commit stages it as a record of `used` <= len bytes.
  * Nothing else may touch the producer side in between. ring_reserve

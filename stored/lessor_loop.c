@@ -222,8 +222,10 @@ void lessor_loop_requests(struct lessor_loop *ll, int64_t revision)
 			ring_release(in, &rec);
 		}
 	}
-	if (any)
+	if (any) {
 		stored_results_publish(ll->results);
+		stored_results_wake(ll->results);
+	}
 	arena_release(&ll->arena);
 }
 

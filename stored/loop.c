@@ -209,7 +209,6 @@ static void loop_publish_root(struct stored_loop *l)
 	l->publishing = true;
 	loop_write_status(l);
 	events_publish(&l->events); /* after the root that holds them */
-	shm_events_notify(l->r);
 }
 
 /*
@@ -438,6 +437,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 		log_info("keeping the previous root published until the applied index catches up",
 			 LOG_U64("applied-index", l->committed_index), LOG_U64("hold-index", l->hold));
 	loop_publish_root(l);
+	shm_events_notify(l->r);
 	*out = l;
 	return 0;
 
@@ -702,6 +702,12 @@ static int loop_deliver(struct stored_loop *l)
 	/* after the results: a gateway that sees the index has them all
 	 * (not past a compaction whose answer still waits) */
 	loop_deliver_index(l, l->nwaiting ? l->waiting[0].index - 1 : l->committed_index);
+	/* Wakes last, once the root, the events, the answers and the index
+	 * are all out: a gateway woken earlier can take this CPU before the
+	 * rest is published, and then answers a turn (or a client's time
+	 * slice) late. */
+	stored_results_wake(&l->results);
+	shm_events_notify(l->r);
 	return 0;
 }
 
@@ -866,6 +872,7 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 	l->st.installs++;
 	loop_publish_root(l);
 	loop_deliver_index(l, l->committed_index);
+	shm_events_notify(l->r);
 	log_info("installed the received snapshot db", LOG_STR("path", l->db_path),
 		 LOG_U64("snapshot-index", m.index), LOG_U64("consistent-index", ms.consistent_index),
 		 LOG_I64("revision", ms.rev), LOG_U64("bytes", info.bytes),

@@ -10,11 +10,13 @@
  * is a gap: it is dropped, and raftd, having seen this process's new epoch,
  * hands everything from the durable index on again. A pending compaction
  * runs a step in each batch. After the batch commits, the new root is
- * published (status_stored_write), waiting gateways are woken
- * (shm_events_notify), and only then are the results pushed, so a client
- * that sees its answer reads its write from any gateway; the delivered
- * index that says they are in the rings (status_stored_deliver) follows
- * them. The status record is thus written once per batch.
+ * published (status_stored_write) with the batch's events, and only then
+ * are the results pushed, so a client that sees its answer reads its write
+ * from any gateway; the delivered index that says they are in the rings
+ * (status_stored_deliver) follows them. Gateways are woken only after all
+ * of it (results, then shm_events_notify): one woken earlier may take
+ * stored's CPU before the rest is out. The status record is thus written
+ * once per batch.
  *
  * Checkpoints (btree_db_checkpoint) run every checkpoint_ms or
  * checkpoint_entries applied entries, whichever comes first, and publish the

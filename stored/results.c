@@ -141,12 +141,23 @@ void stored_results_publish(struct stored_results *rs)
 		struct stored_results_slot *sl = &rs->slots[i];
 
 		if (sl->staged)
-			ring_publish(shm_slot_ring(rs->r, i, SHM_SLOT_FROM_STORED));
+			sl->staged = ring_publish_quiet(shm_slot_ring(rs->r, i, SHM_SLOT_FROM_STORED));
 		if (sl->dropped_full)
 			log_warn("dropped results: the slot's result ring is full; its requests "
 				 "will time out",
 				 LOG_U64("slot", i), LOG_U64("generation", sl->generation),
 				 LOG_U64("dropped", sl->dropped_full));
+	}
+}
+
+void stored_results_wake(struct stored_results *rs)
+{
+	for (uint32_t k = 0; k < rs->ntouched; k++) {
+		uint32_t i = rs->touched[k];
+		struct stored_results_slot *sl = &rs->slots[i];
+
+		if (sl->staged)
+			ring_wake_consumer(shm_slot_ring(rs->r, i, SHM_SLOT_FROM_STORED));
 		sl->checked = false;
 		sl->staged = false;
 		sl->dropped_full = 0;

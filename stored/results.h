@@ -70,9 +70,17 @@ void stored_results_fini(struct stored_results *rs);
 enum stored_results_verdict stored_results_stage(struct stored_results *rs,
 						 const struct msg_result *h, const void *body);
 
-/* Publishes what was staged (waking each gateway that sleeps), logs the
- * round's drops for full rings, and ends the round. */
+/*
+ * Ends a round in two steps. stored_results_publish makes what was staged
+ * visible to the gateways and logs the round's drops for full rings;
+ * stored_results_wake, which must follow before the next round stages
+ * anything, wakes each gateway that got results and sleeps. Between the
+ * two the caller publishes whatever else goes with the results, so that
+ * no gateway wakes (and, on a busy CPU, takes it from stored) before
+ * everything of the round is out.
+ */
 void stored_results_publish(struct stored_results *rs);
+void stored_results_wake(struct stored_results *rs);
 
 /* "staged", "foreign", ... Static storage. */
 const char *stored_results_verdict_name(enum stored_results_verdict v);

@@ -96,6 +96,7 @@ static void test_routing(void)
 	h.status = 5;
 	CHECK_EQ(stored_results_stage(&rs, &h, NULL), STORED_RESULT_STAGED);
 	stored_results_publish(&rs);
+	stored_results_wake(&rs);
 
 	CHECK_EQ(tst_take_result(ring, &got), 0);
 	CHECK_EQ(got.h.origin.request_id, 1);
@@ -125,6 +126,7 @@ static void test_routing(void)
 		h = result(again.index, again.generation, 9, sizeof(body));
 		CHECK_EQ(stored_results_stage(&rs, &h, body), STORED_RESULT_STAGED);
 		stored_results_publish(&rs);
+		stored_results_wake(&rs);
 		CHECK_EQ(tst_take_result(shm_slot_ring(gw2, again.index, SHM_SLOT_FROM_STORED), &got),
 			 0);
 		CHECK_EQ(got.h.origin.request_id, 9);
@@ -155,6 +157,7 @@ static void test_routing(void)
 		CHECK(test_now_ns() - t0 < 2000000000ull); /* never waits for room */
 		CHECK_EQ(stored_results_stage(&rs, &h, big), STORED_RESULT_RING_FULL);
 		stored_results_publish(&rs);
+		stored_results_wake(&rs);
 		for (uint32_t i = 0; i < staged; i++) {
 			uint64_t first;
 			CHECK_EQ(tst_take_result(ring, &got), 0);
@@ -166,6 +169,7 @@ static void test_routing(void)
 		/* room again */
 		CHECK_EQ(stored_results_stage(&rs, &h, big), STORED_RESULT_STAGED);
 		stored_results_publish(&rs);
+		stored_results_wake(&rs);
 		CHECK_EQ(tst_take_result(ring, &got), 0);
 		free(big);
 	}
@@ -178,11 +182,38 @@ static void test_routing(void)
 		h = result(s0.index, s0.generation, 500, len);
 		CHECK_EQ(stored_results_stage(&rs, &h, huge), STORED_RESULT_TOO_LARGE);
 		stored_results_publish(&rs);
+		stored_results_wake(&rs);
 		CHECK_EQ(tst_take_result(ring, &got), 0);
 		CHECK_EQ(got.h.origin.request_id, 500);
 		CHECK_EQ(got.h.status, 8);
 		CHECK(tst_body_is(&got, "etcdserver: the response is larger than the result ring carries"));
 		free(huge);
+	}
+
+	/* publish makes the round visible without waking anyone; wake then
+	 * rings the doorbell of a gateway that sleeps */
+	{
+		struct shm_doorbell *db = shm_slot_doorbell(gw, s0.index);
+		uint32_t seq0;
+		uint64_t wakes0;
+		CHECK(shm_doorbell_announce(db, NULL, NULL, &seq0));
+		wakes0 = shm_doorbell_wakes(db);
+		h = result(s0.index, s0.generation, 600, 0);
+		CHECK_EQ(stored_results_stage(&rs, &h, NULL), STORED_RESULT_STAGED);
+		stored_results_publish(&rs);
+		CHECK(ring_has_data(ring));
+		CHECK_EQ(shm_doorbell_wakes(db), wakes0);
+		CHECK_EQ(atomic_load(shm_doorbell_futex_word(db)), seq0);
+		stored_results_wake(&rs);
+		CHECK_EQ(shm_doorbell_wakes(db), wakes0 + 1);
+		CHECK(atomic_load(shm_doorbell_futex_word(db)) != seq0);
+		shm_doorbell_unannounce(db);
+		CHECK_EQ(tst_take_result(ring, &got), 0);
+		CHECK_EQ(got.h.origin.request_id, 600);
+		/* a round with nothing for the slot wakes nobody */
+		stored_results_publish(&rs);
+		stored_results_wake(&rs);
+		CHECK_EQ(shm_doorbell_wakes(db), wakes0 + 1);
 	}
 
 	CHECK_EQ(rs.counts[STORED_RESULT_FOREIGN], 1);
@@ -191,7 +222,7 @@ static void test_routing(void)
 	CHECK_EQ(rs.counts[STORED_RESULT_NO_SLOT], 1);
 	CHECK_EQ(rs.counts[STORED_RESULT_RING_FULL], 2);
 	CHECK_EQ(rs.counts[STORED_RESULT_TOO_LARGE], 1);
-	CHECK_EQ(rs.counts[STORED_RESULT_STAGED], 3 + staged + 1);
+	CHECK_EQ(rs.counts[STORED_RESULT_STAGED], 3 + staged + 2);
 	CHECK(strcmp(stored_results_verdict_name(STORED_RESULT_RING_FULL), "ring-full") == 0);
 
 	stored_results_fini(&rs);
