@@ -49,7 +49,9 @@
 # side only; every name but etcd is a cetcd, given the flags in
 # BENCH_FLAGS_<name> too, and gets a column of its own: BENCH_SERVERS="cetcd
 # g1 etcd" BENCH_FLAGS_g1="--gateways 1" adds a one-gateway cetcd to the
-# same alternation; the ratios stay cetcd's to etcd's), BENCH_WORKLOADS (names as measure gives them, e.g. "watch
+# same alternation, and BENCH_BUILD_<name> gives it another build
+# directory, e.g. an older commit's, for an A/B run; the ratios stay
+# cetcd's to etcd's), BENCH_WORKLOADS (names as measure gives them, e.g. "watch
 # watch_latency lease_keepalive"; unset runs all), BENCH_PIN ("S:C", CPU
 # lists for taskset: every server process runs on S and the clients, the
 # benchmark tool and h2load, on C, e.g. "0:1"; unset, all share every CPU,
@@ -111,8 +113,8 @@ free_port() {
 start_member() {
   local kind=$1 i=$2
   if [[ $kind != etcd ]]; then
-    local extra="BENCH_FLAGS_$kind"
-    setsid "${srv_pin[@]}" "$build/bin/cetcd" ${margs[i]} ${!extra:-} >>"$work/$kind.$i.log" 2>&1 &
+    local extra="BENCH_FLAGS_$kind" other="BENCH_BUILD_$kind"
+    setsid "${srv_pin[@]}" "${!other:-$build}/bin/cetcd" ${margs[i]} ${!extra:-} >>"$work/$kind.$i.log" 2>&1 &
   else
     setsid "${srv_pin[@]}" etcd ${margs[i]} >>"$work/$kind.$i.log" 2>&1 &
   fi

@@ -145,11 +145,19 @@ static int feed_push_install(struct feed *f)
 	rc = ring_commit(f->ring, MSG_SNAPSHOT_INSTALL, len);
 	if (rc)
 		return -EIO;
-	ring_publish(f->ring);
+	f->wake_due |= ring_publish_quiet(f->ring);
 	f->install_pushed = true;
 	log_info("handed stored a received snapshot to install", LOG_STR("path", f->install_path),
 		 LOG_U64("snapshot-index", f->install_index));
 	return 0;
+}
+
+void feed_wake(struct feed *f)
+{
+	if (!f->wake_due)
+		return;
+	f->wake_due = false;
+	ring_wake_consumer(f->ring);
 }
 
 int feed_pump(struct feed *f, const struct raftlog *log, unsigned max_records)
@@ -208,7 +216,7 @@ int feed_pump(struct feed *f, const struct raftlog *log, unsigned max_records)
 		n++;
 	}
 	if (n) {
-		ring_publish(f->ring);
+		f->wake_due |= ring_publish_quiet(f->ring);
 		f->pushed += n;
 	}
 	if (rc == -EIO || ring_has_failed(f->ring))

@@ -43,6 +43,7 @@ struct feed {
 	uint64_t epoch;      /* stored's epoch last seen (0: never started) */
 	uint64_t durable;    /* stored's durable index last seen */
 	bool blocked;        /* the last pump found the ring full */
+	bool wake_due;       /* pushed records stored was not woken for */
 	bool stalled;        /* an entry cannot be pushed (gone from the log,
 			      * or too large for the ring); logged once */
 	/* a db received from the leader (MSG_SNAPSHOT_INSTALL): pushed
@@ -105,9 +106,20 @@ bool feed_observe(struct feed *f, const struct status_stored *st);
  * many as fit in the ring now (at most max_records; then the caller comes
  * back). Returns the number pushed, or -EIO if the ring has failed. An
  * entry missing from log or too large for a record stalls the feed (logged
- * once): 0 from then on.
+ * once): 0 from then on. The records are visible to stored at once, but
+ * stored is not woken: feed_wake must follow (in the same turn), after
+ * whatever else the turn has to send first.
  */
 int feed_pump(struct feed *f, const struct raftlog *log, unsigned max_records);
+
+/*
+ * Wakes stored if it sleeps and records were pushed since the last wake.
+ * Kept apart from feed_pump because a woken stored may take raftd's CPU
+ * at once, and what raftd still has to do in its turn (the peer sockets:
+ * the new commit index and entries for the followers) would wait for
+ * stored's batch and the gateway's answers.
+ */
+void feed_wake(struct feed *f);
 
 /* Whether handed-over entries wait to be pushed. */
 bool feed_pending(const struct feed *f);

@@ -1155,7 +1155,8 @@ static void on_stop_fd(struct loop *l, int fd, bool is_signal)
  * One turn: what woke the loop, then the transport's socket events (read
  * before the messages they carry are stepped), the core's work, and at
  * the end the transport's run, which writes out what the turn sent to
- * peers (one write per stream for all of it) and keeps its timers.
+ * peers (one write per stream for all of it) and keeps its timers; only
+ * then are stored and the gateways woken for what the turn gave them.
  */
 static void turn(struct loop *l, const struct epoll_event *ev, int n)
 {
@@ -1204,9 +1205,13 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 		pump(l);
 		publish_status(l, false);
 	}
-	proposals_flush(&l->props);
 	if (l->peer)
 		l->peer_run_ms = peer_run(l->peer);
+	/* Wakes last: stored or a gateway woken earlier may take this CPU at
+	 * once, and the followers would wait for its work to hear of the new
+	 * entries and commit index. */
+	feed_wake(&l->feed);
+	proposals_flush(&l->props);
 	if (woke)
 		shm_waker_drained(&l->waker);
 }
@@ -1228,6 +1233,7 @@ static void stop(struct loop *l)
 			persist_done(l);
 			handle_ready(l);
 			pump(l);
+			feed_wake(&l->feed);
 		}
 	}
 	proposals_fail_reads(&l->props, PROPOSALS_GRPC_UNAVAILABLE, true);
