@@ -705,9 +705,8 @@ static int loop_deliver(struct stored_loop *l)
 	/* Wakes last, once the root, the events, the answers and the index
 	 * are all out: a gateway woken earlier can take this CPU before the
 	 * rest is published, and then answers a turn (or a client's time
-	 * slice) late. */
+	 * slice) late. The event notice follows (loop_batch). */
 	stored_results_wake(&l->results);
-	shm_events_notify(l->r);
 	return 0;
 }
 
@@ -956,6 +955,7 @@ static int loop_batch(struct stored_loop *l)
 	l->dirty = true;
 	loop_publish_root(l);
 	rc = loop_deliver(l);
+	shm_events_notify(l->r); /* the events are out even if the answers failed */
 	ring_release_consumed(l->committed);
 	arena_release(&l->arena);
 	return rc;
