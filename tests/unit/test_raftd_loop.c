@@ -30,6 +30,7 @@
 #include "raftd/bootstrap.h"
 #include "raftd/loop.h"
 #include "raftd/wal.h"
+#include "shm/doorbell.h"
 #include "shm/hello.h"
 #include "shm/config/member.h"
 
@@ -314,6 +315,25 @@ static void test_lone_member(void)
 	memcpy(&ri, rec.data, sizeof(ri));
 	CHECK(ri.status == 0 && ri.origin.request_id == 5000 && ri.origin.slot == s1.index);
 	CHECK(ri.index >= t.applied);
+
+	/* stored asleep on its doorbell: the loop wakes it for each committed
+	 * proposal (feed_wake after the turn's peer writes); a turn that
+	 * published without waking would leave it asleep */
+	{
+		struct shm_doorbell *sdb = shm_role_doorbell(r, SHM_ROLE_STORED);
+		uint64_t wakes0 = shm_doorbell_wakes(sdb);
+		for (int k = 0; k < 5; k++, rid++) {
+			uint32_t seq0;
+			ts_consume(&t);
+			CHECK(shm_doorbell_announce(sdb, NULL, NULL, &seq0));
+			push(NULL, r, &s0, rid);
+			CHECK(TEST_WAIT_FOR(atomic_load(shm_doorbell_futex_word(sdb)) != seq0,
+					    WAIT_MS));
+			shm_doorbell_unannounce(sdb);
+			ts_wait_rid(&t, rid);
+		}
+		CHECK(shm_doorbell_wakes(sdb) >= wakes0 + 5);
+	}
 
 	/* stored stops taking entries: the ring fills, the loop goes on */
 	uint64_t before = t.applied;
