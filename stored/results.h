@@ -42,7 +42,7 @@ enum stored_results_verdict {
 struct stored_results_slot {
 	bool checked;            /* live and generation asked this round */
 	bool live;
-	bool staged;             /* records wait for ring_publish */
+	bool staged;             /* records staged, then published and not yet woken for */
 	uint64_t generation;
 	uint32_t dropped_full;   /* this round */
 };

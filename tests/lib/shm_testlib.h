@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/doorbell.h"
+
 #define CHECK(cond)                                                          \
 	do {                                                                 \
 		if (!(cond)) {                                               \
@@ -318,5 +320,38 @@ static inline int test_wait(pid_t pid)
 		}                                                            \
 		wait_ok_;                                                    \
 	})
+
+/* A stand-in for a process asleep on a doorbell: announced as
+ * shm_doorbell_sleep announces before it waits, so that a test can see
+ * whether (and how often) a producer rang it. */
+struct test_sleeper {
+	struct shm_doorbell *db;
+	uint32_t seq0;   /* the futex word when it announced */
+	uint64_t wakes0; /* the doorbell's wake count then */
+};
+
+static inline void test_sleeper_start(struct test_sleeper *s, struct shm_doorbell *db)
+{
+	s->db = db;
+	CHECK(shm_doorbell_announce(db, NULL, NULL, &s->seq0));
+	s->wakes0 = shm_doorbell_wakes(db);
+}
+
+/* Wakes issued on the doorbell since the sleeper announced. */
+static inline uint64_t test_sleeper_wakes(const struct test_sleeper *s)
+{
+	return shm_doorbell_wakes(s->db) - s->wakes0;
+}
+
+/* Whether a wake moved the futex word since the sleeper announced. */
+static inline int test_sleeper_rung(const struct test_sleeper *s)
+{
+	return atomic_load(shm_doorbell_futex_word(s->db)) != s->seq0;
+}
+
+static inline void test_sleeper_stop(struct test_sleeper *s)
+{
+	shm_doorbell_unannounce(s->db);
+}
 
 #endif

@@ -9,7 +9,6 @@
 
 #include "raftd/feed.h"
 #include "raftd/raftlog.h"
-#include "shm/doorbell.h"
 
 static char path[512];
 
@@ -51,32 +50,30 @@ static void test_wake_after_pump(void)
 {
 	struct shm_region *r = rt_region(path, sizeof(path), 1);
 	struct ring *ring = shm_daemon_ring(r, SHM_RING_COMMITTED);
-	struct shm_doorbell *db = shm_role_doorbell(r, SHM_ROLE_STORED);
 	struct status_stored st = { 0 };
+	struct test_sleeper sl;
 	struct raftlog log;
 	struct feed f;
-	uint64_t next = 1, wakes0;
-	uint32_t seq0;
+	uint64_t next = 1;
 
 	make_log(&log, 20);
 	feed_init(&f, ring, &st, false);
-	CHECK(shm_doorbell_announce(db, NULL, NULL, &seq0)); /* stored sleeps */
-	wakes0 = shm_doorbell_wakes(db);
+	test_sleeper_start(&sl, shm_role_doorbell(r, SHM_ROLE_STORED)); /* stored sleeps */
 	feed_wake(&f); /* nothing pushed: no wake */
-	CHECK_EQ(shm_doorbell_wakes(db), wakes0);
+	CHECK_EQ(test_sleeper_wakes(&sl), 0);
 	feed_handed(&f, 5);
 	CHECK_EQ(feed_pump(&f, &log, 100), 5);
 	feed_handed(&f, 8);
 	CHECK_EQ(feed_pump(&f, &log, 100), 3);
 	CHECK(ring_has_data(ring));
-	CHECK_EQ(shm_doorbell_wakes(db), wakes0);
-	CHECK_EQ(atomic_load(shm_doorbell_futex_word(db)), seq0);
+	CHECK_EQ(test_sleeper_wakes(&sl), 0);
+	CHECK(!test_sleeper_rung(&sl));
 	feed_wake(&f);
-	CHECK_EQ(shm_doorbell_wakes(db), wakes0 + 1);
-	CHECK(atomic_load(shm_doorbell_futex_word(db)) != seq0);
+	CHECK_EQ(test_sleeper_wakes(&sl), 1);
+	CHECK(test_sleeper_rung(&sl));
 	feed_wake(&f); /* once */
-	CHECK_EQ(shm_doorbell_wakes(db), wakes0 + 1);
-	shm_doorbell_unannounce(db);
+	CHECK_EQ(test_sleeper_wakes(&sl), 1);
+	test_sleeper_stop(&sl);
 	CHECK_EQ(consume(ring, &next), 8);
 	raftlog_free(&log);
 	shm_region_detach(r);

@@ -30,7 +30,6 @@
 #include "raftd/bootstrap.h"
 #include "raftd/loop.h"
 #include "raftd/wal.h"
-#include "shm/doorbell.h"
 #include "shm/hello.h"
 #include "shm/config/member.h"
 
@@ -323,13 +322,12 @@ static void test_lone_member(void)
 		struct shm_doorbell *sdb = shm_role_doorbell(r, SHM_ROLE_STORED);
 		uint64_t wakes0 = shm_doorbell_wakes(sdb);
 		for (int k = 0; k < 5; k++, rid++) {
-			uint32_t seq0;
+			struct test_sleeper sl;
 			ts_consume(&t);
-			CHECK(shm_doorbell_announce(sdb, NULL, NULL, &seq0));
+			test_sleeper_start(&sl, sdb);
 			push(NULL, r, &s0, rid);
-			CHECK(TEST_WAIT_FOR(atomic_load(shm_doorbell_futex_word(sdb)) != seq0,
-					    WAIT_MS));
-			shm_doorbell_unannounce(sdb);
+			CHECK(TEST_WAIT_FOR(test_sleeper_rung(&sl), WAIT_MS));
+			test_sleeper_stop(&sl);
 			ts_wait_rid(&t, rid);
 		}
 		CHECK(shm_doorbell_wakes(sdb) >= wakes0 + 5);

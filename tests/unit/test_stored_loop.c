@@ -298,30 +298,27 @@ static void test_batch_wakes(void)
 	struct env e;
 	struct shm_doorbell *db;
 	struct tst_result got = { 0 };
-	uint64_t wakes0;
-	uint32_t seq0;
+	struct test_sleeper sl;
 
 	env_init(&e, 16);
 	db = shm_slot_doorbell(e.gw, e.slot.index);
 
 	/* answers only: one wake */
 	shm_doorbell_want_events(db, false);
-	CHECK(shm_doorbell_announce(db, NULL, NULL, &seq0));
-	wakes0 = shm_doorbell_wakes(db);
+	test_sleeper_start(&sl, db);
 	env_put(&e, 1, "a", "1");
 	env_turn(&e);
 	CHECK_EQ(status_stored_delivered(e.gw), 1);
-	CHECK_EQ(shm_doorbell_wakes(db), wakes0 + 1);
-	CHECK(atomic_load(shm_doorbell_futex_word(db)) != seq0);
-	shm_doorbell_unannounce(db);
+	CHECK_EQ(test_sleeper_wakes(&sl), 1);
+	CHECK(test_sleeper_rung(&sl));
+	test_sleeper_stop(&sl);
 	CHECK_EQ(tst_take_result(e.results, &got), 0);
 	CHECK_EQ(got.h.index, 1);
 
 	/* events only (the answer is for an older generation of the slot,
 	 * and dropped): the event notice wakes it */
 	shm_doorbell_want_events(db, true);
-	CHECK(shm_doorbell_announce(db, NULL, NULL, &seq0));
-	wakes0 = shm_doorbell_wakes(db);
+	test_sleeper_start(&sl, db);
 	{
 		struct msg_origin o = tst_origin(e.slot.index, e.slot.generation - 1, ++e.next_rid);
 		tst_put("b", "2", &o, &e.d);
@@ -331,18 +328,17 @@ static void test_batch_wakes(void)
 	}
 	env_turn(&e);
 	CHECK_EQ(status_stored_delivered(e.gw), 2);
-	CHECK_EQ(shm_doorbell_wakes(db), wakes0 + 1);
-	CHECK(atomic_load(shm_doorbell_futex_word(db)) != seq0);
-	shm_doorbell_unannounce(db);
+	CHECK_EQ(test_sleeper_wakes(&sl), 1);
+	CHECK(test_sleeper_rung(&sl));
+	test_sleeper_stop(&sl);
 	CHECK_EQ(tst_take_result(e.results, &got), -EAGAIN);
 
 	/* both: the answers' wake, then the notice's */
-	CHECK(shm_doorbell_announce(db, NULL, NULL, &seq0));
-	wakes0 = shm_doorbell_wakes(db);
+	test_sleeper_start(&sl, db);
 	env_put(&e, 3, "c", "3");
 	env_turn(&e);
-	CHECK_EQ(shm_doorbell_wakes(db), wakes0 + 2);
-	shm_doorbell_unannounce(db);
+	CHECK_EQ(test_sleeper_wakes(&sl), 2);
+	test_sleeper_stop(&sl);
 	CHECK_EQ(tst_take_result(e.results, &got), 0);
 	CHECK_EQ(got.h.index, 3);
 	shm_doorbell_want_events(db, false);
