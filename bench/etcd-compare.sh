@@ -32,6 +32,12 @@
 #   with its last watch event (p50, p99), and from the put's answer to
 #   that segment (p99; negative when every event left first), times the
 #   client's own scheduling does not move (skipped without tcpdump);
+#   watch_floor: the same watch-latency run against bench/watch-floor, a
+#   server that does no work (no disk, no consensus) and answers each put
+#   once its events are handed to the transport, or 1 ms after that; the
+#   first is about what the tool reads for any server that sends events
+#   and answer together, the second the tool's own time once the events
+#   are in before the answer;
 #   lease-keepalive (10 conns, 100 clients, one lease each; keepalives
 #   answered a second, CPU time per keepalive sent, and how many failed:
 #   the tool's figures count only the answered ones);
@@ -423,6 +429,33 @@ wire_run() {
   rm -f "$cap"
 }
 measure watch_wire "wire_write_p50 wire_write_p99 wire_ack_p99" wire_run
+# floor_run LEAD: the same watch-latency run against bench/watch-floor, a
+# server that does no work and answers a put LEAD after handing its
+# events to the transport; prints "p99_ms avg_ms".
+floor_run() {
+  local port p r endpoints
+  port=$(free_port)
+  "${srv_pin[@]}" "$tools/watch-floor" -listen "127.0.0.1:$port" -lead "$1" 2>>"$work/floor.log" &
+  p=$!
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+  endpoints=127.0.0.1:$port
+  r=$(bench_tool --conns 10 --clients 100 watch-latency --total "$watchl_total" --put-rate 200)
+  stop_pid "$p"
+  awk '{ print $2, $3 }' <<<"$r"
+}
+# watch_floor: floor_run with no lead and with 1 ms, $rounds times; not
+# a server of the alternation, so it gets a column of its own.
+if [[ -z ${BENCH_WORKLOADS:-} || " $BENCH_WORKLOADS " == *" watch_floor "* ]]; then
+  declare -A floor_got=()
+  for ((k = 0; k < rounds; k++)); do
+    for lead in 0 1ms; do
+      read -r p99 avg < <(floor_run "$lead")
+      floor_got[$lead.p99]+="$p99 " floor_got[$lead.avg]+="$avg "
+    done
+  done
+  for f in "${!floor_got[@]}"; do R[floor.$f]=$(tr ' ' '\n' <<<"${floor_got[$f]}" | grep . | median); done
+  echo "etcd-compare: watch_floor done" >&2
+fi
 measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_errors keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
   lease-keepalive --total "$total"
 for server in $servers; do
@@ -460,6 +493,11 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
   row "$k$unit" "${vals[@]}"
 done
 row "fdatasync_floor (us)" "$fsync_us"
+if [[ -n ${R[floor.0.p99]:-} ]]; then
+  row "watch_latency_p99 (ms)," "p99" "avg"
+  row "  no-work server, no lead" "${R[floor.0.p99]}" "${R[floor.0.avg]}"
+  row "  no-work server, 1ms lead" "${R[floor.1ms.p99]}" "${R[floor.1ms.avg]}"
+fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "nan" }'; }
 echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
@@ -470,6 +508,7 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "txn_qps_ratio=$(ratio "${R[cetcd.txn_qps]:-0}" "${R[etcd.txn_qps]:-0}")" \
   "watch_events_qps_ratio=$(ratio "${R[cetcd.watch_events_qps]:-0}" "${R[etcd.watch_events_qps]:-0}")" \
   "watch_latency_p99_ratio=$(ratio "${R[cetcd.watch_latency_p99]:-0}" "${R[etcd.watch_latency_p99]:-0}")" \
+  "nowork_watch_latency_p99_ratio=$(ratio "${R[floor.0.p99]:-0}" "${R[etcd.watch_latency_p99]:-0}")" \
   "wire_write_p99_ratio=$(ratio "${R[cetcd.wire_write_p99]:-0}" "${R[etcd.wire_write_p99]:-0}")" \
   "keepalive_qps_ratio=$(ratio "${R[cetcd.keepalive_qps]:-0}" "${R[etcd.keepalive_qps]:-0}")" \
   "cpu_per_watch_event_ratio=$(ratio "${R[cetcd.watch_cpu]:-0}" "${R[etcd.watch_cpu]:-0}")" \

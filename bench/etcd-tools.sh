@@ -6,14 +6,29 @@
 #
 #   bench/etcd-tools.sh [OUT]     (default OUT: $HOME/.cache/cetcd-etcd-tools)
 #
-# Leaves OUT/etcd-benchmark. Needs root. Reuses a previous build.
+# Leaves OUT/etcd-benchmark, and OUT/watch-floor built from
+# bench/watch-floor (over Debian's etcd and gRPC Go packages). Needs root.
+# Reuses a previous build.
 # Installing etcd-server on a host that runs systemd would start its
 # service on 2379/2380; a policy-rc.d keeps it from starting.
 set -euo pipefail
 out=${1:-$HOME/.cache/cetcd-etcd-tools}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+floor_src=$(cd "$(dirname "$0")" && pwd)/watch-floor/main.go
+
+# build_floor: OUT/watch-floor, unless it is newer than its source.
+build_floor() {
+  [[ $out/watch-floor -nt $floor_src ]] && return 0
+  local cache
+  cache=$(mktemp -d)
+  GO111MODULE=off GOFLAGS= GOPATH=/usr/share/gocode GOCACHE="$cache" \
+    go build -o "$out/watch-floor" "$floor_src"
+  rm -rf "$cache"
+  echo "etcd-tools: built $out/watch-floor"
+}
 if [[ -x $out/etcd-benchmark && -x /usr/bin/etcd ]]; then
+  build_floor
   echo "etcd-tools: using $out/etcd-benchmark"; exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
@@ -56,4 +71,5 @@ mkdir -p "$gopath/src/go.etcd.io/etcd"
 cp -r "$src/tools" "$gopath/src/go.etcd.io/etcd/"
 GO111MODULE=off GOFLAGS= GOPATH="$gopath:/usr/share/gocode" GOCACHE="$tmp/gocache" \
   go build -o "$out/etcd-benchmark" go.etcd.io/etcd/tools/benchmark
+build_floor
 echo "etcd-tools: built $out/etcd-benchmark; etcd $(etcd --version | head -n1)"
