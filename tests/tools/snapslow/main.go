@@ -10,7 +10,11 @@
 // client's flow-control windows), then reads the snapshot B bytes at a
 // time with D between reads into FILE, and checks the SHA-256 the server
 // sends last against the bytes before it. It prints "name value" lines:
-// snapshot-bytes, read-ms, gets, get-p50-ms, get-max-ms, sha ok|bad, and with -cpu-pid
+// snapshot-bytes, read-ms, gets, get-p50-ms, get-max-ms, sha ok|bad,
+// gets-by-quarter (four counts: the gets answered while the reader held
+// less than a quarter of the snapshot's bytes, a half, three quarters,
+// and the rest, so a server that answers gets only behind the stream
+// shows up whatever the machine's speed), and with -cpu-pid
 // server-cpu-ms: the CPU time process P (the server) used while the
 // snapshot was read. Exits 1 on any error or a bad checksum.
 //
@@ -30,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/clientv3"
@@ -111,6 +116,7 @@ func main() {
 	}
 	done := make(chan error, 1)
 	var data []byte
+	var got int64 // bytes read so far (the reader stores, the getter loads)
 	start := time.Now()
 	cpu0 := int64(0)
 	if *cpuPid > 0 {
@@ -121,6 +127,7 @@ func main() {
 		for {
 			n, err := io.ReadFull(rc, buf)
 			data = append(data, buf[:n]...)
+			atomic.StoreInt64(&got, int64(len(data)))
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
 				done <- nil
 				return
@@ -133,6 +140,7 @@ func main() {
 		}
 	}()
 	var took []time.Duration
+	var gotAt []int64 // bytes read when each get was answered
 	for finished := false; !finished; {
 		select {
 		case err := <-done:
@@ -149,6 +157,7 @@ func main() {
 				fail("get during the snapshot: %v", err)
 			}
 			took = append(took, time.Since(t0))
+			gotAt = append(gotAt, atomic.LoadInt64(&got))
 		}
 	}
 	readMs := time.Since(start).Milliseconds()
@@ -166,6 +175,12 @@ func main() {
 			sha = "ok"
 		}
 	}
+	var quarter [4]int
+	for _, g := range gotAt {
+		q := int(g * 4 / int64(len(data)+1))
+		quarter[q]++
+	}
+	fmt.Printf("gets-by-quarter %d %d %d %d\n", quarter[0], quarter[1], quarter[2], quarter[3])
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	p50, max := time.Duration(0), time.Duration(0)
 	if len(took) > 0 {
