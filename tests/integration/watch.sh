@@ -25,6 +25,7 @@
 # the processes' logs must say so.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
+it_need_etcdctl
 it_init watch
 it_build_go_tool watchmodel go.etcd.io/etcd/clientv3
 WM=$IT_BUILD/tests/watchmodel
@@ -87,20 +88,32 @@ else
 	sed 's/^/    /' "$IT_TMP/lazy.out"
 fi
 
-# 4. kills, on the same member
+# 4. kills, on the same member. With -early every watcher starts within
+# the first tenth of the 12000 puts (one revision each): each kill waits
+# until the writer is 1500 puts further than before it, so every watcher
+# has started and the member wrote again since the last kill.
+# rev_past N: the member answers with a store revision of N at least.
+rev_past() {
+	local r
+	r=$(it_revision "127.0.0.1:$IT_CPORT") && ((r >= $1))
+}
+rev0=$(it_revision "127.0.0.1:$IT_CPORT")
 "$WM" -endpoint "127.0.0.1:$IT_CPORT" -prefix p4/ -ops 12000 -watchers 16 -seed 4 -puts-only -early \
 	>"$IT_TMP/kill.out" 2>&1 &
 wm_pid=$!
-sleep 0.7
 for what in stored gatewayd-0; do
+	rev0=$((rev0 + 1500))
+	if ! it_until 60000 rev_past "$rev0"; then
+		fail "the writer reaches revision $rev0 before the SIGKILL of $what"
+		continue
+	fi
 	pid=$(it_cetcd_child "$what" || true)
 	if [[ -n $pid ]]; then
 		kill -9 "$pid"
-		ok "SIGKILLed $what ($pid)"
+		ok "SIGKILLed $what ($pid) at revision $rev0 or past it"
 	else
 		fail "no $what to kill"
 	fi
-	sleep 0.7
 done
 if wait "$wm_pid" && (($(it_kv_val "$IT_TMP/kill.out" reconnects) > 0)); then
 	ok "kills (streams broke and resumed): $(grep -E '^(events|history|reconnects)' "$IT_TMP/kill.out" | tr '\n' ' ')"
