@@ -39,6 +39,16 @@ move_to() { # TARGET: leadership to member TARGET
 	it_until 10000 it_leads "$(it_cl_ep "$1")"
 }
 
+# rev_past N: one of the three members answers with a store revision of N
+# at least (the writer's puts, one revision each, got that far).
+rev_past() {
+	local i r
+	for i in 0 1 2; do
+		r=$(it_revision "$(it_cl_ep "$i")") && ((r >= $1)) && return 0
+	done
+	return 1
+}
+
 # run_cluster LABEL KIND0 KIND1 KIND2: member 0 leads first, then member 1.
 run_cluster() {
 	local label=$1 i wm
@@ -50,10 +60,14 @@ run_cluster() {
 	local eps
 	eps=$(it_cl_ep 0),$(it_cl_ep 1),$(it_cl_ep 2)
 	run_model "$label.plain" -endpoint "$eps" -prefix "$label/p/" -ops 500 -watchers 24 -seed 11 -progress
+	local rev0
+	rev0=$(it_revision "$(it_cl_ep 0)")
 	"$WM" -endpoint "$eps" -prefix "$label/m/" -ops 2000 -watchers 15 -seed 12 -puts-only -early \
 		-progress >"$IT_TMP/$label.move.out" 2>&1 &
 	wm=$!
-	sleep 2
+	# with -early every watcher starts in the first tenth of the puts
+	check "$label: the writer is past the first fifth of its puts (every watcher started)" \
+		it_until 60000 rev_past $((rev0 + 400))
 	check "$label: leadership moved to x1 (${kinds[1]}) mid-run" move_to 1
 	if wait "$wm"; then
 		ok "$label.move: $(grep -E '^(events|history|reconnects|progress)' "$IT_TMP/$label.move.out" | tr '\n' ' ')"
