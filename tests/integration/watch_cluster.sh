@@ -45,6 +45,16 @@ model_end() {
 	fi
 }
 reconnected() { (($(it_kv_val "$IT_TMP/$1.out" reconnects) > 0)); }
+# rev_past N I...: one of members I... answers with a store revision of N
+# at least (the writer's puts, one revision each, got that far).
+rev_past() {
+	local n=$1 i r
+	shift
+	for i in "$@"; do
+		r=$(it_revision "$(it_cl_ep "$i")") && ((r >= n)) && return 0
+	done
+	return 1
+}
 # eps FIRST: the three endpoints, member FIRST first.
 eps() {
 	local i s=$(it_cl_ep "$1")
@@ -64,25 +74,32 @@ model_end plain
 
 # 2. the leader SIGKILLed mid-run
 lead=$(it_cl_current_leader)
+rev0=$(it_revision "$(it_cl_ep "$lead")")
 model_start kill -endpoint "$(eps "$lead")" -prefix c2/ -ops 2500 -watchers 18 -seed 2 -puts-only \
 	-early -progress -cetcd-progress
-sleep 2
+check "the writer is past the first fifth of its puts (every watcher started)" \
+	it_until 60000 rev_past $((rev0 + 500)) "$lead"
 it_cl_kill "$lead"
 ok "SIGKILLed the leader x$lead"
 survivors=$(it_cl_but "$lead" | tr '\n' ' ')
 # shellcheck disable=SC2086
 check "a surviving member leads" it_until 15000 it_cl_leader $survivors
-sleep 1
+at=$(it_revision "$(it_cl_ep "$(it_cl_but "$lead" | head -n 1)")")
+# shellcheck disable=SC2086
+check "the writer goes on through the survivors before x$lead comes back" \
+	it_until 30000 rev_past $((at + 100)) $survivors
 it_cl_start "$lead" cetcd "${PROGRESS[@]}"
 check "x$lead comes back" it_wait_healthy "${IT_CL_CPORT[lead]}" 60
 model_end "kill" reconnected kill
 
 # 3. leadership moved twice mid-run
 lead=$(it_cl_current_leader)
+rev0=$(it_revision "$(it_cl_ep "$lead")")
 model_start move -endpoint "$(eps "$lead")" -prefix c3/ -ops 2500 -watchers 18 -seed 3 -puts-only \
 	-early -progress -cetcd-progress
 for hop in 1 2; do
-	sleep 1.5
+	check "move $hop: the writer is $((hop * 600)) puts into its run" \
+		it_until 60000 rev_past $((rev0 + hop * 600)) 0 1 2
 	lead=$(it_cl_current_leader)
 	target=$(it_cl_but "$lead" | head -n "$hop" | tail -n 1)
 	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$(it_cl_ep "$lead")" \
