@@ -20,9 +20,11 @@
  * or below the applied index is skipped; a file that is not a db, one
  * with corrupt meta pages, and one whose consistent index is below the
  * snapshot's are refused (an error line; nothing changes and stored
- * lives).
+ * lives). Each of those waits for stored's own log line saying it skipped
+ * or refused that install before it looks at the state.
  *
- * STORED_SEED=n replays a seed.
+ * stored's log lines go to stored.log in each member's directory; a
+ * failed run prints them. STORED_SEED=n replays a seed.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -47,23 +49,75 @@
 
 static uint64_t seed;
 
+/* The logs of the members started so far, printed if the test fails. */
+#define MAX_LOGS 4
+static char log_paths[MAX_LOGS][640];
+static unsigned nlogs;
+static bool passed;
+static pid_t test_pid;
+
 struct member {
 	struct tst_member m;
 	struct shm_region *rf, *gw;
 	struct shm_slot_ref slot;
 	struct ring *committed;
 	char db_path[600];
+	char log_path[640];         /* stored's lines, info and up */
 	pid_t child;
 };
 
-/* The stored process. */
+/* The stored process: its lines go to the member's log file. */
 static void child_main(struct member *mb)
 {
 	struct stored_loop_opts o = {
 		.data_dir = mb->m.data_dir, .member_id = TST_MEMBER, .cluster_id = TST_CLUSTER,
 		.map_size = 1ull << 30, .batch_entries = 64,
 	};
-	tst_stored_child(mb->m.region_path, &o, getenv("STORED_LOG_INFO") ? LOG_LEVEL_INFO : LOG_LEVEL_WARN);
+	int fd = open(mb->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		test_child_exit(6);
+	log_set_fd(fd);
+	tst_stored_child(mb->m.region_path, &o, LOG_LEVEL_INFO);
+}
+
+/* Lines of the member's log that hold both msg (as the "msg" field) and
+ * field (NULL: any). */
+static unsigned log_lines(const struct member *mb, const char *msg, const char *field)
+{
+	char want[512], *line = NULL;
+	size_t cap = 0;
+	unsigned n = 0;
+	FILE *f = fopen(mb->log_path, "r");
+
+	if (!f)
+		return 0;
+	snprintf(want, sizeof(want), "\"msg\":\"%s\"", msg);
+	while (getline(&line, &cap, f) > 0)
+		if (strstr(line, want) && (!field || strstr(line, field)))
+			n++;
+	free(line);
+	fclose(f);
+	return n;
+}
+
+/* On a failed check: what the stored processes logged. Runs before the
+ * scratch directory is removed (registered after it). */
+static void print_logs(void)
+{
+	char line[4096];
+
+	if (passed || getpid() != test_pid)
+		return;
+	for (unsigned i = 0; i < nlogs; i++) {
+		FILE *f = fopen(log_paths[i], "r");
+		if (!f)
+			continue;
+		fprintf(stderr, "---- %s\n", log_paths[i]);
+		while (fgets(line, sizeof(line), f))
+			fputs(line, stderr);
+		fclose(f);
+	}
 }
 
 static void member_start(struct member *mb)
@@ -98,6 +152,13 @@ static void member_init(struct member *mb)
 	CHECK_EQ(shm_slot_claim(mb->gw, &mb->slot), 0);
 	mb->committed = shm_daemon_ring(mb->rf, SHM_RING_COMMITTED);
 	snprintf(mb->db_path, sizeof(mb->db_path), "%s/member/snap/db", mb->m.data_dir);
+	snprintf(mb->log_path, sizeof(mb->log_path), "%s/stored.log", mb->m.dir);
+	if (nlogs == 0) {
+		test_pid = getpid();
+		atexit(print_logs);
+	}
+	CHECK(nlogs < MAX_LOGS);
+	memcpy(log_paths[nlogs++], mb->log_path, sizeof(mb->log_path));
 	member_start(mb);
 	CHECK(TEST_WAIT_FOR(member_status(mb).epoch >= 1, 20000));
 }
@@ -352,16 +413,33 @@ static void write_file(const char *path, const void *p, size_t len)
 	close(fd);
 }
 
-/* A file refused at index: T's state and generation stay, stored lives. */
+#define SKIPPED "skipped a received snapshot: the store is already at or past it"
+#define REFUSED "refused the received snapshot db; nothing is applied until a valid one comes"
+
+/* An install of path at index that stored must answer with the log line
+ * msg (SKIPPED or REFUSED, naming that index or path): once the line is
+ * there, T's state and generation stayed and stored lives. */
 static void check_refused(struct member *t, uint64_t index, const char *path, unsigned round,
-			  const struct seen *before)
+			  const struct seen *before, const char *msg)
 {
 	struct status_stored st0 = member_status(t), st;
 	struct seen now;
+	char field[700];
+	unsigned lines0;
 	int status;
 
+	if (strcmp(msg, SKIPPED) == 0)
+		snprintf(field, sizeof(field), "\"snapshot-index\":%" PRIu64 ",", index);
+	else
+		snprintf(field, sizeof(field), "\"path\":\"%s\"", path);
+	lines0 = log_lines(t, msg, field);
 	install_at(t, index, path);
-	usleep(300000);
+	if (!TEST_WAIT_FOR(log_lines(t, msg, field) > lines0, 60000)) {
+		fprintf(stderr, "stored never logged \"%s\" (%s) for the install of %s at %" PRIu64
+			" (it lives: %s)\n", msg, field, path, index,
+			waitpid(t->child, &status, WNOHANG) == 0 ? "yes" : "no");
+		exit(1);
+	}
 	st = member_status(t);
 	CHECK_EQ(waitpid(t->child, &status, WNOHANG), 0);
 	CHECK_EQ(st.db_generation, st0.db_generation);
@@ -575,18 +653,18 @@ int main(void)
 	struct seen at_rest;
 	uint64_t top = (uint64_t)ROUNDS * ROUND_ENTRIES + POSTS;
 	read_published(&tgt, ROUNDS, &at_rest);
-	check_refused(&tgt, (uint64_t)ROUNDS * ROUND_ENTRIES, snap[ROUNDS], ROUNDS, &at_rest);
+	check_refused(&tgt, (uint64_t)ROUNDS * ROUND_ENTRIES, snap[ROUNDS], ROUNDS, &at_rest, SKIPPED);
 
 	/* Refused: a consistent index below the snapshot's, garbage, corrupt
 	 * metas, a missing file. */
-	check_refused(&tgt, top + 100, snap[ROUNDS], ROUNDS, &at_rest);
+	check_refused(&tgt, top + 100, snap[ROUNDS], ROUNDS, &at_rest, REFUSED);
 	char bad[700];
 	uint8_t junk[8192];
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (uint8_t)test_mix(seed + i);
 	snprintf(bad, sizeof(bad), "%s/junk.snap.db", tgt.m.dir);
 	write_file(bad, junk, sizeof(junk));
-	check_refused(&tgt, top + 100, bad, ROUNDS, &at_rest);
+	check_refused(&tgt, top + 100, bad, ROUNDS, &at_rest, REFUSED);
 	{
 		snprintf(bad, sizeof(bad), "%s/metas.snap.db", tgt.m.dir);
 		int in = open(snap[ROUNDS], O_RDONLY);
@@ -601,15 +679,16 @@ int main(void)
 		write_file(bad, p, (size_t)size);
 		free(p);
 	}
-	check_refused(&tgt, top + 100, bad, ROUNDS, &at_rest);
+	check_refused(&tgt, top + 100, bad, ROUNDS, &at_rest, REFUSED);
 	snprintf(bad, sizeof(bad), "%s/none.snap.db", tgt.m.dir);
-	check_refused(&tgt, top + 100, bad, ROUNDS, &at_rest);
+	check_refused(&tgt, top + 100, bad, ROUNDS, &at_rest, REFUSED);
 
 	kill(tgt.child, SIGTERM);
 	CHECK_EQ(test_wait(tgt.child), 0);
 	member_fini(&tgt);
 	etcd_phase(&buf);
 	tbuf_free(&buf);
+	passed = true;
 	printf("ok: %u installs, %" PRIu64 " of them killed (%" PRIu64 " before the rename) and resent\n",
 	       ROUNDS, kills, kills_before);
 	return 0;
