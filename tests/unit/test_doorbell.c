@@ -29,9 +29,9 @@ static void test_sleep_basics(void)
 
 	shm_doorbell_init(mem);
 	atomic_init(&flag, 1);
-	t0 = test_now_ns();
-	CHECK_EQ(shm_doorbell_sleep(d, flag_set, &flag, 5000), 0);
-	CHECK(test_now_ns() - t0 < 1000 * 1000000ull);
+	/* work is there: 0 at once (nobody rings, so a wait would end in
+	 * -ETIMEDOUT after its full minute) */
+	CHECK_EQ(shm_doorbell_sleep(d, flag_set, &flag, 60000), 0);
 	CHECK(!shm_doorbell_is_sleeping(d));
 
 	atomic_store(&flag, 0);
@@ -45,30 +45,79 @@ static void test_sleep_basics(void)
 	CHECK_EQ(shm_doorbell_wakes(d), 0);
 }
 
-/* Spin phase: a thread sets the flag within the spin budget. */
-static void *set_later(void *arg)
+/*
+ * The spin phase. A waiter whose producer runs spins on has_work rather
+ * than sleeping: the setter waits until the waiter has called has_work
+ * many times (it spins), sets the flag and rings as a producer does; the
+ * ring must find nobody asleep. A waiter whose producer sleeps goes
+ * straight to sleep instead: the setter waits for it to sleep, and then
+ * its ring is a futex wake. (Both spin budgets are far longer than the
+ * test runs, so neither outcome depends on timing.)
+ */
+struct spin_arg {
+	struct shm_doorbell *d;
+	atomic_int flag;
+	atomic_ulong checks;  /* has_work calls */
+	bool want_sleep;      /* the setter waits for a sleeper, not for spins */
+	bool seen;            /* the setter saw what it waited for */
+};
+
+static bool spin_has_work(void *arg)
 {
-	usleep(2000);
-	atomic_store((atomic_int *)arg, 1);
+	struct spin_arg *a = arg;
+
+	atomic_fetch_add(&a->checks, 1);
+	return atomic_load(&a->flag) != 0;
+}
+
+static void *spin_setter(void *arg)
+{
+	struct spin_arg *a = arg;
+
+	if (a->want_sleep)
+		a->seen = TEST_WAIT_FOR(shm_doorbell_is_sleeping(a->d), 60000);
+	else
+		a->seen = TEST_WAIT_FOR(atomic_load(&a->checks) >= 10000, 60000);
+	atomic_store(&a->flag, 1);
+	shm_doorbell_ring(a->d);
 	return NULL;
 }
 
-static void test_spin(void)
+static void spin_case(bool peer_asleep)
 {
 	static uint8_t mem[2 * SHM_DOORBELL_BYTES] __attribute__((aligned(64)));
 	struct shm_doorbell *d = (void *)mem;
 	struct shm_doorbell *peer = (void *)(mem + SHM_DOORBELL_BYTES);
-	atomic_int flag;
+	struct test_sleeper ps;
+	struct spin_arg a = { .d = d, .want_sleep = peer_asleep };
 	pthread_t t;
 
 	shm_doorbell_init(d);
 	shm_doorbell_init(peer);
-	atomic_init(&flag, 0);
-	CHECK_EQ(pthread_create(&t, NULL, set_later, &flag), 0);
-	CHECK_EQ(shm_doorbell_wait(d, peer, flag_set, &flag, 2000000, 5000), 0);
-	CHECK(atomic_load(&flag));
+	atomic_init(&a.flag, 0);
+	atomic_init(&a.checks, 0);
+	if (peer_asleep)
+		test_sleeper_start(&ps, peer);
+	CHECK_EQ(pthread_create(&t, NULL, spin_setter, &a), 0);
+	CHECK_EQ(shm_doorbell_wait(d, peer, spin_has_work, &a, 60000000, 60000), 0);
 	pthread_join(t, NULL);
-	CHECK_EQ(shm_doorbell_wakes(d), 0); /* found by spinning */
+	if (peer_asleep)
+		test_sleeper_stop(&ps);
+	if (!a.seen || shm_doorbell_wakes(d) != (peer_asleep ? 1u : 0u)) {
+		fprintf(stderr, "invariant 7 (spin only while the peer runs): with the peer %s the "
+			"waiter %s (has_work checked %lu times, %llu futex wakes)\n",
+			peer_asleep ? "asleep" : "running",
+			peer_asleep ? "never slept" : "slept instead of spinning",
+			(unsigned long)atomic_load(&a.checks),
+			(unsigned long long)shm_doorbell_wakes(d));
+		exit(1);
+	}
+}
+
+static void test_spin(void)
+{
+	spin_case(false);
+	spin_case(true);
 }
 
 /*
@@ -180,12 +229,18 @@ static void test_events_notify(void)
 		}
 		_exit(0);
 	}
+	/* slot 1 sleeps too but did not ask for events: a notice that woke
+	 * every sleeper would show here */
+	struct test_sleeper s1;
+	test_sleeper_start(&s1, d1);
 	CHECK(TEST_WAIT_FOR(shm_doorbell_is_sleeping(d0), 10000));
 	CHECK_EQ(bcast_publish(shm_events(stored), 1, "ev", 2), 0);
 	shm_events_notify(stored);
 	CHECK_EQ(test_wait(pid), 0);
 	CHECK(shm_doorbell_wakes(d0) >= 1);
-	CHECK_EQ(shm_doorbell_wakes(d1), 0);
+	CHECK_EQ(test_sleeper_wakes(&s1), 0);
+	CHECK(!test_sleeper_rung(&s1));
+	test_sleeper_stop(&s1);
 	shm_region_detach(stored);
 	shm_region_detach(l);
 }
@@ -298,6 +353,8 @@ static void test_no_lost_wakeup_litmus(void)
 	}
 	atomic_store(&t.go, UINT64_MAX);
 	pthread_join(producer, NULL);
+	/* rounds the sleeper never slept in test nothing of the protocol */
+	CHECK(slept > 0);
 	printf("litmus: %llu rounds, %llu of them woken by the producer\n", (unsigned long long)rounds,
 	       (unsigned long long)slept);
 }
