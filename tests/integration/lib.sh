@@ -19,12 +19,15 @@
 #   it_build_go_tool NAME PKG  tests/tools/NAME, built with Debian's Go packages
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
 #   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
-#   it_leads EP, it_same_state EP...   a member leads; members agree
+#   it_leads EP, it_same_state EP...   a member leads; members agree (every
+#                           one answers, all the same); it_agreed MS waits
+#                           for that and shows the answers
 #   it_cl_init, it_cl_start ...   cluster members of either kind, their
 #                           leader, their stop; it_status, it_member_names
 #   it_hash EP              Maintenance.Hash and its header revision
 #   it_mkcert DIR NAME ...  a P-256 key and certificate made with openssl
-#   it_same_hashkv EP..., it_acked_at EP PREFIX ACKS N   HashKV; no put lost
+#   it_same_hashkv EP..., it_same_hash EP...   HashKV, Maintenance.Hash agree
+#   it_acked_at EP PREFIX ACKS N   no acknowledged put lost
 #   it_elected_after LOG MS ms from MS to a leader elected in LOG
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
@@ -348,16 +351,48 @@ d = json.load(sys.stdin)[0]["Status"]
 sys.exit(0 if d["leader"] != 0 and d["leader"] == d["header"]["member_id"] else 1)' 2>/dev/null
 }
 
-# it_same_state EP...: every member reports the same store revision and
-# raft index.
-it_same_state() {
-	local ep n
-	n=$(for ep in "$@"; do
-		ETCDCTL_API=3 etcdctl --command-timeout 5s --endpoints "$ep" endpoint status -w json |
-			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
-	done | sort -u | wc -l)
-	[[ $n == 1 ]]
+# it_all_same REGEX ASK EP...: ASK EP prints the member's answer (one
+# line) for each EP; true when every EP, two at least, answered with a
+# line matching REGEX (anchored) and all answers are the same. A member
+# that does not answer, or answers something else, fails it: "agree"
+# means N answers for N members. IT_AGREE holds the last call's answers,
+# a line "EP ANSWER" each (it_agreed shows them).
+it_all_same() {
+	local re=$1 ask=$2 ep a good=()
+	shift 2
+	IT_AGREE=
+	for ep in "$@"; do
+		a=$("$ask" "$ep" 2>/dev/null) || a=
+		if [[ $a =~ ^$re$ ]]; then
+			good+=("$a")
+		else
+			a="no well-formed answer (${a:-nothing})"
+		fi
+		IT_AGREE+="$ep $a"$'\n'
+	done
+	IT_AGREE=${IT_AGREE%$'\n'}
+	(($# >= 2 && ${#good[@]} == $#)) && [[ $(printf '%s\n' "${good[@]}" | sort -u | wc -l) == 1 ]]
 }
+
+# it_agreed MS CHECK EP...: it_until MS CHECK EP... (it_same_state or
+# it_same_hashkv), then the answers of its last try, indented; its status.
+it_agreed() {
+	local ms=$1 st=0
+	shift
+	it_until "$ms" "$@" || st=$?
+	sed 's/^/    /' <<<"$IT_AGREE"
+	return "$st"
+}
+
+# it_state_of EP: "revision raft-index" of the member at EP.
+it_state_of() {
+	etcdctl --dial-timeout 2s --command-timeout 5s --endpoints "$1" endpoint status -w json |
+		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["Status"]; print(d["header"]["revision"], d["raftIndex"])'
+}
+
+# it_same_state EP...: every member answers with its store revision and
+# raft index, and they are the same (it_all_same).
+it_same_state() { it_all_same '[1-9][0-9]* [1-9][0-9]*' it_state_of "$@"; }
 
 # it_elected_after LOG MS: ms from MS (epoch ms) to the first "elected
 # leader" line in LOG logged after it (empty when there is none yet).
@@ -385,28 +420,30 @@ for line in open(sys.argv[1], errors="replace"):
 EOF
 }
 
-# it_same_hashkv EP...: every member reports the same HashKV and header
-# revision (each printed, indented).
-it_same_hashkv() {
-	local ep hashes
-	hashes=$(for ep in "$@"; do
-		ETCDCTL_API=3 etcdctl --command-timeout 10s --endpoints "$ep" endpoint hashkv -w json |
-			python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
-	done)
-	sed 's/^/    hashkv /' <<<"$hashes"
-	[[ $(sort -u <<<"$hashes" | wc -l) == 1 ]]
+# it_hashkv_of EP: "hash header-revision" of HashKV at the member at EP.
+it_hashkv_of() {
+	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$1" endpoint hashkv -w json |
+		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
 }
 
+# it_same_hashkv EP...: every member answers HashKV, and all report the
+# same hash and header revision (it_all_same).
+it_same_hashkv() { it_all_same '[0-9]+ [1-9][0-9]*' it_hashkv_of "$@"; }
+
 # it_hash EP: Maintenance.Hash as "hash header_revision", through curl over
-# h2c with an empty HashRequest (EP is host:port).
+# h2c with an empty HashRequest (EP is host:port); fails, printing
+# nothing, unless the answer is one gRPC message with a header revision.
 it_hash() {
 	printf '\0\0\0\0\0' >"$IT_TMP/hash.$$.req"
 	curl -s --http2-prior-knowledge -H 'content-type: application/grpc' -H 'te: trailers' \
 		--data-binary @"$IT_TMP/hash.$$.req" -o "$IT_TMP/hash.$$.resp" \
 		"http://$1/etcdserverpb.Maintenance/Hash" || return 1
 	python3 - "$IT_TMP/hash.$$.resp" <<'EOF'
-import sys
-b = open(sys.argv[1], "rb").read()[5:]
+import struct, sys
+r = open(sys.argv[1], "rb").read()
+if len(r) < 5 or r[0] != 0 or struct.unpack(">I", r[1:5])[0] != len(r) - 5:
+    sys.exit("not one gRPC message (%d bytes)" % len(r))
+b = r[5:]
 def varint(b, i):
     v = s = 0
     while True:
@@ -426,22 +463,33 @@ def fields(b):
         out[tag >> 3] = v
     return out
 m = fields(b)
-print(m.get(2, 0), fields(m.get(1, b"")).get(3, 0))
+rev = fields(m.get(1, b"")).get(3, 0)
+if not rev:
+    sys.exit("no header revision")
+print(m.get(2, 0), rev)
 EOF
 }
 
+# it_same_hash EP...: every member answers Maintenance.Hash (it_hash), and
+# all report the same hash and header revision (it_all_same).
+it_same_hash() { it_all_same '[0-9]+ [1-9][0-9]*' it_hash "$@"; }
+
 # it_acked_at EP PREFIX ACKFILES N: kvclient check through EP finds all N
 # acknowledged puts of ACKFILES (comma-separated) under PREFIX, with their
-# values and mod revisions, and no violation.
+# values and mod revisions, and no violation: it exits 0, says it read N
+# acknowledgements, found N, and counted no violation. N is 1 at least (no
+# puts: nothing to find).
 it_acked_at() {
-	local out
+	local out st=0
 	out=$IT_TMP/acked.$(it_now_ms).$RANDOM
-	"$KVCLIENT" check -endpoint "$1" -prefix "$2" -acks "$3" >"$out" 2>&1 || true
-	grep '^violation ' "$out" | head -5 | sed 's/^/    /' || true
-	if test "$(it_kv_val "$out" acks-found)" -eq "$4" -a "$(it_kv_val "$out" violations)" -eq 0 2>/dev/null; then
+	"$KVCLIENT" check -endpoint "$1" -prefix "$2" -acks "$3" >"$out" 2>&1 || st=$?
+	it_kv_show "$out" '^violation ' | head -5
+	if ((st == 0 && $4 > 0)) && grep -qx 'violations 0' "$out" &&
+		[[ $(it_kv_val "$out" acks)/$(it_kv_val "$out" acks-found) == "$4/$4" ]]; then
 		return 0
 	fi
 	# what the check said otherwise (a read that failed, say), for the log
+	echo "    check: exit $st, $4 acknowledgements expected"
 	grep -v '^violation ' "$out" | tail -n 5 | sed 's/^/    check: /' || true
 	return 1
 }
@@ -667,12 +715,21 @@ it_kv_start() {
 
 # it_kv_stop PID OUT [REGEX]: SIGTERM to kvclient PID (started by
 # it_kv_start with output OUT); shows its lines matching REGEX (default:
-# errors and violations); returns its exit status (0: its checks held).
+# errors and violations). Returns its exit status, and 0 only when it also
+# printed "violations 0": its checks held. Errors with a clean gRPC status
+# (a member killed or removed under it) are counted, not violations.
 it_kv_stop() {
 	local st=0
 	kill -TERM "$1" 2>/dev/null || true
 	wait "$1" || st=$?
 	it_kv_show "$2" "${3:--error |^violation }"
+	if ((st == 0)) && ! grep -qx 'violations 0' "$2"; then
+		st=1
+	fi
+	if ((st != 0)); then
+		echo "    (kvclient $1 exited $st; its last lines:)"
+		tail -n 3 "$2" | sed 's/^/    /'
+	fi
 	return "$st"
 }
 
@@ -717,6 +774,58 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
 		test "$(it_kv_val "$IT_TMP/kv.out" acks)/$(it_kv_val "$IT_TMP/kv.out" "conns gatewayd-0")/$(it_kv_val "$IT_TMP/kv.out" nothing)" = 12/3/0
 	check "it_lines counts lines, 0 for a missing file" \
 		test "$(it_lines "$IT_TMP/kv.out")/$(it_lines "$IT_TMP/none")" = 3/0
+	# kvclient's verdict: a stand-in prints FAKE_LINES and exits FAKE_RC,
+	# at once ("check") or at SIGTERM ("write")
+	cat >"$IT_TMP/fakekv" <<'EOF'
+#!/usr/bin/env bash
+end() { printf '%b' "$FAKE_LINES"; exit "$FAKE_RC"; }
+[[ $1 == check ]] && end
+trap end TERM
+echo started
+while :; do sleep 0.05; done
+EOF
+	chmod +x "$IT_TMP/fakekv"
+	KVCLIENT=$IT_TMP/fakekv
+	export FAKE_LINES FAKE_RC
+	# fake_kv RC LINES: a stand-in writer, stopped by it_kv_stop
+	fake_kv() {
+		FAKE_RC=$1 FAKE_LINES=$2
+		it_kv_start "$IT_TMP/fake.out" write
+		it_wait_lines "$IT_TMP/fake.out" 1 10 && it_kv_stop "$IT_KV_PID" "$IT_TMP/fake.out" >/dev/null
+	}
+	# fake_check RC LINES N: it_acked_at with a stand-in check
+	fake_check() { FAKE_RC=$1 FAKE_LINES=$2 it_acked_at 127.0.0.1:1 kv acks "$3" >/dev/null; }
+	fails() { ! "$@"; }
+	check "it_kv_stop: a writer that counted errors but no violation passes" \
+		fake_kv 0 'put-error Unavailable: x 3\nviolations 0\n'
+	check "it_kv_stop: a writer that saw a violation (exit 1) fails" \
+		fails fake_kv 1 'violation writer 0: put acknowledged at revision 5 after 7\nviolations 1\n'
+	check "it_kv_stop: a writer that exits 0 without its 'violations 0' fails" fails fake_kv 0 'acks 3\n'
+	found='acks 5\nacks-found 5\nviolations 0\n'
+	check "it_acked_at: all 5 found, no violation, exit 0 passes" fake_check 0 "$found" 5
+	check "it_acked_at: 4 expected but 5 read fails" fails fake_check 0 "$found" 4
+	check "it_acked_at: a lost put (4 of 5 found) fails" \
+		fails fake_check 1 'violation acknowledged put lost: kv/w000/1\nacks 5\nacks-found 4\nviolations 1\n' 5
+	check "it_acked_at: a check that printed nothing fails, also for 0 expected" \
+		eval 'fails fake_check 1 "" 5 && fails fake_check 0 "" 0'
+	check "it_acked_at: a check with 0 acknowledgements to find fails" \
+		fails fake_check 0 'acks 0\nacks-found 0\nviolations 0\n' 0
+	# agreement: answers from a table, "-" for a member that does not answer
+	declare -A said
+	ask() { [[ ${said[$1]} != - ]] && echo "${said[$1]}"; }
+	said=([a]="7 12" [b]="7 12" [c]="7 12" [d]="7 13" [e]=- [f]="" [g]="7 12 x")
+	agree() { it_all_same '[0-9]+ [0-9]+' ask "$@"; }
+	check "it_all_same: three members with the same answer agree" agree a b c
+	check "it_all_same: one that differs, one that does not answer, an empty or malformed answer, one member alone: no agreement" \
+		eval 'fails agree a b d && fails agree a b e && fails agree a b f && fails agree a g && fails agree a && fails agree'
+	check "it_agreed returns the check's status and shows each member's answer" \
+		eval '! out=$(it_agreed 100 agree a e) && grep -qx "    e no well-formed answer (nothing)" <<<"$out" &&
+			it_agreed 100 agree a b >/dev/null'
+	read -r -a dead < <(it_free_ports 2)
+	check "it_same_state, it_same_hashkv, it_same_hash fail where nothing listens" \
+		eval 'fails it_same_state 127.0.0.1:${dead[0]} 127.0.0.1:${dead[1]} &&
+			fails it_same_hashkv 127.0.0.1:${dead[0]} 127.0.0.1:${dead[1]} &&
+			fails it_same_hash 127.0.0.1:${dead[0]} 127.0.0.1:${dead[1]}'
 	# a test that set -e stops outside a check says where, and fails
 	cat >"$IT_TMP/stops.sh" <<EOF
 source "${BASH_SOURCE[0]}"
