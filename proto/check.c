@@ -65,7 +65,7 @@ static const char *go_message_name(const ProtobufCMessageDescriptor *desc, char 
 }
 
 /* The Go field name gogo's generator.CamelCase makes of a .proto field
- * name ("prev_kv" -> "PrevKv", "ID" -> "ID"). */
+ * name ("prev_kv" -> "PrevKv", "ID" -> "ID", "isLearner" -> "IsLearner"). */
 static const char *go_field_name(const char *s, char *buf, size_t cap)
 {
 	size_t i = 0, o = 0, n = strlen(s);
@@ -81,10 +81,12 @@ static const char *go_field_name(const char *s, char *buf, size_t cap)
 
 		if (ch == '_' && i + 1 < n && LOWER(s[i + 1]))
 			continue;
-		if ((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z')) {
+		if (ch >= '0' && ch <= '9') {
 			PUT(ch);
 			continue;
 		}
+		/* a word: its first letter upper case, then the lower case
+		 * letters that follow ("peerURLs" -> "PeerURLs") */
 		if (LOWER(ch))
 			ch = (char)(ch - 'a' + 'A');
 		PUT(ch);
@@ -220,6 +222,15 @@ static int skip_unknown(struct check_ctx *c, struct proto_reader *r, unsigned wi
 static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *desc,
 			 const uint8_t *data, size_t len, unsigned depth);
 
+/* A singular message field, not of a oneof: gogo merges its occurrences
+ * into one message. (Only the first 64 fields of a message are followed;
+ * etcd's have fewer.) */
+static bool merged_field(const ProtobufCMessageDescriptor *desc, const ProtobufCFieldDescriptor *f)
+{
+	return f->type == PROTOBUF_C_TYPE_MESSAGE && f->label != PROTOBUF_C_LABEL_REPEATED &&
+	       !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && f - desc->fields < 64;
+}
+
 /* Reads the value of known field f, of wire type wire (already checked
  * against its declaration). */
 static int check_value(struct check_ctx *c, struct proto_reader *r,
@@ -268,6 +279,7 @@ static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *
 			 const uint8_t *data, size_t len, unsigned depth)
 {
 	struct proto_reader r = proto_reader_init(data, len);
+	uint64_t messages_seen = 0; /* singular message fields, by index */
 	char name[96];
 
 	if (depth > PROTO_CHECK_MAX_DEPTH)
@@ -301,6 +313,13 @@ static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *
 			return fail(c, -EBADMSG, "proto: wrong wireType = %u for field %s", wire,
 				    go_field_name(f->name, name, sizeof(name)));
 		} else {
+			/* a second occurrence is merged (canonical form) */
+			if (merged_field(desc, f)) {
+				uint64_t bit = UINT64_C(1) << (f - desc->fields);
+				if (messages_seen & bit)
+					c->canonical = false;
+				messages_seen |= bit;
+			}
 			rc = check_value(c, &r, f, wire, depth);
 		}
 		if (rc)
@@ -338,12 +357,86 @@ static uint8_t *put_len5(uint8_t *o, uint64_t n)
 	return o;
 }
 
-/* Writes message desc (data, checked) canonically at o; returns the end. */
-static uint8_t *canon_message(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
-			      size_t len, uint8_t *o)
+/*
+ * Where the fields of one message are, in checked bytes: one span (no
+ * parent), or every occurrence of field num in the message parent
+ * describes. gogo reads a singular message field (not one of a oneof)
+ * that comes more than once into the same struct, so that its
+ * occurrences make one message, the one their concatenation encodes;
+ * protobuf-c would merge them otherwise (an occurrence that leaves a
+ * scalar unset clears it). The canonical form writes such a field once,
+ * where it first comes, with the fields of every occurrence.
+ */
+struct canon_src {
+	const struct canon_src *parent;
+	const uint8_t *data;
+	size_t len;
+	int32_t num;
+};
+
+typedef void (*canon_span_fn)(void *arg, const uint8_t *data, size_t len);
+
+struct canon_find {
+	int32_t num;
+	canon_span_fn fn;
+	void *arg;
+};
+
+/* Calls f->fn on the body of every field f->num of one span. */
+static void canon_find_span(void *arg, const uint8_t *data, size_t len)
 {
+	struct canon_find *f = arg;
 	struct check_ctx c = { 0 };
 	struct proto_reader r = proto_reader_init(data, len);
+
+	while (!proto_reader_done(&r)) {
+		const uint8_t *field_start = r.p;
+		int32_t num = 0;
+		unsigned wire = 0;
+		uint64_t v = 0;
+
+		(void)proto_read_key(&r, &num, &wire);
+		if (num == f->num && wire == PROTO_WIRE_BYTES) {
+			(void)proto_read_varint(&r, &v);
+			f->fn(f->arg, r.p, (size_t)v);
+			r.p += v;
+		} else {
+			(void)skip_unknown(&c, &r, wire, field_start);
+		}
+	}
+}
+
+/* Calls fn on every span of src, in their order. */
+static void canon_src_each(const struct canon_src *src, canon_span_fn fn, void *arg)
+{
+	struct canon_find f = { .fn = fn, .arg = arg };
+
+	if (!src->parent) {
+		fn(arg, src->data, src->len);
+		return;
+	}
+	f.num = src->num;
+	canon_src_each(src->parent, canon_find_span, &f);
+}
+
+/* A message being written: its fields come span by span. */
+struct canon_out {
+	const ProtobufCMessageDescriptor *desc;
+	const struct canon_src *src;
+	uint64_t written;  /* merged fields written, by index (the first 64) */
+	uint8_t *o;
+};
+
+static uint8_t *canon_message(const ProtobufCMessageDescriptor *desc,
+			      const struct canon_src *src, uint8_t *o);
+
+/* Writes the fields of one span of m (checked) canonically. */
+static void canon_span(void *arg, const uint8_t *data, size_t len)
+{
+	struct canon_out *m = arg;
+	struct check_ctx c = { 0 };
+	struct proto_reader r = proto_reader_init(data, len);
+	uint8_t *o = m->o;
 
 	while (!proto_reader_done(&r)) {
 		int32_t num = 0;
@@ -354,12 +447,29 @@ static uint8_t *canon_message(const ProtobufCMessageDescriptor *desc, const uint
 
 		(void)proto_read_key(&r, &num, &wire);
 		const ProtobufCFieldDescriptor *f =
-			protobuf_c_message_descriptor_get_field(desc, (unsigned)num);
+			protobuf_c_message_descriptor_get_field(m->desc, (unsigned)num);
 		if (f == NULL) {
 			(void)skip_unknown(&c, &r, wire, field_start);
 			continue;
 		}
 		unsigned ew = proto_check_declared_wire(f->type);
+		if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+			bool merges = merged_field(m->desc, f);
+			uint64_t bit = merges ? UINT64_C(1) << (f - m->desc->fields) : 0;
+			(void)proto_read_varint(&r, &v);
+			if (!(m->written & bit)) {
+				struct canon_src sub = { .data = r.p, .len = (size_t)v };
+				if (merges)
+					sub = (struct canon_src){ .parent = m->src, .num = num };
+				o += proto_varint_put(o, (uint64_t)num << 3 | ew);
+				uint8_t *end = canon_message(f->descriptor, &sub, o + 5);
+				o = put_len5(o, (uint64_t)(end - (o + 5)));
+				o = end;
+				m->written |= bit;
+			}
+			r.p += v;
+			continue;
+		}
 		const uint8_t *post = r.end;
 		if (wire == PROTO_WIRE_BYTES && ew != PROTO_WIRE_BYTES) {
 			(void)proto_read_varint(&r, &v); /* packed: written unpacked */
@@ -377,21 +487,25 @@ static uint8_t *canon_message(const ProtobufCMessageDescriptor *desc, const uint
 				r.p += v;
 			} else {
 				(void)proto_read_varint(&r, &v);
-				if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
-					uint8_t *body = o + 5;
-					uint8_t *end = canon_message(f->descriptor, r.p, v, body);
-					o = put_len5(o, (uint64_t)(end - body));
-					o = end;
-				} else {
-					o += proto_varint_put(o, v);
-					memcpy(o, r.p, v);
-					o += v;
-				}
+				o += proto_varint_put(o, v);
+				memcpy(o, r.p, v);
+				o += v;
 				r.p += v;
 			}
 		} while (wire == PROTO_WIRE_BYTES && ew != PROTO_WIRE_BYTES && r.p < post);
 	}
-	return o;
+	m->o = o;
+}
+
+/* Writes message desc (its spans src, checked) canonically at o; returns
+ * the end. */
+static uint8_t *canon_message(const ProtobufCMessageDescriptor *desc,
+			      const struct canon_src *src, uint8_t *o)
+{
+	struct canon_out m = { .desc = desc, .src = src, .o = o };
+
+	canon_src_each(src, canon_span, &m);
+	return m.o;
 }
 
 int proto_check_canonicalize(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
@@ -401,7 +515,8 @@ int proto_check_canonicalize(const ProtobufCMessageDescriptor *desc, const uint8
 
 	if (rc && rc != -EILSEQ)
 		return -EBADMSG;
-	*out_len = len ? (size_t)(canon_message(desc, data, len, out) - out) : 0;
+	struct canon_src src = { .data = data, .len = len };
+	*out_len = len ? (size_t)(canon_message(desc, &src, out) - out) : 0;
 	return 0;
 }
 

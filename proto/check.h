@@ -69,8 +69,11 @@ static inline size_t proto_check_canonical_max(size_t len)
  * etcd decodes from data, which proto_check_request accepted: the known
  * fields in their order, with the shortest keys and varints (lengths of
  * sub-messages take five bytes, a form every decoder reads), unknown
- * fields dropped, as etcd itself re-encodes a request before proposing
- * it. *out_len receives its length.
+ * fields dropped, a singular message field (not of a oneof) that comes
+ * more than once written once, where it first comes, holding the fields
+ * of every occurrence (gogo merges them; protobuf-c would not merge them
+ * alike), as etcd itself re-encodes a request before proposing it.
+ * *out_len receives its length.
  * Returns 0; -EBADMSG if data does not pass proto_check_request.
  */
 int proto_check_canonicalize(const ProtobufCMessageDescriptor *desc, const uint8_t *data,

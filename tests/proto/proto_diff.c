@@ -6,8 +6,9 @@
  *   proto_diff SEED COUNT CASES VERDICTS
  *
  * writes COUNT cases to CASES, one "<Message> <hex>" line each, for every
- * request type gatewayd serves: a fixed list of corner cases first, then
- * random messages built from the generated descriptors (wrong wire types,
+ * request type gatewayd decodes (requests.h): a fixed list of corner
+ * cases first, then random messages built from the generated
+ * descriptors (wrong wire types,
  * unknown fields and groups, over-long varints and keys, field numbers
  * gogo truncates, packed and repeated fields), half of them mutated
  * (bytes flipped, cut, inserted, removed). For each case it writes to
@@ -15,7 +16,9 @@
  * with protobuf-c's re-encoding of what it decoded (through
  * proto_check_request and, when needed, proto_check_canonicalize), or
  * "ERR <text>" with the text gatewayd answers after "grpc: error
- * unmarshalling request: ".
+ * unmarshalling request: ", or "NUL <text>" when gatewayd refuses a
+ * string holding a NUL, which etcd's decoder takes (its handlers then
+ * refuse such peer URLs; proto_diff.sh counts these apart).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -23,30 +26,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcdserverpb/rpc.pb-c.h"
 #include "proto/check.h"
 #include "proto/wire.h"
+#include "requests.h"
 #include "rng.h"
 
-static const struct {
-	const char *name;
-	const ProtobufCMessageDescriptor *desc;
-} kinds[] = {
-	{ "RangeRequest", &etcdserverpb__range_request__descriptor },
-	{ "PutRequest", &etcdserverpb__put_request__descriptor },
-	{ "DeleteRangeRequest", &etcdserverpb__delete_range_request__descriptor },
-	{ "TxnRequest", &etcdserverpb__txn_request__descriptor },
-	{ "CompactionRequest", &etcdserverpb__compaction_request__descriptor },
-	{ "StatusRequest", &etcdserverpb__status_request__descriptor },
-	{ "MemberListRequest", &etcdserverpb__member_list_request__descriptor },
-};
-#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+#define NKINDS PROTO_TEST_NREQUESTS
 
-/* Corner cases: kind index, hex. */
-static const struct {
+/* Corner cases: index in proto_test_requests, hex. tests/integration/
+ * proto_grpc.sh sends them to live members, so those of the requests
+ * that change a cluster or wait (every kind from WatchRequest on) are
+ * ones etcd refuses (main checks it). */
+struct corner {
 	unsigned kind;
 	const char *hex;
-} corners[] = {
+};
+
+static const struct corner corners[] = {
 	{ 1, "0a01612001" },             /* prev_kv as it should be */
 	{ 1, "0a0161220100" },           /* prev_kv length-delimited */
 	{ 1, "0a016121aaaaaaaaaaaaaaaa" }, /* prev_kv as fixed64 */
@@ -121,7 +117,69 @@ static const struct {
 	{ 6, "1a0161" },                 /* MemberListRequest: unknown field */
 	{ 6, "0b0c" },                   /* empty group */
 	{ 6, "" },
+	{ 8, "0a00" },                   /* LeaseGrantRequest.TTL length-delimited */
+	{ 8, "083c10ffffffffffffffffffff01" }, /* ID varint overflow */
+	{ 9, "0d00000000" },             /* LeaseRevokeRequest.ID as fixed32 */
+	{ 11, "0801120100" },            /* LeaseTimeToLiveRequest.keys length-delimited */
+	{ 12, "00" },                    /* LeaseLeasesRequest: illegal tag 0 */
+	{ 13, "0801" },                  /* MemberAddRequest.peerURLs as a varint */
+	{ 13, "0a01611200" },            /* isLearner length-delimited */
+	{ 13, "0a016110" },              /* isLearner without its value */
+	{ 13, "0a05616263" },            /* a peer URL past the end */
+	{ 13, "0affffffffffffffffff01" }, /* a peer URL of negative length */
+	{ 14, "0a00" },                  /* MemberRemoveRequest.ID length-delimited */
+	{ 15, "08011001" },              /* MemberUpdateRequest.peerURLs as a varint */
+	{ 15, "0801120a" },              /* a peer URL past the end */
+	{ 16, "0f" },                    /* MemberPromoteRequest: wire type 7 */
+	{ 17, "0a00" },                  /* AlarmRequest.action length-delimited */
+	{ 17, "080118021d" },           /* alarm, then a fixed32 cut */
+	{ 17, "18ffffffffffffffffffff01" }, /* alarm varint overflow */
+	{ 18, "0c" },                    /* HashRequest: end group */
+	{ 19, "0a00" },                  /* HashKVRequest.revision length-delimited */
+	{ 21, "09" },                    /* MoveLeaderRequest.targetID fixed64, cut */
+	{ 22, "0801" },                  /* CampaignRequest.name as a varint */
+	{ 22, "0a01611a05" },            /* value past the end */
+	{ 22, "0a0161150000" },          /* lease as fixed32, cut */
+	{ 23, "0a020801" },              /* ProclaimRequest: LeaderKey.name as a varint */
+	{ 23, "0a0118" },                /* LeaderKey.rev without its value */
+	{ 23, "0a00" "1205" },           /* value past the end */
+	{ 24, "0a" },                    /* LeaderRequest.name without its length */
+	{ 25, "0a021000" },              /* ResignRequest: LeaderKey.key as a varint */
+	{ 25, "0a0400000000" },          /* LeaderKey: illegal tag 0 */
+	{ 26, "1200" },                  /* LockRequest.lease length-delimited */
+	{ 26, "0a01619b01" },            /* a group never ended */
+	{ 27, "0801" },                  /* UnlockRequest.key as a varint */
 };
+#define NCORNERS (sizeof(corners) / sizeof(corners[0]))
+
+/* The first kind whose corner cases proto_grpc.sh must not see taken. */
+#define CORNER_REFUSED_FROM 7
+
+/* Corner cases compared with etcd's decoder only, not written when COUNT
+ * is 0 (as proto_grpc.sh runs it): requests etcd takes and then acts on
+ * (an election's session grants a lease), and the streams' (Watch,
+ * LeaseKeepAlive, Snapshot), to which grpc-go answers a message it cannot
+ * decode with "grpc: failed to unmarshal the received message " and the
+ * decoder's text where gatewayd answers the unary calls' "grpc: error
+ * unmarshalling request: " (a difference of the answer, not of the
+ * decoding). */
+static const struct corner decode_only[] = {
+	{ 23, "0a0318b17d0a00" },        /* Proclaim: the leader twice, one LeaderKey */
+	{ 25, "0a04180120010a021802" },  /* Resign: lease of one LeaderKey, rev of the other */
+	{ 7, "08" },                     /* WatchRequest: create_request as a varint */
+	{ 7, "0a020801" },               /* WatchCreateRequest.key as a varint */
+	{ 7, "0a0c" },                   /* create_request past the end */
+	{ 7, "0a0110" },                 /* start_revision without its value */
+	{ 7, "0a032a0180" },             /* packed filters, varint cut */
+	{ 7, "0a052d00000000" },         /* filters as fixed32 */
+	{ 7, "0a0228ff" },               /* filters varint cut by the length */
+	{ 7, "0a0130" },                 /* prev_kv without its value */
+	{ 7, "0a00" "12020a00" },        /* create, then a cancel with watch_id as bytes */
+	{ 7, "1a0100" },                 /* WatchProgressRequest: illegal tag 0 */
+	{ 10, "08" },                    /* LeaseKeepAliveRequest.ID cut */
+	{ 20, "00" },                    /* SnapshotRequest: illegal tag 0 */
+};
+#define NDECODE_ONLY (sizeof(decode_only) / sizeof(decode_only[0]))
 
 static unsigned below(unsigned n)
 {
@@ -312,8 +370,11 @@ static int hexval(char c)
 	return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
 }
 
-/* What gatewayd makes of b as desc, in protodiff's format. */
-static void verdict(FILE *out, const ProtobufCMessageDescriptor *desc, const struct buf *b)
+/* What gatewayd makes of b as desc, in protodiff's format, and "NUL
+ * <text>" for bytes etcd takes but gatewayd refuses for a NUL in a
+ * string (proto_check_request's -EILSEQ). Returns proto_check_request's
+ * verdict. */
+static int verdict(FILE *out, const ProtobufCMessageDescriptor *desc, const struct buf *b)
 {
 	static uint8_t canon[5 * BUF_CAP + 16], packed[8 * BUF_CAP];
 	char text[PROTO_CHECK_TEXT_MAX];
@@ -325,18 +386,18 @@ static void verdict(FILE *out, const ProtobufCMessageDescriptor *desc, const str
 	if (rc == 0 && !canonical) {
 		if (proto_check_canonicalize(desc, p, len, canon, &len) != 0) {
 			fprintf(out, "CANONICALIZE FAILED\n");
-			return;
+			return rc;
 		}
 		p = canon;
 	}
 	if (rc != 0) {
-		fprintf(out, "ERR %s\n", text);
-		return;
+		fprintf(out, "%s %s\n", rc == -EILSEQ ? "NUL" : "ERR", text);
+		return rc;
 	}
 	ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, p);
 	if (!m) {
 		fprintf(out, "UNPACK FAILED\n");
-		return;
+		return rc;
 	}
 	size_t n = protobuf_c_message_get_packed_size(m);
 	if (n > sizeof(packed)) {
@@ -349,17 +410,18 @@ static void verdict(FILE *out, const ProtobufCMessageDescriptor *desc, const str
 		fprintf(out, "\n");
 	}
 	protobuf_c_message_free_unpacked(m, NULL);
+	return rc;
 }
 
-static void emit(FILE *cases, FILE *verdicts, unsigned kind, const struct buf *b)
+static int emit(FILE *cases, FILE *verdicts, unsigned kind, const struct buf *b)
 {
-	fprintf(cases, "%s ", kinds[kind].name);
+	fprintf(cases, "%s ", proto_test_requests[kind].name);
 	if (b->n == 0)
 		fprintf(cases, "-");
 	for (size_t i = 0; i < b->n; i++)
 		fprintf(cases, "%02x", b->d[i]);
 	fprintf(cases, "\n");
-	verdict(verdicts, kinds[kind].desc, b);
+	return verdict(verdicts, proto_test_requests[kind].desc, b);
 }
 
 int main(int argc, char **argv)
@@ -380,17 +442,23 @@ int main(int argc, char **argv)
 		perror("proto_diff: open");
 		return 1;
 	}
-	for (size_t i = 0; i < sizeof(corners) / sizeof(corners[0]); i++) {
-		const char *h = corners[i].hex;
+	for (size_t i = 0; i < NCORNERS + (count ? NDECODE_ONLY : 0); i++) {
+		const struct corner *c = i < NCORNERS ? &corners[i] : &decode_only[i - NCORNERS];
+		const char *h = c->hex;
 		b.n = 0;
 		for (; h[0] && h[1]; h += 2)
 			b.d[b.n++] = (uint8_t)(hexval(h[0]) << 4 | hexval(h[1]));
-		emit(cases, verdicts, corners[i].kind, &b);
+		if (emit(cases, verdicts, c->kind, &b) == 0 && c->kind >= CORNER_REFUSED_FROM &&
+		    i < NCORNERS) {
+			fprintf(stderr, "proto_diff: corner case %zu (%s %s) is taken; it must be one etcd refuses\n",
+				i, proto_test_requests[c->kind].name, c->hex);
+			return 1;
+		}
 	}
 	for (unsigned long i = 0; i < count; i++) {
 		unsigned kind = below(NKINDS);
 		b.n = 0;
-		gen_message(&b, kinds[kind].desc, 0);
+		gen_message(&b, proto_test_requests[kind].desc, 0);
 		if (below(2))
 			mutate(&b);
 		emit(cases, verdicts, kind, &b);

@@ -14,8 +14,9 @@
 //	    unmarshalling request: ". A decoder panic (etcd would crash)
 //	    prints "PANIC <value>".
 //	protodiff grpc -endpoint HOST:PORT
-//	    sends each body to the request's KV, Maintenance or Cluster
-//	    method and prints "<grpc status code> <status message>".
+//	    sends each body as the one message of the request's method (a
+//	    stream's first message for Watch, LeaseKeepAlive and Snapshot)
+//	    and prints "<grpc status code> <status message>".
 //
 // Build: GO111MODULE=off GOPATH=/usr/share/gocode go build
 package main
@@ -30,6 +31,8 @@ import (
 	"strings"
 	"time"
 
+	electionpb "go.etcd.io/etcd/etcdserver/api/v3election/v3electionpb"
+	lockpb "go.etcd.io/etcd/etcdserver/api/v3lock/v3lockpb"
 	pb "go.etcd.io/etcd/etcdserver/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -47,15 +50,37 @@ type kind struct {
 	msg    func() unmarshaler
 }
 
-// The request types gatewayd serves, with the method each goes to.
+// The request types gatewayd decodes (tests/proto/requests.h), with the
+// method each goes to.
 var kinds = map[string]kind{
-	"RangeRequest":       {"/etcdserverpb.KV/Range", func() unmarshaler { return &pb.RangeRequest{} }},
-	"PutRequest":         {"/etcdserverpb.KV/Put", func() unmarshaler { return &pb.PutRequest{} }},
-	"DeleteRangeRequest": {"/etcdserverpb.KV/DeleteRange", func() unmarshaler { return &pb.DeleteRangeRequest{} }},
-	"TxnRequest":         {"/etcdserverpb.KV/Txn", func() unmarshaler { return &pb.TxnRequest{} }},
-	"CompactionRequest":  {"/etcdserverpb.KV/Compact", func() unmarshaler { return &pb.CompactionRequest{} }},
-	"StatusRequest":      {"/etcdserverpb.Maintenance/Status", func() unmarshaler { return &pb.StatusRequest{} }},
-	"MemberListRequest":  {"/etcdserverpb.Cluster/MemberList", func() unmarshaler { return &pb.MemberListRequest{} }},
+	"RangeRequest":           {"/etcdserverpb.KV/Range", func() unmarshaler { return &pb.RangeRequest{} }},
+	"PutRequest":             {"/etcdserverpb.KV/Put", func() unmarshaler { return &pb.PutRequest{} }},
+	"DeleteRangeRequest":     {"/etcdserverpb.KV/DeleteRange", func() unmarshaler { return &pb.DeleteRangeRequest{} }},
+	"TxnRequest":             {"/etcdserverpb.KV/Txn", func() unmarshaler { return &pb.TxnRequest{} }},
+	"CompactionRequest":      {"/etcdserverpb.KV/Compact", func() unmarshaler { return &pb.CompactionRequest{} }},
+	"StatusRequest":          {"/etcdserverpb.Maintenance/Status", func() unmarshaler { return &pb.StatusRequest{} }},
+	"MemberListRequest":      {"/etcdserverpb.Cluster/MemberList", func() unmarshaler { return &pb.MemberListRequest{} }},
+	"WatchRequest":           {"/etcdserverpb.Watch/Watch", func() unmarshaler { return &pb.WatchRequest{} }},
+	"LeaseGrantRequest":      {"/etcdserverpb.Lease/LeaseGrant", func() unmarshaler { return &pb.LeaseGrantRequest{} }},
+	"LeaseRevokeRequest":     {"/etcdserverpb.Lease/LeaseRevoke", func() unmarshaler { return &pb.LeaseRevokeRequest{} }},
+	"LeaseKeepAliveRequest":  {"/etcdserverpb.Lease/LeaseKeepAlive", func() unmarshaler { return &pb.LeaseKeepAliveRequest{} }},
+	"LeaseTimeToLiveRequest": {"/etcdserverpb.Lease/LeaseTimeToLive", func() unmarshaler { return &pb.LeaseTimeToLiveRequest{} }},
+	"LeaseLeasesRequest":     {"/etcdserverpb.Lease/LeaseLeases", func() unmarshaler { return &pb.LeaseLeasesRequest{} }},
+	"MemberAddRequest":       {"/etcdserverpb.Cluster/MemberAdd", func() unmarshaler { return &pb.MemberAddRequest{} }},
+	"MemberRemoveRequest":    {"/etcdserverpb.Cluster/MemberRemove", func() unmarshaler { return &pb.MemberRemoveRequest{} }},
+	"MemberUpdateRequest":    {"/etcdserverpb.Cluster/MemberUpdate", func() unmarshaler { return &pb.MemberUpdateRequest{} }},
+	"MemberPromoteRequest":   {"/etcdserverpb.Cluster/MemberPromote", func() unmarshaler { return &pb.MemberPromoteRequest{} }},
+	"AlarmRequest":           {"/etcdserverpb.Maintenance/Alarm", func() unmarshaler { return &pb.AlarmRequest{} }},
+	"HashRequest":            {"/etcdserverpb.Maintenance/Hash", func() unmarshaler { return &pb.HashRequest{} }},
+	"HashKVRequest":          {"/etcdserverpb.Maintenance/HashKV", func() unmarshaler { return &pb.HashKVRequest{} }},
+	"SnapshotRequest":        {"/etcdserverpb.Maintenance/Snapshot", func() unmarshaler { return &pb.SnapshotRequest{} }},
+	"MoveLeaderRequest":      {"/etcdserverpb.Maintenance/MoveLeader", func() unmarshaler { return &pb.MoveLeaderRequest{} }},
+	"CampaignRequest":        {"/v3electionpb.Election/Campaign", func() unmarshaler { return &electionpb.CampaignRequest{} }},
+	"ProclaimRequest":        {"/v3electionpb.Election/Proclaim", func() unmarshaler { return &electionpb.ProclaimRequest{} }},
+	"LeaderRequest":          {"/v3electionpb.Election/Leader", func() unmarshaler { return &electionpb.LeaderRequest{} }},
+	"ResignRequest":          {"/v3electionpb.Election/Resign", func() unmarshaler { return &electionpb.ResignRequest{} }},
+	"LockRequest":            {"/v3lockpb.Lock/Lock", func() unmarshaler { return &lockpb.LockRequest{} }},
+	"UnlockRequest":          {"/v3lockpb.Lock/Unlock", func() unmarshaler { return &lockpb.UnlockRequest{} }},
 }
 
 // rawCodec sends and receives message bodies as they are.
@@ -84,6 +109,51 @@ func parse(line string) (kind, []byte, error) {
 	return k, b, err
 }
 
+// gogo's Marshal writes a negative value of a packed enum (the filters
+// of a WatchCreateRequest, read as int32) as its low byte alone, bytes no
+// decoder reads back. etcd never re-encodes a watch request; for these
+// protodiff writes the filters itself, each as the ten-byte varint of
+// its int32, as protobuf-c writes them, and the other fields with gogo.
+func marshalWatch(m *pb.WatchRequest) ([]byte, bool, error) {
+	cr := m.GetCreateRequest()
+	if cr == nil {
+		return nil, false, nil
+	}
+	negative := false
+	for _, f := range cr.Filters {
+		negative = negative || f < 0
+	}
+	if !negative {
+		return nil, false, nil
+	}
+	head := *cr
+	head.Filters, head.PrevKv, head.WatchId, head.Fragment = nil, false, 0, false
+	tail := pb.WatchCreateRequest{PrevKv: cr.PrevKv, WatchId: cr.WatchId, Fragment: cr.Fragment}
+	a, err := head.Marshal()
+	if err != nil {
+		return nil, true, err
+	}
+	b, err := tail.Marshal()
+	if err != nil {
+		return nil, true, err
+	}
+	var packed []byte
+	for _, f := range cr.Filters {
+		packed = appendVarint(packed, uint64(int64(f)))
+	}
+	inner := appendVarint(append(a, 5<<3|2), uint64(len(packed)))
+	inner = append(append(inner, packed...), b...)
+	return append(appendVarint([]byte{1<<3 | 2}, uint64(len(inner))), inner...), true, nil
+}
+
+func appendVarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
 func decode(k kind, b []byte) (out string) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -96,6 +166,11 @@ func decode(k kind, b []byte) (out string) {
 		return "ERR " + err.Error()
 	}
 	out2, err := m.Marshal()
+	if w, ok := m.(*pb.WatchRequest); ok {
+		if own, done, werr := marshalWatch(w); done {
+			out2, err = own, werr
+		}
+	}
 	if err != nil {
 		return "MARSHAL " + err.Error()
 	}
