@@ -123,6 +123,8 @@ int main(int argc, char **argv)
 	struct peer *peers = NULL;
 	struct tls_ctx *server_tls = NULL, *client_tls = NULL;
 	struct loop *loop = NULL;
+	struct diskio_fault_opts wal_fault;
+	bool wal_fault_on;
 	uint64_t member_id, cluster_id;
 	char wal_dir[4096], snap_dir[4096];
 	bool join;
@@ -232,6 +234,13 @@ int main(int argc, char **argv)
 		.max_snapshots = (unsigned)cfg.max_snapshots,
 		.max_wals = (unsigned)cfg.max_wals,
 	};
+	/* tests only (diskio.h): a WAL that fails as the test asks */
+	if (diskio_test_fault("wal", &wal_fault, &wal_fault_on)) {
+		status = CONFIG_EXIT_FATAL;
+		goto out_close_signals;
+	}
+	if (wal_fault_on && diskio_fault_open(-1, &wal_fault, &lo.wal.io))
+		goto out_close_signals;
 	rc = loop_new(&lo, &loop);
 	if (rc) {
 		/* a corrupt WAL, or flags that do not fit it, are not fixed by

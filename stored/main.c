@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "shm/config/config.h"
+#include "shm/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/hello.h"
 #include "shm/log/log.h"
@@ -53,6 +54,8 @@ static void stored_signals(struct shm_region *r)
 int main(int argc, char **argv)
 {
 	struct stored_loop_opts o = { 0 };
+	struct diskio_fault_opts db_fault;
+	bool db_fault_on;
 	struct stored_loop *l = NULL;
 	struct cetcd_config cfg;
 	struct shm_region *r;
@@ -73,6 +76,15 @@ int main(int argc, char **argv)
 		goto out_detach;
 	stored_signals(r);
 
+	/* tests only (diskio.h): a db that fails as the test asks */
+	if (diskio_test_fault("db", &db_fault, &db_fault_on)) {
+		status = CONFIG_EXIT_FATAL;
+		goto out_release;
+	}
+	if (db_fault_on) {
+		o.io_open = diskio_fault_open_arg;
+		o.io_open_arg = &db_fault;
+	}
 	o.data_dir = cfg.data_dir;
 	o.lease.min_ttl = lessor_min_ttl(cfg.election_timeout_ms, cfg.heartbeat_interval_ms);
 	o.lease.extend_ns = (int64_t)cfg.election_timeout_ms * 1000000;

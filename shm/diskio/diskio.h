@@ -244,6 +244,16 @@ struct diskio_fault_opts {
 			       * does nothing and fails with EIO; -1 = never */
 	int chain;            /* background chains (DISKIO_FAULT_CHAIN_*) */
 	uint64_t seed;        /* for tear_write_at */
+	long fail_allocate_at; /* the nth allocate fails with fail_errno,
+				* allocating nothing; -1 = never */
+	bool fail_repeat;     /* every write, sync or allocate from its
+			       * fail_*_at on fails, not only that one */
+	/* When set, the fail_*_at counts take only the ops made while this
+	 * file exists. Without fail_repeat a fault fires only if this
+	 * backend removes the file then (so it fires once, in one process
+	 * of many that share the options); with it, the file stays, and
+	 * ops go through again once someone removes it. */
+	const char *trigger_path;
 };
 
 enum {
@@ -257,13 +267,46 @@ enum {
 
 static inline struct diskio_fault_opts diskio_fault_defaults(void)
 {
-	struct diskio_fault_opts o = { -1, -1, 5 /* EIO */, -1, -1,
-				       DISKIO_FAULT_CHAIN_NONE, 1 };
+	struct diskio_fault_opts o = {
+		.fail_write_at = -1, .fail_sync_at = -1, .fail_errno = 5 /* EIO */,
+		.tear_write_at = -1, .cut_at_op = -1, .chain = DISKIO_FAULT_CHAIN_NONE,
+		.seed = 1, .fail_allocate_at = -1,
+	};
 	return o;
 }
 
 /* -ENOMEM, -errno of fstat or eventfd. */
 int diskio_fault_open(int fd, const struct diskio_fault_opts *o, struct diskio **out);
+
+/* diskio_fault_open with the options arg points to, for openers of the
+ * form of btree_db_opts.io_open. */
+int diskio_fault_open_arg(int fd, void *arg, struct diskio **out);
+
+/*
+ * For tests only: the fault backend for a real raftd's WAL or stored's
+ * db, chosen through the environment, which only tests set; raftd and
+ * stored ask for their file at start. The variable holds items separated
+ * by commas:
+ *   file=wal|db      the file it is for (required)
+ *   write=N, sync=N, allocate=N
+ *                    the Nth (0-based) write, sync or allocate of the
+ *                    file fails (at least one is required)
+ *   errno=EIO|ENOSPC|EDQUOT|EROFS   the error (default EIO)
+ *   repeat           every such op from the Nth on fails
+ *   trigger=PATH     count only the ops made while PATH exists; without
+ *                    repeat, the process whose fault fires removes PATH,
+ *                    so a restarted process runs without the fault
+ *   chain=submit|reap   when chained writes run (default submit)
+ * e.g. CETCD_TEST_DISKIO_FAULT=file=wal,sync=0,trigger=/tmp/t fails the
+ * first fdatasync of the WAL after /tmp/t is created, once.
+ */
+#define DISKIO_TEST_FAULT_ENV "CETCD_TEST_DISKIO_FAULT"
+
+/* Reads DISKIO_TEST_FAULT_ENV for file ("wal" or "db"): 0 with *on false
+ * when it is unset or names another file; 0 with *on true and o filled
+ * (logged as a warning) when it names file; -EINVAL (logged) when it does
+ * not parse. o's trigger path stays valid for the life of the process. */
+int diskio_test_fault(const char *file, struct diskio_fault_opts *o, bool *on);
 
 enum diskio_crash_mode {
 	DISKIO_CRASH_DROP_ALL,  /* every write since the last sync is lost */

@@ -31,7 +31,8 @@ struct fault_undo {
 struct fault_io {
 	struct diskio base; /* first: a struct diskio * is a struct fault_io * */
 	struct diskio_fault_opts opts;
-	long writes, syncs, ops;
+	long writes, syncs, allocates, ops;
+	long armed_writes, armed_syncs, armed_allocates; /* made while the trigger existed */
 	bool cut;
 	uint64_t rng;           /* for tears */
 	uint64_t synced_size;   /* file size at the last successful sync */
@@ -74,6 +75,22 @@ static bool fault_op(struct fault_io *f)
 	}
 	f->ops++;
 	return true;
+}
+
+/* Whether op number idx of its kind (armed: that kind's count of ops made
+ * while the trigger file exists) meets the fault set at `at`. A one-shot
+ * fault with a trigger fires only for the backend that removes the file. */
+static bool fault_fires(struct fault_io *f, long idx, long *armed, long at)
+{
+	const char *trigger = f->opts.trigger_path;
+	if (trigger) {
+		if (access(trigger, F_OK) != 0)
+			return false;
+		idx = (*armed)++;
+	}
+	if (at < 0 || (f->opts.fail_repeat ? idx < at : idx != at))
+		return false;
+	return !trigger || f->opts.fail_repeat || unlink(trigger) == 0;
 }
 
 /* xorshift64*: the faults' random choices, reproducible from the seed. */
@@ -159,7 +176,7 @@ static int fault_write_one(struct fault_io *f, const struct diskio_write *w)
 	if (!fault_op(f))
 		return -EIO;
 	long idx = f->writes++;
-	if (idx == f->opts.fail_write_at)
+	if (fault_fires(f, idx, &f->armed_writes, f->opts.fail_write_at))
 		return -f->opts.fail_errno;
 	int rc = fault_record(f, w);
 	if (rc < 0)
@@ -192,7 +209,7 @@ static int fault_sync(struct diskio *d)
 	struct fault_io *f = (struct fault_io *)d;
 	if (!fault_op(f))
 		return -EIO;
-	if (f->syncs++ == f->opts.fail_sync_at) {
+	if (fault_fires(f, f->syncs++, &f->armed_syncs, f->opts.fail_sync_at)) {
 		/* Writeback failed: the kernel may drop the dirty pages, and
 		 * what the file reads is what the disk holds. */
 		int rc = fault_revert(f);
@@ -238,6 +255,9 @@ static int fault_allocate(struct diskio *d, uint64_t off, uint64_t len)
 	struct fault_io *f = (struct fault_io *)d;
 	if (!fault_op(f))
 		return -EIO;
+	long idx = f->allocates++;
+	if (fault_fires(f, idx, &f->armed_allocates, f->opts.fail_allocate_at))
+		return -f->opts.fail_errno;
 	if (fallocate(d->fd, 0, (off_t)off, (off_t)len) < 0)
 		return -errno;
 	return 0;
