@@ -43,8 +43,38 @@ static int install_copy(int in, int out, uint64_t size, const char *src, const c
 	return rc < 0 ? errmsg_set(rc, "stored: syncing %s: %s", tmp, strerror(-rc)) : 0;
 }
 
-/* Copies src to tmp; *bytes gets its size. */
-static int install_copy_file(const char *src, const char *tmp, uint64_t *bytes)
+/* Copies the file open at in (size bytes) through io, then syncs it. */
+static int install_copy_io(int in, struct diskio *io, uint64_t size, const char *src,
+			   const char *tmp)
+{
+	static char buf[1 << 16];
+	uint64_t off = 0;
+	int rc;
+
+	while (off < size) {
+		size_t len = size - off < sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
+		rc = diskio_pread_all(in, buf, len, off);
+		if (rc == -ENODATA)
+			return errmsg_set(-EIO, "stored: the received db %s ended before %llu bytes while it was copied",
+					  src, (unsigned long long)size);
+		if (rc < 0)
+			return errmsg_set(rc, "stored: reading the received db %s: %s", src,
+					  strerror(-rc));
+		rc = diskio_write(io, buf, len, off);
+		if (rc < 0)
+			return errmsg_set(rc, "stored: copying the received db %s to %s: %s", src,
+					  tmp, strerror(-rc));
+		off += len;
+	}
+	rc = diskio_sync(io);
+	return rc < 0 ? errmsg_set(rc, "stored: syncing %s: %s", tmp, strerror(-rc)) : 0;
+}
+
+/* Copies src to tmp (through io_open's disk I/O when given); *bytes gets
+ * its size. */
+static int install_copy_file(const char *src, const char *tmp,
+			     int (*io_open)(int fd, void *arg, struct diskio **out),
+			     void *io_open_arg, uint64_t *bytes)
 {
 	struct stat st;
 	int in, out, rc;
@@ -63,7 +93,18 @@ static int install_copy_file(const char *src, const char *tmp, uint64_t *bytes)
 		goto out_close_in;
 	}
 	*bytes = (uint64_t)st.st_size;
-	rc = install_copy(in, out, *bytes, src, tmp);
+	if (io_open) {
+		struct diskio *io;
+		rc = io_open(out, io_open_arg, &io);
+		if (rc == 0) {
+			rc = install_copy_io(in, io, *bytes, src, tmp);
+			diskio_close(io);
+		} else {
+			rc = errmsg_set(rc, "stored: %s: opening its disk I/O: %s", tmp, strerror(-rc));
+		}
+	} else {
+		rc = install_copy(in, out, *bytes, src, tmp);
+	}
 	close(out);
 out_close_in:
 	close(in);
@@ -72,9 +113,12 @@ out_close_in:
 
 /* Checks the copy and opens it as stored opens its db. */
 static int install_open(const char *tmp, uint64_t min_index, uint64_t map_size,
+			int (*io_open)(int fd, void *arg, struct diskio **out), void *io_open_arg,
 			struct install_info *out)
 {
-	struct btree_db_opts o = { .map_size = map_size };
+	struct btree_db_opts o = {
+		.map_size = map_size, .io_open = io_open, .io_open_arg = io_open_arg,
+	};
 	struct membership members = { 0 };
 	struct mvcc_store *store = NULL;
 	struct btree_db *db;
@@ -120,12 +164,19 @@ out_close:
 int install_prepare(const char *src, const char *tmp, uint64_t min_index, uint64_t map_size,
 		    struct install_info *out)
 {
+	return install_prepare_io(src, tmp, min_index, map_size, NULL, NULL, out);
+}
+
+int install_prepare_io(const char *src, const char *tmp, uint64_t min_index, uint64_t map_size,
+		       int (*io_open)(int fd, void *arg, struct diskio **out), void *io_open_arg,
+		       struct install_info *out)
+{
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	rc = install_copy_file(src, tmp, &out->bytes);
+	rc = install_copy_file(src, tmp, io_open, io_open_arg, &out->bytes);
 	if (!rc)
-		rc = install_open(tmp, min_index, map_size, out);
+		rc = install_open(tmp, min_index, map_size, io_open, io_open_arg, out);
 	if (rc) {
 		/* keep the reason: unlink must not replace it */
 		int saved = rc;

@@ -23,6 +23,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct diskio;
+
 struct install_info {
 	uint64_t consistent_index;
 	int64_t revision;
@@ -39,5 +41,12 @@ struct install_info {
  */
 int install_prepare(const char *src, const char *tmp, uint64_t min_index, uint64_t map_size,
 		    struct install_info *out);
+
+/* install_prepare whose copy is written, checked and checkpointed through
+ * the disk I/O io_open opens on it (stored_loop_opts.io_open: tests, the
+ * fault backend); NULL io_open is install_prepare. Errors as there. */
+int install_prepare_io(const char *src, const char *tmp, uint64_t min_index, uint64_t map_size,
+		       int (*io_open)(int fd, void *arg, struct diskio **out), void *io_open_arg,
+		       struct install_info *out);
 
 #endif

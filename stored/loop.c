@@ -104,6 +104,21 @@ static int64_t loop_now_ns(void)
 
 /* ---- start ---- */
 
+/* Whether rc says the db found no room: a full disk (or quota), or, as
+ * the error's text then says, the db's map size reached. */
+static bool loop_no_space(int rc)
+{
+	return rc == -ENOSPC || rc == -EDQUOT;
+}
+
+/* The line an operator needs when the db found no room, or NULL. */
+static const char *loop_no_space_hint(int rc)
+{
+	return loop_no_space(rc) ? "no space left for the db: free space on the disk that holds it; "
+				   "stored restarts and applies again from its last checkpoint"
+				 : NULL;
+}
+
 /* mkdir -p with mode 0700 for what it creates; the parent of every
  * directory it creates is fsynced (DESIGN invariant 12). */
 static int loop_mkdir_p(const char *path)
@@ -338,7 +353,8 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 	}
 	rc = btree_db_checkpoint(l->db, NULL);
 	if (rc) {
-		log_error("cannot checkpoint the db", LOG_STR("path", l->db_path),
+		const char *hint = loop_no_space_hint(rc);
+		log_error(hint ? hint : "cannot checkpoint the db", LOG_STR("path", l->db_path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
@@ -514,7 +530,8 @@ static void loop_withdraw_root(struct stored_loop *l)
 
 static int loop_checkpoint_failed(struct stored_loop *l, int rc)
 {
-	log_error("checkpoint failed; restart stored to recover from the last one",
+	const char *hint = loop_no_space_hint(rc);
+	log_error(hint ? hint : "checkpoint failed; restart stored to recover from the last one",
 		  LOG_STR("path", l->db_path), LOG_STR("reason", errmsg_get(rc)),
 		  LOG_ERRNO(rc));
 	loop_withdraw_root(l);
@@ -714,9 +731,11 @@ static int loop_deliver(struct stored_loop *l)
  * consumed are left for whoever applies them next. */
 static int loop_batch_failed(struct stored_loop *l, int rc)
 {
+	const char *hint = loop_no_space_hint(rc);
 	/* logged first: what undoes the batch must not replace the reason */
-	log_error("applying a batch of committed entries failed; restart stored to recover "
-		  "from the last checkpoint",
+	log_error(hint ? hint : "applying a batch of committed entries failed; restart stored "
+				"to recover from the last checkpoint",
+		  LOG_STR("path", l->db_path),
 		  LOG_U64("applied-index", l->committed_index), LOG_U64("next-index", l->applied + 1),
 		  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 	mvcc_batch_abort(l->store);
@@ -839,9 +858,14 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 		 LOG_U64("snapshot-index", m.index), LOG_U64("snapshot-term", m.term),
 		 LOG_U64("applied-index", l->applied));
 	int64_t start = loop_now_ns();
-	rc = install_prepare(path, l->install_path, m.index, l->o.map_size, &info);
+	rc = install_prepare_io(path, l->install_path, m.index, l->o.map_size, l->o.io_open,
+				l->o.io_open_arg, &info);
 	if (loop_install_retry(rc)) {
-		log_error("cannot prepare the received snapshot db here; restart stored to try again",
+		log_error(loop_no_space(rc) ? "no space left to prepare the received snapshot db: free "
+					      "space on the disk that holds the db; stored restarts "
+					      "and raftd sends it again"
+					    : "cannot prepare the received snapshot db here; restart "
+					      "stored to try again",
 			  LOG_STR("path", path), LOG_U64("snapshot-index", m.index),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;

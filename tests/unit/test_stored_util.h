@@ -254,6 +254,55 @@ static inline void tst_member_clean(struct tst_member *m)
 	test_rmdir(m->dir);
 }
 
+/* ---- stored's loop in this process ---- */
+
+/* A member whose stored loop runs in this process: region handles of its
+ * own play stored (the loop's), raftd (the committed ring) and a gateway
+ * (a slot and its ring of results). */
+struct tst_loop {
+	struct tst_member m;
+	struct shm_region *st, *rf, *gw;
+	struct shm_slot_ref slot;
+	struct ring *committed, *results;
+	struct stored_loop_opts o;   /* the loop's; a test may change them */
+	struct stored_loop *l;       /* NULL until a test opens it */
+};
+
+/* The member, its handles and roles, and o: checkpoints only when a test
+ * asks, batches of batch_entries, a 1 GiB map. The loop is not open. */
+static inline void tst_loop_init(struct tst_loop *e, uint32_t batch_entries)
+{
+	memset(e, 0, sizeof(*e));
+	tst_member_init(&e->m, 64 * 1024);
+	e->st = tst_attach(&e->m);
+	e->rf = tst_attach(&e->m);
+	e->gw = tst_attach(&e->m);
+	CHECK_EQ(shm_role_claim(e->st, SHM_ROLE_STORED), 0);
+	CHECK_EQ(shm_role_claim(e->rf, SHM_ROLE_RAFTD), 0);
+	CHECK_EQ(shm_slot_claim(e->gw, &e->slot), 0);
+	e->committed = shm_daemon_ring(e->rf, SHM_RING_COMMITTED);
+	e->results = shm_slot_ring(e->gw, e->slot.index, SHM_SLOT_FROM_STORED);
+	e->o.data_dir = e->m.data_dir;
+	e->o.member_id = TST_MEMBER;
+	e->o.cluster_id = TST_CLUSTER;
+	e->o.checkpoint_ms = 600000;
+	e->o.checkpoint_entries = 1000000;
+	e->o.batch_entries = batch_entries;
+	e->o.map_size = 1ull << 30;
+}
+
+/* Frees the loop (without a checkpoint), detaches and removes it all. */
+static inline void tst_loop_fini(struct tst_loop *e)
+{
+	stored_loop_free(e->l);
+	e->l = NULL;
+	shm_region_detach(e->gw);
+	shm_region_detach(e->rf);
+	shm_region_detach(e->st);
+	shm_region_detach(e->m.launcher);
+	tst_member_clean(&e->m);
+}
+
 /* ---- stored as a forked child ---- */
 
 /* stored's published record, which must be readable. */
