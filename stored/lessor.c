@@ -373,10 +373,13 @@ uint64_t lessor_term(const struct lessor *l)
 	return l->term;
 }
 
-/* The remaining TTL a refresh starts from: the checkpointed one if set. */
+/* The remaining TTL a refresh starts from: the checkpointed one if set.
+ * At most LESSOR_MAX_TTL: a checkpoint may say more, and a TTL in
+ * nanoseconds must fit an int64_t. */
 static int64_t lessor_base_ttl(const struct lessor_lease *e)
 {
-	return e->remaining > 0 ? e->remaining : e->ttl;
+	int64_t ttl = e->remaining > 0 ? e->remaining : e->ttl;
+	return ttl < LESSOR_MAX_TTL ? ttl : LESSOR_MAX_TTL;
 }
 
 /* The lease's new expiry; the caller puts it in its place in the expiry
@@ -405,7 +408,9 @@ static struct lessor_lease *lessor_make(struct lessor *l, int64_t id, int64_t tt
 	if (!e)
 		return NULL;
 	e->id = id;
-	e->ttl = ttl < l->o.min_ttl ? l->o.min_ttl : ttl;
+	/* a TTL above the maximum comes only from a damaged db (a grant
+	 * refuses it) */
+	e->ttl = ttl < l->o.min_ttl ? l->o.min_ttl : ttl > LESSOR_MAX_TTL ? LESSOR_MAX_TTL : ttl;
 	e->remaining = remaining;
 	e->expiry_ns = LESSOR_FOREVER;
 	e->at[LESSOR_BY_EXPIRY] = e->at[LESSOR_BY_CHECKPOINT] = LESSOR_NOWHERE;
@@ -469,7 +474,13 @@ int lessor_load(struct lessor *l, struct btree_txn *t)
 				leasepb__lease__free_unpacked(pb, NULL);
 			continue;
 		}
-		struct lessor_lease *e = lessor_make(l, pb->id, pb->ttl, pb->remainingttl);
+		/* etcd keeps the last value of an id that comes twice */
+		struct lessor_lease *e = lessor_find(l, pb->id);
+		if (e) {
+			lessor_unlink(l, e);
+			lessor_lease_free(e);
+		}
+		e = lessor_make(l, pb->id, pb->ttl, pb->remainingttl);
 		leasepb__lease__free_unpacked(pb, NULL);
 		if (!e)
 			return -ENOMEM;

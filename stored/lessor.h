@@ -70,7 +70,9 @@ void lessor_free(struct lessor *l);
 
 /* Forgets every lease and loads those of the `lease` bucket of t (a
  * missing bucket is an empty one), not primary. Malformed values are
- * skipped with a warning. 0, -ENOMEM or a B+tree error. */
+ * skipped with a warning; an id found twice keeps its last value, as in
+ * etcd; TTLs above LESSOR_MAX_TTL are cut to it. 0, -ENOMEM or a B+tree
+ * error. */
 int lessor_load(struct lessor *l, struct btree_txn *t);
 
 /* Attaches key to lease id (nothing when the lease is unknown). */
