@@ -49,10 +49,16 @@ int peer_url_parse(const char *text, struct peer_url *u)
 		memcpy(u->host, hp, (size_t)((colon ? colon : end) - hp));
 	}
 	if (colon) {
-		size_t plen = (size_t)(end - colon - 1);
+		const char *port = colon + 1;
+		size_t plen = (size_t)(end - port);
+		/* Go reads the port as a number: "0002380" is 2380 */
+		while (plen > 1 && port[0] == '0' && port[1] >= '0' && port[1] <= '9') {
+			port++;
+			plen--;
+		}
 		if (plen == 0 || plen >= sizeof(u->port))
 			return -EINVAL;
-		memcpy(u->port, colon + 1, plen);
+		memcpy(u->port, port, plen);
 	} else {
 		strcpy(u->port, u->tls ? "443" : "80");
 	}

@@ -13,7 +13,10 @@ struct peer_url {
 	char port[8];
 };
 
-/* Parses "scheme://host:port" (http, https, unix, unixs). -EINVAL. */
+/* Parses "scheme://host:port" (http, https, unix, unixs), the port's
+ * leading zeros dropped. -EINVAL, also for a host of more than 255 bytes
+ * (no name or address is that long) and an empty port or one of more
+ * than 7 bytes. */
 int peer_url_parse(const char *text, struct peer_url *u);
 
 /* The address to connect to: the socket's path (etcd dials a unix URL's
