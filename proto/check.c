@@ -470,12 +470,14 @@ static void canon_span(void *arg, const uint8_t *data, size_t len)
 			r.p += v;
 			continue;
 		}
+		bool packed = wire == PROTO_WIRE_BYTES && ew != PROTO_WIRE_BYTES;
 		const uint8_t *post = r.end;
-		if (wire == PROTO_WIRE_BYTES && ew != PROTO_WIRE_BYTES) {
+		if (packed) {
 			(void)proto_read_varint(&r, &v); /* packed: written unpacked */
 			post = r.p + v;
 		}
-		do {
+		/* the value, or each element of a packed run (an empty run has none) */
+		for (bool more = !packed || r.p < post; more; more = packed && r.p < post) {
 			o += proto_varint_put(o, (uint64_t)num << 3 | ew);
 			if (ew == PROTO_WIRE_VARINT) {
 				(void)proto_read_varint(&r, &v);
@@ -492,7 +494,7 @@ static void canon_span(void *arg, const uint8_t *data, size_t len)
 				o += v;
 				r.p += v;
 			}
-		} while (wire == PROTO_WIRE_BYTES && ew != PROTO_WIRE_BYTES && r.p < post);
+		}
 	}
 	m->o = o;
 }

@@ -176,6 +176,7 @@ static const struct corner decode_only[] = {
 	{ 7, "0a0130" },                 /* prev_kv without its value */
 	{ 7, "0a00" "12020a00" },        /* create, then a cancel with watch_id as bytes */
 	{ 7, "1a0100" },                 /* WatchProgressRequest: illegal tag 0 */
+	{ 7, "0a050a01612a002801" },     /* filters packed and empty, then an unknown field */
 	{ 10, "08" },                    /* LeaseKeepAliveRequest.ID cut */
 	{ 20, "00" },                    /* SnapshotRequest: illegal tag 0 */
 };
