@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# A member whose disk fills up under load, and recovers once space is
+# freed. The data dir lies on a small tmpfs of its own, mounted in a
+# private mount namespace (the test runs itself again under unshare -m).
+# Writers (tests/tools/kvclient, 4 KiB values) put fresh keys and record
+# every acknowledged put; then a filler file takes every free byte of the
+# file system. When the db can grow no more, stored must say so, naming
+# the db and what to do (free space), and nothing may be lost: puts wait
+# (or fail with clean gRPC errors, or the client's deadline) while the
+# disk is full, none acknowledged before is lost, and no process exits
+# in a way the launcher gives up on (stored exits and is restarted with
+# a backoff). Once the filler is removed, writes are acknowledged again
+# (after stored's restart and replay). At the end the db passes bbolt's
+# own check (tests/tools/boltcheck) and every acknowledged put is there,
+# also after a stop and a start.
+# Exits 77 when not root (the mount needs it), without unshare, or when
+# the programs, etcdctl, python3, curl or Go with Debian's clientv3 and
+# bbolt are missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcdctl
+if [[ -z ${FULL_DISK_NS:-} ]]; then
+	[[ $(id -u) == 0 ]] || it_skip "mounting a small tmpfs for the data dir needs root"
+	command -v unshare >/dev/null || it_skip "unshare is not installed (Debian package util-linux)"
+	unshare -m --propagation private true 2>/dev/null ||
+		it_skip "cannot make a private mount namespace here (unshare -m)"
+	FULL_DISK_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+fi
+it_build_kvclient
+it_build_go_tool boltcheck go.etcd.io/bbolt
+BOLTCHECK=$IT_BUILD/tests/boltcheck
+it_init full-disk
+
+# The WAL preallocates two 64 MB segments (the tail and the next one):
+# the file system holds them and some room for the db.
+disk=$IT_TMP/disk
+mkdir "$disk"
+mount -t tmpfs -o size=176m,mode=0700 tmpfs "$disk"
+it_on_exit+=("umount -l '$disk'")
+data=$disk/data
+db=$data/member/snap/db
+log=$IT_TMP/cetcd.log
+filler=$disk/filler
+
+it_cetcd_start t1 "$data" "$log"
+it_member_answers "$IT_CPORT" "$log" "the member answers with its data dir on a $(df -h --output=size "$disk" | tail -1 | tr -d ' ') tmpfs" ||
+	{ it_summary; exit 1; }
+ep=127.0.0.1:$IT_CPORT
+
+acks=$IT_TMP/acks
+it_kv_start "$IT_TMP/writer.out" write -endpoint "$ep" -prefix fd/ -acks "$acks" \
+	-writers 4 -per-conn 2 -value-size 4096
+w=$IT_KV_PID
+check "writers get acknowledgements" it_wait_lines "$acks" 300 30
+
+# fill every free byte (dd stops at ENOSPC)
+dd if=/dev/zero of="$filler" bs=1M 2>"$IT_TMP/dd.out" || true
+check "the filler took the file system's free space ($(du -m "$filler" | cut -f1) MB)" \
+	grep -q 'No space left on device' "$IT_TMP/dd.out"
+full_at=$(it_lines "$acks")
+echo "  the disk is full at $full_at acknowledged puts"
+
+hint='"msg":"no space left for the db: free space on the disk that holds it'
+check "stored says the db has no space, and to free space on its disk" it_wait_log "$log" "$hint" 120
+check "the line names the db file" it_wait_log "$log" "$hint.*\"path\":\"$db\"" 5
+check "the launcher restarts stored, which applies again from its last checkpoint" \
+	it_wait_log "$log" '"msg":"restarting process","process":"stored"' 30
+check "the launcher keeps the member: no process is given up on" \
+	test "$(it_count "$log" 'cannot run with this configuration')" -eq 0
+check "the launcher still runs" kill -0 "$IT_CETCD_PID"
+check "no process crashed (no signal ended one)" \
+	test "$(it_count "$log" '"msg":"process exited".*"signal"')" -eq 0
+
+rm -f "$filler"
+at=$(it_lines "$acks")
+check "with space freed, writes are acknowledged again (200 more after $at)" \
+	it_wait_lines "$acks" $((at + 200)) 90
+check "the writers saw no violation (clean errors only, revisions grow per writer)" \
+	it_kv_stop "$w" "$IT_TMP/writer.out" '-error |^violation '
+n=$(it_lines "$acks")
+echo "  $n acknowledged puts; stored ran $(it_count "$log" '"msg":"restarting process","process":"stored"') restart(s)"
+check "all $n acknowledged puts are there (value, mod revision)" it_acked_at "$ep" fd/ "$acks" "$n"
+check "stored's line came from the db's file system, not a crash: no process was killed" \
+	test "$(it_count "$log" '"signal":"Killed"')" -eq 0
+
+st=0
+it_cetcd_stop || st=$?
+check "SIGTERM stops the member (exit 0)" test "$st" -eq 0
+check "bbolt checks the db and finds it sound" "$BOLTCHECK" "$db"
+it_cetcd_restart "$IT_TMP/cetcd2.log"
+it_member_answers "$IT_CPORT" "$IT_TMP/cetcd2.log" "the member starts again on the same data dir" &&
+	check "all $n acknowledged puts are there after the restart" it_acked_at "$ep" fd/ "$acks" "$n"
+it_summary
