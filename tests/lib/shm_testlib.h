@@ -25,6 +25,8 @@
 
 #include "shm/doorbell.h"
 
+#include "test_invariants.h"
+
 #define CHECK(cond)                                                          \
 	do {                                                                 \
 		if (!(cond)) {                                               \

@@ -13,6 +13,10 @@
  * fence, re-read the published state, retry if it moved. The writer's
  * oldest_reader callback scans the slots. BTREE_STRESS_SECS sets the run
  * time (default 8); BTREE_SEED replays a seed.
+ *
+ * Breaks invariants 3 and 11 (docs/invariants.md) on purpose: pages are
+ * reused the moment no reader holds them, and batches modify their own
+ * pages in place while readers walk the published ones.
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -125,7 +129,9 @@ static void reader_walk(int id, struct btree_reader *rd, uint64_t n)
 	T_OK(btree_get(meta, "sum", 3, &v, &vl));
 	T_CHECK(vl == 16);
 	if (lead(v, 8) != sum || lead(v + 8, 8) != count)
-		T_FAIL("reader %d at txid %" PRIu64 ": sum %" PRIu64 "/%" PRIu64
+		T_FAIL("invariants 3 and 11 (a reader never sees a page reused under it; one root "
+		       "per apply batch, earlier ones copied on write): reader %d at txid %" PRIu64
+		       ": sum %" PRIu64 "/%" PRIu64
 		       " but meta says %" PRIu64 "/%" PRIu64, id, at.txid, sum, count,
 		       lead(v, 8), lead(v + 8, 8));
 	if (n % 25 == 0)

@@ -1,5 +1,6 @@
 /*
- * Stress: slot liveness is the kernel's word, not a pid. Slot holders run
+ * Stress: slot liveness is the kernel's word, not a pid (invariant 1,
+ * docs/invariants.md, broken on purpose with pid reuse). Slot holders run
  * as pid 1 of fresh pid namespaces, so every holder has the same pid:
  *  - a holder that died is reclaimed (generation bumped) although another
  *    live process now has the pid it recorded (pid 1), and although pid 1
@@ -153,15 +154,15 @@ int main(void)
 	/* pid 1 exists here and in h2's namespace: a pid check would keep the
 	 * dead holder's slot forever. The kernel knows better. */
 	CHECK_EQ(kill(1, 0), 0);
-	CHECK(!shm_slot_is_live(l, 0));
-	CHECK(shm_slot_is_live(l, 1));
+	CHECK_INVARIANT(INV1_SLOT_LIVENESS, !shm_slot_is_live(l, 0));
+	CHECK_INVARIANT(INV1_SLOT_LIVENESS, shm_slot_is_live(l, 1));
 	CHECK_EQ(shm_slot_generation(l, 0), gen0);
 
 	/* A new holder, pid 1 again, gets the dead holder's slot. */
 	CHECK_EQ(holder_start(&h3), 0);
 	CHECK_EQ(h3.ns_pid, 1);
 	CHECK_EQ(h3.index, 0);
-	CHECK_EQ(h3.generation, gen0 + 1);
+	CHECK_INVARIANT_EQ(INV1_SLOT_LIVENESS, h3.generation, gen0 + 1);
 	CHECK_EQ(shm_slot_generation(l, 0), gen0 + 1);
 
 	/* Live holders in other namespaces are never reclaimed: we get the

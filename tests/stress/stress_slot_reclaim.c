@@ -5,6 +5,7 @@
  * The kernel drops the dead holder's lock, a new consumer claims the slot
  * (generation bumped), drops anything addressed to the old generation and
  * then receives an unbroken, checksummed stream for its own generation.
+ * The kill breaks invariants 1 and 2 (docs/invariants.md) on purpose.
  */
 #include <stdatomic.h>
 
@@ -164,7 +165,7 @@ int main(void)
 	printf("killed the first consumer (generation %llu) after %llu "
 	       "records\n", (unsigned long long)gen1,
 	       (unsigned long long)atomic_load(&sh->received));
-	CHECK(!shm_slot_is_live(l, 0));
+	CHECK_INVARIANT(INV1_SLOT_LIVENESS, !shm_slot_is_live(l, 0));
 	/* Let the producer run into the dead slot for a moment. */
 	CHECK(TEST_WAIT_FOR(atomic_load(&sh->dropped_dead) > 0, 10000));
 
@@ -175,7 +176,7 @@ int main(void)
 	rc = test_wait(c2);
 	CHECK_EQ(rc, 0);
 	gen2 = shm_slot_generation(l, 0);
-	CHECK_EQ(gen2, gen1 + 1);
+	CHECK_INVARIANT_EQ(INV1_SLOT_LIVENESS, gen2, gen1 + 1);
 	atomic_store(&sh->stop_producer, 1);
 	CHECK_EQ(test_wait(prod), 0);
 	printf("stress_slot_reclaim: producer pushed %llu, polled the dead "

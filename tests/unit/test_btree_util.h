@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_invariants.h"
+
 #include "shm/log/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/btree/btree.h"

@@ -5,6 +5,10 @@
  * every write since the last good one, held chains, the device cut after
  * n ops, and power-cut rebuilds that drop, keep or tear unsynced writes),
  * and the directory fsyncs. test_diskio_uring covers io_uring.
+ *
+ * test_failed_sync and test_dirs break invariant 12 (docs/invariants.md)
+ * on purpose (a failed fsync; files created in new directories) and name
+ * it in their failure messages (the phase).
  */
 #include <poll.h>
 
@@ -121,10 +125,12 @@ static void test_fault(void)
 	/* A full file system refused a write without a sync: usable. */
 	T_CHECK(diskio_failed(d) == 0);
 	/* A sync that fails fails the file: it never runs again. */
+	t_phase = "invariant 12 (durable means fsynced, directories too): fault backend";
 	T_RC(diskio_sync(d), -ENOSPC);
 	T_CHECK(diskio_failed(d) == -ENOSPC);
 	T_RC(diskio_sync(d), -ENOSPC);
 	T_CHECK(diskio_fault_ops(d) == 3);
+	t_phase = "fault backend";
 	diskio_close(d);
 	close(fd);
 
@@ -149,7 +155,7 @@ static void test_fault(void)
  * nothing is written or synced again, whatever is asked. */
 static void test_failed_sync(void)
 {
-	t_phase = "failed sync";
+	t_phase = "invariant 12 (durable means fsynced, directories too): failed sync";
 	uint8_t back[4096];
 	int fd = open_file();
 	struct diskio *d;
@@ -272,7 +278,7 @@ static bool was_synced(const char *d)
  * has the last one when it existed already. */
 static void test_dirs(void)
 {
-	t_phase = "directories";
+	t_phase = "invariant 12 (durable means fsynced, directories too): directories";
 	char x[300], xy[300], xyz[300], file[330];
 	snprintf(x, sizeof(x), "%s/x", dir);
 	snprintf(xy, sizeof(xy), "%s/x/y", dir);

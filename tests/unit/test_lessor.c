@@ -1,6 +1,9 @@
 /* stored/lessor.c and lessor_apply.c: etcd's TTL rules, expiry order and
  * batching, extension on promotion, checkpoints, revokes that delete the
- * lease's keys in one revision, and a reload from the db. */
+ * lease's keys in one revision, and a reload from the db.
+ * test_expiry_and_promote checks invariant 8 (docs/invariants.md) at a
+ * promotion: every lease gets its TTL plus the extension from then, and
+ * none expires sooner. */
 #include "test_mvcc_util.h"
 
 #include "stored/lessor.h"
@@ -152,7 +155,7 @@ static void test_expiry_and_promote(void)
 	CHECK(lessor_set_primary(L, true, 3, now));
 	CHECK(!lessor_set_primary(L, true, 3, now + SEC)); /* same term: no second promotion */
 	/* extended by the election timeout (1 s) on promotion */
-	CHECK_EQ(lessor_expired(L, now + 5 * SEC, ids, 4), 0);
+	CHECK_INVARIANT_EQ(INV8_LEASES, lessor_expired(L, now + 5 * SEC, ids, 4), 0);
 	CHECK_EQ(lessor_expired(L, now + 6 * SEC + 1, ids, 4), 1);
 	CHECK_EQ(ids[0], 2);
 	/* asked again only after the retry interval */

@@ -4,6 +4,11 @@
  * go on as room frees; a new stored epoch replays from its durable index
  * + 1; where a feed starts after a raftd restart; entries that cannot be
  * pushed stall the feed loudly instead of skipping.
+ *
+ * test_in_order_and_bounded and test_replay_on_new_epoch break invariant 5
+ * (docs/invariants.md) on purpose: the log holds entries the core has not
+ * handed over (not committed and durable here), which must not reach
+ * stored, and stored restarts below what it was fed.
  */
 #include "test_raftd_util.h"
 
@@ -92,12 +97,13 @@ static void test_in_order_and_bounded(void)
 	feed_init(&f, ring, &st, false);
 	CHECK_EQ(feed_start_after(&f), 0);
 	CHECK(!feed_pending(&f));
-	CHECK_EQ(feed_pump(&f, &log, 100), 0); /* nothing handed yet */
+	/* 2000 entries in the log, none handed over yet */
+	CHECK_INVARIANT_EQ(INV5_COMMITTED_DURABLE, feed_pump(&f, &log, 100), 0);
 
 	feed_handed(&f, 10);
 	CHECK(feed_pending(&f));
 	CHECK_EQ(feed_pump(&f, &log, 4), 4); /* bounded per pump */
-	CHECK_EQ(feed_pump(&f, &log, 100), 6);
+	CHECK_INVARIANT_EQ(INV5_COMMITTED_DURABLE, feed_pump(&f, &log, 100), 6);
 	CHECK(!feed_pending(&f));
 	CHECK_EQ(consume(ring, &next), 10);
 	feed_handed(&f, 5); /* never moves back */
@@ -149,9 +155,9 @@ static void test_replay_on_new_epoch(void)
 	st.epoch = 2;
 	st.durable_index = 40;
 	st.applied_index = 40;
-	CHECK(feed_observe(&f, &st));
+	CHECK_INVARIANT(INV5_COMMITTED_DURABLE, feed_observe(&f, &st));
 	CHECK_EQ(f.replays, 1);
-	CHECK_EQ(feed_keep_from(&f), 41);
+	CHECK_INVARIANT_EQ(INV5_COMMITTED_DURABLE, feed_keep_from(&f), 41);
 	next = 41;
 	while (next <= 100) {
 		CHECK(feed_pump(&f, &log, 1000) >= 0);

@@ -3,6 +3,13 @@
  * liveness from the kernel, and what a new holder finds in the rings.
  * Separate handles (separate open file descriptions) stand for separate
  * processes; one test forks a real holder and kills it.
+ *
+ * test_reclaim_rings and test_killed_holder break invariant 1
+ * (docs/invariants.md) on purpose: the holder goes without releasing
+ * anything (its handle closed; SIGKILL), and the slot must read as dead at
+ * once (the kernel dropped its lock) and be claimed again with its
+ * generation bumped and nothing meant for the old holder in its rings
+ * (invariant 2).
  */
 #include "shm_testlib.h"
 
@@ -146,10 +153,11 @@ static void test_reclaim_rings(void)
 	shm_region_detach(gw);
 
 	CHECK_EQ(shm_slot_claim(gw2, &s2), 0);
-	CHECK_EQ(s2.index, s.index);
-	CHECK_EQ(s2.generation, s.generation + 1);
-	CHECK_EQ(ring_peek(shm_slot_ring(gw2, s2.index, SHM_SLOT_FROM_STORED),
-			   &rec), -EAGAIN);
+	CHECK_INVARIANT_EQ(INV1_SLOT_LIVENESS, s2.index, s.index);
+	CHECK_INVARIANT_EQ(INV1_SLOT_LIVENESS, s2.generation, s.generation + 1);
+	CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY,
+			   ring_peek(shm_slot_ring(gw2, s2.index, SHM_SLOT_FROM_STORED), &rec),
+			   -EAGAIN);
 	CHECK_EQ(ring_peek(shm_slot_ring(gw2, s2.index, SHM_SLOT_FROM_RAFTD),
 			   &rec), -EAGAIN);
 	/* The old request is still there for raftd. */
@@ -209,10 +217,10 @@ static void test_killed_holder(void)
 	CHECK_EQ(s.index, 1); /* slot 0 is taken by the live child */
 	kill(pid, SIGKILL);
 	CHECK_EQ(test_wait(pid), 128 + SIGKILL);
-	CHECK(!shm_slot_is_live(l, 0));
+	CHECK_INVARIANT(INV1_SLOT_LIVENESS, !shm_slot_is_live(l, 0));
 	CHECK_EQ(shm_slot_claim(a, &s), 0);
-	CHECK_EQ(s.index, 0);
-	CHECK_EQ(s.generation, child_gen + 1);
+	CHECK_INVARIANT_EQ(INV1_SLOT_LIVENESS, s.index, 0);
+	CHECK_INVARIANT_EQ(INV1_SLOT_LIVENESS, s.generation, child_gen + 1);
 	close(pipefd[0]);
 	close(pipefd[1]);
 	shm_region_detach(a);

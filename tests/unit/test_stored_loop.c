@@ -29,6 +29,11 @@
  *   offers readers no root until the replay from the durable index
  *   reaches the applied index published before, and every put
  *   acknowledged before the failure is there
+ *
+ * Invariants (docs/invariants.md) the tests break on purpose and name
+ * when they fail: 11 (test_batches_and_checkpoints: many entries waiting,
+ * one commit and one published root per batch), 12, 4 and 5
+ * (test_failed_sync: a failed fsync under a writer, then a restart).
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -251,10 +256,11 @@ static void test_batches_and_checkpoints(void)
 	st = env_status(&e);
 	CHECK_EQ(st.applied_index, 16);
 	CHECK_EQ(st.revision, 17);
-	CHECK_EQ(env_stats(&e).batches, 1);
+	/* 50 entries waiting, 16 a batch: one commit and one root */
+	CHECK_INVARIANT_EQ(INV11_ONE_ROOT, env_stats(&e).batches, 1);
 	CHECK(st.txid > prev.txid);
 	CHECK_EQ(st.durable_index, 0);
-	CHECK_EQ(env_status_writes(&e), writes + 1);
+	CHECK_INVARIANT_EQ(INV11_ONE_ROOT, env_status_writes(&e), writes + 1);
 	CHECK_EQ(status_stored_delivered(e.gw), 16);
 	env_turn(&e);
 	CHECK_EQ(env_status_writes(&e), writes + 2);
@@ -722,7 +728,8 @@ static void test_failed_sync(void)
 	static bool acked[SF_PUTS + 1];
 	uint64_t next = 1, nacked = 0;
 	/* raftd keeps its log back only to the durable index stored
-	 * published (DESIGN invariant 5): what lies before is gone. */
+	 * published (invariant 5, docs/invariants.md): what lies before is
+	 * gone. */
 	uint64_t raft_kept = 0;
 	int rc = 0;
 
@@ -749,8 +756,8 @@ static void test_failed_sync(void)
 		if (env_status(&e).durable_index > raft_kept)
 			raft_kept = env_status(&e).durable_index;
 	}
-	CHECK(rc < 0);
-	CHECK_EQ(diskio_failed(sf_io), -EIO);
+	CHECK_INVARIANT(INV12_DURABLE, rc < 0);
+	CHECK_INVARIANT_EQ(INV12_DURABLE, diskio_failed(sf_io), -EIO);
 	uint64_t acked_before = nacked;
 	struct status_stored st = env_status(&e);
 	/* Puts were acknowledged past the durable index: only the replay
@@ -759,7 +766,7 @@ static void test_failed_sync(void)
 	CHECK_EQ(raft_kept, st.durable_index);
 	/* The root that reaches pages the failed sync may have lost is no
 	 * longer offered to readers; the applied index stays published. */
-	CHECK_EQ(st.root_page, 0);
+	CHECK_INVARIANT_EQ(INV12_DURABLE, st.root_page, 0);
 	bool beyond = false;
 	for (uint64_t i = st.durable_index + 1; i <= SF_PUTS; i++)
 		beyond = beyond || acked[i];
@@ -774,8 +781,8 @@ static void test_failed_sync(void)
 	/* It starts from the checkpoint it published as durable: raftd
 	 * still has everything after it. Readers get no root until the
 	 * replay reaches the applied index published before. */
-	CHECK_EQ(st.durable_index, raft_kept);
-	CHECK_EQ(st.root_page, 0);
+	CHECK_INVARIANT_EQ(INV5_COMMITTED_DURABLE, st.durable_index, raft_kept);
+	CHECK_INVARIANT_EQ(INV4_STORED_DIES, st.root_page, 0);
 	uint64_t last = next - 1;
 	for (uint64_t i = st.durable_index + 1; i <= last;) {
 		for (int k = 0; k < 16 && i <= last; k++, i++)

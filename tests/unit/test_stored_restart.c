@@ -1,5 +1,6 @@
 /*
- * stored may die at any moment (DESIGN invariant 4). Two members run the
+ * stored may die at any moment (invariant 4, docs/invariants.md; broken
+ * on purpose here by SIGKILL at random moments). Two members run the
  * same seeded stream of committed entries (puts, deletes, txns,
  * compactions, empty entries, kinds not applied yet); this process plays
  * raftd and a gateway for both. Member A's stored, a forked child, is
@@ -445,7 +446,7 @@ int main(void)
 			usleep(100);
 		}
 		if (rd->err[0]) {
-			fprintf(stderr, "reader: %s\n", rd->err);
+			fprintf(stderr, "invariant 4 (stored may die at any moment): reader: %s\n", rd->err);
 			CHECK(!rd->err[0]);
 		}
 	}
@@ -467,7 +468,7 @@ int main(void)
 	atomic_store(&rd->stop, true);
 	CHECK_EQ(test_wait(reader), 0);
 	if (rd->err[0]) {
-		fprintf(stderr, "reader: %s\n", rd->err);
+		fprintf(stderr, "invariant 4 (stored may die at any moment): reader: %s\n", rd->err);
 		CHECK(!rd->err[0]);
 	}
 	CHECK(rd->reads > 0);
@@ -484,7 +485,8 @@ int main(void)
 		size_t i = 0;
 		while (i < da.len && i < db.len && da.p[i] == db.p[i])
 			i++;
-		fprintf(stderr, "db files differ: %zu vs %zu bytes of dump, first difference at %zu\n",
+		fprintf(stderr, "invariant 4 (stored may die at any moment): the killed member's db "
+			"differs from the other's: %zu vs %zu bytes of dump, first difference at %zu\n",
 			da.len, db.len, i);
 		CHECK(0);
 	}

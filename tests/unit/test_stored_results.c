@@ -7,6 +7,11 @@
  * becomes an error result; staged results reach the gateway in order at
  * publish. Separate region handles stand for separate processes; one slot
  * holder is a forked child that is killed.
+ *
+ * Breaks two invariants (docs/invariants.md) on purpose: invariant 2 with
+ * results whose origin differs from a live request in one of member,
+ * slot or generation (a killed holder, a reclaimed slot), and invariant 6
+ * with a result ring nobody drains.
  */
 #include "test_stored_util.h"
 
@@ -83,13 +88,17 @@ static void test_routing(void)
 
 	h = result(s0.index, s0.generation, 2, sizeof(body));
 	h.origin.member_id++;
-	CHECK_EQ(stored_results_stage(&rs, &h, body), STORED_RESULT_FOREIGN);
+	CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, stored_results_stage(&rs, &h, body),
+			   STORED_RESULT_FOREIGN);
 	h = result(s0.index, s0.generation - 1, 3, sizeof(body));
-	CHECK_EQ(stored_results_stage(&rs, &h, body), STORED_RESULT_OLD_GENERATION);
+	CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, stored_results_stage(&rs, &h, body),
+			   STORED_RESULT_OLD_GENERATION);
 	h = result(s0.index, s0.generation + 1, 4, sizeof(body));
-	CHECK_EQ(stored_results_stage(&rs, &h, body), STORED_RESULT_OLD_GENERATION);
+	CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, stored_results_stage(&rs, &h, body),
+			   STORED_RESULT_OLD_GENERATION);
 	h = result(dead.index, dead.generation, 5, sizeof(body));
-	CHECK_EQ(stored_results_stage(&rs, &h, body), STORED_RESULT_DEAD_SLOT);
+	CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, stored_results_stage(&rs, &h, body),
+			   STORED_RESULT_DEAD_SLOT);
 	h = result(shm_slot_count(st), 1, 6, sizeof(body));
 	CHECK_EQ(stored_results_stage(&rs, &h, body), STORED_RESULT_NO_SLOT);
 	h = result(s0.index, s0.generation, 7, 0);
@@ -122,7 +131,8 @@ static void test_routing(void)
 		CHECK_EQ(again.index, dead.index);
 		CHECK(again.generation > dead.generation);
 		h = result(dead.index, dead.generation, 8, sizeof(body));
-		CHECK_EQ(stored_results_stage(&rs, &h, body), STORED_RESULT_OLD_GENERATION);
+		CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, stored_results_stage(&rs, &h, body),
+				   STORED_RESULT_OLD_GENERATION);
 		h = result(again.index, again.generation, 9, sizeof(body));
 		CHECK_EQ(stored_results_stage(&rs, &h, body), STORED_RESULT_STAGED);
 		stored_results_publish(&rs);
@@ -152,9 +162,10 @@ static void test_routing(void)
 			staged++;
 			rid++;
 		}
-		CHECK_EQ(v, STORED_RESULT_RING_FULL);
+		CHECK_INVARIANT_EQ(INV6_APPLY_NEVER_BLOCKS, v, STORED_RESULT_RING_FULL);
 		CHECK(staged > 10);
-		CHECK(test_now_ns() - t0 < 2000000000ull); /* never waits for room */
+		/* never waits for room (a wait would hang: nobody drains) */
+		CHECK_INVARIANT(INV6_APPLY_NEVER_BLOCKS, test_now_ns() - t0 < 30000000000ull);
 		CHECK_EQ(stored_results_stage(&rs, &h, big), STORED_RESULT_RING_FULL);
 		stored_results_publish(&rs);
 		stored_results_wake(&rs);
