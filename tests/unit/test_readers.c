@@ -2,6 +2,10 @@
  * Unit tests for shm/readers.c: claiming entries, registering at the
  * published txid, the oldest-reader query under a racing publisher, and
  * reaping the entries of a killed process (by lock, not pid).
+ *
+ * test_registration_race breaks invariant 3 (docs/invariants.md) on
+ * purpose: the publisher moves on while the reader registers, and no
+ * scan may ever miss the txid a registered reader holds.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -128,15 +132,21 @@ static void test_killed_reader(void)
  * The registration protocol against a publisher that keeps moving: once a
  * reader's begin returned txid T and the reader says so, every oldest-
  * reader scan the publisher makes after it publishes is <= T, until the
- * reader ends.
+ * reader ends. And the other side of it: a scan made after publishing a
+ * txid above T that missed the reader (found nothing <= T) must have made
+ * the reader's re-check see the newer txid and retry, so no begin returns
+ * T once such a scan is done. The publisher leaves each scan's txid and
+ * result in `last_scan` for the reader to look at after its begin.
  */
 struct race {
 	struct shm_region *stored, *gw;
 	uint32_t entry;
 	_Atomic uint64_t pinned; /* txid the reader holds */
 	_Atomic uint64_t phase;  /* odd while the reader holds `pinned` */
+	_Atomic uint64_t last_scan; /* published txid << 32 | its scan's oldest */
 	atomic_int stop;
-	uint64_t scans, begins;
+	uint64_t scans;
+	_Atomic uint64_t begins;
 };
 
 static void *race_reader(void *arg)
@@ -146,12 +156,20 @@ static void *race_reader(void *arg)
 
 	while (!atomic_load(&ra->stop)) {
 		CHECK_EQ(readers_begin(ra->gw, ra->entry, &st), 0);
+		uint64_t scan = atomic_load(&ra->last_scan);
+		if (scan >> 32 > st.txid && (scan & 0xffffffffu) > st.txid) {
+			fprintf(stderr, "begin returned txid %llu after the scan that followed the "
+				"publish of %llu found oldest %llu\n", (unsigned long long)st.txid,
+				(unsigned long long)(scan >> 32),
+				(unsigned long long)(scan & 0xffffffffu));
+			CHECK_INVARIANT(INV3_READERS, !"a scan missed a registered reader");
+		}
 		atomic_store(&ra->pinned, st.txid);
 		atomic_fetch_add(&ra->phase, 1);
 		sched_yield();
 		atomic_fetch_add(&ra->phase, 1);
 		readers_end(ra->gw, ra->entry);
-		ra->begins++;
+		atomic_fetch_add(&ra->begins, 1);
 	}
 	return NULL;
 }
@@ -170,19 +188,26 @@ static void test_registration_race(void)
 	publish(ra.stored, txid);
 	atomic_init(&ra.pinned, 0);
 	atomic_init(&ra.phase, 0);
+	atomic_init(&ra.last_scan, 0);
 	atomic_init(&ra.stop, 0);
 	CHECK_EQ(pthread_create(&t, NULL, race_reader, &ra), 0);
-	/* At least 300 ms and 100 checked scans, at most 20 s. */
+	/* At least 300 ms, 100 checked scans and 5000 registrations (the
+	 * chances to catch a begin that returned too early), at most 20 s;
+	 * only the checked scans are required. */
 	start = test_now_ns();
-	while (test_now_ns() - start < 300 * 1000000ull || checked < 100) {
-		CHECK(test_now_ns() - start < 20000 * 1000000ull);
+	while (test_now_ns() - start < 300 * 1000000ull || checked < 100 ||
+	       atomic_load(&ra.begins) < 5000) {
+		if (test_now_ns() - start > 20000 * 1000000ull)
+			break;
 		publish(ra.stored, ++txid);
 		phase = atomic_load(&ra.phase);
 		pinned = atomic_load(&ra.pinned);
 		oldest = readers_oldest(ra.stored);
+		atomic_store(&ra.last_scan,
+			     txid << 32 | (oldest < 0xffffffffu ? oldest : 0xffffffffu));
 		/* The reader held `pinned` through the whole scan. */
 		if ((phase & 1) && atomic_load(&ra.phase) == phase) {
-			CHECK(oldest <= pinned);
+			CHECK_INVARIANT(INV3_READERS, oldest <= pinned);
 			checked++;
 		}
 		ra.scans++;
@@ -191,8 +216,9 @@ static void test_registration_race(void)
 	pthread_join(t, NULL);
 	printf("readers race: %llu publishes, %llu registrations, %llu scans "
 	       "during a registration\n", (unsigned long long)ra.scans,
-	       (unsigned long long)ra.begins, (unsigned long long)checked);
-	CHECK(ra.begins > 0);
+	       (unsigned long long)atomic_load(&ra.begins), (unsigned long long)checked);
+	CHECK(checked >= 100);
+	CHECK(atomic_load(&ra.begins) > 0);
 	shm_region_detach(ra.gw);
 	shm_region_detach(ra.stored);
 	shm_region_detach(l);
