@@ -2,7 +2,7 @@
  * <data-dir>/member/snap/db opened once (again when stored replaces the
  * file: a new db generation), and read txns at the root stored published,
  * registered in the reader table for their duration so stored keeps
- * their pages (DESIGN invariant 3). */
+ * their pages (invariant 3, docs/invariants.md). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

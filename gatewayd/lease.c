@@ -23,7 +23,7 @@ enum {
 /*
  * Server-chosen lease IDs, after etcd's idutil: the member id's low 16
  * bits, then this gateway's slot (6 bits, so gateways of one member never
- * collide: DESIGN invariant 2), then a suffix that starts at the time in
+ * collide: invariant 2, docs/invariants.md), then a suffix that starts at the time in
  * milliseconds shifted by 8 and counts up from there; the top bit is
  * cleared as etcd clears it. One gatewayd process serves one server, so
  * the suffix is per process.

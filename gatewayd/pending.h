@@ -7,7 +7,7 @@
  * the slot generation, is found in O(1), and an id whose entry was reused
  * is simply not found.
  *
- * Request identity (DESIGN invariant 2): a record from raftd or stored
+ * Request identity (invariant 2, docs/invariants.md): a record from raftd or stored
  * carries the (member id, slot, generation, request id) of the request it
  * answers. pending_match delivers it only when all four match an entry
  * of this table; anything else (another member's, a predecessor's

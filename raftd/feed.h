@@ -1,5 +1,5 @@
 /*
- * The feed of committed entries from raftd to stored (DESIGN invariant 5).
+ * The feed of committed entries from raftd to stored (invariant 5, docs/invariants.md).
  *
  * The Raft core hands over entries that are committed and durable in this
  * member's WAL (ready.committed); the feed pushes them on

@@ -287,7 +287,7 @@ static void log_leader_change(struct loop *l, uint64_t prev_lead, const struct r
  * Writes a .snap file and its WAL snapshot record once --snapshot-count
  * entries were applied since the last one, as etcd does, at the newest
  * index that stored has made durable (a restart from the snapshot then
- * finds stored's db at or past it: DESIGN invariant 5), and only when the
+ * finds stored's db at or past it: invariant 5, docs/invariants.md), and only when the
  * membership in force now is the one at that index and a hard state
  * committing it went to the WAL (etcd's ValidSnapshotEntries skips a
  * snapshot past the recorded commit). Right after raft_advance only.

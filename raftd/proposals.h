@@ -7,7 +7,7 @@
  * Proposals: the entry data of each MSG_PROPOSE goes to raft_propose as
  * it is (opaque here), a ring's batch in one call, straight from the ring
  * (released once the core copied it). A proposal carrying a term (stored's
- * lease revokes and checkpoints, DESIGN invariant 8) is dropped unless
+ * lease revokes and checkpoints, invariant 8, docs/invariants.md) is dropped unless
  * this member leads in that term and has confirmed it since (an entry of
  * the term is committed). When the core refuses (no leader, not the
  * leader, stopping, no memory), a gatewayd's proposal is answered with

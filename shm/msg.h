@@ -7,7 +7,7 @@
  * bytes the header says. Types count from 1; the attach exchange
  * (shm/hello.h) keeps its own types at the top of the space.
  *
- * Request identity (DESIGN invariant 2) is (member id, slot, slot
+ * Request identity (invariant 2, docs/invariants.md) is (member id, slot, slot
  * generation, request id): struct msg_origin. A result is delivered to a
  * gatewayd call only if all four match; a restarted gatewayd (new
  * generation) never takes its predecessor's results, and a proposal
@@ -84,7 +84,7 @@ struct msg_origin {
 struct msg_propose {
 	struct msg_origin origin;
 	uint64_t term;     /* stored's lease revokes and checkpoints: the term
-			    * they were made in (DESIGN invariant 8); with
+			    * they were made in (invariant 8, docs/invariants.md); with
 			    * MSG_PROPOSE_F_SEEN_TERM, a gateway's request: the
 			    * raftd term it saw when it sent it; else 0 */
 	uint32_t data_len;
@@ -126,7 +126,7 @@ struct msg_reject {
 };
 
 /* MSG_COMMITTED: one committed entry that is durable in this member's WAL
- * (DESIGN invariant 5). data_len bytes of entry data follow. */
+ * (invariant 5, docs/invariants.md). data_len bytes of entry data follow. */
 struct msg_committed {
 	uint64_t index;
 	uint64_t term;
@@ -183,8 +183,8 @@ struct msg_keepalive {
  * path_len bytes of a NUL-free path follow: a complete, fsynced db file
  * (etcd's member/snap/<index %016x>.snap.db) whose consistent index is at
  * least `index`. stored makes it its db (written, fsynced, renamed over
- * member/snap/db, directory fsynced, db_generation bumped: DESIGN
- * invariant 3), reloads what it keeps from the db (revision, membership),
+ * member/snap/db, directory fsynced, db_generation bumped: invariant 3,
+ * docs/invariants.md), reloads what it keeps from the db (revision, membership),
  * and publishes applied_index = durable_index = the db's consistent index.
  * It then skips the MSG_COMMITTED entries at or below that index, as it
  * does after a restart. A stored that restarts before publishing the

@@ -112,7 +112,7 @@ static void ll_refuse(struct lessor_loop *ll, const struct msg_origin *o, int er
 }
 
 /* A checkpoint of 0 for id: the first renewal after a checkpoint resets
- * the remaining TTL of every member (DESIGN invariant 8). */
+ * the remaining TTL of every member (invariant 8, docs/invariants.md). */
 static void ll_propose_checkpoints(struct lessor_loop *ll, const struct lessor_cp *cps, size_t n);
 
 static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, int64_t revision)

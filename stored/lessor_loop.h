@@ -6,7 +6,7 @@
  * leadership (promoting the lessor in each new term it leads), and every
  * 500 ms proposes revokes of expired leases (LESSOR_REVOKE_BATCH at most)
  * and due checkpoints through SHM_RING_STORED_PROPOSALS, each carrying the
- * term (DESIGN invariant 8; raftd drops it in any other term, and the
+ * term (invariant 8, docs/invariants.md; raftd drops it in any other term, and the
  * lessor asks again after its retry interval).
  */
 #ifndef CETCD_STORED_LESSOR_LOOP_H

@@ -120,7 +120,7 @@ static const char *loop_no_space_hint(int rc)
 }
 
 /* mkdir -p with mode 0700 for what it creates; the parent of every
- * directory it creates is fsynced (DESIGN invariant 12). */
+ * directory it creates is fsynced (invariant 12, docs/invariants.md). */
 static int loop_mkdir_p(const char *path)
 {
 	int rc = diskio_mkdir_all(path, 0700);
@@ -512,7 +512,7 @@ void stored_loop_stats(const struct stored_loop *l, struct stored_loop_stats *ou
  * cache after a failed sync, and a reader would then find the old bytes.
  * So the root that reaches them is withdrawn: readers begin no new
  * transaction (gatewayd answers UNAVAILABLE) until the next stored has
- * replayed to the applied index published here (DESIGN invariant 4; the
+ * replayed to the applied index published here (invariant 4, docs/invariants.md; the
  * record keeps that index, the epoch and the high-water mark).
  */
 static void loop_withdraw_root(struct stored_loop *l)

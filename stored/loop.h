@@ -4,7 +4,7 @@
  * gateways, checkpoints.
  *
  * One turn drains up to a batch of MSG_COMMITTED records from
- * SHM_RING_COMMITTED into one B+tree write txn (DESIGN invariant 11). An
+ * SHM_RING_COMMITTED into one B+tree write txn (invariant 11, docs/invariants.md). An
  * entry is applied only when its index follows the applied index; one at
  * or below it is a replayed duplicate and skipped; one past the next index
  * is a gap: it is dropped, and raftd, having seen this process's new epoch,
@@ -41,7 +41,7 @@
  * disk space, I/O) fails the turn instead: stored restarts, and raftd,
  * seeing the new epoch, sends the install again.
  *
- * Restart (DESIGN invariant 4). stored_loop_open starts from the db's last
+ * Restart (invariant 4, docs/invariants.md). stored_loop_open starts from the db's last
  * checkpoint and the last record published in the region: the epoch is the
  * previous one plus one; txids continue above the published one; pages are
  * allocated only past the published high-water mark until every reader that

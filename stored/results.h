@@ -1,6 +1,6 @@
 /*
  * Delivery of applied requests' results to the gatewayd slots that asked,
- * on each slot's SHM_SLOT_FROM_STORED ring (DESIGN invariants 2 and 6).
+ * on each slot's SHM_SLOT_FROM_STORED ring (invariants 2 and 6, docs/invariants.md).
  *
  * A result goes out only when its origin names this member, a slot that a
  * live process holds (the kernel's word: shm_slot_is_live) and that slot's

@@ -5,7 +5,7 @@
  * Maintenance.Snapshot streams.
  *
  * dbsnap_open registers a read transaction in the region's reader table at
- * the root stored published (DESIGN invariant 3), so the pages it reaches
+ * the root stored published (invariant 3, docs/invariants.md), so the pages it reaches
  * stay intact until dbsnap_close. The stream is a complete bbolt file that
  * bbolt and etcd open as they open any db: two meta pages naming that
  * root and txid, then the pages up to the published high-water mark. Its

@@ -6,7 +6,7 @@
  * Writer (stored). mvcc_store_open creates etcd's buckets, checks the
  * index against the key bucket and rebuilds it when the file came from
  * etcd. Committed Raft entries are applied in batches, one B+tree write
- * txn each (DESIGN invariant 11):
+ * txn each (invariant 11, docs/invariants.md):
  *
  *     mvcc_batch_begin(s);
  *     for each committed entry:

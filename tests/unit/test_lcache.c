@@ -15,7 +15,7 @@
  *    answers, and the newest commit must be answered from the cache for
  *    most keys;
  *  - a writer that dies after a commit nobody published and comes back at
- *    the published state (DESIGN.md section 10, item 4): the new writer's
+ *    the published state (invariant 4, docs/invariants.md): the new writer's
  *    cache must not serve the dead commit's places, a reader kept at the
  *    old root stays right, and warming refills the cache with the keys no
  *    commit moves;
