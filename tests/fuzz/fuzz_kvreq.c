@@ -8,10 +8,8 @@
  * servers: proto_check_request and, when it asks for it,
  * proto_check_canonicalize (gatewayd), or proto_check_strings (stored,
  * for entries); protobuf-c unpack; etcd's validation rules; for entries
- * the origin lookup. Aborts when the check and protobuf-c disagree: bytes
- * the check takes as canonical must unpack, and bytes it takes otherwise
- * must canonicalize into bytes it takes again, that unpack, and that
- * canonicalize to themselves.
+ * the origin lookup. Aborts when the check and protobuf-c disagree
+ * (unpack.h). fuzz_gwreq covers the other services' requests.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,10 +17,9 @@
 
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
-#include "proto/check.h"
-#include "proto/wire.h"
 #include "shm/msg.h"
 #include "stored/mvcc/mvcc.h"
+#include "unpack.h"
 
 static void validate(const ProtobufCMessageDescriptor *d, const ProtobufCMessage *m)
 {
@@ -50,25 +47,6 @@ static void validate(const ProtobufCMessageDescriptor *d, const ProtobufCMessage
 	}
 }
 
-/* What gatewayd decodes of data (checked, taken): the canonical copy
- * when one is needed, held in *canon (freed by the caller). */
-static const uint8_t *request_bytes(const ProtobufCMessageDescriptor *d, const uint8_t *data,
-				    size_t *size, bool canonical, uint8_t **canon)
-{
-	if (canonical)
-		return data;
-	size_t cap = proto_check_canonical_max(*size), n, n2;
-	uint8_t *c = malloc(cap), *c2 = malloc(proto_check_canonical_max(cap));
-	if (!c || !c2 || proto_check_canonicalize(d, data, *size, c, &n) != 0 || n > cap ||
-	    proto_check_request(d, c, n, NULL, NULL) != 0 ||
-	    proto_check_canonicalize(d, c, n, c2, &n2) != 0 || n2 != n || memcmp(c, c2, n) != 0)
-		abort();
-	free(c2);
-	*canon = c;
-	*size = n;
-	return c;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const ProtobufCMessageDescriptor *const kinds[] = {
@@ -83,9 +61,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	};
 	const ProtobufCMessageDescriptor *d;
 	ProtobufCMessage *m;
-	uint8_t *canon = NULL;
-	char text[PROTO_CHECK_TEXT_MAX];
-	bool canonical;
 
 	if (size < 1)
 		return 0;
@@ -93,33 +68,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data++;
 	size--;
 
-	struct proto_reader r = proto_reader_init(data, size);
-	struct proto_field f;
-	while (!proto_reader_done(&r) && proto_read_field(&r, &f) == 0)
-		if (r.p > data + size || f.start < data || f.len > size)
-			abort();
-
 	if (d == &etcdserverpb__internal_raft_request__descriptor) {
 		struct msg_origin o;
+		fuzz_read_fields(data, size);
 		(void)msg_origin_find(data, size, &o);
 		if (proto_check_strings(d, data, size) != 0)
 			return 0;
 		m = protobuf_c_message_unpack(d, NULL, size, data);
 	} else {
-		int rc = proto_check_request(d, data, size, text, &canonical);
-		if (memchr(text, '\0', sizeof(text)) == NULL || (rc != 0 && text[0] == '\0'))
-			abort();
-		if (rc != 0)
-			return 0;
-		data = request_bytes(d, data, &size, canonical, &canon);
-		m = protobuf_c_message_unpack(d, NULL, size, data);
-		if (!m)
-			abort();
+		m = fuzz_unpack_request(d, data, size);
 	}
 	if (m) {
 		validate(d, m);
 		protobuf_c_message_free_unpacked(m, NULL);
 	}
-	free(canon);
 	return 0;
 }
