@@ -56,8 +56,11 @@ static const char gw_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
  * last answer went out (its unread bytes would otherwise reset the
  * answer away). */
 #define GW_LINGER_NS 1000000000
-/* Back-off of a listener that ran out of descriptors. */
-#define GW_ACCEPT_PAUSE_NS 100000000
+/* A connection raftd handed over from the peer port whose client sent
+ * nothing for this long is closed: etcd's peer listener times each read
+ * out after rafthttp's ConnReadTimeout, its gRPC connections included.
+ * Not while an HTTP/1 answer is being computed or written. */
+#define GW_HANDED_READ_TIMEOUT_NS 5000000000ll
 
 struct gw_conn {
 	struct gw_src src;         /* kind GW_SRC_CONN, fd of the transport */
@@ -77,6 +80,9 @@ struct gw_conn {
 	bool dead;                 /* closed; freed at the end of the turn */
 	bool local;                /* from the local socket (GW_LISTEN_LOCAL) */
 	int64_t linger_until_ns;
+	int64_t read_at_ns;        /* local: when bytes last came (or an
+				    * HTTP/1 answer was given) */
+	struct dlist handed;       /* local: s->handed, ordered by read_at_ns */
 	struct dlist node;         /* s->conns */
 	struct dlist linger;       /* s->linger, while lingering */
 	struct dlist flush;        /* s->flush while listed, then s->dead */
@@ -235,6 +241,18 @@ static void gw_linger_unlink(struct gw_server *s, struct gw_conn *c)
 	s->lingering--;
 }
 
+/* A handed connection read from (or answered) now: its silence starts
+ * again, and it goes last in s->handed, which stays ordered by
+ * read_at_ns. */
+static void gw_handed_touch(struct gw_server *s, struct gw_conn *c)
+{
+	if (!c->local)
+		return;
+	c->read_at_ns = s->now_ns;
+	dlist_remove(&c->handed);
+	dlist_insert_tail(&s->handed, &c->handed);
+}
+
 static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 {
 	if (c->dead)
@@ -242,6 +260,7 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 	c->dead = true;
 	if (c->lingering)
 		gw_linger_unlink(s, c);
+	dlist_remove(&c->handed);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->src.fd, NULL);
 	if (c->h2)
 		grpc_server_conn_free(c->h2);
@@ -339,6 +358,7 @@ void gw_http1_lease_done(struct gw_server *s, void *owner, int status, const cha
 
 	if (c->dead)
 		return;
+	gw_handed_touch(s, c);
 	if (http1_conn_reply(&c->h1, status, ctype, body, len))
 		gw_conn_close(s, c);
 	else
@@ -352,6 +372,7 @@ void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct
 
 	if (c->dead)
 		return;
+	gw_handed_touch(s, c);
 	if (http1_conn_hashkv_done(&c->h1, rc, r, why))
 		gw_conn_close(s, c);
 	else
@@ -447,6 +468,7 @@ static void gw_conn_readable(struct gw_server *s, struct gw_conn *c)
 			return;
 		}
 		total += (size_t)n;
+		gw_handed_touch(s, c);
 		if (gw_conn_input(s, c, buf, (size_t)n)) {
 			gw_conn_close(s, c);
 			return;
@@ -499,6 +521,8 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 	}
 	dlist_init(&c->linger);
 	dlist_init(&c->flush);
+	dlist_init(&c->handed);
+	gw_handed_touch(s, c);
 	dlist_insert_head(&s->conns, &c->node);
 	s->conn_count++;
 	s->stats.accepted++;
@@ -516,22 +540,32 @@ int gw_server_adopt(struct gw_server *s, int fd)
 	return gw_conn_adopt(s, fd, GW_LISTEN_PLAIN);
 }
 
+/* Out of descriptors (err): every listener stops listening for the
+ * back-off's pause rather than spin on one the kernel keeps reporting
+ * (shm/accept_backoff.h). */
+static void gw_accept_pause(struct gw_server *s, int err)
+{
+	uint64_t pause = accept_backoff_fail(&s->accept_bo, (uint64_t)s->now_ns, err,
+					     "cannot accept client connections for now",
+					     s->conn_count);
+
+	for (struct gw_listener *l = s->listeners; l; l = l->next)
+		if (!l->paused && gw_epoll(s, EPOLL_CTL_MOD, &l->src, 0) == 0)
+			l->paused = true;
+	s->accept_resume_ns = s->now_ns + (int64_t)pause;
+}
+
 static void gw_accept(struct gw_server *s, struct gw_listener *l)
 {
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(l->src.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-				log_warn("cannot accept client connections for now", LOG_ERRNO(-errno),
-					 LOG_U64("connections", s->conn_count));
-				/* stop listening a little rather than spin on the listener */
-				if (gw_epoll(s, EPOLL_CTL_MOD, &l->src, 0) == 0) {
-					l->paused = true;
-					s->accept_resume_ns = s->now_ns + GW_ACCEPT_PAUSE_NS;
-				}
-			}
+			int err = -errno;
+			if (accept_backoff_exhausted(err))
+				gw_accept_pause(s, err);
 			return;
 		}
+		accept_backoff_ok(&s->accept_bo);
 		if (l->mode == GW_LISTEN_LOCAL && !gwsock_same_user(fd)) {
 			log_warn("refused a connection on the local socket from another user");
 			close(fd);
@@ -781,6 +815,28 @@ static int64_t gw_linger_expire(struct gw_server *s)
 	return c ? c->linger_until_ns : INT64_MAX;
 }
 
+/* Closes handed connections silent for GW_HANDED_READ_TIMEOUT_NS (one
+ * whose HTTP/1 answer is being computed or written starts its silence
+ * again); returns when the next one's time is up. */
+static int64_t gw_handed_expire(struct gw_server *s)
+{
+	struct gw_conn *c;
+
+	while ((c = dlist_entry(dlist_first(&s->handed), struct gw_conn, handed)) &&
+	       c->read_at_ns + GW_HANDED_READ_TIMEOUT_NS <= s->now_ns) {
+		if (c->proto == GW_HTTP1 && (c->h1.waiting || http1_conn_out_len(&c->h1) > 0)) {
+			gw_handed_touch(s, c);
+			continue;
+		}
+		log_debug("closed a connection handed over from the peer port: its client sent nothing for 5 s",
+			  LOG_STR("protocol", c->proto == GW_H2 ? "grpc" :
+					      c->proto == GW_HTTP1 ? "http/1" : "unknown"));
+		s->stats.handed_timeouts++;
+		gw_conn_close(s, c); /* unlinks it */
+	}
+	return c ? c->read_at_ns + GW_HANDED_READ_TIMEOUT_NS : INT64_MAX;
+}
+
 /* Takes the connections off the flush list in order, a closed one onto
  * the dead list; returns the first one still open, NULL at the end. */
 static struct gw_conn *gw_flush_take(struct gw_server *s)
@@ -933,7 +989,8 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     that a record answering a call of this turn is seen in this turn.
  *     Then conc_turn: locks and elections that wait recheck the store
  *     if stored published a new revision.
- *  6. Expiries: gRPC deadlines, lingering connections.
+ *  6. Expiries: gRPC deadlines, lingering connections, handed connections
+ *     whose client fell silent.
  *  7. gw_rings_publish: everything staged in steps 2-6 goes to raftd with
  *     one publish and at most one wake-up; the backlog first, in order.
  *  8. gw_flush_all: every connection that got output in steps 2-6, the
@@ -985,7 +1042,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	gw_rings_turn(s);                           /* 5 */
 	conc_turn(s);
 	grpc_server_expire(s->grpc);                /* 6 */
-	int64_t linger = gw_linger_expire(s);
+	int64_t linger = gw_min(gw_linger_expire(s), gw_handed_expire(s));
 	gw_rings_publish(s);                        /* 7 */
 	gw_flush_all(s);                            /* 8 */
 	snapshot_flushed(s);
@@ -1072,6 +1129,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	dlist_init(&s->flush);
 	dlist_init(&s->dead);
 	dlist_init(&s->linger);
+	dlist_init(&s->handed);
 	s->r = r;
 	s->slot = *slot;
 	s->cfg = p->cfg;

@@ -53,6 +53,7 @@
 #include "shm/status.h"
 #include "shm/waker.h"
 #include "gatewayd/sendq.h"
+#include "shm/accept_backoff.h"
 #include "stored/mvcc/lcache.h"
 
 struct cetcd_config;
@@ -180,6 +181,7 @@ struct gw_stats {
 	uint64_t watch_responses;  /* WatchResponses sent */
 	uint64_t watch_events;     /* events they carried */
 	uint64_t watch_held;       /* events held while their stream was backlogged */
+	uint64_t handed_timeouts;  /* handed connections closed for their silence */
 };
 
 /* What an epoll event's data.ptr points at: the first member of every
@@ -229,6 +231,9 @@ struct gw_server {
 	uint32_t lingering;             /* connections waiting for the client's close, */
 	struct dlist linger;            /* oldest first (server.c) */
 	int64_t accept_resume_ns;       /* a paused listener listens again; INT64_MAX: none */
+	struct accept_backoff accept_bo; /* the listeners out of descriptors */
+	struct dlist handed;            /* connections from the local socket, the
+					 * one read longest ago first (server.c) */
 	bool draining;
 
 	struct grpc_server *grpc;

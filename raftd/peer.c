@@ -656,13 +656,25 @@ static uint64_t peer_turn(struct peer *p, uint64_t now)
 		if (t && (!next || t < next))
 			next = t;
 	}
+	v = peer_accept_resume(p, now);
+	if (v && (!next || v < next))
+		next = v;
 	for (struct peer_conn *c = p->conns; c; c = c->next) {
 		if (c->state == PEER_ST_CLOSED || !c->deadline_ns)
 			continue;
 		if (c->deadline_ns <= now) {
-			log_warn("closed a peer connection that made no progress (i/o timeout)",
-				 LOG_STR("local-member-id", p->self_str),
-				 LOG_STR("remote-addr", c->addr), LOG_I64("state", c->state));
+			/* one that never sent a whole request is anyone's
+			 * (a port scan, a slow or hostile client): etcd's
+			 * peer server does not log those */
+			if (c->kind == PEER_CONN_SERVER &&
+			    (c->state == PEER_ST_REQUEST || c->state == PEER_ST_HANDSHAKE))
+				log_debug("closed a peer-port connection that sent no whole request in time",
+					  LOG_STR("local-member-id", p->self_str),
+					  LOG_STR("remote-addr", c->addr), LOG_I64("state", c->state));
+			else
+				log_warn("closed a peer connection that made no progress (i/o timeout)",
+					 LOG_STR("local-member-id", p->self_str),
+					 LOG_STR("remote-addr", c->addr), LOG_I64("state", c->state));
 			peer_conn_close(c);
 			continue;
 		}

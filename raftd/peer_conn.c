@@ -154,6 +154,7 @@ struct peer_conn *peer_conn_new(struct peer *p, int fd, enum peer_conn_kind kind
 	c->epoll_events = EPOLLIN;
 	c->next = p->conns;
 	p->conns = c;
+	p->n_conns++;
 	return c;
 }
 
@@ -186,12 +187,16 @@ void peer_conn_accept(struct peer *p, size_t i)
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+			int err = -errno;
+			if (err == -EINTR || err == -ECONNABORTED)
 				continue;
-			if (errno != EAGAIN)
-				log_warn("cannot accept a peer connection", LOG_ERRNO(-errno));
+			if (accept_backoff_exhausted(err))
+				peer_accept_pause(p, err, "cannot accept a peer connection for now");
+			else if (err != -EAGAIN)
+				log_warn("cannot accept a peer connection", LOG_ERRNO(err));
 			return;
 		}
+		accept_backoff_ok(&p->accept_bo);
 		if (ss.ss_family != AF_UNIX)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c = peer_conn_new(p, fd, PEER_CONN_SERVER);
@@ -211,6 +216,36 @@ void peer_conn_accept(struct peer *p, size_t i)
 			c->state = PEER_ST_HANDSHAKE;
 		}
 	}
+}
+
+/* Sets the listeners' epoll interest: EPOLLIN, or nothing while paused. */
+static void peer_listeners_poll(struct peer *p, uint32_t events)
+{
+	for (size_t i = 0; i < p->n_listeners; i++) {
+		struct epoll_event ev = { .events = events, .data.ptr = &p->lfds[i] };
+		if (epoll_ctl(p->epfd, EPOLL_CTL_MOD, p->lfds[i], &ev) < 0)
+			log_warn("cannot change the poll of a peer listener", LOG_ERRNO(-errno));
+	}
+}
+
+void peer_accept_pause(struct peer *p, int err, const char *what)
+{
+	uint64_t now = peer_now_ns();
+	uint64_t pause = accept_backoff_fail(&p->accept_bo, now, err, what, p->n_conns);
+
+	if (!p->accept_resume_ns)
+		peer_listeners_poll(p, 0);
+	p->accept_resume_ns = now + pause;
+	p->run_due = true; /* peer_turn keeps the time */
+}
+
+uint64_t peer_accept_resume(struct peer *p, uint64_t now)
+{
+	if (!p->accept_resume_ns || p->accept_resume_ns > now)
+		return p->accept_resume_ns;
+	p->accept_resume_ns = 0;
+	peer_listeners_poll(p, EPOLLIN);
+	return 0;
 }
 
 int peer_conn_dial(struct peer *p, const struct peer_url *u, enum peer_conn_kind kind,
@@ -406,7 +441,12 @@ static int peer_conn_read(struct peer_conn *c)
 		return (int)n;
 	}
 	c->in.len += (size_t)n;
-	if (c->state != PEER_ST_STREAM_OUT && c->state != PEER_ST_RELAY)
+	/* Each read gives the next PEER_IO_TIMEOUT_NS (etcd's timeoutConn),
+	 * but for a request head: it has that long in all, from the
+	 * connection's start or the last answer, however it trickles in
+	 * (peer_serve_head starts the body's clock). */
+	if (c->state != PEER_ST_STREAM_OUT && c->state != PEER_ST_RELAY &&
+	    c->state != PEER_ST_REQUEST)
 		c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
 	return 1;
 }
@@ -517,6 +557,7 @@ void peer_conn_reap(struct peer *p)
 			continue;
 		}
 		*cp = c->next;
+		p->n_conns--;
 		peer_snap_recv_free(c->snap_in);
 		peer_snap_send_free(c->snap_out);
 		peer_buf_free(&c->in);

@@ -18,8 +18,18 @@
  * either side ends, what is queued for the other is written out and then
  * that one is closed too. HTTP/2's flow control bounds what a side has
  * queued; a side holding more than PEER_RELAY_MAX_QUEUED is broken and
- * the relay is closed. Relays have no idle timeout of their own: gRPC's
- * keepalives and gatewayd's own timeouts govern them.
+ * the relay is closed.
+ *
+ * Timeouts, as etcd's peer listener times every connection (rafthttp's
+ * ConnReadTimeout and ConnWriteTimeout, 5 s, on each read and write):
+ * until the connection is relayed, its first request head (or the
+ * preface) must come whole within PEER_IO_TIMEOUT_NS (peer_conn.c); once
+ * relayed, the gatewayd, which knows whether a request is in progress,
+ * closes a handed connection whose client stays silent that long
+ * (gatewayd/server.c), and the relay follows. Here a side whose queued
+ * bytes make no progress for PEER_IO_TIMEOUT_NS is closed, and the relay
+ * with it: a client that stops reading, or one end of a relay that ended
+ * while the other does not take the rest.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -91,9 +101,15 @@ static void peer_grpc_relay(struct peer_conn *c, const char *what)
 	int fd, rc = peer_grpc_dial(p, &fd);
 
 	if (rc) {
-		log_warn("cannot hand a peer-port connection to a gateway; closing it",
-			 LOG_STR("local-member-id", p->self_str), LOG_STR("remote-addr", c->addr),
-			 LOG_STR("protocol", what), LOG_ERRNO(rc));
+		/* out of descriptors: accepting more would only fail the
+		 * same way; otherwise (the gateways' queues are full, none
+		 * runs) a warning a connection would flood the log */
+		if (accept_backoff_exhausted(rc))
+			peer_accept_pause(p, rc, "cannot hand a peer-port connection to a gateway for now; closing it");
+		else
+			accept_backoff_warn(&p->relay_warn, peer_now_ns(), rc,
+					    "cannot hand a peer-port connection to a gateway; closing it",
+					    p->n_conns);
 		peer_conn_close(c);
 		return;
 	}
@@ -169,6 +185,10 @@ void peer_grpc_input(struct peer_conn *c)
 		return;
 	}
 	if (n) {
+		/* queued bytes have PEER_IO_TIMEOUT_NS to start going out;
+		 * each write gives them as long again (peer_conn_flush) */
+		if (!peer_buf_size(&o->out))
+			o->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
 		if (peer_buf_size(&o->out) + n > PEER_RELAY_MAX_QUEUED ||
 		    peer_buf_append(&o->out, peer_buf_data(&c->in), n)) {
 			log_warn("closed a relayed peer-port connection: its other side does not take its bytes",

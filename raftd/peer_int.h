@@ -34,6 +34,7 @@
 #include "raftd/msgappv2.h"
 #include "raftd/peer.h"
 #include "raftd/peer_http.h"
+#include "shm/accept_backoff.h"
 #include "shm/gwsock.h"
 #include "shm/peer_url.h"
 #include "shm/thread.h"
@@ -282,6 +283,15 @@ struct peer {
 	uint32_t gw_next;                 /* transport thread: the next to try */
 
 	struct peer_conn *conns;          /* transport thread only */
+	size_t n_conns;                   /* transport thread: on conns */
+	struct accept_backoff accept_bo;  /* transport thread: the listeners
+					   * out of descriptors */
+	struct accept_backoff relay_warn; /* transport thread: the warnings of
+					   * failed hand-offs (peer_grpc.c),
+					   * rate-limited */
+	uint64_t accept_resume_ns;        /* transport thread: the listeners
+					   * are out of the poll until then;
+					   * 0: they are polled */
 	bool removed_reported;            /* transport thread: PEER_EV_REMOVED
 					   * was sent (once is enough) */
 	bool closing;                     /* peer_stop, after the thread ended:
@@ -333,6 +343,13 @@ static inline uint8_t *peer_buf_data(const struct peer_buf *b) { return b->p + b
 struct peer_conn *peer_conn_new(struct peer *p, int fd, enum peer_conn_kind kind);
 /* Accepts what waits on listener i. */
 void peer_conn_accept(struct peer *p, size_t i);
+/* The process ran out of descriptors (err, accept_backoff_exhausted):
+ * the listeners leave the poll for the back-off's next pause, and what
+ * is logged as the warning what (rate-limited). */
+void peer_accept_pause(struct peer *p, int err, const char *what);
+/* Puts paused listeners back in the poll once their pause is over;
+ * returns when it is (0: none is paused). */
+uint64_t peer_accept_resume(struct peer *p, uint64_t now);
 /* Starts a connection to u of the given kind (connect in progress). 0,
  * or a negative errno (nothing was made): -EAGAIN while u's host name is
  * being looked up (peer_resolve). */

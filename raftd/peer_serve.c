@@ -381,6 +381,7 @@ static void peer_serve_head(struct peer_conn *c)
 	c->head.n_headers = 0;
 	peer_conn_body_begin(c, false, max);
 	c->state = PEER_ST_BODY;
+	c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
 }
 
 /* ---- handlers ---- */
