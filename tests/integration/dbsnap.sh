@@ -41,15 +41,16 @@ check "the writers have puts acknowledged" it_wait_lines "$IT_TMP/acks" 200 30
 # txn: slower copies grow the file faster.)
 ncopies=8
 echo "streaming $ncopies copies under load"
+copy_st=0
 "$IT_BUILD/tests/dbsnapcopy" "$region" "$data/member/snap/db" "$IT_TMP/copy" \
-	"$ncopies" 131072 2000 >"$IT_TMP/copies.out" 2>"$IT_TMP/copies.err" || true
+	"$ncopies" 131072 2000 >"$IT_TMP/copies.out" 2>"$IT_TMP/copies.err" || copy_st=$?
 sed 's/^/    /' "$IT_TMP/copies.err"
 acks_during=$(it_lines "$IT_TMP/acks")
 check "the writers went on while the copies were read" \
 	it_wait_lines "$IT_TMP/acks" $((acks_during + 50)) 30
 check "kvclient's checks held" it_kv_stop "$IT_KV_PID" "$IT_TMP/kv.out"
-check "dbsnapcopy streamed $ncopies copies and the engine accepts each" \
-	test "$(grep -c '^copy ' "$IT_TMP/copies.out")" = "$ncopies"
+check "dbsnapcopy streamed $ncopies copies and the engine accepts each (exit $copy_st)" \
+	test "$copy_st" = 0 -a "$(grep -c '^copy ' "$IT_TMP/copies.out")" = "$ncopies"
 
 # bbolt_revs FILE: bbolt's check, then the main revisions of the key
 # bucket as bbolt walks it, checked to run from 2 without a hole; prints

@@ -187,11 +187,10 @@ check "any result a gatewayd dropped was of another generation or a finished req
 
 # ------------------------------------------- every acknowledged put, checked
 list=$(IFS=,; echo "${all_acks[*]}")
-st=0
-"$KVCLIENT" check -endpoint "$ep" -prefix kv -acks "$list" >"$IT_TMP/check.out" 2>&1 || st=$?
-it_kv_show "$IT_TMP/check.out" '^acks|^violation '
-check "every acknowledged put reads back with its value and revision" \
-	test "$st" -eq 0 -a "$(it_kv_val "$IT_TMP/check.out" acks-found)" -eq "$(it_kv_val "$IT_TMP/check.out" acks)"
+# (as many as the ack files hold: a check that read none found them all)
+nacks=$({ cat "${all_acks[@]}" 2>/dev/null || true; } | wc -l)
+check "every acknowledged put ($nacks) reads back with its value and revision" \
+	it_acked_at "$ep" kv "$list" "$nacks"
 st=0
 it_cetcd_stop || st=$?
 check "the member stops on SIGTERM (exit 0)" test "$st" -eq 0
