@@ -50,8 +50,12 @@ check "member list: the header's member id is the member's" \
 	test "$(py "d['members'][0]['ID']")" = "$id"
 
 # stored killed: it reloads the members from the db
-pid=$(it_cetcd_child stored) && kill -9 "$pid"
-check "the launcher restarts a SIGKILLed stored" it_wait_child stored "${pid:-0}" 30
+if pid=$(it_cetcd_child stored); then
+	kill -9 "$pid"
+	check "the launcher restarts a SIGKILLed stored" it_wait_child stored "$pid" 30
+else
+	fail "the launcher runs a stored to kill"
+fi
 check "after stored restarted, member list is the same" \
 	it_until 10000 bash -c "ETCDCTL_API=3 etcdctl --endpoints $ep member list -w json | jq -ce '.members' | grep -qF '\"name\":\"m1\"'"
 
