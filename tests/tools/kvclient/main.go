@@ -111,7 +111,11 @@ func checkValue(key string, val []byte) error {
 // classify names an error by its gRPC code and says whether it is a clean
 // failure: a gRPC status a server may answer (or the client's own
 // deadline). Internal, Unknown and DataLoss are not clean: they are what
-// a garbled answer turns into.
+// a garbled answer turns into. One Unknown is etcd's own answer: etcd 3.4
+// maps no gRPC code to raft's ErrProposalDropped (its
+// etcdserver/api/v3rpc/util.go), so a put its raft drops (no leader
+// known, a leader transfer under way) fails as Unknown "raft proposal
+// dropped"; that put did not happen, a clean failure.
 func classify(err error) (string, bool) {
 	if err == nil {
 		return "OK", true
@@ -129,6 +133,9 @@ func classify(err error) (string, bool) {
 		return "not-a-status: " + err.Error(), false
 	}
 	name := code.String()
+	if code == codes.Unknown && msg == errProposalDropped {
+		return name + ": " + msg, true
+	}
 	switch code {
 	case codes.Internal, codes.Unknown, codes.DataLoss:
 		return name + ": " + msg, false
@@ -138,6 +145,9 @@ func classify(err error) (string, bool) {
 	}
 	return name + ": " + msg, true
 }
+
+// errProposalDropped is the text of raft's ErrProposalDropped.
+const errProposalDropped = "raft proposal dropped"
 
 // ---------------------------------------------------------------- report
 
