@@ -42,9 +42,12 @@
 /* Connections at once (raftd/lease_fwd.h keeps as many requests in
  * flight; more wait here for one to be free). */
 #define PL_MAX_CONNS 16
-/* An idle connection is closed after this long: well within the idle
- * limits of the servers (etcd's peer server reads for 5 minutes). */
-#define PL_IDLE_NS (60ull * 1000 * 1000 * 1000)
+/* An idle connection is closed after this long: before the leader
+ * closes it, so that a renewal is not sent on a connection being closed
+ * under it (etcd's peer listener times a read out after rafthttp's
+ * ConnReadTimeout, 5 s; cetcd's gatewayd closes a handed connection
+ * silent that long, gatewayd/server.c). */
+#define PL_IDLE_NS (4ull * 1000 * 1000 * 1000)
 /* Bytes read per read(2): an answer is a few dozen. */
 #define PL_READ_CHUNK 4096u
 /* The most URLs of a target kept. */

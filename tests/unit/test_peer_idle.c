@@ -11,6 +11,9 @@
  *   for 1.5 s costs well under half of it in CPU time and writes one
  *   warning about the failed accepts; once the connections are gone and
  *   descriptors are free, GET /version is answered again
+ * - a connection relayed to a gateway whose client stops reading is
+ *   closed once the bytes queued for it made no progress for
+ *   PEER_IO_TIMEOUT_NS, and the gateway's end with it
  * Every raftd allocation is counted and none may be left at the end.
  */
 #include <poll.h>
@@ -21,6 +24,8 @@
 #include <dirent.h>
 
 #include "test_peer_util.h"
+
+#include "shm/gwsock.h"
 
 #define MS 1000000ull
 
@@ -202,6 +207,70 @@ static void test_out_of_descriptors(void)
 	pt_stop(&n);
 }
 
+/* A relayed connection whose client stops reading: what the gateway
+ * sends piles up in raftd, and once it has made no progress for
+ * PEER_IO_TIMEOUT_NS the relay is closed, so the gateway's end reads
+ * EOF (not before 4 s, by 12 s). The bytes come a KiB at a time, so
+ * that the client's socket fills on a write that took all it was given
+ * and the next one finds it full: bytes queued with no write at all
+ * still have their 5 s. */
+static void test_relay_stuck_reader(void)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	static char chunk[1024];
+	char dir[256];
+	struct pt_node n;
+	struct gwsock_addr ga;
+	int lfd, small = 4096;
+
+	test_tmpdir(dir, sizeof(dir));
+	start(&n);
+	CHECK_EQ(peer_grpc_init(n.p, dir, 1), 0);
+	CHECK_EQ(gwsock_addr_of(dir, 0, &ga), 0);
+	CHECK_EQ(gwsock_listen(&ga, &lfd), 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(peer_listen_port(n.p, 0)) };
+	int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(cfd >= 0);
+	CHECK(setsockopt(cfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) == 0);
+	CHECK(connect(cfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	CHECK(send(cfd, preface, sizeof(preface) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(preface) - 1);
+	/* the transport takes the preface and dials the gateway */
+	int gfd = -1;
+	for (int i = 0; i < 200 && gfd < 0; i++) {
+		drive(&n, 10, -1, 0, NULL, 0);
+		gfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	}
+	CHECK(gfd >= 0);
+	/* and raftd's socket to the client holds little */
+	for (struct peer_conn *c = n.p->conns; c; c = c->next)
+		if (c->kind == PEER_CONN_SERVER && c->state == PEER_ST_RELAY)
+			CHECK(setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) == 0);
+	/* the gateway sends a KiB at a time while the client reads nothing:
+	 * the socket to the client fills on a write that took all it was
+	 * given, and the next finds it full with nothing queued before */
+	uint64_t start_ns = test_now_ns(), end = start_ns + 12000 * MS;
+	size_t sent = 0;
+	long closed_ms = -1;
+	while (test_now_ns() < end && closed_ms < 0) {
+		ssize_t w = send(gfd, chunk, 1024, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0)
+			sent += (size_t)w;
+		char b;
+		ssize_t r = recv(gfd, &b, 1, MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN))
+			closed_ms = (long)((test_now_ns() - start_ns) / MS);
+		drive(&n, 2, -1, 0, NULL, 0);
+	}
+	printf("a relay whose client reads nothing was closed after %ld ms (%zu bytes sent)\n",
+	       closed_ms, sent);
+	CHECK(closed_ms >= 4000);
+	close(gfd);
+	close(cfd);
+	close(lfd);
+	pt_stop(&n);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -210,6 +279,7 @@ int main(void)
 		log_set_level(LOG_LEVEL_ERROR);
 	test_trickled_head();
 	test_out_of_descriptors();
+	test_relay_stuck_reader();
 	CHECK_EQ(wt_live_allocs(), 0);
 	printf("ok\n");
 	return 0;
