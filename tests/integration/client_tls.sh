@@ -65,8 +65,11 @@ ready() {
 	echo "  (https port $port not answering after 20 s)"
 	return 1
 }
-# Whether etcdctl's put on PORT with the flags given fails.
-put_refused() { ! ctl "$@" put refused v >/dev/null 2>&1; }
+# Whether etcdctl's put on PORT with the flags given fails while PORT
+# takes connections (a member that is not there refuses every put).
+put_refused() {
+	! ctl "$@" put refused v >/dev/null 2>&1 && (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
 
 # ------------------------------------------------------------ certificate files
 start files "https://127.0.0.1:{P}" --cert-file "$pki/server.crt" --key-file "$pki/server.key"
@@ -140,7 +143,7 @@ check "auto TLS: etcdctl --insecure-skip-tls-verify puts" \
 check "auto TLS: and gets" \
 	bash -c '[[ $(etcdctl --endpoints "https://127.0.0.1:$1" --insecure-transport=false --insecure-skip-tls-verify get a --print-value-only) == b ]]' _ "$IT_CPORT"
 fx=$IT_TMP/auto/fixtures/client
-check "auto TLS: fixtures/client holds cert.pem and key.pem" [ -s "$fx/cert.pem" ] && [ -s "$fx/key.pem" ]
+check "auto TLS: fixtures/client holds cert.pem and key.pem" test -s "$fx/cert.pem" -a -s "$fx/key.pem"
 check "auto TLS: three gatewayd made one certificate" \
 	[ "$(it_count "$IT_TMP/auto.log" '"msg":"created cert file"')" = 1 ]
 check "auto TLS: and started with it" \

@@ -69,7 +69,8 @@ normalise() {
 }
 
 # same WHAT [--stdin FILE] ARGS...: etcdctl ARGS against both; stdout,
-# stderr and exit code must match after normalising.
+# stderr and exit code must match after normalising, and neither may have
+# failed to reach its member.
 d=$IT_TMP/cmp
 mkdir -p "$d"
 n=0
@@ -93,7 +94,12 @@ same() {
 			echo "--- exit code $rc"
 		} | normalise "$side" >"$d/$n.$side"
 	done
-	if cmp -s "$d/$n.cetcd" "$d/$n.etcd"; then
+	# (two members that do not answer fail alike: that is no agreement)
+	if grep -qE 'context deadline exceeded|connection refused|code = Unavailable' \
+		"$d/$n.cetcd.err" "$d/$n.etcd.err"; then
+		fail "$what: a member did not answer: etcdctl $*"
+		tail -n 3 "$d/$n.cetcd.err" "$d/$n.etcd.err" | sed 's/^/    /'
+	elif cmp -s "$d/$n.cetcd" "$d/$n.etcd"; then
 		ok "$what"
 	else
 		fail "$what: etcdctl $*"
