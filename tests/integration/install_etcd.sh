@@ -95,7 +95,7 @@ counts() {
 check "gatewayd serves the old state" test "$(counts)" = "$pre 0 0"
 (while [[ ! -f $IT_TMP/stop ]]; do counts; done >"$IT_TMP/reads") &
 reads_pid=$!
-sleep 0.5
+check "reads through gatewayd go on before the install" it_wait_log "$IT_TMP/reads" "^$pre 0 0\$" 10 3
 touch "$IT_TMP/go"
 it_until 10000 test -f "$IT_TMP/live/member/snap/db.installing" || true
 kill -9 "$stored_pid"
@@ -104,7 +104,8 @@ start_stored
 check "the driver saw stored's install through, after a SIGKILL and a resend" \
 	it_wait_log "$IT_TMP/drive.out" '^done ' 30
 sed 's/^/    driver: /' "$IT_TMP/drive.out"
-sleep 0.5
+# the reads go on until they see the new state (checked below)
+it_wait_log "$IT_TMP/reads" "^0 $keys [0-9]+\$" 10 || true
 touch "$IT_TMP/stop"
 wait "$reads_pid" || true
 check "gatewayd serves the installed state: etcd's $keys keys and the puts after" \

@@ -21,12 +21,13 @@ check "cetcd answers" it_wait_healthy "$IT_CPORT" 30
 it_etcd_start e1 "$IT_TMP/etcd" "$IT_TMP/etcd.log"
 check "etcd answers" it_wait_healthy "$IT_ETCD_PORT" 30
 
+# (lockclient waits as long as a member it cannot reach: timeout ends it)
 rc=0
-"$LC" -endpoint "127.0.0.1:$IT_CPORT" >"$IT_TMP/cetcd.out" 2>"$IT_TMP/cetcd.err" || rc=$?
+timeout 300 "$LC" -endpoint "127.0.0.1:$IT_CPORT" >"$IT_TMP/cetcd.out" 2>"$IT_TMP/cetcd.err" || rc=$?
 sed 's/^/  cetcd| /' "$IT_TMP/cetcd.out"
 check "every fact holds on cetcd" test "$rc" = 0
 rc=0
-"$LC" -endpoint "127.0.0.1:$IT_ETCD_PORT" >"$IT_TMP/etcd.out" 2>"$IT_TMP/etcd.err" || rc=$?
+timeout 300 "$LC" -endpoint "127.0.0.1:$IT_ETCD_PORT" >"$IT_TMP/etcd.out" 2>"$IT_TMP/etcd.err" || rc=$?
 check "every fact holds on etcd 3.4 (the script's own check)" test "$rc" = 0
 
 # Where cetcd answers differently on purpose: etcd 3.4 tells a Lock whose
@@ -48,7 +49,7 @@ for i in 0 1 2; do it_cl_answers "$i" || { it_summary; exit 1; }; done
 lead=$(it_cl_current_leader)
 fol=$(it_cl_but "$lead" | head -n 1)
 rc=0
-"$LC" -endpoint "$(it_cl_ep "$fol")" >"$IT_TMP/follower.out" 2>"$IT_TMP/follower.err" || rc=$?
+timeout 300 "$LC" -endpoint "$(it_cl_ep "$fol")" >"$IT_TMP/follower.out" 2>"$IT_TMP/follower.err" || rc=$?
 sed 's/^/  follower| /' "$IT_TMP/follower.out"
 check "every fact holds through a follower (${IT_CL_NAMES[fol]}) of a 3-member cetcd cluster" test "$rc" = 0
 if diff "$IT_TMP/etcd.out" "$IT_TMP/follower.out" >"$IT_TMP/diff.follower"; then
