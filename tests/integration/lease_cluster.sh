@@ -32,10 +32,12 @@ ttl_ok() { grep -qE "granted with TTL\([0-9]+s\), remaining\([0-9]+s\), attached
 unknown_ttl() { grep -q "already expired" <<<"$(out --endpoints "$1" lease timetolive "$2")"; }
 unknown_renew() { grep -q "requested lease not found" <<<"$(out --endpoints "$1" lease keep-alive --once "$2")"; }
 grant() { ctl --endpoints "$1" lease grant "$2" | awk '{ print $2 }'; }
+# gone_everywhere KEY: every member answers a get of KEY, without it (a
+# member that does not answer has not deleted it)
 gone_everywhere() {
-	local i
+	local i v
 	for i in 0 1 2; do
-		[[ -z $(ctl --endpoints "$(it_cl_ep "$i")" get "$1" --print-value-only 2>/dev/null) ]] || return 1
+		v=$(ctl --endpoints "$(it_cl_ep "$i")" get "$1" --print-value-only 2>/dev/null) && [[ -z $v ]] || return 1
 	done
 }
 
