@@ -227,9 +227,11 @@ void diskio_free(void *p);
  * since the last successful sync, the bytes it replaced. That is the
  * file's durable content: what the last good sync saw. A sync that fails
  * does what the kernel may do after a failed fdatasync: it drops every
- * write since the last good sync (the file goes back to its durable
- * content), and the diskio is failed. diskio_fault_crash turns the file
- * into what a power cut at that moment could leave.
+ * write since the last good sync (the file's bytes go back to its durable
+ * content; what lay past its end then reads as zeros, and its size stays,
+ * as a running kernel keeps it), and the diskio is failed.
+ * diskio_fault_crash turns the file into what a power cut at that moment
+ * could leave (there the size goes back too).
  */
 struct diskio_fault_opts {
 	long fail_write_at;   /* the nth write (0-based) fails with fail_errno,

@@ -189,17 +189,27 @@ static int fault_write_one(struct fault_io *f, const struct diskio_write *w)
 	return diskio_pwrite_all(f->base.fd, w->buf, w->len, w->off);
 }
 
-/* Puts the file back to what the last good sync saw: undoes every write
- * since, in reverse order, and drops what they grew it by. */
-static int fault_revert(struct fault_io *f)
+/* Puts the file's bytes back to what the last good sync saw: undoes
+ * every write since, in reverse order. What a write put past the end of
+ * the file then reads as zeros. With truncate (a power cut) the file also
+ * loses what it grew by; without (a failed sync) it keeps its size, as a
+ * running kernel keeps it: a writer's mapping of the file must not end
+ * under it. */
+static int fault_revert(struct fault_io *f, bool truncate)
 {
+	static const uint8_t zeros[4096];
 	for (size_t i = f->nundo; i-- > 0;) {
 		struct fault_undo *u = &f->undo[i];
 		int rc = diskio_pwrite_all(f->base.fd, u->old, u->old_len, u->off);
+		for (size_t off = u->old_len; rc == 0 && !truncate && off < u->len;) {
+			size_t n = u->len - off < sizeof(zeros) ? u->len - off : sizeof(zeros);
+			rc = diskio_pwrite_all(f->base.fd, zeros, n, u->off + off);
+			off += n;
+		}
 		if (rc < 0)
 			return rc;
 	}
-	if (ftruncate(f->base.fd, (off_t)f->synced_size) < 0)
+	if (truncate && ftruncate(f->base.fd, (off_t)f->synced_size) < 0)
 		return -errno;
 	return 0;
 }
@@ -212,7 +222,7 @@ static int fault_sync(struct diskio *d)
 	if (fault_fires(f, f->syncs++, &f->armed_syncs, f->opts.fail_sync_at)) {
 		/* Writeback failed: the kernel may drop the dirty pages, and
 		 * what the file reads is what the disk holds. */
-		int rc = fault_revert(f);
+		int rc = fault_revert(f, false);
 		fault_forget(f);
 		return rc < 0 ? rc : -f->opts.fail_errno;
 	}
@@ -401,7 +411,7 @@ int diskio_fault_crash(struct diskio *d, enum diskio_crash_mode mode, uint64_t s
 	if (mode == DISKIO_CRASH_KEEP_ALL)
 		goto out_forget;
 
-	rc = fault_revert(f);
+	rc = fault_revert(f, true);
 	if (rc < 0)
 		return rc;
 
