@@ -10,11 +10,11 @@
 #   (d) the same from a cetcd cluster to an all-etcd one.
 # A joining member learns its id from a peer's /members (an etcd member
 # from cetcd's, a cetcd member from etcd's) and the members from the
-# leader's log. No writer through a cetcd member goes longer than one
-# election without an acknowledged put, none through an etcd member longer
-# than etcd's request timeout and one election, and at the end no acknowledged put is lost (each is
+# leader's log. Writes go on after every join and every removal, and at
+# the end no writer saw a violation, no acknowledged put is lost (each is
 # read with its value through every member) and all members report the
-# same revision, raft index and HashKV. Every member runs with --snapshot-count
+# same revision, raft index and HashKV; how long each writer went without
+# an acknowledged put is printed. Every member runs with --snapshot-count
 # 500, so logs are compacted (past 5,000 entries kept for catch-up) while
 # the test runs. Exits 77 when the programs, Debian's etcd and
 # etcdctl, python3 or Go with Debian's clientv3 are missing.
@@ -106,11 +106,11 @@ run_replace() {
 			it_leads "$(ep "$j")" || continue
 			ctl --endpoints "$(ep "$j")" move-leader "$(id_of "$first")" >/dev/null 2>&1 || true
 		done
-		it_until 10000 it_leads "$(ep "$first")"
+		it_until 30000 it_leads "$(ep "$first")"
 	}
 	promote_refused() {
 		local out
-		x3_follows || true
+		check "$label: x${live[0]} (${kinds[live[0]]}) leads, x3 follows" x3_follows
 		out=$(ctl --endpoints "$(ep 3)" member promote "$1" 2>&1 || true)
 		check "$label: promoting learner $1 through follower x3 (${kinds[3]}) before it started: the leader's refusal" \
 			grep -q "etcdserver: can only promote a learner member which is in sync with leader" <<<"$out"
@@ -122,7 +122,7 @@ run_replace() {
 		local r0
 		r0=$(rev_of 3)
 		it_until 60000 rev_at_least "$1" "$r0" || true
-		x3_follows || true
+		check "$label: x${live[0]} (${kinds[live[0]]}) leads, x3 follows" x3_follows
 		check "$label: promoting learner $2 through follower x3 (${kinds[3]}) once it caught up" \
 			it_until 30000 is_promoted "$2"
 		sed 's/^/    /' "$IT_TMP/$label.promote"
@@ -131,7 +131,8 @@ run_replace() {
 	# member and stops
 	leave() {
 		local i=$1 via id j out
-		it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out" >/dev/null || true
+		check "$label: the writer through x$i (${kinds[i]}) saw no violation" \
+			it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out"
 		id=$(id_of "$i")
 		local -a rest=()
 		for j in "${live[@]}"; do [[ $j != "$i" ]] && rest+=("$j"); done
@@ -141,7 +142,12 @@ run_replace() {
 		out=$(cat "$IT_TMP/$label.rm.$i")
 		check "$label: member remove x$i (${kinds[i]}, $id) through x$via" grep -q "removed from cluster" <<<"$out"
 		live=("${rest[@]}")
-		it_wait_gone "${IT_CL_PIDS[i]}" 15000 || it_cl_stop "$i"
+		if it_wait_gone "${IT_CL_PIDS[i]}" 30000; then
+			ok "$label: the removed x$i stops"
+		else
+			fail "$label: the removed x$i stops"
+			it_cl_stop "$i"
+		fi
 		check "$label: writes go on without x$i" flowing
 		check "$label: every member lists $(want_names)" it_until 20000 all_list "$(want_names)"
 	}
@@ -163,24 +169,20 @@ run_replace() {
 		if ((i == 1)); then join $((i + 4)) learner || return 1; else join $((i + 4)) || return 1; fi
 	done
 
-	for i in "${live[@]}"; do it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out" >/dev/null || true; done
-	# The longest time a writer saw no put go through, and the longest
-	# put. One election (up to two election timeouts of 1 s) is the aim.
-	# A cetcd member answers a put lost in a leader change "leader
-	# changed" once the next term settles; an etcd member leaves it to
-	# the client's 5 s timeout, so its writers get that and one election
-	# more (the next put may wait for the election that follows a
-	# removed leader: gaps of 6.0-6.3 s were seen).
-	local g p kind bound
+	for i in "${live[@]}"; do
+		check "$label: the writer through x$i (${kinds[i]}) saw no violation" \
+			it_kv_stop "${wpids[i]}" "$IT_TMP/$label.writer.$i.out"
+	done
+	# The longest time each writer saw no put go through, and the longest
+	# put, as information (the machine may be busy). On a quiet machine a
+	# cetcd member answers a put lost in a leader change "leader changed"
+	# once the next term settles, so its writers wait about one election
+	# (up to two election timeouts of 1 s); an etcd member leaves it to the
+	# client's 5 s timeout, so its writers wait that and one election more.
 	for i in "${!wpids[@]}"; do
-		kind=${kinds[i]}
-		g=$(it_kv_val "$IT_TMP/$label.writer.$i.out" max-gap-ms)
-		p=$(it_kv_val "$IT_TMP/$label.writer.$i.out" max-put-ms)
-		bound=7000
-		[[ $kind == cetcd ]] && bound=3000
-		echo "  $label: writer through x$i ($kind): longest put $p ms, longest gap between acknowledged puts $g ms"
-		check "$label: writes through x$i ($kind) never stopped longer than $bound ms ($g ms)" \
-			test "$g" -le "$bound"
+		echo "  $label: writer through x$i (${kinds[i]}):" \
+			"longest put $(it_kv_val "$IT_TMP/$label.writer.$i.out" max-put-ms) ms," \
+			"longest gap between acknowledged puts $(it_kv_val "$IT_TMP/$label.writer.$i.out" max-gap-ms) ms"
 	done
 	local n files
 	n=$(all_acks)
@@ -191,8 +193,8 @@ run_replace() {
 			it_acked_at "$(ep "$i")" "kv/$label" "$files" "$n"
 	done
 	check "$label: all members report the same revision and raft index" \
-		it_until 15000 it_same_state $(live_eps)
-	check "$label: all members report the same HashKV" it_same_hashkv $(live_eps)
+		it_agreed 15000 it_same_state $(live_eps)
+	check "$label: all members report the same HashKV" it_agreed 15000 it_same_hashkv $(live_eps)
 	it_cl_stop "${live[@]}"
 }
 
