@@ -732,17 +732,33 @@ static int loop_deliver(struct stored_loop *l)
 static int loop_batch_failed(struct stored_loop *l, int rc)
 {
 	const char *hint = loop_no_space_hint(rc);
-	/* logged first: what undoes the batch must not replace the reason */
-	log_error(hint ? hint : "applying a batch of committed entries failed; restart stored "
-				"to recover from the last checkpoint",
-		  LOG_STR("path", l->db_path),
-		  LOG_U64("applied-index", l->committed_index), LOG_U64("next-index", l->applied + 1),
-		  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+	char why[512];
+
+	/* kept first: what undoes the batch must not replace the reason */
+	snprintf(why, sizeof(why), "%s", errmsg_get(rc));
 	mvcc_batch_abort(l->store);
 	events_discard(&l->events);
 	events_resync(&l->events);
 	l->nres = 0;
 	arena_release(&l->arena);
+	/* A checkpoint being written may have failed its sync meanwhile, and
+	 * the kernel may then have dropped the pages of the commits since the
+	 * last one: the batch read the old bytes, and what looks corrupt is
+	 * only lost. That failure is the cause (logged by the poll, the root
+	 * withdrawn): say so rather than blame the file. */
+	int ck = loop_checkpoint_poll(l, true);
+	if (ck) {
+		log_warn("the batch read pages the failed checkpoint's sync may have dropped; "
+			 "they come back from the last checkpoint when stored restarts",
+			 LOG_STR("path", l->db_path), LOG_U64("next-index", l->applied + 1),
+			 LOG_STR("batch-error", why));
+		return ck;
+	}
+	log_error(hint ? hint : "applying a batch of committed entries failed; restart stored "
+				"to recover from the last checkpoint",
+		  LOG_STR("path", l->db_path),
+		  LOG_U64("applied-index", l->committed_index), LOG_U64("next-index", l->applied + 1),
+		  LOG_STR("reason", why), LOG_ERRNO(rc));
 	loop_withdraw_root(l);
 	return rc;
 }
@@ -972,6 +988,23 @@ static int loop_batch(struct stored_loop *l)
 	if (rc) {
 		l->applied = first;
 		return loop_batch_failed(l, rc);
+	}
+	/* A checkpoint whose sync failed before this batch read its pages may
+	 * have had them dropped, and the batch then built on old bytes:
+	 * nothing of it is published or answered (invariant 12). A sync that
+	 * fails later left the batch good pages to read, and the restart
+	 * applies it again the same way. */
+	rc = loop_checkpoint_poll(l, false);
+	if (rc) {
+		log_warn("dropped an applied batch: it may have read pages the failed checkpoint's sync dropped",
+			 LOG_STR("path", l->db_path), LOG_U64("first-index", first + 1),
+			 LOG_U64("last-index", l->applied));
+		l->applied = first;
+		events_discard(&l->events);
+		events_resync(&l->events);
+		l->nres = 0;
+		arena_release(&l->arena);
+		return rc;
 	}
 	l->st.batches++;
 	l->since_checkpoint += l->applied - first;

@@ -1,5 +1,6 @@
 /*
- * stored's apply loop when the disk that holds the db is full. The db
+ * stored's apply loop when the disk that holds the db is full, or fails
+ * a checkpoint's sync in the background. The db
  * goes through the fault backend (shm/diskio/diskio.h) armed by a trigger
  * file: while the file exists, every write and every allocate of the db
  * fails with ENOSPC, as a full file system refuses them; removing it
@@ -21,6 +22,12 @@
  * - a checkpoint that finds no space fails the turn and the db (its
  *   freelist state is half taken), withdraws the root, and a restart with
  *   space back recovers every acknowledged put
+ * - a checkpoint whose fdatasync fails in the background, dropping the
+ *   pages of the commits since the last one (or only its meta page)
+ *   before the loop reaps the failure: the turn that finds it answers
+ *   nothing of its batch, whether the batch failed on the dropped pages
+ *   or applied on good ones; it withdraws the root and names the failed
+ *   checkpoint rather than a corrupt file; a restart recovers every put
  * - a received snapshot db that cannot be prepared for want of space
  *   fails the turn with the retry message, leaves the member's db and
  *   published root as they were and no copy behind, and installs once
@@ -184,7 +191,7 @@ static size_t member_check(struct member *mb, uint64_t upto)
 	memset(found, 0, sizeof(found));
 	for (size_t k = 0; k < res.n; k++) {
 		const struct mvcc_kv *kv = &res.kvs[k].f;
-		char key[16], val[16];
+		char key[24], val[24];
 		CHECK(kv->key_len == 5);
 		memcpy(key, kv->key, kv->key_len);
 		key[kv->key_len] = '\0';
@@ -207,7 +214,7 @@ static size_t member_check(struct member *mb, uint64_t upto)
 }
 
 /* Whether stored's last log holds text. */
-static bool member_logged(struct member *mb, const char *text)
+static bool member_log_has(struct member *mb, const char *text, bool show)
 {
 	static char buf[1 << 16];
 	ssize_t n, got = 0;
@@ -220,8 +227,15 @@ static bool member_logged(struct member *mb, const char *text)
 	buf[got] = '\0';
 	if (strstr(buf, text))
 		return true;
-	printf("stored's log has no \"%s\":\n%s", text, buf);
+	if (show)
+		printf("stored's log has no \"%s\":\n%s", text, buf);
 	return false;
+}
+
+/* The same, showing the log when it does not. */
+static bool member_logged(struct member *mb, const char *text)
+{
+	return member_log_has(mb, text, true);
 }
 
 /* One turn with the log going to log_path (appended). */
@@ -363,6 +377,68 @@ static void test_checkpoint_full(void)
 	member_fini(&mb);
 }
 
+/* ---- a checkpoint's sync fails in the background ---- */
+
+/* The checkpoint's sync number sync_at (0: the one that makes the pages
+ * of the commits since the last one durable, 1: the one after its meta
+ * page) fails; path says which way the loop must find it. */
+static void test_background_sync(long sync_at, const char *path)
+{
+	struct member mb;
+	struct status_stored st;
+	uint64_t i, acked;
+	int rc = 0;
+
+	member_init(&mb);
+	/* The db's next sync fails once the trigger exists, in a checkpoint
+	 * that the loop starts by itself every 8 entries; the chain runs as
+	 * it is submitted, so the pages it drops are gone before the loop
+	 * reaps its result. */
+	mb.fault = diskio_fault_defaults();
+	mb.fault.fail_sync_at = sync_at;
+	mb.fault.trigger_path = mb.trigger;
+	mb.fault.chain = DISKIO_FAULT_CHAIN_AT_SUBMIT;
+	mb.e.o.checkpoint_entries = 8;
+	CHECK_EQ(member_restart(&mb), 0);
+	CHECK_EQ(member_apply(&mb, 1, 100), 0);
+	CHECK(member_status(&mb).durable_index >= 40);
+	disk_full(&mb, true); /* here: arms the failing sync */
+
+	int fd = open(mb.log_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	CHECK(fd >= 0);
+	log_set_fd(fd);
+	for (i = 101; i <= PUTS && rc == 0;) {
+		for (int k = 0; k < 8; k++, i++)
+			member_put(&mb, i);
+		acked = mb.nacked;
+		rc = stored_loop_turn(mb.e.l, NULL);
+		member_drain(&mb);
+	}
+	log_set_fd(2);
+	close(fd);
+	printf("background checkpoint sync %ld failed: %s\n", sync_at, errmsg_get(rc));
+	CHECK_EQ(rc, -EIO);
+	CHECK(access(mb.trigger, F_OK) != 0);
+	/* The turn that found the failure answered nothing, whatever its batch
+	 * read; the log names the failed checkpoint, not a corrupt file. */
+	CHECK_EQ(mb.nacked, acked);
+	CHECK(member_logged(&mb, path));
+	CHECK(member_logged(&mb, "checkpoint failed; restart stored to recover from the last one"));
+	CHECK(!strstr(errmsg_get(rc), "restore from a snapshot"));
+	st = member_status(&mb);
+	CHECK_EQ(st.root_page, 0);
+	uint64_t last = i - 1;
+
+	/* The next stored replays from the durable checkpoint. */
+	CHECK_EQ(member_restart(&mb), 0);
+	CHECK_EQ(member_replay(&mb, last), 0);
+	CHECK_EQ(stored_loop_checkpoint(mb.e.l), 0);
+	CHECK_EQ(member_status(&mb).applied_index, last);
+	CHECK_EQ(member_check(&mb, last), last);
+	CHECK_EQ(mb.nacked, last);
+	member_fini(&mb);
+}
+
 /* ---- a received snapshot db finds no space ---- */
 
 static void test_install_full(void)
@@ -434,6 +510,10 @@ int main(void)
 {
 	test_batch_full();
 	test_checkpoint_full();
+	/* the pages dropped: the next batch reads old bytes and fails */
+	test_background_sync(0, "the batch read pages the failed checkpoint's sync may have dropped");
+	/* only the meta page dropped: the next batch applies, and is dropped */
+	test_background_sync(1, "dropped an applied batch");
 	test_install_full();
 	CHECK_EQ(stored_alloc_live(), 0);
 	printf("test_stored_enospc: ok\n");
