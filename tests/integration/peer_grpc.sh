@@ -56,20 +56,33 @@ check "the peer port still answers /version itself" curl -sf -o /dev/null "$peer
 
 # A raw HTTP/2 client: the preface and SETTINGS, then the server's
 # SETTINGS must come; "ready" is printed, then it waits for EOF and
-# prints "eof" (or "open" after 10 s).
+# prints "eof" (or "open" after 10 s). It sends a PING every 0.5 s, so
+# the idle timeout of a handed connection (5 s of silence) never ends it:
+# only the gateway's death can.
 python3 - "$IT_PPORT" >"$IT_TMP/h2.out" 2>&1 <<'EOF' &
 import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
 head = s.recv(9)
 print("ready" if len(head) == 9 and head[3] == 4 else "bad %r" % head, flush=True)
-s.settimeout(10)
-try:
-    while True:
+ping = bytes([0, 0, 8, 6, 0, 0, 0, 0, 0]) + bytes(8)
+s.settimeout(0.5)
+deadline = time.monotonic() + 10
+while time.monotonic() < deadline:
+    try:
         if not s.recv(4096):
             print("eof", flush=True)
             break
-except socket.timeout:
+    except socket.timeout:
+        try:
+            s.sendall(ping)
+        except OSError:
+            print("eof", flush=True)
+            break
+    except OSError:
+        print("eof", flush=True)
+        break
+else:
     print("open", flush=True)
 EOF
 h2pid=$!
