@@ -12,7 +12,9 @@
 # a backoff). Once the filler is removed, writes are acknowledged again
 # (after stored's restart and replay). At the end the db passes bbolt's
 # own check (tests/tools/boltcheck) and every acknowledged put is there,
-# also after a stop and a start.
+# also after a stop and a start. Then the disk fills up again and the
+# member is stopped and started while it is full: once space is freed it
+# answers, takes writes again and has every acknowledged put.
 # Exits 77 when not root (the mount needs it), without unshare, or when
 # the programs, etcdctl, python3, curl or Go with Debian's clientv3 and
 # bbolt are missing.
@@ -48,7 +50,7 @@ it_member_answers "$IT_CPORT" "$log" "the member answers with its data dir on a 
 ep=127.0.0.1:$IT_CPORT
 
 acks=$IT_TMP/acks
-it_kv_start "$IT_TMP/writer.out" write -endpoint "$ep" -prefix fd/ -acks "$acks" \
+it_kv_start "$IT_TMP/writer.out" write -endpoint "$ep" -prefix fd/run1 -acks "$acks" \
 	-writers 4 -per-conn 2 -value-size 4096
 w=$IT_KV_PID
 check "writers get acknowledgements" it_wait_lines "$acks" 300 30
@@ -79,7 +81,7 @@ check "the writers saw no violation (clean errors only, revisions grow per write
 	it_kv_stop "$w" "$IT_TMP/writer.out" '-error |^violation '
 n=$(it_lines "$acks")
 echo "  $n acknowledged puts; stored ran $(it_count "$log" '"msg":"restarting process","process":"stored"') restart(s)"
-check "all $n acknowledged puts are there (value, mod revision)" it_acked_at "$ep" fd/ "$acks" "$n"
+check "all $n acknowledged puts are there (value, mod revision)" it_acked_at "$ep" fd "$acks" "$n"
 check "stored's line came from the db's file system, not a crash: no process was killed" \
 	test "$(it_count "$log" '"signal":"Killed"')" -eq 0
 
@@ -89,5 +91,34 @@ check "SIGTERM stops the member (exit 0)" test "$st" -eq 0
 check "bbolt checks the db and finds it sound" "$BOLTCHECK" "$db"
 it_cetcd_restart "$IT_TMP/cetcd2.log"
 it_member_answers "$IT_CPORT" "$IT_TMP/cetcd2.log" "the member starts again on the same data dir" &&
-	check "all $n acknowledged puts are there after the restart" it_acked_at "$ep" fd/ "$acks" "$n"
+	check "all $n acknowledged puts are there after the restart" it_acked_at "$ep" fd "$acks" "$n"
+
+# ------------------------- a stop and a start while the disk is full
+acks2=$IT_TMP/acks2
+it_kv_start "$IT_TMP/writer2.out" write -endpoint "$ep" -prefix fd/run2 -acks "$acks2" \
+	-writers 4 -per-conn 2 -value-size 4096
+w=$IT_KV_PID
+check "writers get acknowledgements again" it_wait_lines "$acks2" 200 30
+dd if=/dev/zero of="$filler" bs=1M 2>/dev/null || true
+check "the disk fills up again" it_wait_log "$IT_TMP/cetcd2.log" "$hint" 120
+st=0
+it_cetcd_stop || st=$?
+check "SIGTERM stops the member on the full disk (status $st)" test "$st" -ne 124
+it_cetcd_restart "$IT_TMP/cetcd3.log"
+check "the member starts on the full disk: stored opens the db or says there is no space" \
+	it_wait_log "$IT_TMP/cetcd3.log" '"logger":"stored".*("msg":"opened the db"|"msg":"no space left for the db)' 60
+rm -f "$filler"
+it_member_answers "$IT_CPORT" "$IT_TMP/cetcd3.log" "with space freed, the member started on the full disk answers" || true
+at=$(it_lines "$acks2")
+check "and writes are acknowledged again (200 more after $at)" it_wait_lines "$acks2" $((at + 200)) 90
+check "the writers saw no violation" it_kv_stop "$w" "$IT_TMP/writer2.out" '-error |^violation '
+check "the launcher gave up on no process" \
+	test "$(it_count "$IT_TMP/cetcd3.log" 'cannot run with this configuration')" -eq 0
+n2=$(it_lines "$acks2")
+check "all $((n + n2)) acknowledged puts of both runs are there" \
+	it_acked_at "$ep" fd "$acks,$acks2" $((n + n2))
+st=0
+it_cetcd_stop || st=$?
+check "SIGTERM stops the member (exit 0)" test "$st" -eq 0
+check "bbolt checks the db again and finds it sound" "$BOLTCHECK" "$db"
 it_summary
