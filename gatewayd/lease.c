@@ -109,7 +109,7 @@ static void lease_keepalive_message(struct grpc_call *call, const uint8_t *msg, 
 {
 	struct gw_server *s = grpc_call_handler_arg(call);
 	Etcdserverpb__LeaseKeepAliveRequest *r =
-		gw_unpack(s, call, &etcdserverpb__lease_keep_alive_request__descriptor, &msg, &len);
+		gw_unpack_stream(s, call, &etcdserverpb__lease_keep_alive_request__descriptor, &msg, &len);
 	struct msg_keepalive m = { .op = MSG_LEASE_KEEPALIVE };
 
 	if (!r)

@@ -693,10 +693,11 @@ int gw_handle_unary(struct gw_server *s, const char *path, gw_unary_fn fn)
 	return 0;
 }
 
-void *gw_unpack(struct gw_server *s, struct grpc_call *call, const ProtobufCMessageDescriptor *desc,
-		const uint8_t **msg, size_t *len)
+static void *gw_unpack_as(struct gw_server *s, struct grpc_call *call,
+			  const ProtobufCMessageDescriptor *desc, const uint8_t **msg, size_t *len,
+			  const char *prefix)
 {
-	char text[PROTO_CHECK_TEXT_MAX], status[sizeof(GW_UNMARSHAL_PREFIX) + PROTO_CHECK_TEXT_MAX];
+	char text[PROTO_CHECK_TEXT_MAX], status[sizeof(GW_STREAM_UNMARSHAL_PREFIX) + PROTO_CHECK_TEXT_MAX];
 	bool canonical;
 	int rc = proto_check_request(desc, *msg, *len, text, &canonical);
 	void *m = NULL;
@@ -719,10 +720,22 @@ void *gw_unpack(struct gw_server *s, struct grpc_call *call, const ProtobufCMess
 		snprintf(text, sizeof(text), "out of memory");
 		rc = -ENOMEM;
 	}
-	snprintf(status, sizeof(status), "%s%s", GW_UNMARSHAL_PREFIX, text);
+	snprintf(status, sizeof(status), "%s%s", prefix, text);
 	grpc_call_finish(call, rc == -EILSEQ ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_INTERNAL,
 			 status);
 	return NULL;
+}
+
+void *gw_unpack(struct gw_server *s, struct grpc_call *call, const ProtobufCMessageDescriptor *desc,
+		const uint8_t **msg, size_t *len)
+{
+	return gw_unpack_as(s, call, desc, msg, len, GW_UNMARSHAL_PREFIX);
+}
+
+void *gw_unpack_stream(struct gw_server *s, struct grpc_call *call,
+		       const ProtobufCMessageDescriptor *desc, const uint8_t **msg, size_t *len)
+{
+	return gw_unpack_as(s, call, desc, msg, len, GW_STREAM_UNMARSHAL_PREFIX);
 }
 
 void gw_answer(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *m)

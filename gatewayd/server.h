@@ -358,8 +358,10 @@ static inline ProtobufCAllocator *gw_pb_alloc(struct gw_server *s)
 void *gw_scratch(struct gw_server *s, size_t len);
 
 /* What grpc-go puts before a decoder's error text in the INTERNAL status
- * it answers a request it cannot unmarshal. */
+ * it answers a request it cannot unmarshal: a unary call's, and a stream's
+ * message (Watch, LeaseKeepAlive, Snapshot, Observe). */
 #define GW_UNMARSHAL_PREFIX "grpc: error unmarshalling request: "
+#define GW_STREAM_UNMARSHAL_PREFIX "grpc: failed to unmarshal the received message "
 
 /*
  * Unpacks a request the way etcd's gRPC server does: bytes etcd's decoder
@@ -368,10 +370,14 @@ void *gw_scratch(struct gw_server *s, size_t len);
  * *msg and *len name those bytes (scratch memory, valid for the turn), so
  * that what is proposed is what was decoded, as etcd proposes its own
  * re-encoding. Returns the message (valid until the turn ends), or NULL
- * after answering the call.
+ * after answering the call. gw_unpack is for a unary call's request,
+ * gw_unpack_stream for a message of a streaming call (its refusal says
+ * what grpc-go says there).
  */
 void *gw_unpack(struct gw_server *s, struct grpc_call *call, const ProtobufCMessageDescriptor *desc,
 		const uint8_t **msg, size_t *len);
+void *gw_unpack_stream(struct gw_server *s, struct grpc_call *call,
+		       const ProtobufCMessageDescriptor *desc, const uint8_t **msg, size_t *len);
 
 /* Packs m (a response) and finishes the call OK; INTERNAL when out of
  * memory. */

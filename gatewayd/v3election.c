@@ -454,7 +454,9 @@ static void el_read_start(struct gw_server *s, struct grpc_call *call, int kind,
 			  const uint8_t *msg, size_t len)
 {
 	V3electionpb__LeaderRequest *r =
-		gw_unpack(s, call, &v3electionpb__leader_request__descriptor, &msg, &len);
+		kind == EL_OBSERVE
+			? gw_unpack_stream(s, call, &v3electionpb__leader_request__descriptor, &msg, &len)
+			: gw_unpack(s, call, &v3electionpb__leader_request__descriptor, &msg, &len);
 	struct el_op *e;
 
 	if (!r || !(e = el_new(s, call, kind, r->name, (ProtobufCBinaryData){ 0, NULL },

@@ -706,7 +706,7 @@ static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len
 	struct watch_stream *st = *slot;
 
 	Etcdserverpb__WatchRequest *req =
-		gw_unpack(s, call, &etcdserverpb__watch_request__descriptor, &msg, &len);
+		gw_unpack_stream(s, call, &etcdserverpb__watch_request__descriptor, &msg, &len);
 	if (!req) {
 		if (st)
 			stream_free(ws, st); /* the call was finished */

@@ -6,7 +6,8 @@
 # types a field does not declare (bool fields sent length-delimited or
 # as fixed64, in Put, Range, DeleteRange, Compact and nested in Txn),
 # illegal tags, end groups, over-long varints, negative and past-the-end
-# lengths, unknown fields and groups etcd skips. tests/tools/protodiff
+# lengths, unknown fields and groups etcd skips, and the first message of
+# the Watch, LeaseKeepAlive and Snapshot streams. tests/tools/protodiff
 # sends them. Exits 77 when etcd, go or etcd's Go sources are missing.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
@@ -36,4 +37,6 @@ check "every case answered by both ($n of $(wc -l <"$IT_TMP/cases"))" \
 	[ "$n" -eq "$(wc -l <"$IT_TMP/cases")" ]
 refused=$(grep -c '^13 grpc: error unmarshalling request: ' "$IT_TMP/etcd.out" || true)
 check "etcd refused some as malformed ($refused)" [ "$refused" -gt 20 ]
+refused=$(grep -c '^13 grpc: failed to unmarshal the received message ' "$IT_TMP/etcd.out" || true)
+check "etcd refused stream messages as malformed ($refused)" [ "$refused" -ge 12 ]
 it_summary

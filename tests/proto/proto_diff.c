@@ -149,23 +149,8 @@ static const struct corner corners[] = {
 	{ 26, "1200" },                  /* LockRequest.lease length-delimited */
 	{ 26, "0a01619b01" },            /* a group never ended */
 	{ 27, "0801" },                  /* UnlockRequest.key as a varint */
-};
-#define NCORNERS (sizeof(corners) / sizeof(corners[0]))
-
-/* The first kind whose corner cases proto_grpc.sh must not see taken. */
-#define CORNER_REFUSED_FROM 7
-
-/* Corner cases compared with etcd's decoder only, not written when COUNT
- * is 0 (as proto_grpc.sh runs it): requests etcd takes and then acts on
- * (an election's session grants a lease), and the streams' (Watch,
- * LeaseKeepAlive, Snapshot), to which grpc-go answers a message it cannot
- * decode with "grpc: failed to unmarshal the received message " and the
- * decoder's text where gatewayd answers the unary calls' "grpc: error
- * unmarshalling request: " (a difference of the answer, not of the
- * decoding). */
-static const struct corner decode_only[] = {
-	{ 23, "0a0318b17d0a00" },        /* Proclaim: the leader twice, one LeaderKey */
-	{ 25, "0a04180120010a021802" },  /* Resign: lease of one LeaderKey, rev of the other */
+	/* the streams: grpc-go answers a message it cannot decode with
+	 * "grpc: failed to unmarshal the received message " and the text */
 	{ 7, "08" },                     /* WatchRequest: create_request as a varint */
 	{ 7, "0a020801" },               /* WatchCreateRequest.key as a varint */
 	{ 7, "0a0c" },                   /* create_request past the end */
@@ -176,9 +161,21 @@ static const struct corner decode_only[] = {
 	{ 7, "0a0130" },                 /* prev_kv without its value */
 	{ 7, "0a00" "12020a00" },        /* create, then a cancel with watch_id as bytes */
 	{ 7, "1a0100" },                 /* WatchProgressRequest: illegal tag 0 */
-	{ 7, "0a050a01612a002801" },     /* filters packed and empty, then an unknown field */
 	{ 10, "08" },                    /* LeaseKeepAliveRequest.ID cut */
 	{ 20, "00" },                    /* SnapshotRequest: illegal tag 0 */
+};
+#define NCORNERS (sizeof(corners) / sizeof(corners[0]))
+
+/* The first kind whose corner cases proto_grpc.sh must not see taken. */
+#define CORNER_REFUSED_FROM 7
+
+/* Corner cases compared with etcd's decoder only, not written when COUNT
+ * is 0 (as proto_grpc.sh runs it): requests etcd takes and then acts on
+ * (an election's session grants a lease, a watch is created). */
+static const struct corner decode_only[] = {
+	{ 23, "0a0318b17d0a00" },        /* Proclaim: the leader twice, one LeaderKey */
+	{ 25, "0a04180120010a021802" },  /* Resign: lease of one LeaderKey, rev of the other */
+	{ 7, "0a050a01612a002801" },     /* filters packed and empty, then an unknown field */
 };
 #define NDECODE_ONLY (sizeof(decode_only) / sizeof(decode_only[0]))
 
