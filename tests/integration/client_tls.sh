@@ -65,6 +65,17 @@ ready() {
 	echo "  (https port $port not answering after 20 s)"
 	return 1
 }
+# no_health PORT [curl flags...]: PORT takes connections, and curl with
+# the flags given gets no /health from https://127.0.0.1:PORT (or
+# http:// when the first flag is --http).
+no_health() {
+	local port=$1 url
+	shift
+	url=https://127.0.0.1:$port/health
+	[[ ${1:-} == --http ]] && { url=http://127.0.0.1:$port/health; shift; }
+	(: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null &&
+		! curl -s --max-time 5 "$@" "$url" | grep -q health
+}
 # Whether etcdctl's put on PORT with the flags given fails while PORT
 # takes connections (a member that is not there refuses every put).
 put_refused() {
@@ -97,8 +108,7 @@ check "files: curl /version over TLS" grep -q '"etcdserver":"3.4' <<<"$v"
 alpn=$(openssl s_client -connect "127.0.0.1:$IT_CPORT" -alpn h2 </dev/null 2>&1 || true)
 check "files: a client offering only h2 (gRPC) gets h2" grep -q 'ALPN protocol: h2' <<<"$alpn"
 check "files: TLS 1.2 at least" grep -qE '(New, |Protocol *: )TLSv1\.[23]' <<<"$alpn"
-check "files: plain HTTP to the https port gets no answer" \
-	bash -c '! curl -s --max-time 5 "http://127.0.0.1:$1/health" | grep -q health' _ "$IT_CPORT"
+check "files: plain HTTP to the https port gets no answer" no_health "$IT_CPORT" --http
 check "files: gatewayd logs the rejected connection" \
 	it_wait_log "$IT_TMP/files.log" '"msg":"rejected connection"' 10
 check "files: gatewayd logs etcd's TLS lines" \
@@ -125,8 +135,7 @@ check "client cert auth: and gets" \
 	bash -c '[[ $(etcdctl --endpoints "https://127.0.0.1:$1" --cacert "$2" --cert "$3" --key "$4" get k --print-value-only) == v ]]' \
 	_ "$IT_CPORT" "$pki/ca.crt" "$pki/client.crt" "$pki/client.key"
 check "client cert auth: curl without a certificate gets no /health" \
-	bash -c '! curl -s --max-time 5 --cacert "$2" "https://127.0.0.1:$1/health" | grep -q health' \
-	_ "$IT_CPORT" "$pki/ca.crt"
+	no_health "$IT_CPORT" --cacert "$pki/ca.crt"
 h=$(curl -s --max-time 5 --cacert "$pki/ca.crt" --cert "$pki/client.crt" --key "$pki/client.key" \
 	"https://127.0.0.1:$IT_CPORT/health" || true)
 check "client cert auth: curl with one does" [ "$h" = '{"health":"true"}' ]
