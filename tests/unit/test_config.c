@@ -564,6 +564,16 @@ static void make_tls_files(const char *name, char *cert, char *key)
 	}
 }
 
+/* A path under a directory that does not exist in main's scratch
+ * directory (out: cap bytes), for the flags' "no such file" checks: a
+ * fixed path such as /nonexistent/x may exist on the machine. */
+static void missing_path(const char *name, char *out, size_t cap)
+{
+	int dir = (int)(strrchr(log_path, '/') - log_path);
+
+	snprintf(out, cap, "%.*s/missing/%s", dir, log_path, name);
+}
+
 /* The peer TLS flags: accepted, and checked as etcd checks them when it
  * starts its peer listeners. */
 static void test_peer_tls(void)
@@ -630,9 +640,13 @@ static void test_peer_tls(void)
 		    &err, -EINVAL, 1,
 		    "AllowedCN and AllowedHostname are mutually exclusive (cn=\"a\", hostname=\"b\")");
 	config_free(&c);
+	char missing[340], flag[400], want[400];
+	missing_path("ca.crt", missing, sizeof(missing));
+	snprintf(flag, sizeof(flag), "--peer-trusted-ca-file=%s", missing);
+	snprintf(want, sizeof(want), "open %s: no such file or directory", missing);
 	expect_fail(PARSE(&c, &err, https[0], https[1], https[2], "--peer-cert-file", cert,
-			  "--peer-key-file", key, "--peer-trusted-ca-file=/nonexistent/ca.crt"),
-		    &err, -EINVAL, 1, "open /nonexistent/ca.crt: no such file or directory");
+			  "--peer-key-file", key, flag),
+		    &err, -EINVAL, 1, want);
 	config_free(&c);
 
 	/* etcd 3.4 has no --self-signed-cert-validity (3.5 added it) */
@@ -713,13 +727,18 @@ static void test_client_tls(void)
 	CHECK(strncmp(err.msg, "KeyFile and CertFile must both be present[key: ", 47) == 0);
 	CHECK(strstr(err.msg, key) != NULL);
 	config_free(&c);
+	char missing[340], flag[400], want[400];
+	missing_path("client.key", missing, sizeof(missing));
+	snprintf(want, sizeof(want), "open %s: no such file or directory", missing);
 	expect_fail(PARSE(&c, &err, https[0], https[1], "--cert-file", cert, "--key-file",
-			  "/nonexistent/client.key"),
-		    &err, -EINVAL, 1, "open /nonexistent/client.key: no such file or directory");
+			  missing),
+		    &err, -EINVAL, 1, want);
 	config_free(&c);
-	expect_fail(PARSE(&c, &err, https[0], https[1], "--auto-tls",
-			  "--trusted-ca-file=/nonexistent/ca.crt"),
-		    &err, -EINVAL, 1, "open /nonexistent/ca.crt: no such file or directory");
+	missing_path("ca.crt", missing, sizeof(missing));
+	snprintf(flag, sizeof(flag), "--trusted-ca-file=%s", missing);
+	snprintf(want, sizeof(want), "open %s: no such file or directory", missing);
+	expect_fail(PARSE(&c, &err, https[0], https[1], "--auto-tls", flag),
+		    &err, -EINVAL, 1, want);
 	config_free(&c);
 	/* unix sockets are not built */
 	expect_fail(PARSE(&c, &err, "--listen-client-urls=unixs://127.0.0.1:1",
