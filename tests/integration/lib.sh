@@ -6,7 +6,8 @@
 #   it_init NAME            unique temp dirs, the exit trap that stops and
 #                           removes everything (IT_KEEP=1 keeps the dirs)
 #   it_need_* ...           exit 77 with the reason when a tool is missing
-#   it_free_ports N         N distinct free loopback ports (never 2379/2380)
+#   it_free_ports N         N distinct free loopback ports, below the
+#                           ephemeral range, reserved (never 2379/2380)
 #   it_cetcd_start ...      the launcher on fresh ports (IT_CPORT ...), in the
 #                           background; it_cetcd_restart, it_cetcd_stop
 #   it_cetcd_child WHAT     the pid of raftd, stored or gatewayd-<i>
@@ -185,15 +186,64 @@ it_stopped_early() {
 		"at ${it_err_at:-?} in ${FUNCNAME[2]:-main}${from:+, called from$from}"
 }
 
-# it_free_ports N: N distinct free loopback ports on one line. The kernel
-# picks them; all are held at once so they differ.
+# it_free_ports N: N distinct free loopback ports on one line; fails,
+# printing nothing, when it cannot find N.
+#
+# A port found free is released before the member binds it, so the
+# kernel must not hand it to anyone meanwhile: the ports come from below
+# the ephemeral range (/proc/sys/net/ipv4/ip_local_port_range), which
+# the kernel never picks for a connect() or a bind() to port 0, where
+# ports it picked itself would be its next candidates for any program's
+# outgoing connection. Among the tests that run at once, a port is
+# reserved for an hour by a file named after it in IT_PORT_DIR (default
+# /tmp/cetcd-it-ports), created exclusively, so two tests never pick the
+# same one. IT_PORT_RANGE="LO HI" overrides the range (HI excluded).
 it_free_ports() {
-	python3 - "$1" <<'EOF'
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])
+	python3 - "$1" "${IT_PORT_DIR:-/tmp/cetcd-it-ports}" "${IT_PORT_RANGE:-}" <<'EOF'
+import errno, os, random, socket, sys, time
+want, pdir, rng = int(sys.argv[1]), sys.argv[2], sys.argv[3].split()
+if rng:
+    lo, hi = int(rng[0]), int(rng[1])
+else:
+    eph = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    lo, hi = 10000, eph
+    if hi - lo < 1000:
+        sys.exit("it_free_ports: the ephemeral range starts at %d, too low to pick below it" % eph)
+os.makedirs(pdir, exist_ok=True)
+def reserve(port):
+    path = os.path.join(pdir, str(port))
+    try:
+        if time.time() - os.stat(path).st_mtime < 3600:
+            return False
+        os.unlink(path)  # a stale reservation
+    except FileNotFoundError:
+        pass
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    return True
+def free(port):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+got = []
+cand = [p for p in range(lo, hi) if p not in (2379, 2380)]
+random.shuffle(cand)
+for port in cand:
+    if len(got) == want:
+        break
+    if free(port) and reserve(port):
+        if free(port):
+            got.append(port)
+if len(got) < want:
+    sys.exit("it_free_ports: %d of %d free ports in [%d, %d)" % (len(got), want, lo, hi))
+print(*got)
 EOF
 }
 
@@ -766,6 +816,43 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
 	read -r -a ports < <(it_free_ports 8)
 	check "it_free_ports gives 8 distinct ports" test "$(printf '%s\n' "${ports[@]}" | sort -u | wc -l)" -eq 8
 	check "none of them is etcd's 2379 or 2380" test -z "$(printf '%s\n' "${ports[@]}" | grep -xE '2379|2380')"
+	read -r eph _ </proc/sys/net/ipv4/ip_local_port_range
+	check "they are below the ephemeral range, which starts at $eph" \
+		test "$(printf '%s\n' "${ports[@]}" | sort -n | tail -1)" -lt "$eph"
+	read -r -a more < <(it_free_ports 8)
+	check "a second call reserves none of the first call's ports" \
+		test "$(printf '%s\n' "${ports[@]}" "${more[@]}" | sort -u | wc -l)" -eq 16
+	# three ports, the middle one bound by another program: it_free_ports
+	# gives the other two, then none (they are reserved)
+	python3 - "$IT_TMP/held" <<'EOF' &
+import socket, sys, time
+for base in range(20000, 30000, 3):
+    socks = [socket.socket() for _ in range(3)]
+    try:
+        for i, s in enumerate(socks):
+            s.bind(("127.0.0.1", base + i))
+    except OSError:
+        continue
+    for s in (socks[0], socks[2]):
+        s.close()
+    socks[1].listen()
+    open(sys.argv[1], "w").write("%d\n" % base)
+    time.sleep(60)
+    break
+EOF
+	held_pid=$!
+	it_track "$held_pid"
+	if it_until 10000 test -s "$IT_TMP/held"; then
+		read -r base <"$IT_TMP/held"
+		two=$(IT_PORT_DIR=$IT_TMP/ports IT_PORT_RANGE="$base $((base + 3))" it_free_ports 2 | tr ' ' '\n' | sort -n | tr '\n' ' ')
+		check "it_free_ports skips a port in use: $((base + 1)) of $base..$((base + 2)) (got $two)" \
+			test "$two" = "$base $((base + 2)) "
+		check "it_free_ports skips reserved ports and fails when too few are left" \
+			eval '! IT_PORT_DIR=$IT_TMP/ports IT_PORT_RANGE="$base $((base + 3))" it_free_ports 1 2>/dev/null'
+	else
+		fail "a listener holds a port for it_free_ports to skip"
+	fi
+	kill "$held_pid" 2>/dev/null || true
 	sleep 0.2 &
 	p=$!
 	check "it_wait_gone sees a process end" it_wait_gone "$p" 5000
