@@ -41,7 +41,7 @@ done
 check "the writers saw no violation (revisions grow per writer, clean errors only)" \
 	it_kv_stop "$w1" "$IT_TMP/writer1.out"
 n1=$(it_lines "$acks1")
-echo "  writers: $n1 acknowledged puts, longest put $(it_kv_val "$IT_TMP/writer1.out" max-put-ms) ms"
+echo "  writers: $n1 acknowledged puts, longest put $(it_kv_fig "$IT_TMP/writer1.out" max-put-ms) ms"
 check "each kind of process was killed 3 times" test "$IT_KILLS" -eq 9
 
 # (it_acked_at: kvclient check exits 0, read all N acknowledgements,

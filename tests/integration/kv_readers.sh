@@ -72,27 +72,26 @@ for i in 1 2 3; do
 done
 st=0
 it_kv_stop "$rw" "$IT_TMP/readers.out" '^reader-conns |-error |^violation ' || st=$?
-lin=$(it_kv_val "$IT_TMP/readers.out" "reads linearizable")
-ser=$(it_kv_val "$IT_TMP/readers.out" "reads serializable")
-echo "  $lin linearizable and $ser serializable reads, $(it_kv_val "$IT_TMP/readers.out" values-checked) values and $(it_kv_val "$IT_TMP/readers.out" counts-checked) counts checked, $(it_lines "$acks") puts acknowledged, across $IT_KILLS kills of stored"
+ro=$IT_TMP/readers.out
+echo "  $(it_kv_fig "$ro" "reads linearizable") linearizable and $(it_kv_fig "$ro" "reads serializable") serializable reads, $(it_kv_fig "$ro" values-checked) values and $(it_kv_fig "$ro" counts-checked) counts checked, $(it_lines "$acks") puts acknowledged, across $IT_KILLS kills of stored"
+# (it_kv_are: each count was printed and compares; a missing one fails)
 check "every read answered right or failed with a clean gRPC status; header revisions never went back" \
-	test "$st" -eq 0 -a "$(it_kv_val "$IT_TMP/readers.out" violations)" -eq 0
+	eval '((st == 0)) && it_kv_are "$ro" violations -eq 0'
 check "both gatewayd processes served readers" \
-	test "$(it_kv_val "$IT_TMP/readers.out" "reader-conns gatewayd-0")" -gt 0 -a \
-	"$(it_kv_val "$IT_TMP/readers.out" "reader-conns gatewayd-1")" -gt 0
-check "linearizable and serializable reads were made (>= 500 each)" test "$lin" -ge 500 -a "$ser" -ge 500
+	it_kv_are "$ro" "reader-conns gatewayd-0" -gt 0 "reader-conns gatewayd-1" -gt 0
+check "linearizable and serializable reads were made (>= 500 each)" \
+	it_kv_are "$ro" "reads linearizable" -ge 500 "reads serializable" -ge 500
 
 # ------------------------------------------- 2. read after write, across gatewayd
 st=0
 "$KVCLIENT" visibility -endpoint "$ep" -prefix vis -conns 12 -writes 300 >"$IT_TMP/vis.out" 2>&1 || st=$?
 it_kv_show "$IT_TMP/vis.out" '^conns |^puts via |^reads-after-ack |-error |^violation '
 check "every put was seen right after its acknowledgement by every connection" \
-	test "$st" -eq 0 -a "$(it_kv_val "$IT_TMP/vis.out" violations)" -eq 0
+	eval '((st == 0)) && it_kv_are "$IT_TMP/vis.out" violations -eq 0'
 check "puts went through both gatewayd processes" \
-	test "$(it_kv_val "$IT_TMP/vis.out" "puts via gatewayd-0")" -gt 0 -a "$(it_kv_val "$IT_TMP/vis.out" "puts via gatewayd-1")" -gt 0
+	it_kv_are "$IT_TMP/vis.out" "puts via gatewayd-0" -gt 0 "puts via gatewayd-1" -gt 0
 check "linearizable and serializable reads after the acks (>= 1000 each)" \
-	test "$(it_kv_val "$IT_TMP/vis.out" "reads-after-ack linearizable")" -ge 1000 -a \
-	"$(it_kv_val "$IT_TMP/vis.out" "reads-after-ack serializable")" -ge 1000
+	it_kv_are "$IT_TMP/vis.out" "reads-after-ack linearizable" -ge 1000 "reads-after-ack serializable" -ge 1000
 
 # ------------------------------------------- 3. a stopped client
 it_kv_start "$IT_TMP/hold.out" hold -endpoint "$ep" -prefix big -conns 8 -inflight 4
@@ -110,11 +109,11 @@ if it_wait_log "$IT_TMP/hold.out" '^ready$' 60; then
 	"$KVCLIENT" write -endpoint "$ep" -prefix kv/stopped -acks "$acks" -writers 8 -gateways 2 -duration 3s \
 		>"$IT_TMP/stopped.out" 2>&1 || st=$?
 	kill -CONT "$hold"
-	echo "  stopped client: $unread bytes unread in client sockets, $unsent unsent in server sockets; meanwhile $(it_lines "$acks") puts in 3 s, longest $(it_kv_val "$IT_TMP/stopped.out" max-put-ms) ms"
+	echo "  stopped client: $unread bytes unread in client sockets, $unsent unsent in server sockets; meanwhile $(it_lines "$acks") puts in 3 s, longest $(it_kv_fig "$IT_TMP/stopped.out" max-put-ms) ms"
 	it_kv_show "$IT_TMP/stopped.out" '^acks via |^conns |-error |^violation '
 	check "writes through both gatewayd processes completed while the client was stopped" \
-		test "$st" -eq 0 -a "$(it_kv_val "$IT_TMP/stopped.out" "acks via gatewayd-0 at start")" -ge 50 -a \
-		"$(it_kv_val "$IT_TMP/stopped.out" "acks via gatewayd-1 at start")" -ge 50
+		eval '((st == 0)) && it_kv_are "$IT_TMP/stopped.out" "acks via gatewayd-0 at start" -ge 50 \
+			"acks via gatewayd-1 at start" -ge 50'
 	# (a gatewayd held up by the stopped client would take no writes at
 	# all: the check above; the longest put is a figure, printed above)
 	check "and none failed" test "$(grep -c -- '-error ' "$IT_TMP/stopped.out")" -eq 0

@@ -19,7 +19,8 @@
 #   it_until, it_wait_*     polling with a deadline, never a fixed sleep
 #   it_build_go_tool NAME PKG  tests/tools/NAME, built with Debian's Go packages
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
-#   it_kv_start / it_kv_stop / it_kv_val / it_kv_show   run it, read it
+#   it_kv_start / it_kv_stop / it_kv_val / it_kv_are / it_kv_fig /
+#   it_kv_show              run it, read it (a count not printed fails)
 #   it_leads EP, it_same_state EP...   a member leads; members agree (every
 #                           one answers, all the same); it_agreed MS waits
 #                           for that and shows the answers
@@ -744,8 +745,34 @@ it_member_names() {
 }
 
 # ------------------------------------------------------------ kvclient
-# it_kv_val FILE NAME: the number kvclient printed as "NAME N" (0: none).
-it_kv_val() { awk -v n="$2" '{ v = $NF; $NF = "" } $0 == n " " { x = v } END { print x + 0 }' "$1"; }
+# it_kv_val FILE NAME: the number kvclient printed as "NAME N" (its last
+# such line); prints nothing and fails when there is none, so a check
+# on it fails on an empty or cut-short output rather than reading 0.
+it_kv_val() {
+	awk -v n="$2" '{ v = $NF; $NF = "" } $0 == n " " && v ~ /^-?[0-9]+$/ { x = v; f = 1 }
+		END { if (!f) exit 1; print x }' "$1"
+}
+
+# it_kv_fig FILE NAME: it_kv_val for a figure in a message: "?" when
+# kvclient did not print it.
+it_kv_fig() { it_kv_val "$1" "$2" 2>/dev/null || echo "?"; }
+
+# it_kv_are FILE NAME OP N [NAME OP N]...: every NAME was printed and its
+# value compares with N as test's OP says (-eq, -gt, -ge ...); a missing
+# one fails, naming it.
+it_kv_are() {
+	local f=$1 v
+	shift
+	while (($# >= 3)); do
+		v=$(it_kv_val "$f" "$1") || {
+			echo "    ($f has no \"$1 N\" line)"
+			return 1
+		}
+		test "$v" "$2" "$3" || return 1
+		shift 3
+	done
+	(($# == 0))
+}
 
 # it_kv_show FILE REGEX: kvclient's lines matching REGEX, indented.
 it_kv_show() { grep -E -- "$2" "$1" | sed 's/^/    /' || true; }
@@ -858,7 +885,18 @@ EOF
 	check "it_wait_gone sees a process end" it_wait_gone "$p" 5000
 	printf 'acks 12\nconns gatewayd-0 3\nput-error Unavailable: x 2\n' >"$IT_TMP/kv.out"
 	check "it_kv_val reads kvclient's counts" \
-		test "$(it_kv_val "$IT_TMP/kv.out" acks)/$(it_kv_val "$IT_TMP/kv.out" "conns gatewayd-0")/$(it_kv_val "$IT_TMP/kv.out" nothing)" = 12/3/0
+		test "$(it_kv_val "$IT_TMP/kv.out" acks)/$(it_kv_val "$IT_TMP/kv.out" "conns gatewayd-0")" = 12/3
+	check "it_kv_val prints nothing and fails for a name not printed, a missing file, a line cut short" \
+		eval '! v=$(it_kv_val "$IT_TMP/kv.out" nothing) && [[ -z $v ]] &&
+			! it_kv_val "$IT_TMP/none" acks 2>/dev/null && printf "violations" >"$IT_TMP/cut.out" &&
+			! it_kv_val "$IT_TMP/cut.out" violations && ! it_kv_val /dev/null violations'
+	check "it_kv_fig shows a missing figure as ?" \
+		test "$(it_kv_fig "$IT_TMP/kv.out" acks)/$(it_kv_fig "$IT_TMP/kv.out" nothing)" = "12/?"
+	check "it_kv_are: present values that compare pass" \
+		it_kv_are "$IT_TMP/kv.out" acks -eq 12 "conns gatewayd-0" -gt 0
+	check "it_kv_are: a value that does not compare, a missing name (also for -eq 0), a dangling argument fail" \
+		eval '! it_kv_are "$IT_TMP/kv.out" acks -gt 12 && ! it_kv_are "$IT_TMP/kv.out" violations -eq 0 >/dev/null &&
+			! it_kv_are /dev/null violations -eq 0 >/dev/null && ! it_kv_are "$IT_TMP/kv.out" acks -eq'
 	check "it_lines counts lines, 0 for a missing file" \
 		test "$(it_lines "$IT_TMP/kv.out")/$(it_lines "$IT_TMP/none")" = 3/0
 	# kvclient's verdict: a stand-in prints FAKE_LINES and exits FAKE_RC,
