@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -245,6 +246,8 @@ struct peer {
 					   * a send or wake was queued) */
 	uint64_t next_run_ns;             /* transport thread: when peer_run is
 					   * due next for its timers; 0: none */
+	_Atomic uint64_t stream_refusals; /* stream requests answered with an
+					   * error; only grows (tests wait on it) */
 
 	pthread_mutex_t mu;
 	bool stop;                        /* under mu */

@@ -373,6 +373,8 @@ static void peer_serve_head(struct peer_conn *c)
 	default:
 		break;
 	}
+	if (c->route == PEER_R_STREAM && c->answer_status)
+		atomic_fetch_add(&c->p->stream_refusals, 1);
 	/* a refused request's body is read only when it is small */
 	if (c->answer_status)
 		max = PEER_SMALL_BODY;

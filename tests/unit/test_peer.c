@@ -93,6 +93,23 @@ static bool wait_kind(struct pt_node *n, enum peer_event_kind kind, uint64_t id,
 	return false;
 }
 
+/* Waits up to timeout_ms until n's transport has refused at least k
+ * stream requests (answered them with an error), or has attached a
+ * writer to peer id: until the dials of id's stream readers were judged,
+ * one way or the other. */
+static bool wait_judged(struct pt_node *n, uint64_t id, uint64_t k, int timeout_ms)
+{
+	uint64_t end = test_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+	while (atomic_load(&n->p->stream_refusals) < k && !pt_stream_up(n, id, PEER_STREAM_MESSAGE) &&
+	       !pt_stream_up(n, id, PEER_STREAM_MSGAPP)) {
+		if (test_now_ns() >= end)
+			return false;
+		usleep(10000);
+	}
+	return true;
+}
+
 static void drain(struct pt_node *n)
 {
 	struct peer_event ev;
@@ -269,9 +286,14 @@ static void test_refusals(void)
 	CHECK_EQ(peer_send(a.p, &m), 0);
 	CHECK(wait_kind(&a, PEER_EV_UNREACHABLE, 3, 5000));
 	free(blk);
-	usleep(300000);
-	CHECK(!pt_stream_up(&a, 3, PEER_STREAM_MESSAGE));
-	CHECK(!pt_stream_up(&c, 1, PEER_STREAM_MESSAGE));
+	/* once each has judged the other's stream dials (both streams, and
+	 * each dialed again after a refusal), none of them attached a writer */
+	CHECK(wait_judged(&a, 3, 4, 30000));
+	CHECK(wait_judged(&c, 1, 4, 30000));
+	for (int s = 0; s < PEER_N_STREAMS; s++) {
+		CHECK(!pt_stream_up(&a, 3, s));
+		CHECK(!pt_stream_up(&c, 1, s));
+	}
 	struct peer_event ev;
 	CHECK_EQ(pt_next_msg(&c, &ev, 200, NULL), -ETIMEDOUT);
 
@@ -532,7 +554,6 @@ static void test_unreachable(void)
 	CHECK_EQ(peer_active_since(a.p, 9), 0);
 	/* a member set without it drops it */
 	CHECK_EQ(peer_set_members(a.p, NULL, 0, NULL, 0), 0);
-	usleep(50000);
 	CHECK_EQ(peer_send(a.p, &m), -ENOENT);
 	pt_stop(&a);
 	close(fd);
