@@ -4,7 +4,9 @@
  * any alarm is raised, read from the db's alarm bucket, for /health; and
  * etcd's backend quota (etcdserver/quota.go, v3rpc/quota.go): a put or txn
  * that would take the db to --quota-backend-bytes is refused with
- * NoSpace and raises this member's NOSPACE alarm. */
+ * NoSpace and raises this member's NOSPACE alarm; and while stored's db
+ * is out of space (a full disk), new writes are refused with the same
+ * NoSpace. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -170,7 +172,22 @@ bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const Prot
 	a.memberid = s->member_id;
 	a.alarm = ETCDSERVERPB__ALARM_TYPE__NOSPACE;
 	gw_propose(s, NULL, ALARM_IRR_FIELD, buf, protobuf_c_message_pack(&a.base, buf));
-	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
-			 "etcdserver: mvcc: database space exceeded");
+	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, ALARM_NO_SPACE_TEXT);
+	return true;
+}
+
+bool alarm_db_no_space(struct gw_server *s)
+{
+	struct status_stored st;
+
+	return status_stored_read(s->r, &st) == 0 && st.db_no_space;
+}
+
+bool alarm_no_space_refuses(struct gw_server *s, struct grpc_call *call)
+{
+	if (!alarm_db_no_space(s))
+		return false;
+	s->stats.no_space++;
+	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, ALARM_NO_SPACE_TEXT);
 	return true;
 }

@@ -208,8 +208,17 @@ void conc_propose(struct gw_server *s, struct grpc_call *call, struct conc_op *o
 		  uint32_t field, const ProtobufCMessage *req)
 {
 	size_t len;
-	uint8_t *body = conc_pack(s, call, req, &len);
-	struct conc_step *st = body ? conc_step_new(call, op) : NULL;
+	uint8_t *body;
+	struct conc_step *st;
+
+	/* as etcd's servers get quota's NoSpace through clientv3: Unknown */
+	if (alarm_db_no_space(s)) {
+		s->stats.no_space++;
+		conc_fail(s, call, op, GRPC_STATUS_UNKNOWN, ALARM_NO_SPACE_TEXT);
+		return;
+	}
+	body = conc_pack(s, call, req, &len);
+	st = body ? conc_step_new(call, op) : NULL;
 
 	if (!st) {
 		conc_op_free(s, op);

@@ -414,7 +414,7 @@ static void kv_propose(struct gw_server *s, struct grpc_call *call, const struct
 	int rc = w->check(r);
 	if (rc)
 		kv_refuse(call, rc);
-	else
+	else if (!alarm_no_space_refuses(s, call))
 		gw_propose(s, call, w->field, msg, len);
 }
 
@@ -460,8 +460,10 @@ static void kv_txn(struct gw_server *s, struct grpc_call *call, const uint8_t *m
 				      (unsigned)s->max_txn_ops);
 	if (rc)
 		kv_refuse(call, rc);
-	else if (!mvcc_txn_is_readonly(r))
-		gw_propose(s, call, KV_IRR_TXN, msg, len);
+	else if (!mvcc_txn_is_readonly(r)) {
+		if (!alarm_no_space_refuses(s, call))
+			gw_propose(s, call, KV_IRR_TXN, msg, len);
+	}
 	else if (kv_txn_serializable(r))
 		kv_txn_now(s, call, r);
 	else

@@ -57,7 +57,7 @@ static void lease_grant(struct gw_server *s, struct grpc_call *call, const uint8
 	Etcdserverpb__LeaseGrantRequest *r =
 		gw_unpack(s, call, &etcdserverpb__lease_grant_request__descriptor, &msg, &len);
 
-	if (!r || alarm_quota_refuses(s, call, &r->base))
+	if (!r || alarm_quota_refuses(s, call, &r->base) || alarm_no_space_refuses(s, call))
 		return;
 	if (r->id == 0)
 		r->id = lease_next_id(s);
@@ -74,7 +74,8 @@ static void lease_grant(struct gw_server *s, struct grpc_call *call, const uint8
 static void lease_revoke(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
 			 size_t len)
 {
-	if (!gw_unpack(s, call, &etcdserverpb__lease_revoke_request__descriptor, &msg, &len))
+	if (!gw_unpack(s, call, &etcdserverpb__lease_revoke_request__descriptor, &msg, &len) ||
+	    alarm_no_space_refuses(s, call))
 		return;
 	gw_propose(s, call, LEASE_IRR_REVOKE, msg, len);
 }

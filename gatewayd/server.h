@@ -176,6 +176,7 @@ struct gw_stats {
 	uint64_t timeouts;         /* requests answered "request timed out" */
 	uint64_t leader_changed;   /* proposals answered "leader changed" (lost) */
 	uint64_t too_many;         /* requests refused: table or backlog full */
+	uint64_t no_space;         /* writes refused: stored's db out of space */
 	uint64_t backlogged;       /* records that went through the backlog */
 	uint64_t turns;
 	uint64_t watch_responses;  /* WatchResponses sent */
@@ -554,6 +555,17 @@ void alarm_status_errors(struct gw_server *s, const char *first, char ***errs, s
  * when it would take the db to --quota-backend-bytes; then this member's
  * NOSPACE alarm is proposed and call answered with etcd's NoSpace. */
 bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const ProtobufCMessage *req);
+/* etcd's NoSpace text, which the refusals below answer with. */
+#define ALARM_NO_SPACE_TEXT "etcdserver: mvcc: database space exceeded"
+/* Whether stored published that its db is out of space (status_stored's
+ * db_no_space): this member cannot apply a proposal until there is room,
+ * so a new write is refused rather than left to time out. */
+bool alarm_db_no_space(struct gw_server *s);
+/* The same for a write about to be proposed for call: when the db is out
+ * of space, call is answered ResourceExhausted ALARM_NO_SPACE_TEXT (etcd's
+ * ErrGRPCNoSpace) and true is returned; nothing is proposed and no alarm
+ * is raised (raising one is a proposal this member cannot apply either). */
+bool alarm_no_space_refuses(struct gw_server *s, struct grpc_call *call);
 /* Maintenance.Snapshot (snapshot.c): registered by maint_register;
  * snapshot_turn queues a bounded step of each stream, with the turn's
  * reads; snapshot_flushed, after the turn's flush, keeps the loop awake

@@ -124,9 +124,10 @@ enum {
 };
 enum {
 	STORED_ROOT, STORED_TXID, STORED_APPLIED, STORED_REVISION,
-	STORED_HIGH_WATER, STORED_EPOCH, STORED_DURABLE, STORED_DB_GEN,
+	STORED_HIGH_WATER, STORED_EPOCH, STORED_DURABLE, STORED_DB_GEN, STORED_NO_SPACE,
 	STORED_WORDS
 };
+_Static_assert(STORED_WORDS <= STATUS_SEQLOCK_WORDS, "stored's record fits its seqlock");
 
 void status_raftd_write(struct shm_region *r, const struct status_raftd *st)
 {
@@ -169,6 +170,7 @@ void status_stored_write(struct shm_region *r, const struct status_stored *st)
 	w[STORED_EPOCH] = st->epoch;
 	w[STORED_DURABLE] = st->durable_index;
 	w[STORED_DB_GEN] = st->db_generation;
+	w[STORED_NO_SPACE] = st->db_no_space;
 	status_seqlock_write(status_stored_lock(r), w, STORED_WORDS);
 }
 
@@ -187,6 +189,7 @@ int status_stored_read(struct shm_region *r, struct status_stored *out)
 	out->epoch = w[STORED_EPOCH];
 	out->durable_index = w[STORED_DURABLE];
 	out->db_generation = w[STORED_DB_GEN];
+	out->db_no_space = w[STORED_NO_SPACE] != 0;
 	return 0;
 }
 

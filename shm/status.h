@@ -39,6 +39,13 @@ struct status_stored {
 	uint64_t epoch;           /* bumped each time stored starts */
 	uint64_t durable_index;   /* last index covered by a durable checkpoint */
 	uint64_t db_generation;   /* bumped when the db file is replaced */
+	/* The db's last write found no room (ENOSPC or EDQUOT: a batch, a
+	 * checkpoint, the open or a received db's copy): gatewayd refuses
+	 * new writes. Cleared when a batch commits or a received db is
+	 * installed. A restarted stored keeps it while raftd has committed
+	 * entries for it to apply (they tell whether there is room again)
+	 * and clears it at its open otherwise, as no batch would come. */
+	bool db_no_space;
 };
 
 /* Seqlock on an array of 64-bit words, the building block of the above.

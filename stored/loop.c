@@ -187,6 +187,37 @@ static void loop_write_status(struct stored_loop *l)
 	status_stored_write(l->r, &l->pub);
 }
 
+/*
+ * A write of the db failed with rc: when for want of room, publishes
+ * db_no_space (shm/status.h) so that gatewayd refuses new writes at once
+ * rather than letting them wait for a stored that cannot apply them. One
+ * line per episode: a stored restarted during it finds the flag in the
+ * record it took over and says nothing more here (each failure still
+ * logs its own cause).
+ */
+static void loop_no_space_set(struct stored_loop *l, int rc)
+{
+	if (!loop_no_space(rc) || l->pub.db_no_space)
+		return;
+	log_warn("the db is out of space: gateways refuse new writes with \"etcdserver: mvcc: "
+		 "database space exceeded\" until a batch commits again; free space on the disk "
+		 "that holds the db", LOG_STR("path", l->db_path),
+		 LOG_U64("applied-index", l->pub.applied_index), LOG_ERRNO(rc));
+	l->pub.db_no_space = true;
+	loop_write_status(l);
+}
+
+/* A write of the db found room again (a batch committed, a received db
+ * was installed): clears db_no_space, published with the new root. */
+static void loop_no_space_clear(struct stored_loop *l, const char *why)
+{
+	if (!l->pub.db_no_space)
+		return;
+	log_info("the db has space again: gateways take new writes", LOG_STR("path", l->db_path),
+		 LOG_STR("reason", why), LOG_U64("applied-index", l->committed_index));
+	l->pub.db_no_space = false;
+}
+
 /* Publishes index as the delivered index (status_stored_deliver), when it
  * is past the one published: every result up to it is in its ring by now
  * (not past a compaction whose answer still waits). */
@@ -377,6 +408,21 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 	return rc;
 }
 
+/*
+ * Whether raftd has committed entries past what the db holds, which this
+ * stored applies next. A db_no_space carried over from the previous
+ * stored stays until they commit (or fail again); with none of them, no
+ * batch would ever come to clear it, as gateways refuse the writes that
+ * would make one, so the flag goes at the open. Unknown (raftd's record
+ * unreadable): false, for the same reason.
+ */
+static bool loop_has_replay(struct stored_loop *l)
+{
+	struct status_raftd rs;
+
+	return status_raftd_read(l->r, &rs) == 0 && rs.commit_index > l->committed_index;
+}
+
 int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 		     struct stored_loop **out)
 {
@@ -434,8 +480,11 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	l->delivered = status_stored_delivered(r);
 	readers_reap(r);
 	rc = loop_open_db(l, &prev, known);
-	if (rc)
+	if (rc) {
+		if (known)
+			loop_no_space_set(l, rc); /* l->pub is still prev */
 		goto out_free;
+	}
 	loop_cache_open(l);
 
 	mvcc_store_state(l->store, &ms);
@@ -452,6 +501,9 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	if (l->committed_index < l->hold)
 		log_info("keeping the previous root published until the applied index catches up",
 			 LOG_U64("applied-index", l->committed_index), LOG_U64("hold-index", l->hold));
+	if (l->pub.db_no_space && !loop_has_replay(l))
+		loop_no_space_clear(l, "the db opened with nothing left to apply; the next write "
+				       "finds out whether there is room");
 	loop_publish_root(l);
 	shm_events_notify(l->r);
 	*out = l;
@@ -534,6 +586,7 @@ static int loop_checkpoint_failed(struct stored_loop *l, int rc)
 	log_error(hint ? hint : "checkpoint failed; restart stored to recover from the last one",
 		  LOG_STR("path", l->db_path), LOG_STR("reason", errmsg_get(rc)),
 		  LOG_ERRNO(rc));
+	loop_no_space_set(l, rc);
 	loop_withdraw_root(l);
 	return rc;
 }
@@ -759,6 +812,7 @@ static int loop_batch_failed(struct stored_loop *l, int rc)
 		  LOG_STR("path", l->db_path),
 		  LOG_U64("applied-index", l->committed_index), LOG_U64("next-index", l->applied + 1),
 		  LOG_STR("reason", why), LOG_ERRNO(rc));
+	loop_no_space_set(l, rc);
 	loop_withdraw_root(l);
 	return rc;
 }
@@ -884,6 +938,7 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 					      "stored to try again",
 			  LOG_STR("path", path), LOG_U64("snapshot-index", m.index),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+		loop_no_space_set(l, rc);
 		return rc;
 	}
 	if (rc) {
@@ -909,6 +964,7 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 			 LOG_U64("count", l->nwaiting));
 	l->nwaiting = 0;
 	l->st.installs++;
+	loop_no_space_clear(l, "a received db was installed");
 	loop_publish_root(l);
 	loop_deliver_index(l, l->committed_index);
 	shm_events_notify(l->r);
@@ -1010,6 +1066,7 @@ static int loop_batch(struct stored_loop *l)
 	l->since_checkpoint += l->applied - first;
 	l->committed_index = l->applied;
 	l->dirty = true;
+	loop_no_space_clear(l, "a batch committed");
 	loop_publish_root(l);
 	rc = loop_deliver(l);
 	shm_events_notify(l->r); /* the events are out even if the answers failed */

@@ -41,6 +41,16 @@
  * disk space, I/O) fails the turn instead: stored restarts, and raftd,
  * seeing the new epoch, sends the install again.
  *
+ * Out of space. A batch, checkpoint, open or install that fails with
+ * ENOSPC or EDQUOT publishes db_no_space in the status record (one log
+ * line per episode) before the process restarts, and gatewayd refuses
+ * new writes with etcd's NoSpace while it is set; requests already
+ * proposed wait for their results. The next batch that commits (or a
+ * received db installed) clears it, with a line. A restarted stored keeps
+ * it while raftd has committed entries past the db's consistent index
+ * (its replay finds out whether there is room) and clears it at its open
+ * otherwise, since the refused writes would never make a batch.
+ *
  * Restart (invariant 4, docs/invariants.md). stored_loop_open starts from the db's last
  * checkpoint and the last record published in the region: the epoch is the
  * previous one plus one; txids continue above the published one; pages are

@@ -9,12 +9,18 @@
 # (or fail with clean gRPC errors, or the client's deadline) while the
 # disk is full, none acknowledged before is lost, and no process exits
 # in a way the launcher gives up on (stored exits and is restarted with
-# a backoff). Once the filler is removed, writes are acknowledged again
-# (after stored's restart and replay). At the end the db passes bbolt's
-# own check (tests/tools/boltcheck) and every acknowledged put is there,
-# also after a stop and a start. Then the disk fills up again and the
-# member is stopped and started while it is full: once space is freed it
-# answers, takes writes again and has every acknowledged put.
+# a backoff). While the db has no room, a new put is refused at once with
+# etcd's NoSpace ("etcdserver: mvcc: database space exceeded": stored
+# publishes the db's lack of space in its status record and gatewayd
+# refuses new writes before proposing them), and stored says so once per
+# episode. Once the filler is removed, writes are acknowledged again
+# (after stored's restart and replay), stored says there is space again,
+# a new put is taken and the refused one was never applied. At the end
+# the db passes bbolt's own check (tests/tools/boltcheck) and every
+# acknowledged put is there, also after a stop and a start. Then the disk
+# fills up again and the member is stopped and started while it is full:
+# once space is freed it answers, takes writes again and has every
+# acknowledged put.
 # Exits 77 when not root (the mount needs it), without unshare, or when
 # the programs, etcdctl, python3, curl or Go with Debian's clientv3 and
 # bbolt are missing.
@@ -73,12 +79,51 @@ check "the launcher still runs" kill -0 "$IT_CETCD_PID"
 check "no process crashed (no signal ended one)" \
 	test "$(it_count "$log" '"msg":"process exited".*"signal"')" -eq 0
 
+# A new put: refused with NoSpace within its command timeout, not left to
+# time out. The flag is set at stored's first failure and kept across its
+# restarts; a few tries are allowed for a batch that fit in the db's free
+# pages and cleared it meanwhile (a try that was proposed then waits out
+# its 10 s).
+out_of_space='"msg":"the db is out of space: gateways refuse new writes'
+space_again='"msg":"the db has space again: gateways take new writes'
+nospace='etcdserver: mvcc: database space exceeded'
+probe=0
+probe_ms=0
+probe_refused() {
+	local out t0
+	probe=$((probe + 1))
+	t0=$(it_now_ms)
+	out=$(timeout 30 etcdctl --endpoints "$ep" --dial-timeout 2s --command-timeout 10s \
+		put "nospace/probe-$probe" v 2>&1) && return 1
+	probe_ms=$(($(it_now_ms) - t0))
+	[[ $out == *"$nospace"* ]] && return 0
+	echo "  (put $probe: $out)"
+	return 1
+}
+check "stored says the db is out of space and gateways refuse new writes" \
+	it_wait_log "$log" "$out_of_space.*\"path\":\"$db\"" 30
+check "the restarted stored finds no room either" it_wait_log "$log" "$hint" 60 2
+check "and says nothing more of it: one line per episode, not per failure ($(it_count "$log" "$out_of_space") for $(it_count "$log" "$hint") failures)" \
+	test "$(it_count "$log" "$out_of_space")" -eq 1
+check "a new put is refused with \"$nospace\"" it_until 60000 probe_refused
+check "at once: well within its 10 s command timeout (took $probe_ms ms, try $probe)" \
+	test "$probe_ms" -lt 5000
+
 rm -f "$filler"
 at=$(it_lines "$acks")
 check "with space freed, writes are acknowledged again (200 more after $at)" \
 	it_wait_lines "$acks" $((at + 200)) 90
 check "the writers saw no violation (clean errors only, revisions grow per writer)" \
 	it_kv_stop "$w" "$IT_TMP/writer.out" '-error |^violation '
+check "stored says the db has space again" it_wait_log "$log" "$space_again" 30
+check "a new put is taken again (the flag is gone)" \
+	etcdctl --endpoints "$ep" --command-timeout 10s put nospace/after v
+check "the refused put was never applied" \
+	test -z "$(etcdctl --endpoints "$ep" --command-timeout 10s get "nospace/probe-$probe" 2>&1)"
+sets=$(it_count "$log" "$out_of_space")
+clears=$(it_count "$log" "$space_again")
+check "one line when space runs out and one when it is back, per episode ($sets, $clears; stored restarted $(it_count "$log" '"msg":"restarting process","process":"stored"') times)" \
+	test "$sets" -ge 1 -a "$sets" -eq "$clears"
 n=$(it_lines "$acks")
 echo "  $n acknowledged puts; stored ran $(it_count "$log" '"msg":"restarting process","process":"stored"') restart(s)"
 check "all $n acknowledged puts are there (value, mod revision)" it_acked_at "$ep" fd "$acks" "$n"

@@ -19,7 +19,11 @@
  * (read index, then a wait for stored's applied index, woken by
  * shm_events_notify); Range and read-only Txn from a db written by
  * stored's MVCC layer, the hand-encoded RangeResponse decoded and
- * compared; Status and MemberList; /health and /version over HTTP/1.1.
+ * compared; Status and MemberList; /health and /version over HTTP/1.1;
+ * while stored's record says its db is out of space, new writes refused
+ * at once with etcd's NoSpace (nothing proposed), a write proposed before
+ * still answered by its result, reads served, and writes proposed again
+ * once the flag is gone.
  */
 #include "test_h2_client.h"
 
@@ -45,6 +49,7 @@
 #include "stored/btree/arena.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/mvcc.h"
+#include "v3lockpb/v3lock.pb-c.h"
 
 #define MAX_REQ (64u * 1024u)
 #define PENDING_CAP 8u
@@ -898,6 +903,112 @@ static void test_range(void)
 	CHECK_EQ(take_to_raftd(v, 2), 0); /* served without raftd */
 }
 
+/* One call that must be refused with code and etcd's NoSpace text. */
+static void check_no_space(const char *path, const ProtobufCMessage *m, int code)
+{
+	struct tc_stream *s = call(path, m);
+	wait_closed(s);
+	check_status(s, code, "etcdserver: mvcc: database space exceeded");
+}
+
+/* stored's db is out of space (status_stored's db_no_space): every new
+ * write is refused before it is proposed; a write proposed before waits
+ * for its result, which is then answered as stored gives it; reads go
+ * on; once stored clears the flag, writes are proposed again. */
+static void test_no_space(void)
+{
+	struct status_stored st;
+	struct rec v[4];
+	size_t len;
+
+	CHECK_EQ(status_stored_read(harn, &st), 0);
+	CHECK(!st.db_no_space);
+	struct tc_stream *early = put("early", (const uint8_t *)"v", 1);
+	struct rec r = one_proposal();
+	struct msg_origin o = proposal_origin(&r);
+
+	st.db_no_space = true;
+	status_stored_write(harn, &st);
+	uint64_t refused = srv->stats.no_space;
+
+	Etcdserverpb__PutRequest pr;
+	etcdserverpb__put_request__init(&pr);
+	pr.key.data = (uint8_t *)"k";
+	pr.key.len = 1;
+	check_no_space("/etcdserverpb.KV/Put", &pr.base, 8);
+	Etcdserverpb__DeleteRangeRequest dr;
+	etcdserverpb__delete_range_request__init(&dr);
+	dr.key.data = (uint8_t *)"a";
+	dr.key.len = 1;
+	check_no_space("/etcdserverpb.KV/DeleteRange", &dr.base, 8);
+	Etcdserverpb__PutRequest tp;
+	Etcdserverpb__RequestOp *tops[1] = { op_put(&tp, "t") };
+	Etcdserverpb__TxnRequest txn;
+	etcdserverpb__txn_request__init(&txn);
+	txn.n_failure = 1;
+	txn.failure = tops;
+	check_no_space("/etcdserverpb.KV/Txn", &txn.base, 8);
+	free(tops[0]);
+	Etcdserverpb__CompactionRequest cr;
+	etcdserverpb__compaction_request__init(&cr);
+	cr.revision = 2;
+	check_no_space("/etcdserverpb.KV/Compact", &cr.base, 8);
+	Etcdserverpb__LeaseGrantRequest lg;
+	etcdserverpb__lease_grant_request__init(&lg);
+	lg.ttl = 60;
+	check_no_space("/etcdserverpb.Lease/LeaseGrant", &lg.base, 8);
+	Etcdserverpb__LeaseRevokeRequest lr;
+	etcdserverpb__lease_revoke_request__init(&lr);
+	lr.id = 7;
+	check_no_space("/etcdserverpb.Lease/LeaseRevoke", &lr.base, 8);
+	/* etcd's lock server gets NoSpace through clientv3: Unknown */
+	V3lockpb__LockRequest lk;
+	v3lockpb__lock_request__init(&lk);
+	lk.name.data = (uint8_t *)"m";
+	lk.name.len = 1;
+	check_no_space("/v3lockpb.Lock/Lock", &lk.base, 2);
+	CHECK_EQ(take_to_raftd(v, 4), 0); /* nothing was proposed */
+	CHECK_EQ(srv->stats.no_space - refused, 7);
+
+	/* reads are served: a Range and a read-only Txn */
+	Etcdserverpb__RangeRequest rq;
+	etcdserverpb__range_request__init(&rq);
+	rq.key.data = (uint8_t *)"a";
+	rq.key.len = 1;
+	rq.serializable = true;
+	Etcdserverpb__RangeResponse *resp = range(&rq, NULL);
+	CHECK(resp != NULL && resp->n_kvs == 1);
+	etcdserverpb__range_response__free_unpacked(resp, NULL);
+	Etcdserverpb__RequestOp rop, *rops[1] = { &rop };
+	etcdserverpb__request_op__init(&rop);
+	rop.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	rop.request_range = &rq;
+	etcdserverpb__txn_request__init(&txn);
+	txn.n_success = 1;
+	txn.success = rops;
+	CHECK(answer(call("/etcdserverpb.KV/Txn", &txn.base), &len) != NULL);
+
+	/* the write proposed before the flag was not answered as failed:
+	 * its outcome comes from stored */
+	CHECK(!early->closed);
+	const uint8_t body[] = { 0x0a, 0x00 };
+	push_result(&o, 0, body, sizeof(body));
+	CHECK(answer(early, &len) != NULL);
+	free_recs(&r, 1);
+
+	/* space is back: writes are proposed again */
+	st.db_no_space = false;
+	status_stored_write(harn, &st);
+	struct tc_stream *s = put("k", (const uint8_t *)"v", 1);
+	r = one_proposal();
+	o = proposal_origin(&r);
+	push_result(&o, 0, body, sizeof(body));
+	CHECK(answer(s, &len) != NULL);
+	free_recs(&r, 1);
+	CHECK_EQ(srv->stats.no_space - refused, 7);
+	CHECK_EQ(srv->pending.count, 0);
+}
+
 /* Point reads arriving together are answered together at the end of the
  * turn (kv_turn): more of them than one batch holds, keys that exist and
  * keys that do not, keys_only and count_only among them, and a call reset
@@ -1223,6 +1334,7 @@ int main(void)
 	test_range_before_db();
 	open_db();
 	test_range();
+	test_no_space();
 	test_linearizable();
 	test_status_members();
 	test_http1();

@@ -32,6 +32,13 @@
  *   fails the turn with the retry message, leaves the member's db and
  *   published root as they were and no copy behind, and installs once
  *   raftd sends it again with space back
+ * - the status record's db_no_space (what gateways refuse new writes
+ *   on): set by a batch, a checkpoint or an install that finds no room
+ *   (not by a failed sync), with one line per episode; a stored restarted
+ *   during it keeps it while raftd has entries for it to apply, logging
+ *   no second line, and clears it (with a line) when a batch commits or a
+ *   received db is installed; one restarted with nothing to apply clears
+ *   it at its open, as nothing else would
  */
 #include <fcntl.h>
 
@@ -115,6 +122,34 @@ static struct status_stored member_status(struct member *mb)
 {
 	return tst_status(mb->e.gw);
 }
+
+/* raftd's record: entries up to commit are committed. */
+static void member_raftd_commit(struct member *mb, uint64_t commit)
+{
+	struct status_raftd rs = { .leader_id = 1, .term = 2, .commit_index = commit,
+				   .is_leader = true };
+	status_raftd_write(mb->e.rf, &rs);
+}
+
+/* How many times text is in stored's last log. */
+static int member_log_count(struct member *mb, const char *text)
+{
+	static char buf[1 << 16];
+	ssize_t n, got = 0;
+	int fd = open(mb->log_path, O_RDONLY | O_CLOEXEC), count = 0;
+
+	CHECK(fd >= 0);
+	while ((n = read(fd, buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
+		got += n;
+	close(fd);
+	buf[got] = '\0';
+	for (const char *p = buf; (p = strstr(p, text)); p++)
+		count++;
+	return count;
+}
+
+#define NO_SPACE_LINE "\"msg\":\"the db is out of space: gateways refuse new writes"
+#define SPACE_BACK_LINE "\"msg\":\"the db has space again: gateways take new writes"
 
 /* Commits put i (key k<i> = v<i>) at index i, as raftd hands it over. */
 static void member_put(struct member *mb, uint64_t i)
@@ -285,11 +320,13 @@ static void test_batch_full(void)
 	before = member_status(&mb);
 	CHECK_EQ(before.durable_index, 100u);
 	CHECK_EQ(before.applied_index, 200u);
+	CHECK(!before.db_no_space);
 
 	/* The disk fills up: the next batch's pages are refused. */
 	disk_full(&mb, true);
 	for (uint64_t i = 201; i <= 240; i++)
 		member_put(&mb, i);
+	member_raftd_commit(&mb, 240);
 	rc = member_turn_logged(&mb);
 	printf("batch on a full disk: %s\n", errmsg_get(rc));
 	CHECK_EQ(rc, -ENOSPC);
@@ -303,11 +340,16 @@ static void test_batch_full(void)
 	CHECK_EQ(st.root_page, before.root_page);
 	CHECK_EQ(st.applied_index, 200u);
 	CHECK_EQ(member_check(&mb, 200), 200u);
+	/* Gateways are told, once, with a line that names the db. */
+	CHECK(st.db_no_space);
+	CHECK_EQ(member_log_count(&mb, NO_SPACE_LINE), 1);
 
 	/* A new stored on the still full disk fails the same way, at its
 	 * open or its first batch. Readers keep the old root meanwhile. */
 	rc = member_restart(&mb);
 	if (rc == 0) {
+		/* raftd has entries for it: the flag stays until they apply */
+		CHECK(member_status(&mb).db_no_space);
 		rc = member_replay(&mb, 240);
 		CHECK_EQ(rc, -ENOSPC);
 	}
@@ -317,12 +359,29 @@ static void test_batch_full(void)
 	st = member_status(&mb);
 	CHECK_EQ(st.root_page, before.root_page);
 	CHECK_EQ(member_check(&mb, 200), 200u);
+	/* The same episode: still set, and no second line. */
+	CHECK(st.db_no_space);
+	CHECK_EQ(member_log_count(&mb, NO_SPACE_LINE), 0);
+	CHECK_EQ(member_log_count(&mb, SPACE_BACK_LINE), 0);
 
 	/* Space is back: the next stored replays from the durable index;
 	 * every put is applied once, at its revision. */
 	disk_full(&mb, false);
 	CHECK_EQ(member_restart(&mb), 0);
-	CHECK_EQ(member_replay(&mb, 240), 0);
+	CHECK(member_status(&mb).db_no_space);
+	CHECK_EQ(member_log_count(&mb, SPACE_BACK_LINE), 0);
+	{
+		int fd = open(mb.log_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+		CHECK(fd >= 0);
+		log_set_fd(fd);
+		CHECK_EQ(member_replay(&mb, 240), 0);
+		log_set_fd(2);
+		close(fd);
+	}
+	CHECK(!member_status(&mb).db_no_space);
+	CHECK_EQ(member_log_count(&mb, SPACE_BACK_LINE), 1);
+	CHECK(member_logged(&mb, "\"reason\":\"a batch committed\""));
+	CHECK_EQ(member_log_count(&mb, NO_SPACE_LINE), 0);
 	CHECK_EQ(member_apply(&mb, 241, 260), 0);
 	CHECK_EQ(stored_loop_checkpoint(mb.e.l), 0);
 	st = member_status(&mb);
@@ -366,10 +425,15 @@ static void test_checkpoint_full(void)
 	CHECK_EQ(st.durable_index, 50u);
 	CHECK_EQ(st.applied_index, 150u);
 	CHECK_EQ(st.root_page, 0); /* the failed db's pages may be lost */
+	CHECK(st.db_no_space);
+	CHECK(member_logged(&mb, NO_SPACE_LINE));
 
 	disk_full(&mb, false);
+	member_raftd_commit(&mb, 150);
 	CHECK_EQ(member_restart(&mb), 0);
+	CHECK(member_status(&mb).db_no_space);
 	CHECK_EQ(member_replay(&mb, 150), 0);
+	CHECK(!member_status(&mb).db_no_space);
 	CHECK_EQ(stored_loop_checkpoint(mb.e.l), 0);
 	CHECK_EQ(member_status(&mb).durable_index, 150u);
 	CHECK_EQ(member_check(&mb, 150), 150u);
@@ -427,6 +491,8 @@ static void test_background_sync(long sync_at, const char *path)
 	CHECK(!strstr(errmsg_get(rc), "restore from a snapshot"));
 	st = member_status(&mb);
 	CHECK_EQ(st.root_page, 0);
+	CHECK(!st.db_no_space); /* a failed sync is not a full disk */
+	CHECK(!member_log_has(&mb, NO_SPACE_LINE, false));
 	uint64_t last = i - 1;
 
 	/* The next stored replays from the durable checkpoint. */
@@ -491,12 +557,18 @@ static void test_install_full(void)
 	CHECK_EQ(st.root_page, before.root_page);
 	CHECK_EQ(st.db_generation, before.db_generation);
 	CHECK_EQ(member_check(&mb, 20), 20u);
+	CHECK(st.db_no_space);
+	CHECK(member_logged(&mb, NO_SPACE_LINE));
 
 	/* Space is back; raftd sends the install again to the new stored. */
 	disk_full(&mb, false);
+	member_raftd_commit(&mb, 300);
 	CHECK_EQ(member_restart(&mb), 0);
+	CHECK(member_status(&mb).db_no_space);
 	CHECK_EQ(tst_install(mb.e.committed, 300, 2, snap), 0);
-	CHECK_EQ(stored_loop_turn(mb.e.l, NULL), 0);
+	CHECK_EQ(member_turn_logged(&mb), 0);
+	CHECK(!member_status(&mb).db_no_space);
+	CHECK(member_logged(&mb, "\"reason\":\"a received db was installed\""));
 	stored_loop_stats(mb.e.l, &s);
 	CHECK_EQ(s.installs, 1u);
 	CHECK_EQ(s.applied_index, 300u);
@@ -506,9 +578,48 @@ static void test_install_full(void)
 	member_fini(&mb);
 }
 
+/* ---- a stored restarted during an episode with nothing to apply ---- */
+
+/* The previous stored left db_no_space set (it died on a full disk) and
+ * space is back. With raftd committed no further than the db holds, no
+ * batch would come to clear the flag (gateways refuse the writes that
+ * would make one): the open clears it. With entries to apply, it stays
+ * until they commit. */
+static void test_idle_restart(void)
+{
+	struct member mb;
+	struct status_stored st;
+
+	member_init(&mb);
+	CHECK_EQ(member_apply(&mb, 1, 30), 0);
+	CHECK_EQ(stored_loop_checkpoint(mb.e.l), 0);
+	st = member_status(&mb);
+	st.db_no_space = true;
+	status_stored_write(mb.e.st, &st); /* as the stored before left it */
+
+	member_raftd_commit(&mb, 30);
+	CHECK_EQ(member_restart(&mb), 0);
+	CHECK(!member_status(&mb).db_no_space);
+	CHECK(member_logged(&mb, SPACE_BACK_LINE));
+	CHECK(member_logged(&mb, "nothing left to apply"));
+
+	st = member_status(&mb);
+	st.db_no_space = true;
+	status_stored_write(mb.e.st, &st);
+	member_raftd_commit(&mb, 31);
+	CHECK_EQ(member_restart(&mb), 0);
+	CHECK(member_status(&mb).db_no_space);
+	CHECK_EQ(member_log_count(&mb, SPACE_BACK_LINE), 0);
+	CHECK_EQ(member_apply(&mb, 31, 31), 0);
+	CHECK(!member_status(&mb).db_no_space);
+	CHECK_EQ(member_check(&mb, 31), 31u);
+	member_fini(&mb);
+}
+
 int main(void)
 {
 	test_batch_full();
+	test_idle_restart();
 	test_checkpoint_full();
 	/* the pages dropped: the next batch reads old bytes and fails */
 	test_background_sync(0, "the batch read pages the failed checkpoint's sync may have dropped");
