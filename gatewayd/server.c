@@ -968,6 +968,7 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
 	}
 	case GW_SRC_WAKER:
 		s->waker_fired = true;
+		s->stats.wakes++;
 		break;
 	case GW_SRC_TIMER:
 		if (read(src->fd, &ticks, sizeof(ticks)) < 0)
@@ -1036,6 +1037,8 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 		/* EINTR: a signal, or in ring mode the doorbell's wake */
 		if (errno != EINTR)
 			log_error("epoll_wait failed", LOG_ERRNO(-errno));
+		else if (s->waker.ring_live)
+			s->stats.wakes++;
 		n = 0;
 	}
 	shm_waker_done(&s->waker);

@@ -179,6 +179,8 @@ struct gw_stats {
 	uint64_t no_space;         /* writes refused: stored's db out of space */
 	uint64_t backlogged;       /* records that went through the backlog */
 	uint64_t turns;
+	uint64_t wakes;            /* waits the doorbell's waker ended (in ring
+				    * mode, or a signal) */
 	uint64_t watch_responses;  /* WatchResponses sent */
 	uint64_t watch_events;     /* events they carried */
 	uint64_t watch_held;       /* events held while their stream was backlogged */
