@@ -141,6 +141,13 @@ static int read_varint(struct check_ctx *c, struct proto_reader *r, uint64_t *v)
 	return rc;
 }
 
+/* Whether gogo's sum, in an int, of an offset at and a length n goes
+ * past the largest int (and so is negative). */
+static bool int_sum_wraps(size_t at, uint64_t n)
+{
+	return n > (uint64_t)INT64_MAX - at;
+}
+
 /*
  * Reads a length prefix as gogo does: an int, so a value with bit 63 set
  * is negative; the bytes it announces must be there.
@@ -192,7 +199,7 @@ static int skip_unknown(struct check_ctx *c, struct proto_reader *r, unsigned wi
 			if (depth == 0) {
 				const uint8_t *at = r->p;
 				rc = proto_read_varint(r, &v);
-				if (rc == 0 && v > (uint64_t)INT64_MAX - (uint64_t)(r->p - start))
+				if (rc == 0 && int_sum_wraps((size_t)(r->p - start), v))
 					return fail(c, -EBADMSG, TXT_NEGATIVE);
 				r->p = at;
 			}
@@ -231,10 +238,8 @@ static bool merged_field(const ProtobufCMessageDescriptor *desc, const ProtobufC
 	       !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && f - desc->fields < 64;
 }
 
-/* Reads the value of known field f, of wire type wire (already checked
- * against its declaration). */
-static int check_value(struct check_ctx *c, struct proto_reader *r,
-		       const ProtobufCFieldDescriptor *f, unsigned wire, unsigned depth)
+/* Reads a varint, fixed64 or fixed32 value (wire type wire). */
+static int check_scalar(struct check_ctx *c, struct proto_reader *r, unsigned wire)
 {
 	uint64_t v;
 	int rc;
@@ -243,31 +248,67 @@ static int check_value(struct check_ctx *c, struct proto_reader *r,
 		rc = read_varint(c, r, &v);
 		return rc ? fail_read(c, rc) : 0;
 	}
-	if (wire != PROTO_WIRE_BYTES) {
-		v = wire == PROTO_WIRE_FIXED64 ? 8 : 4;
-		if (v > proto_reader_left(r))
-			return fail(c, -EBADMSG, TXT_EOF);
-		r->p += v;
+	v = wire == PROTO_WIRE_FIXED64 ? 8 : 4;
+	if (v > proto_reader_left(r))
+		return fail(c, -EBADMSG, TXT_EOF);
+	r->p += v;
+	return 0;
+}
+
+/*
+ * Reads a packed run of the repeated scalar f, in the message that starts
+ * at msg, as gogo does. gogo adds the run's length to the run's offset in
+ * the message in an int, and checks the sum against the message's end: a
+ * sum that goes past the largest int is negative, so it passes, and gogo
+ * reads no element and takes the bytes after the length for the next
+ * field. Otherwise gogo reads elements while it is short of the run's
+ * end, each bounded by the message, not by the run.
+ */
+static int check_packed(struct check_ctx *c, struct proto_reader *r, const uint8_t *msg,
+			const ProtobufCFieldDescriptor *f)
+{
+	unsigned ew = proto_check_declared_wire(f->type);
+	uint64_t v;
+	int rc = read_varint(c, r, &v);
+
+	if (rc)
+		return fail_read(c, rc);
+	if ((int64_t)v < 0)
+		return fail(c, -EBADMSG, TXT_NEGATIVE);
+	if (int_sum_wraps((size_t)(r->p - msg), v)) {
+		c->canonical = false;
 		return 0;
 	}
+	if (v > proto_reader_left(r))
+		return fail(c, -EBADMSG, TXT_EOF);
+	const uint8_t *post = r->p + v;
+	while (r->p < post) {
+		rc = check_scalar(c, r, ew);
+		if (rc)
+			return rc;
+	}
+	if (r->p != post)
+		c->canonical = false;
+	return 0;
+}
+
+/* Reads the value of known field f, of wire type wire (already checked
+ * against its declaration), in the message that starts at msg. */
+static int check_value(struct check_ctx *c, struct proto_reader *r, const uint8_t *msg,
+		       const ProtobufCFieldDescriptor *f, unsigned wire, unsigned depth)
+{
+	uint64_t v;
+	int rc;
+
+	if (wire != PROTO_WIRE_BYTES)
+		return check_scalar(c, r, wire);
+	if (packable(f))
+		return check_packed(c, r, msg, f);
 	rc = read_len(c, r, &v);
 	if (rc)
 		return rc;
-	const uint8_t *p = r->p, *post = r->p + v;
-	if (packable(f)) {
-		/* gogo reads elements while it is short of the end, each
-		 * bounded by the message, not by the packed length. */
-		unsigned ew = proto_check_declared_wire(f->type);
-		while (r->p < post) {
-			rc = check_value(c, r, f, ew, depth);
-			if (rc)
-				return rc;
-		}
-		if (r->p != post)
-			c->canonical = false;
-		return 0;
-	}
-	r->p = post;
+	const uint8_t *p = r->p;
+	r->p += v;
 	if (f->type == PROTOBUF_C_TYPE_STRING && memchr(p, '\0', v) != NULL)
 		c->nul = true;
 	if (f->type == PROTOBUF_C_TYPE_MESSAGE)
@@ -320,7 +361,7 @@ static int check_message(struct check_ctx *c, const ProtobufCMessageDescriptor *
 					c->canonical = false;
 				messages_seen |= bit;
 			}
-			rc = check_value(c, &r, f, wire, depth);
+			rc = check_value(c, &r, data, f, wire, depth);
 		}
 		if (rc)
 			return rc;
@@ -396,13 +437,16 @@ static void canon_find_span(void *arg, const uint8_t *data, size_t len)
 		uint64_t v = 0;
 
 		(void)proto_read_key(&r, &num, &wire);
-		if (num == f->num && wire == PROTO_WIRE_BYTES) {
-			(void)proto_read_varint(&r, &v);
-			f->fn(f->arg, r.p, (size_t)v);
-			r.p += v;
-		} else {
+		if (wire != PROTO_WIRE_BYTES) {
 			(void)skip_unknown(&c, &r, wire, field_start);
+			continue;
 		}
+		(void)proto_read_varint(&r, &v);
+		if (int_sum_wraps((size_t)(r.p - data), v))
+			continue; /* a packed run gogo reads no element of (check_packed) */
+		if (num == f->num)
+			f->fn(f->arg, r.p, (size_t)v);
+		r.p += v;
 	}
 }
 
@@ -474,7 +518,7 @@ static void canon_span(void *arg, const uint8_t *data, size_t len)
 		const uint8_t *post = r.end;
 		if (packed) {
 			(void)proto_read_varint(&r, &v); /* packed: written unpacked */
-			post = r.p + v;
+			post = int_sum_wraps((size_t)(r.p - data), v) ? r.p : r.p + v;
 		}
 		/* the value, or each element of a packed run (an empty run has none) */
 		for (bool more = !packed || r.p < post; more; more = packed && r.p < post) {

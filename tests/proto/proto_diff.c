@@ -158,6 +158,8 @@ static const struct corner corners[] = {
 	{ 7, "0a032a0180" },             /* packed filters, varint cut */
 	{ 7, "0a052d00000000" },         /* filters as fixed32 */
 	{ 7, "0a0228ff" },               /* filters varint cut by the length */
+	{ 7, "0a0b2af6ffffffffffffff7f00" }, /* packed filters whose end wraps an int: none read, then tag 0 */
+	{ 7, "0a0b2af5ffffffffffffff7f00" }, /* one byte shorter: the end is INT64_MAX, past the message */
 	{ 7, "0a0130" },                 /* prev_kv without its value */
 	{ 7, "0a00" "12020a00" },        /* create, then a cancel with watch_id as bytes */
 	{ 7, "1a0100" },                 /* WatchProgressRequest: illegal tag 0 */
@@ -176,6 +178,7 @@ static const struct corner decode_only[] = {
 	{ 23, "0a0318b17d0a00" },        /* Proclaim: the leader twice, one LeaderKey */
 	{ 25, "0a04180120010a021802" },  /* Resign: lease of one LeaderKey, rev of the other */
 	{ 7, "0a050a01612a002801" },     /* filters packed and empty, then an unknown field */
+	{ 7, "0a0c2af6ffffffffffffff7f2801" }, /* packed filters whose end wraps an int, then a filter */
 };
 #define NDECODE_ONLY (sizeof(decode_only) / sizeof(decode_only[0]))
 
