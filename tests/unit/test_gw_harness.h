@@ -2,13 +2,13 @@
  * A gatewayd in the test's process, driven turn by turn, with an
  * nghttp2 client over a socket pair, while the test plays raftd and
  * stored on the same region: the plumbing a test of the gateway's loop
- * needs (test_watch_progress.c uses it).
+ * needs (test_gw_loop.c and test_watch_progress.c use it).
  *
  * gwh_start makes the region (in a fresh temporary dir, with data/member/
- * snap below it), claims raftd's and stored's roles, starts the gateway
- * on a slot with the given parameters and says hello; gwh_open_db opens
- * the db stored writes, publishing each batch's events on the region's
- * ring; gwh_stop frees it all. Everything is static: one test, one
+ * snap below it), claims raftd's and stored's roles and starts the
+ * gateway on a slot with the given parameters; gwh_hello attaches it to
+ * them; gwh_open_db opens the db stored writes, publishing each batch's
+ * events on the region's ring; gwh_stop frees it all. Everything is static: one test, one
  * gateway.
  */
 #ifndef CETCD_TESTS_TEST_GW_HARNESS_H
@@ -153,16 +153,18 @@ static void gwh_open_db(void)
 
 /* ---- start and stop ---- */
 
-/* The dirs, the region, the config (member "gw" on the dirs, etcd's
- * defaults otherwise, then tune(&cfg) unless NULL), the gateway with
- * params p (its cfg and ids are filled in here), attached to raftd and
- * stored, and its client. */
-static void gwh_start(struct gw_params *p, uint32_t max_request_bytes,
-		      void (*tune)(struct cetcd_config *))
+/* The dirs, the region, the config (member "gw" on the dirs with the
+ * n_flags flags after, then tune(&cfg) unless NULL), and the gateway with
+ * params p (its cfg and ids are filled in here) and its client. The
+ * waker thread's futex waits (thread mode) time out after an hour: no
+ * test may need the backstop (invariant 7, docs/invariants.md). */
+static void gwh_start(struct gw_params *p, uint32_t max_request_bytes, char *const *flags,
+		      int n_flags, void (*tune)(struct cetcd_config *))
 {
 	struct config_error err;
 	char data_dir[600], path[700], dd[700];
-	int sv[2];
+	char *argv[32];
+	int argc = 0, sv[2];
 
 	test_tmpdir(dir, sizeof(dir));
 	snprintf(data_dir, sizeof(data_dir), "%s/data", dir);
@@ -173,10 +175,17 @@ static void gwh_start(struct gw_params *p, uint32_t max_request_bytes,
 	CHECK_EQ(mkdir(path, 0700), 0);
 
 	snprintf(dd, sizeof(dd), "--data-dir=%s", data_dir);
-	char *argv[] = { "gatewayd", "--name", "gw", dd, NULL };
+	CHECK(n_flags >= 0 && n_flags <= 27);
+	argv[argc++] = "gatewayd";
+	argv[argc++] = "--name";
+	argv[argc++] = "gw";
+	argv[argc++] = dd;
+	for (int i = 0; i < n_flags; i++)
+		argv[argc++] = flags[i];
+	argv[argc] = NULL;
 	char *env[] = { NULL };
 	CHECK_EQ(config_init(&cfg), 0);
-	if (config_parse(&cfg, CONFIG_PROG_GATEWAYD, 4, argv, env, &err)) {
+	if (config_parse(&cfg, CONFIG_PROG_GATEWAYD, argc, argv, env, &err)) {
 		fprintf(stderr, "config: %s\n", err.msg);
 		exit(1);
 	}
@@ -199,12 +208,17 @@ static void gwh_start(struct gw_params *p, uint32_t max_request_bytes,
 	p->member_id = member_id;
 	p->cluster_id = cluster_id;
 	CHECK_EQ(gw_server_new(gwr, &slot, p, &srv), 0);
+	srv->waker.backstop_ms = 3600 * 1000;
 	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	CHECK_EQ(gw_server_adopt(srv, sv[0]), 0);
 	cfd = sv[1];
 	CHECK_EQ(fcntl(cfd, F_SETFL, O_NONBLOCK), 0);
 	tc_init(&tc, 1 << 20);
+}
 
+/* The gateway's attach hellos, answered as raftd and stored. */
+static void gwh_hello(void)
+{
 	gw_server_hello(srv);
 	CHECK_EQ(hello_serve(harn, SHM_ROLE_RAFTD), 1);
 	CHECK_EQ(hello_serve(harn, SHM_ROLE_STORED), 1);

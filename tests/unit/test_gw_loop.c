@@ -25,85 +25,23 @@
  * still answered by its result, reads served, and writes proposed again
  * once the flag is gone.
  */
-#include "test_h2_client.h"
+#include "test_gw_harness.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 
 #include "etcdserverpb/raft_internal.pb-c.h"
-#include "etcdserverpb/rpc.pb-c.h"
-#include "gatewayd/server.h"
-#include "shm/config/config.h"
 #include "shm/doorbell.h"
-#include "shm/hello.h"
-#include "shm/config/member.h"
 #include "shm/msg.h"
 #include "shm/readers.h"
-#include "shm/region.h"
 #include "shm/ring.h"
-#include "shm/slot.h"
-#include "shm/status.h"
-#include "stored/btree/arena.h"
-#include "stored/btree/btree.h"
-#include "stored/mvcc/mvcc.h"
 #include "v3lockpb/v3lock.pb-c.h"
 
 #define MAX_REQ (64u * 1024u)
 #define PENDING_CAP 8u
 #define TIMEOUT_NS (400ll * 1000000)
 
-static char dir[256], region_path[512];
-static struct cetcd_config cfg;
-static struct shm_region *gwr;   /* the gateway's handle */
-static struct shm_region *harn;  /* the test's: raftd and stored */
-static struct shm_slot_ref slot;
-static struct gw_server *srv;
-static uint64_t member_id, cluster_id;
-static int cfd = -1;             /* the gRPC client's end */
-static struct tc_client tc;
-
 /* ---- plumbing ---- */
-
-static void client_pump(void)
-{
-	for (;;) {
-		const uint8_t *d;
-		ssize_t n = nghttp2_session_mem_send(tc.session, &d);
-		CHECK(n >= 0);
-		if (n == 0)
-			break;
-		while (n > 0) {
-			ssize_t w = write(cfd, d, (size_t)n);
-			if (w < 0 && errno == EAGAIN) {
-				gw_server_turn(srv, 0); /* let the server read */
-				continue;
-			}
-			CHECK(w > 0);
-			d += w;
-			n -= w;
-		}
-	}
-	for (;;) {
-		static uint8_t buf[1 << 16];
-		ssize_t n = read(cfd, buf, sizeof(buf));
-		if (n <= 0)
-			break;
-		CHECK_EQ(nghttp2_session_mem_recv(tc.session, buf, (size_t)n), n);
-	}
-}
-
-/* A few turns of client and server. */
-static void spin(int turns)
-{
-	for (int i = 0; i < turns; i++) {
-		client_pump();
-		gw_server_turn(srv, 1);
-		client_pump();
-	}
-}
 
 /* Turns until s closed (at most 5 s). */
 static void wait_closed(struct tc_stream *s)
@@ -223,15 +161,6 @@ static struct msg_origin proposal_origin(const struct rec *r)
 }
 
 /* ---- the cases ---- */
-
-static void test_hello(void)
-{
-	gw_server_hello(srv);
-	CHECK_EQ(hello_serve(harn, SHM_ROLE_RAFTD), 1);
-	CHECK_EQ(hello_serve(harn, SHM_ROLE_STORED), 1);
-	spin(3);
-	CHECK(srv->attached[SHM_ROLE_RAFTD] && srv->attached[SHM_ROLE_STORED]);
-}
 
 static struct tc_stream *put(const char *key, const uint8_t *value, size_t vlen)
 {
@@ -745,45 +674,9 @@ static void test_backlog(void)
 
 /* ---- reads ---- */
 
-static struct btree_db *db;
-static struct mvcc_store *store;
-
-static void db_put(const char *key, const char *value)
-{
-	Etcdserverpb__PutRequest req;
-	Etcdserverpb__PutResponse *resp;
-	struct arena a;
-	static uint64_t index = 1;
-
-	etcdserverpb__put_request__init(&req);
-	req.key.data = (uint8_t *)key;
-	req.key.len = strlen(key);
-	req.value.data = (uint8_t *)value;
-	req.value.len = strlen(value);
-	arena_init(&a);
-	CHECK_EQ(mvcc_batch_begin(store), 0);
-	CHECK_EQ(mvcc_apply_begin(store, index++), 0);
-	CHECK_EQ(mvcc_put(store, &req, &a, &resp), 0);
-	struct btree_root root;
-	CHECK_EQ(mvcc_batch_commit(store, &root), 0);
-	arena_release(&a);
-	struct mvcc_state st;
-	mvcc_store_state(store, &st);
-	struct status_stored pub = {
-		.root_page = root.root_pgid, .txid = root.txid, .applied_index = st.consistent_index,
-		.revision = (uint64_t)st.rev, .high_water_page = root.hwm_pgid, .epoch = 1,
-	};
-	status_stored_write(harn, &pub);
-}
-
 static void open_db(void)
 {
-	char path[600];
-	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
-
-	snprintf(path, sizeof(path), "%s/data/member/snap/db", dir);
-	CHECK_EQ(btree_db_open(path, &o, &db), 0);
-	CHECK_EQ(mvcc_store_open(db, NULL, &store), 0);
+	gwh_open_db();
 	db_put("a", "1");
 	db_put("b", "22");
 	db_put("c", "333");
@@ -1285,63 +1178,22 @@ static void test_linger(void)
 	}
 }
 
+static void tune(struct cetcd_config *c)
+{
+	c->max_txn_ops = 4;
+}
+
 int main(void)
 {
-	struct shm_region *launcher;
-	struct config_error err;
-	char data_dir[600], snap[700];
-	int sv[2];
-
-	test_tmpdir(dir, sizeof(dir));
-	snprintf(region_path, sizeof(region_path), "%s/region", dir);
-	snprintf(data_dir, sizeof(data_dir), "%s/data", dir);
-	snprintf(snap, sizeof(snap), "%s/data/member/snap", dir);
-	CHECK_EQ(mkdir(data_dir, 0700), 0);
-	snprintf(snap, sizeof(snap), "%s/data/member", dir);
-	CHECK_EQ(mkdir(snap, 0700), 0);
-	snprintf(snap, sizeof(snap), "%s/data/member/snap", dir);
-	CHECK_EQ(mkdir(snap, 0700), 0);
-
-	char dd[700];
-	snprintf(dd, sizeof(dd), "--data-dir=%s", data_dir);
-	char *argv[] = { "gatewayd", "--name", "gw", dd,
-			 "--initial-advertise-peer-urls", "http://127.0.0.1:23800",
-			 "--initial-cluster", "gw=http://127.0.0.1:23800",
-			 "--listen-client-urls", "http://127.0.0.1:23790",
-			 "--advertise-client-urls", "http://127.0.0.1:23790", NULL };
-	char *env[] = { NULL };
-	CHECK_EQ(config_init(&cfg), 0);
-	if (config_parse(&cfg, CONFIG_PROG_GATEWAYD, 12, argv, env, &err)) {
-		fprintf(stderr, "config: %s\n", err.msg);
-		return 1;
-	}
-	cfg.max_request_bytes = MAX_REQ;
-	cfg.max_txn_ops = 4;
-	CHECK_EQ(member_ids_from_config(&cfg, &member_id, &cluster_id), 0);
-
-	struct shm_region_params rp = { .slot_count = 4, .max_request_bytes = MAX_REQ,
-					.member_id = member_id };
-	CHECK_EQ(shm_region_create(region_path, &rp, &launcher), 0);
-	CHECK_EQ(shm_region_attach(region_path, &gwr), 0);
-	CHECK_EQ(shm_region_attach(region_path, &harn), 0);
-	CHECK_EQ(shm_role_claim(harn, SHM_ROLE_RAFTD), 0);
-	CHECK_EQ(shm_role_claim(harn, SHM_ROLE_STORED), 0);
-	CHECK_EQ(shm_slot_claim(gwr, &slot), 0);
-
-	struct gw_params p = { .cfg = &cfg, .member_id = member_id, .cluster_id = cluster_id,
-			       .request_timeout_ns = TIMEOUT_NS, .pending_cap = PENDING_CAP,
+	char *flags[] = { "--initial-advertise-peer-urls", "http://127.0.0.1:23800",
+			  "--initial-cluster", "gw=http://127.0.0.1:23800",
+			  "--listen-client-urls", "http://127.0.0.1:23790",
+			  "--advertise-client-urls", "http://127.0.0.1:23790" };
+	struct gw_params p = { .request_timeout_ns = TIMEOUT_NS, .pending_cap = PENDING_CAP,
 			       .backlog_bytes = 1 };
-	CHECK_EQ(gw_server_new(gwr, &slot, &p, &srv), 0);
-	/* the waker's futex waits (thread mode) time out after an hour: no
-	 * test may need the backstop (invariant 7, docs/invariants.md) */
-	srv->waker.backstop_ms = 3600 * 1000;
-	CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	CHECK_EQ(gw_server_adopt(srv, sv[0]), 0);
-	cfd = sv[1];
-	CHECK_EQ(fcntl(cfd, F_SETFL, O_NONBLOCK), 0);
-	tc_init(&tc, 1 << 20);
 
-	test_hello();
+	gwh_start(&p, MAX_REQ, flags, 8, tune);
+	gwh_hello();
 	test_put();
 	test_identity();
 	test_errors();
@@ -1362,17 +1214,7 @@ int main(void)
 	test_point_reads();
 
 	struct gw_stats st = srv->stats;
-	tc_fini(&tc);
-	close(cfd);
-	gw_server_drain(srv, 100);
-	gw_server_free(srv);
-	mvcc_store_close(store);
-	btree_db_close(db);
-	shm_slot_release(gwr, &slot);
-	shm_region_detach(gwr);
-	shm_region_detach(harn);
-	shm_region_detach(launcher);
-	config_free(&cfg);
+	gwh_stop();
 	printf("test_gw_loop: ok (%llu turns, %llu proposals, %llu read indexes, %llu dropped, "
 	       "%llu backlogged)\n", (unsigned long long)st.turns, (unsigned long long)st.proposals,
 	       (unsigned long long)st.read_indexes, (unsigned long long)st.dropped,

@@ -176,7 +176,8 @@ int main(void)
 {
 	struct gw_params p = { .request_timeout_ns = 5ll * 1000000000, .pending_cap = 8 };
 
-	gwh_start(&p, MAX_REQ, tune);
+	gwh_start(&p, MAX_REQ, NULL, 0, tune);
+	gwh_hello();
 	gwh_open_db();
 	db_put("a", "1");
 	test_progress_names_delivered();
