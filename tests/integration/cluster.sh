@@ -100,8 +100,8 @@ probe_start() {
 probe_check() {
 	check "$1: writes through follower $probe_via go on" it_wait_lines "$probe_acks" $((probe_at + 20)) 30
 	check "$1: the probe through $probe_via saw no violation" it_kv_stop "$probe_pid" "$probe_out" '^put |^violation '
-	echo "  $1: through $probe_via the longest put took $(it_kv_val "$probe_out" max-put-ms) ms," \
-		"the longest gap between acknowledged puts $(it_kv_val "$probe_out" max-gap-ms) ms" \
+	echo "  $1: through $probe_via the longest put took $(it_kv_fig "$probe_out" max-put-ms) ms," \
+		"the longest gap between acknowledged puts $(it_kv_fig "$probe_out" max-gap-ms) ms" \
 		"(one election: up to $((2 * ELECTION_MS)) ms)"
 }
 

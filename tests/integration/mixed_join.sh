@@ -181,8 +181,8 @@ run_replace() {
 	# client's 5 s timeout, so its writers wait that and one election more.
 	for i in "${!wpids[@]}"; do
 		echo "  $label: writer through x$i (${kinds[i]}):" \
-			"longest put $(it_kv_val "$IT_TMP/$label.writer.$i.out" max-put-ms) ms," \
-			"longest gap between acknowledged puts $(it_kv_val "$IT_TMP/$label.writer.$i.out" max-gap-ms) ms"
+			"longest put $(it_kv_fig "$IT_TMP/$label.writer.$i.out" max-put-ms) ms," \
+			"longest gap between acknowledged puts $(it_kv_fig "$IT_TMP/$label.writer.$i.out" max-gap-ms) ms"
 	done
 	local n files
 	n=$(all_acks)

@@ -115,7 +115,7 @@ for what in stored gatewayd-0; do
 		fail "no $what to kill"
 	fi
 done
-if wait "$wm_pid" && (($(it_kv_val "$IT_TMP/kill.out" reconnects) > 0)); then
+if wait "$wm_pid" && it_kv_are "$IT_TMP/kill.out" reconnects -gt 0; then
 	ok "kills (streams broke and resumed): $(grep -E '^(events|history|reconnects)' "$IT_TMP/kill.out" | tr '\n' ' ')"
 else
 	fail "kills"

@@ -44,7 +44,7 @@ model_end() {
 		tail -25 "$IT_TMP/$name.out" | sed 's/^/    /'
 	fi
 }
-reconnected() { (($(it_kv_val "$IT_TMP/$1.out" reconnects) > 0)); }
+reconnected() { it_kv_are "$IT_TMP/$1.out" reconnects -gt 0; }
 # rev_past N I...: one of members I... answers with a store revision of N
 # at least (the writer's puts, one revision each, got that far).
 rev_past() {
