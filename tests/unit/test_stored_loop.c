@@ -51,13 +51,9 @@
 #include "stored/btree/page.h"
 #include "stored/mvcc/mvcc.h"
 
+/* stored's loop in this process (tst_loop), and what the tests here add. */
 struct env {
-	struct tst_member m;
-	struct shm_region *st, *rf, *gw;
-	struct shm_slot_ref slot;
-	struct ring *committed, *results;
-	struct stored_loop_opts o;
-	struct stored_loop *l;
+	struct tst_loop t;
 	struct tbuf d;
 	uint64_t next_rid;
 };
@@ -65,39 +61,19 @@ struct env {
 static void env_init(struct env *e, uint32_t batch_entries)
 {
 	memset(e, 0, sizeof(*e));
-	tst_member_init(&e->m, 64 * 1024);
-	e->st = tst_attach(&e->m);
-	e->rf = tst_attach(&e->m);
-	e->gw = tst_attach(&e->m);
-	CHECK_EQ(shm_role_claim(e->st, SHM_ROLE_STORED), 0);
-	CHECK_EQ(shm_role_claim(e->rf, SHM_ROLE_RAFTD), 0);
-	CHECK_EQ(shm_slot_claim(e->gw, &e->slot), 0);
-	e->committed = shm_daemon_ring(e->rf, SHM_RING_COMMITTED);
-	e->results = shm_slot_ring(e->gw, e->slot.index, SHM_SLOT_FROM_STORED);
-	e->o.data_dir = e->m.data_dir;
-	e->o.member_id = TST_MEMBER;
-	e->o.cluster_id = TST_CLUSTER;
-	e->o.checkpoint_ms = 600000; /* checkpoints only when a test asks */
-	e->o.checkpoint_entries = 1000000;
-	e->o.batch_entries = batch_entries;
-	e->o.map_size = 1ull << 30;
-	CHECK_EQ(stored_loop_open(e->st, &e->o, &e->l), 0);
+	tst_loop_init(&e->t, batch_entries);
+	CHECK_EQ(stored_loop_open(e->t.st, &e->t.o, &e->t.l), 0);
 }
 
 static void env_fini(struct env *e)
 {
-	stored_loop_free(e->l);
+	tst_loop_fini(&e->t);
 	tbuf_free(&e->d);
-	shm_region_detach(e->gw);
-	shm_region_detach(e->rf);
-	shm_region_detach(e->st);
-	shm_region_detach(e->m.launcher);
-	tst_member_clean(&e->m);
 }
 
 static struct msg_origin env_origin(struct env *e)
 {
-	return tst_origin(e->slot.index, e->slot.generation, ++e->next_rid);
+	return tst_origin(e->t.slot.index, e->t.slot.generation, ++e->next_rid);
 }
 
 /* Pushes a Put of key=val at index (answered to the gateway). */
@@ -105,33 +81,33 @@ static void env_put(struct env *e, uint64_t index, const char *key, const char *
 {
 	struct msg_origin o = env_origin(e);
 	tst_put(key, val, &o, &e->d);
-	CHECK_EQ(tst_commit(e->committed, index, 2, RAFTPB__ENTRY_TYPE__EntryNormal, e->d.p, e->d.len),
+	CHECK_EQ(tst_commit(e->t.committed, index, 2, RAFTPB__ENTRY_TYPE__EntryNormal, e->d.p, e->d.len),
 		 0);
 }
 
 static void env_turn(struct env *e)
 {
-	CHECK_EQ(stored_loop_turn(e->l, NULL), 0);
+	CHECK_EQ(stored_loop_turn(e->t.l, NULL), 0);
 }
 
 static struct stored_loop_stats env_stats(struct env *e)
 {
 	struct stored_loop_stats s;
-	stored_loop_stats(e->l, &s);
+	stored_loop_stats(e->t.l, &s);
 	return s;
 }
 
 static struct status_stored env_status(struct env *e)
 {
 	struct status_stored st;
-	CHECK_EQ(status_stored_read(e->gw, &st), 0);
+	CHECK_EQ(status_stored_read(e->t.gw, &st), 0);
 	return st;
 }
 
 /* Writes of stored's status record so far. */
 static uint64_t env_status_writes(struct env *e)
 {
-	return status_stored_version(e->gw);
+	return status_stored_version(e->t.gw);
 }
 
 static void test_index_rules(void)
@@ -155,7 +131,7 @@ static void test_index_rules(void)
 	st = env_status(&e);
 	CHECK_EQ(st.applied_index, 1);
 	CHECK_EQ(st.revision, 2);
-	CHECK_EQ(tst_take_result(e.results, &r), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &r), 0);
 	CHECK_EQ(r.h.index, 1);
 	CHECK_EQ(r.h.revision, 2);
 	CHECK_EQ(r.h.status, 0);
@@ -171,33 +147,33 @@ static void test_index_rules(void)
 	/* a replayed duplicate and an entry past a gap: neither applies */
 	env_put(&e, 1, "a", "dup");
 	env_put(&e, 3, "c", "gap");
-	CHECK_EQ(ring_push(e.committed, MSG_RESULT, "junk", 4), 0);
+	CHECK_EQ(ring_push(e.t.committed, MSG_RESULT, "junk", 4), 0);
 	env_turn(&e);
 	CHECK_EQ(env_stats(&e).applied_index, 1);
 	CHECK_EQ(env_stats(&e).duplicates, 1);
 	CHECK_EQ(env_stats(&e).gaps, 1);
 	CHECK_EQ(env_stats(&e).malformed, 1);
-	CHECK_EQ(tst_take_result(e.results, &r), -EAGAIN);
+	CHECK_EQ(tst_take_result(e.t.results, &r), -EAGAIN);
 	CHECK_EQ(env_status(&e).applied_index, 1);
 
 	/* the replay fills the gap: 2, then 3 again */
 	env_put(&e, 2, "b", "2");
 	env_put(&e, 3, "c", "3");
 	/* a new leader's empty entry and a configuration change */
-	CHECK_EQ(tst_commit(e.committed, 4, 3, RAFTPB__ENTRY_TYPE__EntryNormal, NULL, 0), 0);
-	CHECK_EQ(tst_commit(e.committed, 5, 3, RAFTPB__ENTRY_TYPE__EntryConfChange, "\x08\x01", 2),
+	CHECK_EQ(tst_commit(e.t.committed, 4, 3, RAFTPB__ENTRY_TYPE__EntryNormal, NULL, 0), 0);
+	CHECK_EQ(tst_commit(e.t.committed, 5, 3, RAFTPB__ENTRY_TYPE__EntryConfChange, "\x08\x01", 2),
 		 0);
 	env_turn(&e);
 	st = env_status(&e);
 	CHECK_EQ(st.applied_index, 5);
 	CHECK_EQ(st.revision, 4);
 	for (uint64_t want = 2; want <= 3; want++) {
-		CHECK_EQ(tst_take_result(e.results, &r), 0);
+		CHECK_EQ(tst_take_result(e.t.results, &r), 0);
 		CHECK_EQ(r.h.index, want);
 		/* the root that holds the write was published first */
 		CHECK(env_status(&e).applied_index >= r.h.index);
 	}
-	CHECK_EQ(tst_take_result(e.results, &r), -EAGAIN);
+	CHECK_EQ(tst_take_result(e.t.results, &r), -EAGAIN);
 
 	/* a request the store refuses (the revoke of an unknown lease):
 	 * etcd's error, index moves, store does not */
@@ -208,9 +184,9 @@ static void test_index_rules(void)
 		lr.id = 5;
 		req.lease_revoke = &lr;
 		tst_entry(&req, &o, &e.d);
-		CHECK_EQ(tst_commit(e.committed, 6, 3, 0, e.d.p, e.d.len), 0);
+		CHECK_EQ(tst_commit(e.t.committed, 6, 3, 0, e.d.p, e.d.len), 0);
 		env_turn(&e);
-		CHECK_EQ(tst_take_result(e.results, &r), 0);
+		CHECK_EQ(tst_take_result(e.t.results, &r), 0);
 		CHECK_EQ(r.h.status, 5);
 		CHECK(tst_body_is(&r, "etcdserver: requested lease not found"));
 		CHECK_EQ(r.h.revision, 4);
@@ -220,15 +196,15 @@ static void test_index_rules(void)
 	/* a hello from the gateway is still answered */
 	{
 		bool acked = false;
-		CHECK_EQ(hello_send(e.gw, &e.slot, SHM_ROLE_STORED, 0), 0);
+		CHECK_EQ(hello_send(e.t.gw, &e.t.slot, SHM_ROLE_STORED, 0), 0);
 		env_turn(&e);
-		CHECK(hello_take_acks(e.gw, &e.slot, SHM_ROLE_STORED, &acked) >= 1);
+		CHECK(hello_take_acks(e.t.gw, &e.t.slot, SHM_ROLE_STORED, &acked) >= 1);
 		CHECK(acked);
 	}
 
 	/* an explicit checkpoint publishes the durable index */
 	CHECK_EQ(env_status(&e).durable_index, 0);
-	CHECK_EQ(stored_loop_checkpoint(e.l), 0);
+	CHECK_EQ(stored_loop_checkpoint(e.t.l), 0);
 	CHECK_EQ(env_status(&e).durable_index, 6);
 	tbuf_free(&r.body);
 	env_fini(&e);
@@ -241,9 +217,9 @@ static void test_batches_and_checkpoints(void)
 	char key[32];
 
 	env_init(&e, 16);
-	e.o.checkpoint_entries = 40;
-	stored_loop_free(e.l);
-	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	e.t.o.checkpoint_entries = 40;
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
 	CHECK_EQ(env_status(&e).epoch, 2); /* a second open is a restart */
 
 	for (uint64_t i = 1; i <= 50; i++) {
@@ -261,19 +237,19 @@ static void test_batches_and_checkpoints(void)
 	CHECK(st.txid > prev.txid);
 	CHECK_EQ(st.durable_index, 0);
 	CHECK_INVARIANT_EQ(INV11_ONE_ROOT, env_status_writes(&e), writes + 1);
-	CHECK_EQ(status_stored_delivered(e.gw), 16);
+	CHECK_EQ(status_stored_delivered(e.t.gw), 16);
 	env_turn(&e);
 	CHECK_EQ(env_status_writes(&e), writes + 2);
-	CHECK_EQ(status_stored_delivered(e.gw), 32);
+	CHECK_EQ(status_stored_delivered(e.t.gw), 32);
 	env_turn(&e);
 	st = env_status(&e);
 	CHECK_EQ(st.applied_index, 48);
-	CHECK_EQ(status_stored_delivered(e.gw), 48);
+	CHECK_EQ(status_stored_delivered(e.t.gw), 48);
 	CHECK_EQ(env_stats(&e).batches, 3);
 	/* 48 entries since the last checkpoint >= 40: a checkpoint started,
 	 * and the durable index moves only once it has ended. */
 	CHECK(st.durable_index == 0 || st.durable_index == 48);
-	CHECK_EQ(stored_loop_checkpoint_wait(e.l), 0);
+	CHECK_EQ(stored_loop_checkpoint_wait(e.t.l), 0);
 	CHECK_EQ(env_status(&e).durable_index, 48);
 	CHECK_EQ(env_stats(&e).checkpoints, 1);
 	env_turn(&e);
@@ -281,16 +257,16 @@ static void test_batches_and_checkpoints(void)
 	CHECK_EQ(env_status(&e).durable_index, 48);
 
 	/* time-based checkpoints: a short period */
-	e.o.checkpoint_ms = 1;
-	e.o.checkpoint_entries = 0;
-	CHECK_EQ(stored_loop_checkpoint(e.l), 0);
-	stored_loop_free(e.l);
-	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	e.t.o.checkpoint_ms = 1;
+	e.t.o.checkpoint_entries = 0;
+	CHECK_EQ(stored_loop_checkpoint(e.t.l), 0);
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
 	env_put(&e, 51, "z", "1");
 	env_turn(&e);
 	usleep(2000);
 	env_turn(&e);
-	CHECK_EQ(stored_loop_checkpoint_wait(e.l), 0);
+	CHECK_EQ(stored_loop_checkpoint_wait(e.t.l), 0);
 	CHECK_EQ(env_status(&e).durable_index, 51);
 	env_fini(&e);
 }
@@ -307,18 +283,18 @@ static void test_batch_wakes(void)
 	struct test_sleeper sl;
 
 	env_init(&e, 16);
-	db = shm_slot_doorbell(e.gw, e.slot.index);
+	db = shm_slot_doorbell(e.t.gw, e.t.slot.index);
 
 	/* answers only: one wake */
 	shm_doorbell_want_events(db, false);
 	test_sleeper_start(&sl, db);
 	env_put(&e, 1, "a", "1");
 	env_turn(&e);
-	CHECK_EQ(status_stored_delivered(e.gw), 1);
+	CHECK_EQ(status_stored_delivered(e.t.gw), 1);
 	CHECK_EQ(test_sleeper_wakes(&sl), 1);
 	CHECK(test_sleeper_rung(&sl));
 	test_sleeper_stop(&sl);
-	CHECK_EQ(tst_take_result(e.results, &got), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &got), 0);
 	CHECK_EQ(got.h.index, 1);
 
 	/* events only (the answer is for an older generation of the slot,
@@ -326,18 +302,18 @@ static void test_batch_wakes(void)
 	shm_doorbell_want_events(db, true);
 	test_sleeper_start(&sl, db);
 	{
-		struct msg_origin o = tst_origin(e.slot.index, e.slot.generation - 1, ++e.next_rid);
+		struct msg_origin o = tst_origin(e.t.slot.index, e.t.slot.generation - 1, ++e.next_rid);
 		tst_put("b", "2", &o, &e.d);
-		CHECK_EQ(tst_commit(e.committed, 2, 2, RAFTPB__ENTRY_TYPE__EntryNormal, e.d.p,
+		CHECK_EQ(tst_commit(e.t.committed, 2, 2, RAFTPB__ENTRY_TYPE__EntryNormal, e.d.p,
 				    e.d.len),
 			 0);
 	}
 	env_turn(&e);
-	CHECK_EQ(status_stored_delivered(e.gw), 2);
+	CHECK_EQ(status_stored_delivered(e.t.gw), 2);
 	CHECK_EQ(test_sleeper_wakes(&sl), 1);
 	CHECK(test_sleeper_rung(&sl));
 	test_sleeper_stop(&sl);
-	CHECK_EQ(tst_take_result(e.results, &got), -EAGAIN);
+	CHECK_EQ(tst_take_result(e.t.results, &got), -EAGAIN);
 
 	/* both: the answers' wake, then the notice's */
 	test_sleeper_start(&sl, db);
@@ -345,7 +321,7 @@ static void test_batch_wakes(void)
 	env_turn(&e);
 	CHECK_EQ(test_sleeper_wakes(&sl), 2);
 	test_sleeper_stop(&sl);
-	CHECK_EQ(tst_take_result(e.results, &got), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &got), 0);
 	CHECK_EQ(got.h.index, 3);
 	shm_doorbell_want_events(db, false);
 	tbuf_free(&got.body);
@@ -362,46 +338,46 @@ static void test_physical_compaction(void)
 	int turns = 0;
 
 	env_init(&e, 0);
-	e.o.compact_step = 5;
-	stored_loop_free(e.l);
-	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	e.t.o.compact_step = 5;
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
 	/* 40 revisions of 4 keys: compaction at 41 deletes 36 of them */
 	for (int i = 0; i < 40; i++) {
 		snprintf(key, sizeof(key), "key%d", i % 4);
 		env_put(&e, ++idx, key, "value");
 	}
 	env_turn(&e);
-	while (tst_take_result(e.results, &r) == 0)
+	while (tst_take_result(e.t.results, &r) == 0)
 		;
-	CHECK_EQ(status_stored_delivered(e.gw), idx);
+	CHECK_EQ(status_stored_delivered(e.t.gw), idx);
 	o = env_origin(&e);
 	tst_compact(41, true, &o, &e.d);
-	CHECK_EQ(tst_commit(e.committed, ++idx, 2, 0, e.d.p, e.d.len), 0);
+	CHECK_EQ(tst_commit(e.t.committed, ++idx, 2, 0, e.d.p, e.d.len), 0);
 	uint64_t compact_idx = idx;
 	env_turn(&e);
 	/* the compaction is under way, its answer waits, and so does the
 	 * delivered index, below it */
-	CHECK_EQ(tst_take_result(e.results, &r), -EAGAIN);
+	CHECK_EQ(tst_take_result(e.t.results, &r), -EAGAIN);
 	CHECK_EQ(env_status(&e).applied_index, compact_idx);
-	CHECK_EQ(status_stored_delivered(e.gw), compact_idx - 1);
+	CHECK_EQ(status_stored_delivered(e.t.gw), compact_idx - 1);
 	/* a put behind it is answered at once; the index still waits */
 	env_put(&e, ++idx, "later", "v");
 	env_turn(&e);
-	CHECK_EQ(tst_take_result(e.results, &r), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &r), 0);
 	CHECK_EQ(r.h.index, idx);
-	CHECK_EQ(status_stored_delivered(e.gw), compact_idx - 1);
+	CHECK_EQ(status_stored_delivered(e.t.gw), compact_idx - 1);
 	for (;;) {
 		bool more;
-		CHECK_EQ(stored_loop_turn(e.l, &more), 0);
+		CHECK_EQ(stored_loop_turn(e.t.l, &more), 0);
 		turns++;
-		if (tst_take_result(e.results, &r) == 0)
+		if (tst_take_result(e.t.results, &r) == 0)
 			break;
 		CHECK(more);
 		CHECK(turns < 100);
 	}
 	CHECK(turns >= 4); /* 36 deletions in steps of 5 key entries */
 	CHECK_EQ(r.h.origin.request_id, o.request_id);
-	CHECK_EQ(status_stored_delivered(e.gw), idx);
+	CHECK_EQ(status_stored_delivered(e.t.gw), idx);
 	CHECK_EQ(r.h.status, 0);
 	{
 		Etcdserverpb__CompactionResponse *cr =
@@ -432,17 +408,17 @@ static void test_restart_hold(void)
 		env_put(&e, idx, key, "v");
 	}
 	env_turn(&e);
-	CHECK_EQ(stored_loop_checkpoint(e.l), 0); /* durable at 8 */
+	CHECK_EQ(stored_loop_checkpoint(e.t.l), 0); /* durable at 8 */
 	env_turn(&e);
 	before = env_status(&e);
 	CHECK_EQ(before.applied_index, 10);
 	CHECK_EQ(before.durable_index, 8);
-	while (tst_take_result(e.results, &r) == 0)
+	while (tst_take_result(e.t.results, &r) == 0)
 		;
 
 	/* "crash": close without a checkpoint, open again */
-	stored_loop_free(e.l);
-	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
 	st = env_status(&e);
 	CHECK_EQ(st.epoch, before.epoch + 1);
 	CHECK_EQ(st.durable_index, 8);
@@ -461,7 +437,7 @@ static void test_restart_hold(void)
 	CHECK_EQ(st.txid, before.txid);
 	CHECK_EQ(st.applied_index, 10);
 	/* its result still goes out (the published root holds it) */
-	CHECK_EQ(tst_take_result(e.results, &r), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &r), 0);
 	CHECK_EQ(r.h.index, 9);
 	env_put(&e, 10, "k10", "v");
 	env_put(&e, 11, "k11", "v");
@@ -496,19 +472,19 @@ static void test_run(void)
 	pthread_t th;
 
 	env_init(&e, 0);
-	e.o.checkpoint_ms = 20;
-	stored_loop_free(e.l);
-	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
-	rn.l = e.l;
+	e.t.o.checkpoint_ms = 20;
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
+	rn.l = e.t.l;
 	rn.rc = -1;
 	CHECK_EQ(pthread_create(&th, NULL, run_thread, &rn), 0);
 	/* an entry wakes the sleeping loop; the checkpoint follows by itself */
 	env_put(&e, 1, "a", "1");
-	CHECK(TEST_WAIT_FOR(tst_take_result(e.results, &r) == 0, 5000));
+	CHECK(TEST_WAIT_FOR(tst_take_result(e.t.results, &r) == 0, 5000));
 	CHECK_EQ(r.h.index, 1);
 	CHECK(TEST_WAIT_FOR(env_status(&e).durable_index == 1, 5000));
 	rn.stop = 1;
-	shm_doorbell_ring(shm_role_doorbell(e.gw, SHM_ROLE_STORED));
+	shm_doorbell_ring(shm_role_doorbell(e.t.gw, SHM_ROLE_STORED));
 	CHECK_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(rn.rc, 0);
 	tbuf_free(&r.body);
@@ -529,12 +505,12 @@ static void test_delivered_while_running(void)
 	pthread_t th;
 
 	env_init(&e, 3); /* many small batches */
-	rn.l = e.l;
+	rn.l = e.t.l;
 	CHECK_EQ(pthread_create(&th, NULL, run_thread, &rn), 0);
 	for (uint64_t next = 1; got < total;) {
-		uint64_t delivered = status_stored_delivered(e.gw);
+		uint64_t delivered = status_stored_delivered(e.t.gw);
 		reads++;
-		while (tst_take_result(e.results, &r) == 0) {
+		while (tst_take_result(e.t.results, &r) == 0) {
 			CHECK_EQ(r.h.index, got + 1);
 			CHECK(env_status(&e).applied_index >= r.h.index);
 			got = r.h.index;
@@ -549,13 +525,13 @@ static void test_delivered_while_running(void)
 				snprintf(key, sizeof(key), "k%llu", (unsigned long long)next % 50);
 				env_put(&e, next, key, "v");
 			}
-			shm_doorbell_ring(shm_role_doorbell(e.rf, SHM_ROLE_STORED));
+			shm_doorbell_ring(shm_role_doorbell(e.t.rf, SHM_ROLE_STORED));
 		}
 	}
-	CHECK(TEST_WAIT_FOR(status_stored_delivered(e.gw) == total, 5000));
+	CHECK(TEST_WAIT_FOR(status_stored_delivered(e.t.gw) == total, 5000));
 	CHECK(env_stats(&e).batches >= total / 3);
 	rn.stop = 1;
-	shm_doorbell_ring(shm_role_doorbell(e.gw, SHM_ROLE_STORED));
+	shm_doorbell_ring(shm_role_doorbell(e.t.gw, SHM_ROLE_STORED));
 	CHECK_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(rn.rc, 0);
 	printf("delivered index read %llu times over %llu results\n", (unsigned long long)reads,
@@ -591,14 +567,14 @@ static void test_corrupt_root(void)
 	env_put(&e, 1, "a", "1");
 	env_put(&e, 2, "b", "2");
 	env_turn(&e);
-	CHECK_EQ(stored_loop_checkpoint(e.l), 0);
+	CHECK_EQ(stored_loop_checkpoint(e.t.l), 0);
 	st = env_status(&e);
 	CHECK(st.root_page >= 2);
-	stored_loop_free(e.l);
-	e.l = NULL;
+	stored_loop_free(e.t.l);
+	e.t.l = NULL;
 
 	/* the durable meta names the published root: break its flags */
-	snprintf(db, sizeof(db), "%s/member/snap/db", e.m.data_dir);
+	snprintf(db, sizeof(db), "%s/member/snap/db", e.t.m.data_dir);
 	fd = open(db, O_RDWR | O_CLOEXEC);
 	CHECK(fd >= 0);
 	CHECK_EQ(pread(fd, &ps, sizeof(ps), PAGE_HDR_SIZE + 8), sizeof(ps)); /* meta 0 */
@@ -607,15 +583,15 @@ static void test_corrupt_root(void)
 		 sizeof(flags));
 	close(fd);
 
-	snprintf(logpath, sizeof(logpath), "%s/open.log", e.m.dir);
+	snprintf(logpath, sizeof(logpath), "%s/open.log", e.t.m.dir);
 	log_fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	CHECK(log_fd >= 0);
 	log_set_fd(log_fd);
-	rc = stored_loop_open(e.st, &e.o, &e.l);
+	rc = stored_loop_open(e.t.st, &e.t.o, &e.t.l);
 	log_set_fd(2);
 	close(log_fd);
 	CHECK_EQ(rc, -EUCLEAN);
-	CHECK(e.l == NULL);
+	CHECK(e.t.l == NULL);
 
 	snprintf(page, sizeof(page), "page %llu ", (unsigned long long)st.root_page);
 	printf("corrupt root: %s\n", errmsg_get(rc));
@@ -659,14 +635,14 @@ static int sf_put(struct env *e, uint64_t i)
 	snprintf(val, sizeof(val), "v%llu", (unsigned long long)i);
 	struct msg_origin o = env_origin(e);
 	tst_put(key, val, &o, &e->d);
-	return tst_commit(e->committed, i, 2, RAFTPB__ENTRY_TYPE__EntryNormal, e->d.p, e->d.len);
+	return tst_commit(e->t.committed, i, 2, RAFTPB__ENTRY_TYPE__EntryNormal, e->d.p, e->d.len);
 }
 
 /* Takes the results waiting; marks the puts they acknowledge. */
 static void sf_drain(struct env *e, bool *acked, uint64_t *n)
 {
 	struct tst_result r = { 0 };
-	while (tst_take_result(e->results, &r) == 0) {
+	while (tst_take_result(e->t.results, &r) == 0) {
 		CHECK_EQ(r.h.status, 0);
 		CHECK(r.h.index >= 1 && r.h.index <= SF_PUTS);
 		if (!acked[r.h.index])
@@ -693,7 +669,7 @@ static void sf_check(struct env *e, const bool *acked)
 	all.key.len = 1;
 	all.key.data = &zero;
 	all.range_end = all.key;
-	snprintf(path, sizeof(path), "%s/member/snap/db", e->m.data_dir);
+	snprintf(path, sizeof(path), "%s/member/snap/db", e->t.m.data_dir);
 	CHECK_EQ(btree_reader_open(path, NULL, &db), 0);
 	struct btree_root root = { st.root_page, st.txid, st.high_water_page };
 	CHECK_EQ(btree_reader_begin(db, &root, &t), 0);
@@ -735,10 +711,10 @@ static void test_failed_sync(void)
 
 	memset(acked, 0, sizeof(acked));
 	env_init(&e, 8);
-	e.o.checkpoint_entries = 40;
-	e.o.io_open = sf_open;
-	stored_loop_free(e.l);
-	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	e.t.o.checkpoint_entries = 40;
+	e.t.o.io_open = sf_open;
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
 
 	/* The writer puts and the loop turns until a checkpoint's sync,
 	 * failing from the 300th put on, stops the loop. */
@@ -751,7 +727,7 @@ static void test_failed_sync(void)
 			if (next++ == 300)
 				diskio_fault_fail_sync_after(sf_io, 0);
 		}
-		rc = stored_loop_turn(e.l, NULL);
+		rc = stored_loop_turn(e.t.l, NULL);
 		sf_drain(&e, acked, &nacked);
 		if (env_status(&e).durable_index > raft_kept)
 			raft_kept = env_status(&e).durable_index;
@@ -771,12 +747,12 @@ static void test_failed_sync(void)
 	for (uint64_t i = st.durable_index + 1; i <= SF_PUTS; i++)
 		beyond = beyond || acked[i];
 	CHECK(beyond);
-	stored_loop_free(e.l);
+	stored_loop_free(e.t.l);
 
 	/* stored restarts on the default backend; as raftd does on a new
 	 * epoch, everything after the durable index is handed over again. */
-	e.o.io_open = NULL;
-	CHECK_EQ(stored_loop_open(e.st, &e.o, &e.l), 0);
+	e.t.o.io_open = NULL;
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
 	st = env_status(&e);
 	/* It starts from the checkpoint it published as durable: raftd
 	 * still has everything after it. Readers get no root until the
@@ -793,7 +769,7 @@ static void test_failed_sync(void)
 	while (env_stats(&e).applied_index < last)
 		env_turn(&e);
 	sf_drain(&e, acked, &nacked);
-	CHECK_EQ(stored_loop_checkpoint(e.l), 0);
+	CHECK_EQ(stored_loop_checkpoint(e.t.l), 0);
 	CHECK_EQ(env_status(&e).durable_index, last);
 	CHECK(env_status(&e).root_page != 0);
 	sf_check(&e, acked);
