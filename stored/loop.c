@@ -780,6 +780,16 @@ static int loop_deliver(struct stored_loop *l)
 	return 0;
 }
 
+/* Drops what a batch built besides the db: its events (the watchers
+ * catch up from the db after a RESYNC), its answers, its arena. */
+static void loop_batch_drop(struct stored_loop *l)
+{
+	events_discard(&l->events);
+	events_resync(&l->events);
+	l->nres = 0;
+	arena_release(&l->arena);
+}
+
 /* Ends a batch that failed: nothing of it is kept, and the records it
  * consumed are left for whoever applies them next. */
 static int loop_batch_failed(struct stored_loop *l, int rc)
@@ -790,10 +800,7 @@ static int loop_batch_failed(struct stored_loop *l, int rc)
 	/* kept first: what undoes the batch must not replace the reason */
 	snprintf(why, sizeof(why), "%s", errmsg_get(rc));
 	mvcc_batch_abort(l->store);
-	events_discard(&l->events);
-	events_resync(&l->events);
-	l->nres = 0;
-	arena_release(&l->arena);
+	loop_batch_drop(l);
 	/* A checkpoint being written may have failed its sync meanwhile, and
 	 * the kernel may then have dropped the pages of the commits since the
 	 * last one: the batch read the old bytes, and what looks corrupt is
@@ -1056,10 +1063,7 @@ static int loop_batch(struct stored_loop *l)
 			 LOG_STR("path", l->db_path), LOG_U64("first-index", first + 1),
 			 LOG_U64("last-index", l->applied));
 		l->applied = first;
-		events_discard(&l->events);
-		events_resync(&l->events);
-		l->nres = 0;
-		arena_release(&l->arena);
+		loop_batch_drop(l);
 		return rc;
 	}
 	l->st.batches++;
