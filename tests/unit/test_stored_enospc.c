@@ -207,9 +207,7 @@ static int member_apply(struct member *mb, uint64_t from, uint64_t to)
 static size_t member_check(struct member *mb, uint64_t upto)
 {
 	struct status_stored st = member_status(mb);
-	struct btree_reader *db;
-	struct btree_txn *t;
-	struct mvcc_view v;
+	struct tst_view w;
 	struct mvcc_range_result res;
 	Etcdserverpb__RangeRequest all = ETCDSERVERPB__RANGE_REQUEST__INIT;
 	static bool found[PUTS + 1];
@@ -217,34 +215,21 @@ static size_t member_check(struct member *mb, uint64_t upto)
 	CHECK(st.root_page != 0);
 	all.key = tb("k");
 	all.range_end = tb("l");
-	CHECK_EQ(btree_reader_open(mb->db_path, NULL, &db), 0);
-	struct btree_root root = { st.root_page, st.txid, st.high_water_page };
-	CHECK_EQ(btree_reader_begin(db, &root, &t), 0);
-	CHECK_EQ(mvcc_view_open(t, &v), 0);
+	tst_view_open(&w, mb->db_path, &st);
 	mvcc_range_result_init(&res);
-	CHECK_EQ(mvcc_range(&v, &all, &res), 0);
+	CHECK_EQ(mvcc_range(&w.v, &all, &res), 0);
 	memset(found, 0, sizeof(found));
 	for (size_t k = 0; k < res.n; k++) {
 		const struct mvcc_kv *kv = &res.kvs[k].f;
-		char key[24], val[24];
 		CHECK(kv->key_len == 5);
-		memcpy(key, kv->key, kv->key_len);
-		key[kv->key_len] = '\0';
-		unsigned long long i = strtoull(key + 1, NULL, 10);
-		CHECK(i >= 1 && i <= upto);
-		snprintf(val, sizeof(val), "v%llu", i);
-		CHECK(kv->value_len == strlen(val) && memcmp(kv->value, val, kv->value_len) == 0);
-		CHECK_EQ(kv->mod_rev, (int64_t)i + 1);
 		CHECK_EQ(kv->version, 1);
-		found[i] = true;
+		found[tst_put_number(kv, upto)] = true;
 	}
 	for (uint64_t i = 1; i <= PUTS; i++)
 		CHECK(!mb->acked[i] || found[i]);
 	size_t n = res.n;
 	mvcc_range_result_free(&res);
-	mvcc_view_close(&v);
-	btree_txn_end(t);
-	btree_reader_close(db);
+	tst_view_close(&w);
 	return n;
 }
 

@@ -238,10 +238,8 @@ static void read_published(struct member *mb, unsigned round, struct seen *out)
 	struct mvcc_range_result res;
 	Etcdserverpb__RangeRequest all = ETCDSERVERPB__RANGE_REQUEST__INIT;
 	static uint8_t zero;
-	struct btree_reader *db;
 	struct status_stored st;
-	struct btree_txn *t;
-	struct mvcc_view v;
+	struct tst_view w;
 	uint32_t e;
 	char want[32];
 
@@ -254,12 +252,9 @@ static void read_published(struct member *mb, unsigned round, struct seen *out)
 	CHECK_EQ(readers_claim(mb->gw, &e), 0);
 	CHECK_EQ(readers_begin(mb->gw, e, &st), 0);
 	CHECK(st.root_page != 0);
-	CHECK_EQ(btree_reader_open(mb->db_path, NULL, &db), 0);
-	struct btree_root root = { st.root_page, st.txid, st.high_water_page };
-	CHECK_EQ(btree_reader_begin(db, &root, &t), 0);
-	CHECK_EQ(mvcc_view_open(t, &v), 0);
-	CHECK_EQ(mvcc_range(&v, &all, &res), 0);
-	out->rev = v.rev;
+	tst_view_open(&w, mb->db_path, &st);
+	CHECK_EQ(mvcc_range(&w.v, &all, &res), 0);
+	out->rev = w.v.rev;
 	for (size_t i = 0; i < res.n; i++) {
 		const char *k = (const char *)res.kvs[i].f.key;
 		size_t len = res.kvs[i].f.key_len;
@@ -274,9 +269,7 @@ static void read_published(struct member *mb, unsigned round, struct seen *out)
 		else
 			out->other++;
 	}
-	mvcc_view_close(&v);
-	btree_txn_end(t);
-	btree_reader_close(db);
+	tst_view_close(&w);
 	readers_end(mb->gw, e);
 	readers_release(mb->gw, e);
 	mvcc_range_result_free(&res);

@@ -658,9 +658,7 @@ static void sf_check(struct env *e, const bool *acked)
 {
 	struct status_stored st = env_status(e);
 	char path[600];
-	struct btree_reader *db;
-	struct btree_txn *t;
-	struct mvcc_view v;
+	struct tst_view w;
 	struct mvcc_range_result res;
 	Etcdserverpb__RangeRequest all = ETCDSERVERPB__RANGE_REQUEST__INIT;
 	static uint8_t zero; /* key "\0" with range_end "\0": every key */
@@ -670,32 +668,16 @@ static void sf_check(struct env *e, const bool *acked)
 	all.key.data = &zero;
 	all.range_end = all.key;
 	snprintf(path, sizeof(path), "%s/member/snap/db", e->t.m.data_dir);
-	CHECK_EQ(btree_reader_open(path, NULL, &db), 0);
-	struct btree_root root = { st.root_page, st.txid, st.high_water_page };
-	CHECK_EQ(btree_reader_begin(db, &root, &t), 0);
-	CHECK_EQ(mvcc_view_open(t, &v), 0);
+	tst_view_open(&w, path, &st);
 	mvcc_range_result_init(&res);
-	CHECK_EQ(mvcc_range(&v, &all, &res), 0);
+	CHECK_EQ(mvcc_range(&w.v, &all, &res), 0);
 	memset(found, 0, sizeof(found));
-	for (size_t k = 0; k < res.n; k++) {
-		const struct mvcc_kv *kv = &res.kvs[k].f;
-		char key[16], val[16];
-		CHECK(kv->key_len > 1 && kv->key_len < sizeof(key));
-		memcpy(key, kv->key, kv->key_len);
-		key[kv->key_len] = '\0';
-		unsigned long long i = strtoull(key + 1, NULL, 10);
-		CHECK(i >= 1 && i <= SF_PUTS);
-		snprintf(val, sizeof(val), "v%llu", i);
-		CHECK(kv->value_len == strlen(val) && memcmp(kv->value, val, kv->value_len) == 0);
-		CHECK_EQ(kv->mod_rev, (int64_t)i + 1);
-		found[i] = true;
-	}
+	for (size_t k = 0; k < res.n; k++)
+		found[tst_put_number(&res.kvs[k].f, SF_PUTS)] = true;
 	for (uint64_t i = 1; i <= SF_PUTS; i++)
 		CHECK(!acked[i] || found[i]);
 	mvcc_range_result_free(&res);
-	mvcc_view_close(&v);
-	btree_txn_end(t);
-	btree_reader_close(db);
+	tst_view_close(&w);
 }
 
 static void test_failed_sync(void)

@@ -303,6 +303,52 @@ static inline void tst_loop_fini(struct tst_loop *e)
 	tst_member_clean(&e->m);
 }
 
+/* ---- reading what stored published ---- */
+
+/* A read of the db file at a root stored published (st, its status
+ * record): tst_view_open, then mvcc_* on v, then tst_view_close. */
+struct tst_view {
+	struct btree_reader *db;
+	struct btree_txn *t;
+	struct mvcc_view v;
+};
+
+static inline void tst_view_open(struct tst_view *w, const char *db_path,
+				 const struct status_stored *st)
+{
+	struct btree_root root = { st->root_page, st->txid, st->high_water_page };
+
+	CHECK_EQ(btree_reader_open(db_path, NULL, &w->db), 0);
+	CHECK_EQ(btree_reader_begin(w->db, &root, &w->t), 0);
+	CHECK_EQ(mvcc_view_open(w->t, &w->v), 0);
+}
+
+static inline void tst_view_close(struct tst_view *w)
+{
+	mvcc_view_close(&w->v);
+	btree_txn_end(w->t);
+	btree_reader_close(w->db);
+}
+
+/* The number i of put kv, checked: its key is a letter and i (1..upto),
+ * its value "v<i>", its mod revision i + 1 (put i is entry i + 1, after
+ * the member's first entry). */
+static inline uint64_t tst_put_number(const struct mvcc_kv *kv, uint64_t upto)
+{
+	char key[16], val[24];
+	unsigned long long i;
+
+	CHECK(kv->key_len > 1 && kv->key_len < sizeof(key));
+	memcpy(key, kv->key, kv->key_len);
+	key[kv->key_len] = '\0';
+	i = strtoull(key + 1, NULL, 10);
+	CHECK(i >= 1 && i <= upto);
+	snprintf(val, sizeof(val), "v%llu", i);
+	CHECK(kv->value_len == strlen(val) && memcmp(kv->value, val, kv->value_len) == 0);
+	CHECK_EQ(kv->mod_rev, (int64_t)i + 1);
+	return i;
+}
+
 /* ---- stored as a forked child ---- */
 
 /* stored's published record, which must be readable. */
