@@ -19,16 +19,11 @@
 #include "shm/diskio/diskio.h"
 #include "shm/log/log.h"
 #include "stored/install.h"
+#include "shm_testlib.h"
 
 #define INSTALL_MAP_SIZE (1ull << 30)
 
-static char dir[] = "/tmp/cetcd-fuzz-install-XXXXXX";
-
-/* the runs unlink what they make: the dir is empty at exit */
-static void remove_dir(void)
-{
-	(void)rmdir(dir);
-}
+static char dir[128]; /* test_tmpdir's, removed at exit */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -37,9 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct install_info info;
 
 	if (!ready) {
-		if (!mkdtemp(dir))
-			abort();
-		atexit(remove_dir);
+		test_tmpdir(dir, sizeof(dir));
 		log_set_level(LOG_LEVEL_ERROR);
 		ready = true;
 	}

@@ -26,18 +26,17 @@
 #include "stored/apply.h"
 #include "stored/lessor.h"
 #include "stored/mvcc/schema.h"
+#include "shm_testlib.h"
 
 #define SEC 1000000000LL
 
-static char dir[] = "/tmp/cetcd-fuzz-leasealarm-XXXXXX";
+static char dir[128]; /* test_tmpdir's, removed at exit */
 static char path[sizeof(dir) + 4];
 static struct btree_db *db;
 
 static void close_db(void)
 {
-	btree_db_close(db);
-	(void)unlink(path);
-	(void)rmdir(dir);
+	btree_db_close(db); /* then test_tmpdir's clean-up removes the dir */
 }
 
 static void require(int cond, const char *what)
@@ -161,7 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!db) {
 		struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
-		require(mkdtemp(dir) != NULL, "mkdtemp");
+		test_tmpdir(dir, sizeof(dir));
 		snprintf(path, sizeof(path), "%s/db", dir);
 		require(btree_db_open(path, &o, &db) == 0, "cannot open the scratch db");
 		atexit(close_db);

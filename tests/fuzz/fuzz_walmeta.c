@@ -19,15 +19,10 @@
 
 #include "raftd/bootstrap.h"
 #include "shm/diskio/diskio.h"
+#include "shm_testlib.h"
 
-static char dir[] = "/tmp/cetcd-fuzz-walmeta-XXXXXX";
+static char dir[128]; /* test_tmpdir's, removed at exit */
 #define SEGMENT "0000000000000000-0000000000000000.wal"
-
-/* the runs unlink what they make: the dir is empty at exit */
-static void remove_dir(void)
-{
-	(void)rmdir(dir);
-}
 
 static void record(const uint8_t *data, size_t size)
 {
@@ -63,9 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static bool ready;
 
 	if (!ready) {
-		if (!mkdtemp(dir))
-			abort();
-		atexit(remove_dir);
+		test_tmpdir(dir, sizeof(dir));
 		ready = true;
 	}
 	if (size == 0)
