@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Lists the tests a ctest run skipped, each with the reason it printed.
+# Runs ctest in the current directory (a build directory) with the
+# arguments given, then lists the tests it skipped, each with the reason
+# it printed; exits with ctest's status.
 #
-#   tools/skipped.sh CTEST_OUTPUT BUILD_DIR
+#   tools/ctest.sh CTEST_ARGS...
 #
-# CTEST_OUTPUT is what ctest printed (its "tests did not run" list names
-# the skipped ones); BUILD_DIR/Testing/Temporary/LastTest.log holds each
-# test's output, where a skipped test said why (the last line that says
-# "skip", or else its last line). Prints "skipped: none" or "skipped:"
-# and a line per test. Exits 0.
+# ctest's "tests did not run" list names the skipped ones;
+# Testing/Temporary/LastTest.log holds each test's output, where a
+# skipped test said why (the last line that says "skip", or else its
+# last line). Prints "skipped: none" or "skipped:" and a line per test.
 set -euo pipefail
-out=$1
-log=$2/Testing/Temporary/LastTest.log
+out=ctest.out
+log=Testing/Temporary/LastTest.log
+
+st=0
+ctest "$@" 2>&1 | tee "$out" || st=$?
 
 mapfile -t names < <(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$out")
 if ((${#names[@]} == 0)); then
 	echo "skipped: none"
-	exit 0
+	exit "$st"
 fi
 echo "skipped:"
 for name in "${names[@]}"; do
@@ -28,3 +32,4 @@ for name in "${names[@]}"; do
 	' "$log" 2>/dev/null) || reason="(no output in $log)"
 	echo "  $name: $reason"
 done
+exit "$st"
