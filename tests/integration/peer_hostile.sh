@@ -116,6 +116,8 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 closed_count() { grep -c '^closed' "$1" 2>/dev/null || true; }
 # fds_back PID MAX: the process holds at most MAX descriptors.
 fds_back() { (($(fds "$1") <= $2)); }
+# fds_held PID MIN: the process holds at least MIN descriptors.
+fds_held() { (($(fds "$1") >= $2)); }
 
 # ------------------------------------------------------------ idle
 it_cetcd_start idle "$IT_TMP/idle" "$IT_TMP/idle.log" --gateways 1
@@ -138,11 +140,11 @@ for p in "${idlers[@]}"; do it_track "$p"; done
 it_until 10000 grep -q '^open' "$IT_TMP/preface.out" || true
 it_until 10000 grep -q '^open' "$IT_TMP/hashkv.out" || true
 # both daemons hold them: raftd two descriptors a relay, gatewayd one
-it_until 3000 bash -c "(( \$(ls /proc/$gw/fd | wc -l) >= $base_g + 2 * $n ))" || true
+it_until 3000 fds_held "$gw" $((base_g + 2 * n)) || true
 held_r=$(fds "$raftd") held_g=$(fds "$gw")
 echo "  descriptors while held: raftd $held_r, gatewayd $held_g"
 check "raftd relayed the idle connections to gatewayd ($held_r, $held_g descriptors)" \
-	[ "$held_r" -ge $((base_r + 3 * n)) ] && [ "$held_g" -ge $((base_g + 2 * n)) ]
+	test "$held_r" -ge $((base_r + 3 * n)) -a "$held_g" -ge $((base_g + 2 * n))
 it_until 16000 bash -c "[ \$(grep -c '^closed' '$IT_TMP/preface.out') -ge $n ] &&
 	[ \$(grep -c '^closed' '$IT_TMP/hashkv.out') -ge $n ] &&
 	[ \$(grep -c '^closed' '$IT_TMP/trickle.out') -ge 5 ]" || true
@@ -196,8 +198,7 @@ python3 "$IT_TMP/hostile.py" keep "$IT_CPORT" "$n" none 14 >"$IT_TMP/keep-client
 keep_client=$!
 it_track "$keep_client"
 # until both daemons are out of descriptors
-it_until 8000 bash -c "(( \$(ls /proc/$raftd/fd | wc -l) >= $limit - 8 &&
-	\$(ls /proc/$gw/fd | wc -l) >= $limit - 8 ))" || true
+it_until 8000 eval 'fds_held "$raftd" $((limit - 8)) && fds_held "$gw" $((limit - 8))' || true
 echo "  descriptors: raftd $(fds "$raftd"), gatewayd $(fds "$gw") of $limit"
 r0=$(cpu_ticks "$raftd") g0=$(cpu_ticks "$gw") t0=$(it_now_ms)
 sleep 6
@@ -224,6 +225,6 @@ check "the client port serves gRPC once the connections are gone" it_wait_health
 check "gRPC through the peer URL works again" it_until 15000 \
 	etcdctl --dial-timeout 2s --command-timeout 5s --endpoints "http://127.0.0.1:$IT_PPORT" put k2 v2
 check "the member's daemons are the ones it started with" \
-	[ "$(it_cetcd_child raftd)" = "$raftd" ] && [ "$(it_cetcd_child gatewayd-0)" = "$gw" ]
+	test "$(it_cetcd_child raftd)" = "$raftd" -a "$(it_cetcd_child gatewayd-0)" = "$gw"
 it_cetcd_stop || true
 it_summary
