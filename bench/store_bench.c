@@ -59,7 +59,7 @@
 #include <unistd.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/region.h"
 #include "stored/btree/arena.h"
 #include "stored/btree/btree.h"

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
-#include "shm/config/config.h"
-#include "shm/log/log.h"
+#include "config/config.h"
+#include "base/log/log.h"
 #include "shm/status.h"
 #include "gatewayd/server.h"
 #include "stored/btree/btree.h"

@@ -3,7 +3,7 @@
  * MemberList reads the members stored keeps in the db (stored/members.h),
  * as of its published root; before stored applied the cluster's first
  * entries, it answers from the configuration (this member: its name,
- * peer and client URLs and the ids etcd derives, shm/config/member.h).
+ * peer and client URLs and the ids etcd derives, cluster/member.h).
  *
  * MemberAdd, MemberRemove and MemberUpdate check the request as etcd's
  * server does before it proposes (URLs, --strict-reconfig-check's count
@@ -24,8 +24,8 @@
 
 #include "etcdserverpb/rpc.pb-c.h"
 #include "raftpb/raft.pb-c.h"
-#include "shm/config/config.h"
-#include "shm/config/member_json.h"
+#include "config/config.h"
+#include "cluster/member_json.h"
 #include "stored/members.h"
 
 /* The texts of a URL list, in the turn's scratch memory. */

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "gatewayd/server.h"
-#include "shm/log/log.h"
-#include "shm/log/errmsg.h"
+#include "base/log/log.h"
+#include "base/log/errmsg.h"
 #include "shm/readers.h"
 #include "shm/region.h"
 #include "stored/btree/btree.h"

@@ -1,7 +1,7 @@
 /* HTTP/1.x requests on the client port (see http1.h). */
 #include "gatewayd/http1.h"
-#include "shm/hashkv.h"
-#include "shm/leasehttp.h"
+#include "cluster/hashkv.h"
+#include "cluster/leasehttp.h"
 
 #include <errno.h>
 #include <stdio.h>

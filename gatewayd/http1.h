@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "gatewayd/h2.h"
-#include "shm/config/config.h"
+#include "config/config.h"
 
 /* Largest request head (request line and header fields) accepted; a
  * longer one is answered 431 and the connection closed. */
@@ -71,13 +71,13 @@ struct http1_conn;
 struct http1_ops {
 	/* /health: whether the member is healthy (raftd knows a leader). */
 	bool (*healthy)(void *arg);
-	/* GET /members/hashkv (shm/hashkv.h), served only where this is set
+	/* GET /members/hashkv (cluster/hashkv.h), served only where this is set
 	 * (connections raftd hands over from the peer port): starts the
 	 * HashKV at rev for c, which waits (reading no further request) until
 	 * http1_conn_hashkv_done gives the answer. 0, or -ENOMEM (answered
 	 * 500 at once). */
 	int (*hashkv)(void *arg, struct http1_conn *c, int64_t rev);
-	/* POST /leases and /leases/internal (shm/leasehttp.h), served only
+	/* POST /leases and /leases/internal (cluster/leasehttp.h), served only
 	 * where this is set: asks the lessor for c, which waits as for
 	 * hashkv until http1_conn_reply gives the answer. 0, or -ENOMEM
 	 * (answered 500 at once). */

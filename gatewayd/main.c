@@ -23,14 +23,15 @@
 #include <unistd.h>
 
 #include "gatewayd/server.h"
-#include "shm/config/config.h"
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
-#include "shm/config/member.h"
-#include "shm/gwsock.h"
+#include "config/config.h"
+#include "config/tls_config.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
+#include "cluster/member.h"
+#include "base/sock/gwsock.h"
 #include "shm/region.h"
 #include "shm/slot.h"
-#include "shm/tls/tls.h"
+#include "base/tls/tls.h"
 
 /* How long stopping waits for connections to finish. */
 #define GW_DRAIN_MS 1500
@@ -41,7 +42,7 @@
  * hundred creates, a big range, a slow client's backlog. Pages freed
  * while it works go back to the kernel within about a second; those
  * freed just before it falls idle go back when the loop has been quiet
- * for a second (shm/mem_idle.h), not by jemalloc's background thread,
+ * for a second (gatewayd/mem_idle.h), not by jemalloc's background thread,
  * which wakes thousands of times a second under load. Exported: the
  * library looks the name up in the executable. */
 __attribute__((visibility("default"))) const char *malloc_conf = "dirty_decay_ms:1000";
@@ -60,12 +61,12 @@ static int gw_tls(struct gw_server *s, const struct cetcd_config *cfg)
 	struct tls_ctx *ctx;
 	int rc;
 
-	rc = tls_info_from_config(cfg, TLS_SIDE_CLIENT, &info);
+	rc = config_tls_info(cfg, TLS_SIDE_CLIENT, &info);
 	if (rc) {
 		log_error("failed to get client self-signed certs", LOG_STR("error", errmsg_get(rc)));
 		return rc;
 	}
-	tls_log_starting("starting with client TLS", &info, cfg);
+	config_tls_log_starting("starting with client TLS", &info, cfg);
 	rc = tls_ctx_new(&info, TLS_SERVER, &ctx);
 	tls_info_free(&info);
 	if (!rc && (rc = tls_ctx_set_alpn(ctx, alpn, 2)))
@@ -161,7 +162,7 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, int *f
 }
 
 /* The local socket raftd hands the peer port's gRPC connections to
- * (shm/gwsock.h). Without it the member still serves its clients, so a
+ * (base/sock/gwsock.h). Without it the member still serves its clients, so a
  * failure is a warning. */
 static void gw_listen_local(struct gw_server *s, const struct cetcd_config *cfg)
 {

@@ -23,7 +23,7 @@
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/http1.h"
 #include "gatewayd/server.h"
-#include "shm/hashkv.h"
+#include "cluster/hashkv.h"
 #include "shm/readers.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/mvcc.h"

@@ -21,13 +21,13 @@
 #include "gatewayd/transport.h"
 #include "gatewayd/watch.h"
 #include "proto/check.h"
-#include "shm/config/config.h"
+#include "config/config.h"
 #include "shm/doorbell.h"
-#include "shm/gwsock.h"
+#include "base/sock/gwsock.h"
 #include "shm/hello.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "shm/region.h"
-#include "shm/tls/tls.h"
+#include "base/tls/tls.h"
 
 /* What an epoll event's data.ptr points at. */
 enum gw_src_kind { GW_SRC_LISTENER = 1, GW_SRC_CONN, GW_SRC_WAKER, GW_SRC_TIMER, GW_SRC_WATCH };
@@ -542,7 +542,7 @@ int gw_server_adopt(struct gw_server *s, int fd)
 
 /* Out of descriptors (err): every listener stops listening for the
  * back-off's pause rather than spin on one the kernel keeps reporting
- * (shm/accept_backoff.h). */
+ * (base/sock/accept_backoff.h). */
 static void gw_accept_pause(struct gw_server *s, int err)
 {
 	uint64_t pause = accept_backoff_fail(&s->accept_bo, (uint64_t)s->now_ns, err,

@@ -48,12 +48,12 @@
 #include "gatewayd/h2.h"
 #include "gatewayd/http1.h"
 #include "gatewayd/pending.h"
-#include "shm/mem_idle.h"
+#include "gatewayd/mem_idle.h"
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "shm/waker.h"
 #include "gatewayd/sendq.h"
-#include "shm/accept_backoff.h"
+#include "base/sock/accept_backoff.h"
 #include "stored/mvcc/lcache.h"
 
 struct cetcd_config;
@@ -304,7 +304,7 @@ enum gw_listen_mode {
 	GW_LISTEN_TLS,   /* https: TLS with the server's context first */
 	GW_LISTEN_BOTH,  /* http and https on one address: the client's first
 			  * byte tells which (transport_sniff_init) */
-	GW_LISTEN_LOCAL, /* this gatewayd's local socket (shm/gwsock.h): what
+	GW_LISTEN_LOCAL, /* this gatewayd's local socket (base/sock/gwsock.h): what
 			  * raftd hands over from the peer port, in the clear,
 			  * from processes of this user only; HTTP/1 serves
 			  * the peer port's GET /members/hashkv there */
@@ -447,7 +447,7 @@ static inline bool gw_pending_is_peer(uint32_t tag)
 	return tag >= GW_PENDING_TAG_PEER && tag <= GW_PENDING_TAG_PEER_TTL_KEYS;
 }
 /*
- * A peer's lease request (shm/leasehttp.h), asked of this member's stored
+ * A peer's lease request (cluster/leasehttp.h), asked of this member's stored
  * for the local-socket connection owner (a gw_conn), which gets the
  * answer through gw_http1_lease_done. 0, or -ENOMEM (the table or the
  * ring is full).

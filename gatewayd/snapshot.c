@@ -23,8 +23,8 @@
 
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/server.h"
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
 #include "stored/btree/dbsnap.h"
 
 #define SNAP_CHUNK (32u * 1024)           /* etcd's snapshotSendBufferSize */

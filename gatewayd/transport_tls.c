@@ -1,5 +1,5 @@
 /* The TLS backends of the transport interface: a server's TLS session
- * over a client socket (shm/tls), and the sniffing backend of an address
+ * over a client socket (base/tls), and the sniffing backend of an address
  * that serves http and https at once (see transport.h). */
 #include "gatewayd/transport.h"
 
@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
-#include "shm/tls/tls.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
+#include "base/tls/tls.h"
 
 /* The first byte of a TLS handshake record (a ClientHello), which no
  * HTTP/1 request line nor the HTTP/2 preface starts with. */

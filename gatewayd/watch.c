@@ -16,7 +16,7 @@
 #include "shm/bcast.h"
 #include "shm/doorbell.h"
 #include "shm/slot.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "shm/region.h"
 #include "stored/events.h"
 #include "stored/mvcc/mvcc.h"

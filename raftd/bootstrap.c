@@ -15,11 +15,11 @@
 #include "etcdserverpb/etcdserver.pb-c.h"
 #include "raftd/alloc.h"
 #include "raftd/walread.h"
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 #include "raftpb/raft.pb-c.h"
-#include "shm/log/log.h"
-#include "shm/config/member.h"
-#include "shm/config/member_json.h"
+#include "base/log/log.h"
+#include "cluster/member.h"
+#include "cluster/member_json.h"
 
 /* ---- the protobuf messages (etcd's schema through protobuf-c) ---- */
 

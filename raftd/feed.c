@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "shm/msg.h"
 #include "shm/ring.h"
 

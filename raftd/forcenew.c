@@ -8,7 +8,7 @@
 
 #include "raftd/alloc.h"
 #include "raftd/raftmsg.h"
-#include "shm/config/member_json.h"
+#include "cluster/member_json.h"
 
 /* A sorted set of member ids. */
 struct idset {

@@ -10,11 +10,11 @@
 #include <strings.h>
 
 #include "raftd/peer_fetch.h"
-#include "shm/config/config.h"
-#include "shm/config/member.h"
-#include "shm/config/member_json.h"
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
+#include "config/config.h"
+#include "cluster/member.h"
+#include "cluster/member_json.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
 
 /* etcd's timeout for each GET /members (GetClusterFromRemotePeers) and,
  * since its getVersion has none, a bound of cetcd's for GET /version. */

@@ -13,9 +13,9 @@
 #include "raftd/promote.h"
 #include "raftd/proposals.h"
 #include "raftd/raft.h"
-#include "shm/config/membership.h"
-#include "shm/leasehttp.h"
-#include "shm/log/log.h"
+#include "cluster/membership.h"
+#include "cluster/leasehttp.h"
+#include "base/log/log.h"
 #include "shm/msg.h"
 #include "shm/status.h"
 

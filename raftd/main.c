@@ -22,15 +22,16 @@
 #include "raftd/join.h"
 #include "raftd/loop.h"
 #include "raftd/peer.h"
-#include "shm/config/config.h"
-#include "shm/diskio/diskio.h"
+#include "config/config.h"
+#include "config/tls_config.h"
+#include "base/diskio/diskio.h"
 #include "shm/hello.h"
-#include "shm/log/log.h"
-#include "shm/config/member.h"
+#include "base/log/log.h"
+#include "cluster/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
-#include "shm/log/errmsg.h"
-#include "shm/tls/tls.h"
+#include "base/log/errmsg.h"
+#include "base/tls/tls.h"
 
 /* etcd's peer TLS set-up (configurePeerListeners and the peer
  * transport's client side): the info from the flags, its log line, and
@@ -48,7 +49,7 @@ static int peer_tls(const struct cetcd_config *c, struct tls_ctx **server, struc
 			 strcmp(c->listen_peer_urls.v[i].scheme, "unixs") == 0;
 	if (!https && !c->peer_cert_file[0] && !c->peer_auto_tls)
 		return 0;
-	rc = tls_info_from_config(c, TLS_SIDE_PEER, &info);
+	rc = config_tls_info(c, TLS_SIDE_PEER, &info);
 	if (rc) {
 		log_error("failed to get peer self-signed certs", LOG_STR("error", errmsg_get(rc)));
 		return rc;
@@ -57,7 +58,7 @@ static int peer_tls(const struct cetcd_config *c, struct tls_ctx **server, struc
 		tls_info_free(&info);
 		return 0;
 	}
-	tls_log_starting("starting with peer TLS", &info, c);
+	config_tls_log_starting("starting with peer TLS", &info, c);
 	rc = tls_ctx_new(&info, TLS_SERVER, server);
 	if (!rc)
 		rc = tls_ctx_new(&info, TLS_CLIENT, client);

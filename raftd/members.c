@@ -10,9 +10,9 @@
 
 #include "raftd/alloc.h"
 #include "raftd/raft.h"
-#include "shm/config/config.h"
-#include "shm/config/member_json.h"
-#include "shm/log/log.h"
+#include "config/config.h"
+#include "cluster/member_json.h"
+#include "base/log/log.h"
 
 int members_init(struct members *m, uint64_t self_id, uint64_t cluster_id, const char *name,
 		 const struct config_urls *client_urls, uint64_t timeout_ms, uint64_t tick_ms)

@@ -1,6 +1,6 @@
 /*
  * raftd's side of membership: it applies every committed entry to the
- * membership state (shm/config/membership.h) as it hands the entry to
+ * membership state (cluster/membership.h) as it hands the entry to
  * stored, logs the changes with etcd's wording, and proposes, as etcd
  * 3.4's server does:
  *
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "raftd/raftlog.h"
-#include "shm/config/membership.h"
+#include "cluster/membership.h"
 
 struct raft;
 struct config_urls;

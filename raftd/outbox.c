@@ -6,7 +6,7 @@
 
 #include "raftd/alloc.h"
 #include "raftd/peer.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 void outbox_init(struct outbox *o, struct peer *peer)
 {

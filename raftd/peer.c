@@ -23,8 +23,8 @@
 #include "raftd/msgframe.h"
 #include "raftd/peer_int.h"
 #include "raftd/raft.h"
-#include "shm/config/config.h"
-#include "shm/log/log.h"
+#include "config/config.h"
+#include "base/log/log.h"
 
 uint64_t peer_now_ns(void)
 {

@@ -19,7 +19,7 @@
 #include "raftd/msgframe.h"
 #include "raftd/peer_int.h"
 #include "raftd/raft.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 /* Bytes of the db file read into a snapshot connection at a time. */
 #define PEER_SNAP_CHUNK (256u * 1024)

@@ -18,9 +18,9 @@
 
 #include "raftd/alloc.h"
 #include "raftd/peer_int.h"
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
-#include "shm/tls/tls.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
+#include "base/tls/tls.h"
 
 /* ---- buffers ---- */
 

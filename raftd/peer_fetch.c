@@ -16,8 +16,8 @@
 
 #include "raftd/alloc.h"
 #include "raftd/peer_int.h"
-#include "shm/log/errmsg.h"
-#include "shm/tls/tls.h"
+#include "base/log/errmsg.h"
+#include "base/tls/tls.h"
 
 /* A request in flight: the socket, TLS over it, and the time left. */
 struct pf_conn {

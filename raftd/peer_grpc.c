@@ -8,7 +8,7 @@
  * first bytes are the HTTP/2 client preface, or whose first request is
  * GET /members/hashkv or POST /leases or /leases/internal (etcd's
  * leasehttp: a follower renewing a lease at the leader), is relayed, byte for byte both ways, to a gatewayd
- * over its local socket (shm/gwsock.h). The gatewayds are taken in turn;
+ * over its local socket (base/sock/gwsock.h). The gatewayds are taken in turn;
  * one that does not answer is passed over for the next.
  *
  * A relay is two connections of the transport's loop joined by their
@@ -38,10 +38,10 @@
 
 #include "raftd/alloc.h"
 #include "raftd/peer_int.h"
-#include "shm/gwsock.h"
-#include "shm/hashkv.h"
-#include "shm/leasehttp.h"
-#include "shm/log/log.h"
+#include "base/sock/gwsock.h"
+#include "cluster/hashkv.h"
+#include "cluster/leasehttp.h"
+#include "base/log/log.h"
 
 /* Bytes one side of a relay may have queued and unwritten. */
 #define PEER_RELAY_MAX_QUEUED (64u << 20)

@@ -35,10 +35,10 @@
 #include "raftd/msgappv2.h"
 #include "raftd/peer.h"
 #include "raftd/peer_http.h"
-#include "shm/accept_backoff.h"
-#include "shm/gwsock.h"
-#include "shm/peer_url.h"
-#include "shm/thread.h"
+#include "base/sock/accept_backoff.h"
+#include "base/sock/gwsock.h"
+#include "cluster/peer_url.h"
+#include "base/thread/thread.h"
 
 /* etcd's ConnReadTimeout and ConnWriteTimeout: a connection that makes
  * no progress for this long is broken. Stream writers send a link

@@ -34,10 +34,10 @@
 #include "raftd/alloc.h"
 #include "raftd/peer_fetch.h"
 #include "raftd/peer_int.h"
-#include "shm/leasehttp.h"
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
-#include "shm/tls/tls.h"
+#include "cluster/leasehttp.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
+#include "base/tls/tls.h"
 
 /* Connections at once (raftd/lease_fwd.h keeps as many requests in
  * flight; more wait here for one to be free). */

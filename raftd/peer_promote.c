@@ -26,8 +26,8 @@
 #include "raftd/alloc.h"
 #include "raftd/peer_fetch.h"
 #include "raftd/peer_int.h"
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
 
 /* How long a served promotion may wait for the loop's answer: etcd's
  * request timeout (5 s and two election timeouts) with room to spare;

@@ -12,7 +12,7 @@
 
 #include "raftd/alloc.h"
 #include "raftd/peer_int.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 /* How long a looked-up address is used before a dial asks for it again
  * (the old one is used meanwhile), and how soon a failed lookup is

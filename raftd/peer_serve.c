@@ -18,7 +18,7 @@
 #include "raftd/msgframe.h"
 #include "raftd/peer_int.h"
 #include "raftd/raft.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 enum peer_route {
 	PEER_R_NOT_FOUND = 0,

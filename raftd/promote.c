@@ -14,9 +14,9 @@
 #include "raftd/proposals.h"
 #include "raftd/raft.h"
 #include "raftd/raftmsg.h"
-#include "shm/config/member_json.h"
-#include "shm/config/membership.h"
-#include "shm/log/log.h"
+#include "cluster/member_json.h"
+#include "cluster/membership.h"
+#include "base/log/log.h"
 #include "shm/msg.h"
 
 #define PROMOTE_MSG_MEMBER_NOT_FOUND "etcdserver: member not found"

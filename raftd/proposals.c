@@ -7,7 +7,7 @@
 #include "raftd/alloc.h"
 #include "raftd/walrec.h"
 #include "shm/hello.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "shm/ring.h"
 #include "shm/slot.h"
 

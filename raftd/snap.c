@@ -14,9 +14,9 @@
 #include "proto/wire.h"
 #include "raftd/alloc.h"
 #include "raftd/raftmsg.h"
-#include "shm/crc32c.h"
-#include "shm/diskio/diskio.h"
-#include "shm/log/log.h"
+#include "base/crc32c/crc32c.h"
+#include "base/diskio/diskio.h"
+#include "base/log/log.h"
 
 #define SNAP_SUFFIX ".snap"
 #define SNAP_DB_SUFFIX ".snap.db"

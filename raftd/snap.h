@@ -4,7 +4,7 @@
  *
  *   %016x-%016x.snap   term, index: a snappb.Snapshot {crc, data}, data a
  *                      marshaled raftpb.Snapshot (its Data the v2 store
- *                      JSON, shm/config/v2store.h; its metadata the index,
+ *                      JSON, cluster/v2store.h; its metadata the index,
  *                      term and ConfState), crc the CRC-32C of data
  *   %016x.snap.db      index: a db received from a leader (peer_serve.c)
  *

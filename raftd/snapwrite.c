@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "raftd/alloc.h"
-#include "shm/thread.h"
-#include "shm/log/log.h"
+#include "base/thread/thread.h"
+#include "base/log/log.h"
 
 struct snapwrite {
 	pthread_t thread;

@@ -1,7 +1,7 @@
 /*
  * The WAL (see wal.h): creating and opening a WAL directory, group
  * commit, and cutting segments. Decoding lives in walread.c, the record
- * bytes in walrec.c, the disk requests through shm/diskio/.
+ * bytes in walrec.c, the disk requests through base/diskio/.
  *
  * Batches: `pending` collects encoded records; `inflight` is the batch
  * being written (at most one). A batch lives in one segment: when it is
@@ -27,10 +27,10 @@
 #include <unistd.h>
 
 #include "raftd/alloc.h"
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 #include "raftd/walread.h"
 #include "raftd/walrec.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 #define WAL_NAME_BYTES 40 /* "%016x-%016x.wal" and NUL */
 

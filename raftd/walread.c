@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "raftd/alloc.h"
-#include "shm/crc32c.h"
+#include "base/crc32c/crc32c.h"
 #include "raftd/walrec.h"
 
 #define SECTOR_BYTES 512u

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "proto/wire.h"
-#include "shm/crc32c.h"
+#include "base/crc32c/crc32c.h"
 
 /* ---- wire reader ---- */
 

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "shm/doorbell.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "shm/ring.h"
 
 const char *hello_role_name(enum shm_role role)

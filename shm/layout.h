@@ -20,7 +20,7 @@
 #include <sys/types.h>
 
 #include "shm/doorbell.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 #include "shm/status.h"
@@ -169,7 +169,7 @@ static inline struct ring *shm_ring_at(struct shm_region *r, uint64_t n)
 			       n * r->hdr->ring_stride);
 }
 
-/* Records the text of the failure rc in the error slot (shm/log/errmsg.h) and
+/* Records the text of the failure rc in the error slot (base/log/errmsg.h) and
  * returns rc: the region code's name for errmsg_set. */
 #define shm_set_error(rc, ...) errmsg_set((rc), __VA_ARGS__)
 

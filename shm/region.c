@@ -17,7 +17,7 @@
 
 #include "shm/barrier.h"
 #include "shm/bcast.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/layout.h"
 #include "shm/readers.h"
 #include "shm/ring.h"

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "shm/doorbell.h"
-#include "shm/log/log.h"
-#include "shm/thread.h"
+#include "base/log/log.h"
+#include "base/thread/thread.h"
 
 /* io_uring's futex wait (Linux 6.7), spelled out: liburing before 2.5 has
  * no helper and its headers may not name the opcode. The SQE carries the

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
 #include "stored/btree/btree.h"

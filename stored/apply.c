@@ -12,7 +12,7 @@
 #include "etcdserverpb/rpc.pb-c.h"
 #include "proto/check.h"
 #include "raftpb/raft.pb-c.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 static const char apply_msg_malformed[] = "etcdserver: the request in the raft log does not decode";
 

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shm/diskio/diskio.h"
-#include "shm/log/errmsg.h"
+#include "base/diskio/diskio.h"
+#include "base/log/errmsg.h"
 #include "stored/btree/btree.h"
 #include "stored/members.h"
 #include "stored/mvcc/mvcc.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "leasepb/lease.pb-c.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "stored/alloc.h"
 #include "stored/mvcc/revision.h"
 #include "stored/mvcc/schema.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 static int64_t lessor_apply_now_ns(void)
 {

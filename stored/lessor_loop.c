@@ -8,7 +8,7 @@
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "shm/hello.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "shm/msg.h"
 #include "shm/ring.h"
 #include "shm/slot.h"

@@ -12,11 +12,11 @@
 #include <unistd.h>
 
 #include "shm/bcast.h"
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 #include "shm/doorbell.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/hello.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "shm/msg.h"
 #include "shm/readers.h"
 #include "shm/region.h"

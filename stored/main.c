@@ -11,12 +11,12 @@
 #include <signal.h>
 #include <string.h>
 
-#include "shm/config/config.h"
-#include "shm/diskio/diskio.h"
+#include "config/config.h"
+#include "base/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "shm/hello.h"
-#include "shm/log/log.h"
-#include "shm/config/member.h"
+#include "base/log/log.h"
+#include "cluster/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
 #include "stored/loop.h"

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "leasepb/lease.pb-c.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/mvcc/mvcc.h"
 #include "stored/mvcc/schema.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/config/member_json.h"
-#include "shm/log/log.h"
+#include "cluster/member_json.h"
+#include "base/log/log.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/schema.h"
 

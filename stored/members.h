@@ -3,12 +3,12 @@
  * (etcdserver/api/membership/store.go):
  *
  *   members          the member id in hex ("8e9e05c52164694d") -> the
- *                    member as etcd's JSON (shm/config/member_json.h)
+ *                    member as etcd's JSON (cluster/member_json.h)
  *   members_removed  a removed member's id in hex -> "removed"
  *   cluster          "clusterVersion" -> the cluster version ("3.4.0")
  *
  * stored applies the committed entries that change membership
- * (shm/config/membership.h) into these buckets in the entry's batch, and
+ * (cluster/membership.h) into these buckets in the entry's batch, and
  * loads them when it opens the db; gatewayd reads them for MemberList.
  */
 #ifndef CETCD_STORED_MEMBERS_H
@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
-#include "shm/config/membership.h"
+#include "cluster/membership.h"
 
 struct btree_txn;
 

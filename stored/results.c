@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "shm/ring.h"
 #include "shm/slot.h"
 #include "stored/alloc.h"

@@ -35,7 +35,7 @@
  *   -EBUSY    another process is the writer; a write txn is already open
  *   -ENOSPC   the file would grow past the map size, or the disk is full
  *   -ENOMEM, -EIO and other -errno of the system calls.
- * errmsg_get(rc) (shm/log/errmsg.h) describes the failure rc, e.g.
+ * errmsg_get(rc) (base/log/errmsg.h) describes the failure rc, e.g.
  * "stored: db /x/member/snap/db: page 17 has invalid flags 0x0040; the file
  * is corrupt, restore from a snapshot".
  *
@@ -50,7 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 
 struct btree_db;      /* the writer of one file */
 struct btree_reader;  /* a read-only mapping of one file, in any process */

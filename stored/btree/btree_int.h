@@ -18,12 +18,12 @@
 #include <stdint.h>
 
 #include "stored/btree/arena.h"
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 #include "stored/btree/btree.h"
 #include "stored/btree/freelist.h"
 #include "stored/btree/page.h"
 #include "stored/btree/pgmap.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 
 #define BT_LAST_GET_KEY_MAX 64u
 
@@ -207,7 +207,7 @@ struct btree_reader {
 	struct bt_map map;
 };
 
-/* Errors: record the message in the thread's error slot (shm/log/errmsg.h)
+/* Errors: record the message in the thread's error slot (base/log/errmsg.h)
  * and return rc. */
 #define bt_error(rc, ...) errmsg_set((rc), __VA_ARGS__)
 /* "stored: db PATH: page N <what>; the file is corrupt, restore from a

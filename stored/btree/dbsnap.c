@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/readers.h"
 #include "shm/region.h"
 #include "shm/status.h"

@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "shm/thread.h"
+#include "base/thread/thread.h"
 #include "stored/alloc.h"
 #include "stored/btree/pagewrite.h"
 

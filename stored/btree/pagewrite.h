@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 
 struct pagewrite;
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "proto/wire.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/btree/page.h"
 #include "stored/mvcc/schema.h"

@@ -328,7 +328,7 @@ void kvindex_covers_make(struct kvindex_meta *m, int64_t scheduled, int64_t fini
 			 const uint8_t *last_key, size_t last_len);
 
 /* Records "stored: <description of the malformed data>" in the thread's
- * error slot (shm/log/errmsg.h; the MVCC layer reports through it too);
+ * error slot (base/log/errmsg.h; the MVCC layer reports through it too);
  * returns -EUCLEAN. */
 int kvindex_corrupt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

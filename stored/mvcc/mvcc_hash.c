@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "shm/crc32c.h"
+#include "base/crc32c/crc32c.h"
 #include "stored/mvcc/mvcc.h"
 #include "stored/mvcc/schema.h"
 

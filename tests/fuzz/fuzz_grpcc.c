@@ -1,5 +1,5 @@
 /*
- * Fuzz target: what a server sends grpcc's unary call (shm/grpcc.h):
+ * Fuzz target: what a server sends grpcc's unary call (launcher/grpcc.h):
  * HTTP/2 frames, headers and trailers, the length-prefixed response. The
  * call is started and its request sent (to nowhere); the input is fed as
  * the server's bytes in two parts split at its first byte's value; the
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/grpcc.h"
+#include "launcher/grpcc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "../proto/requests.h"
-#include "shm/config/member.h"
+#include "cluster/member.h"
 #include "unpack.h"
 
 static void peer_urls(char *const *in, size_t n)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/hashkv.h"
+#include "cluster/hashkv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "gatewayd/http1.h"
-#include "shm/hashkv.h"
+#include "cluster/hashkv.h"
 
 static bool fuzz_healthy(void *arg)
 {

@@ -16,8 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "shm/diskio/diskio.h"
-#include "shm/log/log.h"
+#include "base/diskio/diskio.h"
+#include "base/log/log.h"
 #include "stored/install.h"
 #include "shm_testlib.h"
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "raftd/join.h"
-#include "shm/config/member_json.h"
+#include "cluster/member_json.h"
 
 static void members(const uint8_t *data, size_t size)
 {

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shm/log/log.h"
+#include "base/log/log.h"
 #include "stored/alarm.h"
 #include "stored/apply.h"
 #include "stored/lessor.h"

@@ -1,6 +1,6 @@
 /*
  * Fuzz target: the bodies of etcd's lease calls between members
- * (shm/leasehttp.h). The first byte picks what is decoded: a request to
+ * (cluster/leasehttp.h). The first byte picks what is decoded: a request to
  * /leases or /leases/internal (what the peer port's handler reads), or
  * the leader's 200 answer to either (what a follower reads), which is
  * then given this member's header. A decoded request, encoded again and
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/leasehttp.h"
+#include "cluster/leasehttp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/config/member_json.h"
-#include "shm/config/membership.h"
+#include "cluster/member_json.h"
+#include "cluster/membership.h"
 
 static void json_round_trip(const uint8_t *data, size_t size)
 {

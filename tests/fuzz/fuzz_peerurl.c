@@ -1,7 +1,7 @@
 /*
  * Fuzz target: peer URLs as a peer supplies them (a member's peerURLs in
  * the membership JSON of the WAL, of a snapshot, of a joined cluster's
- * GET /members), through shm/peer_url.c: the input up to its first NUL
+ * GET /members), through cluster/peer_url.c: the input up to its first NUL
  * is the URL. Taken, it must name a port, and its address is looked up
  * without the resolver (peer_url_sockaddr_numeric). The same text also
  * goes through the check the Cluster service and the flags make
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/config/config_int.h"
-#include "shm/peer_url.h"
+#include "config/config_int.h"
+#include "cluster/peer_url.h"
 
 static void require(int cond, const char *what, const char *url)
 {

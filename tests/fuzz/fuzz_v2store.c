@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shm/config/membership.h"
-#include "shm/config/v2store.h"
+#include "cluster/membership.h"
+#include "cluster/v2store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

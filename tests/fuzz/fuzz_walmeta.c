@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "raftd/bootstrap.h"
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 #include "shm_testlib.h"
 
 static char dir[128]; /* test_tmpdir's, removed at exit */

@@ -3,7 +3,7 @@
 # on etcd's Go client (tests/tools/kvclient) put fresh keys and record
 # every acknowledged put. raftd's WAL, or stored's db, goes through the
 # disk I/O layer's fault backend (CETCD_TEST_DISKIO_FAULT,
-# shm/diskio/diskio.h), armed by a trigger file: once the test creates
+# base/diskio/diskio.h), armed by a trigger file: once the test creates
 # it, the WAL's next fdatasync fails (and, as the kernel may after a
 # failed writeback, every write since the last good sync is dropped), in
 # the second run the WAL's next write, in the third the fdatasync of

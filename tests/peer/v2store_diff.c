@@ -1,6 +1,6 @@
 /*
  * v2store_diff: the C half of the differential check of cetcd's v2 store
- * codec (shm/config/v2store.c) against etcd's v2store and membership
+ * codec (cluster/v2store.c) against etcd's v2store and membership
  * packages (tests/peer/v2store_diff.sh runs it; tests/tools/v2storediff
  * is the Go half, in whose words the dumps are written).
  *
@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "../unit/test_raftmsg_util.h"
-#include "shm/config/membership.h"
-#include "shm/config/v2store.h"
+#include "cluster/membership.h"
+#include "cluster/v2store.h"
 
 static void put_hex(const char *s)
 {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Differential check of cetcd's v2 store codec (shm/config/v2store.c, the
+# Differential check of cetcd's v2 store codec (cluster/v2store.c, the
 # membership in a raft snapshot's Data) against etcd 3.4's own v2store and
 # membership packages (tests/tools/v2storediff, built from Debian's
 # golang-etcd-server-dev):

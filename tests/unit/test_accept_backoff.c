@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/accept_backoff.c, over times the test picks:
+ * Unit tests for base/sock/accept_backoff.c, over times the test picks:
  * - the pause doubles from ACCEPT_BACKOFF_MIN_NS to ACCEPT_BACKOFF_MAX_NS
  *   and stays there while accepting fails, and is the shortest again
  *   after an accept succeeds
@@ -14,8 +14,8 @@
 
 #include "shm_testlib.h"
 
-#include "shm/accept_backoff.h"
-#include "shm/log/log.h"
+#include "base/sock/accept_backoff.h"
+#include "base/log/log.h"
 
 #define MS 1000000ull
 

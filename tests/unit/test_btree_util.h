@@ -19,7 +19,7 @@
 
 #include "test_invariants.h"
 
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/btree/btree.h"
 #include "stored/btree/page.h"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/config/config.c: etcd's flag table. Defaults against etcd's
+ * Unit tests for config/config.c: etcd's flag table. Defaults against etcd's
  * own help text (Debian's golang-etcd-server-dev) and a list taken from
  * embed.NewConfig, both flag syntaxes, ETCD_ variables and their
  * precedence, refusal of every default-only flag at any other value,
@@ -15,8 +15,8 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "shm/config/config.h"
-#include "shm/log/log.h"
+#include "config/config.h"
+#include "base/log/log.h"
 
 #define ETCD_HELP_GO "/usr/share/gocode/src/go.etcd.io/etcd/etcdmain/help.go"
 

@@ -5,7 +5,7 @@
  */
 #include "shm_testlib.h"
 
-#include "shm/crc32c.h"
+#include "base/crc32c/crc32c.h"
 
 static void fill(uint8_t *buf, size_t len, uint64_t seed)
 {

@@ -20,7 +20,7 @@
 
 #include "shm_testlib.h"
 
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 
 static int parse(const char *spec, const char *file, struct diskio_fault_opts *o, bool *on)
 {

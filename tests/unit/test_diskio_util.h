@@ -10,7 +10,7 @@
 
 #include "test_btree_util.h"
 
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 
 static char dir[256];
 static char path[300];

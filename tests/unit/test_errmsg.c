@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/log/errmsg.c, the one error slot:
+ * Unit tests for base/log/errmsg.c, the one error slot:
  * - errmsg_set returns its code and errmsg_get(code) gives the text back
  * - the text is given only for the code it was recorded with: any other
  *   code (an older or unrelated failure) gets strerror's text
@@ -12,7 +12,7 @@
 
 #include "shm_testlib.h"
 
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 
 static void test_set_get(void)
 {

@@ -22,8 +22,8 @@
 
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/server.h"
-#include "shm/config/config.h"
-#include "shm/config/member.h"
+#include "config/config.h"
+#include "cluster/member.h"
 #include "shm/hello.h"
 #include "shm/region.h"
 #include "shm/slot.h"

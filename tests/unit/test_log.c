@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/log/log.c: every line is one valid JSON object shaped
+ * Unit tests for base/log/log.c: every line is one valid JSON object shaped
  * like etcd's zap lines (level, ts, logger, caller, msg, then the fields,
  * in that order), strings are escaped as zap escapes them (and decode back
  * to the original, invalid UTF-8 aside), levels filter, fields of every
@@ -14,7 +14,7 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 #define CHECK_STREQ(a, b)                                                    \
 	do {                                                                 \

@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/mem_idle.c:
+ * Unit tests for gatewayd/mem_idle.c:
  * - over counters of the test's own: no purge while the loop allocates,
  *   nor before a second of quiet; one purge after it, and none again
  *   until the counters move; the wanted turn time tells the loop when to
@@ -13,7 +13,7 @@
 
 #include "shm_testlib.h"
 
-#include "shm/mem_idle.h"
+#include "gatewayd/mem_idle.h"
 
 extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
 	__attribute__((weak));

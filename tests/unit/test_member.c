@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/config/member.c: SHA-1 against FIPS 180 test vectors, and
+ * Unit tests for cluster/member.c: SHA-1 against FIPS 180 test vectors, and
  * member and cluster IDs against the numbers Debian's etcd 3.4.23 printed
  * (`etcdctl member list -w json`) for these exact flags:
  *
@@ -16,8 +16,8 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include "shm/config/config.h"
-#include "shm/config/member.h"
+#include "config/config.h"
+#include "cluster/member.h"
 #include "shm/region.h"
 
 static void hex(const uint8_t *d, size_t n, char *out)

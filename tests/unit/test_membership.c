@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/config/member_json.c and shm/config/membership.c.
+ * Unit tests for cluster/member_json.c and cluster/membership.c.
  *
  * The expected texts and bytes are what Debian's etcd 3.4 Go code gives
  * for the same values: json.Marshal of membership.Member,
@@ -13,8 +13,8 @@
 #include "etcdserverpb/etcdserver.pb-c.h"
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "raftpb/raft.pb-c.h"
-#include "shm/config/member_json.h"
-#include "shm/config/membership.h"
+#include "cluster/member_json.h"
+#include "cluster/membership.h"
 
 static char *s_peers[] = { "http://a:1", "http://b<&>" };
 static char *s_clients[] = { "http://c" };

@@ -25,7 +25,7 @@
 
 #include "test_peer_util.h"
 
-#include "shm/gwsock.h"
+#include "base/sock/gwsock.h"
 
 #define MS 1000000ull
 

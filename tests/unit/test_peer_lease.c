@@ -16,7 +16,7 @@
 
 #include "test_peer_util.h"
 
-#include "shm/leasehttp.h"
+#include "cluster/leasehttp.h"
 
 #define CLUSTER 0x1000
 

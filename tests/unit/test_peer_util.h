@@ -16,9 +16,9 @@
 #include "raftd/peer.h"
 #include "raftd/peer_int.h"
 #include "raftd/raft.h"
-#include "shm/config/config.h"
-#include "shm/config/config_int.h"
-#include "shm/tls/tls.h"
+#include "config/config.h"
+#include "config/config_int.h"
+#include "base/tls/tls.h"
 
 /* One member's transport. */
 struct pt_node {

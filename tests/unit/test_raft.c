@@ -17,8 +17,8 @@
 
 #include "raftd/raft.h"
 #include "raftd/wal.h"
-#include "shm/diskio/diskio.h"
-#include "shm/log/log.h"
+#include "base/diskio/diskio.h"
+#include "base/log/log.h"
 
 static struct raft *single(uint64_t seed)
 {

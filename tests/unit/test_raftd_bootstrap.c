@@ -9,7 +9,7 @@
 
 #include "raftd/bootstrap.h"
 #include "raftd/wal.h"
-#include "shm/config/member.h"
+#include "cluster/member.h"
 
 /* Hex to bytes; returns the length. */
 static size_t unhex(const char *h, uint8_t *out)

@@ -31,7 +31,7 @@
 #include "raftd/loop.h"
 #include "raftd/wal.h"
 #include "shm/hello.h"
-#include "shm/config/member.h"
+#include "cluster/member.h"
 
 #define MAX_INDEX 8192
 #define MAX_RID 8192

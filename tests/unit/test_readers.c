@@ -12,7 +12,7 @@
 
 #include "shm_testlib.h"
 
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/readers.h"
 #include "shm/region.h"
 #include "shm/status.h"

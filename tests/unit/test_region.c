@@ -10,7 +10,7 @@
 #include "shm_testlib.h"
 
 #include "shm/bcast.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/layout.h"
 #include "shm/region.h"
 #include "shm/ring.h"

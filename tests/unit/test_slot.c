@@ -14,7 +14,7 @@
 #include "shm_testlib.h"
 
 #include "shm/doorbell.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/region.h"
 #include "shm/ring.h"
 #include "shm/slot.h"

@@ -15,9 +15,9 @@
 #include "test_wal_util.h"
 
 #include "raftd/snap.h"
-#include "shm/config/membership.h"
-#include "shm/config/v2store.h"
-#include "shm/log/log.h"
+#include "cluster/membership.h"
+#include "cluster/v2store.h"
+#include "base/log/log.h"
 
 static bool exists(const char *dir, const char *name)
 {

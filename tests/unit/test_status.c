@@ -9,7 +9,7 @@
 
 #include "shm_testlib.h"
 
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/region.h"
 #include "shm/status.h"
 

@@ -1,7 +1,7 @@
 /*
  * stored's apply loop when the disk that holds the db is full, or fails
  * a checkpoint's sync in the background. The db
- * goes through the fault backend (shm/diskio/diskio.h) armed by a trigger
+ * goes through the fault backend (base/diskio/diskio.h) armed by a trigger
  * file: while the file exists, every write and every allocate of the db
  * fails with ENOSPC, as a full file system refuses them; removing it
  * gives the space back. One process plays raftd (pushing committed puts,
@@ -45,9 +45,9 @@
 #include "test_stored_util.h"
 
 #include "raftpb/raft.pb-c.h"
-#include "shm/diskio/diskio.h"
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
+#include "base/diskio/diskio.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
 #include "stored/alloc.h"
 #include "stored/loop.h"
 #include "stored/mvcc/mvcc.h"

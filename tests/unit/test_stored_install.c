@@ -35,8 +35,8 @@
 
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
-#include "shm/log/errmsg.h"
-#include "shm/log/log.h"
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
 #include "shm/readers.h"
 #include "stored/btree/dbsnap.h"
 #include "stored/loop.h"

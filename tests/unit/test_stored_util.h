@@ -23,7 +23,7 @@
 #include "stored/btree/btree.h"
 #include "stored/loop.h"
 #include "shm/doorbell.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 #include <sys/prctl.h>
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/thread.c: a helper thread starts with every signal
+ * Unit tests for base/thread/thread.c: a helper thread starts with every signal
  * blocked whatever its creator's mask, the creator's mask is left as it
  * was, a detached thread runs too, and a process-directed signal waits
  * for the thread that takes it rather than go to a helper.
@@ -11,7 +11,7 @@
 
 #include "shm_testlib.h"
 
-#include "shm/thread.h"
+#include "base/thread/thread.h"
 
 struct probe {
 	sigset_t mask;     /* the thread's own mask, as it saw it */

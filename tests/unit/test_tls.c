@@ -1,5 +1,5 @@
 /*
- * Unit tests for shm/tls/: TLS as etcd's pkg/transport, with certificates
+ * Unit tests for base/tls/: TLS as etcd's pkg/transport, with certificates
  * this test makes (a CA, a server, clients, a CRL) in a scratch directory.
  * - a handshake between contexts over a socketpair, driven without
  *   blocking (-EAGAIN and the want bits), data both ways, ALPN h2, the
@@ -16,7 +16,7 @@
  * - auto TLS: file modes, P-521 key, SANs, subject, usages, validity, SEC1
  *   key, reuse on a second call, a new pair when one file is missing, a
  *   client that skips verification of the self-signed server
- * - tls_info_from_config for the peer side, with and without certificates
+ * - config_tls_info for the peer side, with and without certificates
  * - the blocking helpers, their timeout, and the module's allocations
  */
 #include "shm_testlib.h"
@@ -36,10 +36,11 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
-#include "shm/config/config.h"
-#include "shm/log/errmsg.h"
-#include "shm/tls/tls.h"
-#include "shm/tls/tls_int.h"
+#include "config/config.h"
+#include "config/tls_config.h"
+#include "base/log/errmsg.h"
+#include "base/tls/tls.h"
+#include "base/tls/tls_int.h"
 
 static char dir[256];
 
@@ -855,7 +856,7 @@ static void test_info_from_config(void)
 			 "--cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", NULL };
 	CHECK_EQ(config_init(&c), 0);
 	CHECK_EQ(config_parse(&c, CONFIG_PROG_LAUNCHER, (int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, env, &err), 0);
-	CHECK_EQ(tls_info_from_config(&c, TLS_SIDE_PEER, &info), 0);
+	CHECK_EQ(config_tls_info(&c, TLS_SIDE_PEER, &info), 0);
 	CHECK(info.self_signed && info.check_client_san);
 	CHECK(strstr(info.cert_file, "member.etcd/fixtures/peer/cert.pem") != NULL);
 	CHECK_EQ(info.cipher_suite_count, 1);
@@ -865,7 +866,7 @@ static void test_info_from_config(void)
 	X509_free(x);
 	tls_info_free(&info);
 	/* the client side is its own: nothing asked there */
-	CHECK_EQ(tls_info_from_config(&c, TLS_SIDE_CLIENT, &info), 0);
+	CHECK_EQ(config_tls_info(&c, TLS_SIDE_CLIENT, &info), 0);
 	CHECK(tls_info_is_empty(&info) && !info.self_signed && !info.check_client_san);
 	tls_info_free(&info);
 	config_free(&c);
@@ -879,7 +880,7 @@ static void test_info_from_config(void)
 			  "--experimental-peer-skip-client-san-verification", NULL };
 	CHECK_EQ(config_init(&c), 0);
 	CHECK_EQ(config_parse(&c, CONFIG_PROG_LAUNCHER, (int)(sizeof(argv2) / sizeof(argv2[0])) - 1, argv2, env, &err), 0);
-	CHECK_EQ(tls_info_from_config(&c, TLS_SIDE_PEER, &info), 0);
+	CHECK_EQ(config_tls_info(&c, TLS_SIDE_PEER, &info), 0);
 	CHECK(!info.self_signed && !info.check_client_san && info.client_cert_auth);
 	CHECK(strcmp(info.cert_file, server.cert_path) == 0);
 	CHECK(strcmp(info.trusted_ca_file, ca.cert_path) == 0);

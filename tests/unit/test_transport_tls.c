@@ -1,6 +1,6 @@
 /*
  * Unit tests for gatewayd's TLS transports (transport_tls.c), over
- * socketpairs, with shm/tls clients and an auto TLS certificate made in a
+ * socketpairs, with base/tls clients and an auto TLS certificate made in a
  * scratch directory:
  * - the handshake runs inside the server's reads; ALPN sets the
  *   transport's protocol: "http/1.1" for a client that offers it beside
@@ -21,8 +21,8 @@
 #include <sys/socket.h>
 
 #include "gatewayd/transport.h"
-#include "shm/log/errmsg.h"
-#include "shm/tls/tls.h"
+#include "base/log/errmsg.h"
+#include "base/tls/tls.h"
 
 static char dir[256];
 static struct tls_info self; /* the auto TLS pair */

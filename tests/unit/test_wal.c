@@ -13,10 +13,10 @@
 #include "test_wal_util.h"
 
 #include "raftd/wal.h"
-#include "shm/diskio/diskio.h"
+#include "base/diskio/diskio.h"
 #include "raftd/walread.h"
 #include "raftd/walrec.h"
-#include "shm/log/log.h"
+#include "base/log/log.h"
 
 #define SEG0 "0000000000000000-0000000000000000.wal"
 

@@ -9,8 +9,8 @@
 #include "test_wal_util.h"
 
 #include "raftd/wal.h"
-#include "shm/diskio/diskio.h"
-#include "shm/log/log.h"
+#include "base/diskio/diskio.h"
+#include "base/log/log.h"
 
 static uint8_t bufs[256][2048];
 

@@ -19,8 +19,8 @@
 
 #include "raftd/alloc.h"
 #include "raftd/wal.h"
-#include "shm/diskio/diskio.h"
-#include "shm/log/log.h"
+#include "base/diskio/diskio.h"
+#include "base/log/log.h"
 
 /* ---- the generator, mirrored from tests/tools/walgen/main.go ---- */
 

@@ -7,7 +7,7 @@
  */
 #include "test_wal_util.h"
 
-#include "shm/crc32c.h"
+#include "base/crc32c/crc32c.h"
 #include "raftd/walrec.h"
 #include "raftpb/raft.pb-c.h"
 #include "walpb/record.pb-c.h"

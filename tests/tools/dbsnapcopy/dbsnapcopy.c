@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 #include "shm/region.h"
 #include "stored/btree/btree.h"
 #include "stored/btree/dbsnap.h"

@@ -1,7 +1,7 @@
 // v2storediff builds and reads etcd 3.4's v2 store JSON (the Data of a
 // raftpb.Snapshot) with etcd's own v2store and membership packages
 // (Debian's golang-etcd-server-dev), so that cetcd's codec
-// (shm/config/v2store.c) can be compared with etcd's on the same states.
+// (cluster/v2store.c) can be compared with etcd's on the same states.
 //
 //	v2storediff gen SEED COUNT
 //	    prints COUNT lines "<hex> <dump>": hex is what store.Save gives

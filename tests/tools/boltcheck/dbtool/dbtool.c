@@ -20,7 +20,7 @@
 
 #include "stored/btree/btree.h"
 #include "stored/btree/page.h"
-#include "shm/log/errmsg.h"
+#include "base/log/errmsg.h"
 
 static int fail(const char *what, int rc)
 {
