@@ -384,7 +384,7 @@ static int config_check_urls_tcp(const struct cetcd_config *c, const struct conf
 	return 0;
 }
 
-/* The peer transport (raftd/peer.h) serves http, https, and etcd's unix
+/* The peer transport (raftd/peer/peer.h) serves http, https, and etcd's unix
  * and unixs peers. */
 static int config_check_urls_peer(const struct cetcd_config *c, const struct config_flag *f,
 				  struct config_error *err)

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "gatewayd/server.h"
-#include "gatewayd/watch.h"
+#include "gatewayd/services/watch.h"
 #include "proto/wire.h"
 #include "shm/barrier.h"
 #include "shm/doorbell.h"

@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
-#include "gatewayd/kv.h"
-#include "gatewayd/transport.h"
-#include "gatewayd/watch.h"
+#include "gatewayd/services/kv.h"
+#include "gatewayd/transport/transport.h"
+#include "gatewayd/services/watch.h"
 #include "proto/check.h"
 #include "config/config.h"
 #include "shm/doorbell.h"

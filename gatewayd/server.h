@@ -44,15 +44,15 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "gatewayd/dlist.h"
-#include "gatewayd/grpc.h"
-#include "gatewayd/h2.h"
-#include "gatewayd/http1.h"
+#include "gatewayd/transport/grpc.h"
+#include "gatewayd/transport/h2.h"
+#include "gatewayd/transport/http1.h"
 #include "gatewayd/pending.h"
 #include "gatewayd/mem_idle.h"
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "shm/waker.h"
-#include "gatewayd/sendq.h"
+#include "gatewayd/transport/sendq.h"
 #include "base/sock/accept_backoff.h"
 #include "stored/mvcc/lcache.h"
 

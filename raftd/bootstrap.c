@@ -14,7 +14,7 @@
 
 #include "etcdserverpb/etcdserver.pb-c.h"
 #include "raftd/alloc.h"
-#include "raftd/walread.h"
+#include "raftd/wal/walread.h"
 #include "base/diskio/diskio.h"
 #include "raftpb/raft.pb-c.h"
 #include "base/log/log.h"

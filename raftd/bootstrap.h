@@ -28,9 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "raftd/raftlog.h"
-#include "raftd/snap.h"
-#include "raftd/wal.h"
+#include "raftd/raft/raftlog.h"
+#include "raftd/wal/snap.h"
+#include "raftd/wal/wal.h"
 
 struct member_cluster;
 struct member_info;

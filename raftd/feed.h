@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "raftd/raftlog.h"
+#include "raftd/raft/raftlog.h"
 #include "shm/status.h"
 
 struct ring;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "raftd/alloc.h"
-#include "raftd/raftmsg.h"
+#include "raftd/raft/raftmsg.h"
 #include "cluster/member_json.h"
 
 /* A sorted set of member ids. */

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "raftd/raftlog.h"
+#include "raftd/raft/raftlog.h"
 
 struct forcenew_result {
 	size_t n_dropped;   /* uncommitted entries dropped */

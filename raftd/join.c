@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "raftd/peer_fetch.h"
+#include "raftd/peer/peer_fetch.h"
 #include "config/config.h"
 #include "cluster/member.h"
 #include "cluster/member_json.h"

@@ -47,7 +47,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "raftd/wal.h"
+#include "raftd/wal/wal.h"
 
 struct shm_region;
 struct member_cluster;

@@ -21,7 +21,7 @@
 #include "raftd/bootstrap.h"
 #include "raftd/join.h"
 #include "raftd/loop.h"
-#include "raftd/peer.h"
+#include "raftd/peer/peer.h"
 #include "config/config.h"
 #include "config/tls_config.h"
 #include "base/diskio/diskio.h"

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "raftd/alloc.h"
-#include "raftd/raft.h"
+#include "raftd/raft/raft.h"
 #include "config/config.h"
 #include "cluster/member_json.h"
 #include "base/log/log.h"

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "raftd/raftlog.h"
+#include "raftd/raft/raftlog.h"
 #include "cluster/membership.h"
 
 struct raft;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "raftd/alloc.h"
-#include "raftd/peer.h"
+#include "raftd/peer/peer.h"
 #include "base/log/log.h"
 
 void outbox_init(struct outbox *o, struct peer *peer)

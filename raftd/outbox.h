@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "raftd/msgconv.h"
-#include "raftd/raft.h"
+#include "raftd/raft/msgconv.h"
+#include "raftd/raft/raft.h"
 
 struct peer;
 

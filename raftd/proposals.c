@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "raftd/alloc.h"
-#include "raftd/walrec.h"
+#include "raftd/wal/walrec.h"
 #include "shm/hello.h"
 #include "base/log/log.h"
 #include "shm/ring.h"

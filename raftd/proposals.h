@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "raftd/raft.h"
+#include "raftd/raft/raft.h"
 #include "shm/msg.h"
 
 struct shm_region;

@@ -1,6 +1,6 @@
 /*
  * Fuzz target: arbitrary bytes from a client into a gRPC server
- * connection (gatewayd/h2.c + gatewayd/grpc.c), as the event loop would
+ * connection (gatewayd/transport/h2.c + gatewayd/transport/grpc.c), as the event loop would
  * feed them, with handlers of every kind answering at once, later or
  * never. The input is the client's byte stream; when it does not start
  * with the HTTP/2 client preface, the preface is sent first so that the

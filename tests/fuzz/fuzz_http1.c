@@ -1,5 +1,5 @@
 /*
- * Fuzz target: HTTP/1.x requests on the client port (gatewayd/http1.c),
+ * Fuzz target: HTTP/1.x requests on the client port (gatewayd/transport/http1.c),
  * bytes from outside. The input goes through the parser once whole and
  * through a connection twice: in one piece and split at a point the first
  * byte chooses. Both connections must give the same answers (splitting
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gatewayd/http1.h"
+#include "gatewayd/transport/http1.h"
 #include "cluster/hashkv.h"
 
 static bool fuzz_healthy(void *arg)

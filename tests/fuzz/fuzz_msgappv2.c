@@ -1,5 +1,5 @@
 /*
- * Fuzz target: peer stream bytes (raftd/msgappv2.c, raftd/msgframe.c).
+ * Fuzz target: peer stream bytes (raftd/peer/msgappv2.c, raftd/peer/msgframe.c).
  * The input is read as a msgappv2 stream, once whole and once in pieces
  * whose sizes come from the input, and as a message stream. Checked: no
  * read past the input (ASan), frames never claim more than the bytes
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "raftd/msgappv2.h"
-#include "raftd/msgframe.h"
+#include "raftd/peer/msgappv2.h"
+#include "raftd/peer/msgframe.h"
 
 #define MAX_FRAMES 64
 

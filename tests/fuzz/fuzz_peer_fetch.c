@@ -1,6 +1,6 @@
 /*
  * Fuzz target: reading a peer's HTTP/1.1 answers off a connection
- * (raftd/peer_fetch.h's reader, which the lease forwarder's keep-alive
+ * (raftd/peer/peer_fetch.h's reader, which the lease forwarder's keep-alive
  * connections and the blocking peer_fetch use). The first byte seeds the
  * sizes of the pieces the rest arrives in; the stream then ends. The
  * answers read piece by piece must be the same (statuses, bodies, their
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "raftd/peer_fetch.h"
+#include "raftd/peer/peer_fetch.h"
 
 static void require(int cond, const char *what)
 {

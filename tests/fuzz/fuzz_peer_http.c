@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the peer transport's HTTP/1.1 reading (raftd/peer_http.c).
+ * Fuzz target: the peer transport's HTTP/1.1 reading (raftd/peer/peer_http.c).
  * The input is parsed as a request head and as a response head; what
  * follows a head is decoded as a chunked body, once whole and once in
  * pieces whose sizes come from the input. Checked: no read past the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "raftd/peer_http.h"
+#include "raftd/peer/peer_http.h"
 
 static void require(int cond, const char *what)
 {

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: raftpb bytes from a peer (raftd/raftmsg.c). The input is
+ * Fuzz target: raftpb bytes from a peer (raftd/raft/raftmsg.c). The input is
  * decoded as a Message, a Snapshot and a ConfChange. Checked: no read
  * past the input (ASan), only -EBADMSG or -ENOMEM as errors, a refused
  * input leaves nothing allocated, and a taken one re-encodes to bytes
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "raftd/alloc.h"
-#include "raftd/raftmsg.h"
+#include "raftd/raft/raftmsg.h"
 
 static void require(int cond, const char *what)
 {

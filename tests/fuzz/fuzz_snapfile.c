@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "raftd/alloc.h"
-#include "raftd/snap.h"
+#include "raftd/wal/snap.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "raftd/walread.h"
+#include "raftd/wal/walread.h"
 
 #define NAME "0000000000000001-0000000000000010.wal"
 

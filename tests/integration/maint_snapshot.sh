@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Maintenance.Snapshot (gatewayd/snapshot.c) with etcd's own tools:
+# Maintenance.Snapshot (gatewayd/services/snapshot.c) with etcd's own tools:
 #  - `etcdctl snapshot save` from a cetcd member while etcd's Go client
 #    (kvclient) writes through it; the writes go on meanwhile;
 #  - `etcdctl snapshot status` accepts each file, and `etcdctl snapshot

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "../unit/test_raftmsg_util.h"
-#include "raftd/msgappv2.h"
+#include "raftd/peer/msgappv2.h"
 
 #define MAX_MSGS 16
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Differential check of raftd's msgappv2 stream codec (raftd/msgappv2.c)
+# Differential check of raftd's msgappv2 stream codec (raftd/peer/msgappv2.c)
 # against etcd 3.4's msgAppV2Encoder and msgAppV2Decoder. Those are
 # unexported, so tests/tools/msgappv2diff/msgappv2diff_test.go is built
 # into a test binary of etcd's rafthttp package (Debian's sources, with

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Differential check of raftd's raftpb codec (raftd/raftmsg.c) against
+# Differential check of raftd's raftpb codec (raftd/raft/raftmsg.c) against
 # etcd 3.4's own gogo-generated Marshal and Unmarshal (tests/tools/
 # raftmsgdiff, built from Debian's golang-etcd-server-dev):
 #   1. random messages encoded by etcd: raftd decodes each and encodes

@@ -1,6 +1,6 @@
 /*
  * tests/proto/requests.h: every request type gatewayd decodes with
- * gw_unpack (gatewayd/kv.c, watch.c, lease.c, cluster.c, alarm.c,
+ * gw_unpack (gatewayd/services/kv.c, watch.c, lease.c, cluster.c, alarm.c,
  * maint.c, snapshot.c, v3election.c, v3lock.c), by the message name
  * tests/tools/protodiff knows it by. proto_diff and fuzz_gwreq go
  * through this one list. (Defragment and the Auth service are not

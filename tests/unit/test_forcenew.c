@@ -7,7 +7,7 @@
 #include "test_wal_util.h"
 
 #include "raftd/forcenew.h"
-#include "raftd/raftmsg.h"
+#include "raftd/raft/raftmsg.h"
 
 /* An entry from raftd_malloc'ed copies. */
 static struct raft_entry ent(uint64_t term, uint64_t index, uint32_t type, const void *data,

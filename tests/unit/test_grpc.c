@@ -1,5 +1,5 @@
 /*
- * Unit tests for gatewayd/grpc.c over gatewayd/h2.c: a real nghttp2
+ * Unit tests for gatewayd/transport/grpc.c over gatewayd/transport/h2.c: a real nghttp2
  * client session talks to a server connection in memory (test_h2_client.h)
  * and test handlers play the rest of gatewayd. Every test ends by freeing
  * the connection and the server and checking that no allocation is left.

@@ -1,5 +1,5 @@
 /*
- * gatewayd/grpc.c and gatewayd/h2.c over real loopback TCP, driven by
+ * gatewayd/transport/grpc.c and gatewayd/transport/h2.c over real loopback TCP, driven by
  * h2load (nghttp2's load generator, Debian nghttp2-client): a small epoll
  * loop in a thread plays gatewayd's event loop, answering each call one
  * loop turn after it arrived (as results from the rings would come), and
@@ -19,9 +19,9 @@
 
 #include "shm_testlib.h"
 
-#include "gatewayd/grpc.h"
-#include "gatewayd/h2.h"
-#include "gatewayd/transport.h"
+#include "gatewayd/transport/grpc.h"
+#include "gatewayd/transport/h2.h"
+#include "gatewayd/transport/transport.h"
 
 #define MAX_CONNS 32
 #define REQUESTS 2000

@@ -1,5 +1,5 @@
 /*
- * Unit tests for gatewayd/grpc_wire.c: grpc-timeout parsing, grpc-message
+ * Unit tests for gatewayd/transport/grpc_wire.c: grpc-timeout parsing, grpc-message
  * percent-encoding, quoting, content-type and prefix helpers.
  */
 #include <errno.h>
@@ -8,7 +8,7 @@
 
 #include "shm_testlib.h"
 
-#include "gatewayd/grpc_wire.h"
+#include "gatewayd/transport/grpc_wire.h"
 
 static int64_t timeout(const char *s)
 {

@@ -1,5 +1,5 @@
 /*
- * Unit tests for gatewayd/http1.c: request heads (good ones, every kind of
+ * Unit tests for gatewayd/transport/http1.c: request heads (good ones, every kind of
  * malformed one, the size bound), and connections: /health (200 with a
  * leader, 503 without, etcd's bodies), /version, 404, 405, keep-alive for
  * HTTP/1.1 and HTTP/1.0, pipelined requests answered in order, requests
@@ -7,7 +7,7 @@
  */
 #include "shm_testlib.h"
 
-#include "gatewayd/http1.h"
+#include "gatewayd/transport/http1.h"
 
 static int parse(const char *s, struct http1_request *req)
 {

@@ -1,6 +1,6 @@
 /*
- * Unit tests for gatewayd/h2.c with a plain HTTP app (no gRPC), and for
- * the descriptor backend of gatewayd/transport.h over a socketpair.
+ * Unit tests for gatewayd/transport/h2.c with a plain HTTP app (no gRPC), and for
+ * the descriptor backend of gatewayd/transport/transport.h over a socketpair.
  */
 #include <fcntl.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 /*
- * Test harness for gatewayd/h2.c and gatewayd/grpc.c: an in-process
+ * Test harness for gatewayd/transport/h2.c and gatewayd/transport/grpc.c: an in-process
  * nghttp2 CLIENT session talking to a server connection through memory,
  * no sockets. The server writes through a transport.h backend that keeps
  * the bytes in a buffer (optionally taking only so many per round, to
@@ -28,9 +28,9 @@
 
 #include "shm_testlib.h"
 
-#include "gatewayd/grpc.h"
-#include "gatewayd/h2.h"
-#include "gatewayd/transport.h"
+#include "gatewayd/transport/grpc.h"
+#include "gatewayd/transport/h2.h"
+#include "gatewayd/transport/transport.h"
 
 /* ---- counting allocation hook ---- */
 

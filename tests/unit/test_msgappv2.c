@@ -1,5 +1,5 @@
 /*
- * Unit tests for raftd/msgappv2.c and raftd/msgframe.c, the peer stream
+ * Unit tests for raftd/peer/msgappv2.c and raftd/peer/msgframe.c, the peer stream
  * codecs: byte vectors read off etcd's rafthttp encoders (checked against
  * etcd's Go code by tests/peer/msgappv2_diff.sh), the short form and the
  * (term, index) state both ends carry, decoding byte by byte, refusal of
@@ -12,9 +12,9 @@
 
 #include "test_raftmsg_util.h"
 
-#include "raftd/msgappv2.h"
-#include "raftd/msgframe.h"
-#include "raftd/raft.h"
+#include "raftd/peer/msgappv2.h"
+#include "raftd/peer/msgframe.h"
+#include "raftd/raft/raft.h"
 
 static size_t unhex(const char *h, uint8_t *out)
 {

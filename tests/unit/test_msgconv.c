@@ -1,12 +1,12 @@
 /*
- * Unit tests for raftd/msgconv.c: every message type the core sends goes
+ * Unit tests for raftd/raft/msgconv.c: every message type the core sends goes
  * to the wire (encoded with raftmsg_encode, decoded again as a peer
  * would) and back, unchanged; the wire forms follow raft.h's mapping.
  */
 #include "shm_testlib.h"
 
 #include "raftd/alloc.h"
-#include "raftd/msgconv.h"
+#include "raftd/raft/msgconv.h"
 
 /* The wire form of the last round trip points into this scratch. */
 static struct msgconv_scratch s1;

@@ -1,5 +1,5 @@
 /*
- * The lease forwarder (raftd/peer_lease.c): POST /leases to a leader
+ * The lease forwarder (raftd/peer/peer_lease.c): POST /leases to a leader
  * over keep-alive connections. Against a small HTTP/1.1 server in this
  * test that counts its connections and can answer, stay silent, or close
  * each connection after an answer without saying so: requests in turn

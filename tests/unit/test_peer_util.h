@@ -12,10 +12,10 @@
 
 #include "test_wal_util.h"
 
-#include "raftd/msgframe.h"
-#include "raftd/peer.h"
-#include "raftd/peer_int.h"
-#include "raftd/raft.h"
+#include "raftd/peer/msgframe.h"
+#include "raftd/peer/peer.h"
+#include "raftd/peer/peer_int.h"
+#include "raftd/raft/raft.h"
 #include "config/config.h"
 #include "config/config_int.h"
 #include "base/tls/tls.h"

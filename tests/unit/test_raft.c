@@ -1,5 +1,5 @@
 /*
- * Deterministic tests of raftd/raft.c: the single-voter path (election,
+ * Deterministic tests of raftd/raft/raft.c: the single-voter path (election,
  * commit only after the leader's own fdatasync, ReadIndex), the same
  * through the real WAL with a restart, and small hand-driven three-node
  * scenarios: election, replication, a follower's conflicting suffix
@@ -15,8 +15,8 @@
  */
 #include "test_wal_util.h"
 
-#include "raftd/raft.h"
-#include "raftd/wal.h"
+#include "raftd/raft/raft.h"
+#include "raftd/wal/wal.h"
 #include "base/diskio/diskio.h"
 #include "base/log/log.h"
 

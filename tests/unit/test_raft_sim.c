@@ -34,7 +34,7 @@
  */
 #include "test_wal_util.h"
 
-#include "raftd/raft.h"
+#include "raftd/raft/raft.h"
 
 #define MAXN 7           /* node slots: initial voters, then spares */
 #define STEPS 1200        /* chaotic steps per seed */

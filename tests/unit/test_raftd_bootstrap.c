@@ -8,7 +8,7 @@
 #include "test_wal_util.h"
 
 #include "raftd/bootstrap.h"
-#include "raftd/wal.h"
+#include "raftd/wal/wal.h"
 #include "cluster/member.h"
 
 /* Hex to bytes; returns the length. */

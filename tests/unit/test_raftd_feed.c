@@ -13,7 +13,7 @@
 #include "test_raftd_util.h"
 
 #include "raftd/feed.h"
-#include "raftd/raftlog.h"
+#include "raftd/raft/raftlog.h"
 
 static char path[512];
 

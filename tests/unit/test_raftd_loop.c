@@ -29,7 +29,7 @@
 
 #include "raftd/bootstrap.h"
 #include "raftd/loop.h"
-#include "raftd/wal.h"
+#include "raftd/wal/wal.h"
 #include "shm/hello.h"
 #include "cluster/member.h"
 

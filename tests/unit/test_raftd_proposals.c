@@ -14,7 +14,7 @@
 #include "test_raftd_util.h"
 
 #include "raftd/proposals.h"
-#include "raftd/raft.h"
+#include "raftd/raft/raft.h"
 #include "shm/hello.h"
 
 static char path[512];

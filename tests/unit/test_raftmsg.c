@@ -1,5 +1,5 @@
 /*
- * Unit tests for raftd/raftmsg.c, raftpb on the wire: byte vectors read
+ * Unit tests for raftd/raft/raftmsg.c, raftpb on the wire: byte vectors read
  * off etcd's gogo-generated MarshalTo (and checked against etcd's Go code
  * by tests/peer/raftmsg_diff.sh), round trips of random messages, the
  * decoding rules that etcd's encoder never exercises (merged snapshots,
@@ -11,8 +11,8 @@
 
 #include "test_raftmsg_util.h"
 
-#include "raftd/raft.h"
-#include "raftd/raftmsg.h"
+#include "raftd/raft/raft.h"
+#include "raftd/raft/raftmsg.h"
 
 static size_t unhex(const char *h, uint8_t *out)
 {

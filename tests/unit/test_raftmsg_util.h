@@ -1,5 +1,5 @@
 /*
- * Random raftpb values for the tests of raftd/raftmsg.c and the peer
+ * Random raftpb values for the tests of raftd/raft/raftmsg.c and the peer
  * stream codecs: seeded (xorshift64*), with the corners etcd's encoder
  * must agree on (zero, one-byte and 10-byte varints, negative enums,
  * nil vs empty bytes, lengths past 127, empty and long id lists).
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "raftd/raftmsg.h"
+#include "raftd/raft/raftmsg.h"
 
 #define RM_MAX_ENTRIES 8
 #define RM_MAX_IDS 6

@@ -1,5 +1,5 @@
 /*
- * Unit tests for gatewayd/sendq.h, on real sockets: several sends in one
+ * Unit tests for gatewayd/transport/sendq.h, on real sockets: several sends in one
  * batch each deliver their own slice of the buffer, in full; a socket
  * that cannot take everything takes a part and the batch does not wait
  * (an alarm fails the test if it would); a socket with nothing free gives
@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gatewayd/sendq.h"
+#include "gatewayd/transport/sendq.h"
 
 static void set_nonblock(int fd)
 {

@@ -1,5 +1,5 @@
 /*
- * .snap files (raftd/snap.c): the bytes etcd writes (a corpus file etcd
+ * .snap files (raftd/wal/snap.c): the bytes etcd writes (a corpus file etcd
  * 3.4 wrote decodes to its point, configuration and v2 store), a save and
  * load round trip, the choice of the newest file a WAL records, broken
  * files set aside as etcd's loadSnap does, and the purge of old files.
@@ -14,7 +14,7 @@
 
 #include "test_wal_util.h"
 
-#include "raftd/snap.h"
+#include "raftd/wal/snap.h"
 #include "cluster/membership.h"
 #include "cluster/v2store.h"
 #include "base/log/log.h"

@@ -20,7 +20,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 
-#include "gatewayd/transport.h"
+#include "gatewayd/transport/transport.h"
 #include "base/log/errmsg.h"
 #include "base/tls/tls.h"
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for raftd/wal.c and walread.c: round trips, replacement of
+ * Unit tests for raftd/wal/wal.c and walread.c: round trips, replacement of
  * entries, snapshot points, segment cuts and the CRC chain across them,
  * torn tails cut at every offset of the last records, corruption reported
  * with segment and offset, locking, and no leaked allocation.
@@ -12,10 +12,10 @@
 
 #include "test_wal_util.h"
 
-#include "raftd/wal.h"
+#include "raftd/wal/wal.h"
 #include "base/diskio/diskio.h"
-#include "raftd/walread.h"
-#include "raftd/walrec.h"
+#include "raftd/wal/walread.h"
+#include "raftd/wal/walrec.h"
 #include "base/log/log.h"
 
 #define SEG0 "0000000000000000-0000000000000000.wal"

@@ -18,7 +18,7 @@
 #include "test_wal_util.h"
 
 #include "raftd/alloc.h"
-#include "raftd/wal.h"
+#include "raftd/wal/wal.h"
 #include "base/diskio/diskio.h"
 #include "base/log/log.h"
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for raftd/walrec.c: the hand-written encoders must produce
+ * Unit tests for raftd/wal/walrec.c: the hand-written encoders must produce
  * exactly what protobuf-c produces for the same messages with etcd's
  * always-written fields set (and so what etcd produces), frames must pad
  * as etcd pads, and the decoders must read protobuf-c's output, skip
@@ -8,7 +8,7 @@
 #include "test_wal_util.h"
 
 #include "base/crc32c/crc32c.h"
-#include "raftd/walrec.h"
+#include "raftd/wal/walrec.h"
 #include "raftpb/raft.pb-c.h"
 #include "walpb/record.pb-c.h"
 

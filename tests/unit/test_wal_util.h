@@ -14,8 +14,8 @@
 #include "shm_testlib.h"
 
 #include "raftd/alloc.h"
-#include "raftd/raftlog.h"
-#include "raftd/wal.h"
+#include "raftd/raft/raftlog.h"
+#include "raftd/wal/wal.h"
 
 static char wt_root[256];
 

@@ -1,5 +1,5 @@
 /*
- * The watch matcher (gatewayd/watch_match.c) against a plain scan: random
+ * The watch matcher (gatewayd/services/watch_match.c) against a plain scan: random
  * watchers on single keys, ranges and from-key ranges over a small key
  * space are added and removed; for every key, wm_match must report
  * exactly the watchers whose range covers it, each once. Then the same
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gatewayd/watch.h"
+#include "gatewayd/services/watch.h"
 
 /* An entry as its owner holds it: the matcher's entry, the owner's
  * fields, then the key and end bytes. */

@@ -6,7 +6,7 @@
  * as stored/loop.c does (an MVCC batch, the root published in the
  * status, then the batch's events on the region's event ring), but holds
  * a batch's events back after publishing its root: the window between
- * the two that a real stored also has. gatewayd/watch.c runs as
+ * the two that a real stored also has. gatewayd/services/watch.c runs as
  * gatewayd runs it, with a gRPC client over a socket pair.
  */
 #include "test_gw_harness.h"

@@ -1,6 +1,6 @@
 // raftmsgdiff encodes and decodes raftpb messages with etcd 3.4's own
 // gogo-generated code (Debian's golang-etcd-server-dev), so that cetcd's
-// raftpb codec (raftd/raftmsg.c) can be compared with etcd's on the same
+// raftpb codec (raftd/raft/raftmsg.c) can be compared with etcd's on the same
 // messages and bytes.
 //
 //	raftmsgdiff gen SEED COUNT

@@ -1,0 +1,556 @@
+/* HTTP/1.x requests on the client port (see http1.h). */
+#include "gatewayd/transport/http1.h"
+#include "cluster/hashkv.h"
+#include "cluster/leasehttp.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- parsing ---- */
+
+static bool http1_is_tchar(uint8_t c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return true;
+	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* Case-insensitive comparison of s[0..len) with the lower-case word w. */
+static bool http1_ieq(const char *s, size_t len, const char *w)
+{
+	if (strlen(w) != len)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c + 32);
+		if (c != w[i])
+			return false;
+	}
+	return true;
+}
+
+/* The line at buf[*pos..len): its bytes without the CR LF (or bare LF) in
+ * *line and *line_len; advances *pos past it. False if no full line. */
+static bool http1_line(const uint8_t *buf, size_t len, size_t *pos, const char **line,
+		       size_t *line_len)
+{
+	const uint8_t *nl = *pos < len ? memchr(buf + *pos, '\n', len - *pos) : NULL;
+	if (!nl)
+		return false;
+	size_t end = (size_t)(nl - buf);
+	*line = (const char *)buf + *pos;
+	*line_len = end - *pos;
+	if (*line_len > 0 && (*line)[*line_len - 1] == '\r')
+		(*line_len)--;
+	*pos = end + 1;
+	return true;
+}
+
+/* "METHOD SP target SP HTTP/1.d" */
+static int http1_request_line(const char *s, size_t len, struct http1_request *req)
+{
+	const char *sp1 = memchr(s, ' ', len);
+	if (!sp1 || sp1 == s)
+		return HTTP1_BAD;
+	req->method = s;
+	req->method_len = (size_t)(sp1 - s);
+	for (size_t i = 0; i < req->method_len; i++)
+		if (!http1_is_tchar((uint8_t)s[i]))
+			return HTTP1_BAD;
+	const char *t = sp1 + 1;
+	const char *sp2 = memchr(t, ' ', len - (size_t)(t - s));
+	if (!sp2 || sp2 == t)
+		return HTTP1_BAD;
+	req->target = t;
+	req->target_len = (size_t)(sp2 - t);
+	for (size_t i = 0; i < req->target_len; i++) {
+		uint8_t c = (uint8_t)t[i];
+		if (c <= 0x20 || c == 0x7f)
+			return HTTP1_BAD;
+	}
+	const char *q = memchr(t, '?', req->target_len);
+	req->path_len = q ? (size_t)(q - t) : req->target_len;
+	const char *v = sp2 + 1;
+	size_t vlen = len - (size_t)(v - s);
+	if (vlen != 8 || memcmp(v, "HTTP/1.", 7) != 0 || v[7] < '0' || v[7] > '9')
+		return HTTP1_BAD;
+	req->minor = v[7] - '0';
+	return 0;
+}
+
+/* Whether the comma-separated value holds the token w (any case). */
+static bool http1_has_token(const char *v, size_t len, const char *w)
+{
+	size_t i = 0;
+	while (i < len) {
+		size_t j = i;
+		while (j < len && v[j] != ',')
+			j++;
+		size_t a = i, b = j;
+		while (a < b && (v[a] == ' ' || v[a] == '\t'))
+			a++;
+		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+			b--;
+		if (http1_ieq(v + a, b - a, w))
+			return true;
+		i = j + 1;
+	}
+	return false;
+}
+
+/* One "name: value" field. */
+static int http1_field(const char *s, size_t len, struct http1_request *req, bool *conn_close,
+		       bool *conn_keep)
+{
+	const char *colon = memchr(s, ':', len);
+	if (!colon || colon == s)
+		return HTTP1_BAD;
+	size_t nlen = (size_t)(colon - s);
+	for (size_t i = 0; i < nlen; i++)
+		if (!http1_is_tchar((uint8_t)s[i]))
+			return HTTP1_BAD; /* a space before ':' included */
+	const char *v = colon + 1;
+	size_t vlen = len - nlen - 1;
+	while (vlen > 0 && (*v == ' ' || *v == '\t')) {
+		v++;
+		vlen--;
+	}
+	while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+		vlen--;
+	for (size_t i = 0; i < vlen; i++) {
+		uint8_t c = (uint8_t)v[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return HTTP1_BAD;
+	}
+
+	if (http1_ieq(s, nlen, "host")) {
+		if (req->has_host)
+			return HTTP1_BAD; /* too many Host fields */
+		req->has_host = true;
+	} else if (http1_ieq(s, nlen, "connection")) {
+		if (http1_has_token(v, vlen, "close"))
+			*conn_close = true;
+		if (http1_has_token(v, vlen, "keep-alive"))
+			*conn_keep = true;
+	} else if (http1_ieq(s, nlen, "content-length")) {
+		uint64_t n = 0;
+		if (vlen == 0 || vlen > 19)
+			return HTTP1_BAD;
+		for (size_t i = 0; i < vlen; i++) {
+			if (v[i] < '0' || v[i] > '9')
+				return HTTP1_BAD;
+			n = n * 10 + (uint64_t)(v[i] - '0');
+		}
+		if (req->has_length && req->content_length != n)
+			return HTTP1_BAD;
+		req->has_length = true;
+		req->content_length = n;
+	} else if (http1_ieq(s, nlen, "transfer-encoding")) {
+		if (!http1_ieq(v, vlen, "chunked") || req->chunked)
+			return HTTP1_BAD;
+		req->chunked = true;
+	}
+	return 0;
+}
+
+int http1_parse(const uint8_t *buf, size_t len, size_t max_head, struct http1_request *req)
+{
+	size_t pos = 0, llen;
+	const char *line;
+	bool conn_close = false, conn_keep = false;
+	int rc;
+
+	memset(req, 0, sizeof(*req));
+	if (len > max_head + 1)
+		len = max_head + 1; /* a head must end within max_head bytes */
+	if (!http1_line(buf, len, &pos, &line, &llen))
+		return len > max_head ? HTTP1_TOO_LARGE : HTTP1_NEED_MORE;
+	rc = http1_request_line(line, llen, req);
+	if (rc)
+		return rc;
+	for (;;) {
+		if (!http1_line(buf, len, &pos, &line, &llen))
+			return len > max_head ? HTTP1_TOO_LARGE : HTTP1_NEED_MORE;
+		if (llen == 0)
+			break;
+		if (line[0] == ' ' || line[0] == '\t')
+			return HTTP1_BAD; /* obsolete line folding */
+		rc = http1_field(line, llen, req, &conn_close, &conn_keep);
+		if (rc)
+			return rc;
+	}
+	if (pos > max_head)
+		return HTTP1_TOO_LARGE;
+	if (req->chunked && (req->has_length || req->minor == 0))
+		return HTTP1_BAD; /* both framings, or chunked in HTTP/1.0 */
+	req->keep_alive = req->minor >= 1 ? !conn_close : conn_keep && !conn_close;
+	return (int)pos;
+}
+
+/* ---- answering ---- */
+
+static const nghttp2_mem *http1_mem(void)
+{
+	return h2_mem_libc();
+}
+
+void http1_conn_init(struct http1_conn *c, const struct http1_ops *ops)
+{
+	memset(c, 0, sizeof(*c));
+	c->ops = ops;
+}
+
+void http1_conn_fini(struct http1_conn *c)
+{
+	h2_buf_free(&c->in, http1_mem());
+	h2_buf_free(&c->out, http1_mem());
+}
+
+void http1_conn_out_done(struct http1_conn *c, size_t n)
+{
+	c->out_off += n;
+	if (c->out_off == c->out.len)
+		c->out.len = c->out_off = 0;
+}
+
+/* http.TimeFormat of the current second, cached. */
+static const char *http1_date(void)
+{
+	static __thread time_t cached_at = -1;
+	static __thread char text[40];
+	time_t now = time(NULL);
+	if (now != cached_at) {
+		struct tm tm;
+		gmtime_r(&now, &tm);
+		strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		cached_at = now;
+	}
+	return text;
+}
+
+static const char *http1_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 431: return "Request Header Fields Too Large";
+	case 503: return "Service Unavailable";
+	default: return "Unknown";
+	}
+}
+
+/* What one answer says. */
+struct http1_answer {
+	int status;
+	const char *content_type;
+	bool nosniff;        /* X-Content-Type-Options: nosniff (http.Error) */
+	bool allow_get;      /* Allow: GET (405) */
+	bool type_sniffed;   /* Content-Type after Content-Length, as Go
+			      * writes a type it sniffed */
+	const char *body;
+	size_t body_len;     /* 0: strlen(body) */
+};
+
+/* Appends a full answer to req. */
+static int http1_answer(struct http1_conn *c, const struct http1_request *req,
+			const struct http1_answer *a)
+{
+	char head[1024];
+	size_t blen = a->body_len ? a->body_len : strlen(a->body);
+	bool head_only = http1_ieq(req->method, req->method_len, "head");
+	const char *conn = !req->keep_alive ? "Connection: close\r\n" :
+			   req->minor == 0 ? "Connection: keep-alive\r\n" : "";
+	char ctype[128];
+	snprintf(ctype, sizeof(ctype), "Content-Type: %s\r\n", a->content_type);
+	int n = snprintf(head, sizeof(head),
+			 "HTTP/1.%d %d %s\r\n"
+			 "Access-Control-Allow-Headers: accept, content-type, authorization\r\n"
+			 "Access-Control-Allow-Methods: POST, GET, OPTIONS, PUT, DELETE\r\n"
+			 "Access-Control-Allow-Origin: *\r\n"
+			 "%s%s%s"
+			 "Date: %s\r\n"
+			 "Content-Length: %zu\r\n"
+			 "%s%s\r\n",
+			 req->minor == 0 ? 0 : 1, a->status, http1_reason(a->status),
+			 a->allow_get ? "Allow: GET\r\n" : "", a->type_sniffed ? "" : ctype,
+			 a->nosniff ? "X-Content-Type-Options: nosniff\r\n" : "", http1_date(), blen,
+			 a->type_sniffed ? ctype : "", conn);
+	if (n < 0 || (size_t)n >= sizeof(head))
+		return -ENOMEM;
+	if (h2_buf_append(&c->out, http1_mem(), head, (size_t)n))
+		return -ENOMEM;
+	if (!head_only && h2_buf_append(&c->out, http1_mem(), a->body, blen))
+		return -ENOMEM;
+	if (!req->keep_alive)
+		c->closing = true;
+	return 0;
+}
+
+/* The answer Go's server gives a request it could not parse, then
+ * closes: no Date, no length, the text as body. */
+static int http1_refuse(struct http1_conn *c, int status, const char *detail)
+{
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg),
+			 "HTTP/1.1 %d %s%s%s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+			 "Connection: close\r\n\r\n%d %s%s%s",
+			 status, http1_reason(status), detail ? ": " : "", detail ? detail : "",
+			 status, http1_reason(status), detail ? ": " : "", detail ? detail : "");
+	c->closing = true;
+	if (n < 0 || (size_t)n >= sizeof(msg))
+		return -ENOMEM;
+	return h2_buf_append(&c->out, http1_mem(), msg, (size_t)n) ? -ENOMEM : 0;
+}
+
+static bool http1_path_is(const struct http1_request *req, const char *path)
+{
+	return req->path_len == strlen(path) && memcmp(req->target, path, req->path_len) == 0;
+}
+
+static const struct http1_answer http1_not_allowed = {
+	.status = 405, .content_type = "text/plain; charset=utf-8", .nosniff = true,
+	.allow_get = true, .body = "Method Not Allowed\n",
+};
+
+/* Routes one request (etcd's mux for the client port). */
+static int http1_handle(struct http1_conn *c, const struct http1_request *req)
+{
+	bool get = req->method_len == 3 && memcmp(req->method, "GET", 3) == 0;
+	struct http1_answer a;
+
+	if (req->minor >= 1 && !req->has_host)
+		return http1_refuse(c, 400, "missing required Host header");
+	if (http1_path_is(req, "/health")) {
+		if (!get)
+			return http1_answer(c, req, &http1_not_allowed);
+		if (c->ops && c->ops->healthy && c->ops->healthy(c->ops->arg))
+			a = (struct http1_answer){ .status = 200, .type_sniffed = true,
+						   .content_type = "text/plain; charset=utf-8",
+						   .body = "{\"health\":\"true\"}" };
+		else
+			a = (struct http1_answer){ .status = 503, .nosniff = true,
+						   .content_type = "text/plain; charset=utf-8",
+						   .body = "{\"health\":\"false\"}\n" };
+		return http1_answer(c, req, &a);
+	}
+	if (http1_path_is(req, "/version")) {
+		if (!get)
+			return http1_answer(c, req, &http1_not_allowed);
+		a = (struct http1_answer){ .status = 200, .content_type = "application/json",
+					   .body = "{\"etcdserver\":\"" HTTP1_ETCD_VERSION
+						   "\",\"etcdcluster\":\"" HTTP1_ETCD_CLUSTER_VERSION
+						   "\"}" };
+		return http1_answer(c, req, &a);
+	}
+	a = (struct http1_answer){ .status = 404, .nosniff = true,
+				   .content_type = "text/plain; charset=utf-8",
+				   .body = "404 page not found\n" };
+	return http1_answer(c, req, &a);
+}
+
+/* The largest body of GET /members/hashkv read ({"revision":N} is short). */
+#define HTTP1_HASHKV_BODY_MAX 4096u
+
+/* etcd's hashKVHandler: GET only, the body a HashKVRequest's JSON, the
+ * answer (http1_conn_hashkv_done) a HashKVResponse's JSON, or 400 with
+ * the error's text. */
+static int http1_hashkv(struct http1_conn *c, const struct http1_request *req,
+			const uint8_t *body, size_t len)
+{
+	struct http1_answer a = { .status = 400, .nosniff = true,
+				  .content_type = "text/plain; charset=utf-8" };
+	int64_t rev = 0;
+
+	if (!(req->method_len == 3 && memcmp(req->method, "GET", 3) == 0))
+		return http1_answer(c, req, &http1_not_allowed);
+	if (hashkv_request_decode(body, len, &rev)) {
+		a.body = "error unmarshalling request\n";
+		return http1_answer(c, req, &a);
+	}
+	c->waiting = true;
+	c->wait_minor = req->minor;
+	c->wait_keep_alive = req->keep_alive;
+	if (c->ops->hashkv(c->ops->arg, c, rev) == 0)
+		return 0;
+	c->waiting = false;
+	a = (struct http1_answer){ .status = 500, .nosniff = true,
+				   .content_type = "text/plain; charset=utf-8",
+				   .body = "cannot compute the hash\n" };
+	return http1_answer(c, req, &a);
+}
+
+/* etcd's leaseHandler: POST only, the body a LeaseKeepAliveRequest
+ * (/leases) or a LeaseInternalRequest (/leases/internal); the answer
+ * comes from http1_conn_reply. */
+static int http1_lease(struct http1_conn *c, const struct http1_request *req,
+		       const uint8_t *body, size_t len)
+{
+	struct http1_answer a = { .status = 400, .nosniff = true,
+				  .content_type = "text/plain; charset=utf-8" };
+	struct leasehttp_req lr;
+
+	if (!(req->method_len == 4 && memcmp(req->method, "POST", 4) == 0)) {
+		a.status = 405;
+		a.body = "Method Not Allowed\n";
+		return http1_answer(c, req, &a);
+	}
+	if (leasehttp_request_decode(http1_path_is(req, LEASEHTTP_INTERNAL_PATH), body, len, &lr)) {
+		a.body = LEASEHTTP_ERR_UNMARSHAL "\n";
+		return http1_answer(c, req, &a);
+	}
+	c->waiting = true;
+	c->wait_minor = req->minor;
+	c->wait_keep_alive = req->keep_alive;
+	if (c->ops->lease(c->ops->arg, c, &lr) == 0)
+		return 0;
+	c->waiting = false;
+	a = (struct http1_answer){ .status = 500, .nosniff = true,
+				   .content_type = "text/plain; charset=utf-8",
+				   .body = "out of memory\n" };
+	return http1_answer(c, req, &a);
+}
+
+/* Whether req is one of the requests whose body is read, and which. */
+static bool http1_reads_body(const struct http1_conn *c, const struct http1_request *req,
+			     bool *lease)
+{
+	if (!c->ops || req->chunked)
+		return false;
+	*lease = false;
+	if (c->ops->hashkv && http1_path_is(req, HASHKV_PATH))
+		return req->content_length <= HTTP1_HASHKV_BODY_MAX;
+	if (c->ops->lease &&
+	    (http1_path_is(req, LEASEHTTP_PATH) || http1_path_is(req, LEASEHTTP_INTERNAL_PATH))) {
+		*lease = true;
+		return req->content_length <= LEASEHTTP_MAX_REQUEST;
+	}
+	return false;
+}
+
+/* Answers the complete requests in buf[0..len); returns the bytes used
+ * (all of them once the connection is closing) or -ENOMEM. */
+static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
+{
+	size_t off = 0;
+	struct http1_request req;
+
+	while (off < len && !c->closing && !c->waiting) {
+		if (c->body_skip > 0) {
+			size_t n = len - off < c->body_skip ? len - off : (size_t)c->body_skip;
+			off += n;
+			c->body_skip -= n;
+			continue;
+		}
+		int rc = http1_parse(buf + off, len - off, HTTP1_MAX_HEAD_BYTES, &req);
+		if (rc == HTTP1_NEED_MORE)
+			break;
+		if (rc == HTTP1_BAD || rc == HTTP1_TOO_LARGE) {
+			if (http1_refuse(c, rc == HTTP1_BAD ? 400 : 431, NULL))
+				return -ENOMEM;
+			break;
+		}
+		bool lease;
+		if (http1_reads_body(c, &req, &lease)) {
+			/* a request whose body is read: wait for all of it */
+			size_t blen = req.has_length ? (size_t)req.content_length : 0;
+			if (len - off - (size_t)rc < blen)
+				break;
+			if (lease ? http1_lease(c, &req, buf + off + rc, blen) :
+				    http1_hashkv(c, &req, buf + off + rc, blen))
+				return -ENOMEM;
+			off += (size_t)rc + blen;
+			continue;
+		}
+		off += (size_t)rc;
+		if (http1_handle(c, &req))
+			return -ENOMEM;
+		if (req.chunked)
+			c->closing = true; /* chunked bodies are not read: answer, then close */
+		else if (req.has_length)
+			c->body_skip = req.content_length;
+	}
+	return c->closing ? (long)len : (long)off;
+}
+
+/* Answers what waits in c->in. */
+static int http1_conn_drain_in(struct http1_conn *c)
+{
+	long used;
+
+	if (c->in.len == 0)
+		return 0;
+	used = http1_process(c, c->in.data, c->in.len);
+	if (used < 0)
+		return (int)used;
+	memmove(c->in.data, c->in.data + used, c->in.len - (size_t)used);
+	c->in.len -= (size_t)used;
+	return 0;
+}
+
+int http1_conn_hashkv_done(struct http1_conn *c, int rc, const struct hashkv_resp *r,
+			   const char *why)
+{
+	struct http1_request req = { .method = "GET", .method_len = 3, .minor = c->wait_minor,
+				     .keep_alive = c->wait_keep_alive };
+	struct http1_answer a = { .status = 400, .nosniff = true,
+				  .content_type = "text/plain; charset=utf-8" };
+	char text[256];
+
+	if (!c->waiting)
+		return 0;
+	c->waiting = false;
+	if (rc) {
+		snprintf(text, sizeof(text), "%s\n", why ? why : "cannot compute the hash");
+	} else if (hashkv_response_encode(text, sizeof(text), r) < 0) {
+		return -ENOMEM;
+	} else {
+		a = (struct http1_answer){ .status = 200, .content_type = "application/json" };
+	}
+	a.body = text;
+	if (http1_answer(c, &req, &a))
+		return -ENOMEM;
+	return c->closing ? 0 : http1_conn_drain_in(c);
+}
+
+int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
+		     const void *body, size_t len)
+{
+	struct http1_request req = { .method = "POST", .method_len = 4, .minor = c->wait_minor,
+				     .keep_alive = c->wait_keep_alive };
+	struct http1_answer a = { .status = status, .content_type = content_type,
+				  .nosniff = status != 200, .body = body, .body_len = len };
+
+	if (!c->waiting)
+		return 0;
+	c->waiting = false;
+	if (len == 0)
+		a.body = "";
+	if (http1_answer(c, &req, &a))
+		return -ENOMEM;
+	return c->closing ? 0 : http1_conn_drain_in(c);
+}
+
+int http1_conn_recv(struct http1_conn *c, const uint8_t *data, size_t len)
+{
+	long used;
+
+	if (c->closing && !c->waiting)
+		return 0;
+	if (c->in.len == 0) {
+		used = http1_process(c, data, len);
+		if (used < 0)
+			return (int)used;
+		if ((size_t)used < len &&
+		    h2_buf_append(&c->in, http1_mem(), data + used, len - (size_t)used))
+			return -ENOMEM;
+		return 0;
+	}
+	if (h2_buf_append(&c->in, http1_mem(), data, len))
+		return -ENOMEM;
+	return http1_conn_drain_in(c);
+}

@@ -1,0 +1,141 @@
+/* HTTP/1.x on the client port, beside gRPC: /health and /version as etcd
+ * 3.4 answers them (etcdserver/api/etcdhttp), and a 404 for every other
+ * path for now.
+ *
+ * Two layers, neither of which touches a socket:
+ * - http1_parse: one request head (request line and header fields) out
+ *   of the bytes received so far. The bytes come from outside: every
+ *   length is checked, the head is bounded, and anything malformed is an
+ *   error, never a crash.
+ * - http1_conn: a connection's state: bytes of a head still incomplete,
+ *   response bytes not yet written, a request body being skipped,
+ *   keep-alive (HTTP/1.1 by default, HTTP/1.0 on request) and pipelined
+ *   requests answered in order. A malformed request gets 400 and the
+ *   connection closes once the answer is out, as Go's net/http does.
+ *
+ * Responses carry the header fields etcd's server sends (CORS fields for
+ * the default --cors=*, Date, Content-Length, Content-Type), so clients
+ * and probes that look at them see the same thing.
+ */
+#ifndef CETCD_GATEWAYD_HTTP1_H
+#define CETCD_GATEWAYD_HTTP1_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gatewayd/transport/h2.h"
+#include "config/config.h"
+
+/* Largest request head (request line and header fields) accepted; a
+ * longer one is answered 431 and the connection closed. */
+#define HTTP1_MAX_HEAD_BYTES (64u * 1024u)
+
+/* The etcd version /version reports (the API level cetcd speaks). */
+#define HTTP1_ETCD_VERSION CETCD_ETCD_SERVER_VERSION
+#define HTTP1_ETCD_CLUSTER_VERSION "3.4.0"
+
+/* One parsed request head. Pointers point into the parsed bytes. */
+struct http1_request {
+	const char *method;
+	size_t method_len;
+	const char *target;      /* request target as sent */
+	size_t target_len;
+	size_t path_len;         /* target bytes before '?' */
+	int minor;               /* HTTP/1.minor */
+	bool keep_alive;         /* after the Connection field and the version */
+	bool has_host;
+	bool chunked;            /* Transfer-Encoding: chunked */
+	bool has_length;         /* Content-Length given */
+	uint64_t content_length;
+};
+
+/* Parse results besides a head length. */
+#define HTTP1_NEED_MORE 0
+#define HTTP1_BAD (-1)        /* malformed: answer 400 */
+#define HTTP1_TOO_LARGE (-2)  /* head longer than max_head: answer 431 */
+
+/*
+ * Parses the request head at the start of buf[0..len). Returns its length
+ * in bytes (request line through the empty line) and fills req;
+ * HTTP1_NEED_MORE when the head is not complete yet (and still within
+ * max_head); HTTP1_BAD or HTTP1_TOO_LARGE.
+ */
+int http1_parse(const uint8_t *buf, size_t len, size_t max_head, struct http1_request *req);
+
+struct hashkv_resp;
+struct leasehttp_req;
+struct http1_conn;
+
+/* What the connection needs from the rest of gatewayd. */
+struct http1_ops {
+	/* /health: whether the member is healthy (raftd knows a leader). */
+	bool (*healthy)(void *arg);
+	/* GET /members/hashkv (cluster/hashkv.h), served only where this is set
+	 * (connections raftd hands over from the peer port): starts the
+	 * HashKV at rev for c, which waits (reading no further request) until
+	 * http1_conn_hashkv_done gives the answer. 0, or -ENOMEM (answered
+	 * 500 at once). */
+	int (*hashkv)(void *arg, struct http1_conn *c, int64_t rev);
+	/* POST /leases and /leases/internal (cluster/leasehttp.h), served only
+	 * where this is set: asks the lessor for c, which waits as for
+	 * hashkv until http1_conn_reply gives the answer. 0, or -ENOMEM
+	 * (answered 500 at once). */
+	int (*lease)(void *arg, struct http1_conn *c, const struct leasehttp_req *r);
+	void *arg;
+};
+
+struct http1_conn {
+	struct h2_buf in;       /* an incomplete head, kept across reads */
+	struct h2_buf out;      /* response bytes not yet written: [out_off, len) */
+	size_t out_off;
+	uint64_t body_skip;     /* request body bytes still to drop */
+	bool closing;           /* no more requests: close once out is written */
+	bool waiting;           /* a /members/hashkv or /leases answer is
+				 * being computed:
+				 * what comes waits in `in` */
+	int wait_minor;         /* that request's HTTP/1.minor and keep-alive */
+	bool wait_keep_alive;
+	const struct http1_ops *ops;
+};
+
+/* A connection with nothing received yet. */
+void http1_conn_init(struct http1_conn *c, const struct http1_ops *ops);
+
+/* Frees its buffers. */
+void http1_conn_fini(struct http1_conn *c);
+
+/*
+ * Takes bytes the client sent: parses and answers every complete request
+ * (the answers are appended to c->out in order). Once closing is set the
+ * rest is ignored. Returns 0, or -ENOMEM (the connection must go).
+ */
+int http1_conn_recv(struct http1_conn *c, const uint8_t *data, size_t len);
+
+/* The answer to the /members/hashkv request c waits for: rc 0 with r, or
+ * an error whose text is why (etcd's mvcc error; NULL: a generic one).
+ * Then the requests that came meanwhile are answered. 0 or -ENOMEM. */
+int http1_conn_hashkv_done(struct http1_conn *c, int rc, const struct hashkv_resp *r,
+			   const char *why);
+
+/* The answer to the request c waits for (a /leases one): status, the
+ * content type and len bytes of body. Then the requests that came
+ * meanwhile are answered. 0 or -ENOMEM. */
+int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
+		     const void *body, size_t len);
+
+/* Response bytes waiting to be written, and marking n of them written. */
+static inline size_t http1_conn_out_len(const struct http1_conn *c)
+{
+	return c->out.len - c->out_off;
+}
+void http1_conn_out_done(struct http1_conn *c, size_t n);
+
+/* Whether the connection is over: closing, with nothing left to write
+ * and no answer still being computed. */
+static inline bool http1_conn_is_done(const struct http1_conn *c)
+{
+	return c->closing && !c->waiting && http1_conn_out_len(c) == 0;
+}
+
+#endif
