@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit/test_h2_client.h"
+#include "../lib/h2_client.h"
 
 static const uint8_t fz_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define FZ_PREFACE_LEN (sizeof(fz_preface) - 1)

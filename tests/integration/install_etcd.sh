@@ -2,7 +2,7 @@
 # stored installs a db that etcd wrote, as a follower of an etcd leader
 # receives it: Debian's etcd takes puts, overwrites and deletes under
 # etcd/, `etcdctl snapshot save` copies its db (the trailing SHA-256 is
-# cut off: raftd receives the bare db), and test_stored_install's etcd
+# cut off: raftd receives the bare db), and stored/test_install's etcd
 # phase hands it to a running stored in MSG_SNAPSHOT_INSTALL at its
 # consistent index. stored must check it, build cetcd's index for it, and
 # publish exactly etcd's keys at etcd's revision.
@@ -19,7 +19,7 @@ source "$(dirname "$0")/lib.sh"
 
 it_need_etcd
 it_need_etcdctl
-t=$IT_BUILD/tests/test_stored_install
+t=$IT_BUILD/tests/unit/stored/test_install
 [[ -x $t ]] || it_skip "$t is not built"
 it_init install_etcd
 export ETCDCTL_API=3
@@ -50,12 +50,12 @@ STORED_ETCD_DB=$IT_TMP/etcd.db STORED_ETCD_KEYS=$keys STORED_ETCD_REV=$rev \
 	"$t" >"$IT_TMP/install.out" 2>&1 || st=$?
 sed -n '/etcd.s db/p;/CHECK/p;/^ok/p' "$IT_TMP/install.out" | sed 's/^/    /'
 if ! grep -q '^ok: ' "$IT_TMP/install.out"; then
-	echo "    test_stored_install exited with status $st; the end of its output:"
+	echo "    stored/test_install exited with status $st; the end of its output:"
 	grep -v '"level":"\(info\|warn\)"' "$IT_TMP/install.out" | tail -15 | sed 's/^/    /'
 fi
 check "stored installed etcd's db: its $keys keys at revision $rev, and applies after it" \
 	grep -q "installed: revision $((rev + 1)), $keys keys under etcd/" "$IT_TMP/install.out"
-check "test_stored_install passed" grep -q '^ok: ' "$IT_TMP/install.out"
+check "stored/test_install passed" grep -q '^ok: ' "$IT_TMP/install.out"
 kill -TERM "$IT_ETCD_PID"
 
 # ---- the live member

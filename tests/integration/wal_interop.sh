@@ -12,7 +12,7 @@ set -euo pipefail
 
 : "${CETCD_BUILD:?CETCD_BUILD must name the build directory}"
 : "${CETCD_SRC:?CETCD_SRC must name the source directory}"
-ours=$CETCD_BUILD/tests/test_wal_interop
+ours=$CETCD_BUILD/tests/unit/raftd/wal/test_wal_interop
 if [[ ! -x $ours ]]; then
 	echo "SKIP: $ours is not built"
 	exit 77

@@ -4,7 +4,7 @@
  * with "invariant 7 (wake-ups are never lost): file:line: check failed:
  * woke". Each INV* expands to the invariant's number and its short name.
  *
- * Header-only; included by shm_testlib.h and test_btree_util.h, so every
+ * Header-only; included by shm_testlib.h and btree_util.h, so every
  * unit and stress test has it.
  */
 #ifndef CETCD_TESTS_TEST_INVARIANTS_H

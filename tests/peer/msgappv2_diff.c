@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit/test_raftmsg_util.h"
+#include "../lib/raftmsg_util.h"
 #include "raftd/peer/msgappv2.h"
 
 #define MAX_MSGS 16

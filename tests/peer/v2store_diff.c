@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit/test_raftmsg_util.h"
+#include "../lib/raftmsg_util.h"
 #include "cluster/membership.h"
 #include "cluster/v2store.h"
 

@@ -1,6 +1,6 @@
 /*
  * tests/proto/expect.h: the failure counter and CHECK macro shared by the
- * proto unit tests (tests/unit/test_proto_*.c). A failed CHECK prints
+ * proto unit tests (tests/unit/proto/test_*.c). A failed CHECK prints
  * where and what, counts, and lets the test go on; main() returns nonzero
  * if expect_failures is not zero.
  */

@@ -2,7 +2,7 @@
 """Wire-compatibility check of cetcd's .proto files and generated C code
 against etcd 3.4's own .proto files (Debian's golang-etcd-server-dev).
 
-Run by tests/unit/test_proto_wire, which passes itself as --codec: in
+Run by tests/unit/proto/test_wire, which passes itself as --codec: in
 "--codec" mode that program decodes and re-encodes messages with cetcd's
 protobuf-c code, in "--dump" mode it prints the generated descriptors.
 
@@ -74,7 +74,7 @@ INT_RANGES = {
 # What a codec record must give: a faithful round trip, an unknown-field
 # report, or anything but a crash.
 MODE_ROUNDTRIP, MODE_EXPECT_UNKNOWN, MODE_ANY = 0, 1, 2
-# Codec statuses (must match tests/unit/test_proto_wire.c).
+# Codec statuses (must match tests/unit/proto/test_wire.c).
 STATUS_NAMES = {0: "ok", 1: "unpack failed", 2: "unknown fields",
                 3: "no such message type", 4: "pack size mismatch"}
 
@@ -361,7 +361,7 @@ def compare_schemas(etcd, ours):
 
 
 def expected_c_dump(etcd):
-    """The lines test_proto_wire --dump must print for etcd's schema."""
+    """The lines proto/test_wire --dump must print for etcd's schema."""
     lines = set()
     for full, m in etcd.messages.items():
         lines.add("message %s %d" % (full, len(m.fields)))
@@ -839,7 +839,7 @@ class Checker:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--codec", required=True,
-                    help="test_proto_wire binary (codec and descriptor dump)")
+                    help="proto/test_wire binary (codec and descriptor dump)")
     ap.add_argument("--src", required=True, help="cetcd source root")
     ap.add_argument("--samples", type=int, default=24,
                     help="random samples per message, besides a full and an empty one")

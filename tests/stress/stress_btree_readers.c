@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../unit/test_btree_util.h"
+#include "../lib/btree_util.h"
 
 #define NREADERS 3
 #define NKEYS 3000

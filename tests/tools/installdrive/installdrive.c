@@ -19,7 +19,7 @@
 #include <inttypes.h>
 #include <signal.h>
 
-#include "test_stored_util.h"
+#include "stored_util.h"
 
 #include "raftpb/raft.pb-c.h"
 #include "shm/hello.h"

@@ -1,7 +1,7 @@
 // peerinterop runs etcd 3.4's own peer transport (rafthttp.Transport, from
 // Debian's golang-etcd-server-dev) as one member, with a stub Raft that
 // records what it receives, so that cetcd's transport (raftd/peer*.c) can
-// exchange messages with the real thing (tests/unit/test_peer_interop.c).
+// exchange messages with the real thing (tests/unit/raftd/peer/test_peer_interop.c).
 //
 //	peerinterop -id ID -cluster CID -peer ID=URL[,ID=URL...]
 //

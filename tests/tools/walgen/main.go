@@ -16,7 +16,7 @@
 //	    prints the metadata, hard state and entries ReadAll returns.
 //
 // The entry generator is deterministic and mirrored by cetcd's test tool
-// (tests/unit/test_wal_interop.c); both print the same text.
+// (tests/unit/raftd/wal/test_wal_interop.c); both print the same text.
 //
 // Build: GO111MODULE=off GOPATH=/usr/share/gocode go build
 package main
