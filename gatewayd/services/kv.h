@@ -12,8 +12,8 @@
  * looked up together and each is answered from one view.
  *
  * A RangeResponse is encoded here by hand: each stored KeyValue's bytes
- * are copied into the response as they are (DESIGN: copy stored protobuf
- * bytes), without decoding and re-encoding them.
+ * are copied into the response as they are (docs/design.md: stored bytes
+ * are encoded once), without decoding and re-encoding them.
  */
 #ifndef CETCD_GATEWAYD_KV_H
 #define CETCD_GATEWAYD_KV_H

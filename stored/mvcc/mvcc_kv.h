@@ -1,7 +1,7 @@
 /*
  * mvccpb.KeyValue bytes, read and written without protobuf-c: the key
  * bucket stores them, ranges hand them out as they are, and gatewayd copies
- * them into responses (DESIGN: encode once, copy stored bytes).
+ * them into responses (docs/design.md: stored bytes are encoded once).
  *
  * Wire format (etcd's kv.proto): 1 key (bytes), 2 create_revision,
  * 3 mod_revision, 4 version (int64 varints), 5 value (bytes), 6 lease
