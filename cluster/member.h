@@ -49,26 +49,6 @@ struct member_info {
 /* Frees what m owns and zeroes it. */
 void member_info_clear(struct member_info *m);
 
-/* The members of --initial-cluster, in the order of their ids, and the
- * cluster id. Owned by the struct; member_cluster_free frees it. */
-struct member_cluster {
-	uint64_t cluster_id;
-	size_t count;
-	struct member_info *v;
-};
-
-/*
- * Parses an --initial-cluster value ("name=url,name=url,..."; a name may
- * repeat, one URL each time, as etcd's URLsMap) with the token, and
- * computes every member's id and the cluster id. URLs are trimmed and
- * their scheme lower-cased, as the configuration's parser keeps them; the
- * configuration has already refused malformed ones. Returns 0, -EINVAL
- * (an entry without '=' or an empty list), -EEXIST (two members with the
- * same id, which etcd refuses too), or -ENOMEM.
- */
-int member_cluster_parse(const char *initial_cluster, const char *token,
-			 struct member_cluster *out);
-
 /*
  * Peer URLs of a MemberAdd or MemberUpdate, checked and ordered as etcd's
  * types.NewURLs does (http, https, unix or unixs with host:port and no
@@ -87,16 +67,11 @@ int member_id_added(char *const *peer_urls, size_t n, int64_t now_s, uint64_t *i
  * cut to cap bytes with its NUL. */
 void member_strings_text(char *const *v, size_t n, char *out, size_t cap);
 
-/* The member named name, or NULL. */
-const struct member_info *member_cluster_find(const struct member_cluster *c, const char *name);
-
-void member_cluster_free(struct member_cluster *c);
-
 /*
  * This member's id and the cluster id from a parsed configuration
  * (--name, --initial-cluster, --initial-cluster-token). Returns 0, -ENOENT
  * if --initial-cluster does not name this member, or an error of
- * member_cluster_parse.
+ * initial_cluster_parse.
  */
 int member_ids_from_config(const struct cetcd_config *c, uint64_t *member_id,
 			   uint64_t *cluster_id);

@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "config/tls_config.h"
+#include "cluster/initial_cluster.h"
 #include "cluster/member.h"
 #include "cluster/membership.h"
 #include "cluster/hashkv.h"
@@ -17,7 +18,7 @@
 #include "base/log/log.h"
 #include "base/tls/tls.h"
 #include "stored/btree/btree.h"
-#include "stored/members.h"
+#include "stored/membership_db.h"
 #include "stored/mvcc/mvcc.h"
 
 /* The member's own hash and the members the db knows. */
@@ -79,7 +80,7 @@ static int corrupt_local_hash(const struct cetcd_config *cfg, struct corrupt_loc
 		goto out_end;
 	rc = mvcc_hashkv(&v, 0, &h);
 	if (!rc)
-		rc = stored_members_load(t, &out->members);
+		rc = membership_db_load(t, &out->members);
 	if (!rc) {
 		out->hash = h.hash;
 		out->rev = h.rev;
@@ -119,17 +120,17 @@ static int corrupt_peer_tls(const struct cetcd_config *c, struct tls_ctx **out)
  * --initial-cluster. */
 static int corrupt_peers(const struct cetcd_config *cfg, struct corrupt_local *l)
 {
-	struct member_cluster mc;
+	struct initial_cluster mc;
 	int rc;
 
 	if (l->members.count)
 		return 0;
-	rc = member_cluster_parse(cfg->initial_cluster, cfg->initial_cluster_token, &mc);
+	rc = initial_cluster_parse(cfg->initial_cluster, cfg->initial_cluster_token, &mc);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < mc.count && !rc; i++)
 		rc = membership_put(&l->members, &mc.v[i]);
-	member_cluster_free(&mc);
+	initial_cluster_free(&mc);
 	return rc;
 }
 

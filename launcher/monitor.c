@@ -31,6 +31,7 @@
 #include "etcdserverpb/rpc.pb-c.h"
 #include "config/config.h"
 #include "config/tls_config.h"
+#include "cluster/initial_cluster.h"
 #include "cluster/member.h"
 #include "launcher/grpcc.h"
 #include "base/sock/gwsock.h"
@@ -47,7 +48,7 @@ struct monitor {
 	uint64_t self;
 	char self_str[24];
 	int timeout_ms;
-	struct member_cluster peers;
+	struct initial_cluster peers;
 	struct tls_ctx *tls;
 };
 
@@ -272,7 +273,7 @@ static int monitor_open(struct monitor *m)
 		return rc;
 	snprintf(m->self_str, sizeof(m->self_str), "%" PRIx64, m->self);
 	m->timeout_ms = (int)config_request_timeout_ms(&m->cfg);
-	rc = member_cluster_parse(m->cfg.initial_cluster, m->cfg.initial_cluster_token, &m->peers);
+	rc = initial_cluster_parse(m->cfg.initial_cluster, m->cfg.initial_cluster_token, &m->peers);
 	if (rc)
 		return rc;
 	rc = config_tls_info(&m->cfg, TLS_SIDE_PEER, &info);
@@ -328,7 +329,7 @@ out:
 	if (sfd >= 0)
 		close(sfd);
 	tls_ctx_free(m.tls);
-	member_cluster_free(&m.peers);
+	initial_cluster_free(&m.peers);
 	shm_region_detach(m.r);
 	config_free(&m.cfg);
 	return status;

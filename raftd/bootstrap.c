@@ -18,6 +18,7 @@
 #include "base/diskio/diskio.h"
 #include "raftpb/raft.pb-c.h"
 #include "base/log/log.h"
+#include "cluster/initial_cluster.h"
 #include "cluster/member.h"
 #include "cluster/member_json.h"
 
@@ -112,7 +113,7 @@ static void bs_free_entries(struct raft_entry *ents, size_t n)
 static int bs_bootstrap(const struct bootstrap_params *p, struct wal *w,
 			struct bootstrap_state *out)
 {
-	const struct member_cluster *c = p->cluster;
+	const struct initial_cluster *c = p->cluster;
 	struct raft_entry *ents;
 	int rc = 0;
 

@@ -32,15 +32,15 @@
 #include "raftd/wal/snap.h"
 #include "raftd/wal/wal.h"
 
-struct member_cluster;
+struct initial_cluster;
 struct member_info;
 
 struct bootstrap_params {
 	const char *wal_dir;
 	uint64_t member_id;   /* this member, from the configuration */
-	const struct member_cluster *cluster; /* the initial cluster: the
-					       * bootstrap entries and the
-					       * cluster id of a new WAL */
+	const struct initial_cluster *cluster; /* the initial cluster: the
+					        * bootstrap entries and the
+					        * cluster id of a new WAL */
 	struct wal_options wal; /* handed to wal_create / wal_open (which
 				 * take over wal.io, even on failure) */
 	const char *snap_dir;   /* member/snap: a restart starts from the

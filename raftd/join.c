@@ -11,6 +11,7 @@
 
 #include "raftd/peer/peer_fetch.h"
 #include "config/config.h"
+#include "cluster/initial_cluster.h"
 #include "cluster/member.h"
 #include "cluster/member_json.h"
 #include "base/log/errmsg.h"
@@ -34,10 +35,10 @@ static void join_id_str(uint64_t id, char out[17])
 }
 
 /* Step 1: etcd's VerifyJoinExisting. */
-static int join_verify(const struct cetcd_config *cfg, const struct member_cluster *c,
+static int join_verify(const struct cetcd_config *cfg, const struct initial_cluster *c,
 		       char *why, size_t cap)
 {
-	if (!member_cluster_find(c, cfg->name)) {
+	if (!initial_cluster_find(c, cfg->name)) {
 		snprintf(why, cap, "couldn't find local name \"%s\" in the initial cluster configuration",
 			 cfg->name);
 		return -EINVAL;
@@ -60,7 +61,7 @@ static int join_verify(const struct cetcd_config *cfg, const struct member_clust
 
 /* The peer URLs of the members other than name, sorted (etcd's
  * getRemotePeerURLs); the array is malloc'ed, its strings are c's. */
-static int join_remote_urls(const struct member_cluster *c, const char *name, const char ***out,
+static int join_remote_urls(const struct initial_cluster *c, const char *name, const char ***out,
 			    size_t *n)
 {
 	size_t total = 0, k = 0;
@@ -199,7 +200,7 @@ static void join_cluster_str(const struct member_info *v, size_t n, uint64_t cid
 }
 
 /* Step 3: etcd's ValidateClusterAndAssignIDs. */
-static int join_assign_ids(struct member_cluster *local, const struct member_info *ems, size_t n,
+static int join_assign_ids(struct initial_cluster *local, const struct member_info *ems, size_t n,
 			   uint64_t cid, char *why, size_t cap)
 {
 	char cl[2048], urls[512], id[17];
@@ -299,7 +300,7 @@ static int join_semver_cmp(const unsigned a[3], const unsigned b[3])
 
 /* Step 4: etcd's isCompatibleWithCluster over the other members' GET
  * /version answers. */
-static bool join_compatible(struct tls_ctx *tls, const struct member_cluster *c, uint64_t self)
+static bool join_compatible(struct tls_ctx *tls, const struct initial_cluster *c, uint64_t self)
 {
 	unsigned minv[3], maxv[3], cv[3];
 	bool ok = false;
@@ -365,7 +366,7 @@ static bool join_compatible(struct tls_ctx *tls, const struct member_cluster *c,
 }
 
 int join_cluster(const struct cetcd_config *cfg, struct tls_ctx *tls,
-		 struct member_cluster *cluster, uint64_t *member_id)
+		 struct initial_cluster *cluster, uint64_t *member_id)
 {
 	struct member_info *ems = NULL;
 	size_t n_ems = 0, n_urls = 0;
@@ -383,7 +384,7 @@ int join_cluster(const struct cetcd_config *cfg, struct tls_ctx *tls,
 	if (!rc)
 		rc = join_assign_ids(cluster, ems, n_ems, cid, why, sizeof(why));
 	if (!rc) {
-		*member_id = member_cluster_find(cluster, cfg->name)->id;
+		*member_id = initial_cluster_find(cluster, cfg->name)->id;
 		if (!join_compatible(tls, cluster, *member_id)) {
 			snprintf(why, sizeof(why), "incompatible with current running cluster");
 			rc = -EPROTO;

@@ -28,12 +28,12 @@
 #include <stdint.h>
 
 struct cetcd_config;
-struct member_cluster;
+struct initial_cluster;
 struct tls_ctx;
 
 /*
  * Runs steps 1-4 for the member cfg describes. cluster holds
- * --initial-cluster as member_cluster_parse made it; on success its ids
+ * --initial-cluster as initial_cluster_parse made it; on success its ids
  * are the running cluster's, its members sorted by them, its cluster_id
  * the running cluster's, and *member_id is this member's. tls: the peer
  * client context (NULL without peer TLS). Each failure is logged as etcd
@@ -43,7 +43,7 @@ struct tls_ctx;
  * compatible cluster version), -EINTR (a stop signal is pending), -ENOMEM.
  */
 int join_cluster(const struct cetcd_config *cfg, struct tls_ctx *tls,
-		 struct member_cluster *cluster, uint64_t *member_id);
+		 struct initial_cluster *cluster, uint64_t *member_id);
 
 /* A peer's GET /version answer: its "etcdcluster" value, as
  * version.Versions decodes it, into out (NUL-terminated). 0, or -EBADMSG

@@ -8,7 +8,7 @@
 
 #include "etcdserverpb/rpc.pb-c.h"
 #include "raftd/alloc.h"
-#include "raftd/members.h"
+#include "raftd/roster.h"
 #include "raftd/peer/peer.h"
 #include "raftd/promote.h"
 #include "raftd/proposals.h"
@@ -56,8 +56,8 @@ static void lf_fail(const struct promote_env *e, const struct lease_fwd_wait *w)
  * URL, as etcd does: its gateways answer there from its lessor. */
 static int lf_ask(struct lease_fwds *ls, const struct promote_env *e, struct lease_fwd_wait *w)
 {
-	const struct member_info *lm = membership_find(&e->members->ms, raft_leader(e->raft));
-	uint64_t left = e->members->timeout_ticks > w->ticks ? e->members->timeout_ticks - w->ticks : 1;
+	const struct member_info *lm = membership_find(&e->roster->ms, raft_leader(e->raft));
+	uint64_t left = e->roster->timeout_ticks > w->ticks ? e->roster->timeout_ticks - w->ticks : 1;
 
 	if (!lm || !lm->n_peer_urls)
 		return 0; /* tried again by lease_fwd_tick */
@@ -265,7 +265,7 @@ void lease_fwd_tick(struct lease_fwds *ls, const struct promote_env *e)
 		w->later = false;
 		if (w->token)
 			continue; /* in flight: the forwarder ends it by its deadline */
-		if (w->ticks >= e->members->timeout_ticks) {
+		if (w->ticks >= e->roster->timeout_ticks) {
 			lf_fail(e, w);
 			lf_drop(ls, i);
 		} else if (lf_ask(ls, e, w)) {

@@ -21,7 +21,7 @@
 #include "raftd/alloc.h"
 #include "raftd/bootstrap.h"
 #include "raftd/feed.h"
-#include "raftd/members.h"
+#include "raftd/roster.h"
 #include "raftd/outbox.h"
 #include "raftd/lease_fwd.h"
 #include "raftd/promote.h"
@@ -31,6 +31,7 @@
 #include "base/diskio/diskio.h"
 #include "shm/doorbell.h"
 #include "base/log/log.h"
+#include "cluster/initial_cluster.h"
 #include "cluster/member.h"
 #include "cluster/v2store.h"
 #include "shm/msg.h"
@@ -197,7 +198,7 @@ static void move_done(struct loop *l, size_t i, int32_t status, const char *text
 static void on_move_leader(void *arg, uint32_t slot, const struct msg_move_leader *req)
 {
 	struct loop *l = arg;
-	const struct member_info *m = membership_find(&l->members.ms, req->target);
+	const struct member_info *m = membership_find(&l->roster.ms, req->target);
 
 	if (!raft_is_leader(l->raft)) {
 		proposals_answer(&l->props, slot, &req->origin, PROPOSALS_GRPC_FAILED_PRECONDITION,
@@ -236,7 +237,7 @@ static void check_moves(struct loop *l, bool tick)
 		m->ticks += tick;
 		if (lead == m->target)
 			move_done(l, i, 0, NULL);
-		else if (m->ticks >= l->members.timeout_ticks)
+		else if (m->ticks >= l->roster.timeout_ticks)
 			move_done(l, i, PROPOSALS_GRPC_UNKNOWN, LOOP_MSG_TRANSFER_TIMEOUT);
 	}
 }
@@ -246,7 +247,7 @@ static void check_moves(struct loop *l, bool tick)
 /* What the promotion module borrows from the loop for one call. */
 static struct promote_env loop_promote_env(struct loop *l)
 {
-	return (struct promote_env){ .raft = l->raft, .members = &l->members, .props = &l->props,
+	return (struct promote_env){ .raft = l->raft, .roster = &l->roster, .props = &l->props,
 				     .peer = l->peer, .region = l->r,
 				     .member_id = l->member_id, .cluster_id = l->cluster_id, .tick_ms = l->tick_ms };
 }
@@ -302,7 +303,7 @@ static int send_msgs(struct loop *l, const struct raft_ready *rd, bool must_sync
 /* The transport's view of the members: who to dial, and /members. */
 static void update_peers(struct loop *l)
 {
-	const struct membership *ms = &l->members.ms;
+	const struct membership *ms = &l->roster.ms;
 	struct membership initial;
 	struct peer_member *v;
 	char *json = NULL;
@@ -359,7 +360,7 @@ static void update_peers(struct loop *l)
 	if (rc)
 		goto out_nomem;
 	/* GET /members: the members as etcd's JSON array */
-	if (members_json(ms, &json, &len))
+	if (roster_json(ms, &json, &len))
 		goto out_nomem;
 	if (peer_set_members_json(l->peer, json, len))
 		goto out_nomem;
@@ -390,7 +391,7 @@ static void removed_self(struct loop *l)
 static int apply_membership(struct loop *l, const struct raft_entry *e, bool *peers_changed)
 {
 	struct membership_result res;
-	int rc = members_apply(&l->members, e, &res);
+	int rc = roster_apply(&l->roster, e, &res);
 
 	if (!rc && res.change != MEMBERSHIP_NONE)
 		l->members_changed_at = e->index;
@@ -634,7 +635,7 @@ static void observe_stored(struct loop *l)
 	if (status_stored_read(l->r, &st))
 		return; /* a write in progress by a dead writer: next turn */
 	(void)feed_observe(&l->feed, &st);
-	if (members_stored_applied(&l->members, st.applied_index))
+	if (roster_stored_applied(&l->roster, st.applied_index))
 		shm_region_set_published(l->r);
 	atomic_store_explicit(&l->waker_epoch, st.epoch, memory_order_relaxed);
 }
@@ -691,7 +692,7 @@ static void on_timer(struct loop *l)
 	proposals_tick(&l->props, 2 * l->election_ticks);
 	if (!l->stopping)
 		proposals_ask_reads(&l->props, l->raft); /* after a round was lost */
-	members_tick(&l->members);
+	roster_tick(&l->roster);
 	check_moves(l, true);
 	for (size_t i = 0; i < l->n_snap_acks; i++)
 		l->snap_acks[i].ticks++;
@@ -772,7 +773,7 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 	if (!l->stopping && !l->fatal) {
 		/* a failed request ring is logged there and skipped */
 		(void)proposals_drain(&l->props, l->raft, false);
-		members_propose(&l->members, l->raft, l->peer ? loop_forward : NULL, l);
+		roster_propose(&l->roster, l->raft, l->peer ? loop_forward : NULL, l);
 		handle_ready(l);
 		if (l->n_moves)
 			check_moves(l, false);
@@ -916,7 +917,7 @@ static uint64_t loop_seed(void)
  * published state. */
 static int build_core(struct loop *l, const struct loop_options *o, struct bootstrap_state *bs)
 {
-	const struct member_cluster *c = o->cluster;
+	const struct initial_cluster *c = o->cluster;
 	uint64_t voters[RAFT_MAX_VOTERS];
 	struct raft_config cfg;
 	struct status_stored st;
@@ -941,13 +942,13 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	uint64_t snap_term = bs->has_snap ? bs->snap.term : 0;
 	if (bs->has_snap) {
 		/* the membership at the snapshot, as etcd recovers it */
-		int rc = v2store_decode(bs->snap.data, bs->snap.len, &l->members.ms);
+		int rc = v2store_decode(bs->snap.data, bs->snap.len, &l->roster.ms);
 		if (rc) {
 			log_error("the snapshot's v2 store cannot be read; the member's snap file is corrupt",
 				  LOG_U64("snapshot-index", snap_index), LOG_ERRNO(rc));
 			return rc;
 		}
-		members_recovered(&l->members);
+		roster_recovered(&l->roster);
 		l->snap_index = l->members_changed_at = snap_index;
 		/* stored's state is not known yet (it has not published): the
 		 * feed starts after the snapshot, and a replay from stored's
@@ -973,7 +974,7 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	for (size_t i = 0; i < bs->n_entries && bs->entries[i].index <= feed_start_after(&l->feed);
 	     i++) {
 		struct membership_result res;
-		int rc = members_apply(&l->members, &bs->entries[i], &res);
+		int rc = roster_apply(&l->roster, &bs->entries[i], &res);
 		if (rc)
 			return rc;
 		if (res.change != MEMBERSHIP_NONE)
@@ -996,7 +997,7 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	 * from the members as of then; the changes after come through the
 	 * core and apply_membership */
 	uint64_t learners[RAFT_MAX_MEMBERS];
-	const struct membership *ms = &l->members.ms;
+	const struct membership *ms = &l->roster.ms;
 	if (ms->count && ms->count <= RAFT_MAX_MEMBERS) {
 		cfg.n_voters = cfg.n_learners = 0;
 		for (size_t i = 0; i < ms->count; i++) {
@@ -1125,8 +1126,8 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->saved = bs.hs;
 	rc = proposals_init(&l->props, l->r);
 	if (!rc)
-		rc = members_init(&l->members, l->member_id, l->cluster_id, o->name, o->client_urls,
-				  o->request_timeout_ms ? o->request_timeout_ms :
+		rc = roster_init(&l->roster, l->member_id, l->cluster_id, o->name, o->client_urls,
+				 o->request_timeout_ms ? o->request_timeout_ms :
 							  5000 + 2 * o->election_ms,
 				  o->tick_ms);
 	if (rc)
@@ -1199,7 +1200,7 @@ void loop_free(struct loop *l)
 	}
 	raft_free(l->raft);
 	proposals_free(&l->props);
-	members_free(&l->members);
+	roster_free(&l->roster);
 	outbox_free(&l->outbox);
 	raftd_free(l->moves);
 	promote_free(&l->promotes);

@@ -50,15 +50,15 @@
 #include "raftd/wal/wal.h"
 
 struct shm_region;
-struct member_cluster;
+struct initial_cluster;
 struct peer;
 
 struct loop_options {
 	struct shm_region *region;  /* attached, with the raftd role held */
 	const char *wal_dir;
-	const struct member_cluster *cluster; /* the initial cluster: the
-					       * voters, and a new WAL's
-					       * bootstrap entries */
+	const struct initial_cluster *cluster; /* the initial cluster: the
+					        * voters, and a new WAL's
+					        * bootstrap entries */
 	uint64_t member_id;         /* this member, one of cluster's */
 	bool force_new_cluster;     /* --force-new-cluster (forcenew.h) */
 	bool join;                  /* joining a running cluster (join.h):

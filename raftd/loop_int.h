@@ -19,7 +19,7 @@
 #include "raftd/feed.h"
 #include "raftd/lease_fwd.h"
 #include "raftd/loop.h"
-#include "raftd/members.h"
+#include "raftd/roster.h"
 #include "raftd/outbox.h"
 #include "raftd/promote.h"
 #include "raftd/proposals.h"
@@ -29,7 +29,7 @@
 #include "shm/status.h"
 #include "shm/waker.h"
 
-struct member_cluster;
+struct initial_cluster;
 struct peer;
 struct peer_event;
 struct shm_region;
@@ -64,7 +64,7 @@ struct loop {
 	struct wal *wal;
 	struct feed feed;
 	struct proposals props;
-	struct members members;
+	struct roster roster;
 	struct peer *peer;            /* the transport, driven by this loop;
 				       * NULL: no peers */
 	int peer_run_ms;              /* peer_run's last answer: when it is
@@ -99,8 +99,8 @@ struct loop {
 	/* a snapshot recorded in the WAL batch install_seq: stored gets its
 	 * db once that batch is durable */
 	uint64_t install_seq;
-	const struct member_cluster *initial; /* --initial-cluster: the peers
-					       * until membership is applied */
+	const struct initial_cluster *initial; /* --initial-cluster: the peers
+					        * until membership is applied */
 	bool join_seed;               /* joined a running cluster and has not
 				       * replayed its own addition yet: the
 				       * initial members stay peers */

@@ -58,7 +58,7 @@ void loop_maybe_snapshot(struct loop *l)
 	char *json;
 	size_t len;
 	raft_conf_state(l->raft, &sn.conf);
-	if (v2store_encode(&l->members.ms, &json, &len)) {
+	if (v2store_encode(&l->roster.ms, &json, &len)) {
 		log_warn("cannot encode the membership for a snapshot (out of memory); retried later");
 		return;
 	}
@@ -209,7 +209,7 @@ int loop_send_snapshot(struct loop *l, const struct raft_msg *m)
 	}
 	char *json;
 	size_t len;
-	if (v2store_encode(&l->members.ms, &json, &len)) {
+	if (v2store_encode(&l->roster.ms, &json, &len)) {
 		dbsnap_close(ds);
 		return -ENOMEM;
 	}
@@ -308,9 +308,9 @@ int loop_record_snapshot(struct loop *l, const struct raft_ready *rd, bool *peer
 		log_error("failed to save the leader's snapshot", LOG_ERRNO(rc));
 		return rc;
 	}
-	membership_free(&l->members.ms);
-	l->members.ms = ms;
-	members_recovered(&l->members);
+	membership_free(&l->roster.ms);
+	l->roster.ms = ms;
+	roster_recovered(&l->roster);
 	l->members_changed_at = rd->snap_index;
 	*peers_changed = true;
 	l->snap_index = rd->snap_index;

@@ -27,6 +27,7 @@
 #include "base/diskio/diskio.h"
 #include "shm/hello.h"
 #include "base/log/log.h"
+#include "cluster/initial_cluster.h"
 #include "cluster/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
@@ -91,7 +92,7 @@ static int wal_dir_of(const struct cetcd_config *cfg, char *buf, size_t len)
  * (joining), -ENOMEM.
  */
 static int resolve_ids(const struct cetcd_config *cfg, const char *wal_dir, struct tls_ctx *tls,
-		       bool join, struct member_cluster *cluster, uint64_t *member_id,
+		       bool join, struct initial_cluster *cluster, uint64_t *member_id,
 		       uint64_t *cluster_id)
 {
 	int rc;
@@ -119,7 +120,7 @@ static int resolve_ids(const struct cetcd_config *cfg, const char *wal_dir, stru
 int main(int argc, char **argv)
 {
 	struct cetcd_config cfg;
-	struct member_cluster cluster = { 0 };
+	struct initial_cluster cluster = { 0 };
 	struct shm_region *r;
 	struct peer *peers = NULL;
 	struct tls_ctx *server_tls = NULL, *client_tls = NULL;
@@ -140,7 +141,7 @@ int main(int argc, char **argv)
 	if (hello_claim_role(r, SHM_ROLE_RAFTD))
 		goto out_detach;
 
-	rc = member_cluster_parse(cfg.initial_cluster, cfg.initial_cluster_token, &cluster);
+	rc = initial_cluster_parse(cfg.initial_cluster, cfg.initial_cluster_token, &cluster);
 	if (rc) {
 		log_error("cannot parse --initial-cluster", LOG_STR("initial-cluster", cfg.initial_cluster),
 			  LOG_ERRNO(rc));
@@ -266,7 +267,7 @@ out_close_peers:
 	tls_ctx_free(server_tls);
 	tls_ctx_free(client_tls);
 out_free_cluster:
-	member_cluster_free(&cluster);
+	initial_cluster_free(&cluster);
 out_release_role:
 	shm_role_release(r, SHM_ROLE_RAFTD);
 out_detach:

@@ -9,7 +9,7 @@
 
 #include "etcdserverpb/rpc.pb-c.h"
 #include "raftd/alloc.h"
-#include "raftd/members.h"
+#include "raftd/roster.h"
 #include "raftd/peer/peer.h"
 #include "raftd/proposals.h"
 #include "raftd/raft/raft.h"
@@ -75,7 +75,7 @@ static void promote_answer_peer(const struct promote_env *e, uint64_t serve_toke
 static int promote_check(const struct promote_env *e, uint64_t id, int32_t *grpc, const char **text,
 			 int *http, const char **http_text)
 {
-	const struct member_info *m = membership_find(&e->members->ms, id);
+	const struct member_info *m = membership_find(&e->roster->ms, id);
 	struct raft_progress lead, learner;
 
 	*grpc = PROPOSALS_GRPC_FAILED_PRECONDITION;
@@ -104,14 +104,14 @@ static int promote_check(const struct promote_env *e, uint64_t id, int32_t *grpc
 static int promote_propose(const struct promote_env *e, uint64_t id,
 			   const struct msg_origin *origin)
 {
-	const struct member_info *m = membership_find(&e->members->ms, id);
+	const struct member_info *m = membership_find(&e->roster->ms, id);
 	char *ctx;
 	size_t ctx_len;
 
 	if (!m || member_json_encode_context(m, true, &ctx, &ctx_len))
 		return -ENOMEM;
 	struct raftmsg_conf_change cc = {
-		.id = e->members->req_next++, .type = RAFTMSG_CONF_ADD_NODE, .node_id = m->id,
+		.id = e->roster->req_next++, .type = RAFTMSG_CONF_ADD_NODE, .node_id = m->id,
 		.has_context = true, .context_len = ctx_len, .context = (const uint8_t *)ctx,
 	};
 	size_t n = raftmsg_conf_change_size(&cc);
@@ -146,7 +146,7 @@ static void promote_drop(struct promotes *ps, size_t i)
 /* How long a promotion may take: etcd's request timeout. */
 static int promote_timeout_ms(const struct promote_env *e)
 {
-	return (int)(e->members->timeout_ticks * e->tick_ms);
+	return (int)(e->roster->timeout_ticks * e->tick_ms);
 }
 
 /*
@@ -161,7 +161,7 @@ static void promote_forward(struct promotes *ps, const struct promote_env *e,
 			    enum promote_kind kind, uint64_t id,
 			    uint32_t slot, const struct msg_origin *origin, uint64_t serve_token)
 {
-	const struct member_info *lm = membership_find(&e->members->ms, raft_leader(e->raft));
+	const struct member_info *lm = membership_find(&e->roster->ms, raft_leader(e->raft));
 	struct promote_wait *p = e->peer ? promote_add(ps) : NULL;
 	int rc = 0;
 
@@ -260,7 +260,7 @@ void promote_applied(struct promotes *ps, const struct promote_env *e, uint64_t 
 		size_t len;
 		if (p->kind != PROMOTE_APPLY_PEER || p->member_id != node_id)
 			continue;
-		if (members_json(&e->members->ms, &json, &len)) {
+		if (roster_json(&e->roster->ms, &json, &len)) {
 			promote_answer_peer(e, p->serve_token, 500, NULL);
 		} else {
 			json[len] = '\n'; /* json.Encoder ends the value so */
@@ -387,9 +387,9 @@ void promote_tick(struct promotes *ps, const struct promote_env *e)
 			 * (the call is copied out first: asking may add to
 			 * ps->v) */
 			const struct member_info *lm =
-				membership_find(&e->members->ms, raft_leader(e->raft));
+				membership_find(&e->roster->ms, raft_leader(e->raft));
 			struct promote_wait w = *p;
-			if (++p->ticks >= e->members->timeout_ticks) {
+			if (++p->ticks >= e->roster->timeout_ticks) {
 				if (w.kind == PROMOTE_FWD_GATEWAY)
 					proposals_answer(e->props, w.slot, &w.origin,
 							 PROPOSALS_GRPC_UNAVAILABLE,
@@ -409,7 +409,7 @@ void promote_tick(struct promotes *ps, const struct promote_env *e)
 			}
 			continue;
 		}
-		uint64_t limit = e->members->timeout_ticks * (p->kind == PROMOTE_APPLY_PEER ? 1 : 2);
+		uint64_t limit = e->roster->timeout_ticks * (p->kind == PROMOTE_APPLY_PEER ? 1 : 2);
 		if (++p->ticks < limit)
 			continue;
 		if (p->kind == PROMOTE_FWD_GATEWAY)

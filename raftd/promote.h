@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 struct membership;
-struct members;
+struct roster;
 struct msg_promote;
 struct peer;
 struct peer_event;
@@ -33,7 +33,7 @@ struct shm_region;
 /* What the loop lends for one call. */
 struct promote_env {
 	struct raft *raft;
-	struct members *members;     /* the membership and request ids */
+	struct roster *roster;       /* the membership and request ids */
 	struct proposals *props;     /* answers to gateways */
 	struct peer *peer;           /* NULL: no peers, nothing to forward */
 	struct shm_region *region;   /* stored's status (the revision); may be NULL */

@@ -2,7 +2,7 @@
 #include "stored/apply.h"
 #include "stored/alarm.h"
 #include "stored/lessor_apply.h"
-#include "stored/members.h"
+#include "stored/membership_db.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -239,7 +239,7 @@ static int apply_membership_answer(const struct stored_apply_ids *ids,
 	if (!pbs || !ptrs)
 		return -ENOMEM;
 	for (size_t i = 0; i < ms->count; i++) {
-		stored_members_pb(&ms->v[i], &pbs[i]);
+		membership_db_pb(&ms->v[i], &pbs[i]);
 		ptrs[i] = &pbs[i];
 	}
 	/* etcd's Cluster service headers carry no revision */
@@ -361,11 +361,11 @@ int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 		return 0;
 	if (ids->membership) {
 		struct membership_result mr;
-		rc = stored_members_apply(mvcc_batch_txn(s), ids->membership, e->entry_type, data,
-					  e->data_len, &mr);
+		rc = membership_db_apply(mvcc_batch_txn(s), ids->membership, e->entry_type, data,
+					 e->data_len, &mr);
 		if (rc)
 			return rc;
-		if (stored_members_handled(e->entry_type, &mr))
+		if (membership_db_handled(e->entry_type, &mr))
 			return apply_membership_answer(ids, e, data, &mr, a, out);
 	}
 	if (e->entry_type != RAFTPB__ENTRY_TYPE__EntryNormal)

@@ -47,7 +47,7 @@ struct stored_apply_ids {
 	uint64_t cluster_id;
 	/* the cluster's membership as of the store's consistent index, which
 	 * configuration changes and v2 membership requests update (with the
-	 * db's members buckets, stored/members.h); NULL: such entries only
+	 * db's members buckets, stored/membership_db.h); NULL: such entries only
 	 * move the index */
 	struct membership *membership;
 	/* the raised alarms (stored/alarm.h), which Alarm requests change

@@ -11,7 +11,7 @@
 #include "base/diskio/diskio.h"
 #include "base/log/errmsg.h"
 #include "stored/btree/btree.h"
-#include "stored/members.h"
+#include "stored/membership_db.h"
 #include "stored/mvcc/mvcc.h"
 
 /* Copies the file open at in (size bytes) to out. */
@@ -144,7 +144,7 @@ static int install_open(const char *tmp, uint64_t min_index, uint64_t map_size,
 	}
 	rc = btree_db_read_begin(db, NULL, &t);
 	if (!rc) {
-		rc = stored_members_load(t, &members);
+		rc = membership_db_load(t, &members);
 		btree_txn_end(t);
 		membership_free(&members);
 	}

@@ -1,7 +1,7 @@
 /* stored's apply loop (see loop.h). */
 #include "stored/loop.h"
 #include "stored/alarm.h"
-#include "stored/members.h"
+#include "stored/membership_db.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -392,7 +392,7 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 	struct btree_txn *t;
 	rc = btree_db_read_begin(l->db, NULL, &t);
 	if (!rc) {
-		rc = stored_members_load(t, &l->membership);
+		rc = membership_db_load(t, &l->membership);
 		if (!rc)
 			rc = stored_alarms_load(t, &l->alarms);
 		btree_txn_end(t);

@@ -1,6 +1,6 @@
 /* etcdserverpb.Cluster in gatewayd.
  *
- * MemberList reads the members stored keeps in the db (stored/members.h),
+ * MemberList reads the members stored keeps in the db (stored/membership_db.h),
  * as of its published root; before stored applied the cluster's first
  * entries, it answers from the configuration (this member: its name,
  * peer and client URLs and the ids etcd derives, cluster/member.h).
@@ -26,7 +26,7 @@
 #include "raftpb/raft.pb-c.h"
 #include "config/config.h"
 #include "cluster/member_json.h"
-#include "stored/members.h"
+#include "stored/membership_db.h"
 
 /* The texts of a URL list, in the turn's scratch memory. */
 static char **cluster_urls(struct gw_server *s, const struct config_urls *us)
@@ -47,7 +47,7 @@ static int cluster_load(struct gw_server *s, struct membership *ms)
 		return 0;
 	if (rc)
 		return rc;
-	rc = stored_members_load(rd.txn, ms);
+	rc = membership_db_load(rd.txn, ms);
 	gw_read_end(s, &rd);
 	return rc;
 }
@@ -102,7 +102,7 @@ static void cluster_member_list(struct gw_server *s, struct grpc_call *call, con
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		stored_members_pb(&v[i], &pbs[i]);
+		membership_db_pb(&v[i], &pbs[i]);
 		ptrs[i] = &pbs[i];
 	}
 

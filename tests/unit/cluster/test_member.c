@@ -73,51 +73,6 @@ static void test_ids(void)
 	CHECK(member_cluster_id(ids, 3) != member_cluster_id(ids, 2));
 }
 
-static void test_parse(void)
-{
-	struct member_cluster c;
-
-	CHECK_EQ(member_cluster_parse("x=http://127.0.0.1:55739", "t", &c), 0);
-	CHECK_EQ(c.count, 1);
-	CHECK(c.v[0].id == 2368843873074947290ull);
-	CHECK(c.cluster_id == 4617891303893155766ull);
-	CHECK(strcmp(c.v[0].name, "x") == 0);
-	CHECK(member_cluster_find(&c, "x") == &c.v[0]);
-	CHECK(member_cluster_find(&c, "y") == NULL);
-	member_cluster_free(&c);
-
-	/* a name given twice is one member with two URLs; spaces around a
-	 * URL and the scheme's case do not change the id (names are taken
-	 * as they are, as etcd's URLsMap does) */
-	CHECK_EQ(member_cluster_parse("m2= HTTP://127.0.0.1:47619,m2=http://127.0.0.1:35975 ",
-				      "etcd-cluster", &c), 0);
-	CHECK_EQ(c.count, 1);
-	CHECK_EQ(c.v[0].n_peer_urls, 2);
-	CHECK(strcmp(c.v[0].peer_urls[0], "http://127.0.0.1:35975") == 0);
-	CHECK(strcmp(c.v[0].peer_urls[1], "http://127.0.0.1:47619") == 0);
-	CHECK(c.v[0].id == 7240914925012837226ull);
-	CHECK(c.cluster_id == 16987665117039494853ull);
-	member_cluster_free(&c);
-
-	/* three members: sorted by id, cluster id over all three */
-	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,"
-				      "c=http://10.0.0.3:2380", "tok", &c), 0);
-	CHECK_EQ(c.count, 3);
-	CHECK(c.v[0].id < c.v[1].id && c.v[1].id < c.v[2].id);
-	uint64_t ids[3] = { c.v[2].id, c.v[0].id, c.v[1].id };
-	CHECK(c.cluster_id == member_cluster_id(ids, 3));
-	const char *u[] = { "http://10.0.0.2:2380" };
-	uint64_t bid;
-	CHECK_EQ(member_id_compute(u, 1, "tok", &bid), 0);
-	CHECK(member_cluster_find(&c, "b")->id == bid);
-	member_cluster_free(&c);
-
-	CHECK_EQ(member_cluster_parse("", "t", &c), -EINVAL);
-	CHECK_EQ(member_cluster_parse("noequals", "t", &c), -EINVAL);
-	/* two names with the same URLs get the same id: refused, as etcd does */
-	CHECK_EQ(member_cluster_parse("a=http://h:1,b=http://h:1", "t", &c), -EEXIST);
-}
-
 static void test_config(void)
 {
 	struct cetcd_config cfg;
@@ -214,7 +169,6 @@ int main(void)
 {
 	test_sha1();
 	test_ids();
-	test_parse();
 	test_config();
 	test_ids_wait();
 	printf("test_member: ok\n");

@@ -9,6 +9,7 @@
 
 #include "raftd/bootstrap.h"
 #include "raftd/wal/wal.h"
+#include "cluster/initial_cluster.h"
 #include "cluster/member.h"
 
 /* Hex to bytes; returns the length. */
@@ -68,12 +69,12 @@ static void test_metadata(void)
 
 static void test_conf_change(void)
 {
-	struct member_cluster c;
+	struct initial_cluster c;
 	uint8_t want[512], *data;
 	uint32_t len;
 	size_t n = unhex(etcd_conf_change, want);
 
-	CHECK_EQ(member_cluster_parse(etcd_cluster, "etcd-cluster", &c), 0);
+	CHECK_EQ(initial_cluster_parse(etcd_cluster, "etcd-cluster", &c), 0);
 	CHECK(c.v[0].id == 0xf4a457008d1441f2ull);
 	CHECK(c.cluster_id == 0xf10b0bf1d8eda5d5ull);
 	CHECK_EQ(bootstrap_conf_change(&c.v[0], &data, &len), 0);
@@ -93,18 +94,18 @@ static void test_conf_change(void)
 	CHECK_EQ(data[7], strlen(json));
 	CHECK(memcmp(data + 8, json, strlen(json)) == 0);
 	raftd_free(data);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 }
 
 static void test_create_and_restart(void)
 {
-	struct member_cluster c;
+	struct initial_cluster c;
 	struct bootstrap_state s;
 	char dir[512];
 	uint8_t want[512];
 	size_t n = unhex(etcd_conf_change, want);
 
-	CHECK_EQ(member_cluster_parse(etcd_cluster, "etcd-cluster", &c), 0);
+	CHECK_EQ(initial_cluster_parse(etcd_cluster, "etcd-cluster", &c), 0);
 	wt_path(dir, sizeof(dir), "new");
 	strcat(dir, "/member/wal"); /* parents made too */
 	struct bootstrap_params p = { .wal_dir = dir, .member_id = c.v[0].id, .cluster = &c };
@@ -141,11 +142,11 @@ static void test_create_and_restart(void)
 	struct bootstrap_state s2;
 	CHECK_EQ(bootstrap_open(&p, &s2), -EBUSY);
 	bootstrap_state_free(&s);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 
 	/* three members: one entry each, in id order */
-	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,"
-				      "c=http://10.0.0.3:2380", "tok", &c), 0);
+	CHECK_EQ(initial_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,"
+				       "c=http://10.0.0.3:2380", "tok", &c), 0);
 	wt_path(dir, sizeof(dir), "three");
 	p = (struct bootstrap_params){ .wal_dir = dir, .member_id = c.v[1].id, .cluster = &c };
 	CHECK_EQ(bootstrap_open(&p, &s), 0);
@@ -160,17 +161,17 @@ static void test_create_and_restart(void)
 		raftd_free(d);
 	}
 	bootstrap_state_free(&s);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 }
 
 static void test_refusals(void)
 {
-	struct member_cluster c;
+	struct initial_cluster c;
 	struct bootstrap_state s;
 	struct wal *w;
 	char dir[512];
 
-	CHECK_EQ(member_cluster_parse("x=http://127.0.0.1:1", "t", &c), 0);
+	CHECK_EQ(initial_cluster_parse("x=http://127.0.0.1:1", "t", &c), 0);
 	/* no directory, no cluster for a new WAL, no member id */
 	struct bootstrap_params p = { .wal_dir = "", .member_id = 1, .cluster = &c };
 	CHECK_EQ(bootstrap_open(&p, &s), -EINVAL);
@@ -209,18 +210,18 @@ static void test_refusals(void)
 	CHECK_EQ(wal_close(w), 0);
 	p.member_id = c.v[0].id;
 	CHECK_EQ(bootstrap_open(&p, &s), -EBADMSG);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 }
 
 /* Every allocation failure on the way is reported, and leaks nothing. */
 static void test_out_of_memory(void)
 {
-	struct member_cluster c;
+	struct initial_cluster c;
 	struct bootstrap_state s;
 	char dir[512];
 	int fails = 0;
 
-	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "t", &c), 0);
+	CHECK_EQ(initial_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "t", &c), 0);
 	for (long budget = 0;; budget++) {
 		wt_path(dir, sizeof(dir), "oom");
 		struct bootstrap_params p = { .wal_dir = dir, .member_id = c.v[0].id,
@@ -239,7 +240,7 @@ static void test_out_of_memory(void)
 		fails++;
 	}
 	CHECK(fails > 3);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 }
 
 /* A member joining a running cluster: the WAL has the ids the cluster
@@ -247,12 +248,12 @@ static void test_out_of_memory(void)
  * bootstrap_wal_ids reads them back without replaying or locking. */
 static void test_join(void)
 {
-	struct member_cluster c;
+	struct initial_cluster c;
 	struct bootstrap_state s;
 	uint64_t mid, cid;
 	char dir[512];
 
-	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "tok", &c), 0);
+	CHECK_EQ(initial_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "tok", &c), 0);
 	c.v[0].id = 0x1111;
 	c.v[1].id = 0x2222;
 	c.cluster_id = 0xc1c1;
@@ -272,8 +273,8 @@ static void test_join(void)
 
 	/* reopened with the flags of a new cluster: still no bootstrap
 	 * entries, since the WAL is another cluster's */
-	member_cluster_free(&c);
-	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "tok", &c), 0);
+	initial_cluster_free(&c);
+	CHECK_EQ(initial_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "tok", &c), 0);
 	p = (struct bootstrap_params){ .wal_dir = dir, .member_id = c.v[1].id, .cluster = &c };
 	CHECK_EQ(bootstrap_open(&p, &s), 0);
 	CHECK(!s.created);
@@ -298,7 +299,7 @@ static void test_join(void)
 	mid = cid = 0;
 	CHECK_EQ(bootstrap_wal_ids(dir, &mid, &cid), 0);
 	CHECK(mid == c.v[0].id && cid == c.cluster_id);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 }
 
 int main(void)

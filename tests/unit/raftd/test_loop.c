@@ -31,6 +31,7 @@
 #include "raftd/loop.h"
 #include "raftd/wal/wal.h"
 #include "shm/hello.h"
+#include "cluster/initial_cluster.h"
 #include "cluster/member.h"
 
 #define MAX_INDEX 8192
@@ -217,7 +218,7 @@ static void *runner_main(void *arg)
 	return NULL;
 }
 
-static void runner_start(struct runner *u, const char *wal_dir, const struct member_cluster *c,
+static void runner_start(struct runner *u, const char *wal_dir, const struct initial_cluster *c,
 			 uint64_t member)
 {
 	CHECK_EQ(shm_region_attach(path, &u->r), 0);
@@ -244,14 +245,14 @@ static void test_lone_member(void)
 {
 	static struct tstore t;
 	struct shm_region *r = rt_region(path, sizeof(path), 1);
-	struct member_cluster c;
+	struct initial_cluster c;
 	struct shm_slot_ref s0, s1;
 	struct runner u;
 	struct loop_stats stats;
 	char wal_dir[512];
 
 	play_stored_and_gateways(r, &t, &s0, &s1);
-	CHECK_EQ(member_cluster_parse("t=http://127.0.0.1:1", "tok", &c), 0);
+	CHECK_EQ(initial_cluster_parse("t=http://127.0.0.1:1", "tok", &c), 0);
 	wt_path(wal_dir, sizeof(wal_dir), "lone");
 	runner_start(&u, wal_dir, &c, c.v[0].id);
 
@@ -373,7 +374,7 @@ static void test_lone_member(void)
 	CHECK(!st.is_leader && st.leader_id == 0);
 
 	check_wal(wal_dir, &t);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 	shm_region_detach(r);
 	printf("lone member: %llu entries, %llu WAL batches for %llu saves\n",
 	       (unsigned long long)t.applied, (unsigned long long)stats.wal_batches,
@@ -383,15 +384,15 @@ static void test_lone_member(void)
 static void test_no_leader(void)
 {
 	struct shm_region *r = rt_region(path, sizeof(path), 1);
-	struct member_cluster c;
+	struct initial_cluster c;
 	struct shm_slot_ref s;
 	struct runner u;
 	struct loop_stats stats;
 	char wal_dir[512];
 
 	CHECK_EQ(shm_slot_claim(r, &s), 0);
-	CHECK_EQ(member_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,"
-				      "c=http://10.0.0.3:2380", "tok", &c), 0);
+	CHECK_EQ(initial_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,"
+				       "c=http://10.0.0.3:2380", "tok", &c), 0);
 	wt_path(wal_dir, sizeof(wal_dir), "three");
 	runner_start(&u, wal_dir, &c, c.v[1].id);
 
@@ -437,7 +438,7 @@ static void test_no_leader(void)
 	CHECK_EQ(stats.replays, 1);
 	CHECK_EQ(stats.commits_pushed, 2);
 	CHECK(!ring_has_data(committed));
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 	shm_region_detach(r);
 }
 
@@ -448,7 +449,7 @@ static void test_stop_accounts_for_everything(void)
 {
 	static struct tstore t;
 	struct shm_region *r = rt_region(path, sizeof(path), 16 * 1024);
-	struct member_cluster c;
+	struct initial_cluster c;
 	struct shm_slot_ref s0, s1;
 	struct runner u;
 	struct loop_stats stats;
@@ -458,7 +459,7 @@ static void test_stop_accounts_for_everything(void)
 
 	memset(fate, 0, sizeof(fate));
 	play_stored_and_gateways(r, &t, &s0, &s1);
-	CHECK_EQ(member_cluster_parse("s=http://127.0.0.1:3", "tok", &c), 0);
+	CHECK_EQ(initial_cluster_parse("s=http://127.0.0.1:3", "tok", &c), 0);
 	wt_path(wal_dir, sizeof(wal_dir), "stop");
 	runner_start(&u, wal_dir, &c, c.v[0].id);
 	wait_leader(r, 0);
@@ -506,7 +507,7 @@ static void test_stop_accounts_for_everything(void)
 	printf("stop while streaming: %llu durable and fed, %llu refused, %llu left unread\n",
 	       (unsigned long long)in_wal, (unsigned long long)refused,
 	       (unsigned long long)unread);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 	shm_region_detach(r);
 }
 
@@ -523,13 +524,13 @@ static void *unlock_later(void *arg)
 static void test_waits_for_wal_lock(void)
 {
 	struct shm_region *r = rt_region(path, sizeof(path), 1);
-	struct member_cluster c;
+	struct initial_cluster c;
 	struct runner u;
 	struct loop_stats stats;
 	char wal_dir[512], seg[600];
 	pthread_t th;
 
-	CHECK_EQ(member_cluster_parse("w=http://127.0.0.1:4", "tok", &c), 0);
+	CHECK_EQ(initial_cluster_parse("w=http://127.0.0.1:4", "tok", &c), 0);
 	wt_path(wal_dir, sizeof(wal_dir), "locked");
 	runner_start(&u, wal_dir, &c, c.v[0].id);
 	runner_stop(&u, &stats);
@@ -545,14 +546,14 @@ static void test_waits_for_wal_lock(void)
 	CHECK_EQ(pthread_join(th, NULL), 0);
 	wait_leader(r, 2); /* it leads again, in a new term */
 	runner_stop(&u, &stats);
-	member_cluster_free(&c);
+	initial_cluster_free(&c);
 	shm_region_detach(r);
 }
 
 /* ---- raftd as a process, killed and restarted ---- */
 
 static char fork_wal_dir[512];
-static struct member_cluster fork_cluster;
+static struct initial_cluster fork_cluster;
 
 /* The child: attaches on its own (after fork a handle must not be shared),
  * claims the role and runs the loop until SIGTERM. */
@@ -623,7 +624,7 @@ static void test_kill_and_restart(void)
 	struct shm_slot_ref s0, s1;
 
 	play_stored_and_gateways(r, &t, &s0, &s1);
-	CHECK_EQ(member_cluster_parse("k=http://127.0.0.1:2", "tok", &fork_cluster), 0);
+	CHECK_EQ(initial_cluster_parse("k=http://127.0.0.1:2", "tok", &fork_cluster), 0);
 	wt_path(fork_wal_dir, sizeof(fork_wal_dir), "fork");
 
 	pid_t pid = spawn();
@@ -688,7 +689,7 @@ static void test_kill_and_restart(void)
 	       "%llu proposals taken but not committed by the killed raftd, %llu proposed again\n",
 	       (unsigned long long)acked, (unsigned long long)t.dups,
 	       (unsigned long long)lost, (unsigned long long)t.reproposed);
-	member_cluster_free(&fork_cluster);
+	initial_cluster_free(&fork_cluster);
 	shm_region_detach(r);
 }
 

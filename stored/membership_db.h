@@ -11,8 +11,8 @@
  * (cluster/membership.h) into these buckets in the entry's batch, and
  * loads them when it opens the db; gatewayd reads them for MemberList.
  */
-#ifndef CETCD_STORED_MEMBERS_H
-#define CETCD_STORED_MEMBERS_H
+#ifndef CETCD_STORED_MEMBERSHIP_DB_H
+#define CETCD_STORED_MEMBERSHIP_DB_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,7 +22,7 @@
 
 struct btree_txn;
 
-#define STORED_MEMBERS_VERSION_KEY "clusterVersion"
+#define MEMBERSHIP_DB_VERSION_KEY "clusterVersion"
 
 /*
  * Loads the buckets through t (a write txn, or a reader's) into m, which
@@ -30,7 +30,7 @@ struct btree_txn;
  * whose JSON cannot be decoded is skipped with a warning. Missing buckets
  * load nothing. Returns 0, -ENOMEM, or the B+tree's error.
  */
-int stored_members_load(struct btree_txn *t, struct membership *m);
+int membership_db_load(struct btree_txn *t, struct membership *m);
 
 /*
  * Applies the committed entry (type, data[0..len)) to m and, when it
@@ -42,15 +42,15 @@ int stored_members_load(struct btree_txn *t, struct membership *m);
  * there). Returns 0, -ENOMEM or the B+tree's error (the batch must then
  * be aborted).
  */
-int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t type,
-			 const uint8_t *data, size_t len, struct membership_result *res);
+int membership_db_apply(struct btree_txn *t, struct membership *m, uint32_t type,
+			const uint8_t *data, size_t len, struct membership_result *res);
 
 /* m as etcd's Cluster service answers a member (pointing into m, valid
  * while m is). */
-void stored_members_pb(const struct member_info *m, Etcdserverpb__Member *out);
+void membership_db_pb(const struct member_info *m, Etcdserverpb__Member *out);
 
 /* Whether an entry's outcome *res was membership's. */
-static inline bool stored_members_handled(uint32_t type, const struct membership_result *res)
+static inline bool membership_db_handled(uint32_t type, const struct membership_result *res)
 {
 	return type != 0 || res->change != MEMBERSHIP_NONE;
 }

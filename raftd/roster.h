@@ -1,8 +1,10 @@
 /*
- * raftd's side of membership: it applies every committed entry to the
- * membership state (cluster/membership.h) as it hands the entry to
- * stored, logs the changes with etcd's wording, and proposes, as etcd
- * 3.4's server does:
+ * raftd's roster: the membership raftd serves from (its peers, the Raft
+ * configuration, GET /members), beside cluster/membership.h (the state
+ * machine it applies) and stored/membership_db.h (stored's copy in the
+ * db). It applies every committed entry to the membership state as it
+ * hands the entry to stored, logs the changes with etcd's wording, and
+ * proposes, as etcd 3.4's server does:
  *
  *   publish   this member's attributes (name, client URLs) as a v2 PUT
  *             of /0/members/<id>/attributes, once per start, retried
@@ -18,8 +20,8 @@
  * Tooling (etcd's own e2e harness among it) waits for those two lines
  * before it talks to a member.
  */
-#ifndef CETCD_RAFTD_MEMBERS_H
-#define CETCD_RAFTD_MEMBERS_H
+#ifndef CETCD_RAFTD_ROSTER_H
+#define CETCD_RAFTD_ROSTER_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,7 +32,7 @@
 struct raft;
 struct config_urls;
 
-struct members {
+struct roster {
 	struct membership ms;
 	uint64_t self_id;
 	uint64_t cluster_id;
@@ -55,44 +57,44 @@ struct members {
  * client URLs; timeout_ms is etcd's request timeout and tick_ms the tick.
  * 0 or -ENOMEM.
  */
-int members_init(struct members *m, uint64_t self_id, uint64_t cluster_id, const char *name,
-		 const struct config_urls *client_urls, uint64_t timeout_ms, uint64_t tick_ms);
+int roster_init(struct roster *m, uint64_t self_id, uint64_t cluster_id, const char *name,
+		const struct config_urls *client_urls, uint64_t timeout_ms, uint64_t tick_ms);
 
-void members_free(struct members *m);
+void roster_free(struct roster *m);
 
 /* m->ms was just recovered from a snapshot's v2 store (at a restart, or
  * from the leader): logs what etcd's cluster.Recover logs, the cluster
  * version set from the store and the capabilities it enables. */
-void members_recovered(struct members *m);
+void roster_recovered(struct roster *m);
 
 /* Applies a committed entry (logged as etcd logs it), saying in *res
  * (may be NULL) what it did. A conf change that cannot be decoded is
  * logged and skipped (res->change MEMBERSHIP_NONE). Returns 0 or
  * -ENOMEM. */
-int members_apply(struct members *m, const struct raft_entry *e, struct membership_result *res);
+int roster_apply(struct roster *m, const struct raft_entry *e, struct membership_result *res);
 
 /* stored applied up to index: logs the publish once it is applied, as
  * etcd logs it once its request returns (tooling that waits for the line
  * then finds the member's attributes in the db). True at that moment. */
-bool members_stored_applied(struct members *m, uint64_t index);
+bool roster_stored_applied(struct roster *m, uint64_t index);
 
 /* One tick: ages pending proposals. */
-void members_tick(struct members *m);
+void roster_tick(struct roster *m);
 
 /* How a follower hands a proposal to the leader (proposals.h's forward);
  * NULL: only a leader proposes. */
-typedef int (*members_forward_fn)(void *arg, uint64_t leader, const struct raft_entry *ents,
-				  size_t n);
+typedef int (*roster_forward_fn)(void *arg, uint64_t leader, const struct raft_entry *ents,
+				 size_t n);
 
 /* Proposes what is due (see above) through r, or on a follower through
  * forward. Never fails the caller: a proposal refused now is tried again
  * on a later call. */
-void members_propose(struct members *m, struct raft *r, members_forward_fn forward,
-		     void *forward_arg);
+void roster_propose(struct roster *m, struct raft *r, roster_forward_fn forward,
+		    void *forward_arg);
 
 /* The members as etcd's JSON array (json.Marshal of []*Member: a peer's
  * GET /members and a promotion's answer), in *out (raftd_malloc, *len
  * bytes, with room for one more byte after them). 0 or -ENOMEM. */
-int members_json(const struct membership *ms, char **out, size_t *len);
+int roster_json(const struct membership *ms, char **out, size_t *len);
 
 #endif

@@ -1,5 +1,5 @@
-/* Membership in the db file (see members.h). */
-#include "stored/members.h"
+/* Membership in the db file (see membership_db.h). */
+#include "stored/membership_db.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,13 +12,13 @@
 #include "stored/btree/btree.h"
 #include "stored/mvcc/schema.h"
 
-static int members_bucket(struct btree_txn *t, const char *name, struct btree_bucket **out)
+static int membership_db_bucket(struct btree_txn *t, const char *name, struct btree_bucket **out)
 {
 	return btree_bucket_open(t, NULL, name, strlen(name), out);
 }
 
 /* An id in etcd's key form (types.ID.String(): hex, no padding). */
-static bool members_parse_hex(const uint8_t *p, size_t len, uint64_t *id)
+static bool membership_db_parse_hex(const uint8_t *p, size_t len, uint64_t *id)
 {
 	uint64_t v = 0;
 	if (len == 0 || len > 16)
@@ -37,14 +37,14 @@ static bool members_parse_hex(const uint8_t *p, size_t len, uint64_t *id)
 	return true;
 }
 
-int stored_members_load(struct btree_txn *t, struct membership *m)
+int membership_db_load(struct btree_txn *t, struct membership *m)
 {
 	struct btree_bucket *b;
 	struct btree_cursor c;
 	struct btree_kv kv;
 	int rc;
 
-	rc = members_bucket(t, SCHEMA_BUCKET_MEMBERS, &b);
+	rc = membership_db_bucket(t, SCHEMA_BUCKET_MEMBERS, &b);
 	if (rc == 0) {
 		btree_cursor_init(&c, b);
 		for (rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv)) {
@@ -53,7 +53,7 @@ int stored_members_load(struct btree_txn *t, struct membership *m)
 			int drc = member_json_decode(kv.val, kv.val_len, &mi);
 			if (drc == -ENOMEM)
 				return drc;
-			if (drc || !members_parse_hex(kv.key, kv.key_len, &id) || id != mi.id) {
+			if (drc || !membership_db_parse_hex(kv.key, kv.key_len, &id) || id != mi.id) {
 				log_warn("skipped a member in the db that cannot be decoded",
 					 LOG_BYTES("key", kv.key, kv.key_len));
 				member_info_clear(&mi);
@@ -70,12 +70,12 @@ int stored_members_load(struct btree_txn *t, struct membership *m)
 		return rc;
 	}
 
-	rc = members_bucket(t, SCHEMA_BUCKET_MEMBERS_REMOVED, &b);
+	rc = membership_db_bucket(t, SCHEMA_BUCKET_MEMBERS_REMOVED, &b);
 	if (rc == 0) {
 		btree_cursor_init(&c, b);
 		for (rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv)) {
 			uint64_t id;
-			if (members_parse_hex(kv.key, kv.key_len, &id) &&
+			if (membership_db_parse_hex(kv.key, kv.key_len, &id) &&
 			    membership_mark_removed(m, id))
 				return -ENOMEM;
 		}
@@ -85,11 +85,11 @@ int stored_members_load(struct btree_txn *t, struct membership *m)
 		return rc;
 	}
 
-	rc = members_bucket(t, SCHEMA_BUCKET_CLUSTER, &b);
+	rc = membership_db_bucket(t, SCHEMA_BUCKET_CLUSTER, &b);
 	if (rc == 0) {
 		const uint8_t *v;
 		size_t len;
-		rc = btree_get(b, STORED_MEMBERS_VERSION_KEY, strlen(STORED_MEMBERS_VERSION_KEY), &v,
+		rc = btree_get(b, MEMBERSHIP_DB_VERSION_KEY, strlen(MEMBERSHIP_DB_VERSION_KEY), &v,
 			       &len);
 		if (rc == 0)
 			(void)membership_set_version(m, (const char *)v, len);
@@ -97,18 +97,18 @@ int stored_members_load(struct btree_txn *t, struct membership *m)
 	return rc == -ENOENT ? 0 : rc;
 }
 
-static int members_put(struct btree_txn *t, const char *bucket, const char *key, const void *val,
-		       size_t len)
+static int membership_db_put(struct btree_txn *t, const char *bucket, const char *key,
+			     const void *val, size_t len)
 {
 	struct btree_bucket *b;
-	int rc = members_bucket(t, bucket, &b);
+	int rc = membership_db_bucket(t, bucket, &b);
 	if (rc == -ENOENT)
 		rc = btree_bucket_create(t, NULL, bucket, strlen(bucket), &b);
 	return rc ? rc : btree_put(b, key, strlen(key), val, len);
 }
 
-int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t type,
-			 const uint8_t *data, size_t len, struct membership_result *out)
+int membership_db_apply(struct btree_txn *t, struct membership *m, uint32_t type,
+			const uint8_t *data, size_t len, struct membership_result *out)
 {
 	char key[24];
 	int rc = membership_apply(m, type, data, len, out);
@@ -137,13 +137,13 @@ int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t typ
 		size_t jlen;
 		if (member_json_encode(res.member, &json, &jlen))
 			return -ENOMEM;
-		rc = members_put(t, SCHEMA_BUCKET_MEMBERS, key, json, jlen);
+		rc = membership_db_put(t, SCHEMA_BUCKET_MEMBERS, key, json, jlen);
 		free(json);
 		return rc;
 	}
 	case MEMBERSHIP_REMOVED: {
 		struct btree_bucket *b;
-		rc = members_bucket(t, SCHEMA_BUCKET_MEMBERS, &b);
+		rc = membership_db_bucket(t, SCHEMA_BUCKET_MEMBERS, &b);
 		if (rc == 0) {
 			rc = btree_del(b, key, strlen(key));
 			if (rc == -ENOENT)
@@ -151,20 +151,20 @@ int stored_members_apply(struct btree_txn *t, struct membership *m, uint32_t typ
 		} else if (rc == -ENOENT) {
 			rc = 0;
 		}
-		return rc ? rc : members_put(t, SCHEMA_BUCKET_MEMBERS_REMOVED, key, "removed", 7);
+		return rc ? rc : membership_db_put(t, SCHEMA_BUCKET_MEMBERS_REMOVED, key, "removed", 7);
 	}
 	case MEMBERSHIP_VERSION: {
 		char ver[32];
 		int n = snprintf(ver, sizeof(ver), "%u.%u.0", m->version_major, m->version_minor);
-		return members_put(t, SCHEMA_BUCKET_CLUSTER, STORED_MEMBERS_VERSION_KEY, ver,
-				   (size_t)n);
+		return membership_db_put(t, SCHEMA_BUCKET_CLUSTER, MEMBERSHIP_DB_VERSION_KEY, ver,
+					 (size_t)n);
 	}
 	default:
 		return 0;
 	}
 }
 
-void stored_members_pb(const struct member_info *m, Etcdserverpb__Member *out)
+void membership_db_pb(const struct member_info *m, Etcdserverpb__Member *out)
 {
 	etcdserverpb__member__init(out);
 	out->id = m->id;

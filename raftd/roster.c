@@ -1,5 +1,5 @@
-/* raftd's side of membership (see members.h). */
-#include "raftd/members.h"
+/* raftd's roster: the membership as raftd applies it (see roster.h). */
+#include "raftd/roster.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,8 +14,8 @@
 #include "cluster/member_json.h"
 #include "base/log/log.h"
 
-int members_init(struct members *m, uint64_t self_id, uint64_t cluster_id, const char *name,
-		 const struct config_urls *client_urls, uint64_t timeout_ms, uint64_t tick_ms)
+int roster_init(struct roster *m, uint64_t self_id, uint64_t cluster_id, const char *name,
+		const struct config_urls *client_urls, uint64_t timeout_ms, uint64_t tick_ms)
 {
 	static const struct config_urls no_urls = { 0 };
 	struct timespec ts;
@@ -48,11 +48,11 @@ int members_init(struct members *m, uint64_t self_id, uint64_t cluster_id, const
 	return 0;
 
 out_nomem:
-	members_free(m);
+	roster_free(m);
 	return -ENOMEM;
 }
 
-void members_free(struct members *m)
+void roster_free(struct roster *m)
 {
 	membership_free(&m->ms);
 	member_info_clear(&m->attr);
@@ -60,18 +60,18 @@ void members_free(struct members *m)
 
 /* ---- logging ---- */
 
-static void members_hex(uint64_t v, char out[24])
+static void roster_hex(uint64_t v, char out[24])
 {
 	snprintf(out, 24, "%" PRIx64, v);
 }
 
-static void members_log_version(struct members *m, bool initial)
+static void roster_log_version(struct roster *m, bool initial)
 {
 	char ver[24], cid[24], id[24];
 
 	snprintf(ver, sizeof(ver), "%u.%u", m->ms.version_major, m->ms.version_minor);
-	members_hex(m->cluster_id, cid);
-	members_hex(m->self_id, id);
+	roster_hex(m->cluster_id, cid);
+	roster_hex(m->self_id, id);
 	if (initial)
 		log_info("set initial cluster version", LOG_STR("cluster-id", cid),
 			 LOG_STR("local-member-id", id), LOG_STR("cluster-version", ver));
@@ -81,26 +81,26 @@ static void members_log_version(struct members *m, bool initial)
 	log_info("enabled capabilities for version", LOG_STR("cluster-version", ver));
 }
 
-void members_recovered(struct members *m)
+void roster_recovered(struct roster *m)
 {
 	char ver[24], cid[24], id[24];
 
 	if (!m->ms.has_version)
 		return;
 	snprintf(ver, sizeof(ver), "%u.%u", m->ms.version_major, m->ms.version_minor);
-	members_hex(m->cluster_id, cid);
-	members_hex(m->self_id, id);
+	roster_hex(m->cluster_id, cid);
+	roster_hex(m->self_id, id);
 	log_info("set cluster version from store", LOG_STR("cluster-id", cid),
 		 LOG_STR("local-member-id", id), LOG_STR("cluster-version", ver));
 	log_info("enabled capabilities for version", LOG_STR("cluster-version", ver));
 }
 
-static void members_log_published(struct members *m)
+static void roster_log_published(struct roster *m)
 {
 	char id[24], cid[24], path[48], urls[512], attr[768], timeout[32];
 
-	members_hex(m->self_id, id);
-	members_hex(m->cluster_id, cid);
+	roster_hex(m->self_id, id);
+	roster_hex(m->cluster_id, cid);
 	membership_attributes_path(m->self_id, path);
 	member_strings_text(m->attr.client_urls, m->attr.n_client_urls, urls, sizeof(urls));
 	snprintf(attr, sizeof(attr), "{Name:%s ClientURLs:%s}", m->attr.name, urls);
@@ -110,14 +110,14 @@ static void members_log_published(struct members *m)
 		 LOG_STR("cluster-id", cid), LOG_STR("publish-timeout", timeout));
 }
 
-static void members_log_change(struct members *m, const struct membership_result *res)
+static void roster_log_change(struct roster *m, const struct membership_result *res)
 {
 	char id[24], cid[24], peer[24], urls[512] = "[]";
 	const char *what = NULL;
 
-	members_hex(m->self_id, id);
-	members_hex(m->cluster_id, cid);
-	members_hex(res->node_id, peer);
+	roster_hex(m->self_id, id);
+	roster_hex(m->cluster_id, cid);
+	roster_hex(res->node_id, peer);
 	if (res->member)
 		member_strings_text(res->member->peer_urls, res->member->n_peer_urls, urls,
 				  sizeof(urls));
@@ -149,7 +149,7 @@ static void members_log_change(struct members *m, const struct membership_result
 
 /* ---- applying ---- */
 
-int members_apply(struct members *m, const struct raft_entry *e, struct membership_result *out)
+int roster_apply(struct roster *m, const struct raft_entry *e, struct membership_result *out)
 {
 	struct membership_result local, *resp = out ? out : &local;
 	bool had_version = m->ms.has_version;
@@ -168,7 +168,7 @@ int members_apply(struct members *m, const struct raft_entry *e, struct membersh
 	case MEMBERSHIP_VERSION:
 		if (res.request_id == m->version_req)
 			m->version_req = 0;
-		members_log_version(m, !had_version);
+		roster_log_version(m, !had_version);
 		break;
 	case MEMBERSHIP_ATTRIBUTES:
 		if (res.node_id == m->self_id && m->publish_req &&
@@ -179,17 +179,17 @@ int members_apply(struct members *m, const struct raft_entry *e, struct membersh
 		}
 		break;
 	default:
-		members_log_change(m, &res);
+		roster_log_change(m, &res);
 		break;
 	}
 	return 0;
 }
 
-bool members_stored_applied(struct members *m, uint64_t index)
+bool roster_stored_applied(struct roster *m, uint64_t index)
 {
 	if (m->publish_index && index >= m->publish_index) {
 		m->publish_index = 0;
-		members_log_published(m);
+		roster_log_published(m);
 		return true;
 	}
 	return false;
@@ -197,7 +197,7 @@ bool members_stored_applied(struct members *m, uint64_t index)
 
 /* ---- proposing ---- */
 
-void members_tick(struct members *m)
+void roster_tick(struct roster *m)
 {
 	m->publish_age++;
 	m->version_age++;
@@ -205,8 +205,8 @@ void members_tick(struct members *m)
 
 /* Proposes a v2 PUT; returns its request id, or 0 if the core refused it
  * (not the leader, out of memory: tried again later). */
-static uint64_t members_propose_put(struct members *m, struct raft *r, members_forward_fn fwd,
-				    void *fwd_arg, const char *path, const char *val)
+static uint64_t roster_propose_put(struct roster *m, struct raft *r, roster_forward_fn fwd,
+				   void *fwd_arg, const char *path, const char *val)
 {
 	uint64_t id = m->req_next++;
 	struct raft_entry e = { .type = 0 };
@@ -226,15 +226,15 @@ static uint64_t members_propose_put(struct members *m, struct raft *r, members_f
  * the members, as major.minor.0. Every member of a cetcd cluster runs
  * this version; peers of other versions report theirs over the peer
  * protocol. */
-static void members_decide_version(char out[16])
+static void roster_decide_version(char out[16])
 {
 	unsigned major = 0, minor = 0;
 	sscanf(CETCD_ETCD_SERVER_VERSION, "%u.%u", &major, &minor);
 	snprintf(out, 16, "%u.%u.0", major, minor);
 }
 
-void members_propose(struct members *m, struct raft *r, members_forward_fn forward,
-		     void *forward_arg)
+void roster_propose(struct roster *m, struct raft *r, roster_forward_fn forward,
+		    void *forward_arg)
 {
 	if (!raft_leader(r))
 		return;
@@ -243,7 +243,7 @@ void members_propose(struct members *m, struct raft *r, members_forward_fn forwa
 		size_t len;
 		membership_attributes_path(m->self_id, path);
 		if (member_json_encode_attributes(&m->attr, &val, &len) == 0) {
-			uint64_t id = members_propose_put(m, r, forward, forward_arg, path, val);
+			uint64_t id = roster_propose_put(m, r, forward, forward_arg, path, val);
 			free(val);
 			if (id) {
 				m->publish_req = id;
@@ -261,15 +261,15 @@ void members_propose(struct members *m, struct raft *r, members_forward_fn forwa
 	if (commit <= log->snap_index || raftlog_term(log, commit) != raft_term(r))
 		return;
 	char ver[16];
-	members_decide_version(ver);
-	uint64_t id = members_propose_put(m, r, NULL, NULL, "/0/version", ver);
+	roster_decide_version(ver);
+	uint64_t id = roster_propose_put(m, r, NULL, NULL, "/0/version", ver);
 	if (id) {
 		m->version_req = id;
 		m->version_age = 0;
 	}
 }
 
-int members_json(const struct membership *ms, char **out, size_t *len)
+int roster_json(const struct membership *ms, char **out, size_t *len)
 {
 	size_t n = 1;
 	char *json = raftd_malloc(3); /* room for a line end after it */
