@@ -140,7 +140,7 @@ static void peer_client_reason(const struct peer_conn *c, int err, char *out, si
 {
 	if (c->status > 0)
 		snprintf(out, cap, "unexpected http status %d %s", c->status,
-			 peer_http_status_text(c->status));
+			 http_status_text(c->status));
 	else
 		snprintf(out, cap, "%s", strerror(err < 0 ? -err : ECONNRESET));
 }
@@ -503,8 +503,8 @@ void peer_client_input(struct peer_conn *c)
 		switch (c->state) {
 		case PEER_ST_SEND:
 		case PEER_ST_RESPONSE:
-			rc = peer_http_parse_response((const char *)peer_buf_data(&c->in),
-						      peer_buf_size(&c->in), &c->head);
+			rc = http_parse_response((const char *)peer_buf_data(&c->in),
+						 peer_buf_size(&c->in), &c->head);
 			if (rc == -EAGAIN && !c->eof)
 				return;
 			if (rc) {

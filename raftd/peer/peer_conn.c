@@ -589,8 +589,8 @@ int peer_conn_pull_body(struct peer_conn *c)
 		rc = peer_buf_reserve(&c->body, n);
 		if (rc)
 			return rc;
-		rc = peer_http_chunked_decode(&c->chunk, peer_buf_data(&c->in), n,
-					      c->body.p + c->body.len, &used, &made);
+		rc = http_chunked_decode(&c->chunk, peer_buf_data(&c->in), n,
+					 c->body.p + c->body.len, &used, &made);
 		if (rc < 0)
 			return rc;
 		peer_buf_consume(&c->in, used);

@@ -152,12 +152,12 @@ uint8_t *peer_fetch_reader_space(struct peer_fetch_reader *r, size_t want)
  * whole yet, or an error. */
 static int pfr_head(struct peer_fetch_reader *r, bool eof)
 {
-	struct peer_http_head h;
+	struct http_head h;
 	int rc;
 
 	for (;;) {
-		rc = peer_http_parse_response((const char *)peer_buf_data(&r->in),
-					      peer_buf_size(&r->in), &h);
+		rc = http_parse_response((const char *)peer_buf_data(&r->in),
+					 peer_buf_size(&r->in), &h);
 		if (rc == -EAGAIN)
 			return eof ? -ECONNRESET : 0;
 		if (rc)
@@ -170,8 +170,8 @@ static int pfr_head(struct peer_fetch_reader *r, bool eof)
 	r->in_body = true;
 	r->status = h.status;
 	r->cluster_id[0] = '\0';
-	struct peer_http_str cid;
-	if (peer_http_get(&h, "X-Etcd-Cluster-ID", &cid) && cid.len < sizeof(r->cluster_id)) {
+	struct http_str cid;
+	if (http_header(&h, "X-Etcd-Cluster-ID", &cid) && cid.len < sizeof(r->cluster_id)) {
 		memcpy(r->cluster_id, cid.p, cid.len);
 		r->cluster_id[cid.len] = '\0';
 	}
@@ -200,8 +200,8 @@ static int pfr_body(struct peer_fetch_reader *r, bool eof)
 		rc = peer_buf_reserve(&r->body, have + 1);
 		if (rc)
 			return rc;
-		rc = peer_http_chunked_decode(&r->ch, peer_buf_data(&r->in), have,
-					      r->body.p + r->body.len, &used, &made);
+		rc = http_chunked_decode(&r->ch, peer_buf_data(&r->in), have,
+					 r->body.p + r->body.len, &used, &made);
 		r->body.len += made;
 		peer_buf_consume(&r->in, used);
 		if (rc < 0)

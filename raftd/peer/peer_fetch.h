@@ -49,7 +49,7 @@ struct peer_fetch_resp {
 struct peer_fetch_reader {
 	struct peer_buf in;          /* read and not yet taken */
 	struct peer_buf body;        /* the body so far */
-	struct peer_http_chunked ch;
+	struct http_chunked ch;
 	bool in_body;                /* the head was taken */
 	bool chunked;
 	bool by_length;
@@ -71,7 +71,7 @@ uint8_t *peer_fetch_reader_space(struct peer_fetch_reader *r, size_t want);
  * peer_fetch_free; r is ready for the next answer, with what followed
  * this one still pending: call again to read it), 0 while more is
  * needed, or -EBADMSG (not an HTTP answer), -EMSGSIZE (a head over
- * PEER_HTTP_MAX_HEAD or a body over PEER_FETCH_MAX_BODY), -ECONNRESET
+ * HTTP_MAX_HEAD or a body over PEER_FETCH_MAX_BODY), -ECONNRESET
  * (the stream ended before an answer did), -ENOMEM. After an error the
  * connection must be closed.
  */

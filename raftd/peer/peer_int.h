@@ -9,8 +9,8 @@
  *   peer_client.c the client side: the stream readers this member dials,
  *                 the stream writers peers dialed, pipeline posts and
  *                 snapshot sends;
- *   peer_http.c   HTTP/1.1 heads and chunked bodies;
  *   peer_resolve.c peer host names looked up off the transport thread.
+ * HTTP/1.1 heads and chunked bodies are base/http/http.h's.
  *
  * Threads: one thread drives the transport and owns every socket: raftd's
  * loop thread (peer_opts.driven), or the transport's own thread (the unit
@@ -34,7 +34,7 @@
 
 #include "raftd/peer/msgappv2.h"
 #include "raftd/peer/peer.h"
-#include "raftd/peer/peer_http.h"
+#include "base/http/http.h"
 #include "base/sock/accept_backoff.h"
 #include "base/sock/gwsock.h"
 #include "cluster/peer_url.h"
@@ -180,12 +180,12 @@ struct peer_conn {
 	struct peer_buf out;
 
 	/* the message being read: head, then the body decoded into body */
-	struct peer_http_head head;       /* strings point into in; valid
+	struct http_head head;       /* strings point into in; valid
 					   * until in is consumed */
 	bool body_chunked;
 	bool body_to_eof;                 /* a response without a length */
 	uint64_t body_left;               /* with a length */
-	struct peer_http_chunked chunk;
+	struct http_chunked chunk;
 	struct peer_buf body;
 	bool close_after;                 /* server: close once answered */
 	uint64_t body_max;

@@ -107,9 +107,9 @@ void peer_serve_reply(struct peer_conn *c, int status, const char *ctype, const 
 	char date[32];
 	int rc;
 
-	peer_http_date(date);
+	http_date(date);
 	rc = peer_buf_printf(&c->out, "HTTP/1.1 %d %s\r\n%s", status,
-			     peer_http_status_text(status), extra ? extra : "");
+			     http_status_text(status), extra ? extra : "");
 	if (!rc && ctype)
 		rc = peer_buf_printf(&c->out, "Content-Type: %s\r\n", ctype);
 	if (!rc && ctype && !strncmp(ctype, "text/plain", 10) && status >= 400)
@@ -158,7 +158,7 @@ static void peer_serve_refuse(struct peer_conn *c, int status, const char *text)
 /* ---- etcd's checks ---- */
 
 /* "major.minor[.patch...]" of a semver; false if it is not one. */
-static bool peer_semver(struct peer_http_str v, const char *dflt, unsigned *major,
+static bool peer_semver(struct http_str v, const char *dflt, unsigned *major,
 			unsigned *minor)
 {
 	char text[64];
@@ -178,18 +178,17 @@ static bool peer_semver(struct peer_http_str v, const char *dflt, unsigned *majo
 static const char *peer_serve_compat(struct peer_conn *c)
 {
 	struct peer *p = c->p;
-	struct peer_http_str name, sv, mcv, cid;
+	struct http_str name, sv, mcv, cid;
 	unsigned rs_ma, rs_mi, rm_ma, rm_mi, ls_ma = 0, ls_mi = 0, lm_ma = 0, lm_mi = 0;
 	bool ok;
 
-	peer_http_get(&c->head, "X-Server-From", &name);
-	peer_http_get(&c->head, "X-Server-Version", &sv);
-	peer_http_get(&c->head, "X-Min-Cluster-Version", &mcv);
-	peer_http_get(&c->head, "X-Etcd-Cluster-ID", &cid);
-	peer_semver((struct peer_http_str){ p->server_version, strlen(p->server_version) },
+	http_header(&c->head, "X-Server-From", &name);
+	http_header(&c->head, "X-Server-Version", &sv);
+	http_header(&c->head, "X-Min-Cluster-Version", &mcv);
+	http_header(&c->head, "X-Etcd-Cluster-ID", &cid);
+	peer_semver((struct http_str){ p->server_version, strlen(p->server_version) },
 		    "", &ls_ma, &ls_mi);
-	peer_semver((struct peer_http_str){ p->min_cluster_version,
-					    strlen(p->min_cluster_version) },
+	peer_semver((struct http_str){ p->min_cluster_version, strlen(p->min_cluster_version) },
 		    "", &lm_ma, &lm_mi);
 	ok = peer_semver(sv, "2.0.0", &rs_ma, &rs_mi) && peer_semver(mcv, "2.0.0", &rm_ma, &rm_mi);
 	/* the remote's server version is not below this member's minimum
@@ -207,7 +206,7 @@ static const char *peer_serve_compat(struct peer_conn *c)
 			 LOG_BYTES("remote-peer-server-minimum-cluster-version", mcv.p, mcv.len));
 		return "incompatible version";
 	}
-	if (!peer_http_str_eq(cid, p->cid_str)) {
+	if (!http_str_eq(cid, p->cid_str)) {
 		log_warn("request cluster ID mismatch", LOG_STR("local-member-id", p->self_str),
 			 LOG_STR("local-member-cluster-id", p->cid_str),
 			 LOG_BYTES("remote-peer-server-name", name.p, name.len),
@@ -219,7 +218,7 @@ static const char *peer_serve_compat(struct peer_conn *c)
 }
 
 /* Go's types.IDFromString: hex, at most 16 digits. */
-static bool peer_parse_id(struct peer_http_str s, uint64_t *id)
+static bool peer_parse_id(struct http_str s, uint64_t *id)
 {
 	uint64_t v = 0;
 
@@ -242,12 +241,12 @@ static bool peer_parse_id(struct peer_http_str s, uint64_t *id)
 static void peer_serve_stream_head(struct peer_conn *c)
 {
 	struct peer *p = c->p;
-	struct peer_http_str path = c->head.target, dir, base, to;
+	struct http_str path = c->head.target, dir, base, to;
 	const char *slash = path.p + path.len;
 	struct peer_remote *r;
 	bool removed;
 
-	if (!peer_http_str_eq(c->head.method, "GET")) {
+	if (!http_str_eq(c->head.method, "GET")) {
 		c->answer_status = 405;
 		c->answer_text = "Method Not Allowed";
 		return;
@@ -259,11 +258,11 @@ static void peer_serve_stream_head(struct peer_conn *c)
 	}
 	while (slash > path.p && slash[-1] != '/')
 		slash--;
-	dir = (struct peer_http_str){ path.p, (size_t)(slash - path.p) - 1 };
-	base = (struct peer_http_str){ slash, (size_t)(path.p + path.len - slash) };
-	if (peer_http_str_eq(dir, "/raft/stream/msgapp")) {
+	dir = (struct http_str){ path.p, (size_t)(slash - path.p) - 1 };
+	base = (struct http_str){ slash, (size_t)(path.p + path.len - slash) };
+	if (http_str_eq(dir, "/raft/stream/msgapp")) {
 		c->stream = PEER_STREAM_MSGAPP;
-	} else if (peer_http_str_eq(dir, "/raft/stream/message")) {
+	} else if (http_str_eq(dir, "/raft/stream/message")) {
 		c->stream = PEER_STREAM_MESSAGE;
 	} else {
 		log_debug("ignored unexpected streaming request path",
@@ -299,8 +298,8 @@ static void peer_serve_stream_head(struct peer_conn *c)
 		c->answer_text = "error sender not found";
 		return;
 	}
-	peer_http_get(&c->head, "X-Raft-To", &to);
-	if (!peer_http_str_eq(to, p->self_str)) {
+	http_header(&c->head, "X-Raft-To", &to);
+	if (!http_str_eq(to, p->self_str)) {
 		log_warn("ignored streaming request; ID mismatch", LOG_STR("local-member-id", p->self_str),
 			 LOG_BYTES("remote-peer-id-header", to.p, to.len),
 			 LOG_BYTES("remote-peer-id-from", base.p, base.len),
@@ -314,28 +313,28 @@ static void peer_serve_stream_head(struct peer_conn *c)
  * fails, and how much body is taken. */
 static void peer_serve_head(struct peer_conn *c)
 {
-	struct peer_http_str path = c->head.target, m = c->head.method;
+	struct http_str path = c->head.target, m = c->head.method;
 	uint64_t max = PEER_SMALL_BODY;
 
 	c->answer_status = 0;
 	c->answer_text = NULL;
 	c->answer_headers = 0;
 	c->close_after = c->head.close;
-	if (peer_http_str_eq(path, "/raft")) {
+	if (http_str_eq(path, "/raft")) {
 		c->route = PEER_R_PIPELINE;
 		max = MSGFRAME_STREAM_MAX;
 	} else if (path.len > 13 && !memcmp(path.p, "/raft/stream/", 13)) {
 		c->route = PEER_R_STREAM;
-	} else if (peer_http_str_eq(path, "/raft/snapshot")) {
+	} else if (http_str_eq(path, "/raft/snapshot")) {
 		c->route = PEER_R_SNAPSHOT;
 		max = MSGFRAME_STREAM_MAX + MSGFRAME_LEN_BYTES + PEER_READ_CHUNK;
-	} else if (peer_http_str_eq(path, "/raft/probing")) {
+	} else if (http_str_eq(path, "/raft/probing")) {
 		c->route = PEER_R_PROBING;
-	} else if (peer_http_str_eq(path, "/members")) {
+	} else if (http_str_eq(path, "/members")) {
 		c->route = PEER_R_MEMBERS;
 	} else if (path.len > 17 && !memcmp(path.p, "/members/promote/", 17)) {
 		c->route = PEER_R_PROMOTE;
-	} else if (peer_http_str_eq(path, "/version")) {
+	} else if (http_str_eq(path, "/version")) {
 		c->route = PEER_R_VERSION;
 	} else {
 		c->route = PEER_R_NOT_FOUND;
@@ -343,7 +342,7 @@ static void peer_serve_head(struct peer_conn *c)
 	switch (c->route) {
 	case PEER_R_PIPELINE:
 	case PEER_R_SNAPSHOT:
-		if (!peer_http_str_eq(m, "POST")) {
+		if (!http_str_eq(m, "POST")) {
 			c->answer_status = 405;
 			c->answer_text = "Method Not Allowed";
 			break;
@@ -357,13 +356,13 @@ static void peer_serve_head(struct peer_conn *c)
 		break;
 	case PEER_R_MEMBERS:
 	case PEER_R_VERSION:
-		if (!peer_http_str_eq(m, "GET")) {
+		if (!http_str_eq(m, "GET")) {
 			c->answer_status = 405;
 			c->answer_text = "Method Not Allowed";
 		}
 		break;
 	case PEER_R_PROMOTE:
-		if (!peer_http_str_eq(m, "POST")) {
+		if (!http_str_eq(m, "POST")) {
 			c->answer_status = 405;
 			c->answer_text = "Method Not Allowed";
 		} else {
@@ -455,7 +454,7 @@ static void peer_serve_stream(struct peer_conn *c)
 		peer_serve_error(c, 404, "error sender not found");
 		return;
 	}
-	peer_http_date(date);
+	http_date(date);
 	if (peer_buf_printf(&c->out,
 			    "HTTP/1.1 200 OK\r\nX-Etcd-Cluster-Id: %s\r\nX-Server-Version: %s\r\n"
 			    "Date: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -787,8 +786,8 @@ void peer_serve_input(struct peer_conn *c)
 		case PEER_ST_REQUEST:
 			if (!peer_buf_size(&c->in) || peer_grpc_sniff(c))
 				return;
-			rc = peer_http_parse_request((const char *)peer_buf_data(&c->in),
-						     peer_buf_size(&c->in), &c->head);
+			rc = http_parse_request((const char *)peer_buf_data(&c->in),
+						peer_buf_size(&c->in), &c->head);
 			if (rc == -EAGAIN)
 				return;
 			if (rc) {

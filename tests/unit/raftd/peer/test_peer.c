@@ -515,7 +515,7 @@ static void test_http_routes(void)
 			exit(1);
 		}
 	}
-	static char huge[PEER_HTTP_MAX_HEAD + 1024];
+	static char huge[HTTP_MAX_HEAD + 1024];
 	n = snprintf(huge, sizeof(huge), "GET /version HTTP/1.1\r\nX: ");
 	memset(huge + n, 'a', sizeof(huge) - (size_t)n);
 	ans = http_exchange(port, huge, sizeof(huge));

@@ -1,5 +1,5 @@
-/* HTTP/1.1 heads and chunked bodies for the peer transport (peer_http.h). */
-#include "raftd/peer/peer_http.h"
+/* HTTP/1.1 heads and chunked bodies for the peer transport (http.h). */
+#include "base/http/http.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <time.h>
 
 /* RFC 9110 token characters (method and header names). */
-static bool peer_http_is_tchar(unsigned char ch)
+static bool http_is_tchar(unsigned char ch)
 {
 	if (ch >= '0' && ch <= '9')
 		return true;
@@ -17,13 +17,13 @@ static bool peer_http_is_tchar(unsigned char ch)
 	return ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
 }
 
-bool peer_http_str_eq(struct peer_http_str s, const char *t)
+bool http_str_eq(struct http_str s, const char *t)
 {
 	size_t n = strlen(t);
 	return s.len == n && memcmp(s.p, t, n) == 0;
 }
 
-static bool peer_http_str_ieq(struct peer_http_str s, const char *t)
+static bool http_str_ieq(struct http_str s, const char *t)
 {
 	size_t n = strlen(t);
 	return s.len == n && strncasecmp(s.p, t, n) == 0;
@@ -31,7 +31,7 @@ static bool peer_http_str_ieq(struct peer_http_str s, const char *t)
 
 /* The line at buf[*pos..len): its text without the line end in *line,
  * *pos moved past it. -EAGAIN when no line end is there yet. */
-static int peer_http_line(const char *buf, size_t len, size_t *pos, struct peer_http_str *line)
+static int http_line(const char *buf, size_t len, size_t *pos, struct http_str *line)
 {
 	const char *nl = memchr(buf + *pos, '\n', len - *pos);
 	size_t end;
@@ -48,14 +48,14 @@ static int peer_http_line(const char *buf, size_t len, size_t *pos, struct peer_
 }
 
 /* "HTTP/1.x": the minor version, or -1. */
-static int peer_http_version(struct peer_http_str v)
+static int http_version(struct http_str v)
 {
 	if (v.len != 8 || memcmp(v.p, "HTTP/1.", 7) != 0 || v.p[7] < '0' || v.p[7] > '9')
 		return -1;
 	return v.p[7] - '0';
 }
 
-static int peer_http_content_length(struct peer_http_str v, uint64_t *out)
+static int http_content_length(struct http_str v, uint64_t *out)
 {
 	uint64_t n = 0;
 
@@ -71,7 +71,7 @@ static int peer_http_content_length(struct peer_http_str v, uint64_t *out)
 }
 
 /* Whether the comma-separated list v holds token t (case-insensitive). */
-static bool peer_http_has_token(struct peer_http_str v, const char *t)
+static bool http_has_token(struct http_str v, const char *t)
 {
 	size_t i = 0;
 
@@ -85,7 +85,7 @@ static bool peer_http_has_token(struct peer_http_str v, const char *t)
 		end = i;
 		while (end > start && (v.p[end - 1] == ' ' || v.p[end - 1] == '\t'))
 			end--;
-		if (peer_http_str_ieq((struct peer_http_str){ v.p + start, end - start }, t))
+		if (http_str_ieq((struct http_str){ v.p + start, end - start }, t))
 			return true;
 	}
 	return false;
@@ -93,18 +93,18 @@ static bool peer_http_has_token(struct peer_http_str v, const char *t)
 
 /* The header lines from *pos to the blank line, and what they say about
  * the body and the connection. */
-static int peer_http_headers(const char *buf, size_t len, size_t pos, struct peer_http_head *h)
+static int http_headers(const char *buf, size_t len, size_t pos, struct http_head *h)
 {
 	bool keep_alive = false;
 
 	for (;;) {
-		struct peer_http_str line, name, value;
+		struct http_str line, name, value;
 		const char *colon;
-		int rc = peer_http_line(buf, len, &pos, &line);
+		int rc = http_line(buf, len, &pos, &line);
 
 		if (rc)
-			return pos > PEER_HTTP_MAX_HEAD || len > PEER_HTTP_MAX_HEAD ? -EMSGSIZE : rc;
-		if (pos > PEER_HTTP_MAX_HEAD)
+			return pos > HTTP_MAX_HEAD || len > HTTP_MAX_HEAD ? -EMSGSIZE : rc;
+		if (pos > HTTP_MAX_HEAD)
 			return -EMSGSIZE;
 		if (line.len == 0)
 			break;
@@ -113,9 +113,9 @@ static int peer_http_headers(const char *buf, size_t len, size_t pos, struct pee
 		colon = memchr(line.p, ':', line.len);
 		if (!colon || colon == line.p)
 			return -EBADMSG;
-		name = (struct peer_http_str){ line.p, (size_t)(colon - line.p) };
+		name = (struct http_str){ line.p, (size_t)(colon - line.p) };
 		for (size_t i = 0; i < name.len; i++)
-			if (!peer_http_is_tchar((unsigned char)name.p[i]))
+			if (!http_is_tchar((unsigned char)name.p[i]))
 				return -EBADMSG;
 		value.p = colon + 1;
 		value.len = line.len - name.len - 1;
@@ -130,25 +130,25 @@ static int peer_http_headers(const char *buf, size_t len, size_t pos, struct pee
 			if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
 				return -EBADMSG;
 		}
-		if (h->n_headers == PEER_HTTP_MAX_HEADERS)
+		if (h->n_headers == HTTP_MAX_HEADERS)
 			return -EMSGSIZE;
-		h->headers[h->n_headers++] = (struct peer_http_header){ name, value };
-		if (peer_http_str_ieq(name, "Content-Length")) {
+		h->headers[h->n_headers++] = (struct http_header){ name, value };
+		if (http_str_ieq(name, "Content-Length")) {
 			uint64_t n;
-			if (peer_http_content_length(value, &n))
+			if (http_content_length(value, &n))
 				return -EBADMSG;
 			if (h->has_length && n != h->content_length)
 				return -EBADMSG;
 			h->has_length = true;
 			h->content_length = n;
-		} else if (peer_http_str_ieq(name, "Transfer-Encoding")) {
-			if (!peer_http_str_ieq(value, "chunked"))
+		} else if (http_str_ieq(name, "Transfer-Encoding")) {
+			if (!http_str_ieq(value, "chunked"))
 				return -EBADMSG;
 			h->chunked = true;
-		} else if (peer_http_str_ieq(name, "Connection")) {
-			if (peer_http_has_token(value, "close"))
+		} else if (http_str_ieq(name, "Connection")) {
+			if (http_has_token(value, "close"))
 				h->close = true;
-			if (peer_http_has_token(value, "keep-alive"))
+			if (http_has_token(value, "keep-alive"))
 				keep_alive = true;
 		}
 	}
@@ -162,9 +162,9 @@ static int peer_http_headers(const char *buf, size_t len, size_t pos, struct pee
 	return 0;
 }
 
-int peer_http_parse_request(const char *buf, size_t len, struct peer_http_head *h)
+int http_parse_request(const char *buf, size_t len, struct http_head *h)
 {
-	struct peer_http_str line, version;
+	struct http_str line, version;
 	const char *sp1, *sp2, *q;
 	size_t pos = 0;
 	int rc;
@@ -174,20 +174,20 @@ int peer_http_parse_request(const char *buf, size_t len, struct peer_http_head *
 	 * blank line between keep-alive requests (RFC 9112 2.2) */
 	while (pos < len && (buf[pos] == '\r' || buf[pos] == '\n'))
 		pos++;
-	rc = peer_http_line(buf, len, &pos, &line);
+	rc = http_line(buf, len, &pos, &line);
 	if (rc)
-		return len > PEER_HTTP_MAX_HEAD ? -EMSGSIZE : rc;
+		return len > HTTP_MAX_HEAD ? -EMSGSIZE : rc;
 	sp1 = memchr(line.p, ' ', line.len);
 	if (!sp1 || sp1 == line.p)
 		return -EBADMSG;
 	sp2 = memchr(sp1 + 1, ' ', line.len - (size_t)(sp1 + 1 - line.p));
 	if (!sp2 || sp2 == sp1 + 1)
 		return -EBADMSG;
-	h->method = (struct peer_http_str){ line.p, (size_t)(sp1 - line.p) };
+	h->method = (struct http_str){ line.p, (size_t)(sp1 - line.p) };
 	for (size_t i = 0; i < h->method.len; i++)
-		if (!peer_http_is_tchar((unsigned char)h->method.p[i]))
+		if (!http_is_tchar((unsigned char)h->method.p[i]))
 			return -EBADMSG;
-	h->target = (struct peer_http_str){ sp1 + 1, (size_t)(sp2 - sp1 - 1) };
+	h->target = (struct http_str){ sp1 + 1, (size_t)(sp2 - sp1 - 1) };
 	for (size_t i = 0; i < h->target.len; i++) {
 		unsigned char ch = (unsigned char)h->target.p[i];
 		if (ch <= 0x20 || ch == 0x7f)
@@ -198,26 +198,26 @@ int peer_http_parse_request(const char *buf, size_t len, struct peer_http_head *
 	q = memchr(h->target.p, '?', h->target.len);
 	if (q)
 		h->target.len = (size_t)(q - h->target.p);
-	version = (struct peer_http_str){ sp2 + 1, line.len - (size_t)(sp2 + 1 - line.p) };
-	h->minor = peer_http_version(version);
+	version = (struct http_str){ sp2 + 1, line.len - (size_t)(sp2 + 1 - line.p) };
+	h->minor = http_version(version);
 	if (h->minor < 0)
 		return -EBADMSG;
-	return peer_http_headers(buf, len, pos, h);
+	return http_headers(buf, len, pos, h);
 }
 
-int peer_http_parse_response(const char *buf, size_t len, struct peer_http_head *h)
+int http_parse_response(const char *buf, size_t len, struct http_head *h)
 {
-	struct peer_http_str line;
+	struct http_str line;
 	size_t pos = 0;
 	int rc;
 
 	memset(h, 0, sizeof(*h));
-	rc = peer_http_line(buf, len, &pos, &line);
+	rc = http_line(buf, len, &pos, &line);
 	if (rc)
-		return len > PEER_HTTP_MAX_HEAD ? -EMSGSIZE : rc;
+		return len > HTTP_MAX_HEAD ? -EMSGSIZE : rc;
 	if (line.len < 12 || line.p[8] != ' ')
 		return -EBADMSG;
-	h->minor = peer_http_version((struct peer_http_str){ line.p, 8 });
+	h->minor = http_version((struct http_str){ line.p, 8 });
 	if (h->minor < 0)
 		return -EBADMSG;
 	for (size_t i = 9; i < 12; i++) {
@@ -227,18 +227,18 @@ int peer_http_parse_response(const char *buf, size_t len, struct peer_http_head 
 	}
 	if (h->status < 100 || (line.len > 12 && line.p[12] != ' '))
 		return -EBADMSG;
-	return peer_http_headers(buf, len, pos, h);
+	return http_headers(buf, len, pos, h);
 }
 
-bool peer_http_get(const struct peer_http_head *h, const char *name, struct peer_http_str *v)
+bool http_header(const struct http_head *h, const char *name, struct http_str *v)
 {
 	for (size_t i = 0; i < h->n_headers; i++) {
-		if (peer_http_str_ieq(h->headers[i].name, name)) {
+		if (http_str_ieq(h->headers[i].name, name)) {
 			*v = h->headers[i].value;
 			return true;
 		}
 	}
-	*v = (struct peer_http_str){ "", 0 };
+	*v = (struct http_str){ "", 0 };
 	return false;
 }
 
@@ -257,7 +257,7 @@ enum {
 	CHUNK_DONE,
 };
 
-static int peer_http_hex(unsigned char ch)
+static int http_hex(unsigned char ch)
 {
 	if (ch >= '0' && ch <= '9')
 		return ch - '0';
@@ -267,8 +267,8 @@ static int peer_http_hex(unsigned char ch)
 	return -1;
 }
 
-int peer_http_chunked_decode(struct peer_http_chunked *c, const uint8_t *in, size_t len,
-			     uint8_t *out, size_t *consumed, size_t *produced)
+int http_chunked_decode(struct http_chunked *c, const uint8_t *in, size_t len, uint8_t *out,
+			size_t *consumed, size_t *produced)
 {
 	size_t i = 0, o = 0;
 
@@ -278,7 +278,7 @@ int peer_http_chunked_decode(struct peer_http_chunked *c, const uint8_t *in, siz
 
 		switch (c->state) {
 		case CHUNK_SIZE:
-			d = peer_http_hex(ch);
+			d = http_hex(ch);
 			if (d >= 0) {
 				if (++c->digits > 16)
 					return -EBADMSG;
@@ -374,7 +374,7 @@ int peer_http_chunked_decode(struct peer_http_chunked *c, const uint8_t *in, siz
 	return c->state == CHUNK_DONE ? 1 : 0;
 }
 
-const char *peer_http_status_text(int status)
+const char *http_status_text(int status)
 {
 	switch (status) {
 	case 200: return "OK";
@@ -394,7 +394,7 @@ const char *peer_http_status_text(int status)
 	}
 }
 
-void peer_http_date(char out[32])
+void http_date(char out[32])
 {
 	time_t now = time(NULL);
 	struct tm tm;

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the peer transport's HTTP/1.1 reading (raftd/peer/peer_http.c).
+ * Fuzz target: the peer transport's HTTP/1.1 reading (base/http/http.c).
  * The input is parsed as a request head and as a response head; what
  * follows a head is decoded as a chunked body, once whole and once in
  * pieces whose sizes come from the input. Checked: no read past the
@@ -14,28 +14,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "raftd/peer/peer_http.h"
+#include "base/http/http.h"
 
 static void require(int cond, const char *what)
 {
 	if (!cond) {
-		fprintf(stderr, "fuzz_peer_http: %s\n", what);
+		fprintf(stderr, "fuzz_http: %s\n", what);
 		abort();
 	}
 }
 
-static void inside(struct peer_http_str s, const char *buf, size_t len)
+static void inside(struct http_str s, const char *buf, size_t len)
 {
 	require(s.len == 0 || (s.p >= buf && s.p + s.len <= buf + len), "a string outside the input");
 }
 
-static void check_head(int rc, const struct peer_http_head *h, const char *buf, size_t len)
+static void check_head(int rc, const struct http_head *h, const char *buf, size_t len)
 {
 	require(rc == 0 || rc == -EAGAIN || rc == -EBADMSG || rc == -EMSGSIZE, "unexpected code");
 	if (rc)
 		return;
 	require(h->head_len > 0 && h->head_len <= len, "a head longer than the input");
-	require(h->head_len <= PEER_HTTP_MAX_HEAD + 4096, "a head over the bound");
+	require(h->head_len <= HTTP_MAX_HEAD + 4096, "a head over the bound");
 	require(!(h->chunked && h->has_length), "both chunked and a length");
 	inside(h->method, buf, len);
 	inside(h->target, buf, len);
@@ -49,7 +49,7 @@ static void check_head(int rc, const struct peer_http_head *h, const char *buf, 
 static int chunked(const uint8_t *in, size_t len, const uint8_t *steps, size_t n_steps,
 		   uint8_t *out, size_t *out_len, size_t *used)
 {
-	struct peer_http_chunked c = { 0 };
+	struct http_chunked c = { 0 };
 	size_t i = 0, o = 0, k = 0;
 	int rc = 0;
 
@@ -57,7 +57,7 @@ static int chunked(const uint8_t *in, size_t len, const uint8_t *steps, size_t n
 		size_t step = n_steps ? (size_t)(1 + steps[k++ % n_steps] % 64) : len - i, got, made;
 		if (step > len - i)
 			step = len - i;
-		rc = peer_http_chunked_decode(&c, in + i, step, out + o, &got, &made);
+		rc = http_chunked_decode(&c, in + i, step, out + o, &got, &made);
 		if (rc < 0)
 			break;
 		require(got <= step && made <= got, "chunked decoding made bytes from nothing");
@@ -75,16 +75,16 @@ static int chunked(const uint8_t *in, size_t len, const uint8_t *steps, size_t n
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *buf = (const char *)data;
-	struct peer_http_head *h = malloc(sizeof(*h));
+	struct http_head *h = malloc(sizeof(*h));
 	int rc;
 
 	require(h != NULL, "out of memory");
-	rc = peer_http_parse_request(buf, size, h);
+	rc = http_parse_request(buf, size, h);
 	check_head(rc, h, buf, size);
 	if (rc == 0) {
 		size_t head = h->head_len;
 		/* cut after the head: the same head */
-		require(peer_http_parse_request(buf, head, h) == 0 && h->head_len == head,
+		require(http_parse_request(buf, head, h) == 0 && h->head_len == head,
 			"a head that needs bytes after it");
 		if (head < size) {
 			uint8_t *a = malloc(size - head + 1), *b = malloc(size - head + 1);
@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			free(b);
 		}
 	}
-	rc = peer_http_parse_response(buf, size, h);
+	rc = http_parse_response(buf, size, h);
 	check_head(rc, h, buf, size);
 	if (rc == 0)
 		require(h->status >= 100 && h->status <= 999, "a status out of range");
