@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/http/http.h"
 #include "base/sock/gwsock.h"
 #include "base/log/errmsg.h"
 #include "cluster/peer_url.h"
@@ -351,46 +352,17 @@ enum hashkv_outcome hashkv_answer(int status, const void *body, size_t len,
 int hashkv_http_response(const void *buf, size_t len, int *status, const uint8_t **body,
 			 size_t *body_len)
 {
-	const char *p = buf, *end = p + len, *line, *eol;
-	const uint8_t *head_end = memmem(buf, len, "\r\n\r\n", 4);
-	uint64_t clen = UINT64_MAX;
-	int st = 0;
+	struct http_head h;
 
-	if (!head_end || len < 12 || memcmp(p, "HTTP/1.", 7) || p[8] != ' ')
+	if (http_parse_response(buf, len, HTTP_MAX_HEAD, &h))
 		return -EBADMSG;
-	for (int i = 9; i < 12; i++) {
-		if (p[i] < '0' || p[i] > '9')
+	*status = h.status;
+	*body = (const uint8_t *)buf + h.head_len;
+	*body_len = len - h.head_len;
+	if (h.has_length) {
+		if (h.content_length > *body_len)
 			return -EBADMSG;
-		st = st * 10 + (p[i] - '0');
-	}
-	line = memchr(p, '\n', len);
-	while (line && line + 1 < (const char *)head_end) {
-		line++;
-		eol = memchr(line, '\n', (size_t)(end - line));
-		if (!eol)
-			return -EBADMSG;
-		if ((size_t)(eol - line) > 15 && !strncasecmp(line, "content-length:", 15)) {
-			const char *d = line + 15;
-			clen = 0;
-			while (d < eol && (*d == ' ' || *d == '\t'))
-				d++;
-			if (d >= eol || *d < '0' || *d > '9')
-				return -EBADMSG;
-			for (; d < eol && *d >= '0' && *d <= '9'; d++) {
-				if (clen > HASHKV_MAX_ANSWER)
-					return -EBADMSG;
-				clen = clen * 10 + (uint64_t)(*d - '0');
-			}
-		}
-		line = eol;
-	}
-	*status = st;
-	*body = head_end + 4;
-	*body_len = (size_t)(end - (const char *)*body);
-	if (clen != UINT64_MAX) {
-		if (clen > *body_len)
-			return -EBADMSG;
-		*body_len = (size_t)clen;
+		*body_len = (size_t)h.content_length;
 	}
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* HTTP/1.1 heads and chunked bodies for the peer transport (http.h). */
+/* HTTP/1.1 heads, chunked bodies and answers (see http.h). */
 #include "base/http/http.h"
 
 #include <errno.h>
@@ -91,67 +91,98 @@ static bool http_has_token(struct http_str v, const char *t)
 	return false;
 }
 
+/* The line at buf[*pos..len) (len clamped to max_head + 1 by the caller):
+ * -EMSGSIZE when it does not end within the bound, -EAGAIN when it may
+ * still. */
+static int http_line_in(const char *buf, size_t len, size_t max_head, size_t *pos,
+			struct http_str *line)
+{
+	int rc = http_line(buf, len, pos, line);
+
+	return rc && len > max_head ? -EMSGSIZE : rc;
+}
+
+/* One "name: value" line and what it says about the body and the
+ * connection (*keep_alive: Connection: keep-alive). */
+static int http_field(struct http_str line, unsigned flags, struct http_head *h, bool *keep_alive)
+{
+	struct http_str name, value;
+	const char *colon;
+
+	if (line.p[0] == ' ' || line.p[0] == '\t')
+		return -EBADMSG; /* obsolete line folding */
+	colon = memchr(line.p, ':', line.len);
+	if (!colon || colon == line.p)
+		return -EBADMSG;
+	name = (struct http_str){ line.p, (size_t)(colon - line.p) };
+	for (size_t i = 0; i < name.len; i++)
+		if (!http_is_tchar((unsigned char)name.p[i]))
+			return -EBADMSG; /* a blank before ':' included */
+	value.p = colon + 1;
+	value.len = line.len - name.len - 1;
+	while (value.len && (value.p[0] == ' ' || value.p[0] == '\t')) {
+		value.p++;
+		value.len--;
+	}
+	while (value.len && (value.p[value.len - 1] == ' ' || value.p[value.len - 1] == '\t'))
+		value.len--;
+	for (size_t i = 0; i < value.len; i++) {
+		unsigned char ch = (unsigned char)value.p[i];
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+			return -EBADMSG;
+	}
+	if (h->n_headers < HTTP_MAX_HEADERS)
+		h->headers[h->n_headers++] = (struct http_header){ name, value };
+	else if (!(flags & HTTP_ANY_HEADERS))
+		return -EMSGSIZE;
+	if (http_str_ieq(name, "Host")) {
+		if (h->has_host && (flags & HTTP_ONE_HOST))
+			return -EBADMSG;
+		h->has_host = true;
+	} else if (http_str_ieq(name, "Content-Length")) {
+		uint64_t n;
+		if (http_content_length(value, &n))
+			return -EBADMSG;
+		if (h->has_length && n != h->content_length)
+			return -EBADMSG;
+		h->has_length = true;
+		h->content_length = n;
+	} else if (http_str_ieq(name, "Transfer-Encoding")) {
+		if (!http_str_ieq(value, "chunked") || (h->chunked && (flags & HTTP_ONE_FRAMING)))
+			return -EBADMSG;
+		h->chunked = true;
+	} else if (http_str_ieq(name, "Connection")) {
+		if (http_has_token(value, "close"))
+			h->close = true;
+		if (http_has_token(value, "keep-alive"))
+			*keep_alive = true;
+	}
+	return 0;
+}
+
 /* The header lines from *pos to the blank line, and what they say about
  * the body and the connection. */
-static int http_headers(const char *buf, size_t len, size_t pos, struct http_head *h)
+static int http_headers(const char *buf, size_t len, size_t max_head, size_t pos,
+			unsigned flags, struct http_head *h)
 {
 	bool keep_alive = false;
 
 	for (;;) {
-		struct http_str line, name, value;
-		const char *colon;
-		int rc = http_line(buf, len, &pos, &line);
+		struct http_str line;
+		int rc = http_line_in(buf, len, max_head, &pos, &line);
 
 		if (rc)
-			return pos > HTTP_MAX_HEAD || len > HTTP_MAX_HEAD ? -EMSGSIZE : rc;
-		if (pos > HTTP_MAX_HEAD)
-			return -EMSGSIZE;
+			return rc;
 		if (line.len == 0)
 			break;
-		if (line.p[0] == ' ' || line.p[0] == '\t')
-			return -EBADMSG; /* obsolete line folding */
-		colon = memchr(line.p, ':', line.len);
-		if (!colon || colon == line.p)
-			return -EBADMSG;
-		name = (struct http_str){ line.p, (size_t)(colon - line.p) };
-		for (size_t i = 0; i < name.len; i++)
-			if (!http_is_tchar((unsigned char)name.p[i]))
-				return -EBADMSG;
-		value.p = colon + 1;
-		value.len = line.len - name.len - 1;
-		while (value.len && (value.p[0] == ' ' || value.p[0] == '\t')) {
-			value.p++;
-			value.len--;
-		}
-		while (value.len && (value.p[value.len - 1] == ' ' || value.p[value.len - 1] == '\t'))
-			value.len--;
-		for (size_t i = 0; i < value.len; i++) {
-			unsigned char ch = (unsigned char)value.p[i];
-			if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-				return -EBADMSG;
-		}
-		if (h->n_headers == HTTP_MAX_HEADERS)
-			return -EMSGSIZE;
-		h->headers[h->n_headers++] = (struct http_header){ name, value };
-		if (http_str_ieq(name, "Content-Length")) {
-			uint64_t n;
-			if (http_content_length(value, &n))
-				return -EBADMSG;
-			if (h->has_length && n != h->content_length)
-				return -EBADMSG;
-			h->has_length = true;
-			h->content_length = n;
-		} else if (http_str_ieq(name, "Transfer-Encoding")) {
-			if (!http_str_ieq(value, "chunked"))
-				return -EBADMSG;
-			h->chunked = true;
-		} else if (http_str_ieq(name, "Connection")) {
-			if (http_has_token(value, "close"))
-				h->close = true;
-			if (http_has_token(value, "keep-alive"))
-				keep_alive = true;
-		}
+		rc = http_field(line, flags, h, &keep_alive);
+		if (rc)
+			return rc;
 	}
+	if (pos > max_head)
+		return -EMSGSIZE;
+	if ((flags & HTTP_ONE_FRAMING) && h->chunked && (h->has_length || h->minor == 0))
+		return -EBADMSG; /* both framings, or chunked in HTTP/1.0 */
 	if (h->chunked) {
 		h->has_length = false;
 		h->content_length = 0;
@@ -162,7 +193,8 @@ static int http_headers(const char *buf, size_t len, size_t pos, struct http_hea
 	return 0;
 }
 
-int http_parse_request(const char *buf, size_t len, struct http_head *h)
+int http_parse_request(const char *buf, size_t len, size_t max_head, unsigned flags,
+		       struct http_head *h)
 {
 	struct http_str line, version;
 	const char *sp1, *sp2, *q;
@@ -170,13 +202,14 @@ int http_parse_request(const char *buf, size_t len, struct http_head *h)
 	int rc;
 
 	memset(h, 0, sizeof(*h));
-	/* Go skips nothing before the request line, but a client may send a
-	 * blank line between keep-alive requests (RFC 9112 2.2) */
-	while (pos < len && (buf[pos] == '\r' || buf[pos] == '\n'))
-		pos++;
-	rc = http_line(buf, len, &pos, &line);
+	if (len > max_head + 1)
+		len = max_head + 1; /* a head must end within max_head bytes */
+	if (flags & HTTP_SKIP_BLANK)
+		while (pos < len && (buf[pos] == '\r' || buf[pos] == '\n'))
+			pos++;
+	rc = http_line_in(buf, len, max_head, &pos, &line);
 	if (rc)
-		return len > HTTP_MAX_HEAD ? -EMSGSIZE : rc;
+		return rc;
 	sp1 = memchr(line.p, ' ', line.len);
 	if (!sp1 || sp1 == line.p)
 		return -EBADMSG;
@@ -193,28 +226,31 @@ int http_parse_request(const char *buf, size_t len, struct http_head *h)
 		if (ch <= 0x20 || ch == 0x7f)
 			return -EBADMSG;
 	}
-	if (h->target.p[0] != '/')
-		return -EBADMSG; /* the transport serves origin-form targets only */
+	if ((flags & HTTP_ORIGIN_FORM) && h->target.p[0] != '/')
+		return -EBADMSG;
+	h->path = h->target;
 	q = memchr(h->target.p, '?', h->target.len);
 	if (q)
-		h->target.len = (size_t)(q - h->target.p);
+		h->path.len = (size_t)(q - h->target.p);
 	version = (struct http_str){ sp2 + 1, line.len - (size_t)(sp2 + 1 - line.p) };
 	h->minor = http_version(version);
 	if (h->minor < 0)
 		return -EBADMSG;
-	return http_headers(buf, len, pos, h);
+	return http_headers(buf, len, max_head, pos, flags, h);
 }
 
-int http_parse_response(const char *buf, size_t len, struct http_head *h)
+int http_parse_response(const char *buf, size_t len, size_t max_head, struct http_head *h)
 {
 	struct http_str line;
 	size_t pos = 0;
 	int rc;
 
 	memset(h, 0, sizeof(*h));
-	rc = http_line(buf, len, &pos, &line);
+	if (len > max_head + 1)
+		len = max_head + 1;
+	rc = http_line_in(buf, len, max_head, &pos, &line);
 	if (rc)
-		return len > HTTP_MAX_HEAD ? -EMSGSIZE : rc;
+		return rc;
 	if (line.len < 12 || line.p[8] != ' ')
 		return -EBADMSG;
 	h->minor = http_version((struct http_str){ line.p, 8 });
@@ -227,7 +263,7 @@ int http_parse_response(const char *buf, size_t len, struct http_head *h)
 	}
 	if (h->status < 100 || (line.len > 12 && line.p[12] != ' '))
 		return -EBADMSG;
-	return http_headers(buf, len, pos, h);
+	return http_headers(buf, len, max_head, pos, 0, h);
 }
 
 bool http_header(const struct http_head *h, const char *name, struct http_str *v)
@@ -267,8 +303,8 @@ static int http_hex(unsigned char ch)
 	return -1;
 }
 
-int http_chunked_decode(struct http_chunked *c, const uint8_t *in, size_t len, uint8_t *out,
-			size_t *consumed, size_t *produced)
+int http_chunked_decode(struct http_chunked *c, const uint8_t *in, size_t len,
+			     uint8_t *out, size_t *consumed, size_t *produced)
 {
 	size_t i = 0, o = 0;
 
@@ -372,6 +408,105 @@ int http_chunked_decode(struct http_chunked *c, const uint8_t *in, size_t len, u
 	*consumed = i;
 	*produced = o;
 	return c->state == CHUNK_DONE ? 1 : 0;
+}
+
+/* Takes the head at buf[r->raw..len): 1 when taken, 0 when it is not
+ * whole yet, or an error. */
+static int http_reader_head(struct http_reader *r, const uint8_t *buf, size_t len, bool eof)
+{
+	struct http_head h;
+	struct http_str cid;
+	int rc;
+
+	for (;;) {
+		rc = http_parse_response((const char *)buf + r->raw, len - r->raw, HTTP_MAX_HEAD, &h);
+		if (rc == -EAGAIN)
+			return eof ? -ECONNRESET : 0;
+		if (rc)
+			return rc;
+		r->raw += h.head_len;
+		if (h.status >= 200 || h.status == 101)
+			break;
+		/* 100 Continue and other interim answers: the real one follows */
+	}
+	r->in_body = true;
+	r->status = h.status;
+	r->cluster_id[0] = '\0';
+	if (http_header(&h, "X-Etcd-Cluster-ID", &cid) && cid.len < sizeof(r->cluster_id)) {
+		memcpy(r->cluster_id, cid.p, cid.len);
+		r->cluster_id[cid.len] = '\0';
+	}
+	r->no_body = h.status == 204 || h.status == 304;
+	r->chunked = !r->no_body && h.chunked;
+	r->by_length = !r->no_body && !h.chunked && h.has_length;
+	r->left = h.content_length;
+	r->close = h.close || (!r->no_body && !r->chunked && !r->by_length);
+	memset(&r->ch, 0, sizeof(r->ch));
+	r->body_len = 0;
+	if (r->by_length && r->max_body && r->left > r->max_body)
+		return -EMSGSIZE;
+	return 1;
+}
+
+/* Decodes body bytes from buf[r->raw..len) to buf[r->body_len..): 1 once
+ * the body is whole, 0 while it goes on, or an error. */
+static int http_reader_body(struct http_reader *r, uint8_t *buf, size_t len, bool eof)
+{
+	size_t have = len - r->raw;
+	int rc;
+
+	if (r->no_body)
+		return 1;
+	if (r->chunked) {
+		size_t used, made;
+		rc = http_chunked_decode(&r->ch, buf + r->raw, have, buf + r->body_len, &used,
+					 &made);
+		r->body_len += made;
+		r->raw += used;
+		if (rc < 0)
+			return rc;
+		if (rc == 0 && eof)
+			return -ECONNRESET;
+	} else {
+		size_t take = r->by_length && have > r->left ? (size_t)r->left : have;
+		memmove(buf + r->body_len, buf + r->raw, take);
+		r->body_len += take;
+		r->raw += take;
+		if (r->by_length) {
+			r->left -= take;
+			rc = r->left == 0;
+			if (!rc && eof)
+				return -ECONNRESET; /* the body was cut short */
+		} else {
+			rc = eof;
+		}
+	}
+	if (r->max_body && r->body_len > r->max_body)
+		return -EMSGSIZE;
+	return rc;
+}
+
+int http_reader_feed(struct http_reader *r, uint8_t *buf, size_t len, bool eof)
+{
+	int rc;
+
+	if (!r->in_body) {
+		rc = http_reader_head(r, buf, len, eof);
+		if (rc <= 0)
+			return rc;
+	}
+	return http_reader_body(r, buf, len, eof);
+}
+
+size_t http_reader_next(struct http_reader *r, uint8_t *buf, size_t len)
+{
+	size_t n = len - r->raw;
+
+	memmove(buf, buf + r->raw, n);
+	r->raw = 0;
+	r->body_len = 0;
+	r->in_body = false;
+	return n;
 }
 
 const char *http_status_text(int status)

@@ -1,193 +1,67 @@
 /* HTTP/1.x requests on the client port (see http1.h). */
 #include "gatewayd/transport/http1.h"
+#include "base/http/http.h"
 #include "cluster/hashkv.h"
 #include "cluster/leasehttp.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 /* ---- parsing ---- */
 
-static bool http1_is_tchar(uint8_t c)
+/* What the answers need of a request head. Pointers point into the
+ * parsed bytes. */
+struct http1_request {
+	const char *method;
+	size_t method_len;
+	const char *target;      /* request target as sent */
+	size_t path_len;         /* target bytes before '?' */
+	int minor;               /* HTTP/1.minor */
+	bool keep_alive;         /* after the Connection field and the version */
+	bool has_host;
+	bool chunked;            /* Transfer-Encoding: chunked */
+	bool has_length;         /* Content-Length given */
+	uint64_t content_length;
+};
+
+/* Parse results besides a head length. */
+#define HTTP1_NEED_MORE 0
+#define HTTP1_BAD (-1)        /* malformed: answer 400 */
+#define HTTP1_TOO_LARGE (-2)  /* head longer than HTTP1_MAX_HEAD_BYTES: answer 431 */
+
+/* Go's server: one Host field, one framing of a body, any number of
+ * header lines within the head's bound. */
+#define HTTP1_HEAD_RULES (HTTP_ONE_HOST | HTTP_ONE_FRAMING | HTTP_ANY_HEADERS)
+
+/* Parses the request head at the start of buf[0..len): its length in
+ * bytes (request line through the empty line) with req filled,
+ * HTTP1_NEED_MORE, HTTP1_BAD or HTTP1_TOO_LARGE. */
+static int http1_parse(const uint8_t *buf, size_t len, struct http1_request *req)
 {
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-		return true;
-	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+	struct http_head h;
+	int rc = http_parse_request((const char *)buf, len, HTTP1_MAX_HEAD_BYTES,
+				    HTTP1_HEAD_RULES, &h);
+
+	if (rc == -EAGAIN)
+		return HTTP1_NEED_MORE;
+	if (rc)
+		return rc == -EMSGSIZE ? HTTP1_TOO_LARGE : HTTP1_BAD;
+	*req = (struct http1_request){
+		.method = h.method.p, .method_len = h.method.len, .target = h.target.p,
+		.path_len = h.path.len, .minor = h.minor, .keep_alive = !h.close,
+		.has_host = h.has_host, .chunked = h.chunked, .has_length = h.has_length,
+		.content_length = h.content_length,
+	};
+	return (int)h.head_len;
 }
 
 /* Case-insensitive comparison of s[0..len) with the lower-case word w. */
 static bool http1_ieq(const char *s, size_t len, const char *w)
 {
-	if (strlen(w) != len)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c + 32);
-		if (c != w[i])
-			return false;
-	}
-	return true;
-}
-
-/* The line at buf[*pos..len): its bytes without the CR LF (or bare LF) in
- * *line and *line_len; advances *pos past it. False if no full line. */
-static bool http1_line(const uint8_t *buf, size_t len, size_t *pos, const char **line,
-		       size_t *line_len)
-{
-	const uint8_t *nl = *pos < len ? memchr(buf + *pos, '\n', len - *pos) : NULL;
-	if (!nl)
-		return false;
-	size_t end = (size_t)(nl - buf);
-	*line = (const char *)buf + *pos;
-	*line_len = end - *pos;
-	if (*line_len > 0 && (*line)[*line_len - 1] == '\r')
-		(*line_len)--;
-	*pos = end + 1;
-	return true;
-}
-
-/* "METHOD SP target SP HTTP/1.d" */
-static int http1_request_line(const char *s, size_t len, struct http1_request *req)
-{
-	const char *sp1 = memchr(s, ' ', len);
-	if (!sp1 || sp1 == s)
-		return HTTP1_BAD;
-	req->method = s;
-	req->method_len = (size_t)(sp1 - s);
-	for (size_t i = 0; i < req->method_len; i++)
-		if (!http1_is_tchar((uint8_t)s[i]))
-			return HTTP1_BAD;
-	const char *t = sp1 + 1;
-	const char *sp2 = memchr(t, ' ', len - (size_t)(t - s));
-	if (!sp2 || sp2 == t)
-		return HTTP1_BAD;
-	req->target = t;
-	req->target_len = (size_t)(sp2 - t);
-	for (size_t i = 0; i < req->target_len; i++) {
-		uint8_t c = (uint8_t)t[i];
-		if (c <= 0x20 || c == 0x7f)
-			return HTTP1_BAD;
-	}
-	const char *q = memchr(t, '?', req->target_len);
-	req->path_len = q ? (size_t)(q - t) : req->target_len;
-	const char *v = sp2 + 1;
-	size_t vlen = len - (size_t)(v - s);
-	if (vlen != 8 || memcmp(v, "HTTP/1.", 7) != 0 || v[7] < '0' || v[7] > '9')
-		return HTTP1_BAD;
-	req->minor = v[7] - '0';
-	return 0;
-}
-
-/* Whether the comma-separated value holds the token w (any case). */
-static bool http1_has_token(const char *v, size_t len, const char *w)
-{
-	size_t i = 0;
-	while (i < len) {
-		size_t j = i;
-		while (j < len && v[j] != ',')
-			j++;
-		size_t a = i, b = j;
-		while (a < b && (v[a] == ' ' || v[a] == '\t'))
-			a++;
-		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
-			b--;
-		if (http1_ieq(v + a, b - a, w))
-			return true;
-		i = j + 1;
-	}
-	return false;
-}
-
-/* One "name: value" field. */
-static int http1_field(const char *s, size_t len, struct http1_request *req, bool *conn_close,
-		       bool *conn_keep)
-{
-	const char *colon = memchr(s, ':', len);
-	if (!colon || colon == s)
-		return HTTP1_BAD;
-	size_t nlen = (size_t)(colon - s);
-	for (size_t i = 0; i < nlen; i++)
-		if (!http1_is_tchar((uint8_t)s[i]))
-			return HTTP1_BAD; /* a space before ':' included */
-	const char *v = colon + 1;
-	size_t vlen = len - nlen - 1;
-	while (vlen > 0 && (*v == ' ' || *v == '\t')) {
-		v++;
-		vlen--;
-	}
-	while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
-		vlen--;
-	for (size_t i = 0; i < vlen; i++) {
-		uint8_t c = (uint8_t)v[i];
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			return HTTP1_BAD;
-	}
-
-	if (http1_ieq(s, nlen, "host")) {
-		if (req->has_host)
-			return HTTP1_BAD; /* too many Host fields */
-		req->has_host = true;
-	} else if (http1_ieq(s, nlen, "connection")) {
-		if (http1_has_token(v, vlen, "close"))
-			*conn_close = true;
-		if (http1_has_token(v, vlen, "keep-alive"))
-			*conn_keep = true;
-	} else if (http1_ieq(s, nlen, "content-length")) {
-		uint64_t n = 0;
-		if (vlen == 0 || vlen > 19)
-			return HTTP1_BAD;
-		for (size_t i = 0; i < vlen; i++) {
-			if (v[i] < '0' || v[i] > '9')
-				return HTTP1_BAD;
-			n = n * 10 + (uint64_t)(v[i] - '0');
-		}
-		if (req->has_length && req->content_length != n)
-			return HTTP1_BAD;
-		req->has_length = true;
-		req->content_length = n;
-	} else if (http1_ieq(s, nlen, "transfer-encoding")) {
-		if (!http1_ieq(v, vlen, "chunked") || req->chunked)
-			return HTTP1_BAD;
-		req->chunked = true;
-	}
-	return 0;
-}
-
-int http1_parse(const uint8_t *buf, size_t len, size_t max_head, struct http1_request *req)
-{
-	size_t pos = 0, llen;
-	const char *line;
-	bool conn_close = false, conn_keep = false;
-	int rc;
-
-	memset(req, 0, sizeof(*req));
-	if (len > max_head + 1)
-		len = max_head + 1; /* a head must end within max_head bytes */
-	if (!http1_line(buf, len, &pos, &line, &llen))
-		return len > max_head ? HTTP1_TOO_LARGE : HTTP1_NEED_MORE;
-	rc = http1_request_line(line, llen, req);
-	if (rc)
-		return rc;
-	for (;;) {
-		if (!http1_line(buf, len, &pos, &line, &llen))
-			return len > max_head ? HTTP1_TOO_LARGE : HTTP1_NEED_MORE;
-		if (llen == 0)
-			break;
-		if (line[0] == ' ' || line[0] == '\t')
-			return HTTP1_BAD; /* obsolete line folding */
-		rc = http1_field(line, llen, req, &conn_close, &conn_keep);
-		if (rc)
-			return rc;
-	}
-	if (pos > max_head)
-		return HTTP1_TOO_LARGE;
-	if (req->chunked && (req->has_length || req->minor == 0))
-		return HTTP1_BAD; /* both framings, or chunked in HTTP/1.0 */
-	req->keep_alive = req->minor >= 1 ? !conn_close : conn_keep && !conn_close;
-	return (int)pos;
+	return strlen(w) == len && strncasecmp(s, w, len) == 0;
 }
 
 /* ---- answering ---- */
@@ -446,7 +320,7 @@ static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
 			c->body_skip -= n;
 			continue;
 		}
-		int rc = http1_parse(buf + off, len - off, HTTP1_MAX_HEAD_BYTES, &req);
+		int rc = http1_parse(buf + off, len - off, &req);
 		if (rc == HTTP1_NEED_MORE)
 			break;
 		if (rc == HTTP1_BAD || rc == HTTP1_TOO_LARGE) {

@@ -2,16 +2,13 @@
  * 3.4 answers them (etcdserver/api/etcdhttp), and a 404 for every other
  * path for now.
  *
- * Two layers, neither of which touches a socket:
- * - http1_parse: one request head (request line and header fields) out
- *   of the bytes received so far. The bytes come from outside: every
- *   length is checked, the head is bounded, and anything malformed is an
- *   error, never a crash.
- * - http1_conn: a connection's state: bytes of a head still incomplete,
- *   response bytes not yet written, a request body being skipped,
- *   keep-alive (HTTP/1.1 by default, HTTP/1.0 on request) and pipelined
- *   requests answered in order. A malformed request gets 400 and the
- *   connection closes once the answer is out, as Go's net/http does.
+ * http1_conn is a connection's state and touches no socket: request heads
+ * read by base/http/http.h's codec with Go's server rules (the head
+ * bounded, anything malformed an error, never a crash), bytes of a head
+ * still incomplete, response bytes not yet written, a request body being
+ * skipped, keep-alive (HTTP/1.1 by default, HTTP/1.0 on request) and
+ * pipelined requests answered in order. A malformed request gets 400 and
+ * the connection closes once the answer is out, as Go's net/http does.
  *
  * Responses carry the header fields etcd's server sends (CORS fields for
  * the default --cors=*, Date, Content-Length, Content-Type), so clients
@@ -34,34 +31,6 @@
 /* The etcd version /version reports (the API level cetcd speaks). */
 #define HTTP1_ETCD_VERSION CETCD_ETCD_SERVER_VERSION
 #define HTTP1_ETCD_CLUSTER_VERSION "3.4.0"
-
-/* One parsed request head. Pointers point into the parsed bytes. */
-struct http1_request {
-	const char *method;
-	size_t method_len;
-	const char *target;      /* request target as sent */
-	size_t target_len;
-	size_t path_len;         /* target bytes before '?' */
-	int minor;               /* HTTP/1.minor */
-	bool keep_alive;         /* after the Connection field and the version */
-	bool has_host;
-	bool chunked;            /* Transfer-Encoding: chunked */
-	bool has_length;         /* Content-Length given */
-	uint64_t content_length;
-};
-
-/* Parse results besides a head length. */
-#define HTTP1_NEED_MORE 0
-#define HTTP1_BAD (-1)        /* malformed: answer 400 */
-#define HTTP1_TOO_LARGE (-2)  /* head longer than max_head: answer 431 */
-
-/*
- * Parses the request head at the start of buf[0..len). Returns its length
- * in bytes (request line through the empty line) and fills req;
- * HTTP1_NEED_MORE when the head is not complete yet (and still within
- * max_head); HTTP1_BAD or HTTP1_TOO_LARGE.
- */
-int http1_parse(const uint8_t *buf, size_t len, size_t max_head, struct http1_request *req);
 
 struct hashkv_resp;
 struct leasehttp_req;

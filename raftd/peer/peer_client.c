@@ -504,7 +504,7 @@ void peer_client_input(struct peer_conn *c)
 		case PEER_ST_SEND:
 		case PEER_ST_RESPONSE:
 			rc = http_parse_response((const char *)peer_buf_data(&c->in),
-						 peer_buf_size(&c->in), &c->head);
+						 peer_buf_size(&c->in), HTTP_MAX_HEAD, &c->head);
 			if (rc == -EAGAIN && !c->eof)
 				return;
 			if (rc) {

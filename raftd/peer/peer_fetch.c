@@ -148,120 +148,35 @@ uint8_t *peer_fetch_reader_space(struct peer_fetch_reader *r, size_t want)
 	return peer_buf_reserve(&r->in, want) ? NULL : r->in.p + r->in.len;
 }
 
-/* Takes the head at the front of r->in: 1 when taken, 0 when it is not
- * whole yet, or an error. */
-static int pfr_head(struct peer_fetch_reader *r, bool eof)
-{
-	struct http_head h;
-	int rc;
-
-	for (;;) {
-		rc = http_parse_response((const char *)peer_buf_data(&r->in),
-					 peer_buf_size(&r->in), &h);
-		if (rc == -EAGAIN)
-			return eof ? -ECONNRESET : 0;
-		if (rc)
-			return rc;
-		peer_buf_consume(&r->in, h.head_len);
-		if (h.status >= 200 || h.status == 101)
-			break;
-		/* 100 Continue and other interim answers: the real one follows */
-	}
-	r->in_body = true;
-	r->status = h.status;
-	r->cluster_id[0] = '\0';
-	struct http_str cid;
-	if (http_header(&h, "X-Etcd-Cluster-ID", &cid) && cid.len < sizeof(r->cluster_id)) {
-		memcpy(r->cluster_id, cid.p, cid.len);
-		r->cluster_id[cid.len] = '\0';
-	}
-	r->no_body = h.status == 204 || h.status == 304;
-	r->chunked = !r->no_body && h.chunked;
-	r->by_length = !r->no_body && !h.chunked && h.has_length;
-	r->left = h.content_length;
-	r->close = h.close || (!r->no_body && !r->chunked && !r->by_length);
-	memset(&r->ch, 0, sizeof(r->ch));
-	if (r->by_length && r->left > PEER_FETCH_MAX_BODY)
-		return -EMSGSIZE;
-	return 1;
-}
-
-/* Moves body bytes from r->in to r->body: 1 once the body is whole, 0
- * while it goes on, or an error. */
-static int pfr_body(struct peer_fetch_reader *r, bool eof)
-{
-	size_t have = peer_buf_size(&r->in);
-	int rc;
-
-	if (r->no_body)
-		return 1;
-	if (r->chunked) {
-		size_t used, made;
-		rc = peer_buf_reserve(&r->body, have + 1);
-		if (rc)
-			return rc;
-		rc = http_chunked_decode(&r->ch, peer_buf_data(&r->in), have,
-					 r->body.p + r->body.len, &used, &made);
-		r->body.len += made;
-		peer_buf_consume(&r->in, used);
-		if (rc < 0)
-			return rc;
-		if (rc == 0 && eof)
-			return -ECONNRESET;
-	} else {
-		size_t take = r->by_length && have > r->left ? (size_t)r->left : have;
-		rc = peer_buf_append(&r->body, peer_buf_data(&r->in), take);
-		if (rc)
-			return rc;
-		peer_buf_consume(&r->in, take);
-		if (r->by_length) {
-			r->left -= take;
-			rc = r->left == 0;
-			if (!rc && eof)
-				return -ECONNRESET; /* the body was cut short */
-		} else {
-			rc = eof;
-		}
-	}
-	if (peer_buf_size(&r->body) > PEER_FETCH_MAX_BODY)
-		return -EMSGSIZE;
-	return rc;
-}
-
 int peer_fetch_reader_feed(struct peer_fetch_reader *r, size_t n, bool eof,
 			   struct peer_fetch_resp *out)
 {
+	struct http_reader *hr = &r->hr;
 	int rc;
 
 	r->in.len += n;
-	if (!r->in_body) {
-		rc = pfr_head(r, eof);
-		if (rc <= 0)
-			return rc;
-	}
-	rc = pfr_body(r, eof);
+	hr->max_body = PEER_FETCH_MAX_BODY;
+	rc = http_reader_feed(hr, r->in.p, r->in.len, eof);
 	if (rc <= 0)
 		return rc;
 	memset(out, 0, sizeof(*out));
-	out->len = peer_buf_size(&r->body);
+	out->len = hr->body_len;
 	out->body = raftd_malloc(out->len + 1);
 	if (!out->body)
 		return -ENOMEM;
 	if (out->len)
-		memcpy(out->body, peer_buf_data(&r->body), out->len);
+		memcpy(out->body, r->in.p, out->len);
 	out->body[out->len] = '\0';
-	out->status = r->status;
-	out->close = r->close;
-	memcpy(out->cluster_id, r->cluster_id, sizeof(out->cluster_id));
-	peer_buf_consume(&r->body, out->len);
-	r->in_body = false;
+	out->status = hr->status;
+	out->close = hr->close;
+	memcpy(out->cluster_id, hr->cluster_id, sizeof(out->cluster_id));
+	r->in.len = http_reader_next(hr, r->in.p, r->in.len);
 	return 1;
 }
 
 void peer_fetch_reader_free(struct peer_fetch_reader *r)
 {
 	peer_buf_free(&r->in);
-	peer_buf_free(&r->body);
 	memset(r, 0, sizeof(*r));
 }
 

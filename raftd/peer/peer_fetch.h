@@ -39,25 +39,18 @@ struct peer_fetch_resp {
 };
 
 /*
- * An answer read off a connection as its bytes come: the head (1xx heads
- * are skipped, as Go's client skips them), then the body by its length,
- * by chunks or to the end of the stream. Pure: no I/O, so that the fuzz
+ * An answer read off a connection as its bytes come (base/http/http.h's
+ * http_reader over a buffer of raftd's): the head (1xx heads are
+ * skipped, as Go's client skips them), then the body by its length, by
+ * chunks or to the end of the stream. Pure: no I/O, so that the fuzz
  * target (tests/fuzz/fuzz_peer_fetch.c) reaches all of it. Zeroed to
  * start; one reader reads the answers of one keep-alive connection in
  * turn; peer_fetch_reader_free at the end.
  */
 struct peer_fetch_reader {
-	struct peer_buf in;          /* read and not yet taken */
-	struct peer_buf body;        /* the body so far */
-	struct http_chunked ch;
-	bool in_body;                /* the head was taken */
-	bool chunked;
-	bool by_length;
-	bool no_body;                /* 204 and 304 */
-	bool close;
-	uint64_t left;               /* by_length: body bytes still to come */
-	int status;
-	char cluster_id[32];
+	struct peer_buf in;          /* in.p[0..in.len): the answer's body
+				      * so far, then what is not yet taken */
+	struct http_reader hr;       /* where the body and the rest are */
 };
 
 /* Room for up to want bytes to read into, at the returned pointer (valid
@@ -82,7 +75,7 @@ int peer_fetch_reader_feed(struct peer_fetch_reader *r, size_t n, bool eof,
  * one request at a time). */
 static inline size_t peer_fetch_reader_pending(const struct peer_fetch_reader *r)
 {
-	return peer_buf_size(&r->in);
+	return r->in.len;
 }
 
 void peer_fetch_reader_free(struct peer_fetch_reader *r);

@@ -153,10 +153,10 @@ bool peer_grpc_route(struct peer_conn *c)
 
 	if (!c->p->n_gw)
 		return false;
-	if (http_str_eq(c->head.target, LEASEHTTP_PATH) ||
-	    http_str_eq(c->head.target, LEASEHTTP_INTERNAL_PATH))
+	if (http_str_eq(c->head.path, LEASEHTTP_PATH) ||
+	    http_str_eq(c->head.path, LEASEHTTP_INTERNAL_PATH))
 		what = "leases";
-	else if (!http_str_eq(c->head.target, HASHKV_PATH))
+	else if (!http_str_eq(c->head.path, HASHKV_PATH))
 		return false;
 	/* the head is still in c->in, unparsed for the gateway */
 	memset(&c->head.headers, 0, sizeof(c->head.headers));

@@ -86,7 +86,7 @@ void peer_promote_serve(struct peer_conn *c)
 {
 	static const char prefix[] = "/members/promote/";
 	struct peer *p = c->p;
-	struct http_str path = c->head.target;
+	struct http_str path = c->head.path;
 	const char *idp = path.p + sizeof(prefix) - 1;
 	size_t idlen = path.len - (sizeof(prefix) - 1);
 	uint64_t id;

@@ -241,7 +241,7 @@ static bool peer_parse_id(struct http_str s, uint64_t *id)
 static void peer_serve_stream_head(struct peer_conn *c)
 {
 	struct peer *p = c->p;
-	struct http_str path = c->head.target, dir, base, to;
+	struct http_str path = c->head.path, dir, base, to;
 	const char *slash = path.p + path.len;
 	struct peer_remote *r;
 	bool removed;
@@ -313,7 +313,7 @@ static void peer_serve_stream_head(struct peer_conn *c)
  * fails, and how much body is taken. */
 static void peer_serve_head(struct peer_conn *c)
 {
-	struct http_str path = c->head.target, m = c->head.method;
+	struct http_str path = c->head.path, m = c->head.method;
 	uint64_t max = PEER_SMALL_BODY;
 
 	c->answer_status = 0;
@@ -787,7 +787,8 @@ void peer_serve_input(struct peer_conn *c)
 			if (!peer_buf_size(&c->in) || peer_grpc_sniff(c))
 				return;
 			rc = http_parse_request((const char *)peer_buf_data(&c->in),
-						peer_buf_size(&c->in), &c->head);
+						peer_buf_size(&c->in), HTTP_MAX_HEAD,
+						HTTP_SKIP_BLANK | HTTP_ORIGIN_FORM, &c->head);
 			if (rc == -EAGAIN)
 				return;
 			if (rc) {
