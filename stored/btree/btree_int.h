@@ -12,6 +12,7 @@
 #ifndef CETCD_STORED_BTREE_INT_H
 #define CETCD_STORED_BTREE_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -142,6 +143,10 @@ struct btree_txn {
 	size_t nfreed, freed_cap;
 	struct bt_run *allocs;    /* pages taken from the freelist (undone on abort) */
 	size_t nallocs, allocs_cap;
+	/* Gives allocs back to the freelist; btree_txn_end runs it. Set by
+	 * btree_write_begin (txn_write.c), so that ending a txn, which the
+	 * read side does, does not reach the freelist's writes. */
+	void (*rollback)(struct btree_txn *t);
 };
 
 /* A checkpoint prepared and, with a background chain, being written. */
@@ -216,8 +221,15 @@ int bt_corrupt(const struct bt_map *m, uint64_t pgid, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Whether the db may still write: 0, or -EIO once a write or sync of its
- * file failed (db->failed is then set for good; txn.c). */
+ * file failed (db->failed is then set for good; txn_read.c). */
 int bt_db_usable(struct btree_db *db);
+
+/* A txn over m at *at (txn_read.c; write txns: db is the writer's). NULL
+ * when out of memory. */
+struct btree_txn *bt_txn_new(struct bt_map *m, struct btree_db *db, bool writable,
+			     const struct btree_root *at, uint64_t root_sequence);
+/* Frees t and all it holds, ending it without a rollback. */
+void bt_txn_release(struct btree_txn *t);
 
 /* Marks a write txn failed (if rc is not a refused argument) and returns rc. */
 int bt_txn_fail(struct btree_txn *t, int rc);
@@ -244,7 +256,39 @@ int bt_txn_allocate(struct btree_txn *t, uint64_t npages, uint64_t *pgid, uint8_
 /* Records that the txn frees [pgid, pgid+n). */
 int bt_txn_free(struct btree_txn *t, uint64_t pgid, uint64_t n);
 
-/* nodes (node.c) */
+/* nodes (node_write.c; bt_node_lookup and bt_node_release_all: node_read.c) */
+/* Index of the first inode whose key is >= key; *exact if it equals key. */
+static inline uint32_t node_find(const struct bt_node *n, const uint8_t *key,
+				 uint32_t ksize, bool *exact)
+{
+	uint32_t lo = 0, hi = n->ninodes;
+	/* Keys written in order land after the last element: one compare. */
+	if (hi > 0) {
+		const struct bt_inode *last = &n->inodes[hi - 1];
+		int c = page_keycmp(last->key, last->ksize, key, ksize);
+		if (c < 0) {
+			*exact = false;
+			return hi;
+		}
+		if (c == 0) {
+			*exact = true;
+			return hi - 1;
+		}
+		hi--;
+	}
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct bt_inode *in = &n->inodes[mid];
+		if (page_keycmp(in->key, in->ksize, key, ksize) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*exact = lo < n->ninodes &&
+		 page_keycmp(n->inodes[lo].key, n->inodes[lo].ksize, key, ksize) == 0;
+	return lo;
+}
+
 int bt_node_get(struct btree_bucket *b, uint64_t pgid, struct bt_node *parent,
 		struct bt_node **out);
 int bt_node_put(struct bt_node *n, const uint8_t *old_key, uint32_t old_ksize,
@@ -260,7 +304,7 @@ int bt_node_spill(struct bt_node *n);
 int bt_node_rebalance(struct bt_node *n);
 void bt_node_release_all(struct btree_txn *t);
 
-/* buckets (bucket.c) */
+/* buckets (bucket_write.c; bt_bucket_init: bucket_read.c) */
 void bt_bucket_init(struct btree_bucket *b, struct btree_txn *t, uint64_t root,
 		    uint64_t sequence);
 int bt_bucket_rebalance(struct btree_bucket *b);
@@ -274,11 +318,19 @@ void bt_bucket_observe_gone(const struct btree_bucket *b, const struct bt_node *
 
 #define BT_MAX_NESTING 64   /* buckets nested deeper than this are refused */
 
-/* cursors (cursor.c) */
+/* cursors (cursor_read.c; bt_cursor_node: cursor_write.c) */
 /* Positions at the first key >= key; *exact tells whether it is key. On
  * -ENOENT the cursor sits past the end (a put then appends there). */
 int bt_cursor_seek(struct btree_cursor *c, const uint8_t *key, size_t klen,
 		   struct btree_kv *kv, bool *exact);
+/* The cursor's deepest frame. */
+static inline struct btree_cursor_frame *cursor_top(struct btree_cursor *c)
+{
+	return &c->stack[c->depth - 1];
+}
+/* Makes n, the leaf under c, its bucket's finger, with the key range that
+ * routes to it (cursor_read.c, for bt_cursor_node). */
+void bt_cursor_set_finger(struct btree_cursor *c, struct bt_node *n);
 /* btree_get_many for a read txn's bucket that has pages (root != 0). */
 int bt_get_many_pages(struct btree_bucket *b, size_t n, const uint8_t *const *keys,
 		      const size_t *key_lens, const uint8_t **vals, size_t *val_lens, int *rcs);
@@ -286,12 +338,98 @@ int bt_get_many_pages(struct btree_bucket *b, size_t n, const uint8_t *const *ke
  * bucket's finger. */
 int bt_cursor_node(struct btree_cursor *c, struct bt_node **out);
 
+/* buckets: shared by bucket_read.c and bucket_write.c */
+
+static inline struct btree_bucket *bucket_or_root(struct btree_txn *t,
+						  struct btree_bucket *b)
+{
+	return b ? b : &t->root;
+}
+
+static inline int bucket_usable(struct btree_txn *t, struct btree_bucket *b, bool write)
+{
+	int rc = bt_txn_usable(t, write);
+	if (rc < 0)
+		return rc;
+	if (b->txn != t)
+		return bt_error(-EINVAL, "stored: bucket handle of another txn");
+	if (b->deleted)
+		return bt_error(-ENOENT, "stored: the bucket was deleted in this txn");
+	return 0;
+}
+
+static inline int key_valid(const char *what, size_t len)
+{
+	if (len == 0 || len > PAGE_MAX_KEY)
+		return bt_error(-EINVAL, "stored: %s of %zu bytes (must be 1 to %u)", what, len,
+				PAGE_MAX_KEY);
+	return 0;
+}
+
+/*
+ * The common start of the entry points: checks that the txn and bucket may
+ * be used (for a change, when write), that key is a valid key (what names
+ * it in messages), and positions c at key. 0 with *exact telling whether
+ * key is there (kv then holds it); errors of a change fail the txn.
+ */
+static inline int bucket_seek(struct btree_bucket *b, bool write, const char *what,
+			      const void *key, size_t klen, struct btree_cursor *c,
+			      struct btree_kv *kv, bool *exact)
+{
+	int rc = bucket_usable(b->txn, b, write);
+	if (rc < 0)
+		return rc;
+	rc = key_valid(what, klen);
+	if (rc < 0)
+		return rc;
+	btree_cursor_init(c, b);
+	rc = bt_cursor_seek(c, key, klen, kv, exact);
+	if (rc == -ENOENT)
+		return 0;
+	return rc < 0 && write ? bt_txn_fail(b->txn, rc) : rc;
+}
+
+/* The bucket's finger leaf when key lies in its range, else NULL. */
+static inline struct bt_node *bucket_finger(const struct btree_bucket *b, const uint8_t *key,
+					    size_t klen)
+{
+	const struct bt_node *n = b->finger;
+	if (!n || n->dead || klen == 0 || klen > PAGE_MAX_KEY)
+		return NULL;
+	if (b->finger_lo && page_keycmp(key, (uint32_t)klen, b->finger_lo, b->finger_lo_len) < 0)
+		return NULL;
+	if (b->finger_hi && page_keycmp(key, (uint32_t)klen, b->finger_hi, b->finger_hi_len) >= 0)
+		return NULL;
+	return b->finger;
+}
+
 /* A read txn at *at over m (db: the writer, or NULL), after checking that
  * the state lies inside the file and the mapping. */
 int bt_txn_begin_read(struct bt_map *m, struct btree_db *db, const struct btree_root *at,
 		      struct btree_txn **out);
 
-/* mapping and file (dbfile.c) */
+/* mapping and file (dbfile_read.c: the meta, the mapping, readers; dbfile.c:
+ * the writer's file) */
+
+/* The meta chosen at open. */
+struct db_meta_pick {
+	uint32_t page_size;
+	unsigned slot;
+	struct page_meta meta;
+	uint64_t file_size;
+};
+
+/* The size of the file open at fd (path for messages). */
+int bt_db_fstat_size(const char *path, int fd, uint64_t *size);
+/* Finds the page size and the current meta of the file open at fd: the
+ * newest meta page that verifies, whose state lies inside the file. */
+int bt_db_pick_meta(const char *path, int fd, struct db_meta_pick *out);
+/* Maps map_size bytes (0: the default) of the file open at fd read-only
+ * into m (populate: fills the page tables for the file as it is). */
+int bt_map_init(struct bt_map *m, const char *path, int fd, uint64_t map_size,
+		uint32_t ps, uint64_t file_size, bool populate);
+/* Unmaps, closes the file and frees the path. */
+void bt_map_release(struct bt_map *m);
 /* Checks that [0, pages * page_size) lies in the file and the mapping
  * (-EUCLEAN, -ENOSPC otherwise). */
 int bt_map_cover(struct bt_map *m, uint64_t pages);
@@ -300,6 +438,14 @@ int bt_db_grow(struct btree_db *db, uint64_t pages);
 
 /* the oldest txid still read in this process or (callback) elsewhere */
 uint64_t bt_db_oldest_reader(struct btree_db *db);
+
+/* free pages (freelist.c; freelist_decode: freelist_read.c): page ids in
+ * ascending order, for qsort */
+static inline int cmp_asc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
 
 /* checks (check.c) */
 struct bt_check_opts {

@@ -1,5 +1,7 @@
 /*
- * cetcd's index buckets (the encoding is described in kvindex.h).
+ * cetcd's index buckets (the encoding is described in kvindex.h), the half
+ * that reads: opening the buckets, lookups of the latest entries and the
+ * history, iteration, the meta keys' reads. Changes are kvindex_write.c.
  */
 #include "stored/mvcc/kvindex.h"
 
@@ -12,16 +14,8 @@
 #include "base/log/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/btree/page.h"
+#include "stored/mvcc/mvcc_int.h"
 #include "stored/mvcc/schema.h"
-
-#define LATEST_INLINE 'i'
-#define LATEST_REF 'r'
-#define LATEST_HDR 17u            /* kind, main, sub */
-#define LATEST_REF_LEN (LATEST_HDR + 24u)
-#define HIST_PUT 'p'
-#define HIST_TOMBSTONE 't'
-#define HIST_SUFFIX 16u           /* ~main, ~sub */
-#define HIST_TERM 2u              /* 0x00 0x01 */
 
 int kvindex_corrupt(const char *fmt, ...)
 {
@@ -33,14 +27,6 @@ int kvindex_corrupt(const char *fmt, ...)
 	return errmsg_set(-EUCLEAN, "stored: %s", what);
 }
 
-#define corrupt(...) kvindex_corrupt("cetcd index: " __VA_ARGS__)
-
-/* Grows one of the scratch buffers. */
-static int reserve(uint8_t **buf, size_t *cap, size_t need)
-{
-	return stored_reserve((void **)buf, cap, need, 1, 64);
-}
-
 static size_t esc_len(const uint8_t *key, size_t len)
 {
 	size_t n = len;
@@ -49,53 +35,15 @@ static size_t esc_len(const uint8_t *key, size_t len)
 	return n;
 }
 
-/* Writes esc(key) 0x00 0x01; returns its length. */
-static size_t esc_put(uint8_t *out, const uint8_t *key, size_t len)
-{
-	size_t w = 0;
-	for (size_t i = 0; i < len; i++) {
-		out[w++] = key[i];
-		if (key[i] == 0)
-			out[w++] = 0xff;
-	}
-	out[w++] = 0x00;
-	out[w++] = 0x01;
-	return w;
-}
-
-static void inv_put(uint8_t *out, int64_t main, int64_t sub)
-{
-	rev_put_be64(out, ~(uint64_t)main);
-	rev_put_be64(out + 8, ~(uint64_t)sub);
-}
-
 bool kvindex_key_fits(const uint8_t *key, size_t len)
 {
 	return len > 0 && esc_len(key, len) + HIST_TERM + HIST_SUFFIX <= PAGE_MAX_KEY;
 }
 
-/* Encodes the history key of (key, r) into x->wbuf; *out_len its length. */
-static int hist_key(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
-		    size_t *out_len)
-{
-	if (!kvindex_key_fits(key, len))
-		return -EINVAL;
-	int rc = reserve(&x->wbuf, &x->wcap, 2 * len + HIST_TERM + HIST_SUFFIX);
-	if (rc)
-		return rc;
-	size_t w = esc_put(x->wbuf, key, len);
-	inv_put(x->wbuf + w, r.main, r.sub);
-	*out_len = w + HIST_SUFFIX;
-	return 0;
-}
-
-static int open_one(struct btree_txn *t, const char *name, size_t len, bool create,
+static int open_one(struct btree_txn *t, const char *name, size_t len,
 		    struct btree_bucket **out)
 {
-	if (!create)
-		return btree_bucket_open(t, NULL, name, len, out);
-	int rc = btree_bucket_create(t, NULL, name, len, out);
-	return rc == -EEXIST ? 0 : rc;
+	return btree_bucket_open(t, NULL, name, len, out);
 }
 
 void kvindex_init(struct kvindex *x)
@@ -103,19 +51,17 @@ void kvindex_init(struct kvindex *x)
 	memset(x, 0, sizeof(*x));
 }
 
-static int open_all(struct btree_txn *t, struct kvindex *x, bool create)
+int kvindex_open_all(struct btree_txn *t, struct kvindex *x, kvindex_bucket_fn open_one)
 {
 	int rc;
 	x->latest = x->history = x->meta = x->keyb = NULL;
 	x->npre = x->pre_next = 0;
-	rc = open_one(t, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST), create,
-		      &x->latest);
+	rc = open_one(t, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST), &x->latest);
 	if (!rc)
 		rc = open_one(t, SCHEMA_BUCKET_KV_HISTORY, SCHEMA_LEN(SCHEMA_BUCKET_KV_HISTORY),
-			      create, &x->history);
+			      &x->history);
 	if (!rc)
-		rc = open_one(t, SCHEMA_BUCKET_KV_META, SCHEMA_LEN(SCHEMA_BUCKET_KV_META), create,
-			      &x->meta);
+		rc = open_one(t, SCHEMA_BUCKET_KV_META, SCHEMA_LEN(SCHEMA_BUCKET_KV_META), &x->meta);
 	if (!rc && btree_bucket_open(t, NULL, SCHEMA_BUCKET_KEY, SCHEMA_LEN(SCHEMA_BUCKET_KEY),
 				     &x->keyb) != 0)
 		x->keyb = NULL;  /* only the cache's places need it */
@@ -124,24 +70,7 @@ static int open_all(struct btree_txn *t, struct kvindex *x, bool create)
 
 int kvindex_open(struct btree_txn *t, struct kvindex *x)
 {
-	return open_all(t, x, false);
-}
-
-int kvindex_create(struct btree_txn *t, struct kvindex *x)
-{
-	return open_all(t, x, true);
-}
-
-int kvindex_drop(struct btree_txn *t)
-{
-	static const char *const names[] = { SCHEMA_BUCKET_KV_LATEST, SCHEMA_BUCKET_KV_HISTORY,
-					     SCHEMA_BUCKET_KV_META };
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		int rc = btree_bucket_delete(t, NULL, names[i], strlen(names[i]));
-		if (rc && rc != -ENOENT)
-			return rc;
-	}
-	return 0;
+	return kvindex_open_all(t, x, open_one);
 }
 
 void kvindex_close(struct kvindex *x)
@@ -156,11 +85,8 @@ void kvindex_close(struct kvindex *x)
 	x->npre = x->pre_next = 0;
 }
 
-/* Parses a latest-bucket value of key. Without `fields` an inline entry's
- * create revision, version and lease are left unset (walks need only the
- * revision and the bytes, which the caller decodes anyway). */
-static int latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_t len,
-			bool fields, struct kvindex_entry *e)
+int kvindex_latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_t len,
+			 bool fields, struct kvindex_entry *e)
 {
 	if (len < LATEST_HDR)
 		return corrupt("latest entry of a %zu-byte key is %zu bytes long", klen, len);
@@ -252,197 +178,6 @@ void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t gene
 
 /* ---- the writer's side (see kvindex_feed_cache) ---- */
 
-/* The etcd key a key-bucket entry's KeyValue names. etcd and cetcd write
- * the key (field 1) first, and reading only it keeps the rest of the
- * value's lines out of the writer's cache; any other layout is decoded
- * whole. */
-static bool feed_user_key(const uint8_t *val, size_t vlen, const uint8_t **key, size_t *len)
-{
-	struct proto_reader r = proto_reader_init(val, vlen);
-	struct proto_field f;
-	if (proto_read_field(&r, &f) == 0 && f.num == 1 && f.wire == PROTO_WIRE_BYTES &&
-	    f.len > 0) {
-		*key = f.data;
-		*len = f.len;
-		return true;
-	}
-	struct mvcc_kv kv;
-	if (mvcc_kv_decode(val, vlen, &kv) || kv.key_len == 0)
-		return false;
-	*key = kv.key;
-	*len = kv.key_len;
-	return true;
-}
-
-/* Whether the cache's place for the key of hash h is the key-bucket entry
- * of revision key rk (so that rk's move or removal concerns it). */
-static bool feed_holds(struct kvindex_feed *f, uint64_t h, const uint8_t *rk)
-{
-	struct lcache_loc old;
-	const uint8_t *k;
-	uint32_t kl;
-	lcache_flush(f->lc);
-	return lcache_get(f->lc, f->generation, h, &old) &&
-	       btree_db_entry_key(f->db, old.pgid, old.index, &k, &kl) == 0 && kl == REV_BYTES &&
-	       memcmp(k, rk, REV_BYTES) == 0;
-}
-
-/*
- * A leaf of the key bucket was written. Entries come in key (revision)
- * order, so among a commit's own writes of one key the newest is placed
- * last; a commit's tombstone drops the key. An entry that only moved is an
- * older revision: its key's place follows it only if that place was this
- * very entry (the entry is its key's latest revision).
- */
-static void feed_placed(void *arg, uint64_t pgid, uint64_t txid, const struct btree_placed *e,
-			size_t n)
-{
-	struct kvindex_feed *f = arg;
-	for (size_t i = 0; i < n; i++) {
-		const struct btree_placed *p = &e[i];
-		const uint8_t *key;
-		size_t len;
-		bool live = p->ksize == REV_BYTES;
-		if ((!live && p->ksize != REV_MARKED_BYTES) || (!live && !p->fresh) ||
-		    !feed_user_key(p->val, p->vsize, &key, &len))
-			continue;
-		uint64_t h = lcache_hash(key, len);
-		struct lcache_loc loc = { .pgid = pgid, .txid = txid, .index = p->index,
-					  .key_off = p->key_off };
-		if (!live)
-			lcache_del(f->lc, h);
-		else if (p->fresh)
-			lcache_put_queued(f->lc, h, &loc);
-		else if (feed_holds(f, h, p->key))
-			lcache_put(f->lc, h, &loc);
-	}
-}
-
-static void feed_flush(void *arg)
-{
-	struct kvindex_feed *f = arg;
-	lcache_flush(f->lc);
-}
-
-/* A revision left the key bucket (compaction): its key's place goes if it
- * was there. */
-static void feed_gone(void *arg, const uint8_t *rk, uint32_t ksize, const uint8_t *val,
-		      uint32_t vsize)
-{
-	struct kvindex_feed *f = arg;
-	const uint8_t *key;
-	size_t len;
-	if (ksize != REV_BYTES || !feed_user_key(val, vsize, &key, &len))
-		return;
-	uint64_t h = lcache_hash(key, len);
-	if (feed_holds(f, h, rk))
-		lcache_del(f->lc, h);
-}
-
-static void feed_reset(void *arg)
-{
-	struct kvindex_feed *f = arg;
-	lcache_clear(f->lc, f->generation);
-	f->warm_len = 0;
-	f->warm_done = false;
-}
-
-int kvindex_feed_cache(struct btree_db *db, struct kvindex_feed *f, struct lcache *lc,
-		       uint64_t generation)
-{
-	const struct btree_observer o = {
-		.placed = feed_placed,
-		.gone = feed_gone,
-		.reset = feed_reset,
-		.flush = feed_flush,
-		.arg = f,
-	};
-	f->db = db;
-	f->lc = lc;
-	f->generation = generation;
-	f->warm_len = 0;
-	f->warm_done = false;
-	lcache_clear(lc, generation);
-	return btree_db_observe(db, SCHEMA_BUCKET_KEY, SCHEMA_LEN(SCHEMA_BUCKET_KEY), &o);
-}
-
-void kvindex_feed_close(struct kvindex_feed *f)
-{
-	stored_free(f->warm_key);
-	f->warm_key = NULL;
-	f->warm_len = f->warm_cap = 0;
-}
-
-/* Places the key of the latest-bucket entry kv at its revision's entry in
- * the key bucket of txn t (none when the entry does not parse or the
- * revision is not there: such a key stays out of the cache). */
-static void warm_one(struct kvindex_feed *f, struct btree_txn *t, struct btree_bucket *kb,
-		     const struct btree_kv *kv)
-{
-	struct kvindex_entry e;
-	struct btree_cursor c;
-	struct btree_kv at;
-	uint8_t rk[REV_BYTES];
-	if (latest_parse(kv->key, kv->key_len, kv->val, kv->val_len, false, &e))
-		return;
-	rev_encode(e.mod, rk);
-	btree_cursor_init(&c, kb);
-	if (btree_cursor_seek(&c, rk, sizeof(rk), &at) != 0 || at.key_len != REV_BYTES ||
-	    memcmp(at.key, rk, REV_BYTES) != 0)
-		return;
-	const struct btree_cursor_frame *fr = &c.stack[c.depth - 1];
-	if (!fr->page)
-		return;
-	struct lcache_loc loc = { .pgid = fr->pgid, .txid = btree_txn_id(t), .index = fr->index,
-				  .key_off = (uint32_t)(at.key - fr->page) };
-	lcache_put_queued(f->lc, lcache_hash(kv->key, kv->key_len), &loc);
-}
-
-int kvindex_feed_warm(struct kvindex_feed *f, size_t max, bool *done)
-{
-	struct btree_txn *t;
-	struct btree_bucket *latest, *kb;
-	struct btree_cursor c;
-	struct btree_kv kv;
-	int rc;
-
-	*done = true;
-	if (!f->lc || f->warm_done)
-		return 0;
-	rc = btree_db_read_begin(f->db, NULL, &t);
-	if (rc)
-		return rc;
-	if (btree_bucket_open(t, NULL, SCHEMA_BUCKET_KV_LATEST, SCHEMA_LEN(SCHEMA_BUCKET_KV_LATEST),
-			      &latest) != 0 ||
-	    btree_bucket_open(t, NULL, SCHEMA_BUCKET_KEY, SCHEMA_LEN(SCHEMA_BUCKET_KEY), &kb) != 0) {
-		f->warm_done = true;  /* no index or no key bucket: nothing to tell of */
-		goto out_end;
-	}
-	btree_cursor_init(&c, latest);
-	rc = f->warm_len ? btree_cursor_seek(&c, f->warm_key, f->warm_len, &kv)
-			 : btree_cursor_first(&c, &kv);
-	for (size_t n = 0; rc == 0 && n < max; n++) {
-		if (!(kv.flags & BTREE_KV_BUCKET))
-			warm_one(f, t, kb, &kv);
-		rc = btree_cursor_next(&c, &kv);
-	}
-	lcache_flush(f->lc);
-	if (rc == -ENOENT) {
-		f->warm_done = true;
-		rc = 0;
-	} else if (rc == 0) {
-		rc = reserve(&f->warm_key, &f->warm_cap, kv.key_len);
-		if (rc == 0) {
-			memcpy(f->warm_key, kv.key, kv.key_len);
-			f->warm_len = kv.key_len;
-			*done = false;
-		}
-	}
-out_end:
-	btree_txn_end(t);
-	return rc;
-}
-
 int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *keys,
 			    const size_t *lens)
 {
@@ -524,7 +259,7 @@ static const struct kvindex_pre *prefetched(struct kvindex *x, const uint8_t *ke
 }
 
 /* Looks key up in the latest bucket (or the prefetched answers, or the
- * latest-entry cache); `fields` as for latest_parse. */
+ * latest-entry cache); `fields` as for kvindex_latest_parse. */
 static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool fields,
 			 struct kvindex_entry *out)
 {
@@ -550,7 +285,7 @@ static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool
 	}
 	if (rc)
 		return rc == -EISDIR ? corrupt("latest bucket holds a nested bucket") : rc;
-	return latest_parse(key, len, v, vlen, fields, out);
+	return kvindex_latest_parse(key, len, v, vlen, fields, out);
 }
 
 int kvindex_latest_get(struct kvindex *x, const uint8_t *key, size_t len,
@@ -647,84 +382,6 @@ int kvindex_history_find(struct kvindex *x, const uint8_t *key, size_t len, int6
 	struct kvindex_entry e;
 	bool in_latest;
 	return find_at(x, key, len, at, &e, &in_latest, rev, tombstone);
-}
-
-/* Adds the history entry (key, r) with mark HIST_PUT or HIST_TOMBSTONE. */
-static int hist_add(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
-		    uint8_t mark)
-{
-	size_t hlen;
-	int rc = hist_key(x, key, len, r, &hlen);
-	if (rc)
-		return rc;
-	return btree_put(x->history, x->wbuf, hlen, &mark, 1);
-}
-
-/* Moves prev, a live key's latest revision that r supersedes, into the
- * history (the latest entry itself is the caller's to replace or drop). */
-static int supersede(struct kvindex *x, const uint8_t *key, size_t len,
-		     const struct kvindex_entry *prev, struct rev r)
-{
-	if (rev_cmp(prev->mod, r) >= 0)
-		return corrupt("a %zu-byte key gets revision %lld_%lld while its latest entry is "
-			       "%lld_%lld", len, (long long)r.main, (long long)r.sub,
-			       (long long)prev->mod.main, (long long)prev->mod.sub);
-	return hist_add(x, key, len, prev->mod, HIST_PUT);
-}
-
-int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
-		const uint8_t *kv_bytes, size_t kv_len, const struct kvindex_entry *prev)
-{
-	size_t vlen;
-	int rc;
-	if (!kvindex_key_fits(kv->key, kv->key_len))
-		return -EINVAL;
-	if (prev) {
-		rc = supersede(x, kv->key, kv->key_len, prev, r);
-		if (rc)
-			return rc;
-	}
-	bool inl = kv_len <= KVINDEX_INLINE_MAX;
-	vlen = inl ? LATEST_HDR + kv_len : LATEST_REF_LEN;
-	rc = reserve(&x->wbuf, &x->wcap, vlen);
-	if (rc)
-		return rc;
-	x->wbuf[0] = inl ? LATEST_INLINE : LATEST_REF;
-	rev_put_be64(x->wbuf + 1, (uint64_t)r.main);
-	rev_put_be64(x->wbuf + 9, (uint64_t)r.sub);
-	if (inl) {
-		memcpy(x->wbuf + LATEST_HDR, kv_bytes, kv_len);
-	} else {
-		rev_put_be64(x->wbuf + 17, (uint64_t)kv->create_rev);
-		rev_put_be64(x->wbuf + 25, (uint64_t)kv->version);
-		rev_put_be64(x->wbuf + 33, (uint64_t)kv->lease);
-	}
-	return btree_put(x->latest, kv->key, kv->key_len, x->wbuf, vlen);
-}
-
-int kvindex_tombstone(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
-		      const struct kvindex_entry *prev)
-{
-	int rc;
-	if (!kvindex_key_fits(key, len))
-		return -EINVAL;
-	if (prev) {
-		rc = supersede(x, key, len, prev, r);
-		if (!rc)
-			rc = btree_del(x->latest, key, len);
-		if (rc)
-			return rc;
-	}
-	return hist_add(x, key, len, r, HIST_TOMBSTONE);
-}
-
-int kvindex_history_del(struct kvindex *x, const uint8_t *key, size_t len, struct rev r)
-{
-	size_t hlen;
-	int rc = hist_key(x, key, len, r, &hlen);
-	if (rc)
-		return rc == -EINVAL ? -ENOENT : rc;
-	return btree_del(x->history, x->wbuf, hlen);
 }
 
 void kvindex_range_from_request(struct kvindex_range *r, const uint8_t *key, size_t key_len,
@@ -847,7 +504,7 @@ static int iter_latest(struct kvindex_iter *it, struct kvindex_hit *h)
 		rc = -ENOENT;
 		goto out_done;
 	}
-	rc = latest_parse(kv.key, kv.key_len, kv.val, kv.val_len, false, &e);
+	rc = kvindex_latest_parse(kv.key, kv.key_len, kv.val, kv.val_len, false, &e);
 	if (rc)
 		goto out_done;
 	it->state = IT_EMITTED;
@@ -1006,8 +663,8 @@ static int iter_merge(struct kvindex_iter *it, struct kvindex_hit *h)
 		int c = !hon ? -1 : !lon ? 1 : esc_cmp(it->lkv.key, it->lkv.key_len,
 						       it->hkv.key, pl);
 		if (c <= 0) {
-			rc = latest_parse(it->lkv.key, it->lkv.key_len, it->lkv.val,
-					  it->lkv.val_len, false, &e);
+			rc = kvindex_latest_parse(it->lkv.key, it->lkv.key_len, it->lkv.val,
+						  it->lkv.val_len, false, &e);
 			if (rc)
 				break;
 			it->lstate = STREAM_STEP;
@@ -1075,13 +732,6 @@ static int meta_get64(struct kvindex *x, const char *name, uint64_t *out)
 	return 0;
 }
 
-static int meta_put64(struct kvindex *x, const char *name, uint64_t v)
-{
-	uint8_t b[8];
-	rev_put_be64(b, v);
-	return btree_put(x->meta, name, strlen(name), b, sizeof(b));
-}
-
 int kvindex_meta_read(struct kvindex *x, struct kvindex_meta *m)
 {
 	uint64_t rev = 0;
@@ -1101,22 +751,6 @@ int kvindex_meta_read(struct kvindex *x, struct kvindex_meta *m)
 	memcpy(m->covers, v, len);
 	m->covers_len = len;
 	return 0;
-}
-
-int kvindex_meta_write(struct kvindex *x, const struct kvindex_meta *m)
-{
-	int rc = meta_put64(x, SCHEMA_KV_META_FORMAT, m->format);
-	if (!rc)
-		rc = meta_put64(x, SCHEMA_KV_META_REVISION, (uint64_t)m->revision);
-	if (!rc)
-		rc = btree_put(x->meta, SCHEMA_KV_META_COVERS, SCHEMA_LEN(SCHEMA_KV_META_COVERS),
-			       m->covers, m->covers_len);
-	return rc;
-}
-
-int kvindex_meta_set_revision(struct kvindex *x, int64_t revision)
-{
-	return meta_put64(x, SCHEMA_KV_META_REVISION, (uint64_t)revision);
 }
 
 void kvindex_covers_make(struct kvindex_meta *m, int64_t scheduled, int64_t finished,

@@ -1,8 +1,8 @@
 /*
- * The MVCC store: errors, views, opening a db (schema, index check and
- * rebuild), apply batches and the consistent index. Writes are in
- * mvcc_write.c, ranges in mvcc_range.c, txns in mvcc_txn.c, compaction in
- * mvcc_compact.c.
+ * The MVCC store: opening a db (schema, index check and rebuild), apply
+ * batches and the consistent index. Errors and views are in mvcc_view.c,
+ * writes in mvcc_write.c, ranges in mvcc_range.c, txns in mvcc_txn.c,
+ * compaction in mvcc_compact.c.
  */
 #include "stored/mvcc/mvcc_int.h"
 
@@ -12,84 +12,7 @@
 #include "stored/alloc.h"
 #include "stored/mvcc/schema.h"
 
-enum {
-	GRPC_UNKNOWN = 2,
-	GRPC_INVALID_ARGUMENT = 3,
-	GRPC_NOT_FOUND = 5,
-	GRPC_OUT_OF_RANGE = 11,
-};
-
-static const struct {
-	int err;
-	int code;
-	const char *msg;
-} mvcc_errors[] = {
-	{ MVCC_ERR_COMPACTED, GRPC_OUT_OF_RANGE,
-	  "etcdserver: mvcc: required revision has been compacted" },
-	{ MVCC_ERR_FUTURE_REV, GRPC_OUT_OF_RANGE,
-	  "etcdserver: mvcc: required revision is a future revision" },
-	{ MVCC_ERR_KEY_NOT_FOUND, GRPC_INVALID_ARGUMENT, "etcdserver: key not found" },
-	{ MVCC_ERR_LEASE_NOT_FOUND, GRPC_NOT_FOUND, "etcdserver: requested lease not found" },
-	{ MVCC_ERR_EMPTY_KEY, GRPC_INVALID_ARGUMENT, "etcdserver: key is not provided" },
-	{ MVCC_ERR_VALUE_PROVIDED, GRPC_INVALID_ARGUMENT, "etcdserver: value is provided" },
-	{ MVCC_ERR_LEASE_PROVIDED, GRPC_INVALID_ARGUMENT, "etcdserver: lease is provided" },
-	{ MVCC_ERR_TOO_MANY_OPS, GRPC_INVALID_ARGUMENT,
-	  "etcdserver: too many operations in txn request" },
-	{ MVCC_ERR_DUPLICATE_KEY, GRPC_INVALID_ARGUMENT,
-	  "etcdserver: duplicate key given in txn request" },
-	{ MVCC_ERR_KEY_TOO_LARGE, GRPC_INVALID_ARGUMENT,
-	  "etcdserver: key is too large (at most 32750 bytes, a 0x00 byte counting twice)" },
-};
-
-#define N_ERRORS (sizeof(mvcc_errors) / sizeof(mvcc_errors[0]))
-
-bool mvcc_is_request_error(int err)
-{
-	return err <= MVCC_ERR_COMPACTED && err >= MVCC_ERR_KEY_TOO_LARGE;
-}
-
-const char *mvcc_strerror(int err)
-{
-	for (size_t i = 0; i < N_ERRORS; i++)
-		if (mvcc_errors[i].err == err)
-			return mvcc_errors[i].msg;
-	return strerror(err < 0 ? -err : err);
-}
-
-int mvcc_grpc_code(int err)
-{
-	for (size_t i = 0; i < N_ERRORS; i++)
-		if (mvcc_errors[i].err == err)
-			return mvcc_errors[i].code;
-	return GRPC_UNKNOWN;
-}
-
 /* ---- meta bucket ---- */
-
-static int open_bucket(struct btree_txn *t, const char *name, struct btree_bucket **out)
-{
-	return btree_bucket_open(t, NULL, name, strlen(name), out);
-}
-
-/* A revision-valued meta key (scheduledCompactRev, finishedCompactRev):
- * its main, or -1 when absent. */
-static int meta_rev(struct btree_bucket *meta, const char *name, int64_t *out)
-{
-	const uint8_t *v;
-	size_t len;
-	struct rev r;
-	int rc = btree_get(meta, name, strlen(name), &v, &len);
-	if (rc == -ENOENT) {
-		*out = -1;
-		return 0;
-	}
-	if (rc)
-		return rc;
-	if (rev_decode(v, len, &r, NULL))
-		return kvindex_corrupt("meta %s is not a revision (%zu bytes)", name, len);
-	*out = r.main;
-	return 0;
-}
 
 static int meta_ci(struct btree_bucket *meta, uint64_t *out)
 {
@@ -107,82 +30,6 @@ static int meta_ci(struct btree_bucket *meta, uint64_t *out)
 		return kvindex_corrupt("meta consistent_index is %zu bytes long", len);
 	*out = rev_get_be64(v);
 	return 0;
-}
-
-/* The compaction reads obey: the scheduled one when it is ahead. */
-static int64_t effective_compact(int64_t scheduled, int64_t finished)
-{
-	return scheduled > finished ? scheduled : finished;
-}
-
-/* ---- views ---- */
-
-int mvcc_view_bind(struct btree_txn *t, struct mvcc_view *v)
-{
-	v->txn = t;
-	int rc = open_bucket(t, SCHEMA_BUCKET_KEY, &v->key);
-	if (rc)
-		return rc;
-	return kvindex_open(t, &v->idx);
-}
-
-int mvcc_view_prefetch(struct mvcc_view *v, size_t n, const uint8_t *const *keys,
-		       const size_t *lens)
-{
-	return kvindex_latest_prefetch(&v->idx, n, keys, lens);
-}
-
-void mvcc_view_use_cache(struct mvcc_view *v, const struct lcache *lc, uint64_t generation)
-{
-	kvindex_use_cache(&v->idx, lc, generation);
-}
-
-int mvcc_view_open(struct btree_txn *t, struct mvcc_view *v)
-{
-	struct btree_bucket *meta;
-	struct kvindex_meta m;
-	int64_t scheduled = 0, finished = 0;
-	memset(v, 0, sizeof(*v));
-	kvindex_init(&v->idx);
-	int rc = mvcc_view_bind(t, v);
-	if (!rc)
-		rc = open_bucket(t, SCHEMA_BUCKET_META, &meta);
-	if (!rc)
-		rc = kvindex_meta_read(&v->idx, &m);
-	if (!rc)
-		rc = meta_rev(meta, SCHEMA_META_SCHEDULED_COMPACT, &scheduled);
-	if (!rc)
-		rc = meta_rev(meta, SCHEMA_META_FINISHED_COMPACT, &finished);
-	if (rc) {
-		kvindex_close(&v->idx);
-		return rc;
-	}
-	if (m.format != KVINDEX_FORMAT) {
-		kvindex_close(&v->idx);
-		return kvindex_corrupt("cetcd index has format %llu, this build reads %u",
-				       (unsigned long long)m.format, KVINDEX_FORMAT);
-	}
-	v->rev = m.revision;
-	v->compact_rev = effective_compact(scheduled, finished);
-	return 0;
-}
-
-void mvcc_view_close(struct mvcc_view *v)
-{
-	if (v)
-		kvindex_close(&v->idx);
-}
-
-int mvcc_view_kv_at(struct mvcc_view *v, struct rev r, const uint8_t **kv, size_t *len)
-{
-	uint8_t k[REV_BYTES];
-	rev_encode(r, k);
-	int rc = btree_get(v->key, k, sizeof(k), kv, len);
-	if (rc == -ENOENT || rc == -EISDIR)
-		return kvindex_corrupt("key bucket has no revision %lld_%lld, which the cetcd "
-				       "index names; rebuild the index (drop the cetcd_kv_* buckets)",
-				       (long long)r.main, (long long)r.sub);
-	return rc;
 }
 
 /* ---- opening a db ---- */
@@ -604,22 +451,4 @@ void mvcc_op_end(struct mvcc_store *s)
 	}
 	s->changes = 0;
 	s->wv.rev = s->c.rev;
-}
-
-int mvcc_lease_exists(struct mvcc_store *s, int64_t id)
-{
-	struct btree_bucket *b;
-	const uint8_t *v;
-	size_t len;
-	uint8_t k[8];
-	if (s->o.lease_exists)
-		return s->o.lease_exists(s->o.lease_arg, s->wtxn, id);
-	int rc = open_bucket(s->wtxn, SCHEMA_BUCKET_LEASE, &b);
-	if (rc)
-		return rc == -ENOENT ? 0 : rc;
-	rev_put_be64(k, (uint64_t)id);
-	rc = btree_get(b, k, sizeof(k), &v, &len);
-	if (rc == -ENOENT)
-		return 0;
-	return rc ? rc : 1;
 }

@@ -1,11 +1,18 @@
 /*
- * Internals shared by the MVCC layer's files: the store, the write
- * primitives (mvcc_write.c), ranges (mvcc_range.c), txns (mvcc_txn.c)
- * and compaction (mvcc_compact.c).
+ * Internals shared by the MVCC layer's files: the store (mvcc.c), views
+ * (mvcc_view.c), the write primitives (mvcc_write.c), ranges
+ * (mvcc_range.c), txns (mvcc_txn.c) and compaction (mvcc_compact.c); and
+ * what the two halves of the index (kvindex.c, which reads, and
+ * kvindex_write.c) and of the latest-entry cache (lcache.c, lcache_write.c)
+ * share.
  */
 #ifndef CETCD_STORED_MVCC_INT_H
 #define CETCD_STORED_MVCC_INT_H
 
+#include <errno.h>
+#include <string.h>
+
+#include "stored/alloc.h"
 #include "stored/mvcc/mvcc.h"
 
 /* A compaction whose deletion is under way. */
@@ -58,6 +65,40 @@ static inline int mvcc_i64_cmp(int64_t a, int64_t b)
 	return a < b ? -1 : a > b;
 }
 
+/* ---- the meta bucket: shared by mvcc_view.c and mvcc.c ---- */
+
+static inline int open_bucket(struct btree_txn *t, const char *name,
+			      struct btree_bucket **out)
+{
+	return btree_bucket_open(t, NULL, name, strlen(name), out);
+}
+
+/* A revision-valued meta key (scheduledCompactRev, finishedCompactRev):
+ * its main, or -1 when absent. */
+static inline int meta_rev(struct btree_bucket *meta, const char *name, int64_t *out)
+{
+	const uint8_t *v;
+	size_t len;
+	struct rev r;
+	int rc = btree_get(meta, name, strlen(name), &v, &len);
+	if (rc == -ENOENT) {
+		*out = -1;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (rev_decode(v, len, &r, NULL))
+		return kvindex_corrupt("meta %s is not a revision (%zu bytes)", name, len);
+	*out = r.main;
+	return 0;
+}
+
+/* The compaction reads obey: the scheduled one when it is ahead. */
+static inline int64_t effective_compact(int64_t scheduled, int64_t finished)
+{
+	return scheduled > finished ? scheduled : finished;
+}
+
 /* (Re)opens v's buckets in t, keeping its scratch. Does not read the
  * revisions. */
 int mvcc_view_bind(struct btree_txn *t, struct mvcc_view *v);
@@ -83,6 +124,28 @@ void mvcc_op_end(struct mvcc_store *s);
 /* 0 when an entry is being applied, -EINVAL otherwise. */
 int mvcc_check_open(struct mvcc_store *s);
 
+/* One txn being run, on a view (read-only) or on the store's batch
+ * (mvcc_txn.c). */
+struct txn_exec {
+	struct mvcc_view *v;
+	struct mvcc_store *s;           /* NULL: read-only */
+	struct arena *a;
+	struct mvcc_range_result *rr;
+	bool *path;                      /* branch taken by each txn, preorder */
+	size_t npath, path_cap;
+	/* with s: the writes of put and delete ops (mvcc_put_op and
+	 * mvcc_delete_op, set by mvcc_txn in mvcc_write.c) */
+	int (*put)(struct mvcc_store *s, const Etcdserverpb__PutRequest *r, bool strict,
+		   struct arena *a, Etcdserverpb__PutResponse **out);
+	int (*del)(struct mvcc_store *s, const Etcdserverpb__DeleteRangeRequest *r,
+		   struct arena *a, Etcdserverpb__DeleteRangeResponse **out);
+};
+
+/* Runs r on x: the compares' path, the checks (puts' too when writes),
+ * the ops; frees the path. */
+int mvcc_txn_exec(struct txn_exec *x, const Etcdserverpb__TxnRequest *r, bool writes,
+		  Etcdserverpb__TxnResponse **out);
+
 /* Whether lease id exists for a put at apply. 1, 0, or an error. */
 int mvcc_lease_exists(struct mvcc_store *s, int64_t id);
 
@@ -97,5 +160,85 @@ int mvcc_put_op(struct mvcc_store *s, const Etcdserverpb__PutRequest *r, bool st
 /* The DeleteRange of an op. */
 int mvcc_delete_op(struct mvcc_store *s, const Etcdserverpb__DeleteRangeRequest *r,
 		   struct arena *a, Etcdserverpb__DeleteRangeResponse **out);
+
+/* ---- the latest-entry cache: shared by lcache.c and lcache_write.c ---- */
+
+#define WAY_TAG_SHIFT 48
+#define WAY_PGID_SHIFT 20
+#define WAY_INDEX_SHIFT 12
+
+static inline uint64_t lcache_tag(uint64_t h)
+{
+	uint64_t t = h >> WAY_TAG_SHIFT;
+	return t ? t : 1;
+}
+
+static inline uint64_t way_tag(uint64_t way)
+{
+	return way >> WAY_TAG_SHIFT;
+}
+
+static inline struct lcache_set *lcache_set_of(const struct lcache *c, uint64_t h)
+{
+	return &c->sets[h & c->mask];
+}
+
+/* The way of s holding tag, or LCACHE_WAYS. */
+static inline unsigned set_find(const struct lcache_set *s, uint64_t tag)
+{
+	for (unsigned w = 0; w < LCACHE_WAYS; w++) {
+		uint64_t v = atomic_load_explicit(&s->way[w], memory_order_relaxed);
+		if (v && way_tag(v) == tag)
+			return w;
+	}
+	return LCACHE_WAYS;
+}
+
+/* ---- the index buckets: shared by kvindex.c and kvindex_write.c ---- */
+
+#define LATEST_INLINE 'i'
+#define LATEST_REF 'r'
+#define LATEST_HDR 17u            /* kind, main, sub */
+#define LATEST_REF_LEN (LATEST_HDR + 24u)
+#define HIST_PUT 'p'
+#define HIST_TOMBSTONE 't'
+#define HIST_SUFFIX 16u           /* ~main, ~sub */
+#define HIST_TERM 2u              /* 0x00 0x01 */
+
+#define corrupt(...) kvindex_corrupt("cetcd index: " __VA_ARGS__)
+
+/* Grows one of the scratch buffers. */
+static inline int reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+	return stored_reserve((void **)buf, cap, need, 1, 64);
+}
+
+/* Writes esc(key) 0x00 0x01; returns its length. */
+static inline size_t esc_put(uint8_t *out, const uint8_t *key, size_t len)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < len; i++) {
+		out[w++] = key[i];
+		if (key[i] == 0)
+			out[w++] = 0xff;
+	}
+	out[w++] = 0x00;
+	out[w++] = 0x01;
+	return w;
+}
+
+/* Parses a latest-bucket value of key. Without `fields` an inline entry's
+ * create revision, version and lease are left unset (walks need only the
+ * revision and the bytes, which the caller decodes anyway). */
+int kvindex_latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_t len,
+			 bool fields, struct kvindex_entry *e);
+
+/* Opens one of the index's buckets: btree_bucket_open's (kvindex.c), or
+ * creating it when missing (kvindex_write.c). */
+typedef int (*kvindex_bucket_fn)(struct btree_txn *t, const char *name, size_t len,
+				 struct btree_bucket **out);
+/* Opens x's buckets in t with open_one (the key bucket, which only the
+ * cache's places need, only when it exists). */
+int kvindex_open_all(struct btree_txn *t, struct kvindex *x, kvindex_bucket_fn open_one);
 
 #endif

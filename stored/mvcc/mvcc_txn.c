@@ -5,6 +5,9 @@
  * checks (puts: ignore_value/ignore_lease keys, leases; ranges: revisions)
  * run along that path; then its ops run in order, writes at one main
  * revision with increasing sub revisions.
+ *
+ * The ops that write are run by the functions of x->put and x->del, which
+ * mvcc_txn (mvcc_write.c) sets; a read-only txn (mvcc_txn_read) has none.
  */
 #include "stored/mvcc/mvcc_int.h"
 
@@ -16,16 +19,6 @@
 typedef Etcdserverpb__TxnRequest TxnRequest;
 typedef Etcdserverpb__RequestOp RequestOp;
 typedef Etcdserverpb__Compare Compare;
-
-/* One txn being run, on a view (read-only) or on the store's batch. */
-struct txn_exec {
-	struct mvcc_view *v;
-	struct mvcc_store *s;           /* NULL: read-only */
-	struct arena *a;
-	struct mvcc_range_result *rr;
-	bool *path;                      /* branch taken by each txn, preorder */
-	size_t npath, path_cap;
-};
 
 static const TxnRequest empty_txn = ETCDSERVERPB__TXN_REQUEST__INIT;
 
@@ -275,14 +268,14 @@ static int run_txn(struct txn_exec *x, const TxnRequest *r, size_t *pos,
 			if (!x->s || !op->request_put)
 				return -EINVAL;
 			ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_PUT;
-			rc = mvcc_put_op(x->s, op->request_put, false, x->a, &ro->response_put);
+			rc = x->put(x->s, op->request_put, false, x->a, &ro->response_put);
 			break;
 		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
 			if (!x->s || !op->request_delete_range)
 				return -EINVAL;
 			ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE;
-			rc = mvcc_delete_op(x->s, op->request_delete_range, x->a,
-					    &ro->response_delete_range);
+			rc = x->del(x->s, op->request_delete_range, x->a,
+				    &ro->response_delete_range);
 			break;
 		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN:
 			ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN;
@@ -299,8 +292,8 @@ static int run_txn(struct txn_exec *x, const TxnRequest *r, size_t *pos,
 }
 
 /* Path, checks, ops; the outermost header gets rev. */
-static int exec_txn(struct txn_exec *x, const TxnRequest *r, bool writes,
-		    Etcdserverpb__TxnResponse **out)
+int mvcc_txn_exec(struct txn_exec *x, const TxnRequest *r, bool writes,
+		  Etcdserverpb__TxnResponse **out)
 {
 	size_t pos;
 	int rc = compare_to_path(x, r, 0);
@@ -331,21 +324,6 @@ bool mvcc_txn_is_readonly(const TxnRequest *r)
 	return true;
 }
 
-int mvcc_txn(struct mvcc_store *s, const TxnRequest *r, struct arena *a,
-	     Etcdserverpb__TxnResponse **out)
-{
-	int rc = mvcc_check_open(s);
-	if (rc)
-		return rc;
-	struct txn_exec x = { .v = &s->wv, .s = s, .a = a, .rr = &s->rr };
-	mvcc_op_begin(s);
-	rc = exec_txn(&x, r, !mvcc_txn_is_readonly(r), out);
-	if (!rc)
-		(*out)->header->revision = s->changes ? s->begin_rev + 1 : s->begin_rev;
-	mvcc_op_end(s);
-	return rc;
-}
-
 int mvcc_txn_read(struct mvcc_view *v, const TxnRequest *r, struct arena *a,
 		  Etcdserverpb__TxnResponse **out)
 {
@@ -354,7 +332,7 @@ int mvcc_txn_read(struct mvcc_view *v, const TxnRequest *r, struct arena *a,
 	struct mvcc_range_result rr;
 	mvcc_range_result_init(&rr);
 	struct txn_exec x = { .v = v, .s = NULL, .a = a, .rr = &rr };
-	int rc = exec_txn(&x, r, false, out);
+	int rc = mvcc_txn_exec(&x, r, false, out);
 	if (!rc)
 		(*out)->header->revision = v->rev;
 	mvcc_range_result_free(&rr);

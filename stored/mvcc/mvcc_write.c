@@ -3,7 +3,8 @@
  * etcdserver/apply.go Put and DeleteRange): every change of an op takes
  * the op's main revision and the next sub revision; a put keeps the key's
  * create revision and bumps its version, or starts a new generation
- * (version 1, created now); a delete writes a tombstone.
+ * (version 1, created now); a delete writes a tombstone. mvcc_txn, the Txn
+ * that writes, runs the txn runner of mvcc_txn.c with them.
  */
 #include "stored/mvcc/mvcc_int.h"
 
@@ -314,4 +315,22 @@ int mvcc_range_apply(struct mvcc_store *s, const Etcdserverpb__RangeRequest *r,
 	if (rc)
 		return rc;
 	return mvcc_range_response(&s->rr, a, true, out);
+}
+
+/* A Txn that may write: mvcc_txn.c runs it, with this file's puts and
+ * deletes. */
+int mvcc_txn(struct mvcc_store *s, const Etcdserverpb__TxnRequest *r, struct arena *a,
+	     Etcdserverpb__TxnResponse **out)
+{
+	int rc = mvcc_check_open(s);
+	if (rc)
+		return rc;
+	struct txn_exec x = { .v = &s->wv, .s = s, .a = a, .rr = &s->rr,
+			      .put = mvcc_put_op, .del = mvcc_delete_op };
+	mvcc_op_begin(s);
+	rc = mvcc_txn_exec(&x, r, !mvcc_txn_is_readonly(r), out);
+	if (!rc)
+		(*out)->header->revision = s->changes ? s->begin_rev + 1 : s->begin_rev;
+	mvcc_op_end(s);
+	return rc;
 }

@@ -4,6 +4,8 @@
  * as the txn likes, and written once at commit (spill), split into pages
  * that fit. Nodes that lost elements are merged with a sibling first
  * (rebalance), so the tree stays balanced and pages stay reasonably full.
+ * A lookup in a node and freeing a txn's nodes, which reads and ends of
+ * txns use, are node_read.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,38 +16,6 @@
 #include "stored/btree/pagewrite.h"
 
 #define NODE_MIN_KEYS_PER_PAGE 2u
-
-/* Index of the first inode whose key is >= key; *exact if it equals key. */
-static uint32_t node_find(const struct bt_node *n, const uint8_t *key, uint32_t ksize,
-			  bool *exact)
-{
-	uint32_t lo = 0, hi = n->ninodes;
-	/* Keys written in order land after the last element: one compare. */
-	if (hi > 0) {
-		const struct bt_inode *last = &n->inodes[hi - 1];
-		int c = page_keycmp(last->key, last->ksize, key, ksize);
-		if (c < 0) {
-			*exact = false;
-			return hi;
-		}
-		if (c == 0) {
-			*exact = true;
-			return hi - 1;
-		}
-		hi--;
-	}
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const struct bt_inode *in = &n->inodes[mid];
-		if (page_keycmp(in->key, in->ksize, key, ksize) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*exact = lo < n->ninodes &&
-		 page_keycmp(n->inodes[lo].key, n->inodes[lo].ksize, key, ksize) == 0;
-	return lo;
-}
 
 /* stored_reserve for a node's arrays, whose counts are 32-bit. */
 static int node_array_reserve(void **v, uint32_t *cap, uint64_t need, size_t elem_size,
@@ -200,14 +170,6 @@ int bt_node_put(struct bt_node *n, const uint8_t *old_key, uint32_t old_ksize,
 	}
 	n->inodes[i] = (struct bt_inode){ key, val, pgid, ksize, vsize, flags, true };
 	return 0;
-}
-
-const struct bt_inode *bt_node_lookup(const struct bt_node *n, const uint8_t *key,
-				      uint32_t ksize)
-{
-	bool exact;
-	uint32_t i = node_find(n, key, ksize, &exact);
-	return exact ? &n->inodes[i] : NULL;
 }
 
 bool bt_node_del(struct bt_node *n, const uint8_t *key, uint32_t ksize)
@@ -624,13 +586,4 @@ int bt_node_rebalance(struct bt_node *n)
 	if (rc < 0)
 		return rc;
 	return bt_node_rebalance(parent);
-}
-
-void bt_node_release_all(struct btree_txn *t)
-{
-	for (struct bt_node *n = t->all_nodes; n; n = n->all_next) {
-		stored_free(n->inodes);
-		stored_free(n->children);
-	}
-	t->all_nodes = NULL;
 }

@@ -4,6 +4,8 @@
  * write txn sees its materialized nodes wherever it has them, so a cursor
  * shows the txn's own uncommitted changes. Leaves left empty by deletes in
  * a write txn (removed only at commit) are stepped over.
+ *
+ * Materializing the leaf under a cursor for change is cursor_write.c.
  */
 #include <errno.h>
 
@@ -59,8 +61,6 @@ static int frame_load(struct btree_cursor *c, uint64_t pgid, struct btree_cursor
 	f->leaf = page_flags(f->page) == PAGE_FLAG_LEAF;
 	return 0;
 }
-
-static int cursor_node(struct btree_cursor *c, struct bt_node **out);
 
 static int cursor_push(struct btree_cursor *c, uint64_t pgid)
 {
@@ -146,11 +146,6 @@ static int frame_kv(const struct btree_cursor *c, const struct btree_cursor_fram
 	kv->val_len = e.vsize;
 	kv->flags = (e.flags & PAGE_LEAF_BUCKET) ? BTREE_KV_BUCKET : 0;
 	return 0;
-}
-
-static struct btree_cursor_frame *cursor_top(struct btree_cursor *c)
-{
-	return &c->stack[c->depth - 1];
 }
 
 /* From the top frame down to a leaf, taking the first (or, with last, the
@@ -376,7 +371,7 @@ int btree_cursor_seek(struct btree_cursor *c, const void *key, size_t key_len,
  * routes to it: from the separator of the deepest branch where the path
  * did not take the first child, to the separator after the one it took in
  * the deepest branch where it did not take the last. */
-static void cursor_set_finger(struct btree_cursor *c, struct bt_node *n)
+void bt_cursor_set_finger(struct btree_cursor *c, struct bt_node *n)
 {
 	struct btree_bucket *b = c->bucket;
 	const uint8_t *lo = NULL, *hi = NULL;
@@ -401,44 +396,6 @@ static void cursor_set_finger(struct btree_cursor *c, struct bt_node *n)
 	b->finger_lo_len = lo_len;
 	b->finger_hi = hi;
 	b->finger_hi_len = hi_len;
-}
-
-int bt_cursor_node(struct btree_cursor *c, struct bt_node **out)
-{
-	int rc = cursor_node(c, out);
-	if (rc == 0)
-		cursor_set_finger(c, *out);
-	return rc;
-}
-
-static int cursor_node(struct btree_cursor *c, struct bt_node **out)
-{
-	struct btree_bucket *b = c->bucket;
-	struct btree_cursor_frame *top = cursor_top(c);
-	if (top->node && top->leaf) {
-		*out = top->node;
-		return 0;
-	}
-	struct bt_node *n = c->stack[0].node;
-	int rc;
-	if (!n) {
-		rc = bt_node_get(b, c->stack[0].pgid, NULL, &n);
-		if (rc < 0)
-			return rc;
-	}
-	for (uint32_t i = 0; i + 1 < c->depth; i++) {
-		uint32_t idx = c->stack[i].index;
-		if (n->leaf || idx >= n->ninodes)
-			return bt_error(-EUCLEAN, "stored: db %s: cursor path does not match the tree",
-					b->txn->map->path);
-		rc = bt_node_get(b, n->inodes[idx].pgid, n, &n);
-		if (rc < 0)
-			return rc;
-	}
-	if (!n->leaf)
-		return bt_error(-EUCLEAN, "stored: db %s: cursor ends on a branch", b->txn->map->path);
-	*out = n;
-	return 0;
 }
 
 /* ---- several lookups at once (btree_get_many) ---- */
