@@ -8,7 +8,8 @@
 #  - each side then changes the other's file, and both still agree;
 #  - the fuzz seed corpus is valid for bbolt.
 # tests/tools/boltcheck/ is the bbolt side (Go); its dbtool/ is the engine's
-# side, compiled here against the built libcetcd_stored.a.
+# side, compiled here against the built libcetcd_stored.a (with the read
+# side it links, libcetcd_storeread.a, and libcetcd_base.a).
 # Exits 77 when go or the bbolt sources are missing.
 set -euo pipefail
 # check and it_summary (counted assertions)
@@ -45,7 +46,8 @@ fi
 # shellcheck disable=SC2046
 "${cc:-cc}" -O1 -g -D_GNU_SOURCE "${flags[@]}" -I"$src" \
 	"$src/tests/tools/boltcheck/dbtool/dbtool.c" \
-	"$build/lib/libcetcd_stored.a" "$build/lib/libcetcd_shm.a" \
+	"$build/lib/libcetcd_stored.a" "$build/lib/libcetcd_storeread.a" \
+	"$build/lib/libcetcd_shm.a" "$build/lib/libcetcd_base.a" \
 	$(pkg-config --libs liburing) -lpthread -o "$work/dbtool"
 
 bc=$work/boltcheck
