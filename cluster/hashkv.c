@@ -3,26 +3,19 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "base/http/http.h"
-#include "base/sock/gwsock.h"
 #include "base/log/errmsg.h"
+#include "base/sock/gwsock.h"
+#include "cluster/peer_request.h"
 #include "cluster/peer_url.h"
-#include "base/tls/tls.h"
 
 /* Nesting a skipped value may have; deeper is refused (Go's limit is far
  * higher, but no HashKV has more than two levels). */
 #define HASHKV_JSON_DEPTH 64
-/* The largest answer read: a HashKVResponse is under 200 bytes, an error
- * text a line. */
-#define HASHKV_MAX_ANSWER (64u * 1024u)
 
 /* ---- JSON ---- */
 
@@ -349,180 +342,7 @@ enum hashkv_outcome hashkv_answer(int status, const void *body, size_t len,
 	return HASHKV_OK;
 }
 
-int hashkv_http_response(const void *buf, size_t len, int *status, const uint8_t **body,
-			 size_t *body_len)
-{
-	struct http_head h;
-
-	if (http_parse_response(buf, len, HTTP_MAX_HEAD, &h))
-		return -EBADMSG;
-	*status = h.status;
-	*body = (const uint8_t *)buf + h.head_len;
-	*body_len = len - h.head_len;
-	if (h.has_length) {
-		if (h.content_length > *body_len)
-			return -EBADMSG;
-		*body_len = (size_t)h.content_length;
-	}
-	return 0;
-}
-
 /* ---- the client ---- */
-
-static int64_t hashkv_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits for fd to be ready for events until deadline: 0 or -ETIMEDOUT. */
-static int hashkv_wait(int fd, short events, int64_t deadline)
-{
-	struct pollfd pfd = { .fd = fd, .events = events };
-	int64_t left;
-	int n;
-
-	do {
-		left = deadline - hashkv_now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		n = poll(&pfd, 1, (int)left);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	return n ? 0 : -ETIMEDOUT;
-}
-
-/* A connected, non-blocking socket to u. */
-static int hashkv_dial(const struct peer_url *u, int64_t deadline, int *out)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl, el = sizeof(int);
-	int fd, rc, err = 0;
-
-	rc = peer_url_sockaddr(u, &ss, &sl);
-	if (rc)
-		return rc;
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
-		if (errno != EINPROGRESS) {
-			rc = -errno;
-			goto out_close;
-		}
-		rc = hashkv_wait(fd, POLLOUT, deadline);
-		if (rc)
-			goto out_close;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err) {
-			rc = err ? -err : -errno;
-			goto out_close;
-		}
-	}
-	*out = fd;
-	return 0;
-out_close:
-	close(fd);
-	return rc;
-}
-
-/* Writes all of buf on a plain socket before the deadline. */
-static int hashkv_send(int fd, const char *buf, size_t len, int64_t deadline)
-{
-	while (len) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			int rc = hashkv_wait(fd, POLLOUT, deadline);
-			if (rc)
-				return rc;
-			continue;
-		}
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Reads the whole answer (the request asked the server to close after
- * it) into buf; its length, or a negative errno. */
-static ssize_t hashkv_recv(int fd, struct tls_conn *tc, uint8_t *buf, size_t cap, int64_t deadline)
-{
-	size_t got = 0;
-
-	for (;;) {
-		ssize_t n;
-		short ev = POLLIN;
-		if (got == cap)
-			return -EMSGSIZE;
-		if (tc) {
-			n = tls_conn_read(tc, buf + got, cap - got);
-			if (n == -EAGAIN && (tls_conn_want(tc) & TLS_WANT_WRITE))
-				ev = POLLOUT;
-			if (n == -ECONNRESET)
-				n = 0; /* Go's server may close without close_notify */
-		} else {
-			n = recv(fd, buf + got, cap - got, 0);
-			if (n < 0)
-				n = errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
-		}
-		if (n == 0)
-			return (ssize_t)got;
-		if (n == -EAGAIN) {
-			int rc = hashkv_wait(fd, ev, deadline);
-			if (rc)
-				return rc;
-			continue;
-		}
-		if (n < 0)
-			return n;
-		got += (size_t)n;
-	}
-}
-
-/* Sends the request on a connected socket (through tc when not NULL)
- * and reads the answer. */
-static enum hashkv_outcome hashkv_exchange(int fd, struct tls_conn *tc, const char *host,
-					   int64_t rev, int64_t deadline,
-					   struct hashkv_resp *out, char *err, size_t cap, int *rcp)
-{
-	static uint8_t answer[HASHKV_MAX_ANSWER];
-	char body[64], req[512];
-	const uint8_t *ab;
-	size_t alen;
-	ssize_t got;
-	int n, blen, status, rc;
-
-	blen = hashkv_request_encode(body, sizeof(body), rev);
-	n = snprintf(req, sizeof(req),
-		     "GET " HASHKV_PATH " HTTP/1.1\r\nHost: %s\r\nUser-Agent: cetcd\r\n"
-		     "Content-Length: %d\r\nContent-Type: application/json\r\n"
-		     "Connection: close\r\n\r\n%s",
-		     host, blen, body);
-	if (blen < 0 || n < 0 || (size_t)n >= sizeof(req)) {
-		snprintf(err, cap, "request too long");
-		return HASHKV_FAILED;
-	}
-	if (tc) {
-		int left = (int)(deadline - hashkv_now_ms());
-		rc = tls_conn_write_all_timed(tc, req, (size_t)n, left > 0 ? left : 1);
-	} else {
-		rc = hashkv_send(fd, req, (size_t)n, deadline);
-	}
-	got = rc ? rc : hashkv_recv(fd, tc, answer, sizeof(answer), deadline);
-	if (got < 0) {
-		*rcp = (int)got;
-		return HASHKV_FAILED;
-	}
-	if (hashkv_http_response(answer, (size_t)got, &status, &ab, &alen)) {
-		snprintf(err, cap, "malformed HTTP response");
-		return HASHKV_FAILED;
-	}
-	return hashkv_answer(status, ab, alen, out, err, cap);
-}
 
 /* The text of a failure to reach url, as Go's client words it. */
 static void hashkv_error(char *err, size_t cap, const char *url, int rc)
@@ -531,15 +351,49 @@ static void hashkv_error(char *err, size_t cap, const char *url, int rc)
 		 rc == -ETIMEDOUT ? "context deadline exceeded" : errmsg_get(rc));
 }
 
+/* The request: a GET whose body is the HashKVRequest, as etcd's
+ * getPeerHashKVHTTP sends it. body: room for the JSON. */
+static struct peer_request hashkv_request(char *body, size_t cap, int64_t rev)
+{
+	int blen = hashkv_request_encode(body, cap, rev);
+
+	return (struct peer_request){ .method = "GET", .path = HASHKV_PATH, .user_agent = "cetcd",
+				      .content_type = "application/json", .body = body,
+				      .body_len = blen > 0 ? (size_t)blen : 0,
+				      .max_body = HASHKV_MAX_ANSWER };
+}
+
+/* What a request that ended with rc at stage, or its answer a, comes to
+ * (url names the member in the texts). */
+static enum hashkv_outcome hashkv_outcome_of(int rc, enum peer_request_stage stage,
+					     struct peer_answer *a, const char *url,
+					     struct hashkv_resp *out, char *err, size_t cap)
+{
+	enum hashkv_outcome oc;
+
+	if (rc == 0) {
+		oc = hashkv_answer(a->status, a->body, a->len, out, err, cap);
+		peer_answer_free(a);
+		return oc;
+	}
+	if (stage == PEER_REQUEST_ANSWER && rc != -EMSGSIZE)
+		snprintf(err, cap, "malformed HTTP response");
+	else if (stage == PEER_REQUEST_HEAD)
+		snprintf(err, cap, "request too long");
+	else
+		hashkv_error(err, cap, url, rc);
+	return HASHKV_FAILED;
+}
+
 enum hashkv_outcome hashkv_fetch(const char *url, int64_t rev, struct tls_ctx *tls,
 				 int timeout_ms, struct hashkv_resp *out, char *err, size_t cap)
 {
-	int64_t deadline = hashkv_now_ms() + timeout_ms;
+	enum peer_request_stage stage;
+	struct peer_request rq;
+	struct peer_answer a;
 	struct peer_url u;
-	struct tls_conn *tc = NULL;
-	char host[300];
-	int fd = -1, rc = 0;
-	enum hashkv_outcome oc = HASHKV_FAILED;
+	char body[64];
+	int rc;
 
 	if (peer_url_parse(url, &u)) {
 		snprintf(err, cap, "parse \"%s\": invalid URL", url);
@@ -549,37 +403,24 @@ enum hashkv_outcome hashkv_fetch(const char *url, int64_t rev, struct tls_ctx *t
 		snprintf(err, cap, "a TLS peer URL without peer TLS");
 		return HASHKV_FAILED;
 	}
-	snprintf(host, sizeof(host), "%s%s%s", u.unix_socket ? "localhost" : u.host,
-		 u.unix_socket ? "" : ":", u.unix_socket ? "" : u.port);
-	rc = hashkv_dial(&u, deadline, &fd);
-	if (!rc && u.tls) {
-		int left = (int)(deadline - hashkv_now_ms());
-		rc = tls_conn_new(tls, fd, u.unix_socket ? NULL : u.host, &tc);
-		if (!rc)
-			rc = tls_conn_handshake_timed(tc, left > 0 ? left : 1);
-	}
-	if (!rc)
-		oc = hashkv_exchange(fd, tc, host, rev, deadline, out, err, cap, &rc);
-	if (rc)
-		hashkv_error(err, cap, url, rc);
-	tls_conn_free(tc);
-	if (fd >= 0)
-		close(fd);
-	return oc;
+	rq = hashkv_request(body, sizeof(body), rev);
+	rc = peer_request_url(&u, tls, &rq, timeout_ms, &a, &stage);
+	return hashkv_outcome_of(rc, stage, &a, url, out, err, cap);
 }
 
-enum hashkv_outcome hashkv_fetch_local(const struct gwsock_addr *a, int64_t rev, int timeout_ms,
+enum hashkv_outcome hashkv_fetch_local(const struct gwsock_addr *ga, int64_t rev, int timeout_ms,
 				       struct hashkv_resp *out, char *err, size_t cap)
 {
-	int64_t deadline = hashkv_now_ms() + timeout_ms;
-	int fd, rc = gwsock_connect(a, &fd);
-	enum hashkv_outcome oc = HASHKV_FAILED;
+	enum peer_request_stage stage = PEER_REQUEST_CONNECT;
+	struct peer_request rq;
+	struct peer_answer a;
+	char body[64];
+	int fd, rc = gwsock_connect(ga, &fd);
 
 	if (!rc) {
-		oc = hashkv_exchange(fd, NULL, "localhost", rev, deadline, out, err, cap, &rc);
+		rq = hashkv_request(body, sizeof(body), rev);
+		rc = peer_request_fd(fd, "localhost", &rq, timeout_ms, &a, &stage);
 		close(fd);
 	}
-	if (rc)
-		hashkv_error(err, cap, "the local gateway", rc);
-	return oc;
+	return hashkv_outcome_of(rc, stage, &a, "the local gateway", out, err, cap);
 }

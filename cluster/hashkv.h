@@ -10,7 +10,8 @@
  *
  * Both sides are here: the JSON of the request and the answer (the server
  * side is gatewayd's, which raftd's peer port hands the request to), and
- * a blocking client for the launcher's checks. The decoders read bytes
+ * a blocking client for the launcher's checks (cluster/peer_request.h
+ * makes the request). The decoders read bytes
  * from other members: every length is checked and bad input is an error,
  * never a crash (tests/fuzz/fuzz_hashkv.c).
  */
@@ -22,6 +23,10 @@
 #include <stdint.h>
 
 #define HASHKV_PATH "/members/hashkv"
+
+/* The largest answer body hashkv_fetch reads: a HashKVResponse is under
+ * 200 bytes, an error text a line. */
+#define HASHKV_MAX_ANSWER (64u * 1024u)
 
 /* etcd's mvcc errors, as its handler writes them and its client looks
  * for them in a 400 answer. */
@@ -85,11 +90,5 @@ enum hashkv_outcome hashkv_fetch_local(const struct gwsock_addr *a, int64_t rev,
  * it; split out of hashkv_fetch for the fuzz target and the tests. */
 enum hashkv_outcome hashkv_answer(int status, const void *body, size_t len,
 				  struct hashkv_resp *out, char *err, size_t cap);
-
-/* Parses an HTTP/1.x response (head and body, all received) in buf:
- * *status, and the body's place; a body runs to Content-Length or to the
- * end of buf. Returns 0 or -EBADMSG. */
-int hashkv_http_response(const void *buf, size_t len, int *status, const uint8_t **body,
-			 size_t *body_len);
 
 #endif

@@ -9,7 +9,8 @@
  * TimeToLiveHTTP).
  *
  * http and unix URLs are dialed in the clear, https and unixs with the
- * peer TLS client context, as the transport dials them.
+ * peer TLS client context, as the transport dials them
+ * (cluster/peer_request.h makes the request).
  */
 #ifndef CETCD_RAFTD_PEER_FETCH_H
 #define CETCD_RAFTD_PEER_FETCH_H
