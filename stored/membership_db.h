@@ -24,6 +24,12 @@ struct btree_txn;
 
 #define MEMBERSHIP_DB_VERSION_KEY "clusterVersion"
 
+struct btree_bucket;
+
+/* Opens the top-level bucket name through t: 0, -ENOENT when it does not
+ * exist, or the B+tree's error. (Shared by the loader and the applier.) */
+int membership_db_bucket(struct btree_txn *t, const char *name, struct btree_bucket **out);
+
 /*
  * Loads the buckets through t (a write txn, or a reader's) into m, which
  * the caller initialized (entries are added to what it holds). A member
