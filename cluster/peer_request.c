@@ -226,13 +226,21 @@ static int pr_exchange(const struct pr_conn *c, const char *host, const struct p
 	return rc;
 }
 
+int peer_request_host(const struct peer_url *u, char *buf, size_t cap)
+{
+	bool v6 = !u->unix_socket && strchr(u->host, ':');
+
+	if (u->unix_socket)
+		return snprintf(buf, cap, "localhost");
+	return snprintf(buf, cap, "%s%s%s:%s", v6 ? "[" : "", u->host, v6 ? "]" : "", u->port);
+}
+
 int peer_request_url(const struct peer_url *u, struct tls_ctx *tls, const struct peer_request *rq,
 		     int timeout_ms, struct peer_answer *out, enum peer_request_stage *stage)
 {
 	struct pr_conn c = { .fd = -1,
 			     .deadline_ns = pr_now_ns() + (uint64_t)timeout_ms * 1000000 };
-	bool v6 = !u->unix_socket && strchr(u->host, ':');
-	char host[300];
+	char host[PEER_REQUEST_HOST_MAX];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -250,9 +258,7 @@ int peer_request_url(const struct peer_url *u, struct tls_ctx *tls, const struct
 		if (rc)
 			goto out_close;
 	}
-	snprintf(host, sizeof(host), "%s%s%s%s%s", v6 ? "[" : "",
-		 u->unix_socket ? "localhost" : u->host, v6 ? "]" : "", u->unix_socket ? "" : ":",
-		 u->unix_socket ? "" : u->port);
+	peer_request_host(u, host, sizeof(host));
 	rc = pr_exchange(&c, host, rq, out, stage);
 out_close:
 	if (c.tls)

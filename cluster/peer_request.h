@@ -82,6 +82,13 @@ int peer_request_url(const struct peer_url *u, struct tls_ctx *tls, const struct
 int peer_request_fd(int fd, const char *host, const struct peer_request *rq, int timeout_ms,
 		    struct peer_answer *out, enum peer_request_stage *stage);
 
+/* The Host header of a request to u, as Go's client writes it:
+ * "host:port", an IPv6 address in brackets, "localhost" for a unix URL
+ * (the lease forwarder's keep-alive requests carry the same). Returns its
+ * length; PEER_REQUEST_HOST_MAX bytes of buf hold any peer_url's. */
+#define PEER_REQUEST_HOST_MAX 300
+int peer_request_host(const struct peer_url *u, char *buf, size_t cap);
+
 /* Frees what an answer holds. */
 void peer_answer_free(struct peer_answer *a);
 

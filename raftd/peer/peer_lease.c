@@ -35,6 +35,7 @@
 #include "raftd/peer/peer_fetch.h"
 #include "raftd/peer/peer_int.h"
 #include "cluster/leasehttp.h"
+#include "cluster/peer_request.h"
 #include "base/log/errmsg.h"
 #include "base/log/log.h"
 #include "base/tls/tls.h"
@@ -232,16 +233,15 @@ static void pl_fail(struct peer_lease *pl, struct pl_conn *c, int err)
 /* Puts r's request on c's output. */
 static int pl_encode(struct peer_lease *pl, struct pl_conn *c, const struct pl_req *r)
 {
-	const struct peer_url *u = &pl->target[c->url];
-	bool v6 = !u->unix_socket && strchr(u->host, ':');
-	int rc = peer_buf_printf(&c->out,
-				 "POST %s HTTP/1.1\r\nHost: %s%s%s%s%s\r\n"
-				 "User-Agent: Go-http-client/1.1\r\nContent-Length: %zu\r\n"
-				 "Content-Type: application/protobuf\r\n\r\n",
-				 r->internal ? LEASEHTTP_INTERNAL_PATH : LEASEHTTP_PATH,
-				 v6 ? "[" : "", u->unix_socket ? "localhost" : u->host,
-				 v6 ? "]" : "", u->unix_socket ? "" : ":",
-				 u->unix_socket ? "" : u->port, r->body_len);
+	char host[PEER_REQUEST_HOST_MAX];
+	int rc;
+
+	peer_request_host(&pl->target[c->url], host, sizeof(host));
+	rc = peer_buf_printf(&c->out,
+			     "POST %s HTTP/1.1\r\nHost: %s\r\n"
+			     "User-Agent: Go-http-client/1.1\r\nContent-Length: %zu\r\n"
+			     "Content-Type: application/protobuf\r\n\r\n",
+			     r->internal ? LEASEHTTP_INTERNAL_PATH : LEASEHTTP_PATH, host, r->body_len);
 	return rc ? rc : peer_buf_append(&c->out, r->body, r->body_len);
 }
 

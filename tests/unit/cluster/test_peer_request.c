@@ -7,8 +7,8 @@
  * after an interim head, answers arriving in small pieces, and each stage
  * a failure is reported at: no such address, a refused connection, a
  * server that does not answer in time, an answer that is not HTTP, cut
- * short or over the bound; and a request on a socket the caller
- * connected. Then hashkv_fetch's words for the same (cluster/hashkv.c).
+ * short or over the bound; a request on a socket the caller connected;
+ * the Host header for each kind of peer URL. Then hashkv_fetch's words for the same (cluster/hashkv.c).
  */
 #include "shm_testlib.h"
 
@@ -185,6 +185,28 @@ static void test_hashkv(void)
 	CHECK(strcmp(err, "a TLS peer URL without peer TLS") == 0);
 }
 
+/* The Host header: brackets for IPv6, localhost for unix sockets. */
+static void test_host(void)
+{
+	static const char *const cases[][2] = {
+		{ "http://10.0.0.1:2380", "10.0.0.1:2380" },
+		{ "https://[::1]:02380", "[::1]:2380" },
+		{ "http://infra0.example.com:2380", "infra0.example.com:2380" },
+		{ "unix://member.sock:1", "localhost" },
+	};
+	char host[PEER_REQUEST_HOST_MAX];
+	struct peer_url u;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK_EQ(peer_url_parse(cases[i][0], &u), 0);
+		CHECK_EQ(peer_request_host(&u, host, sizeof(host)), (int)strlen(cases[i][1]));
+		if (strcmp(host, cases[i][1]) != 0) {
+			fprintf(stderr, "%s: Host %s\n", cases[i][0], host);
+			exit(1);
+		}
+	}
+}
+
 /* A request on a socket the caller connected. */
 static void test_fd(void)
 {
@@ -214,6 +236,7 @@ int main(void)
 	test_failures();
 	test_hashkv();
 	test_fd();
+	test_host();
 	printf("cluster/test_peer_request: ok\n");
 	return 0;
 }
