@@ -93,8 +93,8 @@ static void test_request_go_rules(void)
 		"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
-		"Transfer-Encoding: chunked\r\n\r\n",
+		("GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+		 "Transfer-Encoding: chunked\r\n\r\n"),
 		"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

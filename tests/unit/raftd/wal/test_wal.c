@@ -689,9 +689,10 @@ static void test_corpus(void)
 static bool extent_bytes(const char *path, uint64_t off, uint64_t len, uint64_t *written,
 			 uint64_t *unwritten)
 {
-	struct {
+	/* struct fiemap ends in a flexible array of extents: room for 64. */
+	union {
 		struct fiemap fm;
-		struct fiemap_extent ext[64];
+		char room[sizeof(struct fiemap) + 64 * sizeof(struct fiemap_extent)];
 	} q = { .fm = { .fm_start = off, .fm_length = len, .fm_flags = FIEMAP_FLAG_SYNC,
 			.fm_extent_count = 64 } };
 	int fd = open(path, O_RDONLY);
@@ -702,7 +703,7 @@ static bool extent_bytes(const char *path, uint64_t off, uint64_t len, uint64_t 
 		return false;
 	*written = *unwritten = 0;
 	for (uint32_t i = 0; i < q.fm.fm_mapped_extents; i++) {
-		const struct fiemap_extent *e = &q.ext[i];
+		const struct fiemap_extent *e = &q.fm.fm_extents[i];
 		uint64_t a = e->fe_logical > off ? e->fe_logical : off;
 		uint64_t b = e->fe_logical + e->fe_length;
 		if (b > off + len)
