@@ -284,6 +284,13 @@ void btree_db_close(struct btree_db *db)
 	ckpt_free(&db->ck);
 	pagewrite_stop(db->pagewrite);
 	diskio_close(db->io);
+	/* The writer's lock goes now, not with the last reference to the
+	 * file: an io_uring instance is torn down after its close returns
+	 * and holds the file until then, and a writer that opens the db
+	 * right after this one closed it (a tool run after another, a
+	 * restarted stored) would find it still locked. */
+	if (db->map.fd >= 0)
+		(void)flock(db->map.fd, LOCK_UN);
 	bt_map_release(&db->map);
 	freelist_destroy(&db->fl);
 	pgmap_free(&db->born);
