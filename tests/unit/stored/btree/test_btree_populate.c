@@ -1,5 +1,5 @@
 /*
- * A db mapping is populated when it is made (dbfile.c's map_init, as etcd
+ * A db mapping is populated when it is made (dbfile_read.c's bt_map_init, as etcd
  * maps bbolt with MAP_POPULATE): right after btree_reader_open, before it
  * reads a single page, the reader's mapping of a db of a few MiB already
  * has the whole file in its page tables (the mapping's Rss in
