@@ -58,7 +58,7 @@ struct diskio_ops {
 	const char *name;
 	/* write_batch without a sync may run on another thread than the rest
 	 * (the db writes a commit's pages on a thread of their own while it
-	 * builds them, stored/pagewrite.h). */
+	 * builds them, stored/btree/pagewrite.h). */
 	bool concurrent_writes;
 	/* Writes every entry (in any order); when sync, then fdatasyncs. */
 	int (*write_batch)(struct diskio *d, const struct diskio_write *w, size_t n, bool sync);

@@ -2,7 +2,8 @@
  * A gatewayd in the test's process, driven turn by turn, with an
  * nghttp2 client over a socket pair, while the test plays raftd and
  * stored on the same region: the plumbing a test of the gateway's loop
- * needs (gatewayd/test_server.c and test_watch_progress.c use it).
+ * needs (tests/unit/gatewayd/test_server.c and
+ * tests/unit/gatewayd/services/test_watch_progress.c use it).
  *
  * gwh_start makes the region (in a fresh temporary dir, with data/member/
  * snap below it), claims raftd's and stored's roles and starts the

@@ -1,6 +1,6 @@
 /*
  * installdrive: stands in for raftd in a member whose stored and gatewayd
- * run on their own (tests/integration/install_live.sh), to hand stored a
+ * run on their own (tests/integration/install_etcd.sh), to hand stored a
  * received db (MSG_SNAPSHOT_INSTALL) as raftd does after a MsgSnap.
  *
  *   installdrive REGION SNAP_DB PRE POST GO_FILE

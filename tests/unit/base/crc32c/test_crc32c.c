@@ -1,5 +1,5 @@
 /*
- * Unit tests for raftd/crc32c.c: published CRC32C vectors, chaining the
+ * Unit tests for base/crc32c/crc32c.c: published CRC32C vectors, chaining the
  * way etcd's WAL chains record checksums, and the hardware path against
  * the table path over every alignment and many lengths.
  */
