@@ -6,11 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int member_strcmp(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static bool member_is_space(char c)
 {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -117,7 +112,7 @@ int initial_cluster_parse(const char *initial_cluster, const char *token,
 	}
 	for (size_t i = 0; i < c.count; i++) {
 		struct member_info *m = &c.v[i];
-		qsort(m->peer_urls, m->n_peer_urls, sizeof(*m->peer_urls), member_strcmp);
+		member_urls_sort(m->peer_urls, m->n_peer_urls);
 		rc = member_id_compute((const char *const *)m->peer_urls, m->n_peer_urls, token,
 				       &m->id);
 		if (rc)

@@ -109,6 +109,11 @@ static int member_strcmp(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+void member_urls_sort(char **v, size_t n)
+{
+	qsort(v, n, sizeof(*v), member_strcmp);
+}
+
 static int member_u64cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -285,7 +290,7 @@ int member_peer_urls(char *const *in, size_t n, char ***out)
 		free(v);
 		return rc;
 	}
-	qsort(v, n, sizeof(*v), member_strcmp);
+	member_urls_sort(v, n);
 	*out = v;
 	return 0;
 }

@@ -33,6 +33,9 @@ int member_id_compute(const char *const *peer_urls, size_t n, const char *token,
 /* etcd's cluster id over n member ids (any order). */
 uint64_t member_cluster_id(const uint64_t *ids, size_t n);
 
+/* Sorts n URL strings byte-wise, as Go's sort.Strings. */
+void member_urls_sort(char **v, size_t n);
+
 /* One member: of the initial cluster, or as etcd's membership.Member
  * carries it (member_json.h). Strings and arrays are malloc'ed and owned
  * by the struct (member_info_clear frees them). */
