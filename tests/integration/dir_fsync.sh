@@ -5,7 +5,9 @@
 # segments), and every name a rename gives, must be followed by an fsync
 # of the directory that holds it. Temporary files (*.tmp) that are renamed
 # before they count are exempt. When etcdctl is installed a write goes
-# through the member first.
+# through the member first. A second member does the same with --wal-dir
+# in a directory of its own (created with its parents and fsynced, as
+# etcd's wal package does), and its data dir never gets a member/wal.
 # Exits 77 when strace (Debian package strace), the programs, python3 or
 # curl are missing, or when ptrace is not permitted here.
 source "$(dirname "$0")/lib.sh"
@@ -13,9 +15,6 @@ it_need_cetcd
 command -v strace >/dev/null || it_skip "strace is not installed (Debian package strace)"
 strace -f -qq -o /dev/null true 2>/dev/null || it_skip "ptrace is not permitted here (strace fails)"
 it_init dir-fsync
-
-trace=$IT_TMP/strace.log
-data=$IT_TMP/data/nested
 
 # The launcher under strace; stopped through the launcher itself, so that
 # strace sees every process to its end.
@@ -31,25 +30,9 @@ it_cetcd_restart() {
 	it_track "$IT_CETCD_PID"
 }
 
-it_cetcd_start d1 "$data" "$IT_TMP/cetcd.log"
-if ! it_wait_healthy "$IT_CPORT" 60; then
-	fail "the member answers under strace"
-	tail -20 "$IT_TMP/cetcd.log"
-	it_summary
-	exit 1
-fi
-ok "the member answers under strace"
-if command -v etcdctl >/dev/null; then
-	check "a put is acknowledged" etcdctl --endpoints "127.0.0.1:$IT_CPORT" put dir-fsync v >/dev/null
-fi
-kill -TERM "$IT_CETCD_PID" 2>/dev/null || true
-check "the member stops on SIGTERM" it_wait_gone "$IT_CETCD_PID" 15000
-it_wait_gone "$IT_STRACE_PID" 15000 || true
-wait "$IT_STRACE_PID" 2>/dev/null || true
-
-check "strace recorded the member" test -s "$trace"
-st=0
-python3 - "$trace" "$IT_TMP" >"$IT_TMP/verdict" <<'EOF' || st=$?
+# The verdict on a trace: every creation or rename inside IT_TMP followed
+# by an fsync of its directory; prints what it saw.
+cat >"$IT_TMP/verdict.py" <<'EOF'
 import os, re, sys
 
 trace, root = sys.argv[1], os.path.realpath(sys.argv[2])
@@ -117,9 +100,51 @@ for n in missing:
     print("missing fsync of %s after %s" % (n[2], n[1]))
 sys.exit(1 if missing or not inside else 0)
 EOF
-cat "$IT_TMP/verdict"
-check "every directory and file created or renamed in the data dir has its parent fsynced after" test "$st" -eq 0
+
+put_one() { etcdctl --endpoints "127.0.0.1:$IT_CPORT" put dir-fsync v >/dev/null; }
+
+# traced_run NAME DATA_DIR [flags...]: a member under strace on DATA_DIR,
+# a put, a stop; checks that what it created was fsynced (the verdict in
+# IT_TMP/NAME.verdict).
+traced_run() {
+	local name=$1 data=$2 st=0
+	shift 2
+	trace=$IT_TMP/$name.strace
+	IT_CPORT=
+	it_cetcd_start "$name" "$data" "$IT_TMP/$name.log" "$@"
+	if ! it_wait_healthy "$IT_CPORT" 60; then
+		fail "$name: the member answers under strace"
+		tail -20 "$IT_TMP/$name.log"
+		it_summary
+		exit 1
+	fi
+	ok "$name: the member answers under strace"
+	if command -v etcdctl >/dev/null; then
+		check "$name: a put is acknowledged" put_one
+	fi
+	kill -TERM "$IT_CETCD_PID" 2>/dev/null || true
+	check "$name: the member stops on SIGTERM" it_wait_gone "$IT_CETCD_PID" 15000
+	it_wait_gone "$IT_STRACE_PID" 15000 || true
+	wait "$IT_STRACE_PID" 2>/dev/null || true
+
+	check "$name: strace recorded the member" test -s "$trace"
+	python3 "$IT_TMP/verdict.py" "$trace" "$IT_TMP" >"$IT_TMP/$name.verdict" || st=$?
+	cat "$IT_TMP/$name.verdict"
+	check "$name: every directory and file created or renamed has its parent fsynced after" test "$st" -eq 0
+}
+
+# seen NAME PATH: the trace of NAME saw PATH (relative to IT_TMP) created.
+seen() { grep -qx "  seen $2" "$IT_TMP/$1.verdict"; }
+
+traced_run d1 "$IT_TMP/data/nested"
 for want in data data/nested data/nested/member data/nested/member/wal data/nested/member/snap data/nested/member/snap/db; do
-	check "strace saw $want created" grep -qx "  seen $want" "$IT_TMP/verdict"
+	check "d1: strace saw $want created" seen d1 "$want"
 done
+
+traced_run d2 "$IT_TMP/data2" --wal-dir "$IT_TMP/wal/nested/w"
+for want in data2/member data2/member/snap/db wal wal/nested wal/nested/w \
+	wal/nested/w.tmp/0000000000000000-0000000000000000.wal; do
+	check "d2: strace saw $want created" seen d2 "$want"
+done
+check "d2: its data dir has no member/wal" test ! -e "$IT_TMP/data2/member/wal"
 it_summary

@@ -10,6 +10,7 @@
 #                           ephemeral range, reserved (never 2379/2380)
 #   it_cetcd_start ...      the launcher on fresh ports (IT_CPORT ...), in the
 #                           background; it_cetcd_restart, it_cetcd_stop
+#   it_cetcd_kill           SIGKILL of the launcher, which takes its daemons
 #   it_cetcd_child WHAT     the pid of raftd, stored or gatewayd-<i>
 #   it_kill_child WHAT ...  SIGKILL it, wait for its restart and for writes
 #   it_etcd_start ...       Debian's etcd with the same flags (IT_ETCD_PORT),
@@ -343,6 +344,17 @@ it_cetcd_stop() {
 	fi
 	wait "$IT_CETCD_PID" || st=$?
 	return "$st"
+}
+
+# SIGKILL of the launcher; waits (5 s each) until its daemons are gone
+# with it, and fails when one is still there.
+it_cetcd_kill() {
+	local kids p alive=0
+	mapfile -t kids < <(pgrep -P "$IT_CETCD_PID")
+	kill -9 "$IT_CETCD_PID"
+	wait "$IT_CETCD_PID" 2>/dev/null || true
+	for p in "${kids[@]}"; do it_wait_gone "$p" 5000 || alive=$((alive + 1)); done
+	((alive == 0 && ${#kids[@]} > 0))
 }
 
 # it_cetcd_child WHAT: the pid of the launcher's child WHAT (raftd, stored,

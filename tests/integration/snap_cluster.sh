@@ -2,7 +2,8 @@
 # Raft snapshots between members, on etcd's peer protocol, with a small
 # --snapshot-count (100) on every member:
 #   (a) three cetcd members: a cetcd leader sends a cetcd follower a
-#       snapshot;
+#       snapshot; the follower keeps its WAL in a --wal-dir of its own,
+#       where the snapshot's record goes, and never in its data dir;
 #   (b) etcd, etcd, cetcd with an etcd leader: etcd sends cetcd one;
 #   (c) cetcd, cetcd, etcd with a cetcd leader: cetcd sends etcd one;
 #   (d) as (a), with the follower's raftd and stored SIGKILLed after raftd
@@ -36,7 +37,16 @@ run_case() {
 	it_cl_init "$label" 3 s "$label."
 	ep() { it_cl_ep "$1"; }
 	logf() { it_cl_log "$1"; }
-	start() { it_cl_start "$1" "${kinds[$1]}" --snapshot-count 100; }
+	local -a walflag=()
+	local waldir=$IT_TMP/$label.wal.s$lag
+	[[ $label == a ]] && walflag=(--wal-dir "$waldir")
+	start() {
+		if [[ $1 == "$lag" ]]; then
+			it_cl_start "$1" "${kinds[$1]}" --snapshot-count 100 "${walflag[@]}"
+		else
+			it_cl_start "$1" "${kinds[$1]}" --snapshot-count 100
+		fi
+	}
 	procs() { it_cl_procs "$1"; }
 	# member $1's raft index, asked for up to 20 s (none: the test stops,
 	# which fails it; a 0 would make "compacted past it" hollow)
@@ -137,6 +147,13 @@ run_case() {
 	check "$label: s$lag (${kinds[lag]}) restarts after the snapshot" \
 		it_wait_healthy "${IT_CL_CPORT[lag]}" 60
 	check "$label: writes go on" flowing
+	if ((${#walflag[@]})); then
+		local segs
+		segs=$(ls "$waldir" | grep -c '\.wal$' || true)
+		check "$label: s$lag's WAL segments are in its --wal-dir ($segs)" test "$segs" -gt 0
+		check "$label: and its data dir has no member/wal" \
+			test ! -e "$IT_TMP/$label.s$lag/member/wal"
+	fi
 
 	for i in "${writers[@]}"; do
 		check "$label: the writer through s$i (${kinds[i]}) saw no violation" \
