@@ -594,6 +594,60 @@ static int config_validate_tls_all(const struct cetcd_config *c, struct config_e
 	return 0;
 }
 
+/* The log outputs in effect: --log-output (deprecated) when set, as
+ * etcd 3.4 takes it over --log-outputs, else --log-outputs. */
+static const struct config_strings *config_log_outputs(const struct cetcd_config *c)
+{
+	return config_is_set(c, "log-output") ? &c->log_output : &c->log_outputs;
+}
+
+/* etcd's setupLogging rules for the outputs: capnslog (3.4's default
+ * logger) writes to one of default, stderr and stdout; zap to any set of
+ * stderr, stdout and files, with "default" only alone. cetcd writes zap's
+ * lines either way but keeps what each logger setting accepts. */
+static int config_validate_log_outputs(const struct cetcd_config *c, struct config_error *err)
+{
+	const struct config_strings *outs = config_log_outputs(c);
+	char list[256] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; i < outs->count && n < sizeof(list); i++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s\"%s\"", i ? " " : "",
+				      outs->v[i]);
+	if (strcmp(c->logger, "capnslog") == 0) {
+		if (outs->count != 1) {
+			config_errorf(err, 1,
+				      "--logger=capnslog supports only 1 value in '--log-outputs', got [%s]",
+				      list);
+			return -EINVAL;
+		}
+		const char *o = outs->v[0];
+		if (strcmp(o, "default") && strcmp(o, "stderr") && strcmp(o, "stdout")) {
+			config_errorf(err, 1,
+				      "unknown log-output \"%s\" (only supports \"default\", \"stderr\", \"stdout\")",
+				      o);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < outs->count; i++) {
+		if (outs->count > 1 && strcmp(outs->v[i], "default") == 0) {
+			config_errorf(err, 1, "multi logoutput for \"default\" is not supported yet");
+			return -EINVAL;
+		}
+		if (outs->v[i][0] == '\0') {
+			config_errorf(err, 1, "an empty '--log-outputs' value names no output");
+			return -EINVAL;
+		}
+	}
+	if (outs->count > LOG_MAX_FDS) {
+		config_errorf(err, 1, "--log-outputs names %zu outputs; cetcd writes to at most %d",
+			      outs->count, LOG_MAX_FDS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int config_validate(struct cetcd_config *c, struct config_error *err)
 {
 	int rc;
@@ -608,6 +662,9 @@ static int config_validate(struct cetcd_config *c, struct config_error *err)
 			      "'--log-output' and '--log-outputs' are incompatible; only set --log-outputs");
 		return -EINVAL;
 	}
+	rc = config_validate_log_outputs(c, err);
+	if (rc)
+		return rc;
 	if (log_level_parse(c->log_level_text, &c->log_level)) {
 		config_errorf(err, 1,
 			      "unknown log-level \"%s\" (only supports debug, info, warn, error, panic, or fatal)",
@@ -969,6 +1026,94 @@ static int config_parse_env(struct cetcd_config *c, unsigned scope, char *const 
 	return 0;
 }
 
+/* etcd reads ETCD_CONFIG_FILE on its own, before it decides whether the
+ * other variables count (they do not when a file is given). */
+static int config_file_from_env(struct cetcd_config *c, unsigned scope, char *const envp[],
+				struct config_error *err)
+{
+	const struct config_flag *f = config_lookup("config-file", strlen("config-file"), scope);
+	char key[96], why[128];
+
+	if (!f || c->source[config_index(f)] != CONFIG_FROM_DEFAULT)
+		return 0;
+	config_env_name(f, key, sizeof(key));
+	size_t klen = strlen(key);
+	for (char *const *e = envp; *e; e++) {
+		if (strncmp(*e, key, klen) != 0 || (*e)[klen] != '=' || (*e)[klen + 1] == '\0')
+			continue;
+		if (config_set(c, f, *e + klen + 1, why, sizeof(why))) {
+			config_errorf(err, 1, "out of memory");
+			return -ENOMEM;
+		}
+		c->source[config_index(f)] = CONFIG_FROM_ENV;
+	}
+	return 0;
+}
+
+/* The bytes a flag's field takes, to move it between two configurations. */
+static size_t config_field_size(const struct config_flag *f)
+{
+	switch (f->type) {
+	case CT_STRING:
+	case CT_CHOICE: return sizeof(char *);
+	case CT_BOOL: return sizeof(bool);
+	case CT_UINT32: return sizeof(uint32_t);
+	case CT_UINT:
+	case CT_INT:
+	case CT_DURATION: return sizeof(int64_t);
+	case CT_URLS: return sizeof(struct config_urls);
+	case CT_URLS_STAR:
+	case CT_USTRINGS:
+	case CT_STRINGS: return sizeof(struct config_strings);
+	case CT_IGNORED: return 0;
+	}
+	return 0;
+}
+
+/* etcd's rule for --config-file: the file's keys over the defaults, and
+ * the other flags and ETCD_ variables ignored (logged, as etcd logs it).
+ * What still counts from the command line: the file's path and the flags
+ * that belong to one program (the launcher's --gateway-index to a
+ * gatewayd, --prepare-only, --print-gateways), which no file sets. */
+static int config_from_file(struct cetcd_config *c, struct config_error *err)
+{
+	struct cetcd_config *d = config_defaults();
+	int rc;
+
+	if (!d) {
+		config_errorf(err, 1, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < config_nflags; i++) {
+		const struct config_flag *f = &config_flags[i];
+		bool keep = f->no_env || f->off == offsetof(struct cetcd_config, config_file);
+		if (c->source[i] == CONFIG_FROM_DEFAULT)
+			continue;
+		if (!keep) {
+			log_warn("flag ignored: a configuration file is given",
+				 LOG_STR("flag", f->name), LOG_STR("path", c->config_file));
+			continue;
+		}
+		char tmp[sizeof(struct config_urls) > sizeof(struct config_strings)
+				 ? sizeof(struct config_urls)
+				 : sizeof(struct config_strings)];
+		size_t n = config_field_size(f);
+		memcpy(tmp, config_field(d, f), n);
+		memcpy(config_field(d, f), config_field(c, f), n);
+		memcpy(config_field(c, f), tmp, n);
+		d->source[i] = c->source[i];
+	}
+	config_free(c);
+	*c = *d;
+	free(d);
+	rc = config_file_load(c, c->config_file, err);
+	if (rc)
+		return rc;
+	log_info("loaded server configuration, other configuration command line flags and environment variables will be ignored if provided",
+		 LOG_STR("path", c->config_file));
+	return 0;
+}
+
 int config_parse(struct cetcd_config *c, enum config_program prog, int argc,
 		 char *const argv[], char *const envp[], struct config_error *err)
 {
@@ -980,13 +1125,24 @@ int config_parse(struct cetcd_config *c, enum config_program prog, int argc,
 	rc = config_parse_args(c, scope, argc, argv, err);
 	if (rc || c->print_help || c->print_version)
 		return rc;
-	rc = config_parse_env(c, scope, envp ? envp : environ, err);
+	if (!envp)
+		envp = environ;
+	rc = config_file_from_env(c, scope, envp, err);
 	if (rc)
 		return rc;
-	/* etcd: listening on chosen client URLs without advertising any is an
-	 * error, not a fallback to the default advertise URL */
-	if (config_is_set(c, "listen-client-urls") && !config_is_set(c, "advertise-client-urls"))
-		config_urls_free(&c->advertise_client_urls);
+	if (c->config_file[0] != '\0') {
+		rc = config_from_file(c, err);
+	} else {
+		rc = config_parse_env(c, scope, envp, err);
+		/* etcd: listening on chosen client URLs without advertising
+		 * any is an error, not a fallback to the default advertise
+		 * URL (its file keeps the default) */
+		if (rc == 0 && config_is_set(c, "listen-client-urls") &&
+		    !config_is_set(c, "advertise-client-urls"))
+			config_urls_free(&c->advertise_client_urls);
+	}
+	if (rc)
+		return rc;
 	rc = config_check_supported(c, err);
 	if (rc)
 		return rc;
@@ -1031,8 +1187,9 @@ void config_print_help(FILE *out, enum config_program prog)
 			     "    'cetcd --prepare-only') created; takes the launcher's flags.\n", name);
 	fprintf(out, "\n  %s --version\n    Show the version of cetcd.\n", name);
 	fprintf(out, "\n  %s -h | --help\n    Show the help information about %s.\n", name, name);
-	fprintf(out, "\n  %s --config-file\n    Path to the server configuration file"
-		     " (etcd's; not supported by cetcd yet).\n", name);
+	fprintf(out, "\n  %s --config-file\n    Path to the server configuration file (etcd's YAML,"
+		     " as etcd.conf.yml.sample).\n    Note that if a configuration file is provided,"
+		     " other command line flags\n    and environment variables will be ignored.\n", name);
 	fprintf(out, "\nEvery flag can also be set by its ETCD_ environment variable, e.g.\n"
 		     "ETCD_DATA_DIR for --data-dir. Flags marked [default only] belong to\n"
 		     "features not built yet: any other value is refused.\n");
@@ -1051,21 +1208,55 @@ void config_print_help(FILE *out, enum config_program prog)
 
 /* ---- start-up in one call ---- */
 
-/* Applies --log-level, --debug, --logger and --log-outputs. */
-static void config_apply_logging(const struct cetcd_config *c)
+/* Applies --log-level, --debug, --logger and --log-outputs (files opened
+ * for appending, created as zap creates them, and kept open for the
+ * process's life), then warns of the flags that are accepted without
+ * effect. Returns 0, or the negative errno of a file that does not open
+ * (err says which). */
+static int config_apply_logging(const struct cetcd_config *c, struct config_error *err)
 {
-	bool to_stdout = false;
-	for (size_t i = 0; i < c->log_outputs.count; i++)
-		to_stdout |= strcmp(c->log_outputs.v[i], "stdout") == 0;
-	for (size_t i = 0; i < c->log_output.count; i++)
-		to_stdout |= strcmp(c->log_output.v[i], "stdout") == 0;
-	if (to_stdout)
-		log_set_fd(1);
+	const struct config_strings *outs = config_log_outputs(c);
+	int fds[LOG_MAX_FDS];
+	size_t n = 0;
+
+	for (size_t i = 0; i < outs->count && n < LOG_MAX_FDS; i++) {
+		const char *o = outs->v[i];
+		int fd;
+		if (!strcmp(o, "default") || !strcmp(o, "stderr"))
+			fd = 2;
+		else if (!strcmp(o, "stdout"))
+			fd = 1;
+		else
+			fd = open(o, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+		if (fd < 0) {
+			int rc = -errno;
+			config_errorf(err, 1, "open %s: %s", o, strerror(errno));
+			for (size_t j = 0; j < n; j++)
+				if (fds[j] > 2)
+					close(fds[j]);
+			return rc;
+		}
+		bool dup = false;
+		for (size_t j = 0; j < n; j++)
+			dup |= fds[j] == fd;
+		if (!dup)
+			fds[n++] = fd;
+	}
+	if (n > 0)
+		log_set_fds(fds, n);
 	log_set_level(c->log_level);
 	if (config_is_set(c, "logger") && strcmp(c->logger, "capnslog") == 0)
 		log_warn("'--logger=capnslog' is deprecated; cetcd writes zap's JSON lines anyway, use '--logger=zap'");
 	if (c->debug)
 		log_warn("deprecated '--debug' flag is set (use '--log-level=debug' instead)");
+	if (c->log_package_levels[0])
+		log_warn("deprecated '--log-package-levels' flag has no effect: cetcd has one level for all its lines; use '--log-level'",
+			 LOG_STR("log-package-levels", c->log_package_levels));
+	if (c->enable_pprof)
+		log_warn("'--enable-pprof' has no effect: cetcd is no Go program and serves no /debug/pprof/; profile its processes with perf instead (perf record -g -p <pid of raftd, stored or a gatewayd>)");
+	if (c->enable_v2)
+		log_warn("'--enable-v2' has no effect: cetcd serves etcd's v3 API only; v2 requests are not served");
+	return 0;
 }
 
 int config_load(struct cetcd_config *c, enum config_program prog, int argc,
@@ -1104,7 +1295,13 @@ int config_load(struct cetcd_config *c, enum config_program prog, int argc,
 		config_free(c);
 		return rc;
 	}
-	config_apply_logging(c);
+	rc = config_apply_logging(c, &err);
+	if (rc) {
+		log_error("failed to verify flags", LOG_STR("error", err.msg));
+		*exit_status = err.exit_status;
+		config_free(c);
+		return rc;
+	}
 	*exit_status = 0;
 	return 0;
 }

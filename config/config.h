@@ -12,6 +12,10 @@
  * the environment as ETCD_NAME (upper case, '-' -> '_'); an empty variable
  * counts as unset. A variable for a flag also given on the command line is
  * an error, as in etcd ("conflicting environment variable ... is shadowed").
+ * With --config-file (or ETCD_CONFIG_FILE) the values come from etcd's
+ * YAML file instead (config/file.c), and, as in etcd, the other flags and
+ * variables are ignored: only the program-only flags (--gateway-index,
+ * --prepare-only, --print-gateways) still count.
  *
  * Which values cetcd supports is kept in one table in config.c: a flag
  * whose feature is not built yet is accepted only at its default value, and
@@ -206,6 +210,7 @@ enum config_source {
 	CONFIG_FROM_DEFAULT = 0,
 	CONFIG_FROM_FLAG,
 	CONFIG_FROM_ENV,
+	CONFIG_FROM_FILE, /* --config-file */
 };
 
 /* What went wrong, for the caller to print, and the exit status etcd uses

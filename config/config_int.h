@@ -91,6 +91,17 @@ int config_set(struct cetcd_config *c, const struct config_flag *f, const char *
  * (0, or -ENOTSUP with the message in err). */
 int config_check_supported(const struct cetcd_config *c, struct config_error *err);
 
+/* file.c: etcd's YAML configuration file (at most CONFIG_FILE_MAX_BYTES)
+ * into c, which holds defaults: each key sets its flag (source
+ * CONFIG_FROM_FILE). name is the file's name in messages. Returns 0,
+ * -EINVAL (bad YAML, unknown or repeated key, wrong type or value; err
+ * names the line), -ENOMEM; config_file_load also the negative errno of
+ * opening or reading the file, or -EFBIG. Exit status 1 in err. */
+#define CONFIG_FILE_MAX_BYTES (1u << 20)
+int config_file_parse(struct cetcd_config *c, const char *name, const void *buf, size_t len,
+		      struct config_error *err);
+int config_file_load(struct cetcd_config *c, const char *path, struct config_error *err);
+
 /* values.c, Go's syntaxes. Lists: config_split cuts s at commas (every
  * piece kept, as strings.Split; unique sorts and drops repeats), 0 or
  * -ENOMEM. Numbers (strconv, base 0, '_' between digits): -EINVAL

@@ -148,8 +148,10 @@ const struct config_flag config_flags[] = {
 		 "Auto compaction retention length. 0 means disable auto compaction."),
 	DEF_ONLY("auto-compaction-mode", CT_STRING, auto_compaction_mode, "periodic", S_CLUSTER,
 		 "Interpret 'auto-compaction-retention' one of: periodic|revision."),
-	DEF_ONLY("enable-v2", CT_BOOL, enable_v2, "false", S_CLUSTER,
-		 "Accept etcd V2 client requests."),
+	/* accepted with a warning: etcd's own sample configuration file
+	 * sets it (config_apply_logging) */
+	ANY("enable-v2", CT_BOOL, enable_v2, "false", S_CLUSTER,
+	    "Accept etcd V2 client requests. cetcd serves the v3 API only: true is accepted with a warning."),
 
 	/* Security */
 	ANY("cert-file", CT_STRING, cert_file, "", S_SECURITY,
@@ -201,8 +203,8 @@ const struct config_flag config_flags[] = {
 		 "Time (in seconds) of the auth-token-ttl."),
 
 	/* Profiling and Monitoring */
-	DEF_ONLY("enable-pprof", CT_BOOL, enable_pprof, "false", S_MONITOR,
-		 "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\""),
+	ANY("enable-pprof", CT_BOOL, enable_pprof, "false", S_MONITOR,
+	    "Enable runtime profiling data via HTTP server. cetcd is no Go program and serves no /debug/pprof/: true is accepted with a warning naming perf instead."),
 	DEF_ONLY("metrics", CT_STRING, metrics, "basic", S_MONITOR,
 		 "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics."),
 	DEF_ONLY("listen-metrics-urls", CT_URLS, listen_metrics_urls, "", S_MONITOR,
@@ -215,7 +217,7 @@ const struct config_flag config_flags[] = {
 	    "Specify 'zap' for structured logging or 'capnslog'. cetcd always writes zap's JSON lines."),
 	{ .name = "log-outputs", .type = CT_USTRINGS, .off = OFF(log_outputs), .def = "default",
 	  .support = CS_PARTIAL, .scope = SCOPE_ALL, .section = S_LOGGING,
-	  .usage = "Specify 'stdout' or 'stderr' to skip journald logging even when running under systemd, or list of comma separated output targets.",
+	  .usage = "Specify 'stdout' or 'stderr' to skip journald logging even when running under systemd, or list of comma separated output targets (file paths are appended to).",
 	  .check = config_check_log_outputs },
 	ANY("log-level", CT_STRING, log_level_text, "info", S_LOGGING,
 	    "Configures log level. Only supports debug, info, warn, error, panic, or fatal."),
@@ -278,12 +280,12 @@ const struct config_flag config_flags[] = {
 	  .support = CS_PARTIAL, .scope = SCOPE_ALL, .section = S_DEPRECATED,
 	  .usage = "[TO BE DEPRECATED IN v3.5] use '--log-outputs'.",
 	  .check = config_check_log_outputs },
-	DEF_ONLY("log-package-levels", CT_STRING, log_package_levels, "", S_DEPRECATED,
-		 "Specify a particular log level for each etcd package (eg: 'etcdmain=CRITICAL,etcdserver=DEBUG')."),
+	ANY("log-package-levels", CT_STRING, log_package_levels, "", S_DEPRECATED,
+	    "Specify a particular log level for each etcd package (eg: 'etcdmain=CRITICAL,etcdserver=DEBUG'). cetcd has one level for all lines (--log-level): accepted with a warning."),
 
 	/* Commands */
-	DEF_ONLY("config-file", CT_STRING, config_file, "", NULL,
-		 "Path to the server configuration file."),
+	ANY("config-file", CT_STRING, config_file, "", NULL,
+	    "Path to the server configuration file. Note that if a configuration file is provided, other command line flags and environment variables will be ignored."),
 	ANY("version", CT_BOOL, print_version, "false", NULL, "Print the version and exit."),
 
 	/* cetcd's own */
@@ -395,16 +397,19 @@ static int config_check_urls_peer(const struct cetcd_config *c, const struct con
 	return 0;
 }
 
+/* Log outputs: default, stderr, stdout and file paths (config_validate
+ * holds etcd's rules for their combinations); zap's systemd/journal
+ * writer is not built. */
 static int config_check_log_outputs(const struct cetcd_config *c, const struct config_flag *f,
 				    struct config_error *err)
 {
 	const struct config_strings *ss = config_cfield(c, f);
 	for (size_t i = 0; i < ss->count; i++) {
 		const char *o = ss->v[i];
-		if (!strcmp(o, "default") || !strcmp(o, "stderr") || !strcmp(o, "stdout"))
+		if (strcmp(o, "systemd/journal") != 0)
 			continue;
 		config_errorf(err, 2,
-			      "--%s=%s is not supported by cetcd yet: only 'default', 'stderr' and 'stdout' are",
+			      "--%s=%s is not supported by cetcd yet: use 'default', 'stderr', 'stdout' or file paths (under a systemd unit, stderr goes to the journal)",
 			      f->name, o);
 		return -ENOTSUP;
 	}
@@ -438,9 +443,11 @@ int config_check_supported(const struct cetcd_config *c, struct config_error *er
 		}
 		config_value_text(c, f, val, sizeof(val));
 		config_errorf(err, 2,
-			      "--%s=%s is not supported by cetcd yet (only its default, '%s', is); remove the flag%s",
+			      "--%s=%s is not supported by cetcd yet (only its default, '%s', is); %s",
 			      f->name, val, f->help_def ? f->help_def : f->def,
-			      f->no_env ? "" : " or its ETCD_ environment variable");
+			      c->source[i] == CONFIG_FROM_FILE ? "remove the key from the configuration file"
+			      : f->no_env ? "remove the flag"
+					  : "remove the flag or its ETCD_ environment variable");
 		rc = -ENOTSUP;
 	}
 	config_defaults_free(d);

@@ -13,7 +13,10 @@
 #include <unistd.h>
 
 static _Atomic int log_min_level = LOG_LEVEL_INFO;
-static _Atomic int log_fd = 2;
+/* Where lines go: log_fds[0..log_nfds-1]. Set at start-up (and by tests
+ * between lines); each line is one write() to each. */
+static _Atomic int log_fds[LOG_MAX_FDS] = { 2 };
+static _Atomic size_t log_nfds = 1;
 /* Set once at start-up, before threads; read by every line. */
 static char log_name[64];
 
@@ -61,7 +64,17 @@ const char *log_level_name(enum log_level level)
 
 void log_set_fd(int fd)
 {
-	atomic_store_explicit(&log_fd, fd, memory_order_relaxed);
+	log_set_fds(&fd, 1);
+}
+
+int log_set_fds(const int *fds, size_t n)
+{
+	if (n == 0 || n > LOG_MAX_FDS)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		atomic_store_explicit(&log_fds[i], fds[i], memory_order_relaxed);
+	atomic_store_explicit(&log_nfds, n, memory_order_release);
+	return 0;
 }
 
 void log_set_name(const char *name)
@@ -351,9 +364,8 @@ static const char *log_short_caller(const char *file)
 	return file;
 }
 
-static void log_write_all(const char *p, size_t n)
+static void log_write_fd(int fd, const char *p, size_t n)
 {
-	int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 		if (w < 0) {
@@ -364,6 +376,13 @@ static void log_write_all(const char *p, size_t n)
 		p += w;
 		n -= (size_t)w;
 	}
+}
+
+static void log_write_all(const char *p, size_t n)
+{
+	size_t nfds = atomic_load_explicit(&log_nfds, memory_order_acquire);
+	for (size_t i = 0; i < nfds; i++)
+		log_write_fd(atomic_load_explicit(&log_fds[i], memory_order_relaxed), p, n);
 }
 
 /* Builds the common head of a line: level, ts, logger, caller, msg. */

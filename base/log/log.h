@@ -102,6 +102,11 @@ const char *log_level_name(enum log_level level);
 
 /* Where lines go; the caller keeps fd open while it is in use. Default 2. */
 void log_set_fd(int fd);
+/* Several destinations (--log-outputs): each line is written whole to
+ * each of fds[0..n-1], 1 <= n <= LOG_MAX_FDS. Returns 0, or -EINVAL
+ * (nothing changed). */
+#define LOG_MAX_FDS 8
+int log_set_fds(const int *fds, size_t n);
 
 /* Logged as "logger" (zap's name key) on every line when not empty, so the
  * interleaved lines of a member's processes say which process wrote them.

@@ -197,9 +197,9 @@ check "--version prints the cetcd version line" grep -q '^cetcd Version: ' <<<"$
 check "raftd --version works too" "$CETCD_BIN/raftd" --version >/dev/null
 
 set +e
-"$CETCD_BIN/cetcd" "${args[@]}" --enable-pprof 2>"$tmp/unsup.err"
+"$CETCD_BIN/cetcd" "${args[@]}" --proxy=on 2>"$tmp/unsup.err"
 st=$?
-ETCD_ENABLE_V2=true "$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/unsup-env.err"
+ETCD_PROXY=readonly "$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/unsup-env.err"
 st_env=$?
 "$CETCD_BIN/cetcd" "${args[@]}" --no-such-flag 2>"$tmp/unknown.err"
 st_unknown=$?
@@ -207,9 +207,9 @@ st_unknown=$?
 st_gw=$?
 set -e
 check "an unsupported non-default flag exits 2" test "$st" -eq 2
-check "and its message names the flag" grep -q -- '--enable-pprof=true is not supported' "$tmp/unsup.err"
+check "and its message names the flag" grep -q -- '--proxy=on is not supported' "$tmp/unsup.err"
 check "an unsupported ETCD_ variable exits 2" test "$st_env" -eq 2
-check "and its message names the flag" grep -q -- '--enable-v2=true is not supported' "$tmp/unsup-env.err"
+check "and its message names the flag" grep -q -- '--proxy=readonly is not supported' "$tmp/unsup-env.err"
 check "an unknown flag exits 2 as etcd's flag parsing does" test "$st_unknown" -eq 2
 check "and says which" grep -q 'flag provided but not defined: -no-such-flag' "$tmp/unknown.err"
 check "daemons refuse unsupported values the same way" test "$st_gw" -eq 2
