@@ -98,8 +98,8 @@ const struct config_flag config_flags[] = {
 	    "Maximum number of operations permitted in a transaction."),
 	ANY("max-request-bytes", CT_UINT, max_request_bytes, "1572864", S_MEMBER,
 	    "Maximum client request size in bytes the server will accept."),
-	DEF_ONLY("max-concurrent-streams", CT_UINT32, max_concurrent_streams, "4294967295", S_MEMBER,
-		 "Maximum concurrent streams that each client can open at a time."),
+	ANY("max-concurrent-streams", CT_UINT32, max_concurrent_streams, "4294967295", S_MEMBER,
+	    "Maximum concurrent streams that each client can open at a time."),
 	DEF_ONLY("grpc-keepalive-min-time", CT_DURATION, grpc_keepalive_min_time_ns, "5s", S_MEMBER,
 		 "Minimum duration interval that a client should wait before pinging server."),
 	DEF_ONLY("grpc-keepalive-interval", CT_DURATION, grpc_keepalive_interval_ns, "2h", S_MEMBER,
@@ -209,8 +209,8 @@ const struct config_flag config_flags[] = {
 		 "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics."),
 	DEF_ONLY("listen-metrics-urls", CT_URLS, listen_metrics_urls, "", S_MONITOR,
 		 "List of URLs to listen on for the metrics and health endpoints."),
-	DEF_ONLY("enable-grpc-gateway", CT_BOOL, enable_grpc_gateway, "true", S_MONITOR,
-		 "Enable GRPC gateway."),
+	ANY("enable-grpc-gateway", CT_BOOL, enable_grpc_gateway, "true", S_MONITOR,
+	    "Enable GRPC gateway."),
 
 	/* Logging */
 	ANY("logger", CT_STRING, logger, "capnslog", S_LOGGING,

@@ -1,6 +1,7 @@
 /* gatewayd's event loop: listeners, connections, protocol detection, the
  * timer, and the per-turn flush (see server.h). */
 #include "gatewayd/server.h"
+#include "gatewayd/jsongw/jsongw.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -269,6 +270,7 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 		if (c->h1.waiting) {
 			maint_hashkv_peer_drop(s, c);
 			gw_lease_peer_drop(s, c);
+			jsongw_http1_drop(s->jsongw, c);
 		}
 		http1_conn_fini(&c->h1);
 	}
@@ -377,6 +379,28 @@ void gw_http1_hashkv_done(struct gw_server *s, void *owner, int rc, const struct
 		gw_conn_close(s, c);
 	else
 		gw_conn_list(s, c);
+}
+
+void gw_http1_output(struct gw_server *s, void *owner, int rc)
+{
+	struct gw_conn *c = owner;
+
+	if (c->dead)
+		return;
+	if (rc)
+		gw_conn_close(s, c);
+	else
+		gw_conn_list(s, c);
+}
+
+/* http1_ops.gateway of the client port's connections. */
+static int gw_http1_gateway(void *arg, struct http1_conn *h1, const struct http1_gw_req *r,
+			    struct http1_gw_answer *now)
+{
+	struct gw_server *s = arg;
+	struct gw_conn *c = (struct gw_conn *)((char *)h1 - offsetof(struct gw_conn, h1));
+
+	return jsongw_http1(s->jsongw, c, h1, r, now);
 }
 
 static void gw_conn_start_http1(struct gw_server *s, struct gw_conn *c)
@@ -1047,6 +1071,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 
 	for (int i = 0; i < n; i++)                 /* 2 */
 		gw_event(s, evs[i].data.ptr, evs[i].events);
+	jsongw_turn(s->jsongw);
 	kv_turn(s);                                 /* 3 */
 	maint_turn(s);
 	snapshot_turn(s);
@@ -1060,7 +1085,9 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	grpc_server_expire(s->grpc);                /* 6 */
 	int64_t linger = gw_min(gw_linger_expire(s), gw_handed_expire(s));
 	gw_rings_publish(s);                        /* 7 */
-	gw_flush_all(s);                            /* 8 */
+	if (jsongw_turn(s->jsongw))                 /* 8 */
+		s->more_work = true;
+	gw_flush_all(s);
 	snapshot_flushed(s);
 	watch_flushed(s);
 	if (s->waker_fired) {                       /* 9 */
@@ -1203,6 +1230,15 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	if (rc)
 		goto out_free;
 
+	if (p->cfg->enable_grpc_gateway) {
+		rc = jsongw_new(s, &s->jsongw);
+		if (rc)
+			goto out_free;
+		s->http1.gateway = gw_http1_gateway;
+		/* a request of --max-request-bytes as JSON: base64 and names */
+		s->http1.gateway_max_body = 2 * (size_t)s->max_request_bytes + (64u << 10);
+	}
+
 	rc = gw_rings_init(s, p->pending_cap ? p->pending_cap : GW_DEFAULT_PENDING,
 			   p->backlog_bytes ? p->backlog_bytes : GW_DEFAULT_BACKLOG_BYTES);
 	if (rc)
@@ -1254,6 +1290,7 @@ void gw_server_free(struct gw_server *s)
 		s->watches = w->next;
 		free(w);
 	}
+	jsongw_free(s->jsongw); /* its connection before the gRPC server */
 	conc_free(s);
 	gw_rings_fini(s);
 	watch_free(s);

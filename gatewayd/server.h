@@ -203,6 +203,7 @@ struct maint_job;
 struct snap_stream;
 struct watch_state;
 struct conc_state;
+struct jsongw;
 
 struct gw_server {
 	struct shm_region *r;
@@ -251,6 +252,8 @@ struct gw_server {
 	struct snap_stream *snapshots;  /* snapshot.c's streams (owned, likewise) */
 	struct watch_state *watch;      /* watch.c's streams and watchers (owned) */
 	struct conc_state *conc;        /* conc.c's locks and elections in progress (owned) */
+	struct jsongw *jsongw;          /* the JSON gateway (jsongw/), NULL when
+					 * --enable-grpc-gateway=false (owned) */
 
 	/* the ring side (rings.c) */
 	struct shm_waker waker;
@@ -459,6 +462,9 @@ void gw_lease_peer_drop(struct gw_server *s, void *owner);
 /* Answers owner's lease request (server.c). */
 void gw_http1_lease_done(struct gw_server *s, void *owner, int status, const char *ctype,
 			 const void *body, size_t len);
+/* The JSON gateway wrote to the HTTP/1.1 connection owner (a gw_conn):
+ * rc 0, it is flushed with the turn; an error, it closes (server.c). */
+void gw_http1_output(struct gw_server *s, void *owner, int rc);
 /*
  * Asks stored's lessor (a MSG_KEEPALIVE: m's origin is filled here) and
  * answers the call with what it says: as a unary call's answer, or with

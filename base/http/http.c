@@ -515,16 +515,21 @@ const char *http_status_text(int status)
 	case 200: return "OK";
 	case 204: return "No Content";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 409: return "Conflict";
 	case 410: return "Gone";
 	case 412: return "Precondition Failed";
 	case 413: return "Request Entity Too Large";
+	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
 	case 501: return "Not Implemented";
 	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
 	default: return "";
 	}
 }

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -114,7 +115,7 @@ static const char *http1_reason(int status)
 	case 405: return "Method Not Allowed";
 	case 431: return "Request Header Fields Too Large";
 	case 503: return "Service Unavailable";
-	default: return "Unknown";
+	default: return *http_status_text(status) ? http_status_text(status) : "Unknown";
 	}
 }
 
@@ -128,6 +129,9 @@ struct http1_answer {
 			      * writes a type it sniffed */
 	const char *body;
 	size_t body_len;     /* 0: strlen(body) */
+	bool chunked;        /* Transfer-Encoding: chunked, the body to come */
+	bool body_later;     /* the head only: body_len bytes follow */
+	const char *extra;   /* more header lines ("Name: value\r\n"), or NULL */
 };
 
 /* Appends a full answer to req. */
@@ -141,24 +145,30 @@ static int http1_answer(struct http1_conn *c, const struct http1_request *req,
 			   req->minor == 0 ? "Connection: keep-alive\r\n" : "";
 	char ctype[128];
 	snprintf(ctype, sizeof(ctype), "Content-Type: %s\r\n", a->content_type);
+	char length[48];
+	if (a->chunked)
+		snprintf(length, sizeof(length), "Transfer-Encoding: chunked\r\n");
+	else
+		snprintf(length, sizeof(length), "Content-Length: %zu\r\n", blen);
 	int n = snprintf(head, sizeof(head),
 			 "HTTP/1.%d %d %s\r\n"
 			 "Access-Control-Allow-Headers: accept, content-type, authorization\r\n"
 			 "Access-Control-Allow-Methods: POST, GET, OPTIONS, PUT, DELETE\r\n"
 			 "Access-Control-Allow-Origin: *\r\n"
-			 "%s%s%s"
+			 "%s%s%s%s"
 			 "Date: %s\r\n"
-			 "Content-Length: %zu\r\n"
+			 "%s"
 			 "%s%s\r\n",
 			 req->minor == 0 ? 0 : 1, a->status, http1_reason(a->status),
 			 a->allow_get ? "Allow: GET\r\n" : "", a->type_sniffed ? "" : ctype,
-			 a->nosniff ? "X-Content-Type-Options: nosniff\r\n" : "", http1_date(), blen,
+			 a->extra ? a->extra : "",
+			 a->nosniff ? "X-Content-Type-Options: nosniff\r\n" : "", http1_date(), length,
 			 a->type_sniffed ? ctype : "", conn);
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -ENOMEM;
 	if (h2_buf_append(&c->out, http1_mem(), head, (size_t)n))
 		return -ENOMEM;
-	if (!head_only && h2_buf_append(&c->out, http1_mem(), a->body, blen))
+	if (!head_only && !a->chunked && !a->body_later && h2_buf_append(&c->out, http1_mem(), a->body, blen))
 		return -ENOMEM;
 	if (!req->keep_alive)
 		c->closing = true;
@@ -289,6 +299,80 @@ static int http1_lease(struct http1_conn *c, const struct http1_request *req,
 	return http1_answer(c, req, &a);
 }
 
+/* Whether req goes to the JSON gateway: a path under /v3/ or /v3beta/. */
+static bool http1_is_gateway(const struct http1_conn *c, const struct http1_request *req)
+{
+	if (!c->ops || !c->ops->gateway)
+		return false;
+	return (req->path_len >= 4 && memcmp(req->target, "/v3/", 4) == 0) ||
+	       (req->path_len >= 8 && memcmp(req->target, "/v3beta/", 8) == 0);
+}
+
+/* A gateway request whose head is buf[0..head) and whose body follows:
+ * hands it over once the body is whole. Returns the bytes used (head and
+ * body), 0 while the body is incomplete, or -ENOMEM. */
+static long http1_gateway(struct http1_conn *c, const struct http1_request *req,
+			  const uint8_t *buf, size_t head, size_t len)
+{
+	struct http1_gw_answer now = { 0 };
+	struct http1_gw_req r = { .method = req->method, .method_len = req->method_len,
+				  .path = req->target, .path_len = req->path_len };
+	uint8_t *copy = NULL;
+	size_t used;
+	int rc;
+
+	if (req->chunked) {
+		struct http_chunked ch = { 0 };
+		size_t consumed = 0, produced = 0;
+		copy = malloc(len - head + 1);
+		if (!copy)
+			return -ENOMEM;
+		rc = http_chunked_decode(&ch, buf + head, len - head, copy, &consumed, &produced);
+		if (rc == -EBADMSG) {
+			free(copy);
+			return http1_refuse(c, 400, "malformed chunked encoding") ? -ENOMEM : (long)len;
+		}
+		if (rc == 0) {
+			free(copy);
+			if (len - head > c->ops->gateway_max_body + 4096)
+				goto too_large;
+			return 0;
+		}
+		r.body = copy;
+		r.body_len = produced;
+		used = head + consumed;
+	} else {
+		size_t blen = req->has_length ? (size_t)req->content_length : 0;
+		if (blen > c->ops->gateway_max_body)
+			goto too_large;
+		if (len - head < blen)
+			return 0;
+		r.body = buf + head;
+		r.body_len = blen;
+		used = head + blen;
+	}
+	if (r.body_len > c->ops->gateway_max_body) {
+		free(copy);
+		goto too_large;
+	}
+	c->waiting = true;
+	c->wait_minor = req->minor;
+	c->wait_keep_alive = req->keep_alive;
+	c->wait_chunked = false;
+	rc = c->ops->gateway(c->ops->arg, c, &r, &now);
+	free(copy);
+	if (rc < 0)
+		return -ENOMEM;
+	if (rc == 0)
+		return (long)used;
+	c->waiting = false;
+	struct http1_answer a = { .status = now.status, .content_type = now.content_type,
+				  .nosniff = now.nosniff, .body = now.body };
+	return http1_answer(c, req, &a) ? -ENOMEM : (long)used;
+too_large:
+	return http1_refuse(c, 413, NULL) ? -ENOMEM : (long)len;
+}
+
 /* Whether req is one of the requests whose body is read, and which. */
 static bool http1_reads_body(const struct http1_conn *c, const struct http1_request *req,
 			     bool *lease)
@@ -327,6 +411,20 @@ static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
 			if (http1_refuse(c, rc == HTTP1_BAD ? 400 : 431, NULL))
 				return -ENOMEM;
 			break;
+		}
+		if (http1_is_gateway(c, &req)) {
+			if (req.minor >= 1 && !req.has_host) {
+				if (http1_refuse(c, 400, "missing required Host header"))
+					return -ENOMEM;
+				break;
+			}
+			long n = http1_gateway(c, &req, buf + off, (size_t)rc, len - off);
+			if (n < 0)
+				return -ENOMEM;
+			if (n == 0)
+				break;
+			off += (size_t)n;
+			continue;
 		}
 		bool lease;
 		if (http1_reads_body(c, &req, &lease)) {
@@ -406,6 +504,54 @@ int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
 		a.body = "";
 	if (http1_answer(c, &req, &a))
 		return -ENOMEM;
+	return c->closing ? 0 : http1_conn_drain_in(c);
+}
+
+int http1_conn_gw_head(struct http1_conn *c, int status, bool chunked, size_t content_length)
+{
+	struct http1_request req = { .method = "POST", .method_len = 4, .minor = c->wait_minor,
+				     .keep_alive = c->wait_keep_alive };
+	struct http1_answer a = { .status = status, .content_type = "application/json",
+				  .body = "", .body_len = content_length, .chunked = chunked,
+				  .body_later = true,
+				  .extra = "Grpc-Metadata-Content-Type: application/grpc\r\n" };
+	bool closing = c->closing;
+
+	if (!c->waiting)
+		return 0;
+	c->wait_chunked = chunked;
+	if (http1_answer(c, &req, &a))
+		return -ENOMEM;
+	/* a Connection: close answer closes once the body ended (gw_end) */
+	c->closing = closing;
+	return 0;
+}
+
+int http1_conn_gw_data(struct http1_conn *c, const void *p, size_t n)
+{
+	char size[24];
+
+	if (!c->waiting || n == 0)
+		return 0;
+	if (!c->wait_chunked)
+		return h2_buf_append(&c->out, http1_mem(), p, n) ? -ENOMEM : 0;
+	int k = snprintf(size, sizeof(size), "%zx\r\n", n);
+	if (h2_buf_append(&c->out, http1_mem(), size, (size_t)k) ||
+	    h2_buf_append(&c->out, http1_mem(), p, n) ||
+	    h2_buf_append(&c->out, http1_mem(), "\r\n", 2))
+		return -ENOMEM;
+	return 0;
+}
+
+int http1_conn_gw_end(struct http1_conn *c)
+{
+	if (!c->waiting)
+		return 0;
+	if (c->wait_chunked && h2_buf_append(&c->out, http1_mem(), "0\r\n\r\n", 5))
+		return -ENOMEM;
+	c->waiting = false;
+	if (!c->wait_keep_alive)
+		c->closing = true;
 	return c->closing ? 0 : http1_conn_drain_in(c);
 }
 

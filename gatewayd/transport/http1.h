@@ -36,6 +36,25 @@ struct hashkv_resp;
 struct leasehttp_req;
 struct http1_conn;
 
+/* A request under /v3/ or /v3beta/, for etcd's JSON gateway. Pointers
+ * are valid during the call only. */
+struct http1_gw_req {
+	const char *method;
+	size_t method_len;
+	const char *path;        /* the target before '?' */
+	size_t path_len;
+	const uint8_t *body;     /* whole, the chunked coding removed */
+	size_t body_len;
+};
+
+/* An answer the gateway gives at once (a bad path, method or body). */
+struct http1_gw_answer {
+	int status;
+	const char *content_type;
+	bool nosniff;            /* X-Content-Type-Options: nosniff (Go's http.Error) */
+	const char *body;        /* NUL-terminated */
+};
+
 /* What the connection needs from the rest of gatewayd. */
 struct http1_ops {
 	/* /health: whether the member is healthy (raftd knows a leader). */
@@ -51,6 +70,15 @@ struct http1_ops {
 	 * hashkv until http1_conn_reply gives the answer. 0, or -ENOMEM
 	 * (answered 500 at once). */
 	int (*lease)(void *arg, struct http1_conn *c, const struct leasehttp_req *r);
+	/* A request under /v3/ or /v3beta/ (etcd's JSON gateway), served only
+	 * where this is set, once its whole body (at most gateway_max_body
+	 * bytes; a longer one is answered 413) is here. Returns 1 with *now
+	 * filled to answer at once; 0 when the answer comes later through
+	 * http1_conn_gw_head/_data/_end, c waiting meanwhile as for hashkv;
+	 * or -ENOMEM. */
+	int (*gateway)(void *arg, struct http1_conn *c, const struct http1_gw_req *r,
+		       struct http1_gw_answer *now);
+	size_t gateway_max_body;
 	void *arg;
 };
 
@@ -65,6 +93,7 @@ struct http1_conn {
 				 * what comes waits in `in` */
 	int wait_minor;         /* that request's HTTP/1.minor and keep-alive */
 	bool wait_keep_alive;
+	bool wait_chunked;      /* the gateway's answer goes in chunks */
 	const struct http1_ops *ops;
 };
 
@@ -92,6 +121,16 @@ int http1_conn_hashkv_done(struct http1_conn *c, int rc, const struct hashkv_res
  * meanwhile are answered. 0 or -ENOMEM. */
 int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
 		     const void *body, size_t len);
+
+/* The answer of the gateway request c waits for: its head (status,
+ * application/json, grpc-gateway's header fields; chunked, for a stream,
+ * or content_length bytes), its body bytes (one chunk per call when
+ * chunked), then its end, after which the requests that came meanwhile
+ * are answered. Each returns 0 or -ENOMEM; called when c does not wait,
+ * they do nothing. */
+int http1_conn_gw_head(struct http1_conn *c, int status, bool chunked, size_t content_length);
+int http1_conn_gw_data(struct http1_conn *c, const void *p, size_t n);
+int http1_conn_gw_end(struct http1_conn *c);
 
 /* Response bytes waiting to be written, and marking n of them written. */
 static inline size_t http1_conn_out_len(const struct http1_conn *c)
