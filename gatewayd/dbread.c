@@ -64,7 +64,9 @@ static void gw_cache_attach(struct gw_server *s)
 		s->cache_attached = true;
 }
 
-int gw_read_begin(struct gw_server *s, struct gw_read *rd)
+/* One try of gw_read_begin; -ESTALE when the file opened is not the one
+ * the registered root is in (replaced meanwhile: try again). */
+static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 {
 	int rc;
 
@@ -93,13 +95,15 @@ int gw_read_begin(struct gw_server *s, struct gw_read *rd)
 			s->db = NULL;
 			goto out_end;
 		}
-		/* The file must be the one the registered root is in: stored
-		 * bumps the generation before it renames a new file over the
-		 * path, so if it is unchanged now the file opened is right. */
+		/* The file must be the one the registered root is in: the one
+		 * of its inode (a defragmented db is renamed over the path
+		 * before its root is published), and of an unchanged generation
+		 * (an installed one is renamed after its generation is bumped). */
 		struct status_stored now;
-		if (status_stored_read(s->r, &now) || now.db_generation != rd->st.db_generation) {
+		if (status_stored_read(s->r, &now) || now.db_generation != rd->st.db_generation ||
+		    (rd->st.db_ino && btree_reader_ino(s->db) != rd->st.db_ino)) {
 			gw_db_unmap(s);
-			rc = -EAGAIN;
+			rc = -ESTALE;
 			goto out_end;
 		}
 		s->db_generation = rd->st.db_generation;
@@ -126,6 +130,17 @@ int gw_read_begin(struct gw_server *s, struct gw_read *rd)
 out_end:
 	readers_end(s->r, s->reader_index);
 	return rc;
+}
+
+int gw_read_begin(struct gw_server *s, struct gw_read *rd)
+{
+	int rc = -ESTALE;
+
+	/* a file replaced between the registration and the open is published
+	 * at once after its rename: the next try finds it */
+	for (int i = 0; i < 4 && rc == -ESTALE; i++)
+		rc = gw_read_try(s, rd);
+	return rc == -ESTALE ? -EAGAIN : rc;
 }
 
 void gw_read_end(struct gw_server *s, struct gw_read *rd)
@@ -159,7 +174,10 @@ void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *s
 	struct stat sb;
 
 	*size = stat(s->db_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
-	*in_use = gw_db_high_water_bytes(s, st);
+	/* etcd's SizeInUse: the high-water mark's pages less the free ones */
+	*in_use = gw_db_high_water_bytes(s, st) - (int64_t)(st->free_pages * s->db_page_size);
 	if (*in_use > *size)
 		*in_use = *size;
+	if (*in_use < 0)
+		*in_use = 0;
 }

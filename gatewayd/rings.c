@@ -616,6 +616,26 @@ void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg
 		gw_call_set(call, GW_CALL_PENDING, p->request_id);
 }
 
+void gw_ask_stored_defrag(struct gw_server *s, struct grpc_call *call)
+{
+	struct msg_defrag rec = { 0 };
+	struct pending_req *p = pending_add(&s->pending, PENDING_PROPOSE, grpc_call_id(call),
+					    s->now_ns + GW_DEFRAG_TIMEOUT_NS);
+
+	if (!p) {
+		gw_refuse_too_many(s, call);
+		return;
+	}
+	p->seen_term = 0;
+	pending_origin(&s->pending, p, &rec.origin);
+	if (ring_push(gw_ring(s, SHM_SLOT_TO_STORED), MSG_DEFRAG, &rec, sizeof(rec))) {
+		pending_remove(&s->pending, p);
+		gw_refuse_too_many(s, call);
+		return;
+	}
+	gw_call_set(call, GW_CALL_PENDING, p->request_id);
+}
+
 void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d)
 {
 	struct msg_read_index ri;

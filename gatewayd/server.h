@@ -476,6 +476,15 @@ void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg
 		   bool stream);
 
 /*
+ * Asks stored to defragment the db (a MSG_DEFRAG) and answers the call
+ * with stored's answer, once the new file is the db. The call waits up
+ * to GW_DEFRAG_TIMEOUT_NS (etcd sets none: the client's deadline ends it
+ * sooner). Answers the call itself when the request cannot be sent.
+ */
+#define GW_DEFRAG_TIMEOUT_NS (3600ll * 1000000000)
+void gw_ask_stored_defrag(struct gw_server *s, struct grpc_call *call);
+
+/*
  * A linearizable read: asks raftd for a read index, waits until stored's
  * applied index reaches it, then runs d (d->ops->run) with the call.
  * Takes d in every case (it is freed with d->ops->free); errors and
@@ -502,7 +511,9 @@ void gw_read_refuse(struct gw_server *s, struct grpc_call *call, int rc);
  * size is read once). */
 int64_t gw_db_high_water_bytes(struct gw_server *s, const struct status_stored *st);
 
-/* Size of the db file and of its part in use (bytes), 0 when unknown. */
+/* Size of the db file and of its part in use (bytes: etcd's dbSizeInUse,
+ * the high-water mark's pages less the free pages stored published), 0
+ * when unknown. */
 void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *size,
 		 int64_t *in_use);
 

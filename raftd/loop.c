@@ -612,6 +612,7 @@ static void publish_status(struct loop *l, bool force_no_leader)
 		.is_leader = !force_no_leader && raft_is_leader(l->raft),
 		.settled_term = l->published.settled_term,
 		.settled_index = l->published.settled_index,
+		.is_learner = raft_is_learner(l->raft),
 	};
 	const struct raftlog *log = raft_log(l->raft);
 	uint64_t cterm = raftlog_term(log, st.commit_index);
@@ -621,7 +622,8 @@ static void publish_status(struct loop *l, bool force_no_leader)
 	}
 	if (l->has_published && st.leader_id == l->published.leader_id &&
 	    st.term == l->published.term && st.commit_index == l->published.commit_index &&
-	    st.is_leader == l->published.is_leader && st.settled_term == l->published.settled_term)
+	    st.is_leader == l->published.is_leader && st.settled_term == l->published.settled_term &&
+	    st.is_learner == l->published.is_learner)
 		return;
 	status_raftd_write(l->r, &st);
 	l->published = st;

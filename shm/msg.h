@@ -30,7 +30,7 @@
  *                                              MSG_SNAPSHOT_INSTALL
  *   stored -> raftd     SHM_RING_STORED_PROPOSALS  MSG_PROPOSE
  *   stored -> gatewayd  SHM_SLOT_FROM_STORED   MSG_RESULT
- *   gatewayd -> stored  SHM_SLOT_TO_STORED     MSG_KEEPALIVE
+ *   gatewayd -> stored  SHM_SLOT_TO_STORED     MSG_KEEPALIVE, MSG_DEFRAG
  */
 #ifndef CETCD_SHM_MSG_H
 #define CETCD_SHM_MSG_H
@@ -63,6 +63,10 @@ enum msg_type {
 				   * /leases, /leases/internal on its peer
 				   * URL); raftd answers with a MSG_RESULT
 				   * as stored's lessor would */
+	MSG_DEFRAG = 12,          /* msg_defrag: a gateway asks stored to
+				   * defragment the db (Maintenance.
+				   * Defragment); stored answers with a
+				   * MSG_RESULT once the new file is the db */
 };
 
 /* Field number of the origin appended to proposal bytes; far above any
@@ -175,6 +179,12 @@ struct msg_keepalive {
 	int64_t lease_id;
 	uint32_t op;       /* enum msg_lease_op */
 	uint32_t flags;    /* MSG_LEASE_F_* */
+};
+
+/* MSG_DEFRAG. A request that comes while a defragmentation runs waits for
+ * the next one, which serves every request waiting when it begins. */
+struct msg_defrag {
+	struct msg_origin origin;
 };
 
 /*

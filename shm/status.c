@@ -120,12 +120,13 @@ static struct status_seqlock *status_stored_lock(struct shm_region *r)
 
 enum {
 	RAFTD_LEADER, RAFTD_TERM, RAFTD_COMMIT, RAFTD_IS_LEADER, RAFTD_SETTLED_TERM,
-	RAFTD_SETTLED_INDEX, RAFTD_WORDS
+	RAFTD_SETTLED_INDEX, RAFTD_IS_LEARNER, RAFTD_WORDS
 };
 enum {
 	STORED_ROOT, STORED_TXID, STORED_APPLIED, STORED_REVISION,
 	STORED_HIGH_WATER, STORED_EPOCH, STORED_DURABLE, STORED_DB_GEN, STORED_NO_SPACE,
-	STORED_WORDS
+	STORED_DB_INO, STORED_FREE_PAGES, STORED_DEFRAG_COUNT, STORED_DEFRAG_LAST,
+	STORED_DEFRAG_TOTAL, STORED_WORDS
 };
 _Static_assert(STORED_WORDS <= STATUS_SEQLOCK_WORDS, "stored's record fits its seqlock");
 
@@ -139,6 +140,7 @@ void status_raftd_write(struct shm_region *r, const struct status_raftd *st)
 	w[RAFTD_IS_LEADER] = st->is_leader;
 	w[RAFTD_SETTLED_TERM] = st->settled_term;
 	w[RAFTD_SETTLED_INDEX] = st->settled_index;
+	w[RAFTD_IS_LEARNER] = st->is_learner;
 	status_seqlock_write(status_raftd_lock(r), w, RAFTD_WORDS);
 }
 
@@ -155,6 +157,7 @@ int status_raftd_read(struct shm_region *r, struct status_raftd *out)
 	out->is_leader = w[RAFTD_IS_LEADER] != 0;
 	out->settled_term = w[RAFTD_SETTLED_TERM];
 	out->settled_index = w[RAFTD_SETTLED_INDEX];
+	out->is_learner = w[RAFTD_IS_LEARNER] != 0;
 	return 0;
 }
 
@@ -171,6 +174,11 @@ void status_stored_write(struct shm_region *r, const struct status_stored *st)
 	w[STORED_DURABLE] = st->durable_index;
 	w[STORED_DB_GEN] = st->db_generation;
 	w[STORED_NO_SPACE] = st->db_no_space;
+	w[STORED_DB_INO] = st->db_ino;
+	w[STORED_FREE_PAGES] = st->free_pages;
+	w[STORED_DEFRAG_COUNT] = st->defrag_count;
+	w[STORED_DEFRAG_LAST] = st->defrag_last_ns;
+	w[STORED_DEFRAG_TOTAL] = st->defrag_total_ns;
 	status_seqlock_write(status_stored_lock(r), w, STORED_WORDS);
 }
 
@@ -190,6 +198,11 @@ int status_stored_read(struct shm_region *r, struct status_stored *out)
 	out->durable_index = w[STORED_DURABLE];
 	out->db_generation = w[STORED_DB_GEN];
 	out->db_no_space = w[STORED_NO_SPACE] != 0;
+	out->db_ino = w[STORED_DB_INO];
+	out->free_pages = w[STORED_FREE_PAGES];
+	out->defrag_count = w[STORED_DEFRAG_COUNT];
+	out->defrag_last_ns = w[STORED_DEFRAG_LAST];
+	out->defrag_total_ns = w[STORED_DEFRAG_TOTAL];
 	return 0;
 }
 

@@ -26,6 +26,7 @@ struct status_raftd {
 	 * settled_index was lost in the leader change. 0 until known. */
 	uint64_t settled_term;
 	uint64_t settled_index;
+	bool is_learner;       /* this member is a learner (etcd's Status.isLearner) */
 };
 
 /* Published by stored: once per apply batch (its new root), and when a
@@ -46,6 +47,19 @@ struct status_stored {
 	 * entries for it to apply (they tell whether there is room again)
 	 * and clears it at its open otherwise, as no batch would come. */
 	bool db_no_space;
+	/* The inode of the db file the root is in: a reader that opens the
+	 * db by path reads it at this root only if the file it opened is
+	 * this one (the path may name a newer file already). 0: unknown. */
+	uint64_t db_ino;
+	/* Free pages below the high-water mark (bbolt's FreePageN): etcd's
+	 * dbSizeInUse is the high-water mark's bytes less these. */
+	uint64_t free_pages;
+	/* Defragmentations done by this member since its region was made,
+	 * and their durations: the last, and the sum (the _count and _sum of
+	 * etcd's etcd_disk_backend_defrag_duration_seconds). */
+	uint64_t defrag_count;
+	uint64_t defrag_last_ns;
+	uint64_t defrag_total_ns;
 };
 
 /* Seqlock on an array of 64-bit words, the building block of the above.

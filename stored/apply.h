@@ -33,6 +33,7 @@
 #include "stored/mvcc/mvcc.h"
 
 /* gRPC status codes the applier answers with (grpc-go's codes). */
+#define STORED_GRPC_UNKNOWN 2
 #define STORED_GRPC_INVALID_ARGUMENT 3
 #define STORED_GRPC_NOT_FOUND 5
 #define STORED_GRPC_FAILED_PRECONDITION 9

@@ -215,6 +215,8 @@ void lessor_loop_requests(struct lessor_loop *ll, int64_t revision)
 					ll_keepalive(ll, &m, revision);
 					any = true;
 				}
+			} else if (rec.type == MSG_DEFRAG && ll->other) {
+				ll->other(ll->other_arg, i, &rec);
 			} else {
 				log_debug("dropped a record stored does not serve", LOG_U64("slot", i),
 					  LOG_U64("type", rec.type), LOG_U64("len", rec.len));

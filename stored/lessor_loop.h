@@ -20,6 +20,8 @@
 #include "stored/lessor.h"
 #include "stored/results.h"
 
+struct ring_rec;
+
 /* How often the leader looks for expired leases (etcd's runLoop). */
 #define LESSOR_TICK_NS 500000000LL
 
@@ -31,13 +33,18 @@ struct lessor_loop {
 	int64_t tick_ns;                /* time of the last tick */
 	uint64_t proposal_id;           /* request ids of own proposals */
 	struct arena arena;
+	/* Takes the slots' records that are not the lessor's (MSG_DEFRAG, to
+	 * the apply loop); NULL: they are dropped. */
+	void (*other)(void *arg, uint32_t slot, const struct ring_rec *rec);
+	void *other_arg;
 };
 
 void lessor_loop_init(struct lessor_loop *ll, struct shm_region *r, struct lessor *l,
 		      struct stored_results *results, uint64_t member_id, uint64_t cluster_id);
 void lessor_loop_fini(struct lessor_loop *ll);
 
-/* Serves the slots' requests (revision: the store's, for headers). */
+/* Serves the slots' requests (revision: the store's, for headers), and
+ * hands `other` those that are not the lessor's. */
 void lessor_loop_requests(struct lessor_loop *ll, int64_t revision);
 
 /* Follows raftd's leadership, and when a tick is due proposes revokes and

@@ -24,6 +24,7 @@
 #include "shm/slot.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
+#include "stored/defrag.h"
 #include "stored/events.h"
 #include "stored/install.h"
 #include "stored/lessor_loop.h"
@@ -42,6 +43,8 @@
 /* Keys of the file told to the latest-entry cache per idle turn (each a
  * lookup of its revision in the key bucket). */
 #define LOOP_CACHE_WARM_STEP 4096
+/* Time a defragmentation's step takes per turn. */
+#define LOOP_DEFRAG_STEP_NS 1000000
 
 /* A physical compaction whose answer waits for the deletion to finish. */
 struct loop_waiting {
@@ -92,7 +95,19 @@ struct stored_loop {
 	bool cache_warm_failed;          /* warming stopped on an error */
 	struct stored_loop_stats st;
 	struct stored_events events;     /* the batch's watch events (events.h) */
+	uint64_t db_ino;                 /* inode of the db file open */
+	/* Defragmentation (defrag.h): the one under way and its copy, the
+	 * requests it answers, and those that wait for the next one. */
+	struct defrag *defrag;
+	char *defrag_path;
+	struct msg_origin *defrag_serving, *defrag_waiting;
+	size_t ndefrag_serving, defrag_serving_cap, ndefrag_waiting, defrag_waiting_cap;
+	int64_t defrag_start_ns;
+	uint64_t defrag_size, defrag_in_use;  /* before it */
+	uint64_t defrag_seq;
 };
+
+static void loop_defrag_request(void *arg, uint32_t slot, const struct ring_rec *rec);
 
 static int64_t loop_now_ns(void)
 {
@@ -244,6 +259,10 @@ static void loop_publish_root(struct stored_loop *l)
 	}
 	btree_db_current(l->db, &root);
 	mvcc_store_state(l->store, &ms);
+	struct btree_db_stats bs;
+	btree_db_stats(l->db, &bs);
+	l->pub.free_pages = bs.free_pages;
+	l->pub.db_ino = l->db_ino;
 	l->pub.root_page = root.root_pgid;
 	l->pub.txid = root.txid;
 	l->pub.high_water_page = root.hwm_pgid;
@@ -341,7 +360,8 @@ static void loop_on_event(void *arg, const struct mvcc_event *ev)
 
 /* Opens the db (resuming after the previous record) and the store, and
  * makes what the open wrote durable. */
-static int loop_open_db(struct stored_loop *l, const struct status_stored *prev, bool known)
+static int loop_open_db(struct stored_loop *l, const char *path, const struct status_stored *prev,
+			bool known)
 {
 	struct btree_db_opts bo = {
 		.create = true,
@@ -362,7 +382,7 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 	 * io_uring instance, torn down after its exit, still holds the file. */
 	int64_t start = loop_now_ns();
 	for (;;) {
-		rc = btree_db_open(l->db_path, &bo, &l->db);
+		rc = btree_db_open(path, &bo, &l->db);
 		if (rc != -EBUSY || loop_now_ns() - start > (int64_t)LOOP_DB_BUSY_MS * 1000000)
 			break;
 		usleep(2000);
@@ -371,10 +391,12 @@ static int loop_open_db(struct stored_loop *l, const struct status_stored *prev,
 		log_info("waited for the db's lock to go with a previous writer",
 			 LOG_STR("path", l->db_path), LOG_I64("waited-ms", (loop_now_ns() - start) / 1000000));
 	if (rc) {
-		log_error("cannot open the db", LOG_STR("path", l->db_path),
+		log_error("cannot open the db", LOG_STR("path", path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
+	struct stat sb;
+	l->db_ino = stat(path, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
 	struct mvcc_store_opts so = { .on_event = loop_on_event, .event_arg = l };
 	rc = mvcc_store_open(l->db, &so, &l->store);
 	if (rc) {
@@ -453,6 +475,8 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	if (rc)
 		goto out_free;
 	lessor_loop_init(&l->lease, r, l->lessor, &l->results, o->member_id, o->cluster_id);
+	l->lease.other = loop_defrag_request;
+	l->lease.other_arg = l;
 	l->db_path = stored_malloc(dlen + sizeof("/member/snap/db"));
 	if (!l->db_path) {
 		rc = -ENOMEM;
@@ -473,13 +497,19 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	memcpy(l->install_path + dlen + sizeof("/member/snap/db") - 1, ".installing",
 	       sizeof(".installing"));
 	(void)unlink(l->install_path); /* left by an install that died */
+	l->db_path[dlen + sizeof("/member/snap") - 1] = '\0';
+	rc = defrag_remove_leftovers(l->db_path);
+	if (rc > 0)
+		log_info("removed what a defragmentation that died left", LOG_STR("dir", l->db_path),
+			 LOG_I64("files", rc));
+	l->db_path[dlen + sizeof("/member/snap") - 1] = '/';
 
 	known = loop_previous(l, &prev);
 	if (known)
 		l->pub = prev; /* still what readers use, until replaced */
 	l->delivered = status_stored_delivered(r);
 	readers_reap(r);
-	rc = loop_open_db(l, &prev, known);
+	rc = loop_open_db(l, l->db_path, &prev, known);
 	if (rc) {
 		if (known)
 			loop_no_space_set(l, rc); /* l->pub is still prev */
@@ -518,6 +548,7 @@ void stored_loop_free(struct stored_loop *l)
 {
 	if (!l)
 		return;
+	defrag_abort(l->defrag);
 	mvcc_store_close(l->store);
 	btree_db_close(l->db);
 	membership_free(&l->membership);
@@ -532,6 +563,9 @@ void stored_loop_free(struct stored_loop *l)
 	stored_free(l->waiting);
 	stored_free(l->db_path);
 	stored_free(l->install_path);
+	stored_free(l->defrag_path);
+	stored_free(l->defrag_serving);
+	stored_free(l->defrag_waiting);
 	stored_free(l);
 }
 
@@ -842,6 +876,23 @@ static bool loop_install_decode(const struct ring_rec *rec, struct msg_snapshot_
 	return strlen(path) == m->path_len;
 }
 
+/* Closes the db and what was loaded from it before another file is
+ * opened as the db; *resume gets the txid to continue above (every one
+ * published for the old file). */
+static void loop_close_db(struct stored_loop *l, struct status_stored *resume)
+{
+	struct btree_root cur;
+
+	btree_db_current(l->db, &cur);
+	resume->txid = cur.txid > l->pub.txid ? cur.txid : l->pub.txid;
+	mvcc_store_close(l->store);
+	l->store = NULL;
+	btree_db_close(l->db);
+	l->db = NULL;
+	membership_free(&l->membership);
+	stored_alarms_free(&l->alarms);
+}
+
 /*
  * Makes the prepared copy the db: withdraws the root and bumps the
  * generation (so that readers open no file they cannot tell from the new
@@ -852,7 +903,6 @@ static bool loop_install_decode(const struct ring_rec *rec, struct msg_snapshot_
  */
 static int loop_install_switch(struct stored_loop *l)
 {
-	struct btree_root cur;
 	struct status_stored resume = { 0 };
 	int rc;
 
@@ -875,16 +925,9 @@ static int loop_install_switch(struct stored_loop *l)
 		return rc;
 	}
 
-	btree_db_current(l->db, &cur);
-	resume.txid = cur.txid > l->pub.txid ? cur.txid : l->pub.txid;
-	mvcc_store_close(l->store);
-	l->store = NULL;
-	btree_db_close(l->db);
-	l->db = NULL;
-	membership_free(&l->membership);
-	stored_alarms_free(&l->alarms);
+	loop_close_db(l, &resume);
 	events_resync(&l->events); /* watchers catch up from the new file */
-	rc = loop_open_db(l, &resume, true);
+	rc = loop_open_db(l, l->db_path, &resume, true);
 	if (rc)
 		return rc;
 	if (l->cache_on) {
@@ -1079,6 +1122,243 @@ static int loop_batch(struct stored_loop *l)
 	return rc;
 }
 
+/* ---- defragmentation ---- */
+
+/* A MSG_DEFRAG from slot (lessor_loop.other): waits for the next
+ * defragmentation. */
+static void loop_defrag_request(void *arg, uint32_t slot, const struct ring_rec *rec)
+{
+	struct stored_loop *l = arg;
+	struct msg_defrag m;
+
+	if (rec->len != sizeof(m)) {
+		l->st.malformed++;
+		return;
+	}
+	memcpy(&m, rec->data, sizeof(m));
+	if (m.origin.slot != slot)
+		return;
+	if (stored_reserve((void **)&l->defrag_waiting, &l->defrag_waiting_cap,
+			   l->ndefrag_waiting + 1, sizeof(*l->defrag_waiting), 4)) {
+		loop_stage(l, &m.origin, 0, 0, STORED_GRPC_RESOURCE_EXHAUSTED, (const uint8_t *)"",
+			   0);
+		return;
+	}
+	if (!l->defrag && !l->ndefrag_waiting)
+		log_info("starting defragment");
+	l->defrag_waiting[l->ndefrag_waiting++] = m.origin;
+}
+
+/* Answers every request the defragmentation under way serves: status 0
+ * (an empty DefragmentResponse, as etcd's) or a gRPC code and text. */
+static void loop_defrag_answer(struct stored_loop *l, int32_t status, const char *text)
+{
+	uint32_t len = text ? (uint32_t)strlen(text) : 0;
+
+	for (size_t i = 0; i < l->ndefrag_serving; i++)
+		loop_stage(l, &l->defrag_serving[i], l->committed_index, l->pub.revision, status,
+			   (const uint8_t *)(text ? text : ""), len);
+	l->ndefrag_serving = 0;
+	stored_results_publish(&l->results);
+	stored_results_wake(&l->results);
+}
+
+/* The db's sizes as etcd's backend gives them: Size() is the high-water
+ * mark's bytes, SizeInUse() that less the free pages. */
+static void loop_db_sizes(struct stored_loop *l, uint64_t *size, uint64_t *in_use)
+{
+	struct btree_db_stats bs;
+
+	btree_db_stats(l->db, &bs);
+	*size = bs.hwm_pgid * bs.page_size;
+	*in_use = *size - bs.free_pages * bs.page_size;
+}
+
+/* A defragmentation failed with rc before its copy became the db: the
+ * copy goes, the db stays as it was, and the requests get etcd's
+ * answer to a failed Defrag (the error's text, code Unknown). */
+static void loop_defrag_fail(struct stored_loop *l, int rc)
+{
+	char why[512];
+
+	snprintf(why, sizeof(why), "%s", errmsg_get(rc));
+	defrag_abort(l->defrag);
+	l->defrag = NULL;
+	log_warn("failed to defragment", LOG_STR("path", l->db_path), LOG_STR("error", why),
+		 LOG_ERRNO(rc));
+	loop_defrag_answer(l, STORED_GRPC_UNKNOWN, why);
+}
+
+/* Starts a defragmentation for the requests waiting. */
+static void loop_defrag_start(struct stored_loop *l)
+{
+	struct msg_origin *t = l->defrag_serving;
+	size_t tcap = l->defrag_serving_cap;
+	char a[16], b[16];
+	int rc;
+
+	l->defrag_serving = l->defrag_waiting;
+	l->defrag_serving_cap = l->defrag_waiting_cap;
+	l->ndefrag_serving = l->ndefrag_waiting;
+	l->defrag_waiting = t;
+	l->defrag_waiting_cap = tcap;
+	l->ndefrag_waiting = 0;
+
+	size_t dlen = strlen(l->db_path);
+	stored_free(l->defrag_path);
+	l->defrag_path = stored_malloc(dlen + 64);
+	if (!l->defrag_path) {
+		loop_defrag_answer(l, STORED_GRPC_RESOURCE_EXHAUSTED, "etcdserver: out of memory");
+		return;
+	}
+	snprintf(l->defrag_path, dlen + 64, "%s.tmp.%ld.%llu", l->db_path, (long)getpid(),
+		 (unsigned long long)++l->defrag_seq);
+	l->defrag_start_ns = loop_now_ns();
+	loop_db_sizes(l, &l->defrag_size, &l->defrag_in_use);
+	log_bytes_text(l->defrag_size, a);
+	log_bytes_text(l->defrag_in_use, b);
+	log_info("defragmenting", LOG_STR("path", l->db_path),
+		 LOG_I64("current-db-size-bytes", l->defrag_size), LOG_STR("current-db-size", a),
+		 LOG_I64("current-db-size-in-use-bytes", l->defrag_in_use),
+		 LOG_STR("current-db-size-in-use", b));
+	const struct defrag_opts o = {
+		.tmp_path = l->defrag_path, .map_size = l->o.map_size,
+		.io_open = l->o.io_open, .io_open_arg = l->o.io_open_arg,
+	};
+	rc = defrag_begin(l->db, &o, &l->defrag);
+	if (rc) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s", errmsg_get(rc));
+		(void)unlink(l->defrag_path);
+		log_warn("failed to defragment", LOG_STR("path", l->db_path), LOG_STR("error", why),
+			 LOG_ERRNO(rc));
+		loop_defrag_answer(l, STORED_GRPC_UNKNOWN, why);
+	}
+}
+
+/*
+ * Makes the finished copy the db, with readers reading on throughout.
+ * The copy is opened as the db first (txids continuing above every one
+ * published for the old file), then renamed over the db: that rename is
+ * the commit point. Before it, a process killed anywhere leaves the old
+ * db, whole, and a copy that the next stored removes; after it, the new
+ * db, durable (its last checkpoint holds every commit). Readers that
+ * have the old file mapped go on reading it at the root still published
+ * until the new root is, with a new generation and inode: a reader that
+ * opens the path in between finds an inode other than the one published
+ * and tries again (invariant 3). The directory is synced after the new
+ * root is published, and the durable index follows the sync, so that
+ * raftd keeps its log until the rename is durable. 0, or an error after
+ * which the process must restart.
+ */
+static int loop_defrag_switch(struct stored_loop *l)
+{
+	struct status_stored resume = { 0 };
+	struct defrag_stats ds;
+	char a[16], b[16], took[32];
+	uint64_t size, in_use;
+	int rc;
+
+	rc = loop_checkpoint_poll(l, true);
+	if (rc)
+		return rc;
+	rc = defrag_finish(l->defrag);
+	if (rc) {
+		loop_defrag_fail(l, rc);
+		return 0;
+	}
+	defrag_stats(l->defrag, &ds);
+	defrag_free(l->defrag);
+	l->defrag = NULL;
+
+	kvindex_feed_close(&l->cache_feed);
+	loop_close_db(l, &resume);
+	rc = loop_open_db(l, l->defrag_path, &resume, true);
+	if (rc)
+		return rc;
+	/* the cache is cleared for the new generation before the rename:
+	 * readers of the old one find nothing of theirs in it and go down
+	 * their tree, and the time between rename and publish stays short */
+	uint64_t gen = l->pub.db_generation + 1;
+	if (l->cache_on) {
+		rc = kvindex_feed_cache(l->db, &l->cache_feed, &l->cache, gen);
+		l->cache_warm_failed = rc != 0;
+		if (rc)
+			log_warn("cannot use the latest-entry cache with the defragmented db; point reads go down the tree",
+				 LOG_ERRNO(rc));
+	}
+	if (rename(l->defrag_path, l->db_path) < 0) {
+		rc = -errno;
+		log_error("cannot rename the defragmented db over the db",
+			  LOG_STR("from", l->defrag_path), LOG_STR("to", l->db_path), LOG_ERRNO(rc));
+		return rc;
+	}
+	rc = btree_db_set_path(l->db, l->db_path);
+	if (rc)
+		return rc;
+	l->pub.db_generation = gen;
+	int64_t ns = loop_now_ns() - l->defrag_start_ns;
+	l->pub.defrag_count++;
+	l->pub.defrag_last_ns = (uint64_t)ns;
+	l->pub.defrag_total_ns += (uint64_t)ns;
+	loop_publish_root(l);
+	rc = diskio_sync_parent(l->db_path);
+	if (rc) {
+		log_error("cannot sync the db's directory after the defragmentation",
+			  LOG_STR("path", l->db_path), LOG_ERRNO(rc));
+		return rc;
+	}
+	l->dirty = false;
+	l->since_checkpoint = 0;
+	l->checkpoint_ns = loop_now_ns();
+	loop_checkpoint_done(l, l->committed_index);
+
+	loop_db_sizes(l, &size, &in_use);
+	log_bytes_text(size, a);
+	log_bytes_text(in_use, b);
+	log_duration_text((uint64_t)ns / 1000000, took);
+	log_info("defragmented", LOG_STR("path", l->db_path),
+		 LOG_I64("current-db-size-bytes-diff", (int64_t)size - (int64_t)l->defrag_size),
+		 LOG_I64("current-db-size-bytes", size), LOG_STR("current-db-size", a),
+		 LOG_I64("current-db-size-in-use-bytes-diff",
+			 (int64_t)in_use - (int64_t)l->defrag_in_use),
+		 LOG_I64("current-db-size-in-use-bytes", in_use), LOG_STR("current-db-size-in-use", b),
+		 LOG_STR("took", took), LOG_U64("entries-copied", ds.entries_copied),
+		 LOG_U64("entries-carried-over", ds.entries_carried), LOG_U64("rounds", ds.rounds),
+		 LOG_U64("db-generation", l->pub.db_generation));
+	log_info("finished defragment");
+	loop_defrag_answer(l, 0, NULL);
+	return 0;
+}
+
+/* A turn's share of defragmentation: starts one for the requests waiting,
+ * or takes a step of the one under way (a batch never waits for more than
+ * a step: LOOP_DEFRAG_STEP_NS), and switches to its copy once it is
+ * ready. The copy is written on this thread, between batches, rather than
+ * on a thread of its own: the db's writer and its txns belong to one
+ * thread (btree.h), the changes to carry over are then exactly those of
+ * the batches between steps, and an idle loop runs the steps back to back
+ * (stored_loop_turn reports more work), so the copy goes at the disk's
+ * pace when nothing else is asked of stored. 0, or an error after which
+ * the process must restart. */
+static int loop_defrag_turn(struct stored_loop *l)
+{
+	bool ready;
+	int rc;
+
+	if (!l->defrag) {
+		if (l->ndefrag_waiting)
+			loop_defrag_start(l);
+		return 0;
+	}
+	rc = defrag_step(l->defrag, LOOP_DEFRAG_STEP_NS, &ready);
+	if (rc) {
+		loop_defrag_fail(l, rc);
+		return 0;
+	}
+	return ready ? loop_defrag_switch(l) : 0;
+}
+
 /* ---- the loop ---- */
 
 int stored_loop_turn(struct stored_loop *l, bool *more)
@@ -1093,6 +1373,9 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 		return rc;
 	mvcc_store_state(l->store, &ms);
 	lessor_loop_requests(&l->lease, ms.rev);
+	rc = loop_defrag_turn(l);
+	if (rc)
+		return rc;
 	rc = loop_checkpoint_poll(l, false);
 	if (rc)
 		return rc;
@@ -1113,7 +1396,7 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	if (more) {
 		mvcc_store_state(l->store, &ms);
 		*more = ms.compacting || ring_has_data(l->committed) ||
-			loop_cache_cold(l);
+			loop_cache_cold(l) || l->defrag || l->ndefrag_waiting;
 	}
 	return 0;
 }

@@ -457,3 +457,22 @@ void log_duration_text(uint64_t ms, char out[32])
 	else
 		snprintf(out, 32, "%llu%ss", sec, frac);
 }
+
+void log_bytes_text(uint64_t n, char out[16])
+{
+	static const char *const units[] = { "B", "kB", "MB", "GB", "TB", "PB", "EB" };
+	double v = (double)n;
+	unsigned e = 0;
+
+	if (n < 10) {
+		snprintf(out, 16, "%llu B", (unsigned long long)n);
+		return;
+	}
+	while (v >= 1000.0 && e + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1000.0;
+		e++;
+	}
+	/* humanize rounds to a tenth first, then drops it from 10 up */
+	v = (double)(uint64_t)(v * 10.0 + 0.5) / 10.0;
+	snprintf(out, 16, v < 10.0 ? "%.1f %s" : "%.0f %s", v, units[e]);
+}

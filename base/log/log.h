@@ -130,4 +130,8 @@ size_t log_utf8_len(const unsigned char *s, size_t len);
  * "5.5s", "1m30s", "250ms"), NUL-terminated in out. */
 void log_duration_text(uint64_t ms, char out[32]);
 
+/* A size of n bytes as etcd logs one (go-humanize's Bytes: powers of
+ * 1000, "0 B", "999 B", "1.5 kB", "25 MB", "1.1 GB"), NUL-terminated. */
+void log_bytes_text(uint64_t n, char out[16]);
+
 #endif

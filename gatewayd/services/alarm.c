@@ -165,7 +165,10 @@ bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const Prot
 	if (gw_db_high_water_bytes(s, &st) + cost < quota)
 		return false;
 	gw_db_sizes(s, &st, &size, &in_use);
-	if (in_use + cost < quota)
+	/* etcd 3.4 checks Size(), not SizeInUse(): pages freed by a
+	 * compaction count until a defragmentation gives them back */
+	int64_t used = gw_db_high_water_bytes(s, &st);
+	if ((used < size ? used : size) + cost < quota)
 		return false;
 	/* etcd's quotaAlarmer: raise NOSPACE for this member, then refuse */
 	a.action = ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__ACTIVATE;

@@ -1,7 +1,7 @@
 /* etcdserverpb.Maintenance in gatewayd: Status, from the status records
  * raftd and stored publish and the db file; Hash and HashKV, computed here
- * from the db (stored/mvcc/mvcc_hash.c); Snapshot is snapshot.c's,
- * registered here. The other methods answer
+ * from the db (stored/mvcc/mvcc_hash.c); Defragment, done by stored;
+ * Snapshot is snapshot.c's, registered here. The other methods answer
  * UNIMPLEMENTED (the gRPC layer does so for a method without a handler)
  * until they are built.
  *
@@ -57,10 +57,20 @@ static void maint_status(struct gw_server *s, struct grpc_call *call, const uint
 	resp.raftterm = rs.term;
 	resp.raftappliedindex = st.applied_index;
 	gw_db_sizes(s, &st, &resp.dbsize, &resp.dbsizeinuse);
-	resp.islearner = false;
+	resp.islearner = rs.is_learner;
 	/* etcd lists ErrNoLeader and the raised alarms among the errors */
 	alarm_status_errors(s, rs.leader_id == 0 ? errors[0] : NULL, &resp.errors, &resp.n_errors);
 	gw_answer(s, call, &resp.base);
+}
+
+/* Maintenance.Defragment: stored defragments the db while it goes on
+ * serving (stored/defrag.h) and answers once the new file is the db. */
+static void maint_defragment(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
+			     size_t len)
+{
+	if (!gw_unpack(s, call, &etcdserverpb__defragment_request__descriptor, &msg, &len))
+		return;
+	gw_ask_stored_defrag(s, call);
 }
 
 /* ---- Hash and HashKV ---- */
@@ -142,7 +152,8 @@ static int maint_job_start(struct gw_server *s, struct maint_job *j)
 		return rc;
 	}
 	/* the file opened must be the one the published root is in */
-	if (status_stored_read(s->r, &now) || now.db_generation != st.db_generation)
+	if (status_stored_read(s->r, &now) || now.db_generation != st.db_generation ||
+	    (st.db_ino && btree_reader_ino(j->db) != st.db_ino))
 		return -EAGAIN;
 	struct btree_root root = {
 		.root_pgid = st.root_page,
@@ -375,6 +386,8 @@ static const struct grpc_handler maint_hashdb_handler = {
 int maint_register(struct gw_server *s)
 {
 	int rc = gw_handle_unary(s, "/etcdserverpb.Maintenance/Status", maint_status);
+	if (!rc)
+		rc = gw_handle_unary(s, "/etcdserverpb.Maintenance/Defragment", maint_defragment);
 	if (!rc)
 		rc = grpc_server_handle(s->grpc, "/etcdserverpb.Maintenance/HashKV",
 					&maint_hashkv_handler, s);

@@ -1569,6 +1569,10 @@ uint64_t raft_term(const struct raft *r) { return r->term; }
 uint64_t raft_leader(const struct raft *r) { return r->lead; }
 enum raft_role raft_role(const struct raft *r) { return r->role; }
 bool raft_is_leader(const struct raft *r) { return r->role == RAFT_LEADER; }
+bool raft_is_learner(const struct raft *r)
+{
+	return r->self != NO_SELF && r->prs[r->self].learner;
+}
 uint64_t raft_commit_index(const struct raft *r) { return r->log.committed; }
 uint64_t raft_last_index(const struct raft *r) { return raftlog_last_index(&r->log); }
 const struct raftlog *raft_log(const struct raft *r) { return &r->log; }

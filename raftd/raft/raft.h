@@ -388,6 +388,8 @@ uint64_t raft_term(const struct raft *r);
 uint64_t raft_leader(const struct raft *r);
 enum raft_role raft_role(const struct raft *r);
 bool raft_is_leader(const struct raft *r);
+/* Whether this member is a learner of the configuration in force. */
+bool raft_is_learner(const struct raft *r);
 uint64_t raft_commit_index(const struct raft *r);
 uint64_t raft_last_index(const struct raft *r);
 /* The log, read-only (tests and the WAL's replay checks). */

@@ -199,6 +199,26 @@ int btree_db_observe_warm(struct btree_db *db, size_t max, bool *done);
 int btree_db_entry_key(const struct btree_db *db, uint64_t pgid, uint32_t index,
 		       const uint8_t **key, uint32_t *ksize);
 
+/*
+ * Tells a tracker of every change a write txn of db makes, as it is asked
+ * for: `wrote` gets the top-level bucket and the key (valid during the
+ * call) of each put and delete in it, and key NULL when the bucket itself
+ * changed another way (created, deleted, its sequence set, a nested
+ * bucket in it changed). A change asked for and then refused, or whose
+ * txn ends without a commit, is told too: a tracker learns which entries
+ * may differ, and reads them. Runs on the writer's thread; it must not
+ * call into db. One tracker per db; t NULL removes it.
+ */
+struct btree_tracker {
+	void (*wrote)(void *arg, const uint8_t *bucket, size_t bucket_len, const uint8_t *key,
+		      size_t key_len);
+	void *arg;
+};
+void btree_db_track(struct btree_db *db, const struct btree_tracker *t);
+
+/* The db's file was renamed to path (for messages). 0 or -ENOMEM. */
+int btree_db_set_path(struct btree_db *db, const char *path);
+
 /* Allows reuse of pages held back by btree_db_opts.resume. */
 void btree_db_unblock_reuse(struct btree_db *db);
 
@@ -266,6 +286,8 @@ struct btree_reader_opts {
 int btree_reader_open(const char *path, const struct btree_reader_opts *o,
 		      struct btree_reader **out);
 void btree_reader_close(struct btree_reader *r);
+/* The inode number of the file r maps (0 if fstat fails). */
+uint64_t btree_reader_ino(const struct btree_reader *r);
 
 /* The state of the newest valid meta page on disk (the last durable
  * checkpoint), e.g. for tools or a reader that has nothing published. */

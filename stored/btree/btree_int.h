@@ -203,6 +203,7 @@ struct btree_db {
 	uint8_t *warm_key;
 	size_t warm_len, warm_cap;
 	bool warm_done;
+	struct btree_tracker track;    /* btree_db_track: none when wrote is NULL */
 };
 
 #define BT_PAGE_POOL_MAX 32768u
@@ -313,6 +314,9 @@ int bt_bucket_spill(struct btree_bucket *b);
 int bt_bucket_free_pages(struct btree_bucket *b, bool via_nodes);
 /* Tells the db's observer to forget everything, and warming to start over. */
 void bt_db_observe_reset(struct btree_db *db);
+/* Tells db's tracker (btree_db_track) that b's key (NULL: b itself, or
+ * the named child bucket `child` of b) is about to change. */
+void bt_track(struct btree_bucket *b, const void *key, size_t key_len, bool child);
 /* Tells the db's observer that every key of the node left its pages. */
 void bt_bucket_observe_gone(const struct btree_bucket *b, const struct bt_node *n);
 

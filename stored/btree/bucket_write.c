@@ -52,6 +52,8 @@ int btree_bucket_create(struct btree_txn *t, struct btree_bucket *parent,
 	struct btree_kv kv;
 	bool exact;
 	int rc = bucket_seek(p, true, "bucket name", name, name_len, &c, &kv, &exact);
+	if (rc >= 0 && !exact)
+		bt_track(p, name, name_len, true);
 	if (rc < 0)
 		return rc;
 	if (exact) {
@@ -169,6 +171,7 @@ int btree_bucket_delete(struct btree_txn *t, struct btree_bucket *parent,
 	rc = btree_bucket_open(t, p, name, name_len, &child);
 	if (rc < 0)
 		return rc == -ENOENT || rc == -ENOTDIR || rc == -EINVAL ? rc : bt_txn_fail(t, rc);
+	bt_track(p, name, name_len, true);
 
 	/* Nested buckets first, then this bucket's own pages. */
 	struct btree_kv *names;
@@ -204,6 +207,7 @@ int btree_bucket_set_sequence(struct btree_bucket *b, uint64_t seq)
 	int rc = bucket_usable(t, b, true);
 	if (rc < 0)
 		return rc;
+	bt_track(b, NULL, 0, false);
 	/* A materialized root makes the bucket part of the commit. */
 	if (!b->root_node) {
 		struct bt_node *n;
@@ -239,6 +243,7 @@ int btree_put(struct btree_bucket *b, const void *key, size_t key_len,
 	bool exact;
 	struct bt_node *leaf = bucket_finger(b, key, key_len);
 	int rc;
+	bt_track(b, key, key_len, false);
 	if (leaf || b->lg_valid) {
 		rc = bucket_usable(t, b, true);
 		if (rc < 0)
@@ -305,6 +310,7 @@ int btree_del(struct btree_bucket *b, const void *key, size_t key_len)
 	bool exact;
 	struct bt_node *leaf = bucket_finger(b, key, key_len);
 	int rc;
+	bt_track(b, key, key_len, false);
 	if (leaf) {
 		rc = bucket_usable(b->txn, b, true);
 		if (rc < 0)

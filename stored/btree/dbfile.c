@@ -339,6 +339,45 @@ int btree_db_observe(struct btree_db *db, const void *bucket_name, size_t len,
 	return 0;
 }
 
+int btree_db_set_path(struct btree_db *db, const char *path)
+{
+	char *p = stored_strdup(path);
+
+	if (!p)
+		return bt_error(-ENOMEM, "stored: out of memory");
+	stored_free(db->map.path);
+	db->map.path = p;
+	return 0;
+}
+
+void btree_db_track(struct btree_db *db, const struct btree_tracker *t)
+{
+	memset(&db->track, 0, sizeof(db->track));
+	if (t)
+		db->track = *t;
+}
+
+void bt_track(struct btree_bucket *b, const void *key, size_t key_len, bool child)
+{
+	struct btree_db *db = b->txn->db;
+
+	if (!db || !db->track.wrote || !b->txn->writable)
+		return;
+	if (b->depth == 0) {
+		/* a bucket of the file itself: created or deleted */
+		if (child)
+			db->track.wrote(db->track.arg, key, key_len, NULL, 0);
+		return;
+	}
+	struct btree_bucket *top = b;
+	while (top->depth > 1)
+		top = top->parent;
+	if (top == b && !child)
+		db->track.wrote(db->track.arg, b->name, b->name_len, key, key_len);
+	else
+		db->track.wrote(db->track.arg, top->name, top->name_len, NULL, 0);
+}
+
 void bt_db_observe_reset(struct btree_db *db)
 {
 	if (db->obs.reset)

@@ -237,6 +237,13 @@ out_free_reader:
 	return rc;
 }
 
+uint64_t btree_reader_ino(const struct btree_reader *r)
+{
+	struct stat sb;
+
+	return fstat(r->map.fd, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
+}
+
 void btree_reader_close(struct btree_reader *r)
 {
 	if (!r)

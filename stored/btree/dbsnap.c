@@ -13,11 +13,13 @@
  * stay as they were at the txid, because the reader entry holds that
  * txid until dbsnap_close.
  *
- * The file at db_path can be replaced (a snapshot install): stored bumps
+ * The file at db_path can be replaced. A snapshot install bumps
  * db_generation before it renames a new file over the path, and again
- * when it publishes the new file's root. So a file opened after the
- * reader registered belongs to the registered record only if the
- * generation has not moved since; otherwise the open is retried.
+ * when it publishes the new file's root; a defragmentation renames its
+ * copy over the path and then publishes the copy's root, generation and
+ * inode. So a file opened after the reader registered belongs to the
+ * registered record only if the generation has not moved since and its
+ * inode is the record's; otherwise the open is retried.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -125,7 +127,8 @@ static int dbsnap_try_open(struct dbsnap *s, const char *db_path)
 	rc = btree_reader_open(db_path, &ro, &s->db);
 	if (rc)
 		goto out_end;
-	if (status_stored_read(s->r, &now) == 0 && now.db_generation != s->st.db_generation) {
+	if ((status_stored_read(s->r, &now) == 0 && now.db_generation != s->st.db_generation) ||
+	    (s->st.db_ino && btree_reader_ino(s->db) != s->st.db_ino)) {
 		rc = -ESTALE;
 		goto out_close;
 	}

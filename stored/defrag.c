@@ -1,0 +1,603 @@
+/* Defragmentation of the live db into a copy (see defrag.h). */
+#include "stored/defrag.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log/errmsg.h"
+#include "stored/alloc.h"
+#include "stored/btree/btree.h"
+
+#define DEFRAG_COMMIT_BYTES (4u << 20)
+/* Entries per look at the clock. */
+#define DEFRAG_CLOCK_EVERY 64u
+/* A bucket's entries are written at this fill, as etcd's defragdb does. */
+#define DEFRAG_FILL 0.9
+
+/* One changed entry: bucket and key bytes follow; whole: the bucket. */
+struct defrag_change {
+	uint64_t hash;
+	uint32_t blen, klen;
+	bool whole;
+	uint8_t bytes[];
+};
+
+/* A set of changes: open addressing, at most half full. */
+struct defrag_set {
+	struct defrag_change **slots;
+	size_t cap, count;
+};
+
+enum defrag_phase { DEFRAG_COPY, DEFRAG_CATCHUP, DEFRAG_READY };
+
+struct defrag {
+	struct btree_db *live;
+	struct btree_db *copy;
+	char *tmp_path;
+	uint32_t commit_bytes;
+	enum defrag_phase phase;
+	int failed;                 /* the tracker could not record a change */
+	struct btree_txn *rt;       /* read txn of live being copied from */
+	struct btree_txn *ct;       /* write txn of the copy */
+	uint64_t ct_bytes;          /* entry bytes in ct */
+	/* the bulk copy: the bucket being copied, and where */
+	struct btree_cursor top;
+	bool top_started;
+	struct btree_bucket *src;
+	const uint8_t *src_name;    /* in rt's pages */
+	size_t src_name_len;
+	struct btree_cursor cur;
+	bool cur_started;
+	/* catch-up: the changes tracked, and those of the round being carried */
+	struct defrag_set tracked;
+	struct defrag_set round;
+	size_t round_pos;
+	struct defrag_stats st;
+};
+
+static int64_t defrag_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- the set of changes ---- */
+
+static uint64_t defrag_hash(const uint8_t *b, size_t blen, const uint8_t *k, size_t klen,
+			    bool whole)
+{
+	uint64_t h = 1469598103934665603ull ^ (whole ? 0x9e3779b97f4a7c15ull : 0);
+
+	for (size_t i = 0; i < blen; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	h = (h ^ 0xff) * 1099511628211ull;
+	for (size_t i = 0; i < klen; i++)
+		h = (h ^ k[i]) * 1099511628211ull;
+	return h;
+}
+
+static void defrag_set_clear(struct defrag_set *s)
+{
+	for (size_t i = 0; i < s->cap; i++)
+		stored_free(s->slots[i]);
+	stored_free(s->slots);
+	memset(s, 0, sizeof(*s));
+}
+
+static void defrag_set_place(struct defrag_set *s, struct defrag_change *c)
+{
+	size_t i = (size_t)c->hash & (s->cap - 1);
+
+	while (s->slots[i])
+		i = (i + 1) & (s->cap - 1);
+	s->slots[i] = c;
+	s->count++;
+}
+
+static int defrag_set_grow(struct defrag_set *s)
+{
+	struct defrag_set n = { .cap = s->cap ? s->cap * 2 : 1024 };
+
+	n.slots = stored_calloc(n.cap, sizeof(*n.slots));
+	if (!n.slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->cap; i++)
+		if (s->slots[i])
+			defrag_set_place(&n, s->slots[i]);
+	stored_free(s->slots);
+	*s = n;
+	return 0;
+}
+
+/* Adds a change unless the set has it. 0 or -ENOMEM. */
+static int defrag_set_add(struct defrag_set *s, const uint8_t *b, size_t blen,
+			  const uint8_t *k, size_t klen, bool whole)
+{
+	uint64_t h = defrag_hash(b, blen, k, klen, whole);
+
+	if ((s->count + 1) * 2 > s->cap && defrag_set_grow(s))
+		return -ENOMEM;
+	for (size_t i = (size_t)h & (s->cap - 1); s->slots[i]; i = (i + 1) & (s->cap - 1)) {
+		const struct defrag_change *c = s->slots[i];
+		if (c->hash == h && c->whole == whole && c->blen == blen && c->klen == klen &&
+		    !memcmp(c->bytes, b, blen) && !memcmp(c->bytes + blen, k, klen))
+			return 0;
+	}
+	struct defrag_change *c = stored_malloc(sizeof(*c) + blen + klen);
+	if (!c)
+		return -ENOMEM;
+	c->hash = h;
+	c->blen = (uint32_t)blen;
+	c->klen = (uint32_t)klen;
+	c->whole = whole;
+	memcpy(c->bytes, b, blen);
+	if (klen)
+		memcpy(c->bytes + blen, k, klen);
+	defrag_set_place(s, c);
+	return 0;
+}
+
+static void defrag_on_write(void *arg, const uint8_t *bucket, size_t blen, const uint8_t *key,
+			    size_t klen)
+{
+	struct defrag *d = arg;
+	int rc = defrag_set_add(&d->tracked, bucket, blen, key, key ? klen : 0, key == NULL);
+
+	if (rc && !d->failed)
+		d->failed = errmsg_set(rc, "stored: out of memory tracking the writes made during a defragmentation");
+}
+
+/* ---- writing the copy ---- */
+
+static int defrag_copy_fail(struct defrag *d, int rc, const char *what)
+{
+	if (rc == -ENOTSUP || rc == -ENOMEM)
+		return rc;
+	return errmsg_set(rc, "stored: defragmenting into %s: %s: %s", d->tmp_path, what,
+			  errmsg_get(rc));
+}
+
+/* Commits the copy's txn and begins the next; starts a background
+ * checkpoint of what was committed when none is being written, so that
+ * the final checkpoint has little left to sync. */
+static int defrag_commit(struct defrag *d, bool next)
+{
+	bool started, done;
+	int rc = btree_commit(d->ct, NULL);
+
+	d->ct = NULL;
+	d->ct_bytes = 0;
+	if (rc)
+		return defrag_copy_fail(d, rc, "commit");
+	if (btree_db_checkpoint_busy(d->copy)) {
+		rc = btree_db_checkpoint_poll(d->copy, false, &done);
+		if (rc)
+			return defrag_copy_fail(d, rc, "checkpoint");
+	}
+	if (!btree_db_checkpoint_busy(d->copy)) {
+		rc = btree_db_checkpoint_begin(d->copy, &started);
+		if (rc)
+			return defrag_copy_fail(d, rc, "checkpoint");
+	}
+	if (!next)
+		return 0;
+	rc = btree_write_begin(d->copy, &d->ct);
+	if (rc) {
+		d->ct = NULL;
+		return defrag_copy_fail(d, rc, "begin");
+	}
+	return 0;
+}
+
+/* The copy's bucket of that name, created (with seq) when absent. */
+static int defrag_dst_bucket(struct defrag *d, const uint8_t *name, size_t len, uint64_t seq,
+			     struct btree_bucket **out)
+{
+	int rc = btree_bucket_open(d->ct, NULL, name, len, out);
+
+	if (rc == -ENOENT) {
+		rc = btree_bucket_create(d->ct, NULL, name, len, out);
+		if (rc == 0)
+			rc = btree_bucket_set_sequence(*out, seq);
+	}
+	if (rc == 0)
+		btree_bucket_set_fill(*out, DEFRAG_FILL);
+	return rc;
+}
+
+static int defrag_put(struct defrag *d, struct btree_bucket *dst, const struct btree_kv *kv)
+{
+	if (kv->flags & BTREE_KV_BUCKET)
+		return errmsg_set(-ENOTSUP, "stored: the db has a nested bucket (%.*s): defragmentation "
+					    "copies only etcd's flat buckets", (int)kv->key_len,
+				  (const char *)kv->key);
+	int rc = btree_put(dst, kv->key, kv->key_len, kv->val, kv->val_len);
+	if (rc)
+		return defrag_copy_fail(d, rc, "put");
+	d->ct_bytes += kv->key_len + kv->val_len + 16;
+	return 0;
+}
+
+/* Copies the whole bucket name as rt sees it over the copy's (or removes
+ * it from the copy when rt has none). */
+static int defrag_bucket_again(struct defrag *d, const uint8_t *name, size_t len)
+{
+	struct btree_bucket *src, *dst;
+	struct btree_cursor c;
+	struct btree_kv kv;
+	int rc = btree_bucket_delete(d->ct, NULL, name, len);
+
+	if (rc && rc != -ENOENT)
+		return defrag_copy_fail(d, rc, "bucket delete");
+	rc = btree_bucket_open(d->rt, NULL, name, len, &src);
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return 0;
+	if (rc)
+		return rc;
+	rc = defrag_dst_bucket(d, name, len, btree_bucket_sequence(src), &dst);
+	if (rc)
+		return defrag_copy_fail(d, rc, "bucket create");
+	btree_cursor_init(&c, src);
+	for (rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv)) {
+		rc = defrag_put(d, dst, &kv);
+		if (rc)
+			return rc;
+	}
+	d->st.buckets_carried++;
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* Carries one change over: the entry's state in rt into the copy. */
+static int defrag_carry(struct defrag *d, const struct defrag_change *c)
+{
+	const uint8_t *name = c->bytes, *key = c->bytes + c->blen;
+	struct btree_bucket *src, *dst;
+	const uint8_t *val;
+	size_t vlen;
+	int rc;
+
+	if (c->whole)
+		return defrag_bucket_again(d, name, c->blen);
+	rc = btree_bucket_open(d->rt, NULL, name, c->blen, &src);
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return 0; /* the bucket went: its own change removes it */
+	if (rc)
+		return rc;
+	rc = defrag_dst_bucket(d, name, c->blen, btree_bucket_sequence(src), &dst);
+	if (rc)
+		return defrag_copy_fail(d, rc, "bucket create");
+	rc = btree_get(src, key, c->klen, &val, &vlen);
+	if (rc == 0) {
+		struct btree_kv kv = { .key = key, .key_len = c->klen, .val = val, .val_len = vlen };
+		rc = defrag_put(d, dst, &kv);
+	} else if (rc == -ENOENT) {
+		rc = btree_del(dst, key, c->klen);
+		if (rc == -ENOENT)
+			rc = 0;
+		else if (rc)
+			rc = defrag_copy_fail(d, rc, "delete");
+	} else if (rc == -EISDIR) {
+		struct btree_kv kv = { .key = key, .key_len = c->klen, .flags = BTREE_KV_BUCKET };
+		rc = defrag_put(d, dst, &kv);
+	}
+	if (rc == 0)
+		d->st.entries_carried++;
+	return rc;
+}
+
+/* ---- the phases ---- */
+
+/* The bulk copy: entries of rt into the copy for up to deadline. *done
+ * when every bucket is copied. */
+static int defrag_copy_step(struct defrag *d, int64_t deadline, bool *done)
+{
+	struct btree_bucket *dst = NULL;
+	struct btree_kv kv;
+	uint32_t n = 0;
+	int rc;
+
+	*done = false;
+	for (;;) {
+		if (++n % DEFRAG_CLOCK_EVERY == 0 && defrag_now_ns() >= deadline)
+			return 0;
+		if (!d->src) {
+			rc = d->top_started ? btree_cursor_next(&d->top, &kv) :
+					      btree_cursor_first(&d->top, &kv);
+			d->top_started = true;
+			if (rc == -ENOENT) {
+				*done = true;
+				return 0;
+			}
+			if (rc)
+				return rc;
+			if (!(kv.flags & BTREE_KV_BUCKET))
+				continue; /* bbolt keeps no plain key at the top level */
+			rc = btree_bucket_open(d->rt, NULL, kv.key, kv.key_len, &d->src);
+			if (rc)
+				return rc;
+			d->src_name = kv.key;
+			d->src_name_len = kv.key_len;
+			btree_cursor_init(&d->cur, d->src);
+			d->cur_started = false;
+			dst = NULL;
+		}
+		if (!dst) {
+			rc = defrag_dst_bucket(d, d->src_name, d->src_name_len,
+					       btree_bucket_sequence(d->src), &dst);
+			if (rc)
+				return defrag_copy_fail(d, rc, "bucket create");
+		}
+		rc = d->cur_started ? btree_cursor_next(&d->cur, &kv) :
+				      btree_cursor_first(&d->cur, &kv);
+		d->cur_started = true;
+		if (rc == -ENOENT) {
+			d->src = NULL;
+			continue;
+		}
+		if (rc)
+			return rc;
+		rc = defrag_put(d, dst, &kv);
+		if (rc)
+			return rc;
+		d->st.entries_copied++;
+		if (d->ct_bytes >= d->commit_bytes) {
+			rc = defrag_commit(d, true);
+			if (rc)
+				return rc;
+			dst = NULL; /* handles end with their txn */
+		}
+	}
+}
+
+/* Starts a round: the changes tracked so far are carried over from the
+ * live db's newest commit, and those made from now on are tracked anew. */
+static int defrag_round_begin(struct defrag *d)
+{
+	int rc;
+
+	btree_txn_end(d->rt);
+	d->rt = NULL;
+	rc = btree_db_read_begin(d->live, NULL, &d->rt);
+	if (rc) {
+		d->rt = NULL;
+		return rc;
+	}
+	defrag_set_clear(&d->round);
+	d->round = d->tracked;
+	memset(&d->tracked, 0, sizeof(d->tracked));
+	d->round_pos = 0;
+	d->st.rounds++;
+	return 0;
+}
+
+/* Carries over the round's changes for up to deadline (0: all). *done
+ * when the round is over. */
+static int defrag_round_step(struct defrag *d, int64_t deadline, bool *done)
+{
+	uint32_t n = 0;
+	int rc;
+
+	*done = false;
+	for (; d->round_pos < d->round.cap; d->round_pos++) {
+		const struct defrag_change *c = d->round.slots[d->round_pos];
+		if (!c)
+			continue;
+		if (deadline && ++n % DEFRAG_CLOCK_EVERY == 0 && defrag_now_ns() >= deadline)
+			return 0;
+		rc = defrag_carry(d, c);
+		if (rc)
+			return rc;
+		if (d->ct_bytes >= d->commit_bytes) {
+			rc = defrag_commit(d, true);
+			if (rc)
+				return rc;
+		}
+	}
+	defrag_set_clear(&d->round);
+	*done = true;
+	return 0;
+}
+
+int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
+{
+	int64_t deadline = defrag_now_ns() + (budget_ns > 0 ? budget_ns : 1);
+	bool done;
+	int rc;
+
+	*ready = false;
+	if (d->failed)
+		return d->failed;
+	if (d->phase == DEFRAG_COPY) {
+		rc = defrag_copy_step(d, deadline, &done);
+		if (rc || !done)
+			return rc;
+		d->phase = DEFRAG_CATCHUP;
+		rc = defrag_round_begin(d);
+		if (rc)
+			return rc;
+	}
+	while (d->phase == DEFRAG_CATCHUP) {
+		rc = defrag_round_step(d, deadline, &done);
+		if (rc || !done)
+			return rc;
+		if (d->tracked.count <= DEFRAG_FINAL_KEYS || d->st.rounds >= DEFRAG_MAX_ROUNDS) {
+			d->phase = DEFRAG_READY;
+			break;
+		}
+		rc = defrag_round_begin(d);
+		if (rc)
+			return rc;
+		if (defrag_now_ns() >= deadline)
+			return 0;
+	}
+	*ready = true;
+	return 0;
+}
+
+int defrag_finish(struct defrag *d)
+{
+	bool done;
+	int rc;
+
+	if (d->failed)
+		return d->failed;
+	if (d->phase == DEFRAG_COPY) {
+		rc = defrag_copy_step(d, INT64_MAX, &done);
+		if (rc)
+			return rc;
+	}
+	/* every change not carried over yet (a round's, when one is under
+	 * way, are carried again: that is harmless), from the newest commit */
+	for (size_t i = 0; i < d->round.cap; i++) {
+		const struct defrag_change *c = d->round.slots[i];
+		if (!c)
+			continue;
+		rc = defrag_set_add(&d->tracked, c->bytes, c->blen, c->bytes + c->blen, c->klen,
+				    c->whole);
+		if (rc)
+			return rc;
+	}
+	btree_db_track(d->live, NULL);
+	rc = defrag_round_begin(d);
+	if (!rc)
+		rc = defrag_round_step(d, 0, &done);
+	if (rc)
+		return rc;
+	btree_txn_end(d->rt);
+	d->rt = NULL;
+	rc = defrag_commit(d, false);
+	if (rc)
+		return rc;
+	rc = btree_db_checkpoint(d->copy, NULL);
+	if (rc)
+		return defrag_copy_fail(d, rc, "checkpoint");
+	btree_db_close(d->copy);
+	d->copy = NULL;
+	d->phase = DEFRAG_READY;
+	return 0;
+}
+
+void defrag_stats(const struct defrag *d, struct defrag_stats *out)
+{
+	*out = d->st;
+	out->pending = d->tracked.count + d->round.count;
+}
+
+/* ---- begin and end ---- */
+
+int defrag_begin(struct btree_db *live, const struct defrag_opts *o, struct defrag **out)
+{
+	struct btree_db_stats ls;
+	struct stat sb;
+	struct defrag *d;
+	int rc;
+
+	*out = NULL;
+	if (stat(o->tmp_path, &sb) == 0)
+		return errmsg_set(-EEXIST, "stored: %s exists already", o->tmp_path);
+	d = stored_calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->live = live;
+	d->commit_bytes = o->commit_bytes ? o->commit_bytes : DEFRAG_COMMIT_BYTES;
+	d->tmp_path = stored_strdup(o->tmp_path);
+	if (!d->tmp_path) {
+		stored_free(d);
+		return -ENOMEM;
+	}
+	btree_db_stats(live, &ls);
+	struct btree_db_opts co = {
+		.create = true,
+		.page_size = ls.page_size,
+		.map_size = o->map_size,
+		.io_open = o->io_open,
+		.io_open_arg = o->io_open_arg,
+	};
+	rc = btree_db_open(d->tmp_path, &co, &d->copy);
+	if (rc) {
+		d->copy = NULL;
+		goto out_abort;
+	}
+	rc = btree_write_begin(d->copy, &d->ct);
+	if (rc) {
+		d->ct = NULL;
+		goto out_abort;
+	}
+	rc = btree_db_read_begin(live, NULL, &d->rt);
+	if (rc) {
+		d->rt = NULL;
+		goto out_abort;
+	}
+	btree_cursor_init(&d->top, btree_txn_root(d->rt));
+	const struct btree_tracker t = { .wrote = defrag_on_write, .arg = d };
+	btree_db_track(live, &t);
+	*out = d;
+	return 0;
+
+out_abort:
+	/* keep the reason: what undoes the begin must not replace it */
+	{
+		char why[512];
+		snprintf(why, sizeof(why), "%s", errmsg_get(rc));
+		defrag_abort(d);
+		return errmsg_set(rc, "%s", why);
+	}
+}
+
+static void defrag_release(struct defrag *d)
+{
+	btree_db_track(d->live, NULL);
+	btree_txn_end(d->rt);
+	btree_txn_end(d->ct);
+	btree_db_close(d->copy);
+	defrag_set_clear(&d->tracked);
+	defrag_set_clear(&d->round);
+	stored_free(d->tmp_path);
+	stored_free(d);
+}
+
+void defrag_abort(struct defrag *d)
+{
+	if (!d)
+		return;
+	btree_txn_end(d->ct);
+	d->ct = NULL;
+	btree_db_close(d->copy); /* waits for a checkpoint being written */
+	d->copy = NULL;
+	(void)unlink(d->tmp_path);
+	defrag_release(d);
+}
+
+void defrag_free(struct defrag *d)
+{
+	if (d)
+		defrag_release(d);
+}
+
+int defrag_remove_leftovers(const char *dir)
+{
+	char path[4096];
+	struct dirent *e;
+	int n = 0;
+	DIR *dp = opendir(dir);
+
+	if (!dp)
+		return -errno;
+	while ((e = readdir(dp)) != NULL) {
+		if (strncmp(e->d_name, "db.tmp.", 7) != 0)
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path))
+			continue;
+		if (unlink(path) == 0)
+			n++;
+	}
+	closedir(dp);
+	return n;
+}
