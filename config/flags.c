@@ -141,8 +141,8 @@ const struct config_flag config_flags[] = {
 		 "Reject reconfiguration requests that would cause quorum loss."),
 	/* on by default, as from etcd 3.5: a member back from a partition
 	 * does not depose a healthy leader (etcd 3.4 members answer
-	 * pre-votes whatever their own setting) */
-	DEF_ONLY("pre-vote", CT_BOOL, pre_vote, "true", S_CLUSTER,
+	 * pre-votes whatever their own setting); false campaigns at once */
+	ANY("pre-vote", CT_BOOL, pre_vote, "true", S_CLUSTER,
 		 "Enable a Raft pre-vote phase before an election, so a member back from a partition does not depose a healthy leader."),
 	DEF_ONLY("auto-compaction-retention", CT_STRING, auto_compaction_retention, "0", S_CLUSTER,
 		 "Auto compaction retention length. 0 means disable auto compaction."),

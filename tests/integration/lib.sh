@@ -25,6 +25,7 @@
 #   it_leads EP, it_same_state EP...   a member leads; members agree (every
 #                           one answers, all the same); it_agreed MS waits
 #                           for that and shows the answers
+#   it_cl_proxy LABEL       cluster peers behind tests/integration/peerproxy.py
 #   it_cl_init, it_cl_start ...   cluster members of either kind, their
 #                           leader, their stop; it_status, it_member_names
 #   it_hash EP              Maintenance.Hash and its header revision
@@ -607,6 +608,30 @@ it_cl_init() {
 	done
 	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
 }
+# it_cl_proxy LABEL: after it_cl_init of 3 members, fresh ports with
+# each member's peer port behind tests/integration/peerproxy.py (the
+# members advertise the proxy's ports, so it can cut them off); its
+# control file is IT_CL_CUT, its pid IT_CL_PROXY, its log
+# IT_TMP/LABEL.proxy.log. Fails when the proxy does not start in 10 s.
+it_cl_proxy() {
+	local i ports
+	read -r -a ports < <(it_free_ports 9)
+	for i in 0 1 2; do
+		IT_CL_CPORT[i]=${ports[3 * i]}
+		IT_CL_PPORT[i]=${ports[3 * i + 1]}
+		IT_CL_APORT[i]=${ports[3 * i + 2]}
+	done
+	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
+	IT_CL_CUT=$IT_TMP/$1.cut
+	: >"$IT_CL_CUT"
+	python3 "$IT_SRC/tests/integration/peerproxy.py" "$IT_CL_CUT" \
+		"${IT_CL_APORT[0]}:${IT_CL_PPORT[0]}" "${IT_CL_APORT[1]}:${IT_CL_PPORT[1]}" \
+		"${IT_CL_APORT[2]}:${IT_CL_PPORT[2]}" >"$IT_TMP/$1.proxy.log" 2>&1 &
+	IT_CL_PROXY=$!
+	it_track "$IT_CL_PROXY"
+	it_until 10000 grep -qs '^ready' "$IT_TMP/$1.proxy.log"
+}
+
 # it_cl_ep I: member I's client endpoint (host:port); it_cl_purl I: the
 # peer URL it advertises; it_cl_log I: its log.
 it_cl_ep() { echo "127.0.0.1:${IT_CL_CPORT[$1]}"; }

@@ -35,23 +35,11 @@ run() {
 	it_cl_init "$label" 3 "$label"
 	local names=("${IT_CL_NAMES[@]}")
 	# per member: client port, real peer port, advertised (proxy) peer port
-	read -r -a ports < <(it_free_ports 9)
-	for i in 0 1 2; do
-		IT_CL_CPORT[i]=${ports[3 * i]}
-		IT_CL_PPORT[i]=${ports[3 * i + 1]}
-		IT_CL_APORT[i]=${ports[3 * i + 2]}
-	done
-	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
+	it_cl_proxy "$label" || { fail "$label: the peer proxy starts"; return 1; }
+	CUT=$IT_CL_CUT
+	proxy=$IT_CL_PROXY
 	pport() { echo "${IT_CL_PPORT[$1]}"; }
 	aport() { echo "${IT_CL_APORT[$1]}"; }
-
-	CUT=$IT_TMP/$label.cut
-	: >"$CUT"
-	python3 "$IT_SRC/tests/integration/peerproxy.py" "$CUT" \
-		"$(aport 0):$(pport 0)" "$(aport 1):$(pport 1)" "$(aport 2):$(pport 2)" >"$IT_TMP/$label.proxy.log" 2>&1 &
-	proxy=$!
-	it_track "$proxy"
-	it_until 10000 grep -qs '^ready' "$IT_TMP/$label.proxy.log" || { fail "$label: the peer proxy starts"; return 1; }
 
 	local zap=()
 	for i in 0 1 2; do

@@ -3,7 +3,8 @@
  * commit only after the leader's own fdatasync, ReadIndex), the same
  * through the real WAL with a restart, and small hand-driven three-node
  * scenarios: election, replication, a follower's conflicting suffix
- * replaced, pre-vote keeping a partitioned node from disrupting, the
+ * replaced, pre-vote keeping a partitioned node from disrupting (and,
+ * with pre-vote off, the same node deposing the leader), the
  * leader stepping down without a quorum (check-quorum), ReadIndex
  * confirmed by a heartbeat round, a follower caught up by snapshot; then
  * membership: a voter added and one removed, etcd's one pending conf
@@ -212,6 +213,7 @@ struct net {
 	struct raft_conf_state qc[4096]; /* MsgSnap's configuration */
 	size_t nq;
 	bool cut[N + 1];          /* isolated from everyone */
+	bool no_pre_vote;         /* nodes start with pre_vote off */
 	uint64_t read_ctx[N + 1]; /* each node's latest ReadIndex result */
 	uint64_t read_index[N + 1];
 };
@@ -228,6 +230,7 @@ static void net_start(struct net *n, uint64_t id)
 	c.voters = voters;
 	c.n_voters = 3;
 	c.seed = id * 11;
+	c.pre_vote = !n->no_pre_vote;
 	CHECK_EQ(raft_new(&c, NULL, 0, 0, NULL, 0, 0, &n->r[id]), 0);
 }
 
@@ -467,6 +470,64 @@ static void test_three_nodes(void)
 	CHECK_EQ(raft_leader(n.r[1]), (uint64_t)lead);
 	CHECK_EQ(raft_term(n.r[1]), 2);
 	CHECK_EQ(raft_commit_index(n.r[1]), raft_commit_index(n.r[lead]));
+	net_free(&n);
+}
+
+/* Without pre-vote (--pre-vote=false, etcd 3.4's default) a node
+ * campaigns at once: MsgVote in a new term. Cut off, it raises its term
+ * at each timeout, and back, that term deposes the leader (with
+ * pre-vote it does not: test_three_nodes); a node with the whole log then
+ * leads in a later term. */
+static void test_pre_vote_off(void)
+{
+	static struct net n;
+	memset(&n, 0, sizeof(n));
+	n.no_pre_vote = true;
+	for (uint64_t id = 1; id <= 3; id++)
+		net_start(&n, id);
+
+	CHECK_EQ(raft_campaign(n.r[1]), 0);
+	CHECK(raft_role(n.r[1]) == RAFT_CANDIDATE);
+	CHECK_EQ(raft_term(n.r[1]), 1);
+	net_collect(&n);
+	CHECK_EQ(n.nq, 2);
+	for (size_t i = 0; i < n.nq; i++)
+		CHECK(n.q[i].type == RAFT_MSG_VOTE && n.q[i].term == 1);
+	net_settle(&n);
+	CHECK_EQ(net_leader(&n), 1);
+	propose(&n, 1, "x");
+	net_settle(&n);
+	CHECK_EQ(raft_commit_index(n.r[3]), 2);
+
+	n.cut[3] = true;
+	for (int i = 0; i < 5; i++) {
+		net_tick(&n, 3, 25);
+		net_settle(&n);
+	}
+	CHECK(raft_role(n.r[3]) == RAFT_CANDIDATE);
+	uint64_t t3 = raft_term(n.r[3]);
+	CHECK(t3 >= 5);
+	propose(&n, 1, "y");
+	net_settle(&n);
+	CHECK_EQ(raft_commit_index(n.r[1]), 3);
+
+	n.cut[3] = false;
+	net_tick(&n, 1, 1); /* the heartbeat's answer carries node 3's term */
+	net_settle(&n);
+	CHECK(!raft_is_leader(n.r[1]));
+	CHECK_EQ(raft_term(n.r[1]), t3);
+	for (int i = 0; i < 60 && !net_leader(&n); i++) {
+		for (int id = 1; id <= 3; id++)
+			net_tick(&n, id, 1);
+		net_settle(&n);
+	}
+	int lead = net_leader(&n);
+	CHECK(lead == 1 || lead == 2); /* node 3 lacks entry 3 */
+	CHECK(raft_term(n.r[lead]) > t3);
+	propose(&n, lead, "z");
+	net_settle(&n);
+	for (int id = 1; id <= 3; id++)
+		CHECK_EQ(raft_commit_index(n.r[id]), raft_commit_index(n.r[lead]));
 	net_free(&n);
 }
 
@@ -1144,6 +1205,7 @@ int main(void)
 	test_single_voter();
 	test_single_voter_with_wal();
 	test_three_nodes();
+	test_pre_vote_off();
 	test_conflicting_suffix();
 	test_snapshot_catch_up();
 	test_snapshot_stale_ack();

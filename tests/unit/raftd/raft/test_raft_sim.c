@@ -27,8 +27,10 @@
  *   ReadIndex           a read index covers everything committed before
  *                       the read was asked.
  * and at the end, with the network healed, that the cluster makes
- * progress. A failure prints its seed; CETCD_RAFT_SEED=n reruns one, and
- * CETCD_RAFT_RUNS=n runs seeds 1..n (default 10000). The totals printed
+ * progress. Half the runs are without pre-vote (--pre-vote=false, etcd
+ * 3.4's default), the others with it (cetcd's). A failure prints its
+ * seed; CETCD_RAFT_SEED=n reruns one, and CETCD_RAFT_RUNS=n runs seeds
+ * 1..n (default 10000). The totals printed
  * at the end (elections, conf changes, transfers, snapshots) must all be
  * nonzero, so the run is known to exercise them.
  */
@@ -134,6 +136,7 @@ static struct sim {
 	unsigned p_drop, p_dup; /* per mille */
 	unsigned max_delay;
 	bool chaos;
+	bool pre_vote;   /* the nodes' raft_config.pre_vote */
 	/* what the checks remember */
 	uint64_t leader_of[MAXTERM];
 	struct { uint64_t term, value, prev_term; } canon[MAXIDX][8];
@@ -294,6 +297,7 @@ static void node_start(struct node *nd)
 		c.voters = voters;
 		c.n_voters = S.n_initial;
 	}
+	c.pre_vote = S.pre_vote;
 	c.seed = rnd();
 	c.max_inflight = 1 + (unsigned)(rnd() % 8);
 	c.max_msg_bytes = 8 * (1 + rnd() % 4);
@@ -786,6 +790,7 @@ static void sim_run(uint64_t seed, size_t n_initial, unsigned steps)
 	S.rng = seed * 0x2545f4914f6cdd1dull + 7;
 	S.n = MAXN;
 	S.n_initial = n_initial;
+	S.pre_vote = (seed / 2) % 2 == 0;
 	S.p_drop = (unsigned)(rnd() % 200);
 	S.p_dup = (unsigned)(rnd() % 100);
 	S.max_delay = 1 + (unsigned)(rnd() % 6);
@@ -858,12 +863,13 @@ int main(void)
 	}
 	const char *nruns = getenv("CETCD_RAFT_RUNS");
 	uint64_t max_seed = nruns ? strtoull(nruns, NULL, 0) : 10000;
-	unsigned runs = 0;
+	unsigned runs = 0, runs_no_pre_vote = 0;
 	uint64_t commits = 0, reads = 0, snaps = 0, crashes = 0, terms = 0;
 	uint64_t elections = 0, confs = 0, transfers = 0, transfers_started = 0;
 	for (uint64_t seed = 1; seed <= max_seed; seed++) {
 		sim_run(seed, 3 + 2 * (seed % 2), STEPS);
 		runs++;
+		runs_no_pre_vote += !S.pre_vote;
 		commits += S.committed_max;
 		reads += S.reads_done;
 		snaps += S.snaps_installed;
@@ -883,11 +889,12 @@ int main(void)
 	       (unsigned long long)elections, (unsigned long long)confs,
 	       (unsigned long long)transfers, (unsigned long long)transfers_started,
 	       (unsigned long long)snaps, (unsigned long long)crashes, (unsigned long long)terms);
+	printf("raft sim: %u runs without pre-vote\n", runs_no_pre_vote);
 	printf("raft sim: per run %.1f elections, %.2f conf changes, %.2f transfers, "
 	       "%.2f snapshots\n", (double)elections / runs, (double)confs / runs,
 	       (double)transfers / runs, (double)snaps / runs);
 	CHECK(commits > runs && reads > 0 && snaps > 0 && crashes > 0 && elections > runs &&
-	      confs > 0 && transfers > 0);
+	      confs > 0 && transfers > 0 && runs_no_pre_vote > 0 && runs_no_pre_vote < runs);
 	sim_free();
 	printf("test_raft_sim: ok\n");
 	return 0;
