@@ -17,6 +17,7 @@
 
 #include "config/config_int.h"
 
+#include "base/diskio/diskio.h"
 #include "base/log/errmsg.h"
 #include "shm/region.h"
 
@@ -68,6 +69,10 @@ int config_daemon_start(struct cetcd_config *c, enum config_program prog, const 
 		log_set_name(name);
 	} else {
 		log_set_name(log_name);
+	}
+	if (c->unsafe_no_fsync && (prog == CONFIG_PROG_RAFTD || prog == CONFIG_PROG_STORED)) {
+		diskio_set_unsafe_no_sync(true);
+		log_warn("--unsafe-no-fsync is set: the WAL and the db are written without fsync; a crash of the machine can lose acknowledged writes");
 	}
 	rc = config_region_path(c, path, sizeof(path));
 	if (rc) {

@@ -268,8 +268,8 @@ const struct config_flag config_flags[] = {
 		 "Warning is generated if requests take more than this duration."),
 
 	/* Unsafe */
-	DEF_ONLY("unsafe-no-fsync", CT_BOOL, unsafe_no_fsync, "false", S_UNSAFE,
-		 "Disables fsync, unsafe, will cause data loss."),
+	ANY("unsafe-no-fsync", CT_BOOL, unsafe_no_fsync, "false", S_UNSAFE,
+	    "Disables fsync, unsafe, will cause data loss."),
 	ANY("force-new-cluster", CT_BOOL, force_new_cluster, "false", S_UNSAFE,
 		 "Force to create a new one-member cluster."),
 

@@ -25,6 +25,11 @@
  * recovers from its last durable state (stored from its checkpoint, raftd
  * replaying its WAL). Reads still work.
  *
+ * --unsafe-no-fsync (diskio_set_unsafe_no_sync) drops the syncs of every
+ * struct diskio of the process, as etcd's WAL and bbolt skip theirs: the
+ * writes still happen, in order, and a chain completes once its writes
+ * did. The directory fsyncs and diskio_fdatasync stay.
+ *
  * Directories: diskio_mkdir_all and diskio_sync_parent fsync the directory
  * that holds every file and directory cetcd creates or renames, so that
  * its name is as durable as its data.
@@ -85,6 +90,9 @@ struct diskio {
 	int event_fd;        /* eventfd, owned: readable when a chain ended */
 	atomic_int failed;   /* 0, or the first write or sync error; never cleared */
 	bool chain_busy;     /* a chain was submitted and not yet reaped */
+	bool chain_unsynced; /* that chain was written at submit, unsynced
+			      * (--unsafe-no-fsync); chain_rc is its result */
+	int chain_rc;
 	uint64_t chains;     /* statistic: chains submitted */
 	uint64_t chain_bytes; /* statistic: bytes in them */
 };
@@ -135,6 +143,13 @@ static inline int diskio_event_fd(const struct diskio *d) { return d->event_fd; 
 static inline const char *diskio_name(const struct diskio *d) { return d->ops->name; }
 /* 0, or the error that failed d for good. */
 static inline int diskio_failed(const struct diskio *d) { return atomic_load(&d->failed); }
+
+/* --unsafe-no-fsync: from now on, for every struct diskio of the process,
+ * a sync is skipped (write_batch with sync writes only; diskio_sync
+ * returns 0) and a chain's writes are made at submit without syncs. Set
+ * once at start, before any I/O. */
+void diskio_set_unsafe_no_sync(bool on);
+bool diskio_unsafe_no_sync(void);
 
 /* Frees d (not its fd); a chain in flight is waited for first. NULL is
  * accepted. */

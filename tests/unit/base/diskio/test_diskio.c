@@ -4,7 +4,7 @@
  * the fault backend (failed writes and syncs, a failed sync that drops
  * every write since the last good one, held chains, the device cut after
  * n ops, and power-cut rebuilds that drop, keep or tear unsynced writes),
- * and the directory fsyncs. test_diskio_uring covers io_uring.
+ * --unsafe-no-fsync (syncs skipped), and the directory fsyncs. test_diskio_uring covers io_uring.
  *
  * test_failed_sync and test_dirs break invariant 12 (docs/invariants.md)
  * on purpose (a failed fsync; files created in new directories) and name
@@ -259,6 +259,41 @@ static void test_chains(void)
 	close(fd);
 }
 
+/* --unsafe-no-fsync: every sync fails on this file, yet nothing fails,
+ * because none is made: a synced batch, a sync and a chain (written at
+ * submit, ended at once) write their bytes only. Off again, the first
+ * sync fails as before. */
+static void test_unsafe_no_sync(void)
+{
+	t_phase = "unsafe no sync";
+	uint8_t back[4096];
+	struct diskio_write w[2] = { { a, sizeof(a), 0 }, { b, sizeof(b), 4096 } };
+	int fd = open_file();
+	struct diskio *d;
+	struct diskio_fault_opts o = diskio_fault_defaults();
+	o.fail_sync_at = 0;
+	o.fail_repeat = true;
+	o.chain = DISKIO_FAULT_CHAIN_HELD;
+	T_OK(diskio_fault_open(fd, &o, &d));
+	diskio_set_unsafe_no_sync(true);
+	T_CHECK(diskio_unsafe_no_sync());
+	T_OK(diskio_write_batch(d, w, 1, true));
+	T_OK(diskio_sync(d));
+	T_OK(diskio_chain_submit(d, w, 2));
+	T_CHECK(diskio_chain_busy(d) && !diskio_fault_is_held(d));
+	struct pollfd p = { .fd = diskio_event_fd(d), .events = POLLIN };
+	T_CHECK(poll(&p, 1, 0) == 1);
+	T_OK(diskio_chain_reap(d, false));
+	T_CHECK(!diskio_chain_busy(d) && diskio_failed(d) == 0 && d->chains == 1);
+	T_CHECK(file_size(fd) == 8192);
+	T_CHECK(pread(fd, back, sizeof(back), 4096) == 4096 && memcmp(back, b, 4096) == 0);
+	diskio_set_unsafe_no_sync(false);
+	T_RC(diskio_write_batch(d, w, 1, true), -EIO);
+	T_CHECK(diskio_failed(d) == -EIO);
+	diskio_close(d);
+	close(fd);
+}
+
 /* ---- directories ---- */
 
 static char synced[16][300];
@@ -344,6 +379,7 @@ int main(void)
 	test_fault();
 	test_failed_sync();
 	test_chains();
+	test_unsafe_no_sync();
 	test_dirs();
 	t_rmdir(dir);
 	t_no_leaks();
