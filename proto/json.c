@@ -755,6 +755,19 @@ static const char *jd_go_type(const ProtobufCFieldDescriptor *f)
 	return "?";
 }
 
+/* The name Go's protobuf registers an enum under: its package, then its
+ * nesting joined with '_' ("etcdserverpb.RangeRequest_SortOrder"). */
+static const char *jd_go_enum_name(const ProtobufCEnumDescriptor *ed, char *out, size_t cap)
+{
+	size_t plen = strlen(ed->package_name);
+
+	snprintf(out, cap, "%s", ed->name);
+	for (char *p = out + (plen && plen < strlen(out) ? plen + 1 : 0); *p; p++)
+		if (*p == '.')
+			*p = '_';
+	return out;
+}
+
 static int jd_mismatch(struct jd *j, size_t at, const ProtobufCFieldDescriptor *f)
 {
 	return jd_fail(j, at, "json: cannot unmarshal %s into Go value of type %s",
@@ -965,6 +978,7 @@ static int jd_value(struct jd *j, const ProtobufCFieldDescriptor *f, size_t at, 
 			return jd_mismatch(j, at, f);
 		return jd_tag(j, f, 0) || jd_varint(j->wire, c == 't') ? -ENOMEM : 0;
 	case PROTOBUF_C_TYPE_ENUM: {
+		char name[128];
 		if (c == '"') {
 			j->tmp.len = 0;
 			size_t save = j->pos;
@@ -980,7 +994,7 @@ static int jd_value(struct jd *j, const ProtobufCFieldDescriptor *f, size_t at, 
 			if (!ev)
 				return jd_fail(j, at, "unknown value %.*s for enum %s",
 					       (int)(end - at > 64 ? 64 : end - at), j->s + at,
-					       ((const ProtobufCEnumDescriptor *)f->descriptor)->name);
+					       jd_go_enum_name(f->descriptor, name, sizeof(name)));
 			v = (uint64_t)(int64_t)ev->value;
 		} else {
 			rc = jd_number_text(j, at, end, f, &t, &n);

@@ -287,23 +287,17 @@ static int apply_membership_answer(const struct stored_apply_ids *ids,
 	}
 }
 
-/* Maintenance.Alarm (stored/alarm.h), answered with etcd's header. */
+/* Maintenance.Alarm (stored/alarm.h). etcd 3.4 answers it without a
+ * header: neither its applier nor v3rpc's Alarm fills one in. */
 static int apply_alarm(struct mvcc_store *s, const struct stored_apply_ids *ids,
-		       const Etcdserverpb__AlarmRequest *r, uint64_t term, struct arena *a,
+		       const Etcdserverpb__AlarmRequest *r, struct arena *a,
 		       struct stored_apply_result *out)
 {
-	Etcdserverpb__ResponseHeader *hdr = arena_alloc(a, sizeof(*hdr));
 	Etcdserverpb__AlarmResponse *resp;
-	struct mvcc_state st;
-	int rc = hdr ? stored_alarm_apply(mvcc_batch_txn(s), ids->alarms, r, a, &resp) : -ENOMEM;
+	int rc = stored_alarm_apply(mvcc_batch_txn(s), ids->alarms, r, a, &resp);
 
 	if (rc || !out->deliver)
 		return rc;
-	etcdserverpb__response_header__init(hdr);
-	apply_header_fill(ids, term, hdr);
-	mvcc_store_state(s, &st);
-	hdr->revision = st.rev;
-	resp->header = hdr;
 	return apply_encode(a, &resp->base, out);
 }
 
@@ -393,7 +387,7 @@ int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 		goto out_revision;
 	}
 	if (ids->alarms && (stored_alarm_refuses(ids->alarms, req, out) || req->alarm)) {
-		if (out->status == 0 && (rc = apply_alarm(s, ids, req->alarm, e->term, a, out)))
+		if (out->status == 0 && (rc = apply_alarm(s, ids, req->alarm, a, out)))
 			return rc;
 		goto out_revision;
 	}

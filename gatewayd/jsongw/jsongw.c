@@ -93,16 +93,6 @@ static const struct jsongw_route jsongw_routes[] = {
 
 /* ---- state ---- */
 
-struct jsongw_req;
-
-/* Where a request's answer goes: an HTTP/1.1 connection or an HTTP/2
- * stream. Each returns 0 or -ENOMEM (the request is then dropped). */
-struct jsongw_front_ops {
-	int (*head)(struct jsongw_req *r, int status, bool chunked, size_t len);
-	int (*data)(struct jsongw_req *r, const void *p, size_t n);
-	int (*end)(struct jsongw_req *r);
-};
-
 struct jsongw {
 	struct gw_server *s;
 	struct h2_conn *srv;       /* the server's side of the loopback connection */
@@ -117,8 +107,7 @@ struct jsongw {
 struct jsongw_req {
 	struct dlist node;
 	struct jsongw *g;
-	const struct jsongw_front_ops *front;
-	void *owner;               /* HTTP/1.1: the gw_conn; HTTP/2: the call id */
+	void *owner;               /* the HTTP/1.1 connection's gw_conn */
 	struct http1_conn *h1;
 	const struct jsongw_route *route;
 	const ProtobufCMethodDescriptor *method;
@@ -200,7 +189,8 @@ static int jsongw_stream_error(struct proto_json_buf *b, int code, const char *m
 	return rc ?: proto_json_buf_append(b, "}}", 2);
 }
 
-/* ---- the HTTP/1.1 front ---- */
+/* ---- writing to the HTTP/1.1 connection: 0, or -ENOMEM (the request
+ * is then dropped and the connection closes) ---- */
 
 static int jsongw_h1_result(struct jsongw_req *r, int rc)
 {
@@ -225,10 +215,6 @@ static int jsongw_h1_end(struct jsongw_req *r)
 {
 	return jsongw_h1_result(r, http1_conn_gw_end(r->h1));
 }
-
-static const struct jsongw_front_ops jsongw_h1_front = {
-	.head = jsongw_h1_head, .data = jsongw_h1_data, .end = jsongw_h1_end,
-};
 
 /* ---- requests ---- */
 
@@ -383,7 +369,7 @@ int jsongw_http1(struct jsongw *g, void *owner, struct http1_conn *h1,
 	struct jsongw_req *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	*r = (struct jsongw_req){ .g = g, .front = &jsongw_h1_front, .owner = owner, .h1 = h1,
+	*r = (struct jsongw_req){ .g = g, .owner = owner, .h1 = h1,
 				  .route = &jsongw_routes[i], .method = g->methods[i],
 				  .grpc_status = -1 };
 	dlist_insert_tail(&g->reqs, &r->node);
@@ -424,7 +410,7 @@ void jsongw_http1_drop(struct jsongw *g, void *owner)
 	if (!g)
 		return;
 	dlist_for_each(r, &g->reqs, node)
-		if (r->front == &jsongw_h1_front && r->owner == owner && !r->dropped)
+		if (r->owner == owner && !r->dropped)
 			jsongw_req_drop(g, r);
 }
 
@@ -465,10 +451,10 @@ static void jsongw_answer(struct jsongw *g, struct jsongw_req *r, const uint8_t 
 		goto fail;
 	if (!r->head_sent) {
 		r->head_sent = true;
-		if (r->front->head(r, 200, true, 0))
+		if (jsongw_h1_head(r, 200, true, 0))
 			goto fail;
 	}
-	if (r->front->data(r, r->unary.data, r->unary.len))
+	if (jsongw_h1_data(r, r->unary.data, r->unary.len))
 		goto fail;
 	goto out;
 fail:
@@ -707,26 +693,26 @@ static void jsongw_finish(struct jsongw_req *r)
 			if (jsongw_error_body(b, code, r->grpc_message))
 				return;
 		}
-		if (r->front->head(r, jsongw_http_status(code), false, b->len) == 0 &&
-		    r->front->data(r, b->data, b->len) == 0)
-			r->front->end(r);
+		if (jsongw_h1_head(r, jsongw_http_status(code), false, b->len) == 0 &&
+		    jsongw_h1_data(r, b->data, b->len) == 0)
+			jsongw_h1_end(r);
 		return;
 	}
 	if (code != GRPC_STATUS_OK) {
 		b->len = 0;
 		if (jsongw_stream_error(b, code, r->grpc_message))
 			return;
-		if (!r->head_sent && r->front->head(r, jsongw_http_status(code), true, 0))
+		if (!r->head_sent && jsongw_h1_head(r, jsongw_http_status(code), true, 0))
 			return;
 		r->head_sent = true;
-		if (r->front->data(r, b->data, b->len))
+		if (jsongw_h1_data(r, b->data, b->len))
 			return;
 	} else if (!r->head_sent) {
 		r->head_sent = true;
-		if (r->front->head(r, 200, true, 0))
+		if (jsongw_h1_head(r, 200, true, 0))
 			return;
 	}
-	r->front->end(r);
+	jsongw_h1_end(r);
 }
 
 /* Answers and frees the requests whose calls are over. */

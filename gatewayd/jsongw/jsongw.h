@@ -16,9 +16,9 @@
  * grpc-go's client waits for stream quota (etcd's
  * TestV3Curl_MaxStreams_* observe exactly that).
  *
- * Requests come from HTTP/1.1 connections (http1.h's gateway hook) or as
- * HTTP/2 requests that are not gRPC (grpc.h's http hook), over TLS or
- * not. Answers follow grpc-gateway 1.6 as etcd 3.4 uses it (JSONPb with
+ * Requests come from HTTP/1.1 connections (http1.h's gateway hook), over
+ * TLS or not (TLS clients that offer both get http/1.1 from ALPN).
+ * Answers follow grpc-gateway 1.6 as etcd 3.4 uses it (JSONPb with
  * OrigName, proto/json.h): a unary call's message, or its error as
  * {"error","message","code"} with the HTTP status of its gRPC code; a
  * stream's messages as chunks of {"result":...} lines, an error as a

@@ -340,7 +340,7 @@ static void test_errors(void)
 		{ rd, "{\"key\":5}", -EINVAL, "cannot unmarshal number into Go value of type []uint8" },
 		{ rd, "{\"key\":\"a*b=\"}", -EINVAL, "illegal base64 data" },
 		{ rd, "{\"key\":\"abcde\"}", -EINVAL, "illegal base64 data" },
-		{ rd, "{\"sort_order\":\"SIDEWAYS\"}", -EINVAL, "unknown value \"SIDEWAYS\" for enum etcdserverpb.RangeRequest.SortOrder" },
+		{ rd, "{\"sort_order\":\"SIDEWAYS\"}", -EINVAL, "unknown value \"SIDEWAYS\" for enum etcdserverpb.RangeRequest_SortOrder" },
 		{ sd, "{\"u64\":\"-1\"}", -EINVAL, "type uint64" },
 		{ sd, "{\"i32\":2147483648}", -EINVAL, "type int32" },
 		{ sd, "{\"u32\":4294967296}", -EINVAL, "type uint32" },
