@@ -751,6 +751,14 @@ static int config_validate(struct cetcd_config *c, struct config_error *err)
 			      (unsigned long long)SHM_MAX_REQUEST_BYTES_LIMIT);
 		return -EINVAL;
 	}
+	/* etcd's ticker panics on a negative interval, and its compaction
+	 * never ends with a negative limit */
+	if (c->backend_batch_interval_ns < 0 || c->experimental_compaction_batch_limit < 0) {
+		config_errorf(err, 1, "--%s must not be negative",
+			      c->backend_batch_interval_ns < 0 ? "backend-batch-interval"
+							       : "experimental-compaction-batch-limit");
+		return -EINVAL;
+	}
 	if (c->name[0] == '\0') {
 		config_errorf(err, 1, "--name must not be empty");
 		return -EINVAL;

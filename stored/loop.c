@@ -85,6 +85,7 @@ struct stored_loop {
 	bool publishing;                 /* pub holds a root of this process */
 	bool dirty;                      /* committed since the last checkpoint */
 	uint64_t since_checkpoint;       /* entries committed since then */
+	uint64_t compact_batches;        /* batches of the compaction under way */
 	int64_t checkpoint_ns;           /* time of the last checkpoint */
 	uint64_t checkpoint_index;       /* applied index the one being written covers */
 	int64_t reap_ns;                 /* time of the last reap */
@@ -1079,8 +1080,13 @@ static int loop_batch(struct stored_loop *l)
 			l->applied = first;
 			return loop_batch_failed(l, rc);
 		}
-		if (done)
-			log_info("finished compaction", LOG_I64("compact-revision", ms.compact_rev));
+		l->compact_batches++;
+		if (done) {
+			log_info("finished compaction", LOG_I64("compact-revision", ms.compact_rev),
+				 LOG_U64("batches", l->compact_batches),
+				 LOG_U64("batch-limit", l->o.compact_step));
+			l->compact_batches = 0;
+		}
 	}
 	if (l->applied == first && !ms.compacting) {
 		/* only duplicates and gaps: nothing to write */

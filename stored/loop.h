@@ -84,9 +84,11 @@ struct stored_loop_opts {
 	uint64_t cluster_id;           /* for response headers */
 	uint32_t batch_entries;        /* most entries per batch; 0: 1024 */
 	uint64_t batch_bytes;          /* most entry bytes per batch; 0: 16 MiB */
-	uint32_t checkpoint_ms;        /* 0: 100 */
-	uint32_t checkpoint_entries;   /* 0: 10000 */
-	uint32_t compact_step;         /* key entries per compaction step; 0: 1000 */
+	uint32_t checkpoint_ms;        /* 0: 100 (--backend-batch-interval) */
+	uint32_t checkpoint_entries;   /* 0: 10000 (--backend-batch-limit) */
+	uint32_t compact_step;         /* key bucket entries (revisions) per
+					* compaction step, one step a batch; 0: 1000
+					* (--experimental-compaction-batch-limit) */
 	uint32_t reap_ms;              /* reader reaping period; 0: 1000 */
 	uint64_t map_size;             /* db address space; 0: btree's default */
 	struct lessor_opts lease;      /* the lessor's (minimum TTL, checkpoints) */

@@ -51,6 +51,23 @@ static void stored_signals(struct shm_region *r)
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
+/* etcd's backend batching onto stored's checkpoints. A checkpoint is
+ * stored's durable commit of the db (loop.h), as the commit of etcd's
+ * batch txn is bbolt's: --backend-batch-interval bounds the time between
+ * them, --backend-batch-limit the entries applied in between (etcd counts
+ * the txn's bucket writes; a negative limit commits after each, as etcd's
+ * does). Readers see each applied batch at once either way. 0 keeps etcd's
+ * defaults (100 ms, 10000, 1000 revisions per compaction batch). */
+static void stored_batch_opts(const struct cetcd_config *c, struct stored_loop_opts *o)
+{
+	int64_t ms = (c->backend_batch_interval_ns + 999999) / 1000000;
+	int64_t lim = c->backend_batch_limit, cl = c->experimental_compaction_batch_limit;
+
+	o->checkpoint_ms = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+	o->checkpoint_entries = lim < 0 ? 1 : lim > UINT32_MAX ? UINT32_MAX : (uint32_t)lim;
+	o->compact_step = cl > UINT32_MAX ? UINT32_MAX : (uint32_t)cl;
+}
+
 int main(int argc, char **argv)
 {
 	struct stored_loop_opts o = { 0 };
@@ -86,6 +103,7 @@ int main(int argc, char **argv)
 		o.io_open_arg = &db_fault;
 	}
 	o.data_dir = cfg.data_dir;
+	stored_batch_opts(&cfg, &o);
 	o.lease.min_ttl = lessor_min_ttl(cfg.election_timeout_ms, cfg.heartbeat_interval_ms);
 	o.lease.extend_ns = (int64_t)cfg.election_timeout_ms * 1000000;
 	o.lease.checkpoint_ns = cfg.lease_checkpoint_interval_ns;
