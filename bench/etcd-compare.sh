@@ -20,6 +20,10 @@
 #   h2load sending raw gRPC (100 connections x 10 streams): serializable
 #   Range, linearizable Range, Put; for each the server's CPU time per
 #   request (user + sys of all its processes, from /proc);
+#   the JSON gateway: h2load over HTTP/1.1 (100 connections, one request
+#   at a time each) posting to /v3/kv/range (serializable, key "foo") and
+#   /v3/kv/put (key "foo", 256-byte value), with the servers' CPU time per
+#   request and the share answered 2xx (json_run);
 #   etcd's benchmark tool on Watch and Lease: watch (10 conns and clients,
 #   100 streams x 100 watchers on 10 keys, 1000 watchers a key, puts as
 #   fast as they go; the figure is watch events received per second,
@@ -287,6 +291,22 @@ h2_run() {
     'BEGIN { printf "%s %.1f %.3f\n", q, d / clk / n * 1e6, ok / n }'
 }
 
+# json_run PATH FILE: h2load over HTTP/1.1, 100 connections each posting
+# the JSON body in FILE one request at a time to the JSON gateway; prints
+# "qps cpu_us_per_req ok_fraction" (ok: answered 2xx).
+json_run() {
+  local path=$1 body=$2 t0 t1 out qps ok clk
+  clk=$(getconf CLK_TCK)
+  t0=$(server_ticks)
+  out=$("${cli_pin[@]}" h2load --h1 -n "$h2_total" -c 100 -m 1 -d "$body" \
+        -H 'content-type: application/json' "http://$endpoint$path" 2>&1)
+  t1=$(server_ticks)
+  qps=$(awk '/^finished in/ {gsub(",", "", $4); print $4}' <<<"$out")
+  ok=$(awk '/^status codes:/ {print $3}' <<<"$out")
+  awk -v q="${qps:-0}" -v d=$(( t1 - t0 )) -v clk="$clk" -v n="$h2_total" -v ok="${ok:-0}" \
+    'BEGIN { printf "%s %.1f %.3f\n", q, d / clk / n * 1e6, ok / n }'
+}
+
 # The gRPC status of one request, to make sure h2load measures answers,
 # not errors (h2load counts any HTTP 200 as success).
 grpc_status() {
@@ -327,6 +347,9 @@ range_l=$work/range_l.bin; range_s=$work/range_s.bin; put=$work/put.bin
 grpc_body "$range_l" "0a03666f6f"
 grpc_body "$range_s" "0a03666f6f3801"
 grpc_body "$put" "0a03666f6f128002$(printf '61%.0s' $(seq 256))"
+json_range=$work/range.json; json_put=$work/put.json
+printf '{"key":"Zm9v","serializable":true}' >"$json_range"
+printf '{"key":"Zm9v","value":"%s"}' "$(head -c 256 /dev/zero | tr '\0' a | base64 -w0)" >"$json_put"
 
 declare -A R S_PIDS S_EPS S_EP S_MARGS
 servers=${BENCH_SERVERS:-cetcd etcd}
@@ -465,6 +488,8 @@ done
 measure h2_range_s "h2_range_s_qps h2_range_s_cpu h2_range_s_ok" h2_run /etcdserverpb.KV/Range "$range_s"
 measure h2_range_l "h2_range_l_qps h2_range_l_cpu h2_range_l_ok" h2_run /etcdserverpb.KV/Range "$range_l"
 measure h2_put "h2_put_qps h2_put_cpu h2_put_ok" h2_run /etcdserverpb.KV/Put "$put"
+measure json_range "json_range_qps json_range_cpu json_range_ok" json_run /v3/kv/range "$json_range"
+measure json_put "json_put_qps json_put_cpu json_put_ok" json_run /v3/kv/put "$json_put"
 if ((members > 1)); then
   for server in $servers; do
     use_server "$server"
@@ -485,7 +510,8 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
          watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg \
          wire_write_p50 wire_write_p99 wire_ack_p99 keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
-         h2_put_qps h2_put_cpu h2_put_ok h2_status failover_ms; do
+         h2_put_qps h2_put_cpu h2_put_ok json_range_qps json_range_cpu json_range_ok \
+         json_put_qps json_put_cpu json_put_ok h2_status failover_ms; do
   unit=""
   case $k in *_p50|*_p99|*_avg) unit=" (ms)";; *_cpu) unit=" (us/req)";; esac
   vals=()
@@ -517,6 +543,8 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "put1_latency_ratio=$(ratio "${R[cetcd.put1_avg]:-0}" "${R[etcd.put1_avg]:-0}")" \
   "h2_range_s_qps_ratio=$(ratio "${R[cetcd.h2_range_s_qps]:-0}" "${R[etcd.h2_range_s_qps]:-0}")" \
   "h2_put_qps_ratio=$(ratio "${R[cetcd.h2_put_qps]:-0}" "${R[etcd.h2_put_qps]:-0}")" \
+  "json_range_qps_ratio=$(ratio "${R[cetcd.json_range_qps]:-0}" "${R[etcd.json_range_qps]:-0}")" \
+  "json_put_qps_ratio=$(ratio "${R[cetcd.json_put_qps]:-0}" "${R[etcd.json_put_qps]:-0}")" \
   "cpu_per_range_s_ratio=$(ratio "${R[cetcd.h2_range_s_cpu]:-0}" "${R[etcd.h2_range_s_cpu]:-0}")" \
   "cpu_per_put_ratio=$(ratio "${R[cetcd.h2_put_cpu]:-0}" "${R[etcd.h2_put_cpu]:-0}")" \
   "failover_ratio=$(ratio "${R[cetcd.failover_ms]:-0}" "${R[etcd.failover_ms]:-0}")" \
