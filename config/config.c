@@ -648,6 +648,44 @@ static int config_validate_log_outputs(const struct cetcd_config *c, struct conf
 	return 0;
 }
 
+/* etcd's parseCompactionRetention: a decimal count (hours in periodic
+ * mode, revisions in revision mode; nothing in another mode) or else a Go
+ * duration, whatever the mode (so "5m" in revision mode is 3e11
+ * revisions, as in etcd). */
+static int config_compaction_retention(struct cetcd_config *c, struct config_error *err)
+{
+	const char *s = c->auto_compaction_retention[0] ? c->auto_compaction_retention : "0";
+	const char *d = s + (*s == '+' || *s == '-');
+	char why[256];
+	bool digits = *d != '\0';
+
+	for (const char *p = d; *p; p++)
+		digits &= *p >= '0' && *p <= '9';
+	if (digits && *s != '-' && strlen(d) <= 18) {
+		int64_t h = strtoll(d, NULL, 10);
+		c->auto_compaction_retention_value = 0;
+		if (strcmp(c->auto_compaction_mode, "revision") == 0)
+			c->auto_compaction_retention_value = h;
+		else if (strcmp(c->auto_compaction_mode, "periodic") == 0) {
+			if (h > INT64_MAX / 3600000000000LL) {
+				config_errorf(err, 1, "auto-compaction-retention %s is too long", s);
+				return -EINVAL;
+			}
+			c->auto_compaction_retention_value = h * 3600000000000LL;
+		}
+		return 0;
+	}
+	if (config_parse_duration(s, &c->auto_compaction_retention_value, why, sizeof(why))) {
+		config_errorf(err, 1, "error parsing CompactionRetention: %s", why);
+		return -EINVAL;
+	}
+	if (c->auto_compaction_retention_value < 0) {
+		config_errorf(err, 1, "auto-compaction-retention %s is negative", s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int config_validate(struct cetcd_config *c, struct config_error *err)
 {
 	int rc;
@@ -722,6 +760,9 @@ static int config_validate(struct cetcd_config *c, struct config_error *err)
 		config_errorf(err, 1, "unknown auto-compaction-mode \"%s\"", c->auto_compaction_mode);
 		return -EINVAL;
 	}
+	rc = config_compaction_retention(c, err);
+	if (rc)
+		return rc;
 	if (c->experimental_enable_lease_checkpoint_persist &&
 	    !c->experimental_enable_lease_checkpoint) {
 		config_errorf(err, 1,

@@ -120,6 +120,10 @@ struct cetcd_config {
 	bool pre_vote;                  /* false */
 	char *auto_compaction_retention; /* "0" */
 	char *auto_compaction_mode;     /* "periodic" | "revision" */
+	int64_t auto_compaction_retention_value; /* the retention as etcd reads it
+						    (parseCompactionRetention): ns in
+						    periodic mode, revisions in
+						    revision mode; 0: no compaction */
 
 	/* v2 proxy */
 	char *proxy;                    /* "off" | "readonly" | "on" */

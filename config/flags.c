@@ -144,10 +144,11 @@ const struct config_flag config_flags[] = {
 	 * pre-votes whatever their own setting); false campaigns at once */
 	ANY("pre-vote", CT_BOOL, pre_vote, "true", S_CLUSTER,
 		 "Enable a Raft pre-vote phase before an election, so a member back from a partition does not depose a healthy leader."),
-	DEF_ONLY("auto-compaction-retention", CT_STRING, auto_compaction_retention, "0", S_CLUSTER,
-		 "Auto compaction retention length. 0 means disable auto compaction."),
-	DEF_ONLY("auto-compaction-mode", CT_STRING, auto_compaction_mode, "periodic", S_CLUSTER,
-		 "Interpret 'auto-compaction-retention' one of: periodic|revision."),
+	/* run by the launcher's auto-compactor (launcher/compactor.c) */
+	ANY("auto-compaction-retention", CT_STRING, auto_compaction_retention, "0", S_CLUSTER,
+	    "Auto compaction retention length. 0 means disable auto compaction."),
+	ANY("auto-compaction-mode", CT_STRING, auto_compaction_mode, "periodic", S_CLUSTER,
+	    "Interpret 'auto-compaction-retention' one of: periodic|revision."),
 	/* accepted with a warning: etcd's own sample configuration file
 	 * sets it (config_apply_logging) */
 	ANY("enable-v2", CT_BOOL, enable_v2, "false", S_CLUSTER,

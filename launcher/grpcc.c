@@ -11,7 +11,12 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include <protobuf-c/protobuf-c.h>
+#include <unistd.h>
+
+#include "base/sock/gwsock.h"
 #include "base/tls/tls.h"
+#include "config/config.h"
 
 /* Appends n bytes to a growable buffer, bounded by max. */
 static int grpcc_append(uint8_t **p, size_t *len, size_t *cap, const void *d, size_t n, size_t max)
@@ -335,5 +340,28 @@ int grpcc_unary(int fd, struct tls_conn *tls, const char *authority, const char 
 	}
 out_end:
 	grpcc_call_end(&c);
+	return rc;
+}
+
+int grpcc_member_unary(const struct cetcd_config *cfg, const char *path,
+		       const struct ProtobufCMessage *req, int timeout_ms, uint8_t **resp,
+		       size_t *resp_len, char *status_text, size_t cap)
+{
+	uint8_t buf[64];
+	uint32_t gws = cfg->gateways ? cfg->gateways : 1;
+	int rc = -ECONNREFUSED;
+
+	if (protobuf_c_message_get_packed_size(req) > sizeof(buf))
+		return -EMSGSIZE;
+	size_t n = protobuf_c_message_pack(req, buf);
+	for (uint32_t i = 0; i < gws && rc < 0 && rc != -ETIMEDOUT; i++) {
+		struct gwsock_addr a;
+		int fd;
+		if (gwsock_addr_of(cfg->data_dir, i, &a) || gwsock_connect(&a, &fd))
+			continue;
+		rc = grpcc_unary(fd, NULL, "localhost", path, buf, n, timeout_ms, resp, resp_len,
+				 status_text, cap);
+		close(fd);
+	}
 	return rc;
 }

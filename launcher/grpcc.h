@@ -80,4 +80,17 @@ int grpcc_unary(int fd, struct tls_conn *tls, const char *authority, const char 
 		const void *msg, size_t len, int timeout_ms, uint8_t **resp, size_t *resp_len,
 		char *status_text, size_t cap);
 
+struct cetcd_config;
+struct ProtobufCMessage;
+
+/*
+ * One unary call of path with req on this member's own gatewayd (its
+ * local socket, in the data dir), trying each gatewayd in turn until one
+ * answers; as grpcc_unary otherwise. The launcher's helper processes (the
+ * corruption monitor, the auto-compactor) ask their member this way.
+ */
+int grpcc_member_unary(const struct cetcd_config *cfg, const char *path,
+		       const struct ProtobufCMessage *req, int timeout_ms, uint8_t **resp,
+		       size_t *resp_len, char *status_text, size_t cap);
+
 #endif

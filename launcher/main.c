@@ -51,6 +51,7 @@
 #include "config/config.h"
 #include "cluster/member.h"
 #include "base/diskio/diskio.h"
+#include "launcher/compactor.h"
 #include "launcher/corrupt.h"
 #include "base/log/errmsg.h"
 #include "base/log/log.h"
@@ -341,8 +342,9 @@ static int launch_find_bindir(struct launcher *l)
 static int launch_plan(struct launcher *l)
 {
 	bool monitor = l->cfg.experimental_corrupt_check_time_ns > 0;
+	bool compactor = l->cfg.auto_compaction_retention_value > 0;
 
-	l->nchildren = 2 + l->cfg.gateways + monitor;
+	l->nchildren = 2 + l->cfg.gateways + monitor + compactor;
 	l->children = calloc(l->nchildren, sizeof(*l->children));
 	if (!l->children)
 		return -ENOMEM;
@@ -359,8 +361,14 @@ static int launch_plan(struct launcher *l)
 	/* --experimental-corrupt-check-time: this program again, as the
 	 * corruption monitor (launcher/monitor.c) */
 	if (monitor)
-		l->children[l->nchildren - 1] = (struct launch_child){
+		l->children[2 + l->cfg.gateways] = (struct launch_child){
 			.name = CORRUPT_MONITOR_NAME, .prog = l->self_prog, .stage = STAGE_GATEWAYS,
+			.gateway_index = -1 };
+	/* --auto-compaction-retention: the auto-compactor
+	 * (launcher/compactor.c) */
+	if (compactor)
+		l->children[l->nchildren - 1] = (struct launch_child){
+			.name = COMPACTOR_NAME, .prog = l->self_prog, .stage = STAGE_GATEWAYS,
 			.gateway_index = -1 };
 	return 0;
 }
@@ -442,7 +450,8 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 		    fcntl(l->member_lock_fd, F_SETFD, 0) < 0 ||
 		    setenv(CONFIG_REGION_FD_ENV, fd_arg, 1) < 0 ||
 		    (!strcmp(ch->name, CORRUPT_MONITOR_NAME) &&
-		     setenv(CORRUPT_MONITOR_ENV, "1", 1) < 0)) {
+		     setenv(CORRUPT_MONITOR_ENV, "1", 1) < 0) ||
+		    (!strcmp(ch->name, COMPACTOR_NAME) && setenv(COMPACTOR_ENV, "1", 1) < 0)) {
 			dprintf(2, "cetcd: cannot pass the region to %s: %s\n", path,
 				strerror(errno));
 			_exit(127);
@@ -648,6 +657,8 @@ int main(int argc, char **argv)
 
 	if (getenv(CORRUPT_MONITOR_ENV))
 		return corrupt_monitor_main(argc, argv);
+	if (getenv(COMPACTOR_ENV))
+		return compactor_main(argc, argv);
 
 	/* signals are read from a signalfd; blocked from the start so that
 	 * none is lost, and children unblock them before exec */

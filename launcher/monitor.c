@@ -88,27 +88,11 @@ static int monitor_wait_applied(struct monitor *m)
 	return 0;
 }
 
-/* A unary call of path with req on this member's first gatewayd that
- * answers: 0 with *resp (malloc'ed) and *len, or grpcc_unary's error (its
- * text in text). */
+/* A unary call of path with req on this member's gatewayd. */
 static int monitor_call(struct monitor *m, const char *path, const ProtobufCMessage *req,
 			uint8_t **resp, size_t *len, char *text, size_t cap)
 {
-	uint8_t buf[64];
-	size_t n = protobuf_c_message_pack(req, buf);
-	uint32_t gws = m->cfg.gateways ? m->cfg.gateways : 1;
-	int rc = -ECONNREFUSED;
-
-	for (uint32_t i = 0; i < gws && rc < 0 && rc != -ETIMEDOUT; i++) {
-		struct gwsock_addr a;
-		int fd;
-		if (gwsock_addr_of(m->cfg.data_dir, i, &a) || gwsock_connect(&a, &fd))
-			continue;
-		rc = grpcc_unary(fd, NULL, "localhost", path, buf, n, m->timeout_ms, resp, len, text,
-				 cap);
-		close(fd);
-	}
-	return rc;
+	return grpcc_member_unary(&m->cfg, path, req, m->timeout_ms, resp, len, text, cap);
 }
 
 /* Raises CORRUPT for member 0 through this member's gatewayd. */

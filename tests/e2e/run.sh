@@ -62,11 +62,19 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin" "$work/tmp"
 ln -s "$bin/cetcd" "$work/bin/etcd"
 ln -s /usr/bin/etcdctl "$work/bin/etcdctl"
+# the suite runs in a directory of its own whose ../../ holds etcd's
+# sample configuration file, as in etcd's tree (TestEtcdExampleConfig
+# starts a member with --config-file ../../etcd.conf.yml.sample); its
+# member's data dir (default.etcd) lands there too
+rundir=$work/etcd/tests/e2e
+mkdir -p "$rundir"
+cp "$root/tests/e2e/etcd.conf.yml.sample" "$work/etcd/"
 
 # what a test left running and its data dirs, gone before the next run
 clean_tmp() {
 	pkill -KILL -f -- "$work/tmp/" 2>/dev/null || true
-	rm -rf "${work:?}/tmp/"*
+	pkill -KILL -f -- "^$work/bin/etcd --config-file" 2>/dev/null || true
+	rm -rf "${work:?}/tmp/"* "${rundir:?}/"*
 }
 # the lines of a log that say why a test failed
 why_re='^\s+[a-z_0-9]+\.go:[0-9]+:|^--- FAIL|panic:'
@@ -76,13 +84,13 @@ start=$SECONDS
 for t in "${tests[@]}"; do
 	t0=$SECONDS
 	log=$work/$t.log
-	# the suite finds its fixtures relative to its own directory; the
+	# the suite's fixtures are named by absolute paths (-cert-dir); the
 	# members' data dirs go under $work/tmp (the suite uses TMPDIR), so
 	# that whatever a test leaves running can be found and stopped
 	again=
 	for try in 1 2; do
 		rc=0
-		(cd "$suite" && TMPDIR=$work/tmp timeout -k 10 "$per_test" "$cache/e2e.test" \
+		(cd "$rundir" && TMPDIR=$work/tmp timeout -k 10 "$per_test" "$cache/e2e.test" \
 			-test.run "^$t\$" -test.v -bin-dir "$work/bin" \
 			-cert-dir "$gopath/src/go.etcd.io/etcd/integration/fixtures") >"$log" 2>&1 || rc=$?
 		# The test passed but e2e.test's own check for goroutines left

@@ -174,7 +174,7 @@ units_active() {
 # The state of each unit, and the journal of those that are not active.
 units_show() {
 	local u st
-	for u in $UNITS cetcd-corrupt-check; do
+	for u in $UNITS cetcd-corrupt-check cetcd-auto-compact; do
 		st=$(sd systemctl is-active "$u.service") || true
 		echo "    $u: $st"
 		[[ $st == active ]] || sd journalctl -u "$u.service" --no-pager -n 15 -o cat |
@@ -299,14 +299,14 @@ check "none of $(acked) acknowledged puts was lost ($lost missing)" test "$lost"
 # each is ordered after it.
 none_running() {
 	local u st
-	for u in $UNITS cetcd-corrupt-check; do
+	for u in $UNITS cetcd-corrupt-check cetcd-auto-compact; do
 		st=$(sd systemctl is-active "$u.service") || true
 		[[ $st == inactive ]] || return 1
 	done
 }
 units_states() {
 	local u
-	for u in $UNITS cetcd-corrupt-check; do
+	for u in $UNITS cetcd-corrupt-check cetcd-auto-compact; do
 		echo -n " $u=$(sd systemctl is-active "$u.service")"
 	done
 }

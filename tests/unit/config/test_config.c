@@ -1033,6 +1033,43 @@ static void test_log_outputs(void)
 	config_free(&c);
 }
 
+/* --auto-compaction-retention as etcd's parseCompactionRetention reads it. */
+static void test_compaction_retention(void)
+{
+	static const struct {
+		const char *mode, *retention;
+		long long want;
+	} ok[] = {
+		{ "periodic", "0", 0 },
+		{ "periodic", "1", 3600000000000LL },      /* hours */
+		{ "periodic", "+2", 7200000000000LL },
+		{ "periodic", "2s", 2000000000LL },        /* or a Go duration */
+		{ "periodic", "1h30m", 5400000000000LL },
+		{ "revision", "1000", 1000 },              /* revisions */
+		{ "revision", "5m", 300000000000LL },      /* etcd's quirk: a duration's ns */
+	};
+	struct cetcd_config c;
+	struct config_error err;
+	char mode[64], ret[64];
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(mode, sizeof(mode), "--auto-compaction-mode=%s", ok[i].mode);
+		snprintf(ret, sizeof(ret), "--auto-compaction-retention=%s", ok[i].retention);
+		CHECK_EQ(PARSE(&c, &err, mode, ret), 0);
+		CHECK_EQ(c.auto_compaction_retention_value, ok[i].want);
+		config_free(&c);
+	}
+	expect_fail(PARSE(&c, &err, "--auto-compaction-retention=soon"), &err, -EINVAL, 1,
+		    "error parsing CompactionRetention: time: invalid duration");
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, "--auto-compaction-retention=-1"), &err, -EINVAL, 1,
+		    "error parsing CompactionRetention");
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, "--auto-compaction-mode=daily"), &err, -EINVAL, 1,
+		    "unknown auto-compaction-mode \"daily\"");
+	config_free(&c);
+}
+
 int main(void)
 {
 	char dir[256];
@@ -1054,6 +1091,7 @@ int main(void)
 	test_listen();
 	test_client_fds();
 	test_log_outputs();
+	test_compaction_retention();
 	log_capture_end();
 	printf("test_config: ok\n");
 	return 0;
