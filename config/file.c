@@ -5,9 +5,11 @@
  * encoding/json does), plus the blocks client-transport-security and
  * peer-transport-security and etcdmain's proxy and discovery-fallback.
  * What a value may be follows from the Go field it fills:
- *   string fields   any scalar, its text ("1" and 1 alike); null keeps the
- *                   default; URL lists and cors/host-whitelist are one
- *                   comma-separated string
+ *   string fields   any scalar, as Go text: a plain boolean or number
+ *                   becomes "true"/"false" or its digits (so proxy: off
+ *                   is "false", and etcd's sample quotes 'off'); null
+ *                   keeps the default; URL lists and cors/host-whitelist
+ *                   are one comma-separated string
  *   bool fields     a plain YAML 1.1 boolean (true, false, yes, no, on, off)
  *   number fields   a plain integer
  *   durations       a plain integer of nanoseconds (time.Duration in JSON);
@@ -121,6 +123,112 @@ static int file_bool(const char *s)
 	return -1;
 }
 
+/* yaml.v2's float syntax (YAML 1.1), '_' removed. */
+static bool file_is_float(const char *s)
+{
+	static const char *const special[] = { ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF",
+					       "-.inf", "-.Inf", "-.INF", ".nan", ".NaN", ".NAN",
+					       NULL };
+	const char *p = s + (*s == '+' || *s == '-');
+	bool digits = false;
+
+	for (const char *const *q = special; *q; q++)
+		if (strcmp(*q, s) == 0)
+			return true;
+	while (*p >= '0' && *p <= '9')
+		p++, digits = true;
+	if (*p == '.') {
+		p++;
+		bool frac = false;
+		while (*p >= '0' && *p <= '9')
+			p++, frac = true;
+		if (!digits && !frac)
+			return false;
+		digits = true;
+	}
+	if (!digits)
+		return false;
+	if (*p == 'e' || *p == 'E') {
+		p += 1 + (p[1] == '+' || p[1] == '-');
+		if (!(*p >= '0' && *p <= '9'))
+			return false;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	return *p == '\0';
+}
+
+/* A float as Go's strconv.FormatFloat(f, 'g', -1, 32) writes it: the
+ * fewest digits that read back as the same float32, in exponent form
+ * when the exponent is below -4 or 6 and above. */
+static void file_float_text(const char *s, char *out, size_t cap)
+{
+	float f = strtof(s[0] == '+' ? s + 1 : s, NULL);
+	char e[48];
+	int p = 1;
+
+	if (f != f) {
+		snprintf(out, cap, "NaN");
+		return;
+	}
+	if (f == __builtin_inff() || f == -__builtin_inff()) {
+		snprintf(out, cap, "%sInf", f > 0 ? "+" : "-");
+		return;
+	}
+	for (; p < 9; p++) {
+		snprintf(e, sizeof(e), "%.*e", p - 1, (double)f);
+		if (strtof(e, NULL) == f)
+			break;
+	}
+	int exp = atoi(strchr(e, 'e') + 1);
+	if (exp < -4 || exp >= 6) {
+		snprintf(out, cap, "%.*e", p - 1, (double)f);
+		return;
+	}
+	snprintf(out, cap, "%.*f", p - 1 - exp > 0 ? p - 1 - exp : 0, (double)f);
+}
+
+/* The text a Go string field gets from a plain scalar: sigs.k8s.io/yaml
+ * turns what yaml.v2 resolves as a boolean or a number into its Go text
+ * ("on" -> "true", "0x10" -> "16", "1.50" -> "1.5"); the rest is as
+ * written. out holds cap bytes. */
+static const char *file_go_string(const yaml_node_t *n, char *out, size_t cap)
+{
+	const char *s = file_text(n);
+	char plain[128];
+	size_t j = 0;
+	int64_t i64;
+	uint64_t u64;
+
+	if (!file_plain(n))
+		return s;
+	int b = file_bool(s);
+	if (b >= 0)
+		return b ? "true" : "false";
+	for (const char *p = s; *p && j + 1 < sizeof(plain); p++)
+		if (*p != '_')
+			plain[j++] = *p;
+	plain[j] = '\0';
+	if (j + 1 >= sizeof(plain) || j == 0)
+		return s;
+	const char *digits = plain + (plain[0] == '+' || plain[0] == '-');
+	if (config_parse_int_text(plain[0] == '+' ? plain + 1 : plain, INT64_MIN, INT64_MAX,
+				  &i64) == 0 && *digits >= '0' && *digits <= '9') {
+		snprintf(out, cap, "%lld", (long long)i64);
+		return out;
+	}
+	if (plain[0] != '-' && config_parse_uint_text(digits, UINT64_MAX, &u64) == 0 &&
+	    *digits >= '0' && *digits <= '9') {
+		snprintf(out, cap, "%llu", (unsigned long long)u64);
+		return out;
+	}
+	if (file_is_float(plain)) {
+		file_float_text(plain, out, cap);
+		return out;
+	}
+	return s;
+}
+
 static const char *file_want(enum config_type t)
 {
 	switch (t) {
@@ -184,8 +292,10 @@ static int file_scalar(struct file_ctx *x, const struct config_flag *f, const ch
 			return file_set(x, f, key, ns, n);
 		}
 		return file_set(x, f, key, s, n);
-	default:
-		return file_set(x, f, key, s, n);
+	default: {
+		char text[64];
+		return file_set(x, f, key, file_go_string(n, text, sizeof(text)), n);
+	}
 	}
 	return file_fail(x, n, "key %s wants %s, got \"%s\"", key, file_want(f->type), s);
 }
@@ -218,7 +328,9 @@ static int file_list(struct file_ctx *x, const struct config_flag *f, const char
 					 "key %s: \"%s\" has a comma; give each value as its own list item",
 					 key, file_text(item));
 		}
-		fprintf(m, "%s%s", it == n->data.sequence.items.start ? "" : ",", file_text(item));
+		char text[64];
+		fprintf(m, "%s%s", it == n->data.sequence.items.start ? "" : ",",
+			file_go_string(item, text, sizeof(text)));
 	}
 	if (fclose(m) != 0) {
 		free(joined);

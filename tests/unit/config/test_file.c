@@ -167,6 +167,27 @@ static void test_value_forms(void)
 	CHECK(strcmp(c.initial_cluster_state, "new") == 0); /* etcd: "" means new */
 	config_free(&c);
 
+	/* a plain scalar for a string field reads as sigs.k8s.io/yaml turns
+	 * what yaml.v2 resolves into Go text: etcd's sample quotes 'off' */
+	CHECK_EQ(load_text(&c, &err,
+			   "name: on\n"
+			   "initial-cluster-token: 1.50\n"
+			   "auto-compaction-retention: 0x1_0\n"
+			   "discovery-srv: 1e7\n"
+			   "discovery-proxy: '0x10'\n"
+			   "log-outputs: [off]\n"),
+		 0);
+	CHECK(strcmp(c.name, "true") == 0);
+	CHECK(strcmp(c.initial_cluster_token, "1.5") == 0);
+	CHECK(strcmp(c.auto_compaction_retention, "16") == 0);
+	CHECK(strcmp(c.discovery_srv, "1e+07") == 0);
+	CHECK(strcmp(c.discovery_proxy, "0x10") == 0);
+	CHECK(c.log_outputs.count == 1 && strcmp(c.log_outputs.v[0], "false") == 0);
+	config_free(&c);
+	CHECK_EQ(load_text(&c, &err, "proxy: off\n"), -EINVAL);
+	CHECK(strstr(err.msg, "line 1: invalid value \"false\" for key proxy"));
+	config_free(&c);
+
 	/* an empty file is etcd's defaults */
 	CHECK_EQ(load_text(&c, &err, ""), 0);
 	CHECK_EQ(c.snapshot_count, 100000);
@@ -278,13 +299,13 @@ static void test_parse_rule(void)
 	config_free(&c);
 
 	/* a file whose values cetcd refuses, and a mistake, exit 1 or 2 */
-	write_file("b.yml", "unsafe-no-fsync: true\n", path, sizeof(path));
+	write_file("b.yml", "proxy: 'on'\n", path, sizeof(path));
 	snprintf(arg, sizeof(arg), "--config-file=%s", path);
 	char *argv3[] = { "cetcd", arg, NULL };
 	CHECK_EQ(config_init(&c), 0);
 	rc = config_parse(&c, CONFIG_PROG_LAUNCHER, 2, argv3, env, &err);
 	CHECK(rc == -ENOTSUP && err.exit_status == 2);
-	CHECK(strstr(err.msg, "--unsafe-no-fsync=true is not supported"));
+	CHECK(strstr(err.msg, "--proxy=on is not supported"));
 	CHECK(strstr(err.msg, "remove the key from the configuration file"));
 	config_free(&c);
 	write_file("c.yml", "name: a\nbogus: 1\n", path, sizeof(path));
