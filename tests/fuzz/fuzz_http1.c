@@ -6,7 +6,9 @@
  * the same answers (splitting must not change what a client sees), and a
  * connection's buffered head stays bounded. GET /members/hashkv (served
  * on the connections raftd relays from the peer port) reads a body: a
- * stub answers it.
+ * stub answers it. So do requests under /v3/ (the JSON gateway, whose
+ * bodies are read whole, by length or in chunks): a stub answers them
+ * later, a unary answer or a stream by the body's length.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -38,8 +40,11 @@ static int fuzz_hashkv(void *arg, struct http1_conn *c, int64_t rev)
 	return 0;
 }
 
+static void fuzz_gw_answer(void);
+
 static void fuzz_answer(void)
 {
+	fuzz_gw_answer();
 	while (fuzz_waiting) {
 		struct http1_conn *c = fuzz_waiting;
 		struct hashkv_resp r = { .revision = fuzz_rev ? fuzz_rev : 1000,
@@ -49,10 +54,52 @@ static void fuzz_answer(void)
 		if (http1_conn_hashkv_done(c, fuzz_rev > 1000 ? -ERANGE : 0, &r,
 					   HASHKV_ERR_FUTURE_REV) != 0)
 			abort();
+		fuzz_gw_answer();
 	}
 }
 
-static const struct http1_ops fuzz_ops = { .healthy = fuzz_healthy, .hashkv = fuzz_hashkv };
+/* The JSON gateway's stub: answers once the bytes were taken, as a
+ * stream of the body in two chunks when its length is odd, else as one
+ * unary answer of it. */
+static struct http1_conn *fuzz_gw_waiting;
+static uint8_t fuzz_gw_body[1024];
+static size_t fuzz_gw_len;
+
+static int fuzz_gateway(void *arg, struct http1_conn *c, const struct http1_gw_req *r,
+			struct http1_gw_answer *now)
+{
+	(void)arg;
+	if (fuzz_gw_waiting || fuzz_waiting)
+		abort();
+	if (r->path_len > 4 && r->path[r->path_len - 1] == '!') {
+		*now = (struct http1_gw_answer){ .status = 404, .content_type = "text/plain",
+						 .body = "Not Found\n" };
+		return 1;
+	}
+	fuzz_gw_waiting = c;
+	fuzz_gw_len = r->body_len < sizeof(fuzz_gw_body) ? r->body_len : sizeof(fuzz_gw_body);
+	memcpy(fuzz_gw_body, r->body, fuzz_gw_len);
+	return 0;
+}
+
+static void fuzz_gw_answer(void)
+{
+	while (fuzz_gw_waiting) {
+		struct http1_conn *c = fuzz_gw_waiting;
+		bool stream = fuzz_gw_len % 2;
+		fuzz_gw_waiting = NULL;
+		if (http1_conn_gw_head(c, 200, stream, fuzz_gw_len) ||
+		    http1_conn_gw_data(c, fuzz_gw_body, fuzz_gw_len / 2) ||
+		    http1_conn_gw_data(c, fuzz_gw_body + fuzz_gw_len / 2,
+				       fuzz_gw_len - fuzz_gw_len / 2) ||
+		    http1_conn_gw_end(c))
+			abort();
+	}
+}
+
+static const struct http1_ops fuzz_ops = { .healthy = fuzz_healthy, .hashkv = fuzz_hashkv,
+					   .gateway = fuzz_gateway,
+					   .gateway_max_body = 4096 };
 
 /* The answers without their Date lines (the second may have ticked). */
 static size_t fuzz_strip_dates(const uint8_t *in, size_t len, uint8_t *out)

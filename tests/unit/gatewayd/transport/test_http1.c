@@ -9,6 +9,7 @@
 #include "shm_testlib.h"
 
 #include "gatewayd/transport/http1.h"
+#include "http1_testlib.h"
 
 static bool leader;
 
@@ -19,23 +20,6 @@ static bool healthy(void *arg)
 }
 
 static const struct http1_ops ops = { .healthy = healthy };
-
-/* The whole output of conn so far, as a string; marks it written. */
-static char *take(struct http1_conn *c)
-{
-	static char buf[1 << 20];
-	size_t n = http1_conn_out_len(c);
-	CHECK(n < sizeof(buf));
-	memcpy(buf, c->out.data + c->out_off, n);
-	buf[n] = '\0';
-	http1_conn_out_done(c, n);
-	return buf;
-}
-
-static void feed(struct http1_conn *c, const char *s)
-{
-	CHECK_EQ(http1_conn_recv(c, (const uint8_t *)s, strlen(s)), 0);
-}
 
 static int count(const char *hay, const char *needle)
 {
