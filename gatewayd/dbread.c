@@ -150,6 +150,71 @@ void gw_read_end(struct gw_server *s, struct gw_read *rd)
 	readers_end(s->r, s->reader_index);
 }
 
+int gw_pin_begin(struct gw_server *s, struct gw_pin *p, bool populate)
+{
+	const struct btree_reader_opts ro = { .no_populate = !populate };
+	struct status_stored now;
+	int rc;
+
+	if (!p->claimed) {
+		rc = readers_claim(s->r, &p->reader_index);
+		if (rc)
+			return rc;
+		p->claimed = true;
+	}
+	rc = readers_begin(s->r, p->reader_index, &p->st);
+	if (rc)
+		return rc;
+	p->reading = true;
+	if (p->st.root_page == 0)
+		return -EAGAIN;
+	rc = btree_reader_open(s->db_path, &ro, &p->db);
+	if (rc) {
+		p->db = NULL;
+		return rc;
+	}
+	/* the file opened must be the one the published root is in (as
+	 * gw_read_try checks it) */
+	if (status_stored_read(s->r, &now) || now.db_generation != p->st.db_generation ||
+	    (p->st.db_ino && btree_reader_ino(p->db) != p->st.db_ino))
+		return -ESTALE;
+	struct btree_root root = {
+		.root_pgid = p->st.root_page,
+		.txid = p->st.txid,
+		.hwm_pgid = p->st.high_water_page,
+	};
+	rc = btree_reader_begin(p->db, &root, &p->txn);
+	if (rc) {
+		p->txn = NULL;
+		return rc;
+	}
+	rc = mvcc_view_open(p->txn, &p->v);
+	p->view_open = rc == 0;
+	return rc;
+}
+
+void gw_pin_end(struct gw_server *s, struct gw_pin *p)
+{
+	if (p->view_open)
+		mvcc_view_close(&p->v);
+	p->view_open = false;
+	btree_txn_end(p->txn);
+	p->txn = NULL;
+	if (p->reading)
+		readers_end(s->r, p->reader_index);
+	p->reading = false;
+	btree_reader_close(p->db);
+	p->db = NULL;
+}
+
+void gw_pin_release(struct gw_server *s, struct gw_pin *p)
+{
+	gw_pin_end(s, p);
+	if (p->claimed)
+		readers_release(s->r, p->reader_index);
+	p->claimed = false;
+}
+
 void gw_read_refuse(struct gw_server *s, struct grpc_call *call, int rc)
 {
 	(void)s;

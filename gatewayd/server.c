@@ -666,6 +666,7 @@ int gw_server_watch(struct gw_server *s, int fd)
 struct gw_method {
 	struct gw_server *s;
 	gw_unary_fn fn;
+	void (*cancel)(struct gw_server *s, struct grpc_call *call);
 	struct gw_method *next;
 };
 
@@ -690,6 +691,8 @@ static void gw_unary_cancel(struct grpc_call *call, enum grpc_cancel_reason why)
 	struct gw_method *m = grpc_call_handler_arg(call);
 	(void)why;
 	gw_rings_cancel(m->s, call);
+	if (m->cancel)
+		m->cancel(m->s, call);
 }
 
 static const struct grpc_handler gw_unary_handler = {
@@ -700,6 +703,12 @@ static const struct grpc_handler gw_unary_handler = {
 
 int gw_handle_unary(struct gw_server *s, const char *path, gw_unary_fn fn)
 {
+	return gw_handle_unary_cancel(s, path, fn, NULL);
+}
+
+int gw_handle_unary_cancel(struct gw_server *s, const char *path, gw_unary_fn fn,
+			   void (*cancel)(struct gw_server *s, struct grpc_call *call))
+{
 	struct gw_method *m = calloc(1, sizeof(*m));
 	int rc;
 
@@ -707,6 +716,7 @@ int gw_handle_unary(struct gw_server *s, const char *path, gw_unary_fn fn)
 		return -ENOMEM;
 	m->s = s;
 	m->fn = fn;
+	m->cancel = cancel;
 	rc = grpc_server_handle(s->grpc, path, &gw_unary_handler, m);
 	if (rc) {
 		free(m);
@@ -1017,7 +1027,9 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     for step 3. A waker event only marks that the rings have records:
  *     they are read in step 5, with everything else that arrived.
  *  3. kv_turn: the point reads that step 2 queued, answered from one read
- *     transaction (one root, one reader slot, prefetched together); then
+ *     transaction (one root, one reader slot, prefetched together);
+ *     kv_jobs_turn: a bounded step of each streamed Range (kv_jobs_flushed,
+ *     after step 8, keeps the loop awake while one has room for more); then
  *     maint_turn: a bounded step of a running Hash or HashKV; snapshot_turn:
  *     a bounded step of each Snapshot stream (snapshot_flushed, after step
  *     8, keeps the loop awake while one has room for more).
@@ -1073,6 +1085,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 		gw_event(s, evs[i].data.ptr, evs[i].events);
 	jsongw_turn(s->jsongw);
 	kv_turn(s);                                 /* 3 */
+	kv_jobs_turn(s);
 	maint_turn(s);
 	snapshot_turn(s);
 	watch_turn(s);
@@ -1089,6 +1102,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 		s->more_work = true;
 	gw_flush_all(s);
 	snapshot_flushed(s);
+	kv_jobs_flushed(s);
 	watch_flushed(s);
 	if (s->waker_fired) {                       /* 9 */
 		s->waker_fired = false;

@@ -55,6 +55,7 @@
 #include "gatewayd/transport/sendq.h"
 #include "base/sock/accept_backoff.h"
 #include "stored/mvcc/lcache.h"
+#include "stored/mvcc/mvcc.h"
 
 struct cetcd_config;
 struct shm_region;
@@ -351,6 +352,11 @@ void gw_server_drain(struct gw_server *s, int drain_ms);
 /* Registers fn for a unary method path ("/etcdserverpb.KV/Range").
  * Returns 0 or the error of grpc_server_handle. */
 int gw_handle_unary(struct gw_server *s, const char *path, gw_unary_fn fn);
+/* The same, with cancel called too when a call of the method ends
+ * without its handler (a cancel, a deadline, its connection closing),
+ * for a method whose answer outlives the handler (a streamed Range). */
+int gw_handle_unary_cancel(struct gw_server *s, const char *path, gw_unary_fn fn,
+			   void (*cancel)(struct gw_server *s, struct grpc_call *call));
 
 /* protobuf-c's allocator for unpacking requests: memory lives until the
  * end of the loop turn (free is a no-op). */
@@ -501,6 +507,38 @@ void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw
 int gw_read_begin(struct gw_server *s, struct gw_read *rd);
 void gw_read_end(struct gw_server *s, struct gw_read *rd);
 
+/*
+ * A read txn, and an MVCC view of it, that last across loop turns (a
+ * Hash, a streamed Range): a reader entry and a mapping of their own,
+ * since gw_read_begin ends and reuses the server's entry, and moves the
+ * server's mapping to a new db file, between its reads; neither may
+ * happen under a txn that spans turns. Zeroed before first use.
+ *   gw_pin_begin: a read and a view at the root stored published last
+ *     (the view without the latest-entry cache). 0; -EAGAIN
+ *     when stored has published nothing yet; -ESTALE when the db file
+ *     was replaced meanwhile (gw_pin_end, then try again); the errors of
+ *     claiming an entry, mapping and reading. On failure p keeps what it
+ *     took until gw_pin_end or gw_pin_release; the view's errors too.
+ *     populate: fill the page tables of the whole file at once (a reader
+ *     of all of it).
+ *   gw_pin_end: closes the view, ends the txn and the read, unmaps; the
+ *     entry stays claimed for the next begin.
+ *   gw_pin_release: gw_pin_end, and gives the entry back.
+ */
+struct gw_pin {
+	bool claimed;            /* reader_index is ours */
+	bool reading;            /* its txid is registered */
+	uint32_t reader_index;
+	struct btree_reader *db;
+	struct btree_txn *txn;   /* while begun */
+	struct status_stored st; /* the record the txn reads at */
+	bool view_open;
+	struct mvcc_view v;      /* of txn, while view_open */
+};
+int gw_pin_begin(struct gw_server *s, struct gw_pin *p, bool populate);
+void gw_pin_end(struct gw_server *s, struct gw_pin *p);
+void gw_pin_release(struct gw_server *s, struct gw_pin *p);
+
 /* Finishes the call with the status etcd answers while it cannot read
  * yet (Unavailable "etcdserver: not capable", which clients retry), or
  * for another error of gw_read_begin. */
@@ -537,6 +575,11 @@ int kv_register(struct gw_server *s);
 /* Answers the point reads kv.c gathered during the turn; the turn calls it
  * once its events are handled, before anything of the turn's arena goes. */
 void kv_turn(struct gw_server *s);
+/* kv.c's Ranges streamed over several turns: kv_jobs_turn takes a bounded
+ * step of each, with the turn's reads; kv_jobs_flushed, after the turn's
+ * flush, keeps the loop awake while one has room for more. */
+void kv_jobs_turn(struct gw_server *s);
+void kv_jobs_flushed(struct gw_server *s);
 int maint_register(struct gw_server *s);
 /* The peer port's GET /members/hashkv (http1.h): the HashKV at rev for
  * owner (a connection), computed over loop turns as a HashKV call's is,

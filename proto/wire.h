@@ -219,16 +219,50 @@ static inline size_t proto_key_put(uint8_t *out, uint32_t num, unsigned wire)
 	return proto_varint_put(out, (uint64_t)num << 3 | wire);
 }
 
+/* Writes the key and length of field num as a length-delimited field of
+ * len bytes, which the caller writes after them (at once or piece by
+ * piece); returns the bytes written. */
+static inline size_t proto_bytes_head_put(uint8_t *out, uint32_t num, size_t len)
+{
+	size_t n = proto_key_put(out, num, PROTO_WIRE_BYTES);
+
+	return n + proto_varint_put(out + n, len);
+}
+
+/* Bytes of field num as a length-delimited field of len bytes: key,
+ * length and the bytes (written whole even when empty). */
+static inline size_t proto_bytes_field_len(uint32_t num, size_t len)
+{
+	return proto_varint_len((uint64_t)num << 3 | PROTO_WIRE_BYTES) + proto_varint_len(len) + len;
+}
+
 /* Writes field num as a length-delimited field holding data[0..len);
  * returns the bytes written. */
 static inline size_t proto_bytes_put(uint8_t *out, uint32_t num, const uint8_t *data, size_t len)
 {
-	size_t n = proto_key_put(out, num, PROTO_WIRE_BYTES);
+	size_t n = proto_bytes_head_put(out, num, len);
 
-	n += proto_varint_put(out + n, len);
 	if (len)
 		memcpy(out + n, data, len);
 	return n + len;
+}
+
+/* Bytes of field num as a varint field holding v, or 0 when v is 0 (a
+ * proto3 scalar at its default is left out, as every etcd marshaller
+ * leaves it). */
+static inline size_t proto_varint_field_len(uint32_t num, uint64_t v)
+{
+	return v ? proto_varint_len((uint64_t)num << 3 | PROTO_WIRE_VARINT) + proto_varint_len(v) : 0;
+}
+
+/* Writes that field (nothing when v is 0); returns the bytes written. */
+static inline size_t proto_varint_field_put(uint8_t *out, uint32_t num, uint64_t v)
+{
+	if (!v)
+		return 0;
+	size_t n = proto_key_put(out, num, PROTO_WIRE_VARINT);
+
+	return n + proto_varint_put(out + n, v);
 }
 
 #endif

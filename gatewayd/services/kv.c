@@ -2,11 +2,14 @@
 #include "gatewayd/services/kv.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log/errmsg.h"
+#include "base/log/log.h"
 #include "etcdserverpb/rpc.pb-c.h"
-#include "proto/wire.h"
+#include "gatewayd/services/kv_range.h"
 #include "stored/btree/arena.h"
 #include "stored/mvcc/mvcc.h"
 #include "stored/mvcc/mvcc_kv.h"
@@ -27,87 +30,14 @@ struct kv_point {
 
 #define KV_POINTS_MAX BTREE_GET_MANY_MAX
 
-/* Per-server state: the range result, reused by every read, and the
- * point reads of the current turn. */
+/* Per-server state: the range result, reused by every read, the point
+ * reads of the current turn, and the Ranges being streamed. */
 struct kv_state {
 	struct mvcc_range_result res;
 	struct kv_point points[KV_POINTS_MAX];
 	uint32_t npoints;
+	struct kv_job *jobs;    /* streamed Ranges (owned; each freed when its call ends) */
 };
-
-/* ---- the hand-made RangeResponse ---- */
-
-static size_t kv_field_len(size_t len)
-{
-	return 1 + proto_varint_len(len) + len; /* tag (fields < 16), length, bytes */
-}
-
-static size_t kv_header_inner(const struct gw_header *h)
-{
-	size_t n = 0;
-	if (h->cluster_id)
-		n += 1 + proto_varint_len(h->cluster_id);
-	if (h->member_id)
-		n += 1 + proto_varint_len(h->member_id);
-	if (h->revision)
-		n += 1 + proto_varint_len((uint64_t)h->revision);
-	if (h->raft_term)
-		n += 1 + proto_varint_len(h->raft_term);
-	return n;
-}
-
-size_t kv_range_size(const struct gw_header *h, const struct kv_bytes *kvs, size_t n, bool more,
-		     int64_t count)
-{
-	size_t len = kv_field_len(kv_header_inner(h));
-	for (size_t i = 0; i < n; i++)
-		len += kv_field_len(kvs[i].len);
-	if (more)
-		len += 2;
-	if (count)
-		len += 1 + proto_varint_len((uint64_t)count);
-	return len;
-}
-
-size_t kv_range_write(uint8_t *out, const struct gw_header *h, const struct kv_bytes *kvs,
-		      size_t n, bool more, int64_t count)
-{
-	uint8_t *w = out;
-
-	*w++ = 1 << 3 | 2; /* header */
-	w += proto_varint_put(w, kv_header_inner(h));
-	if (h->cluster_id) {
-		*w++ = 1 << 3;
-		w += proto_varint_put(w, h->cluster_id);
-	}
-	if (h->member_id) {
-		*w++ = 2 << 3;
-		w += proto_varint_put(w, h->member_id);
-	}
-	if (h->revision) {
-		*w++ = 3 << 3;
-		w += proto_varint_put(w, (uint64_t)h->revision);
-	}
-	if (h->raft_term) {
-		*w++ = 4 << 3;
-		w += proto_varint_put(w, h->raft_term);
-	}
-	for (size_t i = 0; i < n; i++) {
-		*w++ = 2 << 3 | 2; /* kvs: the stored bytes as they are */
-		w += proto_varint_put(w, kvs[i].len);
-		memcpy(w, kvs[i].p, kvs[i].len);
-		w += kvs[i].len;
-	}
-	if (more) {
-		*w++ = 3 << 3;
-		*w++ = 1;
-	}
-	if (count) {
-		*w++ = 4 << 3;
-		w += proto_varint_put(w, (uint64_t)count);
-	}
-	return (size_t)(w - out);
-}
 
 /* ---- answering ---- */
 
@@ -126,41 +56,37 @@ static void kv_read_failed(struct gw_server *s, struct grpc_call *call, int rc)
 		gw_read_refuse(s, call, rc);
 }
 
+static void kv_malformed(struct grpc_call *call)
+{
+	grpc_call_finish(call, GRPC_STATUS_DATA_LOSS, "etcdserver: the db holds a malformed KeyValue");
+}
+
 /* Encodes the range result into the call's response and finishes it. */
 static void kv_range_answer(struct gw_server *s, struct grpc_call *call,
 			    const struct mvcc_range_result *res)
 {
 	struct gw_header h;
-	struct kv_bytes *kvs = res->n ? gw_scratch(s, res->n * sizeof(*kvs)) : NULL;
+	size_t len, kv_len;
 
-	if (res->n && !kvs)
-		goto out_nomem;
+	gw_header_fill(s, res->rev, &h);
+	len = kv_range_head_len(&h) + kv_range_tail_len(res->more, res->count);
 	for (size_t i = 0; i < res->n; i++) {
-		kvs[i].p = res->kvs[i].kv;
-		kvs[i].len = res->kvs[i].kv_len;
-		if (!res->keys_only)
-			continue;
-		uint8_t *stripped = gw_scratch(s, kvs[i].len);
-		if (!stripped)
-			goto out_nomem;
-		if (mvcc_kv_strip_value(kvs[i].p, kvs[i].len, stripped, &kvs[i].len)) {
-			grpc_call_finish(call, GRPC_STATUS_DATA_LOSS,
-					 "etcdserver: the db holds a malformed KeyValue");
+		if (kv_range_kv_len(&res->kvs[i], res->keys_only, &kv_len)) {
+			kv_malformed(call);
 			return;
 		}
-		kvs[i].p = stripped;
+		len += kv_len;
 	}
-	gw_header_fill(s, res->rev, &h);
-	size_t len = kv_range_size(&h, kvs, res->n, res->more, res->count);
 	uint8_t *out = grpc_call_send_reserve(call, len);
-	if (!out)
-		goto out_nomem;
-	kv_range_write(out, &h, kvs, res->n, res->more, res->count);
+	if (!out) {
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	out += kv_range_head_write(out, &h);
+	for (size_t i = 0; i < res->n; i++)
+		out += kv_range_kv_write(out, &res->kvs[i], res->keys_only);
+	kv_range_tail_write(out, res->more, res->count);
 	grpc_call_finish(call, GRPC_STATUS_OK, NULL);
-	return;
-
-out_nomem:
-	grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
 }
 
 /* Opens a view of rd's txn that reads through stored's latest-entry
@@ -208,16 +134,290 @@ static void kv_range_in(struct gw_server *s, struct grpc_call *call, struct mvcc
 		kv_range_answer(s, call, &s->kv->res);
 }
 
-/* A Range now, from the latest published root. */
-static void kv_range_now(struct gw_server *s, struct grpc_call *call,
-			 const Etcdserverpb__RangeRequest *r)
+/* ---- Ranges answered over several turns ---- */
+
+/*
+ * A Range whose answer is larger than KV_INLINE_BYTES (or takes more than
+ * KV_INLINE_KEYS keys to measure) is streamed from a read txn of its own
+ * (a gw_pin) that stays open until the answer is sent: counted a step of
+ * KV_COUNT_TURN_KEYS keys per turn, then written a step at a time while
+ * the call has less than KV_QUEUE_HIGH bytes queued and not yet framed.
+ * The client's HTTP/2 window decides how fast the queue drains, so what a
+ * Range holds here is its queue, at most a window framed and unsent, and
+ * the walk's position; not its answer. Every KV_FORGET_BYTES of KeyValues
+ * read, the job lets its mapping's pages go (btree_reader_forget), so the
+ * db read does not stay resident either. A job whose call ends (a cancel,
+ * a deadline, its connection closing) is dropped at once, and its txn
+ * with it.
+ */
+#define KV_INLINE_KEYS 1024u
+#define KV_INLINE_BYTES (1u << 20)
+#define KV_COUNT_TURN_KEYS 2048u
+#define KV_QUEUE_HIGH (512u * 1024)
+#define KV_TURN_BUDGET (4u << 20)       /* KeyValue bytes read a turn, all jobs */
+#define KV_FORGET_BYTES (4u << 20)
+/* grpc-go's largest message (etcd's server sets math.MaxInt32). */
+#define KV_MAX_SEND_BYTES 2147483647u
+
+struct kv_job {
+	struct kv_job *next;
+	uint64_t call_id;
+	Etcdserverpb__RangeRequest *r;  /* the job's own (protobuf-c's malloc) */
+	struct gw_pin pin;
+	bool running;                   /* pin and stream are open */
+	bool counted;
+	struct kv_range_stream st;
+	uint64_t forgot_at;             /* st.walked at the last forget */
+};
+
+static void kv_job_free(struct gw_server *s, struct kv_job *j)
 {
+	kv_range_stream_free(&j->st);
+	gw_pin_release(s, &j->pin);
+	if (j->r)
+		etcdserverpb__range_request__free_unpacked(j->r, NULL);
+	free(j);
+}
+
+/* Takes j out of the server's list and frees it. */
+static void kv_job_drop(struct gw_server *s, struct kv_job *j)
+{
+	for (struct kv_job **p = &s->kv->jobs; *p; p = &(*p)->next) {
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	}
+	kv_job_free(s, j);
+}
+
+/* Queues a job for call's Range (msg: its request bytes, checked). */
+static void kv_job_add(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
+		       size_t len)
+{
+	struct kv_job *j = calloc(1, sizeof(*j));
+	if (j)
+		j->r = etcdserverpb__range_request__unpack(NULL, len, msg);
+	if (!j || !j->r) {
+		if (j)
+			kv_job_free(s, j);
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	kv_range_stream_init(&j->st);
+	j->call_id = grpc_call_id(call);
+	j->next = s->kv->jobs;
+	s->kv->jobs = j;
+	s->more_work = true; /* it starts with the next turn */
+}
+
+/* Opens j's txn, view and stream. gw_pin_begin's codes, the walk's. */
+static int kv_job_start(struct gw_server *s, struct kv_job *j)
+{
+	struct gw_header h;
+	int rc = gw_pin_begin(s, &j->pin, false);
+	if (rc)
+		return rc;
+	gw_header_fill(s, j->pin.v.rev, &h);
+	rc = kv_range_stream_begin(&j->st, &j->pin.v, j->r, &h);
+	if (rc)
+		return rc;
+	j->running = true;
+	return 0;
+}
+
+static uint8_t *kv_call_sink(void *arg, size_t len)
+{
+	return grpc_call_send_part(arg, len);
+}
+
+/* An error of a streamed Range: before its message began, etcd's answer;
+ * after, the stream is reset (grpc_call_finish). */
+static void kv_stream_failed(struct gw_server *s, struct grpc_call *call, int rc)
+{
+	if (rc == -EUCLEAN)
+		log_error("a streamed range found the db malformed", LOG_STR("reason", errmsg_get(rc)));
+	if (rc == -ENOMEM)
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+	else if (rc == -EUCLEAN)
+		kv_malformed(call);
+	else
+		kv_read_failed(s, call, rc);
+}
+
+/* Lets j's mapping's pages go every KV_FORGET_BYTES of KeyValues read. */
+static void kv_job_forget(struct kv_job *j)
+{
+	if (j->pin.db && j->st.walked - j->forgot_at >= KV_FORGET_BYTES) {
+		btree_reader_forget(j->pin.db);
+		j->forgot_at = j->st.walked;
+	}
+}
+
+/* One step of j: start, count, or write while the call's queue has room.
+ * Returns whether j is done (answered, and freed). */
+static bool kv_job_step(struct gw_server *s, struct grpc_call *call, struct kv_job *j,
+			size_t *budget)
+{
+	bool done = false;
+	int rc = 0;
+
+	if (!j->running) {
+		rc = kv_job_start(s, j);
+		if (rc == -ESTALE) {
+			gw_pin_end(s, &j->pin); /* a new db file: start over next turn */
+			return false;
+		}
+	}
+	if (rc == 0 && !j->counted) {
+		size_t keys = KV_COUNT_TURN_KEYS;
+		uint64_t walked = j->st.walked;
+		rc = kv_range_stream_count(&j->st, &keys, &j->counted);
+		walked = j->st.walked - walked;
+		*budget = *budget > walked ? *budget - (size_t)walked : 0;
+		if (rc == 0 && j->counted && j->st.total > KV_MAX_SEND_BYTES) {
+			char text[96];
+			snprintf(text, sizeof(text),
+				 "grpc: trying to send message larger than max (%llu vs. %u)",
+				 (unsigned long long)j->st.total, KV_MAX_SEND_BYTES);
+			grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, text);
+			return true;
+		}
+		if (rc == 0 && j->counted)
+			rc = grpc_call_send_begin(call, j->st.total);
+	}
+	while (rc == 0 && j->counted && !done && *budget > 0 &&
+	       grpc_call_pending_bytes(call) < KV_QUEUE_HIGH) {
+		size_t step = *budget < KV_QUEUE_HIGH ? *budget : KV_QUEUE_HIGH;
+		*budget -= step;
+		rc = kv_range_stream_write(&j->st, kv_call_sink, call, &step, &done);
+		*budget += step;
+		kv_job_forget(j);
+	}
+	kv_job_forget(j);
+	if (rc)
+		kv_stream_failed(s, call, rc);
+	else if (done)
+		grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+	return rc || done;
+}
+
+void kv_jobs_turn(struct gw_server *s)
+{
+	size_t budget = KV_TURN_BUDGET;
+	struct kv_job *j, *next;
+
+	if (!s->kv)
+		return;
+	for (j = s->kv->jobs; j && budget > 0; j = next) {
+		next = j->next;
+		struct grpc_call *call = grpc_call_find(s->grpc, j->call_id);
+		if (!call || kv_job_step(s, call, j, &budget))
+			kv_job_drop(s, j); /* a gone call's cancel drops it first: a safety net */
+	}
+	/* the next turn starts with the next job, so that none waits on the
+	 * budget of those before it turn after turn */
+	j = s->kv->jobs;
+	if (j && j->next) {
+		struct kv_job **tail = &j->next;
+		while (*tail)
+			tail = &(*tail)->next;
+		s->kv->jobs = j->next;
+		j->next = NULL;
+		*tail = j;
+	}
+}
+
+void kv_jobs_flushed(struct gw_server *s)
+{
+	if (!s->kv)
+		return;
+	for (struct kv_job *j = s->kv->jobs; j; j = j->next) {
+		struct grpc_call *call = grpc_call_find(s->grpc, j->call_id);
+		if (!call || !j->counted || grpc_call_pending_bytes(call) < KV_QUEUE_HIGH) {
+			s->more_work = true;
+			return;
+		}
+	}
+}
+
+/* The call ended (cancel, deadline, connection closed): its job goes,
+ * and the txn it held with it. */
+static void kv_cancel(struct gw_server *s, struct grpc_call *call)
+{
+	uint64_t id = grpc_call_id(call);
+
+	for (struct kv_job *j = s->kv->jobs; j; j = j->next) {
+		if (j->call_id == id) {
+			kv_job_drop(s, j);
+			return;
+		}
+	}
+}
+
+/* ---- Ranges now ---- */
+
+/* A sink over one buffer that holds the whole answer. */
+struct kv_buf_sink {
+	uint8_t *p;
+	size_t left;
+};
+
+static uint8_t *kv_buf_reserve(void *arg, size_t len)
+{
+	struct kv_buf_sink *b = arg;
+	if (len > b->left)
+		return NULL;
+	uint8_t *p = b->p;
+	b->p += len;
+	b->left -= len;
+	return p;
+}
+
+/*
+ * A Range now, from the latest published root (msg: its request bytes).
+ * A range of one key is answered whole (mvcc_range). A wider one is
+ * measured first: when that takes at most KV_INLINE_KEYS keys and its
+ * answer is at most KV_INLINE_BYTES, it is written whole now; otherwise
+ * it becomes a job with a txn of its own.
+ */
+static void kv_range_now(struct gw_server *s, struct grpc_call *call,
+			 const Etcdserverpb__RangeRequest *r, const uint8_t *msg, size_t len)
+{
+	struct kv_range_stream st;
+	struct gw_header h;
 	struct mvcc_view v;
 	struct gw_read rd;
+	size_t keys = KV_INLINE_KEYS, bytes = SIZE_MAX;
+	bool counted = false, done = false;
 
 	if (kv_view_begin(s, call, &rd, &v))
 		return;
-	kv_range_in(s, call, &v, r);
+	if (r->range_end.len == 0) {
+		kv_range_in(s, call, &v, r);
+		kv_view_end(s, &rd, &v);
+		return;
+	}
+	kv_range_stream_init(&st);
+	gw_header_fill(s, v.rev, &h);
+	int rc = kv_range_stream_begin(&st, &v, r, &h);
+	if (rc == 0)
+		rc = kv_range_stream_count(&st, &keys, &counted);
+	if (rc) {
+		kv_stream_failed(s, call, rc);
+	} else if (!counted || st.total > KV_INLINE_BYTES) {
+		kv_job_add(s, call, msg, len);
+	} else {
+		struct kv_buf_sink b = { grpc_call_send_reserve(call, st.total), st.total };
+		rc = b.p ? kv_range_stream_write(&st, kv_buf_reserve, &b, &bytes, &done) : -ENOMEM;
+		if (rc == 0 && (!done || b.left))
+			rc = kvindex_corrupt("a range walked again gave another answer");
+		if (rc)
+			kv_stream_failed(s, call, rc);
+		else
+			grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+	}
+	kv_range_stream_free(&st);
 	kv_view_end(s, &rd, &v);
 }
 
@@ -318,7 +518,7 @@ static void kv_deferred_run(struct gw_server *s, struct grpc_call *call, struct 
 		Etcdserverpb__RangeRequest *r =
 			gw_unpack(s, call, &etcdserverpb__range_request__descriptor, &msg, &len);
 		if (r)
-			kv_range_now(s, call, r);
+			kv_range_now(s, call, r, msg, len);
 	}
 }
 
@@ -365,7 +565,7 @@ static void kv_range(struct gw_server *s, struct grpc_call *call, const uint8_t 
 			kv_turn(s);
 		k->points[k->npoints++] = (struct kv_point){ grpc_call_id(call), r };
 	} else if (r->serializable) {
-		kv_range_now(s, call, r);
+		kv_range_now(s, call, r, msg, len);
 	} else {
 		kv_read_later(s, call, false, msg, len);
 	}
@@ -476,7 +676,6 @@ int kv_register(struct gw_server *s)
 		const char *path;
 		gw_unary_fn fn;
 	} methods[] = {
-		{ "/etcdserverpb.KV/Range", kv_range },
 		{ "/etcdserverpb.KV/Put", kv_put },
 		{ "/etcdserverpb.KV/DeleteRange", kv_delete_range },
 		{ "/etcdserverpb.KV/Txn", kv_txn },
@@ -487,6 +686,9 @@ int kv_register(struct gw_server *s)
 	if (!s->kv)
 		return -ENOMEM;
 	mvcc_range_result_init(&s->kv->res);
+	int rc = gw_handle_unary_cancel(s, "/etcdserverpb.KV/Range", kv_range, kv_cancel);
+	if (rc)
+		return rc;
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
 		int rc = gw_handle_unary(s, methods[i].path, methods[i].fn);
 		if (rc)
@@ -499,6 +701,8 @@ void kv_fini(struct gw_server *s)
 {
 	if (!s->kv)
 		return;
+	while (s->kv->jobs)
+		kv_job_drop(s, s->kv->jobs);
 	mvcc_range_result_free(&s->kv->res);
 	free(s->kv);
 	s->kv = NULL;

@@ -11,9 +11,12 @@
  * for the end of the loop turn (kv_turn), where the keys of all of them are
  * looked up together and each is answered from one view.
  *
- * A RangeResponse is encoded here by hand: each stored KeyValue's bytes
- * are copied into the response as they are (docs/design.md: stored bytes
- * are encoded once), without decoding and re-encoding them.
+ * A RangeResponse is encoded by hand (kv_range.h): each stored KeyValue's
+ * bytes are copied into the response as they are (docs/design.md: stored
+ * bytes are encoded once), without decoding and re-encoding them. A Range
+ * with a large answer is streamed from a read txn of its own as the
+ * client's flow-control window allows (kv.c: Ranges answered over several
+ * turns), so that a gatewayd never holds an answer whole.
  */
 #ifndef CETCD_GATEWAYD_KV_H
 #define CETCD_GATEWAYD_KV_H
@@ -23,23 +26,6 @@
 #include <stdint.h>
 
 #include "gatewayd/server.h"
-
-/* One encoded mvccpb.KeyValue. */
-struct kv_bytes {
-	const uint8_t *p;
-	size_t len;
-};
-
-/* Bytes of the RangeResponse {header h, kvs[0..n), more, count}, encoded
- * as etcd's marshaller does (fields in order, zero values left out, the
- * header always present). */
-size_t kv_range_size(const struct gw_header *h, const struct kv_bytes *kvs, size_t n, bool more,
-		     int64_t count);
-
-/* Writes that RangeResponse to out (room for kv_range_size bytes);
- * returns the bytes written. */
-size_t kv_range_write(uint8_t *out, const struct gw_header *h, const struct kv_bytes *kvs,
-		      size_t n, bool more, int64_t count);
 
 /* Frees what kv_register set up (kv_register is in server.h). */
 void kv_fini(struct gw_server *s);

@@ -9,11 +9,9 @@
  * gigabyte, perhaps. Computed in one go it would hold the event loop, and
  * every connection of this gatewayd, for seconds. So each is a job that
  * takes a step of MAINT_HASH_TURN_BUDGET bytes of work per loop turn
- * (maint_turn), with its read txn kept open between turns. The txn has a
- * reader entry and a mapping of its own: gw_read_begin ends and reuses the
- * server's entry and moves the server's mapping to a new db file between
- * its reads, neither of which may happen under a txn that spans turns.
- * Jobs run one at a time per gatewayd, in the order they came; a job whose
+ * (maint_turn), with its read txn kept open between turns (a gw_pin,
+ * server.h: a reader entry and a mapping of its own). Jobs run one at a
+ * time per gatewayd, in the order they came; a job whose
  * call ends (a cancel, a deadline, its connection closing) is dropped at
  * once. While one runs the loop does not sleep. */
 #include <errno.h>
@@ -24,7 +22,6 @@
 #include "gatewayd/transport/http1.h"
 #include "gatewayd/server.h"
 #include "cluster/hashkv.h"
-#include "shm/readers.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/mvcc.h"
 
@@ -75,8 +72,8 @@ static void maint_defragment(struct gw_server *s, struct grpc_call *call, const 
 
 /* ---- Hash and HashKV ---- */
 
-/* A Hash or HashKV call being answered. The reader entry, mapping, txn
- * and view exist while `running`. */
+/* A Hash or HashKV call being answered. The pinned txn and view exist
+ * while `running`. */
 struct maint_job {
 	struct maint_job *next;
 	uint64_t call_id;
@@ -85,12 +82,7 @@ struct maint_job {
 	bool kv;                 /* HashKV, else Hash */
 	int64_t rev;             /* HashKV's requested revision */
 	bool running;
-	bool claimed;            /* reader_index is ours */
-	uint32_t reader_index;
-	struct btree_reader *db;
-	struct btree_txn *txn;
-	bool view_open;
-	struct mvcc_view v;
+	struct gw_pin pin;
 	union {
 		struct mvcc_hashkv kv;
 		struct mvcc_hashdb db;
@@ -100,14 +92,7 @@ struct maint_job {
 /* Ends what a job holds and frees it; it must be out of the list. */
 static void maint_job_free(struct gw_server *s, struct maint_job *j)
 {
-	if (j->view_open)
-		mvcc_view_close(&j->v);
-	btree_txn_end(j->txn);
-	if (j->claimed) {
-		readers_end(s->r, j->reader_index);
-		readers_release(s->r, j->reader_index);
-	}
-	btree_reader_close(j->db);
+	gw_pin_release(s, &j->pin);
 	free(j);
 }
 
@@ -124,74 +109,24 @@ static void maint_job_drop(struct gw_server *s, struct maint_job *j)
 }
 
 /*
- * Begins j's read at the root stored published last, in a reader entry
- * and a mapping of its own. 0; -EAGAIN when stored has published nothing
- * yet or the db file was replaced meanwhile (try again); MVCC_ERR_* of
- * the requested revision; the errors of claiming, mapping and reading.
- * On failure j holds what it claimed until it is freed.
+ * Begins j's read at the root stored published last (gw_pin_begin's
+ * codes; MVCC_ERR_* of the requested revision). On failure j holds what
+ * it took until it is freed.
  */
 static int maint_job_start(struct gw_server *s, struct maint_job *j)
 {
-	struct status_stored st, now;
-	int rc;
-
-	if (!j->claimed) {
-		rc = readers_claim(s->r, &j->reader_index);
-		if (rc)
-			return rc;
-		j->claimed = true;
-	}
-	rc = readers_begin(s->r, j->reader_index, &st);
+	int rc = gw_pin_begin(s, &j->pin, true);
 	if (rc)
 		return rc;
-	if (st.root_page == 0)
-		return -EAGAIN;
-	rc = btree_reader_open(s->db_path, NULL, &j->db);
-	if (rc) {
-		j->db = NULL;
-		return rc;
-	}
-	/* the file opened must be the one the published root is in */
-	if (status_stored_read(s->r, &now) || now.db_generation != st.db_generation ||
-	    (st.db_ino && btree_reader_ino(j->db) != st.db_ino))
-		return -EAGAIN;
-	struct btree_root root = {
-		.root_pgid = st.root_page,
-		.txid = st.txid,
-		.hwm_pgid = st.high_water_page,
-	};
-	rc = btree_reader_begin(j->db, &root, &j->txn);
-	if (rc) {
-		j->txn = NULL;
-		return rc;
-	}
-	rc = mvcc_view_open(j->txn, &j->v);
-	if (rc)
-		return rc;
-	j->view_open = true;
 	if (j->kv) {
-		rc = mvcc_hashkv_begin(&j->h.kv, &j->v, j->rev);
+		rc = mvcc_hashkv_begin(&j->h.kv, &j->pin.v, j->rev);
 		if (rc)
 			return rc;
 	} else {
-		mvcc_hashdb_begin(&j->h.db, &j->v);
+		mvcc_hashdb_begin(&j->h.db, &j->pin.v);
 	}
 	j->running = true;
 	return 0;
-}
-
-/* Gives back what a start that must be tried again took. */
-static void maint_job_reset(struct gw_server *s, struct maint_job *j)
-{
-	if (j->view_open)
-		mvcc_view_close(&j->v);
-	j->view_open = false;
-	btree_txn_end(j->txn);
-	j->txn = NULL;
-	if (j->claimed)
-		readers_end(s->r, j->reader_index);
-	btree_reader_close(j->db);
-	j->db = NULL;
 }
 
 static void maint_job_answer(struct gw_server *s, struct grpc_call *call, struct maint_job *j)
@@ -258,8 +193,8 @@ void maint_turn(struct gw_server *s)
 	}
 	if (!j->running) {
 		rc = maint_job_start(s, j);
-		if (rc == -EAGAIN && j->db) {
-			maint_job_reset(s, j); /* a new db file: start over next turn */
+		if (rc == -ESTALE) {
+			gw_pin_end(s, &j->pin); /* a new db file: start over next turn */
 			s->more_work = true;
 			return;
 		}

@@ -67,6 +67,8 @@ struct grpc_call {
 	uint8_t prefix[GRPC_PREFIX_LEN]; /* the current message's prefix */
 	uint8_t prefix_len;  /* bytes of it received; 5 = inside the body */
 	struct h2_buf in;    /* body bytes of a message spread over DATA frames */
+	uint64_t send_left;  /* bytes of a response message begun with
+			      * grpc_call_send_begin still to come */
 	uint64_t handler_state[GRPC_CALL_STATE_BYTES / 8]; /* grpc_call_state */
 	struct grpc_call *next_free; /* pool link */
 };
@@ -362,6 +364,7 @@ static struct grpc_call *grpc_call_alloc(struct grpc_conn *conn)
 	call->heap_idx = GRPC_NONE;
 	call->prefix_len = 0;
 	call->in.len = 0;
+	call->send_left = 0;
 	memset(call->handler_state, 0, sizeof(call->handler_state));
 	call->next_free = NULL;
 	srv->ncalls++;
@@ -454,8 +457,9 @@ static int grpc_call_respond_headers(struct grpc_call *call)
 }
 
 /* Sends the status: as trailers after a started response, else as a
- * trailers-only response with HTTP status http_status. A failure resets
- * the stream instead (the client sees the stream end either way). */
+ * trailers-only response with HTTP status http_status. A failure, or a
+ * message begun and not complete, resets the stream instead (the client
+ * sees the stream end either way). */
 static void grpc_call_send_status(struct grpc_call *call, unsigned http_status, enum grpc_status code,
 				  const char *message)
 {
@@ -467,6 +471,13 @@ static void grpc_call_send_status(struct grpc_call *call, unsigned http_status, 
 	size_t n = 0;
 	int rc;
 
+	if (call->send_left) {
+		/* a message cut short (grpc_call_send_begin): trailers after it
+		 * would let the client take the part it got for the whole */
+		call->send_left = 0;
+		(void)h2_stream_reset(&call->st, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
 	snprintf(status, sizeof(status), "%u", (unsigned)code);
 	if (!h2_stream_responded(&call->st)) {
 		snprintf(http, sizeof(http), "%u", http_status);
@@ -1000,7 +1011,7 @@ int grpc_call_send_headers(struct grpc_call *call)
 
 uint8_t *grpc_call_send_reserve(struct grpc_call *call, size_t len)
 {
-	if (call->state != GRPC_C_ACTIVE || len > UINT32_MAX)
+	if (call->state != GRPC_C_ACTIVE || len > UINT32_MAX || call->send_left)
 		return NULL;
 	if (!h2_stream_responded(&call->st) && grpc_call_respond_headers(call) < 0)
 		return NULL;
@@ -1009,6 +1020,34 @@ uint8_t *grpc_call_send_reserve(struct grpc_call *call, size_t len)
 		return NULL;
 	grpc_prefix_write(p, false, (uint32_t)len);
 	return p + GRPC_PREFIX_LEN;
+}
+
+int grpc_call_send_begin(struct grpc_call *call, size_t len)
+{
+	if (call->state != GRPC_C_ACTIVE)
+		return -ECANCELED;
+	if (len > UINT32_MAX)
+		return -EMSGSIZE;
+	if (call->send_left)
+		return -EINVAL;
+	if (!h2_stream_responded(&call->st) && grpc_call_respond_headers(call) < 0)
+		return -ENOMEM;
+	uint8_t *p = h2_stream_write_reserve(&call->st, GRPC_PREFIX_LEN);
+	if (!p)
+		return -ENOMEM;
+	grpc_prefix_write(p, false, (uint32_t)len);
+	call->send_left = len;
+	return 0;
+}
+
+uint8_t *grpc_call_send_part(struct grpc_call *call, size_t len)
+{
+	if (call->state != GRPC_C_ACTIVE || len > call->send_left)
+		return NULL;
+	uint8_t *p = h2_stream_write_reserve(&call->st, len);
+	if (p)
+		call->send_left -= len;
+	return p;
 }
 
 int grpc_call_send(struct grpc_call *call, const void *msg, size_t len)

@@ -184,6 +184,22 @@ int grpc_call_send(struct grpc_call *call, const void *msg, size_t len);
  * NULL if the call is over or out of memory. */
 uint8_t *grpc_call_send_reserve(struct grpc_call *call, size_t len);
 
+/*
+ * A response message written in parts, for one too large to hold whole:
+ * grpc_call_send_begin queues the headers (if not sent yet) and the
+ * message's prefix for len bytes; grpc_call_send_part then queues the
+ * next len bytes of its body and returns where to write them (filled
+ * before returning to the event loop), NULL if the call is over, out of
+ * memory, or the parts would pass the length begun. Until the parts add
+ * up to len no other message may be sent, and a grpc_call_finish resets
+ * the stream (RST_STREAM INTERNAL_ERROR) instead of sending the status,
+ * so that a client never takes the part it got for the whole.
+ * grpc_call_send_begin returns 0; -ECANCELED if the call is over;
+ * -EMSGSIZE over 4 GiB; -EINVAL inside a message begun; -ENOMEM.
+ */
+int grpc_call_send_begin(struct grpc_call *call, size_t len);
+uint8_t *grpc_call_send_part(struct grpc_call *call, size_t len);
+
 /* Response bytes queued on the call and not yet handed to the connection
  * (for a stream's producer to bound its backlog). */
 size_t grpc_call_pending_bytes(const struct grpc_call *call);

@@ -289,6 +289,13 @@ void btree_reader_close(struct btree_reader *r);
 /* The inode number of the file r maps (0 if fstat fails). */
 uint64_t btree_reader_ino(const struct btree_reader *r);
 
+/* Lets the kernel take back this process's page tables of the mapping
+ * (MADV_DONTNEED): the file's pages stay in the page cache and map again
+ * when read. A reader that walks much of a large file over a long time
+ * (a streamed Range) calls it now and then between reads, so that the
+ * file does not stay resident in its process; its txns stay valid. */
+void btree_reader_forget(struct btree_reader *r);
+
 /* The state of the newest valid meta page on disk (the last durable
  * checkpoint), e.g. for tools or a reader that has nothing published. */
 int btree_reader_durable(struct btree_reader *r, struct btree_root *out);

@@ -244,6 +244,15 @@ uint64_t btree_reader_ino(const struct btree_reader *r)
 	return fstat(r->map.fd, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
 }
 
+void btree_reader_forget(struct btree_reader *r)
+{
+	uint64_t len = atomic_load(&r->map.file_size);
+
+	/* Best effort: advice on a read-only shared mapping loses nothing */
+	if (len)
+		(void)madvise((void *)r->map.base, len, MADV_DONTNEED);
+}
+
 void btree_reader_close(struct btree_reader *r)
 {
 	if (!r)

@@ -199,6 +199,53 @@ int mvcc_range(struct mvcc_view *v, const Etcdserverpb__RangeRequest *r,
 	       struct mvcc_range_result *res);
 
 /*
+ * A Range handed out one KeyValue at a time, for an answer too large to
+ * hold (gatewayd streams it): the same KeyValues in the same order as
+ * mvcc_range gives, with the same count and more, walked twice. The
+ * first pass (from mvcc_range_walk_begin) walks every key of the range,
+ * for count and more; the KeyValues it hands out are the answer, to be
+ * measured; n, count and more are final once it ends. mvcc_range_walk_rewind
+ * starts the second pass, which hands the same n KeyValues out again, to
+ * be sent. Each KeyValue is decoded (mvcc_kv_decode: the value's bytes
+ * are not read), and nothing is copied: out points into the txn.
+ *
+ * Without a sort (or ascending by key, which is key order) the walk holds
+ * no memory of its own, and a count_only range reads the index alone. A
+ * sorted range needs every KeyValue at once: mvcc_range_walk_begin runs
+ * mvcc_range into the walk's result (a reference per key, no bytes), and
+ * both passes read that.
+ *
+ * The view and r must stay as they are until the walk is freed.
+ * begin: 0, MVCC_ERR_FUTURE_REV, MVCC_ERR_COMPACTED, and mvcc_range's
+ * errors for a sorted range. next: 0 with *out; -ENOENT at the end of the
+ * pass; -EAGAIN when *budget keys were walked without a KeyValue to hand
+ * out (call again); -EUCLEAN, B+tree errors. Each key walked takes one
+ * from *budget.
+ */
+struct mvcc_range_walk {
+	struct mvcc_view *v;
+	const Etcdserverpb__RangeRequest *r;
+	int64_t rev;         /* the revision read at */
+	int64_t hdr_rev;     /* the response header's (the view's) */
+	size_t n;            /* KeyValues in the answer (final after the first pass) */
+	int64_t count;
+	bool more;
+	/* private */
+	bool sorted;
+	int pass;
+	size_t handed, pos;
+	struct kvindex_range kr;
+	struct kvindex_iter it;
+	struct mvcc_range_result res;
+};
+void mvcc_range_walk_init(struct mvcc_range_walk *w);
+int mvcc_range_walk_begin(struct mvcc_range_walk *w, struct mvcc_view *v,
+			  const Etcdserverpb__RangeRequest *r);
+int mvcc_range_walk_next(struct mvcc_range_walk *w, struct mvcc_kv_ref *out, size_t *budget);
+void mvcc_range_walk_rewind(struct mvcc_range_walk *w);
+void mvcc_range_walk_free(struct mvcc_range_walk *w);
+
+/*
  * Builds a RangeResponse (header with the revision only) from a result in
  * arena a. copy: copy keys and values into the arena (needed when the
  * txn will change before the response is encoded); otherwise they point

@@ -66,54 +66,42 @@ int mvcc_kv_decode(const uint8_t *buf, size_t len, struct mvcc_kv *out)
 	return 0;
 }
 
-static size_t bytes_field_len(size_t n)
+/* An empty key or value is left out. */
+static size_t bytes_field_len(unsigned num, size_t n)
 {
-	return n ? 1 + proto_varint_len(n) + n : 0;
-}
-
-static size_t int_field_len(int64_t v)
-{
-	return v ? 1 + proto_varint_len((uint64_t)v) : 0;
+	return n ? proto_bytes_field_len(num, n) : 0;
 }
 
 size_t mvcc_kv_encoded_len(const struct mvcc_kv *kv)
 {
-	return bytes_field_len(kv->key_len) + int_field_len(kv->create_rev) +
-	       int_field_len(kv->mod_rev) + int_field_len(kv->version) +
-	       bytes_field_len(kv->value_len) + int_field_len(kv->lease);
+	return bytes_field_len(KV_FIELD_KEY, kv->key_len) +
+	       proto_varint_field_len(KV_FIELD_CREATE, (uint64_t)kv->create_rev) +
+	       proto_varint_field_len(KV_FIELD_MOD, (uint64_t)kv->mod_rev) +
+	       proto_varint_field_len(KV_FIELD_VERSION, (uint64_t)kv->version) +
+	       bytes_field_len(KV_FIELD_VALUE, kv->value_len) +
+	       proto_varint_field_len(KV_FIELD_LEASE, (uint64_t)kv->lease);
 }
 
 static size_t put_bytes_field(uint8_t *out, unsigned num, const uint8_t *p, size_t n)
 {
-	if (!n)
-		return 0;
-	size_t w = proto_varint_put(out, (uint64_t)num << 3 | PROTO_WIRE_BYTES);
-	w += proto_varint_put(out + w, n);
-	memcpy(out + w, p, n);
-	return w + n;
-}
-
-static size_t put_int_field(uint8_t *out, unsigned num, int64_t v)
-{
-	if (!v)
-		return 0;
-	size_t w = proto_varint_put(out, (uint64_t)num << 3 | PROTO_WIRE_VARINT);
-	return w + proto_varint_put(out + w, (uint64_t)v);
+	return n ? proto_bytes_put(out, num, p, n) : 0;
 }
 
 size_t mvcc_kv_encode(const struct mvcc_kv *kv, uint8_t *out)
 {
 	size_t w = 0;
 	w += put_bytes_field(out + w, KV_FIELD_KEY, kv->key, kv->key_len);
-	w += put_int_field(out + w, KV_FIELD_CREATE, kv->create_rev);
-	w += put_int_field(out + w, KV_FIELD_MOD, kv->mod_rev);
-	w += put_int_field(out + w, KV_FIELD_VERSION, kv->version);
+	w += proto_varint_field_put(out + w, KV_FIELD_CREATE, (uint64_t)kv->create_rev);
+	w += proto_varint_field_put(out + w, KV_FIELD_MOD, (uint64_t)kv->mod_rev);
+	w += proto_varint_field_put(out + w, KV_FIELD_VERSION, (uint64_t)kv->version);
 	w += put_bytes_field(out + w, KV_FIELD_VALUE, kv->value, kv->value_len);
-	w += put_int_field(out + w, KV_FIELD_LEASE, kv->lease);
+	w += proto_varint_field_put(out + w, KV_FIELD_LEASE, (uint64_t)kv->lease);
 	return w;
 }
 
-int mvcc_kv_strip_value(const uint8_t *kv, size_t len, uint8_t *out, size_t *out_len)
+/* Walks the fields of kv and copies every one but the value to out (NULL:
+ * only counts them); never reads the value's bytes. */
+static int strip_value(const uint8_t *kv, size_t len, uint8_t *out, size_t *out_len)
 {
 	struct proto_reader r = proto_reader_init(kv, len);
 	size_t w = 0;
@@ -123,9 +111,20 @@ int mvcc_kv_strip_value(const uint8_t *kv, size_t len, uint8_t *out, size_t *out
 			return -EBADMSG;
 		if (f.num == KV_FIELD_VALUE)
 			continue;
-		memcpy(out + w, f.start, (size_t)(r.p - f.start));
+		if (out)
+			memcpy(out + w, f.start, (size_t)(r.p - f.start));
 		w += (size_t)(r.p - f.start);
 	}
 	*out_len = w;
 	return 0;
+}
+
+int mvcc_kv_strip_value(const uint8_t *kv, size_t len, uint8_t *out, size_t *out_len)
+{
+	return strip_value(kv, len, out, out_len);
+}
+
+int mvcc_kv_stripped_len(const uint8_t *kv, size_t len, size_t *out_len)
+{
+	return strip_value(kv, len, NULL, out_len);
 }

@@ -48,6 +48,9 @@ size_t mvcc_kv_encode(const struct mvcc_kv *kv, uint8_t *out);
  * -EBADMSG when kv is not well formed.
  */
 int mvcc_kv_strip_value(const uint8_t *kv, size_t len, uint8_t *out, size_t *out_len);
+/* The bytes mvcc_kv_strip_value would write, found without reading the
+ * value's bytes (only the fields' keys and lengths). -EBADMSG. */
+int mvcc_kv_stripped_len(const uint8_t *kv, size_t len, size_t *out_len);
 
 /* Byte-string order (memcmp, then the shorter first), as Go's
  * bytes.Compare: <0, 0, >0. */

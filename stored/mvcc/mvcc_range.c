@@ -25,16 +25,47 @@ void mvcc_range_result_free(struct mvcc_range_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
-static int append_ref(struct mvcc_range_result *res, const uint8_t *kv, size_t len)
+/* Fills ref from KeyValue bytes (decoded: nothing of the value is read). */
+static int decode_ref(const uint8_t *kv, size_t len, struct mvcc_kv_ref *ref)
 {
-	int rc = stored_reserve((void **)&res->kvs, &res->cap, res->n + 1, sizeof(*res->kvs), 8);
-	if (rc)
-		return rc;
-	struct mvcc_kv_ref *ref = &res->kvs[res->n];
 	if (mvcc_kv_decode(kv, len, &ref->f) || ref->f.key_len == 0)
 		return kvindex_corrupt("key bucket holds a malformed KeyValue (%zu bytes)", len);
 	ref->kv = kv;
 	ref->kv_len = len;
+	return 0;
+}
+
+/* The KeyValue an index hit names, decoded and checked against the key
+ * the index gave. */
+static int hit_ref(struct mvcc_view *v, const struct kvindex_hit *h, struct mvcc_kv_ref *ref)
+{
+	const uint8_t *kv = h->kv;
+	size_t len = h->kv_len;
+	int rc;
+
+	if (!kv) {
+		rc = mvcc_view_kv_at(v, h->rev, &kv, &len);
+		if (rc)
+			return rc;
+	}
+	rc = decode_ref(kv, len, ref);
+	if (rc)
+		return rc;
+	if (h->key && mvcc_bytes_cmp(ref->f.key, ref->f.key_len, h->key, h->key_len) != 0)
+		return kvindex_corrupt("cetcd index: the latest entry of a %zu-byte key "
+				       "holds another key's KeyValue", h->key_len);
+	return 0;
+}
+
+static int append_hit(struct mvcc_view *v, const struct kvindex_hit *h,
+		      struct mvcc_range_result *res)
+{
+	int rc = stored_reserve((void **)&res->kvs, &res->cap, res->n + 1, sizeof(*res->kvs), 8);
+	if (rc)
+		return rc;
+	rc = hit_ref(v, h, &res->kvs[res->n]);
+	if (rc)
+		return rc;
 	res->n++;
 	return 0;
 }
@@ -95,22 +126,27 @@ static int sort_refs(struct mvcc_range_result *res, int target, bool descend)
 	return 0;
 }
 
+/* Whether a KeyValue passes the request's revision filters. */
+static bool passes_filters(const struct mvcc_kv *f, const RangeRequest *r)
+{
+	if (r->max_mod_revision != 0 && f->mod_rev > r->max_mod_revision)
+		return false;
+	if (r->min_mod_revision != 0 && f->mod_rev < r->min_mod_revision)
+		return false;
+	if (r->max_create_revision != 0 && f->create_rev > r->max_create_revision)
+		return false;
+	if (r->min_create_revision != 0 && f->create_rev < r->min_create_revision)
+		return false;
+	return true;
+}
+
 /* Drops the refs that fail the request's revision filters. */
 static void filter_refs(struct mvcc_range_result *res, const RangeRequest *r)
 {
 	size_t j = 0;
-	for (size_t i = 0; i < res->n; i++) {
-		const struct mvcc_kv *f = &res->kvs[i].f;
-		if (r->max_mod_revision != 0 && f->mod_rev > r->max_mod_revision)
-			continue;
-		if (r->min_mod_revision != 0 && f->mod_rev < r->min_mod_revision)
-			continue;
-		if (r->max_create_revision != 0 && f->create_rev > r->max_create_revision)
-			continue;
-		if (r->min_create_revision != 0 && f->create_rev < r->min_create_revision)
-			continue;
-		res->kvs[j++] = res->kvs[i];
-	}
+	for (size_t i = 0; i < res->n; i++)
+		if (passes_filters(&res->kvs[i].f, r))
+			res->kvs[j++] = res->kvs[i];
 	res->n = j;
 }
 
@@ -120,13 +156,45 @@ static bool has_filters(const RangeRequest *r)
 	       r->min_create_revision != 0 || r->max_create_revision != 0;
 }
 
+/* Whether the answer is sorted, as etcd's Range decides it (a target
+ * other than the key with no order means ascending; an unknown target or
+ * order leaves key order), and how. */
+static bool sorts(const RangeRequest *r, int *target, bool *descend)
+{
+	int order = r->sort_order;
+	if (r->sort_target != ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY &&
+	    order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__NONE)
+		order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND;
+	*target = r->sort_target;
+	*descend = order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+	return (order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND || *descend) &&
+	       r->sort_target >= ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY &&
+	       r->sort_target <= ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;
+}
+
+/* The revision a range reads at, checked as etcd checks it. */
+static int read_rev(const struct mvcc_view *v, const RangeRequest *r, int64_t cur_rev,
+		    int64_t *rev)
+{
+	*rev = r->revision;
+	if (*rev > cur_rev)
+		return MVCC_ERR_FUTURE_REV;
+	if (*rev <= 0)
+		*rev = cur_rev;
+	if (*rev < v->compact_rev)
+		return MVCC_ERR_COMPACTED;
+	return 0;
+}
+
 int mvcc_range_at(struct mvcc_view *v, const RangeRequest *r, int64_t cur_rev,
 		  struct mvcc_range_result *res)
 {
 	struct kvindex_range kr;
 	struct kvindex_iter it;
 	struct kvindex_hit h;
-	int64_t limit = r->limit, rev = r->revision, count = 0;
+	int64_t limit = r->limit, rev, count = 0;
+	int target;
+	bool descend, sorted = sorts(r, &target, &descend);
 	int rc;
 
 	res->n = 0;
@@ -139,13 +207,9 @@ int mvcc_range_at(struct mvcc_view *v, const RangeRequest *r, int64_t cur_rev,
 	if (limit > 0)
 		limit++;    /* one extra tells `more` */
 
-	if (rev > cur_rev)
-		return MVCC_ERR_FUTURE_REV;
-	if (rev <= 0)
-		rev = cur_rev;
-	if (rev < v->compact_rev)
-		return MVCC_ERR_COMPACTED;
-
+	rc = read_rev(v, r, cur_rev, &rev);
+	if (rc)
+		return rc;
 	kvindex_range_from_request(&kr, r->key.data, r->key.len, r->range_end.data,
 				   r->range_end.len);
 	kvindex_iter_begin(&it, &v->idx, &kr, rev, rev == v->rev);
@@ -153,36 +217,17 @@ int mvcc_range_at(struct mvcc_view *v, const RangeRequest *r, int64_t cur_rev,
 		count++;
 		if (r->count_only || (limit > 0 && (int64_t)res->n >= limit))
 			continue;
-		const uint8_t *kv = h.kv;
-		size_t len = h.kv_len;
-		if (!kv) {
-			rc = mvcc_view_kv_at(v, h.rev, &kv, &len);
-			if (rc)
-				return rc;
-		}
-		rc = append_ref(res, kv, len);
+		rc = append_hit(v, &h, res);
 		if (rc)
 			return rc;
-		const struct mvcc_kv *f = &res->kvs[res->n - 1].f;
-		if (h.key && mvcc_bytes_cmp(f->key, f->key_len, h.key, h.key_len) != 0)
-			return kvindex_corrupt("cetcd index: the latest entry of a %zu-byte key "
-					       "holds another key's KeyValue", h.key_len);
 	}
 	if (rc != -ENOENT)
 		return rc;
 	res->count = count;
 
 	filter_refs(res, r);
-	int order = r->sort_order;
-	if (r->sort_target != ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY &&
-	    order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__NONE)
-		order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND;
-	if ((order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND ||
-	     order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND) &&
-	    r->sort_target >= ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY &&
-	    r->sort_target <= ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE) {
-		rc = sort_refs(res, r->sort_target,
-			       order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND);
+	if (sorted) {
+		rc = sort_refs(res, target, descend);
 		if (rc)
 			return rc;
 	}
@@ -191,6 +236,113 @@ int mvcc_range_at(struct mvcc_view *v, const RangeRequest *r, int64_t cur_rev,
 		res->more = true;
 	}
 	return 0;
+}
+
+/* ---- a range in steps ---- */
+
+int mvcc_range_walk_begin(struct mvcc_range_walk *w, struct mvcc_view *v, const RangeRequest *r)
+{
+	int target;
+	bool descend;
+	int rc;
+
+	w->v = v;
+	w->r = r;
+	w->hdr_rev = v->rev;
+	w->pass = 0;
+	w->handed = 0;
+	w->n = 0;
+	w->count = 0;
+	w->more = false;
+	w->pos = 0;
+	rc = read_rev(v, r, v->rev, &w->rev);
+	if (rc)
+		return rc;
+	/* ascending by key is key order already */
+	w->sorted = sorts(r, &target, &descend) &&
+		    !(target == ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY && !descend);
+	if (w->sorted) {
+		rc = mvcc_range(v, r, &w->res);
+		if (rc)
+			return rc;
+		w->n = w->res.n;
+		w->count = w->res.count;
+		w->more = w->res.more;
+		return 0;
+	}
+	kvindex_range_from_request(&w->kr, r->key.data, r->key.len, r->range_end.data,
+				   r->range_end.len);
+	kvindex_iter_begin(&w->it, &v->idx, &w->kr, w->rev, w->rev == v->rev);
+	return 0;
+}
+
+void mvcc_range_walk_rewind(struct mvcc_range_walk *w)
+{
+	w->pass = 1;
+	w->handed = 0;
+	w->pos = 0;
+	if (!w->sorted)
+		kvindex_iter_begin(&w->it, &w->v->idx, &w->kr, w->rev, w->rev == w->v->rev);
+}
+
+int mvcc_range_walk_next(struct mvcc_range_walk *w, struct mvcc_kv_ref *out, size_t *budget)
+{
+	const RangeRequest *r = w->r;
+	int64_t limit = r->limit > 0 ? r->limit : 0;
+	bool filters = has_filters(r);
+	struct kvindex_hit h;
+	int rc;
+
+	if (w->sorted) {
+		if (w->pos == w->res.n)
+			return -ENOENT;
+		*out = w->res.kvs[w->pos++];
+		return 0;
+	}
+	if (w->pass == 1 && w->handed == w->n)
+		return -ENOENT;
+	while (*budget > 0) {
+		(*budget)--;
+		rc = kvindex_iter_next(&w->it, &h);
+		if (rc == -ENOENT && w->pass == 1)
+			return kvindex_corrupt("cetcd index: a range walked again ended early");
+		if (rc)
+			return rc;
+		if (w->pass == 0)
+			w->count++;
+		if (r->count_only)
+			continue;
+		bool full = limit > 0 && (int64_t)w->handed >= limit;
+		if (full && !filters)
+			w->more = true;
+		if (full && w->more)
+			continue; /* counted only */
+		rc = hit_ref(w->v, &h, out);
+		if (rc)
+			return rc;
+		if (filters && !passes_filters(&out->f, r))
+			continue;
+		if (full) {
+			w->more = true;
+			continue;
+		}
+		w->handed++;
+		if (w->pass == 0)
+			w->n = w->handed;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+void mvcc_range_walk_init(struct mvcc_range_walk *w)
+{
+	memset(w, 0, sizeof(*w));
+	mvcc_range_result_init(&w->res);
+}
+
+void mvcc_range_walk_free(struct mvcc_range_walk *w)
+{
+	mvcc_range_result_free(&w->res);
 }
 
 int mvcc_range(struct mvcc_view *v, const RangeRequest *r, struct mvcc_range_result *res)
