@@ -45,6 +45,11 @@
 #   lease-keepalive (10 conns, 100 clients, one lease each; keepalives
 #   answered a second, CPU time per keepalive sent, and how many failed:
 #   the tool's figures count only the answered ones);
+#   big_range: one Range of BENCH_TOTAL keys of 1 KiB (tests/tools/bigrange
+#   loads them once, then reads them back whole and checks them): its time,
+#   and the sum of the peak resident memory (VmHWM, reset just before
+#   through /proc/PID/clear_refs, so root) of the server's processes while
+#   it runs, and how far that rose above what they held before;
 #   one write + fdatasync on the data dir's disk, the latency floor;
 #   with 3 members, the time from SIGKILL of the leader (every process of
 #   that member) to the next acknowledged put through another member,
@@ -210,19 +215,29 @@ failover_ms() {
   failover=$(( t1 - t0 ))
 }
 
-# CPU ticks (user + sys) of the servers' process groups.
-server_ticks() {
-  local sum=0 f p
+# server_procs: the pids of the servers' processes (their process groups).
+server_procs() {
+  local f p rest
   declare -A groups=()
   for p in "${server_pids[@]}"; do groups[$p]=1; done
   for f in /proc/[0-9]*/stat; do
     # Field 2 (comm) may hold spaces and parentheses: cut through the
-    # last ") ". Then state is field 3, pgrp 5, utime 14, stime 15.
-    local rest
+    # last ") ". Then pgrp is field 5.
     rest=$(sed -e 's/^.*) //' "$f" 2>/dev/null) || continue
     read -r -a r <<<"$rest"
     [[ -n ${groups[${r[2]:-x}]:-} ]] || continue
-    sum=$(( sum + r[11] + r[12] ))
+    p=${f#/proc/}
+    echo "${p%/stat}"
+  done
+}
+
+# CPU ticks (user + sys) of the servers' process groups.
+server_ticks() {
+  local sum=0 p
+  for p in $(server_procs); do
+    # utime and stime are fields 14 and 15 (12 and 13 after the comm)
+    read -r -a r <<<"$(sed -e 's/^.*) //' "/proc/$p/stat" 2>/dev/null)" || continue
+    sum=$(( sum + ${r[11]:-0} + ${r[12]:-0} ))
   done
   echo "$sum"
 }
@@ -481,6 +496,29 @@ if [[ -z ${BENCH_WORKLOADS:-} || " $BENCH_WORKLOADS " == *" watch_floor "* ]]; t
 fi
 measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_errors keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
   lease-keepalive --total "$total"
+# big_range: one Range of $total keys of 1 KiB (about 105 MB; loaded once
+# per server by tests/tools/bigrange, in txns of 100 puts), read back
+# whole and checked by it; prints "ms peak_mb grew_mb": the Range's time,
+# the sum of the peak resident memory (VmHWM) of the server's processes
+# while it ran (each peak reset first through /proc/PID/clear_refs), and
+# how far that sum rose above their resident memory before.
+big_range() {
+  local args=(-endpoint "$endpoint" -prefix bigr -n "$total" -size 1024) p ms before=0 peak=0
+  if [[ -z $(ETCDCTL_API=3 etcdctl --endpoints "$endpoint" get bigr/00000000 --keys-only) ]]; then
+    "${cli_pin[@]}" "$tools/bigrange" load "${args[@]}" -batch 100 >/dev/null
+  fi
+  local procs
+  procs=$(server_procs)
+  for p in $procs; do
+    echo 5 >"/proc/$p/clear_refs"
+    before=$(( before + $(awk '$1 == "VmRSS:" { print $2 }' "/proc/$p/status") ))
+  done
+  ms=$("${cli_pin[@]}" "$tools/bigrange" get "${args[@]}" | awk '$1 == "ms" { print $2 }')
+  for p in $procs; do peak=$(( peak + $(awk '$1 == "VmHWM:" { print $2 }' "/proc/$p/status") )); done
+  echo "${ms:-0} $(( peak / 1024 )) $(( (peak - before) / 1024 ))"
+}
+measure big_range "big_range_ms big_range_peak_mb big_range_grew_mb" big_range
+
 for server in $servers; do
   use_server "$server"
   R[$server.h2_status]="range_s:$(grpc_status /etcdserverpb.KV/Range "$range_s") put:$(grpc_status /etcdserverpb.KV/Put "$put")"
@@ -511,9 +549,10 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
          wire_write_p50 wire_write_p99 wire_ack_p99 keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok json_range_qps json_range_cpu json_range_ok \
-         json_put_qps json_put_cpu json_put_ok h2_status failover_ms; do
+         json_put_qps json_put_cpu json_put_ok big_range_ms big_range_peak_mb big_range_grew_mb \
+         h2_status failover_ms; do
   unit=""
-  case $k in *_p50|*_p99|*_avg) unit=" (ms)";; *_cpu) unit=" (us/req)";; esac
+  case $k in *_p50|*_p99|*_avg|*_ms) unit=" (ms)";; *_cpu) unit=" (us/req)";; *_mb) unit=" (MiB)";; esac
   vals=()
   for server in "${cols[@]}"; do vals+=("${R[$server.$k]:-0}"); done
   row "$k$unit" "${vals[@]}"
@@ -547,5 +586,8 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "json_put_qps_ratio=$(ratio "${R[cetcd.json_put_qps]:-0}" "${R[etcd.json_put_qps]:-0}")" \
   "cpu_per_range_s_ratio=$(ratio "${R[cetcd.h2_range_s_cpu]:-0}" "${R[etcd.h2_range_s_cpu]:-0}")" \
   "cpu_per_put_ratio=$(ratio "${R[cetcd.h2_put_cpu]:-0}" "${R[etcd.h2_put_cpu]:-0}")" \
+  "big_range_ms_ratio=$(ratio "${R[cetcd.big_range_ms]:-0}" "${R[etcd.big_range_ms]:-0}")" \
+  "big_range_peak_ratio=$(ratio "${R[cetcd.big_range_peak_mb]:-0}" "${R[etcd.big_range_peak_mb]:-0}")" \
+  "big_range_grew_ratio=$(ratio "${R[cetcd.big_range_grew_mb]:-0}" "${R[etcd.big_range_grew_mb]:-0}")" \
   "failover_ratio=$(ratio "${R[cetcd.failover_ms]:-0}" "${R[etcd.failover_ms]:-0}")" \
   "members=$members"

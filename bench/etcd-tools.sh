@@ -6,8 +6,9 @@
 #
 #   bench/etcd-tools.sh [OUT]     (default OUT: $HOME/.cache/cetcd-etcd-tools)
 #
-# Leaves OUT/etcd-benchmark, and OUT/watch-floor built from
-# bench/watch-floor (over Debian's etcd and gRPC Go packages). Needs root.
+# Leaves OUT/etcd-benchmark, OUT/watch-floor built from bench/watch-floor
+# and OUT/bigrange from tests/tools/bigrange (over Debian's etcd and gRPC
+# Go packages). Needs root.
 # Reuses a previous build.
 # Installing etcd-server on a host that runs systemd would start its
 # service on 2379/2380; a policy-rc.d keeps it from starting.
@@ -15,20 +16,26 @@ set -euo pipefail
 out=${1:-$HOME/.cache/cetcd-etcd-tools}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-floor_src=$(cd "$(dirname "$0")" && pwd)/watch-floor/main.go
+src=$(cd "$(dirname "$0")/.." && pwd)
 
-# build_floor: OUT/watch-floor, unless it is newer than its source.
-build_floor() {
-  [[ $out/watch-floor -nt $floor_src ]] && return 0
-  local cache
+# build_go NAME SRC: OUT/NAME built from SRC (one .go file, or a folder
+# of them) over Debian's Go packages, unless it is newer than SRC.
+build_go() {
+  local name=$1 from=$2 dir=$2 what=. cache
+  if [[ -f $from ]]; then dir=$(dirname "$from") what=$(basename "$from"); fi
+  [[ -x $out/$name && -z $(find "$from" -newer "$out/$name") ]] && return 0
   cache=$(mktemp -d)
-  GO111MODULE=off GOFLAGS= GOPATH=/usr/share/gocode GOCACHE="$cache" \
-    go build -o "$out/watch-floor" "$floor_src"
+  (cd "$dir" && GO111MODULE=off GOFLAGS= GOPATH=/usr/share/gocode GOCACHE="$cache" \
+    go build -o "$out/$name" "$what")
   rm -rf "$cache"
-  echo "etcd-tools: built $out/watch-floor"
+  echo "etcd-tools: built $out/$name"
+}
+build_tools() {
+  build_go watch-floor "$src/bench/watch-floor/main.go"
+  build_go bigrange "$src/tests/tools/bigrange"
 }
 if [[ -x $out/etcd-benchmark && -x /usr/bin/etcd ]]; then
-  build_floor
+  build_tools
   echo "etcd-tools: using $out/etcd-benchmark"; exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
@@ -71,5 +78,5 @@ mkdir -p "$gopath/src/go.etcd.io/etcd"
 cp -r "$src/tools" "$gopath/src/go.etcd.io/etcd/"
 GO111MODULE=off GOFLAGS= GOPATH="$gopath:/usr/share/gocode" GOCACHE="$tmp/gocache" \
   go build -o "$out/etcd-benchmark" go.etcd.io/etcd/tools/benchmark
-build_floor
+build_tools
 echo "etcd-tools: built $out/etcd-benchmark; etcd $(etcd --version | head -n1)"
