@@ -100,12 +100,12 @@ const struct config_flag config_flags[] = {
 	    "Maximum client request size in bytes the server will accept."),
 	ANY("max-concurrent-streams", CT_UINT32, max_concurrent_streams, "4294967295", S_MEMBER,
 	    "Maximum concurrent streams that each client can open at a time."),
-	DEF_ONLY("grpc-keepalive-min-time", CT_DURATION, grpc_keepalive_min_time_ns, "5s", S_MEMBER,
-		 "Minimum duration interval that a client should wait before pinging server."),
-	DEF_ONLY("grpc-keepalive-interval", CT_DURATION, grpc_keepalive_interval_ns, "2h", S_MEMBER,
-		 "Frequency duration of server-to-client ping to check if a connection is alive (0 to disable)."),
-	DEF_ONLY("grpc-keepalive-timeout", CT_DURATION, grpc_keepalive_timeout_ns, "20s", S_MEMBER,
-		 "Additional duration of wait before closing a non-responsive connection (0 to disable)."),
+	ANY("grpc-keepalive-min-time", CT_DURATION, grpc_keepalive_min_time_ns, "5s", S_MEMBER,
+	    "Minimum duration interval that a client should wait before pinging server."),
+	ANY("grpc-keepalive-interval", CT_DURATION, grpc_keepalive_interval_ns, "2h", S_MEMBER,
+	    "Frequency duration of server-to-client ping to check if a connection is alive (0 to disable)."),
+	ANY("grpc-keepalive-timeout", CT_DURATION, grpc_keepalive_timeout_ns, "20s", S_MEMBER,
+	    "Additional duration of wait before closing a non-responsive connection (0 to disable)."),
 
 	/* Clustering */
 	{ .name = "initial-advertise-peer-urls", .type = CT_URLS,

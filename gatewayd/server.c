@@ -254,6 +254,11 @@ static void gw_handed_touch(struct gw_server *s, struct gw_conn *c)
 	dlist_insert_tail(&s->handed, &c->handed);
 }
 
+static int64_t gw_min(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
 static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 {
 	if (c->dead)
@@ -429,6 +434,8 @@ static int gw_conn_detect(struct gw_server *s, struct gw_conn *c, const uint8_t 
 			return rc;
 		h2_conn_set_user(c->h2, c, gw_conn_pending);
 		c->proto = GW_H2;
+		s->keepalive_next_ns = gw_min(s->keepalive_next_ns,
+					      s->now_ns + h2_conn_config(c->h2)->keepalive_ns);
 		s->stats.h2_conns++;
 		return h2_conn_recv(c->h2, c->preface, GW_PREFACE_LEN);
 	}
@@ -845,9 +852,49 @@ void gw_server_hello(struct gw_server *s)
 
 /* ---- the loop ---- */
 
-static int64_t gw_min(int64_t a, int64_t b)
+/* grpc-go's keepalive settings from etcd's flags, as etcd 3.4 hands them
+ * to grpc-go (embed/etcd.go): a min time of 0 leaves grpc-go's policy
+ * (5 min), an interval or a timeout of 0 its server parameters (2 h,
+ * 20 s), and grpc-go raises an interval under 1 s to 1 s. */
+static void gw_keepalive_config(const struct cetcd_config *cfg, struct h2_config *h)
 {
-	return a < b ? a : b;
+	const int64_t sec = 1000000000LL;
+
+	h->ping_min_ns = cfg->grpc_keepalive_min_time_ns > 0 ? cfg->grpc_keepalive_min_time_ns
+							      : 5 * 60 * sec;
+	h->keepalive_ns = 2 * 3600 * sec;
+	h->keepalive_timeout_ns = 20 * sec;
+	if (cfg->grpc_keepalive_interval_ns > 0 && cfg->grpc_keepalive_timeout_ns > 0) {
+		h->keepalive_ns = cfg->grpc_keepalive_interval_ns < sec ? sec
+									: cfg->grpc_keepalive_interval_ns;
+		h->keepalive_timeout_ns = cfg->grpc_keepalive_timeout_ns;
+	}
+}
+
+/* The HTTP/2 connections' keepalive (h2_conn_keepalive: a PING to one
+ * silent for the interval, the close of one silent for the timeout after
+ * it), once the earliest deadline has come; returns the next. Deadlines
+ * only move later as bytes come, so the earliest known one is a safe time
+ * to look again. */
+static int64_t gw_keepalive_expire(struct gw_server *s)
+{
+	struct gw_conn *c, *n;
+	int64_t next = INT64_MAX, at;
+
+	if (s->keepalive_next_ns > s->now_ns)
+		return s->keepalive_next_ns;
+	dlist_for_each_safe(c, n, &s->conns, node) {
+		if (c->proto != GW_H2 || c->dead || c->lingering)
+			continue;
+		if (h2_conn_keepalive(c->h2, s->now_ns, &at) == -ETIMEDOUT) {
+			log_debug("closed a connection whose client did not answer a keepalive ping");
+			gw_conn_close(s, c);
+			continue;
+		}
+		next = gw_min(next, at);
+	}
+	s->keepalive_next_ns = next;
+	return next;
 }
 
 /* Closes lingering connections whose time is up; returns the nearest
@@ -1097,6 +1144,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	conc_turn(s);
 	grpc_server_expire(s->grpc);                /* 6 */
 	int64_t linger = gw_min(gw_linger_expire(s), gw_handed_expire(s));
+	linger = gw_min(linger, gw_keepalive_expire(s));
 	gw_rings_publish(s);                        /* 7 */
 	if (jsongw_turn(s->jsongw))                 /* 8 */
 		s->more_work = true;
@@ -1198,6 +1246,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 				(int64_t)config_request_timeout_ms(p->cfg) * 1000000;
 	s->epfd = s->timerfd = -1;
 	s->timer_armed_ns = INT64_MAX;
+	s->keepalive_next_ns = INT64_MAX;
 	s->accept_resume_ns = INT64_MAX;
 	s->hello_retry_ns = INT64_MAX;
 	s->watch_fired = -1;
@@ -1240,6 +1289,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 
 	grpc_server_config_default(&gc, s->max_request_bytes);
 	gc.h2.max_concurrent_streams = p->cfg->max_concurrent_streams;
+	gw_keepalive_config(p->cfg, &gc.h2);
 	rc = grpc_server_new(&gc, &s->grpc);
 	if (rc)
 		goto out_free;

@@ -236,6 +236,8 @@ struct gw_server {
 	uint32_t lingering;             /* connections waiting for the client's close, */
 	struct dlist linger;            /* oldest first (server.c) */
 	int64_t accept_resume_ns;       /* a paused listener listens again; INT64_MAX: none */
+	int64_t keepalive_next_ns;      /* the HTTP/2 connections' earliest keepalive
+					 * deadline at most (server.c); INT64_MAX: none */
 	struct accept_backoff accept_bo; /* the listeners out of descriptors */
 	struct dlist handed;            /* connections from the local socket, the
 					 * one read longest ago first (server.c) */

@@ -833,7 +833,12 @@ int grpc_server_new(const struct grpc_server_config *cfg, struct grpc_server **o
 		srv->cfg.now_ns = grpc_clock_monotonic;
 	srv->mem = mem;
 	srv->free_slot = GRPC_NONE;
-	int rc = h2_ctx_new(&cfg->h2, &srv->h2);
+	struct h2_config h2cfg = cfg->h2;
+	if (!h2cfg.now_ns) { /* one clock for the deadlines and the keepalive */
+		h2cfg.now_ns = cfg->now_ns;
+		h2cfg.clock_arg = cfg->clock_arg;
+	}
+	int rc = h2_ctx_new(&h2cfg, &srv->h2);
 	if (rc < 0) {
 		grpc_dealloc(mem, srv);
 		return rc;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gatewayd/transport/transport.h"
 
@@ -21,6 +22,12 @@
 #define H2_MAX_WINDOW 0x7fffffffu
 /* Queue capacity a stream keeps once everything queued went out. */
 #define H2_IDLE_BODY_KEEP_BYTES 1024u
+
+/* grpc-go's enforcement policy: more strikes than this end the
+ * connection; without open streams a ping is early within 2 h. */
+#define H2_MAX_PING_STRIKES 2u
+#define H2_PING_IDLE_MIN_NS (2 * 3600 * 1000000000LL)
+static const char h2_too_many_pings[] = "too_many_pings";
 
 /* Opaque data of the PING that times the final GOAWAY of a drain. */
 static const uint8_t h2_drain_ping[8] = { 'c', 'e', 't', 'c', 'd', 'g', 'o', 'a' };
@@ -54,6 +61,13 @@ struct h2_conn {
 	size_t sink_base;          /* sink's length when this flush's batch began */
 	enum h2_drain drain;
 	int32_t goaway_last_id;    /* after the final GOAWAY: the last stream it names */
+	int64_t last_read_ns;      /* when the client last sent bytes */
+	int64_t kp_ping_ns;        /* when our keepalive PING went; 0: none out */
+	int64_t ping_recv_ns;      /* when the client's last PING came */
+	uint32_t ping_strikes;     /* early PINGs in a row (enforcement policy) */
+	bool ping_seen;            /* ping_recv_ns is set */
+	bool ping_reset;           /* HEADERS or DATA sent since the last PING */
+	bool close_when_sent;      /* our too_many_pings GOAWAY is out: end c */
 	bool busy;                 /* inside h2_conn_recv or h2_conn_flush */
 	bool signalled;            /* pending() called since the last complete flush */
 	bool failed;               /* the session failed: only freeing is left */
@@ -190,6 +204,48 @@ static void h2_send_final_goaway(struct h2_conn *c)
 	(void)nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE, c->goaway_last_id,
 				    NGHTTP2_NO_ERROR, NULL, 0);
 	c->drain = H2_GOAWAY_SENT;
+}
+
+static int64_t h2_now(const struct h2_ctx *ctx)
+{
+	struct timespec ts;
+	if (ctx->cfg.now_ns)
+		return ctx->cfg.now_ns(ctx->cfg.clock_arg);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A client's PING under grpc-go's enforcement policy (its handlePing):
+ * one that follows the previous too soon (ping_min_ns with open streams,
+ * 2 h without) is a strike, unless the server sent HEADERS or DATA since,
+ * which clears the strikes; past H2_MAX_PING_STRIKES the client gets
+ * GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and the connection ends. */
+static void h2_on_ping(struct h2_conn *c)
+{
+	int64_t now = h2_now(c->ctx), last = c->ping_recv_ns;
+	bool seen = c->ping_seen;
+
+	if (!c->ctx->cfg.ping_min_ns)
+		return;
+	c->ping_seen = true;
+	c->ping_recv_ns = now;
+	if (c->ping_reset) {
+		c->ping_reset = false;
+		c->ping_strikes = 0;
+		return;
+	}
+	int64_t least = c->nstreams ? c->ctx->cfg.ping_min_ns : H2_PING_IDLE_MIN_NS;
+	if (seen && now - last < least)
+		c->ping_strikes++;
+	if (c->ping_strikes > H2_MAX_PING_STRIKES && c->drain != H2_GOAWAY_SENT) {
+		c->goaway_last_id = nghttp2_session_get_last_proc_stream_id(c->session);
+		if (nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE, c->goaway_last_id,
+					  NGHTTP2_ENHANCE_YOUR_CALM,
+					  (const uint8_t *)h2_too_many_pings,
+					  sizeof(h2_too_many_pings) - 1) != 0)
+			c->failed = true;
+		c->drain = H2_GOAWAY_SENT;
+	}
 }
 
 /* ---- nghttp2 callbacks ---- */
@@ -399,7 +455,9 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
 			h2_stream_acked(s, (uint32_t)frame->window_update.window_size_increment);
 		break;
 	case NGHTTP2_PING:
-		if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && c->drain == H2_NOTICE_SENT &&
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+			h2_on_ping(c);
+		else if (c->drain == H2_NOTICE_SENT &&
 		    memcmp(frame->ping.opaque_data, h2_drain_ping, sizeof(h2_drain_ping)) == 0)
 			h2_send_final_goaway(c);
 		break;
@@ -422,10 +480,17 @@ static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t str
 	return 0;
 }
 
-/* After a complete response, a client still sending is told to stop. */
+/* After a complete response, a client still sending is told to stop.
+ * HEADERS and DATA clear the client's ping strikes; the too_many_pings
+ * GOAWAY ends the connection once it is written. */
 static int h2_on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
-	(void)user_data;
+	struct h2_conn *c = user_data;
+	if (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA)
+		c->ping_reset = true;
+	if (frame->hd.type == NGHTTP2_GOAWAY &&
+	    frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM)
+		c->close_when_sent = true;
 	if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
 	    (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
 	    nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) == 0)
@@ -533,6 +598,7 @@ int h2_conn_new(struct h2_ctx *ctx, const struct h2_app_ops *ops, void *app, str
 	c->ops = ops;
 	c->app = app;
 	c->drain = H2_RUNNING;
+	c->last_read_ns = h2_now(ctx);
 	dlist_init(&c->streams);
 
 	/* nghttp2_mem's members are not const, but nghttp2 only reads them. */
@@ -611,6 +677,8 @@ int h2_conn_recv(struct h2_conn *c, const uint8_t *data, size_t len)
 {
 	if (c->failed)
 		return -EPROTO;
+	if (len && (c->ctx->cfg.keepalive_ns || c->ctx->cfg.ping_min_ns))
+		c->last_read_ns = h2_now(c->ctx);
 	c->busy = true;
 	ssize_t rv = nghttp2_session_mem_recv(c->session, data, len);
 	c->busy = false;
@@ -754,6 +822,8 @@ bool h2_conn_is_done(const struct h2_conn *c)
 {
 	if (c->failed)
 		return true;
+	if (c->close_when_sent && c->out_off == c->out.len)
+		return true;
 	return c->out_off == c->out.len && !nghttp2_session_want_read(c->session) &&
 	       !nghttp2_session_want_write(c->session);
 }
@@ -783,6 +853,36 @@ void h2_conn_terminate(struct h2_conn *c, uint32_t error_code)
 		c->failed = true;
 	c->drain = H2_GOAWAY_SENT;
 	h2_conn_signal(c);
+}
+
+int h2_conn_keepalive(struct h2_conn *c, int64_t now_ns, int64_t *next_ns)
+{
+	static const uint8_t zeros[8];
+	const struct h2_config *cfg = &c->ctx->cfg;
+
+	*next_ns = INT64_MAX;
+	if (!cfg->keepalive_ns || c->failed)
+		return 0;
+	/* anything the client sent since our PING answers it, as in
+	 * grpc-go's server */
+	if (c->kp_ping_ns && c->last_read_ns >= c->kp_ping_ns)
+		c->kp_ping_ns = 0;
+	if (c->kp_ping_ns) {
+		if (now_ns - c->kp_ping_ns >= cfg->keepalive_timeout_ns)
+			return -ETIMEDOUT;
+		*next_ns = c->kp_ping_ns + cfg->keepalive_timeout_ns;
+		return 0;
+	}
+	if (now_ns - c->last_read_ns < cfg->keepalive_ns) {
+		*next_ns = c->last_read_ns + cfg->keepalive_ns;
+		return 0;
+	}
+	if (nghttp2_submit_ping(c->session, NGHTTP2_FLAG_NONE, zeros) != 0)
+		return -ENOMEM;
+	c->kp_ping_ns = now_ns;
+	*next_ns = now_ns + cfg->keepalive_timeout_ns;
+	h2_conn_signal(c);
+	return 0;
 }
 
 /* ---- streams ---- */

@@ -19,7 +19,15 @@
  * - Trailers after a body, or a headers-only (trailers-only) response.
  * - RST_STREAM(NO_ERROR) after a complete response when the client was
  *   still sending, so it stops (RFC 9113 section 8.1).
- * - PING answers, flood and rapid-reset protection: nghttp2's own.
+ * - PING answers, flood and rapid-reset protection: nghttp2's own; and
+ *   grpc-go's keepalive enforcement policy (ping_min_ns): a client that
+ *   pings more often than it allows, more than twice in a row without the
+ *   server sending HEADERS or DATA in between, gets GOAWAY
+ *   ENHANCE_YOUR_CALM "too_many_pings" and the connection ends.
+ * - Keepalive pings of grpc-go's server (h2_conn_keepalive, which the loop
+ *   calls): a connection the client sent nothing on for keepalive_ns gets
+ *   a PING, and is closed when still nothing came keepalive_timeout_ns
+ *   later.
  * - Graceful shutdown: a GOAWAY notice, a PING round trip, then the final
  *   GOAWAY naming the last stream taken; streams above it are ignored
  *   (the client retries them elsewhere) and the ones below run to their
@@ -74,6 +82,15 @@ struct h2_config {
 	uint32_t conn_window_bytes;      /* connection receive window, <= 2^31-1 */
 	size_t out_batch_bytes;          /* output produced per writev, >= 16 KiB */
 	const nghttp2_mem *mem;          /* allocation hook; NULL for libc */
+	/* grpc-go's keepalive.EnforcementPolicy.MinTime (PermitWithoutStream
+	 * false: without open streams the least is 2 h); 0: no policy */
+	int64_t ping_min_ns;
+	/* grpc-go's keepalive.ServerParameters Time and Timeout, for
+	 * h2_conn_keepalive; 0: no keepalive pings */
+	int64_t keepalive_ns;
+	int64_t keepalive_timeout_ns;
+	int64_t (*now_ns)(void *arg);    /* monotonic clock; NULL: CLOCK_MONOTONIC */
+	void *clock_arg;
 };
 
 /* Fills c with the defaults: streams unlimited (2^32-1, as etcd), header
@@ -235,6 +252,13 @@ void h2_conn_terminate(struct h2_conn *c, uint32_t error_code);
 
 /* Open streams. */
 uint32_t h2_conn_stream_count(const struct h2_conn *c);
+
+/* The server's keepalive at time now_ns (the clock of the config): when
+ * the client sent nothing for keepalive_ns, a PING is queued (c signals
+ * its pending output); when nothing came keepalive_timeout_ns after that
+ * PING either, -ETIMEDOUT: close c now. Otherwise 0. *next_ns is when to
+ * call again at the latest (INT64_MAX: without keepalive). */
+int h2_conn_keepalive(struct h2_conn *c, int64_t now_ns, int64_t *next_ns);
 
 /* Prepares the h2 part of an app stream object that is being reused,
  * keeping queue memory up to keep_bytes per buffer (freeing larger ones).
