@@ -1075,6 +1075,21 @@ static int config_parse_env(struct cetcd_config *c, unsigned scope, char *const 
 	return 0;
 }
 
+/* The value of f's ETCD_ variable in envp (the last one given), or NULL
+ * when unset or empty; its name into key. */
+static const char *config_env_value(const struct config_flag *f, char *const envp[], char *key,
+				    size_t keylen)
+{
+	const char *val = NULL;
+
+	config_env_name(f, key, keylen);
+	size_t klen = strlen(key);
+	for (char *const *e = envp; *e; e++)
+		if (strncmp(*e, key, klen) == 0 && (*e)[klen] == '=' && (*e)[klen + 1] != '\0')
+			val = *e + klen + 1;
+	return val;
+}
+
 /* etcd reads ETCD_CONFIG_FILE on its own, before it decides whether the
  * other variables count (they do not when a file is given). */
 static int config_file_from_env(struct cetcd_config *c, unsigned scope, char *const envp[],
@@ -1082,20 +1097,16 @@ static int config_file_from_env(struct cetcd_config *c, unsigned scope, char *co
 {
 	const struct config_flag *f = config_lookup("config-file", strlen("config-file"), scope);
 	char key[96], why[128];
+	const char *val;
 
-	if (!f || c->source[config_index(f)] != CONFIG_FROM_DEFAULT)
+	if (!f || c->source[config_index(f)] != CONFIG_FROM_DEFAULT ||
+	    !(val = config_env_value(f, envp, key, sizeof(key))))
 		return 0;
-	config_env_name(f, key, sizeof(key));
-	size_t klen = strlen(key);
-	for (char *const *e = envp; *e; e++) {
-		if (strncmp(*e, key, klen) != 0 || (*e)[klen] != '=' || (*e)[klen + 1] == '\0')
-			continue;
-		if (config_set(c, f, *e + klen + 1, why, sizeof(why))) {
-			config_errorf(err, 1, "out of memory");
-			return -ENOMEM;
-		}
-		c->source[config_index(f)] = CONFIG_FROM_ENV;
+	if (config_set(c, f, val, why, sizeof(why))) {
+		config_errorf(err, 1, "out of memory");
+		return -ENOMEM;
 	}
+	c->source[config_index(f)] = CONFIG_FROM_ENV;
 	return 0;
 }
 
@@ -1120,11 +1131,14 @@ static size_t config_field_size(const struct config_flag *f)
 }
 
 /* etcd's rule for --config-file: the file's keys over the defaults, and
- * the other flags and ETCD_ variables ignored (logged, as etcd logs it).
- * What still counts from the command line: the file's path and the flags
- * that belong to one program (the launcher's --gateway-index to a
- * gatewayd, --prepare-only, --print-gateways), which no file sets. */
-static int config_from_file(struct cetcd_config *c, struct config_error *err)
+ * etcd's other flags and ETCD_ variables ignored (logged, as etcd logs
+ * it). What still counts: the file's path; the flags that belong to one
+ * program (the launcher's --gateway-index to a gatewayd, --prepare-only,
+ * --print-gateways), which no file sets; and cetcd's own flags (etcd has
+ * none such to ignore), from the command line or their ETCD_ variables,
+ * under what the file sets (the systemd units set ETCD_RUNTIME_DIR). */
+static int config_from_file(struct cetcd_config *c, unsigned scope, char *const envp[],
+			    struct config_error *err)
 {
 	struct cetcd_config *d = config_defaults();
 	int rc;
@@ -1135,7 +1149,8 @@ static int config_from_file(struct cetcd_config *c, struct config_error *err)
 	}
 	for (size_t i = 0; i < config_nflags; i++) {
 		const struct config_flag *f = &config_flags[i];
-		bool keep = f->no_env || f->off == offsetof(struct cetcd_config, config_file);
+		bool keep = f->no_env || f->off == offsetof(struct cetcd_config, config_file) ||
+			    config_flag_is_cetcds(f);
 		if (c->source[i] == CONFIG_FROM_DEFAULT)
 			continue;
 		if (!keep) {
@@ -1155,6 +1170,21 @@ static int config_from_file(struct cetcd_config *c, struct config_error *err)
 	config_free(c);
 	*c = *d;
 	free(d);
+	for (size_t i = 0; i < config_nflags; i++) {
+		const struct config_flag *f = &config_flags[i];
+		char key[96], why[256];
+		const char *val;
+		if (!config_flag_is_cetcds(f) || f->no_env || !(f->scope & scope) ||
+		    c->source[i] != CONFIG_FROM_DEFAULT ||
+		    !(val = config_env_value(f, envp, key, sizeof(key))))
+			continue;
+		rc = config_set(c, f, val, why, sizeof(why));
+		if (rc) {
+			config_errorf(err, 1, "invalid value \"%s\" for %s: %s", val, key, why);
+			return rc;
+		}
+		c->source[i] = CONFIG_FROM_ENV;
+	}
 	rc = config_file_load(c, c->config_file, err);
 	if (rc)
 		return rc;
@@ -1180,7 +1210,7 @@ int config_parse(struct cetcd_config *c, enum config_program prog, int argc,
 	if (rc)
 		return rc;
 	if (c->config_file[0] != '\0') {
-		rc = config_from_file(c, err);
+		rc = config_from_file(c, scope, envp, err);
 	} else {
 		rc = config_parse_env(c, scope, envp, err);
 		/* etcd: listening on chosen client URLs without advertising

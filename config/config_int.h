@@ -87,6 +87,9 @@ bool config_equal(const struct cetcd_config *a, const struct cetcd_config *b,
 int config_set(struct cetcd_config *c, const struct config_flag *f, const char *text,
 	       char *why, size_t whylen);
 
+/* flags.c: whether f is one of cetcd's own flags (no etcd flag). */
+bool config_flag_is_cetcds(const struct config_flag *f);
+
 /* flags.c: refuses any value whose feature is not built, naming the flag
  * (0, or -ENOTSUP with the message in err). */
 int config_check_supported(const struct cetcd_config *c, struct config_error *err);

@@ -324,6 +324,11 @@ _Static_assert(CONFIG_NFLAGS <= sizeof(((struct cetcd_config *)0)->source),
 	       "struct cetcd_config.source must have an entry per flag");
 const size_t config_nflags = CONFIG_NFLAGS;
 
+bool config_flag_is_cetcds(const struct config_flag *f)
+{
+	return f->section && strcmp(f->section, S_CETCD) == 0;
+}
+
 /* ---- supported values ---- */
 
 /* The value of f as text, for messages. */

@@ -263,15 +263,17 @@ static void test_parse_rule(void)
 	struct config_error err;
 	char path[400], arg[420], env_arg[420], missing[420];
 
-	write_file("a.yml", "name: filed\nsnapshot-count: 77\nlogger: zap\n", path, sizeof(path));
+	write_file("a.yml", "name: filed\nsnapshot-count: 77\nlogger: zap\ngateways: 2\n", path,
+		   sizeof(path));
 	snprintf(arg, sizeof(arg), "--config-file=%s", path);
 	char *argv[] = { "cetcd", "--snapshot-count=5", arg, "--name=flagged", "--gateway-index=3",
-			 NULL };
-	char *env[] = { "ETCD_MAX_WALS=9", "ETCD_NO_SUCH=1", NULL };
+			 "--latest-cache-mib=8", NULL };
+	char *env[] = { "ETCD_MAX_WALS=9", "ETCD_NO_SUCH=1", "ETCD_RUNTIME_DIR=/run/x",
+			"ETCD_GATEWAYS=5", NULL };
 
 	log_reset();
 	CHECK_EQ(config_init(&c), 0);
-	int rc = config_parse(&c, CONFIG_PROG_GATEWAYD, 5, argv, env, &err);
+	int rc = config_parse(&c, CONFIG_PROG_GATEWAYD, 6, argv, env, &err);
 	if (rc) {
 		fprintf(stderr, "parse: %s\n", err.msg);
 		exit(1);
@@ -280,6 +282,10 @@ static void test_parse_rule(void)
 	CHECK_EQ(c.snapshot_count, 77);
 	CHECK_EQ(c.max_wals, 5);       /* the variable does not count */
 	CHECK_EQ(c.gateway_index, 3);  /* the launcher's flag to a gatewayd does */
+	/* cetcd's own flags and variables count, under the file's keys */
+	CHECK_EQ(c.latest_cache_mib, 8);
+	CHECK(strcmp(c.runtime_dir, "/run/x") == 0);
+	CHECK_EQ(c.gateways, 2);       /* the file's */
 	CHECK(strcmp(c.config_file, path) == 0);
 	CHECK(strcmp(c.data_dir, "filed.etcd") == 0);
 	CHECK(log_capture_has("loaded server configuration, other configuration command line flags and environment variables will be ignored if provided"));
