@@ -1154,8 +1154,7 @@ static int config_from_file(struct cetcd_config *c, unsigned scope, char *const 
 		if (c->source[i] == CONFIG_FROM_DEFAULT)
 			continue;
 		if (!keep) {
-			log_warn("flag ignored: a configuration file is given",
-				 LOG_STR("flag", f->name), LOG_STR("path", c->config_file));
+			d->file_ignored[i] = true;
 			continue;
 		}
 		char tmp[sizeof(struct config_urls) > sizeof(struct config_strings)
@@ -1185,12 +1184,21 @@ static int config_from_file(struct cetcd_config *c, unsigned scope, char *const 
 		}
 		c->source[i] = CONFIG_FROM_ENV;
 	}
-	rc = config_file_load(c, c->config_file, err);
-	if (rc)
-		return rc;
+	return config_file_load(c, c->config_file, err);
+}
+
+/* etcd's line for a loaded file, and a warning per flag it made ignored:
+ * logged where the file's log outputs say, as etcd logs them. */
+static void config_log_file_rule(const struct cetcd_config *c)
+{
+	if (c->config_file[0] == '\0')
+		return;
+	for (size_t i = 0; i < config_nflags; i++)
+		if (c->file_ignored[i])
+			log_warn("flag ignored: a configuration file is given",
+				 LOG_STR("flag", config_flags[i].name), LOG_STR("path", c->config_file));
 	log_info("loaded server configuration, other configuration command line flags and environment variables will be ignored if provided",
 		 LOG_STR("path", c->config_file));
-	return 0;
 }
 
 int config_parse(struct cetcd_config *c, enum config_program prog, int argc,
@@ -1324,6 +1332,7 @@ static int config_apply_logging(const struct cetcd_config *c, struct config_erro
 	if (n > 0)
 		log_set_fds(fds, n);
 	log_set_level(c->log_level);
+	config_log_file_rule(c);
 	if (config_is_set(c, "logger") && strcmp(c->logger, "capnslog") == 0)
 		log_warn("'--logger=capnslog' is deprecated; cetcd writes zap's JSON lines anyway, use '--logger=zap'");
 	if (c->debug)

@@ -208,6 +208,10 @@ struct cetcd_config {
 	/* Where each table entry's value came from (enum config_source),
 	 * indexed like the table in config.c. */
 	uint8_t source[128];
+	/* The entries given on the command line that --config-file made
+	 * ignored, logged (with etcd's line) once the log goes where the file
+	 * says. */
+	bool file_ignored[128];
 };
 
 enum config_source {

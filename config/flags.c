@@ -322,6 +322,8 @@ const struct config_flag config_flags[] = {
 #define CONFIG_NFLAGS (sizeof(config_flags) / sizeof(config_flags[0]))
 _Static_assert(CONFIG_NFLAGS <= sizeof(((struct cetcd_config *)0)->source),
 	       "struct cetcd_config.source must have an entry per flag");
+_Static_assert(CONFIG_NFLAGS <= sizeof(((struct cetcd_config *)0)->file_ignored),
+	       "struct cetcd_config.file_ignored must have an entry per flag");
 const size_t config_nflags = CONFIG_NFLAGS;
 
 bool config_flag_is_cetcds(const struct config_flag *f)

@@ -288,10 +288,27 @@ static void test_parse_rule(void)
 	CHECK_EQ(c.gateways, 2);       /* the file's */
 	CHECK(strcmp(c.config_file, path) == 0);
 	CHECK(strcmp(c.data_dir, "filed.etcd") == 0);
-	CHECK(log_capture_has("loaded server configuration, other configuration command line flags and environment variables will be ignored if provided"));
-	CHECK(log_capture_has("\"flag\":\"snapshot-count\""));
-	CHECK(log_capture_has("\"flag\":\"name\""));
+	CHECK(c.file_ignored[flag("snapshot-count") - config_flags]);
+	CHECK(c.file_ignored[flag("name") - config_flags]);
+	CHECK(!c.file_ignored[flag("gateway-index") - config_flags]);
+	CHECK(!c.file_ignored[flag("latest-cache-mib") - config_flags]);
 	CHECK(!log_capture_has("unrecognized environment variable"));
+	config_free(&c);
+
+	/* logged once the log goes where the file says (config_load) */
+	int status;
+	char text[600], lpath[400], larg[420];
+	snprintf(text, sizeof(text), "logger: zap\nlog-outputs: [%s]\n", log_path);
+	write_file("l.yml", text, lpath, sizeof(lpath));
+	snprintf(larg, sizeof(larg), "--config-file=%s", lpath);
+	char *argv_load[] = { "cetcd", larg, "--snapshot-count=5", "--name=flagged", NULL };
+	log_reset();
+	log_set_fd(2);
+	CHECK_EQ(config_load(&c, CONFIG_PROG_LAUNCHER, 4, argv_load, &status), 0);
+	log_set_fd(log_capture_fd); /* as it was: the file config_load wrote to */
+	CHECK(log_capture_has("loaded server configuration, other configuration command line flags and environment variables will be ignored if provided"));
+	CHECK(log_capture_has("\"msg\":\"flag ignored: a configuration file is given\",\"flag\":\"snapshot-count\""));
+	CHECK(log_capture_has("\"flag\":\"name\""));
 	config_free(&c);
 
 	/* ETCD_CONFIG_FILE, as etcd reads it */
