@@ -548,7 +548,7 @@ static int config_validate_tls(const struct config_tls_flags *f, struct config_e
 	for (size_t i = 0; i < f->listen->count && empty && !f->auto_tls; i++) {
 		const struct config_url *u = &f->listen->v[i];
 		const char *host = strcmp(u->host, "localhost") ? u->host : "127.0.0.1";
-		if (strcmp(u->scheme, "https") != 0)
+		if (strcmp(u->scheme, "https") != 0 && strcmp(u->scheme, "unixs") != 0)
 			continue;
 		if (f->peer)
 			config_errorf(err, 1,

@@ -333,8 +333,15 @@ uint32_t config_default_gateways(long ncpu);
 int config_url_sockaddr(const struct config_url *u, struct sockaddr_storage *ss,
 			socklen_t *len, struct config_error *err);
 
-/* Opens a non-blocking, close-on-exec TCP listener on u, with SO_REUSEPORT
- * when reuseport is set (so several processes share the address). Stores
+/* Whether u is a unix socket URL (unix:// or unixs://: the socket file is
+ * its host:port, as etcd's). */
+bool config_url_is_unix(const struct config_url *u);
+
+/* Opens a non-blocking, close-on-exec listener on u: TCP, with SO_REUSEPORT
+ * when reuseport is set (so several processes share the address), or a
+ * unix socket (one listener the gatewayd processes share; a stale socket
+ * file nobody listens on is removed first, as etcd's peer listener
+ * removes one). Stores
  * the descriptor, which the caller closes. Returns 0, -EINVAL for a URL
  * that is not bindable, or the negative errno of socket/bind/listen; err
  * says which. */
@@ -345,12 +352,19 @@ int config_listen_url(const struct config_url *u, bool reuseport, int *fd_out,
  * schemes of one address on one listener). */
 bool config_same_address(const struct config_url *u, const struct config_url *v);
 
-/* Binds one gatewayd's client listeners, with SO_REUSEPORT, into *out
- * (listen_client_urls.count entries, malloc'd): URL i's descriptor, -1
- * where an earlier URL of the same address serves it. Returns 0, -ENOMEM,
+/* Binds one gatewayd's client listeners (which of them), TCP ones with
+ * SO_REUSEPORT, into *out (listen_client_urls.count entries, malloc'd):
+ * URL i's descriptor, -1 where an earlier URL of the same address serves
+ * it or which leaves it out. Returns 0, -ENOMEM,
  * or config_listen_url's error for the first URL that failed (err says
  * which), with nothing left open. */
-int config_listen_client_urls(const struct cetcd_config *c, int **out, struct config_error *err);
+enum config_listen_which {
+	CONFIG_LISTEN_ALL,
+	CONFIG_LISTEN_TCP,  /* unix socket URLs get -1 */
+	CONFIG_LISTEN_UNIX, /* TCP URLs get -1 */
+};
+int config_listen_client_urls(const struct cetcd_config *c, enum config_listen_which which,
+			      int **out, struct config_error *err);
 
 /* Closes the descriptors of such an array (count entries; -1 skipped) and
  * frees it. NULL is accepted. */
@@ -360,12 +374,17 @@ void config_close_client_fds(int *fds, size_t count);
  * process, so that the port takes connections (into its backlog) before
  * raftd can print the member's ready lines, as etcd's port does, and
  * hands them down in this variable: the descriptors, comma-separated,
- * -1 where config_listen_client_urls gives -1. */
+ * -1 where config_listen_client_urls gives -1. Unix socket listeners
+ * cannot be bound once per process: the launcher binds them once and
+ * hands the same ones to every gatewayd it starts, the TCP entries then
+ * CONFIG_FD_BIND (the gatewayd binds those itself). */
 #define CONFIG_CLIENT_FDS_ENV "CETCD_CLIENT_FDS"
+#define CONFIG_FD_BIND (-2)
 
 /* Takes the listeners of CONFIG_CLIENT_FDS_ENV into *out (count entries,
- * malloc'd, close-on-exec again) and unsets it. 0 when it names count
- * entries and each descriptor given is a listening TCP socket; -ENOENT
+ * malloc'd, close-on-exec again; CONFIG_FD_BIND where the caller binds)
+ * and unsets it. 0 when it names count entries and each descriptor given
+ * is a listening stream socket; -ENOENT
  * when unset; -ENOMEM; -EINVAL otherwise (nothing taken: bind anew; the
  * listening sockets it named are closed, as nobody would accept from them). */
 int config_inherited_client_fds(size_t count, int **out);

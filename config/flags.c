@@ -21,8 +21,6 @@
 
 static int config_check_urls_peer(const struct cetcd_config *, const struct config_flag *,
 				  struct config_error *);
-static int config_check_urls_tcp(const struct cetcd_config *, const struct config_flag *,
-				  struct config_error *);
 static int config_check_log_outputs(const struct cetcd_config *, const struct config_flag *,
 				    struct config_error *);
 
@@ -79,9 +77,8 @@ const struct config_flag config_flags[] = {
 	  .section = S_MEMBER, .usage = "List of URLs to listen on for peer traffic.",
 	  .check = config_check_urls_peer },
 	{ .name = "listen-client-urls", .type = CT_URLS, .off = OFF(listen_client_urls),
-	  .def = "http://localhost:2379", .support = CS_PARTIAL, .scope = SCOPE_ALL,
-	  .section = S_MEMBER, .usage = "List of URLs to listen on for client traffic.",
-	  .check = config_check_urls_tcp },
+	  .def = "http://localhost:2379", .support = CS_ANY, .scope = SCOPE_ALL,
+	  .section = S_MEMBER, .usage = "List of URLs to listen on for client traffic." },
 	ANY("max-snapshots", CT_UINT, max_snapshots, "5", S_MEMBER,
 	    "Maximum number of snapshot files to retain (0 is unlimited)."),
 	ANY("max-wals", CT_UINT, max_wals, "5", S_MEMBER,
@@ -122,9 +119,8 @@ const struct config_flag config_flags[] = {
 	ANY("initial-cluster-token", CT_STRING, initial_cluster_token, "etcd-cluster", S_CLUSTER,
 	    "Initial cluster token for the etcd cluster during bootstrap."),
 	{ .name = "advertise-client-urls", .type = CT_URLS, .off = OFF(advertise_client_urls),
-	  .def = "http://localhost:2379", .support = CS_PARTIAL, .scope = SCOPE_ALL,
-	  .section = S_CLUSTER, .usage = "List of this member's client URLs to advertise to the public.",
-	  .check = config_check_urls_tcp },
+	  .def = "http://localhost:2379", .support = CS_ANY, .scope = SCOPE_ALL,
+	  .section = S_CLUSTER, .usage = "List of this member's client URLs to advertise to the public." },
 	DEF_ONLY("discovery", CT_STRING, discovery, "", S_CLUSTER,
 		 "Discovery URL used to bootstrap the cluster."),
 	{ .name = "discovery-fallback", .type = CT_CHOICE, .off = OFF(discovery_fallback),
@@ -374,24 +370,6 @@ static void config_value_text(const struct cetcd_config *c, const struct config_
 	case CT_IGNORED:
 		break;
 	}
-}
-
-/* Client URLs of the schemes gatewayd serves: http and https; unix
- * socket listeners are not built for clients. */
-static int config_check_urls_tcp(const struct cetcd_config *c, const struct config_flag *f,
-				 struct config_error *err)
-{
-	const struct config_urls *us = config_cfield(c, f);
-	for (size_t i = 0; i < us->count; i++) {
-		const char *scheme = us->v[i].scheme;
-		if (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0)
-			continue;
-		config_errorf(err, 2,
-			      "--%s=%s is not supported by cetcd yet: %s URLs need unix socket listeners, which are not built yet; use http:// or https:// URLs",
-			      f->name, us->v[i].text, scheme);
-		return -ENOTSUP;
-	}
-	return 0;
 }
 
 /* The peer transport (raftd/peer/peer.h) serves http, https, and etcd's unix

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "config/config_int.h"
@@ -21,6 +23,20 @@ int config_url_sockaddr(const struct config_url *u, struct sockaddr_storage *ss,
 	unsigned long port = 0;
 	size_t digits = strspn(u->port, "0123456789");
 	memset(ss, 0, sizeof(*ss));
+	if (config_url_is_unix(u)) {
+		/* etcd's: the socket file is the URL's host:port */
+		struct sockaddr_un *un = (struct sockaddr_un *)ss;
+		int n = snprintf(un->sun_path, sizeof(un->sun_path), "%s%s%s", u->host,
+				 u->port[0] ? ":" : "", u->port);
+		if (n <= 0 || (size_t)n >= sizeof(un->sun_path)) {
+			config_errorf(err, 1, "cannot listen on %s: the socket path is too long",
+				      u->text);
+			return -ENAMETOOLONG;
+		}
+		un->sun_family = AF_UNIX;
+		*len = sizeof(*un);
+		return 0;
+	}
 	if (strcmp(u->scheme, "http") && strcmp(u->scheme, "https")) {
 		config_errorf(err, 1, "cannot listen on %s: not a TCP URL", u->text);
 		return -EINVAL;
@@ -51,6 +67,29 @@ int config_url_sockaddr(const struct config_url *u, struct sockaddr_storage *ss,
 	return -EINVAL;
 }
 
+bool config_url_is_unix(const struct config_url *u)
+{
+	return !strcmp(u->scheme, "unix") || !strcmp(u->scheme, "unixs");
+}
+
+/* Removes the socket file at path when nothing listens there any more (a
+ * member that was killed leaves it); a file that is not a socket, or one
+ * that takes connections, stays, and bind then says so. */
+static void listen_unlink_stale(const struct sockaddr_un *un)
+{
+	struct stat st;
+	int fd;
+
+	if (lstat(un->sun_path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (connect(fd, (const struct sockaddr *)un, sizeof(*un)) < 0 && errno == ECONNREFUSED)
+		unlink(un->sun_path);
+	close(fd);
+}
+
 int config_listen_url(const struct config_url *u, bool reuseport, int *fd_out,
 		      struct config_error *err)
 {
@@ -68,20 +107,25 @@ int config_listen_url(const struct config_url *u, bool reuseport, int *fd_out,
 		config_errorf(err, 1, "listen %s: socket: %s", u->text, strerror(errno));
 		return rc;
 	}
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
+	if (ss.ss_family == AF_UNIX) {
+		listen_unlink_stale((const struct sockaddr_un *)&ss);
+	} else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+		   (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
 		rc = -errno;
 		config_errorf(err, 1, "listen %s: setsockopt: %s", u->text, strerror(errno));
 		goto out_close_fd;
 	}
 	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
 		rc = -errno;
-		config_errorf(err, 1, "listen tcp %s:%s: bind: %s", u->host, u->port, strerror(errno));
+		config_errorf(err, 1, "listen %s %s:%s: bind: %s",
+			      ss.ss_family == AF_UNIX ? "unix" : "tcp", u->host, u->port,
+			      strerror(errno));
 		goto out_close_fd;
 	}
 	if (listen(fd, 1024) < 0) {
 		rc = -errno;
-		config_errorf(err, 1, "listen tcp %s:%s: %s", u->host, u->port, strerror(errno));
+		config_errorf(err, 1, "listen %s %s:%s: %s", ss.ss_family == AF_UNIX ? "unix" : "tcp",
+			      u->host, u->port, strerror(errno));
 		goto out_close_fd;
 	}
 	*fd_out = fd;
@@ -110,7 +154,8 @@ void config_close_client_fds(int *fds, size_t count)
 	free(fds);
 }
 
-int config_listen_client_urls(const struct cetcd_config *c, int **out, struct config_error *err)
+int config_listen_client_urls(const struct cetcd_config *c, enum config_listen_which which,
+			      int **out, struct config_error *err)
 {
 	const struct config_urls *us = &c->listen_client_urls;
 	int *fds = malloc((us->count ? us->count : 1) * sizeof(*fds));
@@ -126,7 +171,8 @@ int config_listen_client_urls(const struct cetcd_config *c, int **out, struct co
 		bool seen = false;
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = config_same_address(&us->v[i], &us->v[j]);
-		if (seen)
+		if (seen || (which == CONFIG_LISTEN_TCP && config_url_is_unix(&us->v[i])) ||
+		    (which == CONFIG_LISTEN_UNIX && !config_url_is_unix(&us->v[i])))
 			continue;
 		int rc = config_listen_url(&us->v[i], true, &fds[i], err);
 		if (rc) {
@@ -139,7 +185,7 @@ int config_listen_client_urls(const struct cetcd_config *c, int **out, struct co
 	return 0;
 }
 
-/* Whether fd is a listening TCP socket. */
+/* Whether fd is a listening stream socket (TCP or unix). */
 static bool listen_fd_ok(int fd)
 {
 	int v = 0;
@@ -164,7 +210,7 @@ int config_inherited_client_fds(size_t count, int **out)
 	for (const char *p = env; got && *p && n <= count;) {
 		char *end;
 		long v = strtol(p, &end, 10);
-		if (end == p || v < -1 || v > INT_MAX || (*end && *end != ','))
+		if (end == p || v < CONFIG_FD_BIND || v > INT_MAX || (*end && *end != ','))
 			break;
 		got[n++] = (int)v;
 		p = *end ? end + 1 : end;

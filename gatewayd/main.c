@@ -94,12 +94,27 @@ static int gw_listen_open(const struct cetcd_config *cfg, int **fds)
 
 	if (rc == 0) {
 		log_info("took the client listeners the launcher bound", LOG_U64("urls", n));
-		return 0;
+		/* the launcher's unix sockets, and TCP listeners of our own */
+		for (size_t i = 0; i < n && !rc; i++)
+			if ((*fds)[i] == CONFIG_FD_BIND &&
+			    (rc = config_listen_url(&cfg->listen_client_urls.v[i], true, &(*fds)[i],
+						    &err)) != 0)
+				(*fds)[i] = -1;
+		if (!rc)
+			return 0;
+		log_error("cannot listen for clients", LOG_STR("reason", err.msg));
+		config_close_client_fds(*fds, n);
+		*fds = NULL;
+		return rc;
 	}
 	if (rc != -ENOENT)
 		log_warn("the client listeners handed down are unusable; binding anew",
 			 LOG_ERRNO(rc));
-	rc = config_listen_client_urls(cfg, fds, &err);
+	/* without the launcher (a unit of its own), gatewayd 0 binds the unix
+	 * sockets, which one process holds */
+	rc = config_listen_client_urls(cfg, cfg->gateway_index > 0 ? CONFIG_LISTEN_TCP
+								    : CONFIG_LISTEN_ALL,
+				       fds, &err);
 	if (rc)
 		log_error("cannot listen for clients", LOG_STR("reason", err.msg));
 	return rc;
@@ -116,7 +131,7 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, int *f
 
 	for (size_t i = 0; i < us->count && !rc; i++) {
 		const struct config_url *u = &us->v[i];
-		bool https = strcmp(u->scheme, "https") == 0;
+		bool https = !strcmp(u->scheme, "https") || !strcmp(u->scheme, "unixs");
 		if (https && !s->tls && (rc = gw_tls(s, cfg)))
 			break;
 		if (!https && files)
@@ -134,7 +149,7 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, int *f
 		for (size_t j = 0; j < us->count; j++) {
 			if (!config_same_address(u, &us->v[j]))
 				continue;
-			if (strcmp(us->v[j].scheme, "https") == 0)
+			if (!strcmp(us->v[j].scheme, "https") || !strcmp(us->v[j].scheme, "unixs"))
 				secure = true;
 			else
 				plain = true;

@@ -44,6 +44,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +99,9 @@ struct launcher {
 	size_t nchildren;
 	/* gatewayd 0's client listeners until it is started (CONFIG_CLIENT_FDS_ENV) */
 	int *client_fds;
+	/* the unix socket client listeners, which every gatewayd shares: kept
+	 * for the member's life */
+	int *unix_fds;
 	struct shm_region *region;
 	/* started by systemd as a Type=notify unit, and READY=1 not sent
 	 * yet: it goes once the member published itself (shm_region_published) */
@@ -382,9 +386,29 @@ static void launch_bind_client_urls(struct launcher *l)
 
 	if (l->cfg.gateways == 0 || l->cfg.listen_client_urls.count == 0)
 		return;
-	if (config_listen_client_urls(&l->cfg, &l->client_fds, &err))
+	if (config_listen_client_urls(&l->cfg, CONFIG_LISTEN_TCP, &l->client_fds, &err))
 		log_warn("cannot bind the client listeners ahead of the gateway",
 			 LOG_STR("reason", err.msg));
+	if (config_listen_client_urls(&l->cfg, CONFIG_LISTEN_UNIX, &l->unix_fds, &err))
+		log_warn("cannot bind the unix socket client listeners; gatewayd 0 binds them",
+			 LOG_STR("reason", err.msg));
+}
+
+/* Closes the unix socket listeners and removes their files, as etcd's
+ * listener does when it closes. */
+static void launch_close_unix_fds(struct launcher *l)
+{
+	const struct config_urls *us = &l->cfg.listen_client_urls;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct config_error err;
+
+	for (size_t i = 0; l->unix_fds && i < us->count; i++)
+		if (l->unix_fds[i] >= 0 &&
+		    config_url_sockaddr(&us->v[i], &ss, &len, &err) == 0)
+			unlink(((struct sockaddr_un *)&ss)->sun_path);
+	config_close_client_fds(l->unix_fds, us->count);
+	l->unix_fds = NULL;
 }
 
 static void launch_close_client_fds(struct launcher *l)
@@ -393,9 +417,11 @@ static void launch_close_client_fds(struct launcher *l)
 	l->client_fds = NULL;
 }
 
-/* In the child that becomes gatewayd 0: its listeners stay open across
- * exec, named in CONFIG_CLIENT_FDS_ENV. -1 with errno on failure. */
-static int launch_pass_client_fds(struct launcher *l)
+/* In the child that becomes a gatewayd: the unix socket listeners, and
+ * for gatewayd 0's first start the TCP ones, stay open across exec, named
+ * in CONFIG_CLIENT_FDS_ENV (CONFIG_FD_BIND: TCP ones it binds itself).
+ * -1 with errno on failure. */
+static int launch_pass_client_fds(struct launcher *l, bool tcp_too)
 {
 	size_t n = l->cfg.listen_client_urls.count;
 	char *buf = malloc(n * 12 + 1), *p = buf;
@@ -403,7 +429,9 @@ static int launch_pass_client_fds(struct launcher *l)
 	if (!buf)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		int fd = l->client_fds[i];
+		int fd = l->unix_fds && l->unix_fds[i] >= 0 ? l->unix_fds[i] :
+			 config_url_is_unix(&l->cfg.listen_client_urls.v[i]) ? -1 :
+			 tcp_too && l->client_fds ? l->client_fds[i] : CONFIG_FD_BIND;
 		if (fd >= 0 && fcntl(fd, F_SETFD, 0) < 0)
 			return -1;
 		p += sprintf(p, "%s%d", i ? "," : "", fd);
@@ -456,7 +484,9 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 				strerror(errno));
 			_exit(127);
 		}
-		if (ch->gateway_index == 0 && l->client_fds && launch_pass_client_fds(l) < 0) {
+		if (ch->gateway_index >= 0 &&
+		    ((ch->gateway_index == 0 && l->client_fds) || l->unix_fds) &&
+		    launch_pass_client_fds(l, ch->gateway_index == 0) < 0) {
 			dprintf(2, "cetcd: cannot pass the client listeners to %s: %s\n", path,
 				strerror(errno));
 			_exit(127);
@@ -717,6 +747,7 @@ int main(int argc, char **argv)
 	launch_supervise(&l);
 	config_daemon_stopping();
 	launch_stop(&l);
+	launch_close_unix_fds(&l);
 	status = l.exit_status;
 	log_info("stopped cetcd", LOG_I64("exit-code", status));
 

@@ -509,9 +509,9 @@ static void test_refusals(void)
 	CHECK(refused > 0 && refused == marked);
 
 	/* values a partly supported flag does not take yet */
-	expect_fail(PARSE(&c, &err, "--listen-client-urls=unix://127.0.0.1:1",
-			  "--advertise-client-urls=http://127.0.0.1:1"),
-		    &err, -ENOTSUP, 2, "--listen-client-urls=unix://");
+	/* unix socket client URLs, as etcd's */
+	CHECK(PARSE(&c, &err, "--listen-client-urls=unix://localhost:1,http://127.0.0.1:2",
+		    "--advertise-client-urls=unix://localhost:1") == 0);
 	config_free(&c);
 	/* several members, unix peers: taken */
 	CHECK(PARSE(&c, &err, "--initial-cluster=a=unix://x:2,b=http://127.0.0.1:1", "--name=a",
@@ -727,11 +727,9 @@ static void test_client_tls(void)
 	expect_fail(PARSE(&c, &err, https[0], https[1], "--auto-tls", flag),
 		    &err, -EINVAL, 1, want);
 	config_free(&c);
-	/* unix sockets are not built */
-	expect_fail(PARSE(&c, &err, "--listen-client-urls=unixs://127.0.0.1:1",
-			  "--advertise-client-urls=http://127.0.0.1:1", "--auto-tls"),
-		    &err, -ENOTSUP, 2,
-		    "--listen-client-urls=unixs://127.0.0.1:1 is not supported by cetcd yet: unixs URLs need unix socket listeners");
+	/* a unixs listener takes TLS as an https one does */
+	CHECK(PARSE(&c, &err, "--listen-client-urls=unixs://127.0.0.1:1",
+		    "--advertise-client-urls=http://127.0.0.1:1", "--auto-tls") == 0);
 	config_free(&c);
 }
 
@@ -910,7 +908,7 @@ static void test_client_fds(void)
 		       "--advertise-client-urls=http://127.0.0.1:1", "--auto-tls"),
 		 0);
 	CHECK_EQ(c.listen_client_urls.count, 3);
-	CHECK_EQ(config_listen_client_urls(&c, &fds, &err), 0);
+	CHECK_EQ(config_listen_client_urls(&c, CONFIG_LISTEN_ALL, &fds, &err), 0);
 	/* sorted: http://127.0.0.1:0, http://127.0.0.2:0, https://127.0.0.1:0 */
 	CHECK(fds[0] >= 0 && fds[1] >= 0);
 	CHECK_EQ(fds[2], -1);
@@ -935,7 +933,7 @@ static void test_client_fds(void)
 	CHECK(fcntl(fds[0], F_GETFD) == -1 && errno == EBADF);
 	CHECK(fcntl(fds[1], F_GETFD) == -1 && errno == EBADF);
 	free(fds);
-	CHECK_EQ(config_listen_client_urls(&c, &fds, &err), 0);
+	CHECK_EQ(config_listen_client_urls(&c, CONFIG_LISTEN_ALL, &fds, &err), 0);
 	setenv(CONFIG_CLIENT_FDS_ENV, "-1,x,-1", 1);
 	CHECK_EQ(config_inherited_client_fds(3, &got), -EINVAL);
 	int plain = socket(AF_INET, SOCK_STREAM, 0);
