@@ -146,9 +146,10 @@ static void kv_range_in(struct gw_server *s, struct grpc_call *call, struct mvcc
  * Range holds here is its queue, at most a window framed and unsent, and
  * the walk's position; not its answer. Every KV_FORGET_BYTES of KeyValues
  * read, the job lets its mapping's pages go (btree_reader_forget), so the
- * db read does not stay resident either. A job whose call ends (a cancel,
- * a deadline, its connection closing) is dropped at once, and its txn
- * with it.
+ * db read does not stay resident either. At most KV_JOBS_PINNED_MAX jobs
+ * hold a txn at once; the others wait for one to end. A job whose call
+ * ends (a cancel, a deadline, its connection closing) is dropped at once,
+ * and its txn with it.
  */
 #define KV_INLINE_KEYS 1024u
 #define KV_INLINE_BYTES (1u << 20)
@@ -156,6 +157,10 @@ static void kv_range_in(struct gw_server *s, struct grpc_call *call, struct mvcc
 #define KV_QUEUE_HIGH (512u * 1024)
 #define KV_TURN_BUDGET (4u << 20)       /* KeyValue bytes read a turn, all jobs */
 #define KV_FORGET_BYTES (4u << 20)
+/* Jobs holding a read txn at once in this gatewayd: each takes an entry
+ * of the reader table, which every process of the member shares, so the
+ * others wait, in the order they came, doing nothing until one ends. */
+#define KV_JOBS_PINNED_MAX 2u
 /* grpc-go's largest message (etcd's server sets math.MaxInt32). */
 #define KV_MAX_SEND_BYTES 2147483647u
 
@@ -188,7 +193,19 @@ static void kv_job_drop(struct gw_server *s, struct kv_job *j)
 			break;
 		}
 	}
+	if (j->pin.claimed)
+		s->more_work = true; /* a job that waits for a txn may start */
 	kv_job_free(s, j);
+}
+
+/* Jobs that hold a reader entry. */
+static uint32_t kv_jobs_pinned(const struct kv_state *k)
+{
+	uint32_t n = 0;
+
+	for (const struct kv_job *j = k->jobs; j; j = j->next)
+		n += j->pin.claimed;
+	return n;
 }
 
 /* Queues a job for call's Range (msg: its request bytes, checked). */
@@ -206,9 +223,11 @@ static void kv_job_add(struct gw_server *s, struct grpc_call *call, const uint8_
 	}
 	kv_range_stream_init(&j->st);
 	j->call_id = grpc_call_id(call);
-	j->next = s->kv->jobs;
-	s->kv->jobs = j;
-	s->more_work = true; /* it starts with the next turn */
+	struct kv_job **tail = &s->kv->jobs;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = j;
+	s->more_work = true; /* it starts with the next turn, if it may */
 }
 
 /* Opens j's txn, view and stream. gw_pin_begin's codes, the walk's. */
@@ -309,11 +328,19 @@ void kv_jobs_turn(struct gw_server *s)
 
 	if (!s->kv)
 		return;
+	uint32_t pinned = kv_jobs_pinned(s->kv);
 	for (j = s->kv->jobs; j && budget > 0; j = next) {
 		next = j->next;
+		bool held = j->pin.claimed;
+		if (!held && pinned >= KV_JOBS_PINNED_MAX)
+			continue; /* waits for a txn */
 		struct grpc_call *call = grpc_call_find(s->grpc, j->call_id);
-		if (!call || kv_job_step(s, call, j, &budget))
-			kv_job_drop(s, j); /* a gone call's cancel drops it first: a safety net */
+		if (call && !kv_job_step(s, call, j, &budget)) {
+			pinned += !held && j->pin.claimed;
+			continue;
+		}
+		pinned -= held;
+		kv_job_drop(s, j); /* a gone call's cancel drops it first: a safety net */
 	}
 	/* the next turn starts with the next job, so that none waits on the
 	 * budget of those before it turn after turn */
@@ -332,7 +359,10 @@ void kv_jobs_flushed(struct gw_server *s)
 {
 	if (!s->kv)
 		return;
+	bool may_start = kv_jobs_pinned(s->kv) < KV_JOBS_PINNED_MAX;
 	for (struct kv_job *j = s->kv->jobs; j; j = j->next) {
+		if (!j->pin.claimed && !may_start)
+			continue; /* waits for a txn, without work */
 		struct grpc_call *call = grpc_call_find(s->grpc, j->call_id);
 		if (!call || !j->counted || grpc_call_pending_bytes(call) < KV_QUEUE_HIGH) {
 			s->more_work = true;

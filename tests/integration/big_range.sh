@@ -10,9 +10,10 @@
 #     through /proc/PID/clear_refs) grows by less than a quarter of the
 #     answer, and a Range being streamed holds a second mapping of the db
 #     (the job's read txn).
-#  4. A client that stops reading and is killed, and a Range whose
-#     deadline passes, give their read txn back at once: the second
-#     mapping goes.
+#  4. Three slow readers at once all get their answers, while at most two
+#     Ranges hold a read txn (a reader entry) at a time. A client that
+#     stops reading and is killed, and a Range whose deadline passes, give
+#     their read txn back at once: the second mapping goes.
 #  5. A writer that overwrites and adds keys of the range while a slow
 #     reader is half way through does not change the answer: every key as
 #     loaded, at a header revision below the writes'.
@@ -86,7 +87,26 @@ cat "$IT_TMP/slow.out"
 check "and the gatewayd's peak grew by less than a quarter of the answer" growth_ok "20 MB/s reader"
 check "the job's mapping is gone once the answer is sent" it_until 5000 maps_are 1
 
-# 4. a client that stops reading and is killed; a deadline
+# 4. three slow readers at once: two hold a read txn, the third waits its
+# turn
+pids=()
+for i in 1 2 3; do
+	"$BR" get "${args[@]}" -rate 40000000 >"$IT_TMP/three.$i.out" 2>&1 &
+	pids+=($!)
+	it_track $!
+done
+most=0
+while kill -0 "${pids[@]}" 2>/dev/null; do
+	m=$(db_maps)
+	((m > most)) && most=$m
+	sleep 0.05
+done
+for i in 0 1 2; do
+	check "reader $((i + 1)) of three at once gets every key and value" wait "${pids[i]}"
+done
+check "at most two of them held a read txn at once (the gatewayd's mappings: $most)" test "$most" -le 3
+
+# a client that stops reading and is killed; a deadline
 "$BR" get "${args[@]}" -stop-after $((8 << 20)) >"$IT_TMP/stop.out" 2>&1 &
 stopper=$!
 it_track $stopper
