@@ -202,10 +202,10 @@ const struct config_flag config_flags[] = {
 	/* Profiling and Monitoring */
 	ANY("enable-pprof", CT_BOOL, enable_pprof, "false", S_MONITOR,
 	    "Enable runtime profiling data via HTTP server. cetcd is no Go program and serves no /debug/pprof/: true is accepted with a warning naming perf instead."),
-	DEF_ONLY("metrics", CT_STRING, metrics, "basic", S_MONITOR,
-		 "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics."),
-	DEF_ONLY("listen-metrics-urls", CT_URLS, listen_metrics_urls, "", S_MONITOR,
-		 "List of URLs to listen on for the metrics and health endpoints."),
+	ANY("metrics", CT_STRING, metrics, "basic", S_MONITOR,
+	    "Set level of detail for exported metrics, specify 'extensive' to include histogram metrics."),
+	ANY("listen-metrics-urls", CT_URLS, listen_metrics_urls, "", S_MONITOR,
+	    "List of URLs to listen on for the metrics and health endpoints."),
 	ANY("enable-grpc-gateway", CT_BOOL, enable_grpc_gateway, "true", S_MONITOR,
 	    "Enable GRPC gateway."),
 

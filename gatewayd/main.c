@@ -176,6 +176,37 @@ static int gw_listen(struct gw_server *s, const struct cetcd_config *cfg, int *f
 	return rc;
 }
 
+/* The --listen-metrics-urls listeners (etcd's serveMetrics): /metrics and
+ * the health checks over HTTP/1.x, https with the client port's TLS
+ * settings. Every gatewayd binds them (SO_REUSEPORT), as the client
+ * listeners. */
+static int gw_listen_metrics(struct gw_server *s, const struct cetcd_config *cfg)
+{
+	const struct config_urls *us = &cfg->listen_metrics_urls;
+	struct config_error err;
+	int rc = 0;
+
+	for (size_t i = 0; i < us->count && !rc; i++) {
+		const struct config_url *u = &us->v[i];
+		bool https = strcmp(u->scheme, "https") == 0;
+		int fd;
+		if (https && !s->tls && (rc = gw_tls(s, cfg)))
+			break;
+		rc = config_listen_url(u, true, &fd, &err);
+		if (rc) {
+			log_error("cannot listen for metrics", LOG_STR("reason", err.msg));
+			break;
+		}
+		rc = gw_server_listen(s, fd, https ? GW_LISTEN_METRICS_TLS : GW_LISTEN_METRICS_PLAIN);
+		if (rc)
+			log_error("cannot watch the metrics listener", LOG_STR("address", u->text),
+				  LOG_ERRNO(rc));
+		else
+			log_info("serving metrics", LOG_STR("address", u->text));
+	}
+	return rc;
+}
+
 /* The local socket raftd hands the peer port's gRPC connections to
  * (base/sock/gwsock.h). Without it the member still serves its clients, so a
  * failure is a warning. */
@@ -243,6 +274,8 @@ int main(int argc, char **argv)
 	}
 	rc = gw_listen(s, &cfg, client_fds);
 	client_fds = NULL;
+	if (!rc)
+		rc = gw_listen_metrics(s, &cfg);
 	if (rc) {
 		status = CONFIG_EXIT_FATAL;
 		goto out_free_server;

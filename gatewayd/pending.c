@@ -74,6 +74,8 @@ struct pending_req *pending_add(struct pending_table *t, enum pending_kind kind,
 	p->ctx = NULL;
 	p->tag = 0;
 	p->kind = (uint8_t)kind;
+	if (kind == PENDING_PROPOSE)
+		t->proposals++;
 	/* From the tail back to the last entry due no later than this one. */
 	after = t->tail;
 	while (after != PENDING_NONE && t->v[after].deadline_ns > deadline_ns)
@@ -112,6 +114,12 @@ struct pending_req *pending_match(struct pending_table *t, const struct msg_orig
 	return p;
 }
 
+void pending_set_kind(struct pending_table *t, struct pending_req *p, enum pending_kind kind)
+{
+	t->proposals += (kind == PENDING_PROPOSE) - (p->kind == PENDING_PROPOSE);
+	p->kind = (uint8_t)kind;
+}
+
 void pending_origin(const struct pending_table *t, const struct pending_req *p,
 		    struct msg_origin *o)
 {
@@ -131,6 +139,9 @@ void pending_remove(struct pending_table *t, struct pending_req *p)
 		t->tail = p->prev;
 	else
 		t->v[p->next].prev = p->prev;
+	if (p->kind == PENDING_PROPOSE)
+		t->proposals--;
+	p->kind = 0;
 	p->request_id = 0;
 	p->ctx = NULL;
 	p->prev = PENDING_NONE;

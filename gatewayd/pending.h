@@ -67,6 +67,7 @@ struct pending_table {
 	uint32_t cap;            /* a power of two */
 	uint32_t index_bits;     /* log2(cap) */
 	uint32_t count;          /* entries in use */
+	uint32_t proposals;      /* of them, PENDING_PROPOSE ones */
 	uint32_t free_head;      /* free list */
 	uint32_t head, tail;     /* deadline list: head is the nearest */
 	uint64_t seq;            /* high bits of the next id; only grows */
@@ -97,6 +98,8 @@ struct pending_req *pending_find(struct pending_table *t, uint64_t request_id);
 struct pending_req *pending_match(struct pending_table *t, const struct msg_origin *o,
 				  enum pending_miss *why);
 
+/* Changes what p waits for (keeps t->proposals right). */
+void pending_set_kind(struct pending_table *t, struct pending_req *p, enum pending_kind kind);
 /* Fills o with this table's identity and the entry's request id. */
 void pending_origin(const struct pending_table *t, const struct pending_req *p,
 		    struct msg_origin *o);

@@ -128,13 +128,19 @@ static struct grpc_call *gw_take(struct gw_server *s, struct pending_req *p)
 static void gw_fail(struct gw_server *s, struct pending_req *p, enum grpc_status code,
 		    const char *text)
 {
+	if (p->tag == GW_PENDING_TAG_HTTP_READ) {
+		struct gw_http_read *r = p->ctx;
+		pending_remove(&s->pending, p);
+		r->done(s, r, text);
+		return;
+	}
 	if (gw_pending_is_peer(p->tag)) {
 		/* etcd's leaseHandler when the lessor does not answer in time */
 		static const char timeout[] = LEASEHTTP_ERR_TIMEOUT "\n";
 		void *owner = p->ctx;
 		pending_remove(&s->pending, p);
 		if (owner)
-			gw_http1_lease_done(s, owner, 408, "text/plain; charset=utf-8", timeout,
+			gw_http1_reply(s, owner, 408, "text/plain; charset=utf-8", timeout,
 					    sizeof(timeout) - 1);
 		return;
 	}
@@ -224,6 +230,7 @@ static void gw_out_commit(struct gw_server *s, uint32_t type, uint32_t len, bool
 	memcpy(h + 4, &len, 4);
 	s->backlog_len += GW_BACKLOG_HDR + gw_pad8(len);
 	s->stats.backlogged++;
+	shm_metric_add(s->metrics, SHM_M_BACKLOGGED, 1);
 }
 
 void gw_rings_publish(struct gw_server *s)
@@ -500,7 +507,7 @@ static int gw_lease_peer_push(struct gw_server *s, struct pending_req *p, int64_
 				     .flags = p->tag == GW_PENDING_TAG_PEER_TTL_KEYS ?
 						      MSG_LEASE_F_KEYS : 0 };
 
-	p->kind = PENDING_PROPOSE;
+	pending_set_kind(&s->pending, p, PENDING_PROPOSE);
 	p->seen_term = 0;
 	pending_origin(&s->pending, p, &rec.origin);
 	return ring_push(gw_ring(s, SHM_SLOT_TO_STORED), MSG_KEEPALIVE, &rec, sizeof(rec)) ?
@@ -527,7 +534,7 @@ int gw_lease_peer(struct gw_server *s, void *owner, const struct leasehttp_req *
 	p->ctx = owner;
 	if (status_raftd_read(s->r, &rs) == 0 && rs.commit_index > 0 &&
 	    (status_stored_read(s->r, &st) != 0 || st.applied_index < rs.commit_index)) {
-		p->kind = PENDING_READ_WAIT;
+		pending_set_kind(&s->pending, p, PENDING_READ_WAIT);
 		p->read_index = rs.commit_index;
 		p->seen_term = (uint64_t)r->id;
 		if (gw_wait_add(s, p->request_id) == 0) {
@@ -570,27 +577,27 @@ static void gw_lease_peer_answer(struct gw_server *s, struct pending_req *p,
 	if (!owner)
 		return;
 	if (h->status != 0 || leasehttp_response_ttl(body, h->body_len, &ttl)) {
-		gw_http1_lease_done(s, owner, 400, text_ct, not_primary, sizeof(not_primary) - 1);
+		gw_http1_reply(s, owner, 400, text_ct, not_primary, sizeof(not_primary) - 1);
 		return;
 	}
 	/* stored answers an unknown lease with TTL 0 (renew) or -1 */
 	if (internal ? ttl == -1 : ttl <= 0) {
-		gw_http1_lease_done(s, owner, 404, text_ct, not_found, sizeof(not_found) - 1);
+		gw_http1_reply(s, owner, 404, text_ct, not_found, sizeof(not_found) - 1);
 		return;
 	}
 	if (!internal) {
-		gw_http1_lease_done(s, owner, 200, "application/protobuf", body, h->body_len);
+		gw_http1_reply(s, owner, 200, "application/protobuf", body, h->body_len);
 		return;
 	}
 	uint8_t *w = gw_scratch(s, h->body_len + 16);
 	if (!w) {
-		gw_http1_lease_done(s, owner, 500, text_ct, "out of memory\n", 14);
+		gw_http1_reply(s, owner, 500, text_ct, "out of memory\n", 14);
 		return;
 	}
 	size_t n = proto_varint_put(w, 1 << 3 | 2); /* LeaseInternalResponse field 1 */
 	n += proto_varint_put(w + n, h->body_len);
 	memcpy(w + n, body, h->body_len);
-	gw_http1_lease_done(s, owner, 200, "application/protobuf", w, n + h->body_len);
+	gw_http1_reply(s, owner, 200, "application/protobuf", w, n + h->body_len);
 }
 
 void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg_keepalive *m,
@@ -660,6 +667,40 @@ void gw_read_linearizable(struct gw_server *s, struct grpc_call *call, struct gw
 	s->stats.read_indexes++;
 }
 
+int gw_read_index_http(struct gw_server *s, struct gw_http_read *r)
+{
+	struct msg_read_index ri;
+	struct pending_req *p;
+	bool in_ring;
+
+	p = pending_add(&s->pending, PENDING_READ_INDEX, 0, s->now_ns + s->request_timeout_ns);
+	uint8_t *out = p ? gw_out_reserve(s, sizeof(ri), &in_ring) : NULL;
+	if (!out) {
+		if (p)
+			pending_remove(&s->pending, p);
+		return -ENOMEM;
+	}
+	p->tag = GW_PENDING_TAG_HTTP_READ;
+	p->ctx = r;
+	pending_origin(&s->pending, p, &ri.origin);
+	memcpy(out, &ri, sizeof(ri));
+	gw_out_commit(s, MSG_READ_INDEX, sizeof(ri), in_ring);
+	s->stats.read_indexes++;
+	return 0;
+}
+
+void gw_read_index_http_drop(struct gw_server *s, void *owner)
+{
+	if (!s->pending.v)
+		return;
+	for (struct pending_req *p = pending_first(&s->pending); p;
+	     p = pending_next(&s->pending, p)) {
+		struct gw_http_read *r = p->ctx;
+		if (p->tag == GW_PENDING_TAG_HTTP_READ && r->owner == owner)
+			r->owner = NULL;
+	}
+}
+
 /* ---- read waits ---- */
 
 static int gw_wait_add(struct gw_server *s, uint64_t rid)
@@ -705,6 +746,12 @@ static void gw_serve_waits(struct gw_server *s)
 		struct pending_req *p = pending_find(&s->pending, s->waits[i]);
 		if (!p || p->kind != PENDING_READ_WAIT)
 			continue; /* answered, cancelled or timed out meanwhile */
+		if (p->read_index <= st.applied_index && p->tag == GW_PENDING_TAG_HTTP_READ) {
+			struct gw_http_read *r = p->ctx;
+			pending_remove(&s->pending, p);
+			r->done(s, r, NULL);
+			continue;
+		}
 		if (p->read_index <= st.applied_index && gw_pending_is_peer(p->tag)) {
 			if (gw_lease_peer_push(s, p, (int64_t)p->seen_term))
 				gw_fail(s, p, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);
@@ -893,7 +940,7 @@ static void gw_on_read_index(struct gw_server *s, const struct ring_rec *rec)
 		gw_fail(s, p, gw_status(h.status), gw_msg_leader_changed);
 		return;
 	}
-	p->kind = PENDING_READ_WAIT;
+	pending_set_kind(&s->pending, p, PENDING_READ_WAIT);
 	p->read_index = h.index;
 	if (gw_wait_add(s, p->request_id)) {
 		s->stats.too_many++;
@@ -1015,6 +1062,7 @@ static void gw_settle(struct gw_server *s, uint64_t delivered)
 	s->settled_done = rs.settled_term;
 	if (answered) {
 		s->stats.leader_changed += answered;
+		shm_metric_add(s->metrics, SHM_M_PROPOSALS_FAILED, answered);
 		log_info("answered proposals lost in a leader change", LOG_U64("count", answered),
 			 LOG_U64("term", rs.settled_term), LOG_U64("settled-index", rs.settled_index));
 	}
@@ -1027,6 +1075,10 @@ static void gw_expire(struct gw_server *s)
 	while ((p = pending_first(&s->pending)) != NULL && p->deadline_ns <= s->now_ns) {
 		bool applying = p->kind == PENDING_READ_WAIT;
 		s->stats.timeouts++;
+		if (p->kind == PENDING_PROPOSE)
+			shm_metric_add(s->metrics, SHM_M_PROPOSALS_FAILED, 1);
+		else if (p->kind == PENDING_READ_INDEX)
+			shm_metric_add(s->metrics, SHM_M_READ_INDEX_FAILED, 1);
 		gw_fail(s, p, GRPC_STATUS_UNAVAILABLE, applying ? gw_msg_timeout_apply : gw_msg_timeout);
 	}
 }

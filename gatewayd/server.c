@@ -21,6 +21,7 @@
 #include "gatewayd/services/kv.h"
 #include "gatewayd/transport/transport.h"
 #include "gatewayd/services/watch.h"
+#include "gatewayd/services/metrics.h"
 #include "proto/check.h"
 #include "config/config.h"
 #include "shm/doorbell.h"
@@ -80,6 +81,7 @@ struct gw_conn {
 	bool lingering;            /* write side shut, waiting for the client's close */
 	bool dead;                 /* closed; freed at the end of the turn */
 	bool local;                /* from the local socket (GW_LISTEN_LOCAL) */
+	bool metrics;              /* from a --listen-metrics-urls listener */
 	int64_t linger_until_ns;
 	int64_t read_at_ns;        /* local: when bytes last came (or an
 				    * HTTP/1 answer was given) */
@@ -276,6 +278,7 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 			maint_hashkv_peer_drop(s, c);
 			gw_lease_peer_drop(s, c);
 			jsongw_http1_drop(s->jsongw, c);
+			gw_read_index_http_drop(s, c);
 		}
 		http1_conn_fini(&c->h1);
 	}
@@ -350,6 +353,15 @@ static int gw_http1_hashkv(void *arg, struct http1_conn *h1, int64_t rev)
 	return maint_hashkv_peer(arg, c, rev);
 }
 
+/* http1_ops.serve of every connection: /metrics and the health checks
+ * (services/http.c), which answer later through gw_http1_reply. */
+static int gw_http1_serve(void *arg, struct http1_conn *h1, const struct http1_req *r)
+{
+	struct gw_conn *c = (struct gw_conn *)((char *)h1 - offsetof(struct gw_conn, h1));
+
+	return http_serve(arg, c, h1, r);
+}
+
 /* http1_ops.lease of the local socket's connections. */
 static int gw_http1_lease(void *arg, struct http1_conn *h1, const struct leasehttp_req *r)
 {
@@ -358,8 +370,8 @@ static int gw_http1_lease(void *arg, struct http1_conn *h1, const struct leaseht
 	return gw_lease_peer(arg, c, r);
 }
 
-void gw_http1_lease_done(struct gw_server *s, void *owner, int status, const char *ctype,
-			 const void *body, size_t len)
+void gw_http1_reply(struct gw_server *s, void *owner, int status, const char *ctype,
+		    const void *body, size_t len)
 {
 	struct gw_conn *c = owner;
 
@@ -412,7 +424,7 @@ static void gw_conn_start_http1(struct gw_server *s, struct gw_conn *c)
 {
 	c->proto = GW_HTTP1;
 	s->stats.http1_conns++;
-	http1_conn_init(&c->h1, c->local ? &s->http1_local : &s->http1);
+	http1_conn_init(&c->h1, c->local ? &s->http1_local : c->metrics ? &s->http1_metrics : &s->http1);
 }
 
 /* The first bytes tell HTTP/2 (the client preface) from HTTP/1.x. */
@@ -423,6 +435,11 @@ static int gw_conn_detect(struct gw_server *s, struct gw_conn *c, const uint8_t 
 	if (n > len)
 		n = len;
 	*used = 0;
+	if (c->metrics) {
+		/* etcd's metrics listeners serve HTTP/1.x only */
+		gw_conn_start_http1(s, c);
+		return 0;
+	}
 	if (memcmp(data, gw_preface + c->preface_len, n) == 0) {
 		memcpy(c->preface + c->preface_len, data, n);
 		c->preface_len += (uint32_t)n;
@@ -529,9 +546,9 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 		close(fd);
 		return -ENOMEM;
 	}
-	if (mode == GW_LISTEN_PLAIN || mode == GW_LISTEN_LOCAL)
+	if (mode == GW_LISTEN_PLAIN || mode == GW_LISTEN_LOCAL || mode == GW_LISTEN_METRICS_PLAIN)
 		transport_fd_init(&c->t, fd);
-	else if (mode == GW_LISTEN_TLS)
+	else if (mode == GW_LISTEN_TLS || mode == GW_LISTEN_METRICS_TLS)
 		rc = transport_tls_init(&c->t, fd, s->tls);
 	else
 		rc = transport_sniff_init(&c->t, fd, s->tls);
@@ -542,6 +559,7 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 	}
 	c->s = s;
 	c->local = mode == GW_LISTEN_LOCAL;
+	c->metrics = mode == GW_LISTEN_METRICS_PLAIN || mode == GW_LISTEN_METRICS_TLS;
 	c->src = (struct gw_src){ .kind = GW_SRC_CONN, .fd = fd };
 	c->events = EPOLLIN;
 	rc = gw_epoll(s, EPOLL_CTL_ADD, &c->src, EPOLLIN);
@@ -622,7 +640,8 @@ int gw_server_listen(struct gw_server *s, int fd, enum gw_listen_mode mode)
 	struct gw_listener *l;
 	int rc;
 
-	if (mode != GW_LISTEN_PLAIN && mode != GW_LISTEN_LOCAL && !s->tls) {
+	if (mode != GW_LISTEN_PLAIN && mode != GW_LISTEN_LOCAL && mode != GW_LISTEN_METRICS_PLAIN &&
+	    !s->tls) {
 		close(fd);
 		return -EINVAL;
 	}
@@ -816,15 +835,6 @@ void gw_header_pb(struct gw_server *s, int64_t revision, Etcdserverpb__ResponseH
 	hdr->member_id = h.member_id;
 	hdr->revision = h.revision;
 	hdr->raft_term = h.raft_term;
-}
-
-/* /health: healthy when no alarm is raised and raftd knows a leader, as
- * etcd 3.4 decides. */
-static bool gw_healthy(void *arg)
-{
-	struct gw_server *s = arg;
-	struct status_raftd rs;
-	return status_raftd_read(s->r, &rs) == 0 && rs.leader_id != 0 && !alarm_raised(s);
 }
 
 /* ---- the attach exchange ---- */
@@ -1142,6 +1152,8 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 		gw_listeners_resume(s);
 	gw_rings_turn(s);                           /* 5 */
 	conc_turn(s);
+	shm_metric_set(s->metrics, SHM_M_PROPOSALS_PENDING, s->pending.proposals);
+	shm_metric_add(s->metrics, SHM_M_LOOP_TURNS, 1);
 	grpc_server_expire(s->grpc);                /* 6 */
 	int64_t linger = gw_min(gw_linger_expire(s), gw_handed_expire(s));
 	linger = gw_min(linger, gw_keepalive_expire(s));
@@ -1264,9 +1276,11 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	}
 	s->pb = (ProtobufCAllocator){ .alloc = gw_pb_alloc_fn, .free = gw_pb_free_fn,
 				      .allocator_data = s };
-	s->http1 = (struct http1_ops){ .healthy = gw_healthy, .arg = s };
-	s->http1_local = (struct http1_ops){ .healthy = gw_healthy, .hashkv = gw_http1_hashkv,
+	s->http1 = (struct http1_ops){ .serve = gw_http1_serve, .arg = s };
+	s->http1_local = (struct http1_ops){ .serve = gw_http1_serve, .hashkv = gw_http1_hashkv,
 					     .lease = gw_http1_lease, .arg = s };
+	s->http1_metrics = (struct http1_ops){ .serve = gw_http1_serve, .serve_only = true,
+					       .arg = s };
 
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -1312,6 +1326,9 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	if (rc)
 		goto out_free;
 
+	s->metrics = shm_metrics_block(r, SHM_METRICS_GATEWAY + slot->index);
+	grpc_server_set_metrics(s->grpc, s->metrics, metrics_grpc_index,
+				strcmp(p->cfg->metrics, "extensive") == 0);
 	rc = kv_register(s);
 	if (!rc)
 		rc = maint_register(s);

@@ -49,6 +49,7 @@
 #include "gatewayd/transport/http1.h"
 #include "gatewayd/pending.h"
 #include "gatewayd/mem_idle.h"
+#include "shm/metrics.h"
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "shm/waker.h"
@@ -246,6 +247,8 @@ struct gw_server {
 	struct grpc_server *grpc;
 	struct http1_ops http1;
 	struct http1_ops http1_local;   /* GW_LISTEN_LOCAL connections' */
+	struct http1_ops http1_metrics; /* GW_LISTEN_METRICS_* connections' */
+	struct shm_metrics *metrics;    /* this gateway's block (shm/metrics.h) */
 	ProtobufCAllocator pb;          /* unpacks into the turn's arena */
 	struct gw_arena *arena;
 	struct gw_method *methods;      /* registered unary handlers (owned) */
@@ -310,6 +313,9 @@ enum gw_listen_mode {
 	GW_LISTEN_TLS,   /* https: TLS with the server's context first */
 	GW_LISTEN_BOTH,  /* http and https on one address: the client's first
 			  * byte tells which (transport_sniff_init) */
+	GW_LISTEN_METRICS_PLAIN, /* a --listen-metrics-urls http URL: HTTP/1.x,
+				  * /metrics and the health checks only */
+	GW_LISTEN_METRICS_TLS,   /* the same over TLS (an https URL) */
 	GW_LISTEN_LOCAL, /* this gatewayd's local socket (base/sock/gwsock.h): what
 			  * raftd hands over from the peer port, in the clear,
 			  * from processes of this user only; HTTP/1 serves
@@ -460,16 +466,38 @@ static inline bool gw_pending_is_peer(uint32_t tag)
 /*
  * A peer's lease request (cluster/leasehttp.h), asked of this member's stored
  * for the local-socket connection owner (a gw_conn), which gets the
- * answer through gw_http1_lease_done. 0, or -ENOMEM (the table or the
+ * answer through gw_http1_reply. 0, or -ENOMEM (the table or the
  * ring is full).
  */
 struct leasehttp_req;
 int gw_lease_peer(struct gw_server *s, void *owner, const struct leasehttp_req *r);
 /* The connection owner closes: its lease request is answered to nobody. */
 void gw_lease_peer_drop(struct gw_server *s, void *owner);
-/* Answers owner's lease request (server.c). */
-void gw_http1_lease_done(struct gw_server *s, void *owner, int status, const char *ctype,
-			 const void *body, size_t len);
+/* Answers the HTTP/1 request the connection owner waits on (server.c):
+ * a peer's lease request, a health check's read. Nothing if it closed. */
+void gw_http1_reply(struct gw_server *s, void *owner, int status, const char *ctype,
+		    const void *body, size_t len);
+/* pending_req.tag of a linearizable read an HTTP/1 request waits for (a
+ * health check): ctx is its struct gw_http_read. */
+#define GW_PENDING_TAG_HTTP_READ 5u
+/*
+ * A linearizable read's wait for an HTTP/1 request (etcd's health checks
+ * Range with Serializable false): a read index from raftd, then stored's
+ * applied index reaching it. done is called once, with err NULL when the
+ * read could be served, or etcd's error text (a timeout, a leader
+ * change); done frees r. owner is the waiting gw_conn, set to NULL by
+ * gw_read_index_http_drop when it closes.
+ */
+struct gw_http_read {
+	void (*done)(struct gw_server *s, struct gw_http_read *r, const char *err);
+	void *owner;
+};
+/* 0, or -ENOMEM (table or ring full: done is not called). */
+int gw_read_index_http(struct gw_server *s, struct gw_http_read *r);
+void gw_read_index_http_drop(struct gw_server *s, void *owner);
+/* services/http.c: GET /metrics, /health, /livez and /readyz, for the
+ * connection owner (a gw_conn) whose HTTP/1 side is h1 (http1_ops.serve). */
+int http_serve(struct gw_server *s, void *owner, struct http1_conn *h1, const struct http1_req *r);
 /* The JSON gateway wrote to the HTTP/1.1 connection owner (a gw_conn):
  * rc 0, it is flushed with the turn; an error, it closes (server.c). */
 void gw_http1_output(struct gw_server *s, void *owner, int rc);
@@ -612,6 +640,10 @@ void conc_free(struct gw_server *s);
 /* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
 int alarm_register(struct gw_server *s);
 bool alarm_raised(struct gw_server *s);
+/* --quota-backend-bytes, etcd's 2 GiB for 0 (negative: no quota). */
+int64_t alarm_quota_bytes(struct gw_server *s);
+/* The types of the alarms raised (bit 1 << AlarmType), from the db. */
+unsigned alarm_types_raised(struct gw_server *s);
 /* StatusResponse.errors as etcd fills them: first (when not NULL), then
  * each raised alarm as its AlarmMember's text; scratch memory. */
 void alarm_status_errors(struct gw_server *s, const char *first, char ***errs, size_t *n);

@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/metrics.h"
 #include "config/config.h"
 #include "cluster/member.h"
 #include "base/diskio/diskio.h"
@@ -275,6 +276,7 @@ static int launch_create_region(const struct cetcd_config *c, struct shm_region 
 	}
 	log_info("created the member region", LOG_STR("runtime-dir", dir),
 		 LOG_U64("slots", p.slot_count), LOG_U64("bytes", shm_region_bytes(*out)));
+	shm_metrics_own(shm_metrics_block(*out, SHM_METRICS_LAUNCHER));
 	return 0;
 }
 

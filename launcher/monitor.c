@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/metrics.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "config/config.h"
 #include "config/tls_config.h"
@@ -279,6 +280,7 @@ int corrupt_monitor_main(int argc, char **argv)
 	if (config_daemon_start(&m.cfg, CONFIG_PROG_LAUNCHER, "corrupt-check", argc, argv, &m.r,
 				&status))
 		return status;
+	shm_metrics_own(shm_metrics_block(m.r, SHM_METRICS_MONITOR));
 	status = CONFIG_EXIT_FATAL;
 	every_ms = (uint64_t)m.cfg.experimental_corrupt_check_time_ns / 1000000;
 	if (every_ms == 0) {

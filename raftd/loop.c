@@ -444,6 +444,11 @@ static void on_peer(struct loop *l)
 		case PEER_EV_MESSAGE: {
 			struct raft_msg m;
 			int rc = msgconv_from_wire(&ev.msg, &l->conv, &m);
+			struct shm_metrics_peer *mp = shm_metrics_peer(l->metrics, ev.msg.from);
+			if (mp)
+				shm_metric_bump(&mp->received_bytes, raftmsg_size(&ev.msg));
+			if (rc == 0 && m.type == RAFT_MSG_HEARTBEAT_RESP)
+				outbox_heartbeat_answered(&l->outbox, ev.msg.from);
 			if (rc == 0 && m.type == RAFT_MSG_SNAP)
 				rc = loop_take_snapshot_msg(l, &ev);
 			if (rc == 0)
@@ -625,6 +630,9 @@ static void publish_status(struct loop *l, bool force_no_leader)
 	    st.is_leader == l->published.is_leader && st.settled_term == l->published.settled_term &&
 	    st.is_learner == l->published.is_learner)
 		return;
+	/* etcd counts a leader known that is not the last one it knew */
+	if (st.leader_id && (!l->has_published || st.leader_id != l->published.leader_id))
+		shm_metric_add(l->metrics, SHM_M_LEADER_CHANGES, 1);
 	status_raftd_write(l->r, &st);
 	l->published = st;
 	l->has_published = true;
@@ -740,6 +748,9 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 	bool woke = false, peer_ready = l->peer && peer_has_events(l->peer);
 
 	l->stats.turns++;
+	shm_metric_add(l->metrics, SHM_M_LOOP_TURNS, 1);
+	shm_metric_add(l->metrics, SHM_M_COMMITTED_FULL, l->feed.full - l->full_counted);
+	l->full_counted = l->feed.full;
 	for (int i = 0; i < n; i++) {
 		switch (ev[i].data.u32) {
 		case TAG_TIMER:
@@ -1162,6 +1173,9 @@ int loop_new(const struct loop_options *o, struct loop **out)
 		}
 	}
 	outbox_init(&l->outbox, o->peer);
+	l->metrics = shm_metrics_block(l->r, SHM_METRICS_RAFTD);
+	l->outbox.metrics = l->metrics;
+	wal_set_metrics(l->wal, l->metrics);
 	l->props.move_leader = on_move_leader;
 	l->props.move_leader_arg = l;
 	l->props.promote = on_promote;

@@ -11,6 +11,7 @@
 #ifndef CETCD_RAFTD_LOOP_INT_H
 #define CETCD_RAFTD_LOOP_INT_H
 
+#include "shm/metrics.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,6 +61,8 @@ struct loop_persist {
 
 struct loop {
 	struct shm_region *r;
+	struct shm_metrics *metrics;  /* raftd's block (shm/metrics.h), or NULL */
+	uint64_t full_counted;        /* feed.full already counted in it */
 	struct raft *raft;
 	struct wal *wal;
 	struct feed feed;

@@ -3,10 +3,18 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "raftd/alloc.h"
 #include "raftd/peer/peer.h"
 #include "base/log/log.h"
+
+static int64_t outbox_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 void outbox_init(struct outbox *o, struct peer *peer)
 {
@@ -34,10 +42,30 @@ int outbox_send(struct outbox *o, const struct raft_msg *m)
 		rc = peer_send(o->peer, &w);
 	if (rc) {
 		o->failed++;
+		if (m->type == RAFT_MSG_HEARTBEAT)
+			shm_metric_add(o->metrics, SHM_M_HEARTBEAT_FAILURES, 1);
 		return rc;
 	}
 	o->sent++;
+	struct shm_metrics_peer *mp = shm_metrics_peer(o->metrics, m->to);
+	if (mp) {
+		shm_metric_bump(&mp->sent_bytes, raftmsg_size(&w));
+		if (m->type == RAFT_MSG_HEARTBEAT)
+			o->heartbeat_ns[mp - o->metrics->peer] = outbox_now_ns();
+	}
 	return 0;
+}
+
+void outbox_heartbeat_answered(struct outbox *o, uint64_t from)
+{
+	struct shm_metrics_peer *mp = shm_metrics_peer(o->metrics, from);
+	if (!mp)
+		return;
+	int64_t *sent = &o->heartbeat_ns[mp - o->metrics->peer];
+	if (*sent) {
+		shm_metrics_observe(&mp->rtt, SHM_H_PEER_RTT, (uint64_t)(outbox_now_ns() - *sent));
+		*sent = 0;
+	}
 }
 
 int outbox_hold(struct outbox *o, const struct raft_msg *m, uint64_t seq)

@@ -9,6 +9,7 @@
 #ifndef CETCD_RAFTD_OUTBOX_H
 #define CETCD_RAFTD_OUTBOX_H
 
+#include "shm/metrics.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,7 +35,17 @@ struct outbox {
 	uint64_t failed;          /* refused by the transport (unknown peer) */
 	uint64_t superseded;      /* held MsgAppResp not sent: a later one
 				   * released with it acknowledged as much */
+	/* raftd's metrics block (shm/metrics.h), or NULL: bytes sent to each
+	 * peer, heartbeats that could not be sent, and round trips timed
+	 * from a heartbeat to its answer */
+	struct shm_metrics *metrics;
+	int64_t heartbeat_ns[SHM_METRICS_PEERS]; /* when the last heartbeat went to
+						  * metrics->peer[i]; 0: none out */
 };
+
+/* A peer's MsgHeartbeatResp came: the round trip since the heartbeat
+ * is observed (etcd_network_peer_round_trip_time_seconds). */
+void outbox_heartbeat_answered(struct outbox *o, uint64_t from);
 
 void outbox_init(struct outbox *o, struct peer *peer);
 void outbox_free(struct outbox *o);

@@ -5,8 +5,8 @@
  *
  * Region layout (offsets in the header, all page aligned):
  *
- *   header (4 KiB) | roles | slots | reader table | status | rings | events
- *   | latest-entry cache
+ *   header (4 KiB) | roles | slots | reader table | status | metrics | rings
+ *   | events | latest-entry cache
  *
  * Rings: slot_count * SHM_SLOT_RING_COUNT slot rings (slot-major), then the
  * SHM_DAEMON_RING_COUNT daemon rings, all ring_stride bytes apart.
@@ -31,7 +31,6 @@
 /* Where the latest-entry cache starts in the region file: a huge page. */
 #define SHM_HUGE_ALIGN (2u << 20)
 #define SHM_HEADER_BYTES 4096u
-#define SHM_SLOT_METRICS_BYTES 4096u
 #define SHM_READERS_PER_SLOT 4u
 #define SHM_READERS_EXTRA 8u /* for raftd, stored and tools */
 #define SHM_RING_RECORDS 4u  /* a ring holds this many of its largest record */
@@ -77,7 +76,9 @@ struct shm_header {
 	 * applied it, as etcd's ReadyNotify (a region made before the field
 	 * existed reads 0: not yet) */
 	_Atomic uint64_t published;
-	uint8_t reserved[3912];
+	uint64_t metrics_off;   /* the metrics blocks (shm/metrics.h) */
+	uint64_t metrics_bytes;
+	uint8_t reserved[3896];
 };
 _Static_assert(sizeof(struct shm_header) == SHM_HEADER_BYTES, "header size");
 #define SHM_HEADER_PREFIX_BYTES 40u
@@ -103,7 +104,6 @@ struct shm_slot {
 	_Atomic int32_t holder_pid;  /* for log messages only */
 	uint8_t pad0[SHM_LINE - 12];
 	struct shm_doorbell doorbell;
-	uint8_t metrics_reserved[SHM_SLOT_METRICS_BYTES]; /* per-slot counters */
 };
 
 struct shm_reader_entry {

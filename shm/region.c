@@ -19,6 +19,7 @@
 #include "shm/bcast.h"
 #include "base/log/errmsg.h"
 #include "shm/layout.h"
+#include "shm/metrics.h"
 #include "shm/readers.h"
 #include "shm/ring.h"
 
@@ -81,6 +82,10 @@ static int region_layout(uint32_t slot_count, uint64_t max_request_bytes,
 				 sizeof(struct shm_reader_entry));
 	h->status_off = off;
 	off += sizeof(struct shm_status_block);
+	h->metrics_off = off;
+	h->metrics_bytes = region_page_round((uint64_t)(SHM_METRICS_GATEWAY + slot_count) *
+					     sizeof(struct shm_metrics));
+	off += h->metrics_bytes;
 	h->rings_off = off;
 	rings = (uint64_t)slot_count * SHM_SLOT_RING_COUNT + SHM_DAEMON_RING_COUNT;
 	off += rings * h->ring_stride;
@@ -125,6 +130,8 @@ static const char *region_layout_mismatch(const struct shm_header *file)
 	REGION_CHECK(slots_off);
 	REGION_CHECK(readers_off);
 	REGION_CHECK(status_off);
+	REGION_CHECK(metrics_off);
+	REGION_CHECK(metrics_bytes);
 	REGION_CHECK(rings_off);
 	REGION_CHECK(bcast_off);
 	REGION_CHECK(bcast_bytes);

@@ -469,3 +469,10 @@ void ring_consumer_takeover(struct ring *r)
 	r->tail_off = t % r->cap;
 	r->cached_head = t;
 }
+
+uint64_t ring_depth(const struct ring *r)
+{
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	return head > tail ? head - tail : 0;
+}

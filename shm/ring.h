@@ -152,6 +152,9 @@ bool ring_wait_ready(void *ring);
  * for its predecessor). Returns how many records were dropped, or -EIO. */
 int ring_drain(struct ring *r);
 
+/* Bytes published and not yet released: how full the ring is, read by
+ * anyone (relaxed loads; a moment's view, for metrics). */
+uint64_t ring_depth(const struct ring *r);
 /* Failed state (see the top of this file). */
 bool ring_has_failed(const struct ring *r);
 

@@ -8,6 +8,7 @@
 #include "shm/bcast.h"
 #include "shm/doorbell.h"
 #include "shm/layout.h"
+#include "shm/metrics.h"
 #include "shm/ring.h"
 #include "shm/slot.h"
 
@@ -102,6 +103,8 @@ int shm_role_claim(struct shm_region *r, enum shm_role role)
 	atomic_store_explicit(&shm_role_block(r, role)->holder_pid,
 			      (int32_t)getpid(), memory_order_relaxed);
 	slot_role_takeover(r, role);
+	shm_metrics_own(shm_metrics_block(r, role == SHM_ROLE_RAFTD ? SHM_METRICS_RAFTD :
+								      SHM_METRICS_STORED));
 	return 0;
 }
 
@@ -179,6 +182,7 @@ int shm_slot_claim(struct shm_region *r, struct shm_slot_ref *out)
 		atomic_store_explicit(&s->holder_pid, (int32_t)getpid(),
 				      memory_order_relaxed);
 		slot_takeover(r, i);
+		shm_metrics_own(shm_metrics_block(r, SHM_METRICS_GATEWAY + i));
 		r->slot_held[i] = true;
 		out->index = i;
 		out->generation = gen;

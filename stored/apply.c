@@ -1,4 +1,5 @@
 /* stored's applier: decode, dispatch, encode (see apply.h). */
+#include "shm/metrics.h"
 #include "stored/apply.h"
 #include "stored/alarm.h"
 #include "stored/lessor_apply.h"
@@ -126,6 +127,28 @@ static bool apply_no_side_effect(const Etcdserverpb__InternalRaftRequest *req)
 	return req->range || (req->txn && mvcc_txn_is_readonly(req->txn));
 }
 
+/* Counts what a KV request ran, as etcd's metrics do (resp: its answer,
+ * NULL when it was refused). */
+static void apply_count(struct shm_metrics *m, const Etcdserverpb__InternalRaftRequest *req,
+			const ProtobufCMessage *resp)
+{
+	struct mvcc_op_counts c = { 0 };
+
+	if (req->range)
+		c.ranges = 1;
+	else if (req->put)
+		c.puts = 1;
+	else if (req->delete_range)
+		c.deletes = 1;
+	else if (req->txn && resp)
+		mvcc_txn_count_ops(req->txn, (const Etcdserverpb__TxnResponse *)resp, &c);
+	shm_metric_add(m, SHM_M_MVCC_RANGE, c.ranges);
+	shm_metric_add(m, SHM_M_MVCC_PUT, c.puts);
+	shm_metric_add(m, SHM_M_MVCC_DELETE, c.deletes);
+	if (c.ranges + c.puts + c.deletes > 1)
+		shm_metric_add(m, SHM_M_MVCC_TXN, 1);
+}
+
 /*
  * Runs the KV request of req (etcd's applierV3backend.Apply order) and, if
  * a client waits, encodes its response. 0 with the result filled, or a
@@ -162,12 +185,13 @@ static int apply_kv(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	}
 #undef APPLY_KV
 
-	if (mvcc_is_request_error(rc)) {
+	if (rc && !mvcc_is_request_error(rc))
+		return rc;
+	apply_count(ids->metrics, req, resp);
+	if (rc) {
 		apply_error(out, mvcc_grpc_code(rc), mvcc_strerror(rc));
 		return 0;
 	}
-	if (rc)
-		return rc;
 	if (!out->deliver || out->after_compaction)
 		return 0;
 	if (!resp) {

@@ -46,6 +46,9 @@
 struct stored_apply_ids {
 	uint64_t member_id;
 	uint64_t cluster_id;
+	/* stored's metrics block (shm/metrics.h): puts, deletes, txns and
+	 * ranges applied; NULL: not counted */
+	struct shm_metrics *metrics;
 	/* the cluster's membership as of the store's consistent index, which
 	 * configuration changes and v2 membership requests update (with the
 	 * db's members buckets, stored/membership_db.h); NULL: such entries only

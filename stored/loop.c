@@ -1,4 +1,5 @@
 /* stored's apply loop (see loop.h). */
+#include "shm/metrics.h"
 #include "stored/loop.h"
 #include "stored/alarm.h"
 #include "stored/membership_db.h"
@@ -55,6 +56,7 @@ struct loop_waiting {
 
 struct stored_loop {
 	struct shm_region *r;
+	struct shm_metrics *metrics;     /* stored's block (shm/metrics.h), or NULL */
 	struct stored_loop_opts o;
 	char *db_path;
 	char *install_path;              /* a received db is prepared there */
@@ -463,6 +465,8 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	loop_opts_defaults(&l->o);
 	l->ids.member_id = o->member_id;
 	l->ids.cluster_id = o->cluster_id;
+	l->metrics = shm_metrics_block(r, SHM_METRICS_STORED);
+	l->ids.metrics = l->metrics;
 	l->committed = shm_daemon_ring(r, SHM_RING_COMMITTED);
 	l->bell = shm_role_doorbell(r, SHM_ROLE_STORED);
 	l->raftd_bell = shm_role_doorbell(r, SHM_ROLE_RAFTD);
@@ -736,8 +740,12 @@ static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
 	if (rc)
 		return rc;
 	res = &l->res[l->nres];
+	int64_t t0 = loop_now_ns();
 	rc = stored_apply_entry(l->store, &l->ids, &h, (const uint8_t *)rec->data + sizeof(h),
 				&l->arena, res);
+	/* etcd's warnApplyDuration: an entry that took over 100 ms */
+	if (loop_now_ns() - t0 > 100000000)
+		shm_metric_add(l->metrics, SHM_M_SLOW_APPLY, 1);
 	if (rc == -EALREADY) {
 		l->st.duplicates++; /* the store is ahead of the loop's count */
 		return 0;
@@ -1096,7 +1104,9 @@ static int loop_batch(struct stored_loop *l)
 		arena_release(&l->arena);
 		return 0;
 	}
+	int64_t commit_ns = loop_now_ns();
 	rc = mvcc_batch_commit(l->store, NULL);
+	shm_metric_observe(l->metrics, SHM_H_BACKEND_COMMIT, (uint64_t)(loop_now_ns() - commit_ns));
 	if (rc) {
 		l->applied = first;
 		return loop_batch_failed(l, rc);
@@ -1306,6 +1316,7 @@ static int loop_defrag_switch(struct stored_loop *l)
 	int64_t ns = loop_now_ns() - l->defrag_start_ns;
 	l->pub.defrag_count++;
 	l->pub.defrag_last_ns = (uint64_t)ns;
+	shm_metric_observe(l->metrics, SHM_H_BACKEND_DEFRAG, (uint64_t)ns);
 	l->pub.defrag_total_ns += (uint64_t)ns;
 	loop_publish_root(l);
 	rc = diskio_sync_parent(l->db_path);
@@ -1369,6 +1380,7 @@ static int loop_defrag_turn(struct stored_loop *l)
 
 int stored_loop_turn(struct stored_loop *l, bool *more)
 {
+	shm_metric_add(l->metrics, SHM_M_LOOP_TURNS, 1);
 	struct mvcc_state ms;
 	int64_t now;
 	int rc;
@@ -1380,6 +1392,7 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	mvcc_store_state(l->store, &ms);
 	lessor_loop_requests(&l->lease, ms.rev);
 	rc = loop_defrag_turn(l);
+	shm_metric_set(l->metrics, SHM_M_DEFRAGS_INFLIGHT, l->defrag != NULL);
 	if (rc)
 		return rc;
 	rc = loop_checkpoint_poll(l, false);

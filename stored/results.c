@@ -1,4 +1,5 @@
 /* Result delivery to the gatewayd slots (see results.h). */
+#include "shm/metrics.h"
 #include "stored/results.h"
 
 #include <errno.h>
@@ -123,6 +124,7 @@ enum stored_results_verdict stored_results_stage(struct stored_results *rs,
 	}
 	if (rc == -EAGAIN) {
 		sl->dropped_full++;
+		shm_metric_add(shm_metrics_block(rs->r, SHM_METRICS_STORED), SHM_M_RESULTS_FULL, 1);
 		return results_count(rs, STORED_RESULT_RING_FULL);
 	}
 	if (rc) {

@@ -293,7 +293,7 @@ enum {
 	CHUNK_DONE,
 };
 
-static int http_hex(unsigned char ch)
+int http_hex(unsigned char ch)
 {
 	if (ch >= '0' && ch <= '9')
 		return ch - '0';

@@ -97,6 +97,35 @@ void alarm_status_errors(struct gw_server *s, const char *first, char ***errs, s
 	*errs = v;
 }
 
+int64_t alarm_quota_bytes(struct gw_server *s)
+{
+	return s->cfg->quota_backend_bytes ? s->cfg->quota_backend_bytes : ALARM_DEFAULT_QUOTA_BYTES;
+}
+
+unsigned alarm_types_raised(struct gw_server *s)
+{
+	struct gw_read rd;
+	struct btree_bucket *b;
+	struct btree_cursor c;
+	struct btree_kv kv;
+	unsigned mask = 0;
+
+	if (gw_read_begin(s, &rd))
+		return 0;
+	if (btree_bucket_open(rd.txn, NULL, SCHEMA_BUCKET_ALARM, strlen(SCHEMA_BUCKET_ALARM),
+			      &b) == 0) {
+		btree_cursor_init(&c, b);
+		for (int rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv)) {
+			Etcdserverpb__AlarmMember *m =
+				etcdserverpb__alarm_member__unpack(gw_pb_alloc(s), kv.key_len, kv.key);
+			if (m && m->alarm > 0 && m->alarm < 32)
+				mask |= 1u << m->alarm;
+		}
+	}
+	gw_read_end(s, &rd);
+	return mask;
+}
+
 bool alarm_raised(struct gw_server *s)
 {
 	struct gw_read rd;
@@ -157,8 +186,7 @@ bool alarm_quota_refuses(struct gw_server *s, struct grpc_call *call, const Prot
 
 	if (quota < 0 || cost == 0 || status_stored_read(s->r, &st))
 		return false;
-	if (quota == 0)
-		quota = ALARM_DEFAULT_QUOTA_BYTES;
+	quota = alarm_quota_bytes(s);
 	/* etcd's Backend().Size(): the pages up to the high-water mark, capped
 	 * at the file's size; the cap only lowers it, so the stat it takes is
 	 * needed only near the quota, not on every put */

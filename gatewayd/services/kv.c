@@ -128,6 +128,7 @@ static void kv_range_in(struct gw_server *s, struct grpc_call *call, struct mvcc
 			const Etcdserverpb__RangeRequest *r)
 {
 	int rc = mvcc_range(v, r, &s->kv->res);
+	shm_metric_add(s->metrics, SHM_M_MVCC_RANGE, 1);
 	if (rc)
 		kv_read_failed(s, call, rc);
 	else
@@ -515,6 +516,11 @@ static void kv_txn_now(struct gw_server *s, struct grpc_call *call,
 	if (rc) {
 		kv_read_failed(s, call, rc);
 	} else {
+		/* counted as etcd counts a txn (mvcc_txn_count_ops) */
+		struct mvcc_op_counts c = { 0 };
+		mvcc_txn_count_ops(r, resp, &c);
+		shm_metric_add(s->metrics, SHM_M_MVCC_RANGE, c.ranges);
+		shm_metric_add(s->metrics, SHM_M_MVCC_TXN_READ, c.ranges > 1);
 		if (resp->header)
 			gw_header_pb(s, resp->header->revision, resp->header);
 		gw_answer(s, call, &resp->base);

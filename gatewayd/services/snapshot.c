@@ -39,6 +39,7 @@ struct snap_stream {
 	EVP_MD_CTX *sha;
 	uint64_t total;
 	uint64_t sent;
+	int64_t start_ns;  /* when the copy was opened */
 };
 
 static void snap_free(struct snap_stream *st)
@@ -136,6 +137,8 @@ static bool snap_step(struct gw_server *s, struct grpc_call *call, struct snap_s
 		snap_fail(s, call, st, rc);
 		return true;
 	}
+	/* etcd's snapshotDurations: the copy's time, opened to sent */
+	shm_metric_observe(s->metrics, SHM_H_BACKEND_SNAPSHOT, (uint64_t)(s->now_ns - st->start_ns));
 	log_info("sent database snapshot to client", LOG_U64("total-bytes", st->total),
 		 LOG_U64("consistent-index", dbsnap_index(st->snap)));
 	grpc_call_finish(call, GRPC_STATUS_OK, NULL);
@@ -209,6 +212,7 @@ static void snapshot_message(struct grpc_call *call, const uint8_t *msg, size_t 
 		return;
 	}
 	st->call_id = grpc_call_id(call);
+	st->start_ns = s->now_ns;
 	st->total = dbsnap_size(st->snap);
 	st->next = s->snapshots;
 	s->snapshots = st;

@@ -134,6 +134,8 @@ struct watch_state {
 	struct dlist streams;         /* newest first */
 	struct watcher *catchup;
 	size_t nwatchers;
+	size_t nstreams;
+	size_t ncatchup;              /* watchers on the catchup list */
 	uint32_t holds;               /* watch_hold's, not yet released */
 	int64_t progress_ns, next_tick_ns;
 	uint32_t progress_waiting;    /* streams whose progress_wait is set */
@@ -298,6 +300,7 @@ static void catchup_add(struct watch_state *ws, struct watcher *w, bool is_new)
 	w->synced = false;
 	w->m.spare = ws->catchup;
 	ws->catchup = w;
+	ws->ncatchup++;
 }
 
 /* Takes w, which follows prev (NULL: the first), off the catching-up list.
@@ -312,6 +315,7 @@ static void catchup_unlink(struct watch_state *ws, struct watcher *prev, struct 
 		prev->m.spare = w->m.spare;
 	else
 		ws->catchup = unext(w);
+	ws->ncatchup--;
 }
 
 static void watcher_free(struct watch_state *ws, struct watcher *w)
@@ -351,6 +355,7 @@ static void stream_free(struct watch_state *ws, struct watch_stream *st)
 		watcher_free(ws, w);
 	}
 	dlist_remove(&st->node);
+	ws->nstreams--;
 	if (st->progress_wait)
 		ws->progress_waiting--;
 	held_drop(ws, st);
@@ -722,6 +727,7 @@ static void watch_message(struct grpc_call *call, const uint8_t *msg, size_t len
 		st->call_id = grpc_call_id(call);
 		*slot = st;
 		dlist_insert_head(&ws->streams, &st->node);
+		ws->nstreams++;
 	}
 	switch (req->request_union_case) {
 	case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST:
@@ -1294,6 +1300,11 @@ void watch_turn(struct gw_server *s)
 {
 	struct watch_state *ws = W(s);
 
+	if (ws) {
+		shm_metric_set(s->metrics, SHM_M_WATCHERS, ws->nwatchers);
+		shm_metric_set(s->metrics, SHM_M_WATCH_STREAMS, ws->nstreams);
+		shm_metric_set(s->metrics, SHM_M_SLOW_WATCHERS, ws->ncatchup);
+	}
 	if (!ws || (dlist_empty(&ws->streams) && !ws->holds))
 		return;
 	release_turn(s, ws);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "proto/registry.h"
+#include "shm/metrics.h"
 
 #define GRPC_NONE UINT32_MAX
 /* Per-call buffers larger than this are freed when a call is pooled, so
@@ -35,6 +36,7 @@ struct grpc_method_entry {
 	const ProtobufCMethodDescriptor *method; /* NULL outside the registry */
 	const struct grpc_handler *handler;      /* NULL: UNIMPLEMENTED */
 	void *arg;
+	int32_t metric; /* its counters in srv->metrics->grpc, or -1 */
 };
 
 /* An id slot: a call is findable by id while it sits in its slot. */
@@ -70,6 +72,7 @@ struct grpc_call {
 	uint64_t send_left;  /* bytes of a response message begun with
 			      * grpc_call_send_begin still to come */
 	uint64_t handler_state[GRPC_CALL_STATE_BYTES / 8]; /* grpc_call_state */
+	int64_t started_ns;  /* when dispatched, if handling times are kept */
 	struct grpc_call *next_free; /* pool link */
 };
 
@@ -88,6 +91,10 @@ struct grpc_server {
 	struct grpc_call *pool; /* idle call objects */
 	uint32_t pool_len;
 	uint32_t ncalls; /* call objects handed to streams and not released */
+	/* go-grpc-prometheus's counters (grpc_server_set_metrics), or NULL */
+	struct shm_metrics *metrics;
+	int (*metric_of)(const char *path);
+	bool handling_hist;
 };
 
 static const uint8_t grpc_empty[1];
@@ -222,6 +229,7 @@ static uint32_t grpc_entry_add(struct grpc_server *srv, const char *path, size_t
 		.path_len = len,
 		.hash = grpc_hash((const uint8_t *)path, len),
 		.method = method,
+		.metric = srv->metric_of ? srv->metric_of(copy) : -1,
 	};
 	uint32_t i = e->hash & (srv->table_cap - 1);
 	while (srv->table[i] != 0)
@@ -413,6 +421,29 @@ static void grpc_call_release(struct grpc_call *call)
 
 /* The handler is done with the call (finished, cancelled or failed): the
  * id dies, the deadline goes, partial input is dropped. */
+/* The method's counters of a dispatched call, or NULL. */
+static struct shm_metrics_grpc *grpc_call_counters(const struct grpc_call *call)
+{
+	struct grpc_server *srv = grpc_call_srv(call);
+	if (!srv->metrics || call->entry == GRPC_NONE || srv->entries[call->entry].metric < 0)
+		return NULL;
+	return &srv->metrics->grpc[srv->entries[call->entry].metric];
+}
+
+/* Counts a dispatched call's end with code, as go-grpc-prometheus's
+ * interceptors count a handler's return. */
+static void grpc_call_count_end(struct grpc_call *call, enum grpc_status code)
+{
+	struct shm_metrics_grpc *g = grpc_call_counters(call);
+	if (!g)
+		return;
+	shm_metric_bump(&g->handled[(unsigned)code < SHM_GRPC_CODES ? code : GRPC_STATUS_UNKNOWN], 1);
+	struct grpc_server *srv = grpc_call_srv(call);
+	if (srv->handling_hist)
+		shm_metrics_observe(&srv->metrics->grpc_handling[g - srv->metrics->grpc],
+				    SHM_H_GRPC_HANDLING, (uint64_t)(grpc_now(srv) - call->started_ns));
+}
+
 static void grpc_call_retire(struct grpc_call *call)
 {
 	struct grpc_server *srv = grpc_call_srv(call);
@@ -503,6 +534,8 @@ static void grpc_call_abort(struct grpc_call *call, enum grpc_status code, const
 	if (call->state == GRPC_C_DONE)
 		return;
 	bool had_handler = call->state == GRPC_C_ACTIVE;
+	if (had_handler)
+		grpc_call_count_end(call, code);
 	grpc_call_retire(call);
 	grpc_call_send_status(call, 200, code, message);
 	const struct grpc_handler *h = grpc_call_handler(call);
@@ -656,6 +689,12 @@ static void grpc_on_request(struct h2_stream *s, uint32_t flags)
 	}
 	call->entry = e;
 	call->state = GRPC_C_ACTIVE;
+	struct shm_metrics_grpc *g = grpc_call_counters(call);
+	if (g) {
+		shm_metric_bump(&g->started, 1);
+		if (srv->handling_hist)
+			call->started_ns = grpc_now(srv);
+	}
 	const struct grpc_handler *h = srv->entries[e].handler;
 	if (h->on_call_start)
 		h->on_call_start(call);
@@ -671,6 +710,11 @@ out_no_memory:
 static void grpc_deliver(struct grpc_call *call, const uint8_t *msg, size_t len)
 {
 	const struct grpc_handler *h = grpc_call_handler(call);
+	struct shm_metrics_grpc *g = grpc_call_counters(call);
+	if (g) {
+		shm_metric_bump(&g->msg_received, 1);
+		shm_metric_add(grpc_call_srv(call)->metrics, SHM_M_GRPC_RECEIVED_BYTES, len);
+	}
 	if (h->on_message)
 		h->on_message(call, len ? msg : grpc_empty, len);
 }
@@ -788,6 +832,7 @@ static void grpc_on_stream_close(struct h2_stream *s, uint32_t error_code)
 {
 	struct grpc_call *call = grpc_call_of(s);
 	if (call->state == GRPC_C_ACTIVE) {
+		grpc_call_count_end(call, GRPC_STATUS_CANCELLED);
 		grpc_call_retire(call);
 		const struct grpc_handler *h = grpc_call_handler(call);
 		if (h->on_cancel)
@@ -896,6 +941,7 @@ int grpc_server_handle(struct grpc_server *srv, const char *path, const struct g
 		return -ENOMEM;
 	srv->entries[e].handler = h;
 	srv->entries[e].arg = arg;
+	srv->entries[e].metric = srv->metric_of ? srv->metric_of(srv->entries[e].path) : -1;
 	return 0;
 }
 
@@ -1023,6 +1069,11 @@ uint8_t *grpc_call_send_reserve(struct grpc_call *call, size_t len)
 	uint8_t *p = h2_stream_write_reserve(&call->st, GRPC_PREFIX_LEN + len);
 	if (!p)
 		return NULL;
+	struct shm_metrics_grpc *g = grpc_call_counters(call);
+	if (g) {
+		shm_metric_bump(&g->msg_sent, 1);
+		shm_metric_add(grpc_call_srv(call)->metrics, SHM_M_GRPC_SENT_BYTES, len);
+	}
 	grpc_prefix_write(p, false, (uint32_t)len);
 	return p + GRPC_PREFIX_LEN;
 }
@@ -1083,7 +1134,18 @@ int grpc_call_finish(struct grpc_call *call, enum grpc_status code, const char *
 {
 	if (call->state != GRPC_C_ACTIVE)
 		return -ECANCELED;
+	grpc_call_count_end(call, code);
 	grpc_call_retire(call);
 	grpc_call_send_status(call, 200, code, message);
 	return 0;
+}
+
+void grpc_server_set_metrics(struct grpc_server *srv, struct shm_metrics *m,
+			     int (*metric_of)(const char *path), bool handling_hist)
+{
+	srv->metrics = m;
+	srv->metric_of = metric_of;
+	srv->handling_hist = handling_hist;
+	for (uint32_t e = 0; e < srv->nentries; e++)
+		srv->entries[e].metric = metric_of ? metric_of(srv->entries[e].path) : -1;
 }

@@ -101,6 +101,13 @@ struct grpc_server_config {
  * monotonic clock, 1024 pooled calls. */
 void grpc_server_config_default(struct grpc_server_config *cfg, size_t max_request_bytes);
 
+/* Counts calls as go-grpc-prometheus does, in m (shm/metrics.h; kept by
+ * reference): metric_of gives a path's index in m->grpc, or -1 for a
+ * method not counted; with handling_hist, also each call's handling time
+ * (etcd's --metrics extensive). m NULL stops counting. */
+struct shm_metrics;
+void grpc_server_set_metrics(struct grpc_server *srv, struct shm_metrics *m,
+			     int (*metric_of)(const char *path), bool handling_hist);
 /* Creates a server with every method of proto/registry.h known and no
  * handler set. Returns 0, -EINVAL for a bad config, or -ENOMEM. */
 int grpc_server_new(const struct grpc_server_config *cfg, struct grpc_server **out);

@@ -19,6 +19,7 @@ struct http1_request {
 	const char *method;
 	size_t method_len;
 	const char *target;      /* request target as sent */
+	size_t target_len;
 	size_t path_len;         /* target bytes before '?' */
 	int minor;               /* HTTP/1.minor */
 	bool keep_alive;         /* after the Connection field and the version */
@@ -52,7 +53,7 @@ static int http1_parse(const uint8_t *buf, size_t len, struct http1_request *req
 		return rc == -EMSGSIZE ? HTTP1_TOO_LARGE : HTTP1_BAD;
 	*req = (struct http1_request){
 		.method = h.method.p, .method_len = h.method.len, .target = h.target.p,
-		.path_len = h.path.len, .minor = h.minor, .keep_alive = !h.close,
+		.target_len = h.target.len, .path_len = h.path.len, .minor = h.minor, .keep_alive = !h.close,
 		.has_host = h.has_host, .chunked = h.chunked, .has_length = h.has_length,
 		.content_length = h.content_length,
 	};
@@ -112,6 +113,7 @@ static const char *http1_reason(int status)
 	case 200: return "OK";
 	case 400: return "Bad Request";
 	case 404: return "Not Found";
+	case 408: return "Request Timeout";
 	case 405: return "Method Not Allowed";
 	case 431: return "Request Header Fields Too Large";
 	case 503: return "Service Unavailable";
@@ -209,19 +211,23 @@ static int http1_handle(struct http1_conn *c, const struct http1_request *req)
 
 	if (req->minor >= 1 && !req->has_host)
 		return http1_refuse(c, 400, "missing required Host header");
-	if (http1_path_is(req, "/health")) {
-		if (!get)
-			return http1_answer(c, req, &http1_not_allowed);
-		if (c->ops && c->ops->healthy && c->ops->healthy(c->ops->arg))
-			a = (struct http1_answer){ .status = 200, .type_sniffed = true,
-						   .content_type = "text/plain; charset=utf-8",
-						   .body = "{\"health\":\"true\"}" };
-		else
-			a = (struct http1_answer){ .status = 503, .nosniff = true,
-						   .content_type = "text/plain; charset=utf-8",
-						   .body = "{\"health\":\"false\"}\n" };
-		return http1_answer(c, req, &a);
+	if (c->ops && c->ops->serve) {
+		bool has_query = req->target_len > req->path_len;
+		struct http1_req r = {
+			.method = req->method, .method_len = req->method_len,
+			.path = req->target, .path_len = req->path_len,
+			.query = has_query ? req->target + req->path_len + 1 : NULL,
+			.query_len = has_query ? req->target_len - req->path_len - 1 : 0,
+		};
+		c->wait_minor = req->minor;
+		c->wait_keep_alive = req->keep_alive;
+		c->serving_head = http1_ieq(req->method, req->method_len, "head");
+		int rc = c->ops->serve(c->ops->arg, c, &r);
+		if (rc)
+			return rc < 0 ? rc : 0;
 	}
+	if (c->ops && c->ops->serve_only)
+		goto not_found;
 	if (http1_path_is(req, "/version")) {
 		if (!get)
 			return http1_answer(c, req, &http1_not_allowed);
@@ -231,6 +237,7 @@ static int http1_handle(struct http1_conn *c, const struct http1_request *req)
 						   "\"}" };
 		return http1_answer(c, req, &a);
 	}
+not_found:
 	a = (struct http1_answer){ .status = 404, .nosniff = true,
 				   .content_type = "text/plain; charset=utf-8",
 				   .body = "404 page not found\n" };
@@ -553,6 +560,24 @@ int http1_conn_gw_end(struct http1_conn *c)
 	if (!c->wait_keep_alive)
 		c->closing = true;
 	return c->closing ? 0 : http1_conn_drain_in(c);
+}
+
+int http1_conn_answer(struct http1_conn *c, int status, const char *content_type, bool nosniff,
+		      const void *body, size_t len)
+{
+	struct http1_request req = { .method = c->serving_head ? "HEAD" : "GET",
+				     .method_len = c->serving_head ? 4 : 3, .minor = c->wait_minor,
+				     .keep_alive = c->wait_keep_alive };
+	struct http1_answer a = { .status = status, .content_type = content_type,
+				  .nosniff = nosniff, .allow_get = status == 405,
+				  .body = len ? body : "", .body_len = len };
+
+	return http1_answer(c, &req, &a);
+}
+
+void http1_conn_wait(struct http1_conn *c)
+{
+	c->waiting = true;
 }
 
 int http1_conn_recv(struct http1_conn *c, const uint8_t *data, size_t len)

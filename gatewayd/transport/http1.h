@@ -1,6 +1,6 @@
-/* HTTP/1.x on the client port, beside gRPC: /health and /version as etcd
- * 3.4 answers them (etcdserver/api/etcdhttp), and a 404 for every other
- * path for now.
+/* HTTP/1.x on the client port, beside gRPC: /version as etcd 3.4 answers
+ * it (etcdserver/api/etcdhttp), what http1_ops.serve takes (/metrics and
+ * the health checks), and a 404 for every other path.
  *
  * http1_conn is a connection's state and touches no socket: request heads
  * read by base/http/http.h's codec with Go's server rules (the head
@@ -55,10 +55,28 @@ struct http1_gw_answer {
 	const char *body;        /* NUL-terminated */
 };
 
+/* A request as http1_ops.serve sees it: pointers into the parsed bytes,
+ * valid during the call only. */
+struct http1_req {
+	const char *method;
+	size_t method_len;
+	const char *path;   /* before any '?' */
+	size_t path_len;
+	const char *query;  /* after the '?' (not included); NULL: none */
+	size_t query_len;
+};
+
 /* What the connection needs from the rest of gatewayd. */
 struct http1_ops {
-	/* /health: whether the member is healthy (raftd knows a leader). */
-	bool (*healthy)(void *arg);
+	/* The paths the rest of gatewayd serves (/metrics, /health, /livez,
+	 * /readyz: gatewayd/services/http.c), asked first: 1 if it took r,
+	 * answering it with http1_conn_answer now or, after
+	 * http1_conn_wait, with http1_conn_reply later; 0 if r is not one
+	 * of its paths; -ENOMEM. */
+	int (*serve)(void *arg, struct http1_conn *c, const struct http1_req *r);
+	/* Nothing but what serve takes: any other path is 404 (the
+	 * --listen-metrics-urls listeners' connections). */
+	bool serve_only;
 	/* GET /members/hashkv (cluster/hashkv.h), served only where this is set
 	 * (connections raftd hands over from the peer port): starts the
 	 * HashKV at rev for c, which waits (reading no further request) until
@@ -94,6 +112,7 @@ struct http1_conn {
 	int wait_minor;         /* that request's HTTP/1.minor and keep-alive */
 	bool wait_keep_alive;
 	bool wait_chunked;      /* the gateway's answer goes in chunks */
+	bool serving_head;      /* the request serve has is a HEAD */
 	const struct http1_ops *ops;
 };
 
@@ -131,6 +150,15 @@ int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
 int http1_conn_gw_head(struct http1_conn *c, int status, bool chunked, size_t content_length);
 int http1_conn_gw_data(struct http1_conn *c, const void *p, size_t n);
 int http1_conn_gw_end(struct http1_conn *c);
+/* From inside http1_ops.serve: answers its request now (status, content
+ * type, len bytes of body; nosniff adds X-Content-Type-Options as Go's
+ * http.Error does). 0 or -ENOMEM. */
+int http1_conn_answer(struct http1_conn *c, int status, const char *content_type, bool nosniff,
+		      const void *body, size_t len);
+
+/* From inside http1_ops.serve: its request is answered later, by
+ * http1_conn_reply; what comes meanwhile waits. */
+void http1_conn_wait(struct http1_conn *c);
 
 /* Response bytes waiting to be written, and marking n of them written. */
 static inline size_t http1_conn_out_len(const struct http1_conn *c)

@@ -11,6 +11,7 @@
  * segment once the batch is durable (rename, then directory fsync).
  */
 #include "raftd/wal/wal.h"
+#include "shm/metrics.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -100,7 +102,21 @@ struct wal {
 	uint64_t pw_flushed;
 	uint64_t pw_buffered;
 	int err;              /* failure error, sticky */
+	struct shm_metrics *metrics; /* raftd's block, or NULL (wal_set_metrics) */
+	int64_t submit_ns;    /* when the batch in flight was submitted */
 };
+
+static int64_t wal_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void wal_set_metrics(struct wal *w, struct shm_metrics *m)
+{
+	w->metrics = m;
+}
 
 /* ---- small file helpers ---- */
 
@@ -657,6 +673,10 @@ int wal_submit(struct wal *w)
 		rc = diskio_chain_submit(w->io, &req, 1);
 	if (rc)
 		return wal_fail(w, rc, "submitting a write");
+	if (w->metrics) {
+		w->submit_ns = wal_now_ns();
+		shm_metric_add(w->metrics, SHM_M_WAL_WRITE_BYTES, p->len);
+	}
 	if (p->off + p->len + pad > w->zeroed_end)
 		w->zeroed_end = p->off + p->len + pad;
 	struct wal_batch t = w->inflight;
@@ -709,6 +729,8 @@ static int finish(struct wal *w, bool wait)
 		return 0;
 	if (rc)
 		return wal_fail(w, rc, "writing and syncing a batch");
+	if (w->metrics)
+		shm_metric_observe(w->metrics, SHM_H_WAL_FSYNC, (uint64_t)(wal_now_ns() - w->submit_ns));
 	rc = complete_inflight(w);
 	if (!rc)
 		rc = wal_submit(w);

@@ -182,4 +182,10 @@ const char *wal_io_name(const struct wal *w);
  * something from being durable. NULL is accepted. */
 int wal_close(struct wal *w);
 
+/* Counts each batch's write and fdatasync time and bytes in m (raftd's
+ * metrics block, shm/metrics.h): etcd's wal_fsync_duration_seconds and
+ * wal_write_bytes_total. */
+struct shm_metrics;
+void wal_set_metrics(struct wal *w, struct shm_metrics *m);
+
 #endif

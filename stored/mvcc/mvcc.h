@@ -123,6 +123,16 @@ int mvcc_validate_txn(const Etcdserverpb__TxnRequest *r, unsigned max_txn_ops);
  * Range (a nested txn is not). */
 bool mvcc_txn_is_readonly(const Etcdserverpb__TxnRequest *r);
 
+/* The operations a txn ran, as etcd's metrics count them: the compares
+ * and ranges of the branch taken (nested txns' too) as ranges, its puts
+ * and deletes; etcd_mvcc_txn_total counts a txn of more than one. resp
+ * is the txn's answer (which branch ran); adds to *c. */
+struct mvcc_op_counts {
+	uint64_t ranges, puts, deletes;
+};
+void mvcc_txn_count_ops(const Etcdserverpb__TxnRequest *r, const Etcdserverpb__TxnResponse *resp,
+			struct mvcc_op_counts *c);
+
 /* ---- reading ---- */
 
 /* A read view of one txn. Fields are read-only for callers. */

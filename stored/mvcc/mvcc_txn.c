@@ -324,6 +324,35 @@ bool mvcc_txn_is_readonly(const TxnRequest *r)
 	return true;
 }
 
+void mvcc_txn_count_ops(const TxnRequest *r, const Etcdserverpb__TxnResponse *resp,
+			struct mvcc_op_counts *c)
+{
+	RequestOp **ops;
+	size_t n;
+
+	c->ranges += r->n_compare;
+	branch(r, resp->succeeded, &ops, &n);
+	for (size_t i = 0; i < n; i++) {
+		switch (ops[i]->request_case) {
+		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE:
+			c->ranges++;
+			break;
+		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT:
+			c->puts++;
+			break;
+		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
+			c->deletes++;
+			break;
+		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN:
+			if (i < resp->n_responses && resp->responses[i]->response_txn)
+				mvcc_txn_count_ops(nested(ops[i]), resp->responses[i]->response_txn, c);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
 int mvcc_txn_read(struct mvcc_view *v, const TxnRequest *r, struct arena *a,
 		  Etcdserverpb__TxnResponse **out)
 {

@@ -8,7 +8,8 @@
  * on the connections raftd relays from the peer port) reads a body: a
  * stub answers it. So do requests under /v3/ (the JSON gateway, whose
  * bodies are read whole, by length or in chunks): a stub answers them
- * later, a unary answer or a stream by the body's length.
+ * later, a unary answer or a stream by the body's length. GET /health is
+ * answered by a stub of gatewayd's serve hook with its query string.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -18,10 +19,17 @@
 #include "gatewayd/transport/http1.h"
 #include "cluster/hashkv.h"
 
-static bool fuzz_healthy(void *arg)
+/* http1_ops.serve: /health answered at once (its query read), any
+ * other path left to the connection. */
+static int fuzz_serve(void *arg, struct http1_conn *c, const struct http1_req *r)
 {
 	(void)arg;
-	return true;
+	if (r->path_len != 7 || memcmp(r->path, "/health", 7) != 0)
+		return 0;
+	if (r->query && (r->query < r->path || r->query_len > HTTP1_MAX_HEAD_BYTES))
+		abort();
+	return http1_conn_answer(c, 200, "text/plain", false, r->query ? r->query : "",
+				 r->query_len) ? -ENOMEM : 1;
 }
 
 /* The peer port's GET /members/hashkv: the stub takes the request, and
@@ -97,7 +105,7 @@ static void fuzz_gw_answer(void)
 	}
 }
 
-static const struct http1_ops fuzz_ops = { .healthy = fuzz_healthy, .hashkv = fuzz_hashkv,
+static const struct http1_ops fuzz_ops = { .serve = fuzz_serve, .hashkv = fuzz_hashkv,
 					   .gateway = fuzz_gateway,
 					   .gateway_max_body = 4096 };
 

@@ -256,7 +256,7 @@ wait_healthy() {
 }
 check "/health answers 200 {\"health\":\"true\"} once a leader is known (keep-alive)" wait_healthy
 check "/version answers the etcd versions on the same connection" \
-	grep -qF '{"etcdserver":"3.4.0","etcdcluster":"3.4.0"}' "$tmp/http.resp"
+	grep -qF '{"etcdserver":"3.4.23","etcdcluster":"3.4.0"}' "$tmp/http.resp"
 # an HTTP/2 client preface gets the server's SETTINGS frame (gRPC served)
 check "an HTTP/2 preface gets the server's SETTINGS" python3 - "$cport" <<'EOF'
 import socket, sys
@@ -276,14 +276,14 @@ if command -v etcdctl >/dev/null; then
 		grep -qF "\"name\":\"t1\",\"peerURLs\":[\"http://127.0.0.1:$pport\"],\"clientURLs\":[\"http://127.0.0.1:$cport\"]" <<<"$ml"
 	es=$(ETCDCTL_API=3 timeout 10 etcdctl --endpoints "127.0.0.1:$cport" endpoint status -w json 2>&1 || true)
 	mid=$(grep -oE '"member_id":[0-9]+' <<<"$es" | head -1 | cut -d: -f2)
-	check "etcdctl endpoint status answers: version 3.4.0, this member leads" \
-		grep -qE "\"version\":\"3.4.0\",\"dbSize\":[0-9]+,\"leader\":${mid:-none}," <<<"$es"
+	check "etcdctl endpoint status answers: version 3.4.23, this member leads" \
+		grep -qE "\"version\":\"3.4.23\",\"dbSize\":[0-9]+,\"leader\":${mid:-none}," <<<"$es"
 else
 	echo "  (etcdctl is not installed: the gRPC checks are skipped)"
 fi
 talk "$pport" "$tmp/http.req" "$tmp/peer.resp" || true
 check "the peer port answers etcd's /version (server and cluster version)" \
-	grep -q '{"etcdserver":"3.4.0","etcdcluster":"3.4.0"}' "$tmp/peer.resp"
+	grep -q '{"etcdserver":"3.4.23","etcdcluster":"3.4.0"}' "$tmp/peer.resp"
 
 t0=$(cpu_ticks "$lp" "${kids[@]}")
 sleep 2

@@ -39,7 +39,7 @@ ask() {
 		timeout 10 openssl s_client -connect "127.0.0.1:$IT_PPORT" -showcerts \
 			-ign_eof "$@" >"$out" 2>&1 || true
 }
-answered() { grep -q '{"etcdserver":"3.4.0","etcdcluster":' "$1"; }
+answered() { grep -q '{"etcdserver":"3.4.23","etcdcluster":' "$1"; }
 # refused OUT: the client reached the port (s_client says CONNECTED) and
 # got no answer; a member that is not there refuses nothing.
 refused() { grep -q '^CONNECTED' "$1" && ! grep -q etcdserver "$1"; }

@@ -1,6 +1,8 @@
 /*
- * Unit tests for gatewayd/transport/http1.c's connections: /health (200
- * with a leader, 503 without, etcd's bodies), /version, 404, 405,
+ * Unit tests for gatewayd/transport/http1.c's connections: the serve
+ * hook (asked first, given path and query apart, answering at once with
+ * etcd's fields or later, nothing but its paths on a serve_only
+ * connection), /version, 404, 405,
  * keep-alive for HTTP/1.1 and HTTP/1.0, pipelined requests answered in
  * order, requests split at every byte, bodies skipped, 400/431 closing
  * the connection, heads read with Go's server rules. (How the codec reads
@@ -12,14 +14,35 @@
 #include "http1_testlib.h"
 
 static bool leader;
+static char seen_query[64];
+static struct http1_conn *waiting;
 
-static bool healthy(void *arg)
+/* A stand-in for gatewayd's serve hook (services/http.c): /health as
+ * etcd answers it, /wait answered later. */
+static int serve(void *arg, struct http1_conn *c, const struct http1_req *r)
 {
+	static const char ct[] = "text/plain; charset=utf-8";
 	(void)arg;
-	return leader;
+	if (r->path_len == 5 && memcmp(r->path, "/wait", 5) == 0) {
+		http1_conn_wait(c);
+		waiting = c;
+		return 1;
+	}
+	if (r->path_len != 7 || memcmp(r->path, "/health", 7) != 0)
+		return 0;
+	if (r->query)
+		snprintf(seen_query, sizeof(seen_query), "%.*s", (int)r->query_len, r->query);
+	else
+		strcpy(seen_query, "-"); /* no '?' at all */
+	if (!(r->method_len == 3 && memcmp(r->method, "GET", 3) == 0))
+		return http1_conn_answer(c, 405, ct, true, "Method Not Allowed\n", 19) ? -ENOMEM : 1;
+	if (leader)
+		return http1_conn_answer(c, 200, ct, false, "{\"health\":\"true\"}", 17) ? -ENOMEM : 1;
+	return http1_conn_answer(c, 503, ct, true, "{\"health\":\"false\"}\n", 19) ? -ENOMEM : 1;
 }
 
-static const struct http1_ops ops = { .healthy = healthy };
+static const struct http1_ops ops = { .serve = serve };
+static const struct http1_ops ops_only = { .serve = serve, .serve_only = true };
 
 static int count(const char *hay, const char *needle)
 {
@@ -45,19 +68,35 @@ static void test_conn(void)
 	CHECK(strstr(out, "\r\nDate: ") != NULL);
 	CHECK(strcmp(strstr(out, "\r\n\r\n"), "\r\n\r\n{\"health\":\"false\"}\n") == 0);
 	CHECK(!c.closing);
+	CHECK(strcmp(seen_query, "-") == 0);
 	leader = true;
-	feed(&c, "GET /health HTTP/1.1\r\nHost: a\r\n\r\n");
+	feed(&c, "GET /health?exclude=NOSPACE&x HTTP/1.1\r\nHost: a\r\n\r\n");
 	out = take(&c);
 	CHECK(strncmp(out, "HTTP/1.1 200 OK\r\n", 17) == 0);
 	CHECK(strstr(out, "\r\nContent-Type: text/plain; charset=utf-8\r\n") != NULL);
+	CHECK(strstr(out, "nosniff") == NULL);
 	CHECK(strcmp(strstr(out, "\r\n\r\n"), "\r\n\r\n{\"health\":\"true\"}") == 0);
+	CHECK(strcmp(seen_query, "exclude=NOSPACE&x") == 0);
+	feed(&c, "GET /health? HTTP/1.1\r\nHost: a\r\n\r\n");
+	(void)take(&c);
+	CHECK(strcmp(seen_query, "") == 0);
+
+	/* an answer given later: what comes meanwhile waits behind it */
+	feed(&c, "GET /wait HTTP/1.1\r\nHost: a\r\n\r\nGET /version HTTP/1.1\r\nHost: a\r\n\r\n");
+	CHECK(waiting == &c && c.waiting);
+	CHECK_EQ(http1_conn_out_len(&c), 0);
+	CHECK_EQ(http1_conn_reply(&c, 503, "text/plain; charset=utf-8", "later\n", 6), 0);
+	out = take(&c);
+	CHECK(strncmp(out, "HTTP/1.1 503 Service Unavailable\r\n", 34) == 0);
+	CHECK(strstr(out, "later\nHTTP/1.1 200 OK\r\n") != NULL);
+	CHECK(!c.waiting);
 
 	/* /version, 404, 405 with Allow, HEAD without a body */
 	feed(&c, "GET /version HTTP/1.1\r\nHost: a\r\n\r\n");
 	out = take(&c);
 	CHECK(strstr(out, "\r\nContent-Type: application/json\r\n") != NULL);
 	CHECK(strcmp(strstr(out, "\r\n\r\n"),
-		     "\r\n\r\n{\"etcdserver\":\"3.4.0\",\"etcdcluster\":\"3.4.0\"}") == 0);
+		     "\r\n\r\n{\"etcdserver\":\"3.4.23\",\"etcdcluster\":\"3.4.0\"}") == 0);
 	feed(&c, "GET /metricsx HTTP/1.1\r\nHost: a\r\n\r\n");
 	out = take(&c);
 	CHECK(strncmp(out, "HTTP/1.1 404 Not Found\r\n", 24) == 0);
@@ -85,6 +124,14 @@ static void test_conn(void)
 	CHECK(strstr(out, "HTTP/1.1 404") < strstr(out, "{\"health\":\"true\"}"));
 	CHECK(strstr(out, "\r\nConnection: close\r\n") != NULL);
 	CHECK(c.closing && http1_conn_is_done(&c));
+	http1_conn_fini(&c);
+
+	/* serve_only (a metrics listener's): the serve hook's paths, 404 else */
+	http1_conn_init(&c, &ops_only);
+	feed(&c, "GET /version HTTP/1.1\r\nHost: a\r\n\r\nGET /health HTTP/1.1\r\nHost: a\r\n\r\n");
+	out = take(&c);
+	CHECK(strncmp(out, "HTTP/1.1 404 Not Found\r\n", 24) == 0);
+	CHECK(strstr(out, "{\"health\":\"true\"}") != NULL);
 	http1_conn_fini(&c);
 
 	/* HTTP/1.0: closes unless asked to keep alive; the answer says so */

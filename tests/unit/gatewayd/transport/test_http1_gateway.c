@@ -19,12 +19,6 @@ static size_t last_body_len;
 static struct http1_conn *waiting_conn;
 static bool answer_now;
 
-static bool healthy(void *arg)
-{
-	(void)arg;
-	return true;
-}
-
 static int gateway(void *arg, struct http1_conn *c, const struct http1_gw_req *r,
 		   struct http1_gw_answer *now)
 {
@@ -45,7 +39,7 @@ static int gateway(void *arg, struct http1_conn *c, const struct http1_gw_req *r
 	return 0;
 }
 
-static const struct http1_ops ops = { .healthy = healthy, .gateway = gateway,
+static const struct http1_ops ops = { .gateway = gateway,
 				      .gateway_max_body = 100 };
 
 static void reset(void)
@@ -164,7 +158,7 @@ static void test_answers(void)
 	reset();
 	http1_conn_init(&c, &ops);
 	feed(&c, "POST /v3/watch HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
-		 "GET /health HTTP/1.1\r\nHost: a\r\n\r\n"
+		 "GET /version HTTP/1.1\r\nHost: a\r\n\r\n"
 		 "POST /v3/kv/range HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
 	CHECK_EQ(calls, 1);
 	CHECK_EQ(http1_conn_out_len(&c), 0);
@@ -177,7 +171,7 @@ static void test_answers(void)
 	CHECK_EQ(http1_conn_gw_data(&c, "x", 1), 0);
 	CHECK_EQ(http1_conn_gw_end(&c), 0);
 	out = take(&c);
-	/* the stream's last chunk, then /health, then the second gateway call */
+	/* the stream's last chunk, then /version, then the second gateway call */
 	CHECK(strncmp(out, "1\r\nx\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n", 28) == 0);
 	CHECK_EQ(calls, 2);
 	CHECK(c.waiting && !c.closing);
