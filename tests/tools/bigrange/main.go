@@ -5,9 +5,10 @@
 // Key i of prefix P is P/%08d; its value is i in decimal, zero-padded to
 // the value size, so any value read back is checked without storing it.
 //
-//	bigrange load -endpoint E -prefix P -n N -size S [-batch B]
-//	    puts the N keys in txns of B puts each (B must fit the member's
-//	    --max-txn-ops and --max-request-bytes).
+//	bigrange load -endpoint E -prefix P -n N -size S [-batch B] [-from F]
+//	    puts keys F to N-1 in txns of B puts each (B must fit the member's
+//	    --max-txn-ops and --max-request-bytes); again, they are new
+//	    revisions of the same values.
 //	bigrange get -endpoint E -prefix P -n N -size S [-rate R] [-keys-only]
 //	             [-count-only] [-serializable] [-write-during K] [-stop-after B]
 //	             [-timeout D]
@@ -49,6 +50,7 @@ var (
 	n           = flag.Int("n", 100000, "keys")
 	size        = flag.Int("size", 1024, "value bytes")
 	batch       = flag.Int("batch", 1000, "puts per txn")
+	from        = flag.Int("from", 0, "load: the first key to put")
 	rate        = flag.Int("rate", 0, "bytes a second the Range's socket is read at (0: unlimited)")
 	keysOnly    = flag.Bool("keys-only", false, "keys_only")
 	countOnly   = flag.Bool("count-only", false, "count_only")
@@ -126,7 +128,7 @@ func dial(ctx context.Context, wrap func(net.Conn) net.Conn) *grpc.ClientConn {
 func load(ctx context.Context) {
 	kv := pb.NewKVClient(dial(ctx, nil))
 	var rev int64
-	for i := 0; i < *n; i += *batch {
+	for i := *from; i < *n; i += *batch {
 		req := &pb.TxnRequest{}
 		for j := i; j < i+*batch && j < *n; j++ {
 			req.Success = append(req.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{
@@ -139,7 +141,7 @@ func load(ctx context.Context) {
 		}
 		rev = resp.Header.Revision
 	}
-	fmt.Println("loaded", *n)
+	fmt.Println("loaded", *n-*from)
 	fmt.Println("revision", rev)
 }
 
