@@ -425,6 +425,7 @@ static void gw_conn_start_http1(struct gw_server *s, struct gw_conn *c)
 	c->proto = GW_HTTP1;
 	s->stats.http1_conns++;
 	http1_conn_init(&c->h1, c->local ? &s->http1_local : c->metrics ? &s->http1_metrics : &s->http1);
+	c->h1.secure = c->t.impl != NULL; /* a TLS session */
 }
 
 /* The first bytes tell HTTP/2 (the client preface) from HTTP/1.x. */
@@ -1276,7 +1277,8 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	}
 	s->pb = (ProtobufCAllocator){ .alloc = gw_pb_alloc_fn, .free = gw_pb_free_fn,
 				      .allocator_data = s };
-	s->http1 = (struct http1_ops){ .serve = gw_http1_serve, .arg = s };
+	s->access = (struct http1_access){ .cors = &p->cfg->cors, .hosts = &p->cfg->host_whitelist };
+	s->http1 = (struct http1_ops){ .serve = gw_http1_serve, .access = &s->access, .arg = s };
 	s->http1_local = (struct http1_ops){ .serve = gw_http1_serve, .hashkv = gw_http1_hashkv,
 					     .lease = gw_http1_lease, .arg = s };
 	s->http1_metrics = (struct http1_ops){ .serve = gw_http1_serve, .serve_only = true,

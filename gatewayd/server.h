@@ -249,6 +249,7 @@ struct gw_server {
 	struct http1_ops http1_local;   /* GW_LISTEN_LOCAL connections' */
 	struct http1_ops http1_metrics; /* GW_LISTEN_METRICS_* connections' */
 	struct shm_metrics *metrics;    /* this gateway's block (shm/metrics.h) */
+	struct http1_access access;     /* the client port's: --cors, --host-whitelist */
 	ProtobufCAllocator pb;          /* unpacks into the turn's arena */
 	struct gw_arena *arena;
 	struct gw_method *methods;      /* registered unary handlers (owned) */

@@ -3,6 +3,7 @@
 #include "base/http/http.h"
 #include "cluster/hashkv.h"
 #include "cluster/leasehttp.h"
+#include "base/log/log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -27,6 +28,9 @@ struct http1_request {
 	bool chunked;            /* Transfer-Encoding: chunked */
 	bool has_length;         /* Content-Length given */
 	uint64_t content_length;
+	struct http_str host;    /* the Host field's value */
+	struct http_str origin;  /* the Origin field's value */
+	const char *cors;        /* Access-Control-Allow-Origin of the answer, or NULL */
 };
 
 /* Parse results besides a head length. */
@@ -57,6 +61,8 @@ static int http1_parse(const uint8_t *buf, size_t len, struct http1_request *req
 		.has_host = h.has_host, .chunked = h.chunked, .has_length = h.has_length,
 		.content_length = h.content_length,
 	};
+	(void)http_header(&h, "Host", &req->host);
+	(void)http_header(&h, "Origin", &req->origin);
 	return (int)h.head_len;
 }
 
@@ -145,8 +151,14 @@ static int http1_answer(struct http1_conn *c, const struct http1_request *req,
 	bool head_only = http1_ieq(req->method, req->method_len, "head");
 	const char *conn = !req->keep_alive ? "Connection: close\r\n" :
 			   req->minor == 0 ? "Connection: keep-alive\r\n" : "";
-	char ctype[128];
-	snprintf(ctype, sizeof(ctype), "Content-Type: %s\r\n", a->content_type);
+	char ctype[128] = "", cors[512] = "";
+	if (a->content_type)
+		snprintf(ctype, sizeof(ctype), "Content-Type: %s\r\n", a->content_type);
+	if (req->cors)
+		snprintf(cors, sizeof(cors),
+			 "Access-Control-Allow-Headers: accept, content-type, authorization\r\n"
+			 "Access-Control-Allow-Methods: POST, GET, OPTIONS, PUT, DELETE\r\n"
+			 "Access-Control-Allow-Origin: %s\r\n", req->cors);
 	char length[48];
 	if (a->chunked)
 		snprintf(length, sizeof(length), "Transfer-Encoding: chunked\r\n");
@@ -154,14 +166,12 @@ static int http1_answer(struct http1_conn *c, const struct http1_request *req,
 		snprintf(length, sizeof(length), "Content-Length: %zu\r\n", blen);
 	int n = snprintf(head, sizeof(head),
 			 "HTTP/1.%d %d %s\r\n"
-			 "Access-Control-Allow-Headers: accept, content-type, authorization\r\n"
-			 "Access-Control-Allow-Methods: POST, GET, OPTIONS, PUT, DELETE\r\n"
-			 "Access-Control-Allow-Origin: *\r\n"
+			 "%s"
 			 "%s%s%s%s"
 			 "Date: %s\r\n"
 			 "%s"
 			 "%s%s\r\n",
-			 req->minor == 0 ? 0 : 1, a->status, http1_reason(a->status),
+			 req->minor == 0 ? 0 : 1, a->status, http1_reason(a->status), cors,
 			 a->allow_get ? "Allow: GET\r\n" : "", a->type_sniffed ? "" : ctype,
 			 a->extra ? a->extra : "",
 			 a->nosniff ? "X-Content-Type-Options: nosniff\r\n" : "", http1_date(), length,
@@ -222,6 +232,7 @@ static int http1_handle(struct http1_conn *c, const struct http1_request *req)
 		c->wait_minor = req->minor;
 		c->wait_keep_alive = req->keep_alive;
 		c->serving_head = http1_ieq(req->method, req->method_len, "head");
+		c->wait_cors = req->cors;
 		int rc = c->ops->serve(c->ops->arg, c, &r);
 		if (rc)
 			return rc < 0 ? rc : 0;
@@ -266,6 +277,7 @@ static int http1_hashkv(struct http1_conn *c, const struct http1_request *req,
 	c->waiting = true;
 	c->wait_minor = req->minor;
 	c->wait_keep_alive = req->keep_alive;
+	c->wait_cors = req->cors;
 	if (c->ops->hashkv(c->ops->arg, c, rev) == 0)
 		return 0;
 	c->waiting = false;
@@ -297,6 +309,7 @@ static int http1_lease(struct http1_conn *c, const struct http1_request *req,
 	c->waiting = true;
 	c->wait_minor = req->minor;
 	c->wait_keep_alive = req->keep_alive;
+	c->wait_cors = req->cors;
 	if (c->ops->lease(c->ops->arg, c, &lr) == 0)
 		return 0;
 	c->waiting = false;
@@ -304,6 +317,89 @@ static int http1_lease(struct http1_conn *c, const struct http1_request *req,
 				   .content_type = "text/plain; charset=utf-8",
 				   .body = "out of memory\n" };
 	return http1_answer(c, req, &a);
+}
+
+/* ---- etcd's access controller ---- */
+
+/* The entry of l that allows v (etcd's OriginAllowed and
+ * IsHostWhitelisted): "*" when l is empty or holds "*", else the entry
+ * equal to v; NULL when none does. */
+static const char *http1_allowed(const struct config_strings *l, struct http_str v)
+{
+	if (!l || l->count == 0)
+		return "*";
+	for (size_t i = 0; i < l->count; i++)
+		if (strcmp(l->v[i], "*") == 0)
+			return l->v[i];
+	for (size_t i = 0; i < l->count; i++)
+		if (strlen(l->v[i]) == v.len && memcmp(l->v[i], v.p, v.len) == 0)
+			return l->v[i];
+	return NULL;
+}
+
+/* The host of a Host field as Go's net.SplitHostPort gives it, or the
+ * whole field where that fails (etcd's httputil.GetHostname). */
+static struct http_str http1_hostname(struct http_str h)
+{
+	const char *colon = memchr(h.p, ':', h.len);
+	if (h.len > 0 && h.p[0] == '[') {
+		const char *end = memchr(h.p, ']', h.len);
+		if (end && end + 1 < h.p + h.len && end[1] == ':' &&
+		    !memchr(end + 2, ':', (size_t)(h.p + h.len - end - 2)))
+			return (struct http_str){ h.p + 1, (size_t)(end - h.p - 1) };
+		return h;
+	}
+	if (colon && !memchr(colon + 1, ':', (size_t)(h.p + h.len - colon - 1)))
+		return (struct http_str){ h.p, (size_t)(colon - h.p) };
+	return h;
+}
+
+/* etcd's refusal of a Host not in --host-whitelist (http.Error, status
+ * 421, the text of its errCVE20185702). */
+static int http1_refuse_host(struct http1_conn *c, const struct http1_request *req,
+			     struct http_str host)
+{
+	char body[1024];
+	snprintf(body, sizeof(body),
+		 "\netcd received your request, but the Host header was unrecognized.\n\n"
+		 "To fix this, choose one of the following options:\n"
+		 "- Enable TLS, then any HTTPS request will be allowed.\n"
+		 "- Add the hostname you want to use to the whitelist in settings.\n"
+		 "  - e.g. etcd --host-whitelist \"%.*s\"\n\n"
+		 "This requirement has been added to help prevent \"DNS Rebinding\" attacks (CVE-2018-5702).\n\n",
+		 (int)(host.len > 256 ? 256 : host.len), host.p);
+	char name[257];
+	snprintf(name, sizeof(name), "%.*s", (int)(host.len > 256 ? 256 : host.len), host.p);
+	log_warn("rejecting HTTP request to prevent DNS rebinding attacks", LOG_STR("host", name));
+	struct http1_answer a = { .status = 421, .nosniff = true,
+				  .content_type = "text/plain; charset=utf-8", .body = body };
+	return http1_answer(c, req, &a);
+}
+
+/* etcd's accessController before the mux, for one request: over plain
+ * HTTP a Host not whitelisted is answered 421; then the answer's CORS
+ * origin is chosen ("*" when every origin is allowed, else the request's
+ * Origin when listed), and OPTIONS is answered 200 there. 1 when the
+ * request was answered, 0 to go on, -ENOMEM. */
+static int http1_access(struct http1_conn *c, struct http1_request *req)
+{
+	const struct http1_access *ac = c->ops ? c->ops->access : NULL;
+
+	if (!ac)
+		return 0;
+	if (!c->secure) {
+		struct http_str host = http1_hostname(req->host);
+		if (!http1_allowed(ac->hosts, host))
+			return http1_refuse_host(c, req, host) ? -ENOMEM : 1;
+	}
+	req->cors = http1_allowed(ac->cors, (struct http_str){ "*", 1 });
+	if (!req->cors || strcmp(req->cors, "*") != 0)
+		req->cors = http1_allowed(ac->cors, req->origin);
+	if (http1_ieq(req->method, req->method_len, "options")) {
+		struct http1_answer a = { .status = 200, .body = "" };
+		return http1_answer(c, req, &a) ? -ENOMEM : 1;
+	}
+	return 0;
 }
 
 /* Whether req goes to the JSON gateway: a path under /v3/ or /v3beta/. */
@@ -365,6 +461,7 @@ static long http1_gateway(struct http1_conn *c, const struct http1_request *req,
 	c->waiting = true;
 	c->wait_minor = req->minor;
 	c->wait_keep_alive = req->keep_alive;
+	c->wait_cors = req->cors;
 	c->wait_chunked = false;
 	rc = c->ops->gateway(c->ops->arg, c, &r, &now);
 	free(copy);
@@ -418,6 +515,18 @@ static long http1_process(struct http1_conn *c, const uint8_t *buf, size_t len)
 			if (http1_refuse(c, rc == HTTP1_BAD ? 400 : 431, NULL))
 				return -ENOMEM;
 			break;
+		}
+		int acc = req.minor >= 1 && !req.has_host ? 0 : http1_access(c, &req);
+		if (acc < 0)
+			return -ENOMEM;
+		if (acc > 0) {
+			/* answered: its body, if any, is skipped */
+			off += (size_t)rc;
+			if (req.chunked)
+				c->closing = true;
+			else if (req.has_length)
+				c->body_skip = req.content_length;
+			continue;
 		}
 		if (http1_is_gateway(c, &req)) {
 			if (req.minor >= 1 && !req.has_host) {
@@ -475,7 +584,7 @@ int http1_conn_hashkv_done(struct http1_conn *c, int rc, const struct hashkv_res
 			   const char *why)
 {
 	struct http1_request req = { .method = "GET", .method_len = 3, .minor = c->wait_minor,
-				     .keep_alive = c->wait_keep_alive };
+				     .keep_alive = c->wait_keep_alive, .cors = c->wait_cors };
 	struct http1_answer a = { .status = 400, .nosniff = true,
 				  .content_type = "text/plain; charset=utf-8" };
 	char text[256];
@@ -500,7 +609,7 @@ int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
 		     const void *body, size_t len)
 {
 	struct http1_request req = { .method = "POST", .method_len = 4, .minor = c->wait_minor,
-				     .keep_alive = c->wait_keep_alive };
+				     .keep_alive = c->wait_keep_alive, .cors = c->wait_cors };
 	struct http1_answer a = { .status = status, .content_type = content_type,
 				  .nosniff = status != 200, .body = body, .body_len = len };
 
@@ -517,7 +626,7 @@ int http1_conn_reply(struct http1_conn *c, int status, const char *content_type,
 int http1_conn_gw_head(struct http1_conn *c, int status, bool chunked, size_t content_length)
 {
 	struct http1_request req = { .method = "POST", .method_len = 4, .minor = c->wait_minor,
-				     .keep_alive = c->wait_keep_alive };
+				     .keep_alive = c->wait_keep_alive, .cors = c->wait_cors };
 	struct http1_answer a = { .status = status, .content_type = "application/json",
 				  .body = "", .body_len = content_length, .chunked = chunked,
 				  .body_later = true,
@@ -567,7 +676,7 @@ int http1_conn_answer(struct http1_conn *c, int status, const char *content_type
 {
 	struct http1_request req = { .method = c->serving_head ? "HEAD" : "GET",
 				     .method_len = c->serving_head ? 4 : 3, .minor = c->wait_minor,
-				     .keep_alive = c->wait_keep_alive };
+				     .keep_alive = c->wait_keep_alive, .cors = c->wait_cors };
 	struct http1_answer a = { .status = status, .content_type = content_type,
 				  .nosniff = nosniff, .allow_get = status == 405,
 				  .body = len ? body : "", .body_len = len };

@@ -10,9 +10,11 @@
  * pipelined requests answered in order. A malformed request gets 400 and
  * the connection closes once the answer is out, as Go's net/http does.
  *
- * Responses carry the header fields etcd's server sends (CORS fields for
- * the default --cors=*, Date, Content-Length, Content-Type), so clients
- * and probes that look at them see the same thing.
+ * Responses carry the header fields etcd's server sends (Date,
+ * Content-Length, Content-Type), so clients and probes that look at them
+ * see the same thing. On the client port every request first passes etcd's
+ * access controller (struct http1_access): --host-whitelist over plain
+ * HTTP, then --cors's Access-Control-* fields, and OPTIONS answered 200.
  */
 #ifndef CETCD_GATEWAYD_HTTP1_H
 #define CETCD_GATEWAYD_HTTP1_H
@@ -66,6 +68,15 @@ struct http1_req {
 	size_t query_len;
 };
 
+/* etcd's access controller (embed/serve.go accessController) for the
+ * client port's HTTP: an empty list or one holding "*" allows all. */
+struct http1_access {
+	const struct config_strings *cors;  /* --cors: origins answered with
+					     * Access-Control-* fields */
+	const struct config_strings *hosts; /* --host-whitelist: Host names a
+					     * plain HTTP request may give */
+};
+
 /* What the connection needs from the rest of gatewayd. */
 struct http1_ops {
 	/* The paths the rest of gatewayd serves (/metrics, /health, /livez,
@@ -97,6 +108,9 @@ struct http1_ops {
 	int (*gateway)(void *arg, struct http1_conn *c, const struct http1_gw_req *r,
 		       struct http1_gw_answer *now);
 	size_t gateway_max_body;
+	/* the client port's access controller; NULL where etcd has none (the
+	 * peer port's handlers) */
+	const struct http1_access *access;
 	void *arg;
 };
 
@@ -113,6 +127,8 @@ struct http1_conn {
 	bool wait_keep_alive;
 	bool wait_chunked;      /* the gateway's answer goes in chunks */
 	bool serving_head;      /* the request serve has is a HEAD */
+	const char *wait_cors;  /* that request's Access-Control-Allow-Origin, or NULL */
+	bool secure;            /* over TLS: no Host check (set after init) */
 	const struct http1_ops *ops;
 };
 

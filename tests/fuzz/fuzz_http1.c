@@ -105,9 +105,16 @@ static void fuzz_gw_answer(void)
 	}
 }
 
+/* an access controller that refuses some hosts and echoes one origin */
+static char *fuzz_hosts_v[] = { "127.0.0.1", "localhost", "::1" };
+static char *fuzz_cors_v[] = { "http://a:1" };
+static const struct config_strings fuzz_hosts = { 3, fuzz_hosts_v };
+static const struct config_strings fuzz_cors = { 1, fuzz_cors_v };
+static const struct http1_access fuzz_access = { .cors = &fuzz_cors, .hosts = &fuzz_hosts };
+
 static const struct http1_ops fuzz_ops = { .serve = fuzz_serve, .hashkv = fuzz_hashkv,
 					   .gateway = fuzz_gateway,
-					   .gateway_max_body = 4096 };
+					   .gateway_max_body = 4096, .access = &fuzz_access };
 
 /* The answers without their Date lines (the second may have ticked). */
 static size_t fuzz_strip_dates(const uint8_t *in, size_t len, uint8_t *out)
