@@ -85,10 +85,17 @@ static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 		rc = -EAGAIN; /* stored has published nothing yet */
 		goto out_end;
 	}
-	if (s->db && s->db_generation != rd->st.db_generation)
+	if (s->db && s->db_generation != rd->st.db_generation) {
 		gw_db_unmap(s); /* a new file: move over now that no txn is open */
+		s->db_mapped_before = true;
+	}
 	if (!s->db) {
-		rc = btree_reader_open(s->db_path, NULL, &s->db);
+		/* The first mapping is filled at once, so that reads take no
+		 * page faults; one that replaces it (a defragmented or installed
+		 * db) fills as it is read, so that moving over does not hold
+		 * this loop for the time it takes to fault a large file in. */
+		const struct btree_reader_opts ro = { .no_populate = s->db_mapped_before };
+		rc = btree_reader_open(s->db_path, &ro, &s->db);
 		if (rc) {
 			log_warn("cannot map the db for reading", LOG_STR("path", s->db_path),
 				 LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));

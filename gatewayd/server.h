@@ -288,6 +288,7 @@ struct gw_server {
 	/* the db side (dbread.c) */
 	struct btree_reader *db;
 	uint64_t db_generation;
+	bool db_mapped_before;   /* a mapping was replaced: map the next lazily */
 	uint32_t db_page_size;
 	uint32_t reader_index;
 	bool reader_claimed;

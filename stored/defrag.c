@@ -2,7 +2,10 @@
 #include "stored/defrag.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,10 +13,11 @@
 #include <unistd.h>
 
 #include "base/log/errmsg.h"
+#include "base/thread/thread.h"
 #include "stored/alloc.h"
 #include "stored/btree/btree.h"
 
-#define DEFRAG_COMMIT_BYTES (4u << 20)
+#define DEFRAG_COMMIT_BYTES (1u << 20)
 /* Entries per look at the clock. */
 #define DEFRAG_CLOCK_EVERY 64u
 /* A bucket's entries are written at this fill, as etcd's defragdb does. */
@@ -40,6 +44,7 @@ struct defrag {
 	struct btree_db *copy;
 	char *tmp_path;
 	uint32_t commit_bytes;
+	uint32_t final_keys;
 	enum defrag_phase phase;
 	int failed;                 /* the tracker could not record a change */
 	struct btree_txn *rt;       /* read txn of live being copied from */
@@ -58,6 +63,15 @@ struct defrag {
 	struct defrag_set round;
 	size_t round_pos;
 	struct defrag_stats st;
+	int sync_fd;                /* the copy's file, for its writeback */
+	/* The bulk copy's data synced on a thread of its own (fdatasync of
+	 * sync_fd) while the catch-up goes on, so that the final step syncs
+	 * little: started once the bulk copy is done; ready waits for it. */
+	pthread_t syncer;
+	bool syncing;
+	_Atomic int synced;         /* 0 running, 1 done, else -errno */
+	uint8_t *keybuf;            /* defrag_keep_key's */
+	size_t keybuf_cap;
 };
 
 static int64_t defrag_now_ns(void)
@@ -164,28 +178,24 @@ static int defrag_copy_fail(struct defrag *d, int rc, const char *what)
 			  errmsg_get(rc));
 }
 
-/* Commits the copy's txn and begins the next; starts a background
- * checkpoint of what was committed when none is being written, so that
- * the final checkpoint has little left to sync. */
+/*
+ * Commits the copy's txn and begins the next. The copy is not
+ * checkpointed until the final step: a page born since the last
+ * checkpoint and freed again is reused at once (freelist.h; no reader
+ * reads the copy), so the pages the catch-up rewrites go back into the
+ * copy rather than staying free in it. What was written is handed to the
+ * kernel's writeback instead, so that the final sync has little left.
+ */
 static int defrag_commit(struct defrag *d, bool next)
 {
-	bool started, done;
 	int rc = btree_commit(d->ct, NULL);
 
 	d->ct = NULL;
 	d->ct_bytes = 0;
 	if (rc)
 		return defrag_copy_fail(d, rc, "commit");
-	if (btree_db_checkpoint_busy(d->copy)) {
-		rc = btree_db_checkpoint_poll(d->copy, false, &done);
-		if (rc)
-			return defrag_copy_fail(d, rc, "checkpoint");
-	}
-	if (!btree_db_checkpoint_busy(d->copy)) {
-		rc = btree_db_checkpoint_begin(d->copy, &started);
-		if (rc)
-			return defrag_copy_fail(d, rc, "checkpoint");
-	}
+	if (d->sync_fd >= 0)
+		(void)sync_file_range(d->sync_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	if (!next)
 		return 0;
 	rc = btree_write_begin(d->copy, &d->ct);
@@ -225,33 +235,87 @@ static int defrag_put(struct defrag *d, struct btree_bucket *dst, const struct b
 	return 0;
 }
 
-/* Copies the whole bucket name as rt sees it over the copy's (or removes
- * it from the copy when rt has none). */
+/* Keeps a copy of key in d's buffer (a change to the bucket moves the
+ * bytes a cursor gave). */
+static int defrag_keep_key(struct defrag *d, const uint8_t *key, size_t len)
+{
+	int rc = stored_reserve((void **)&d->keybuf, &d->keybuf_cap, len ? len : 1, 1, 256);
+
+	if (rc)
+		return rc;
+	memcpy(d->keybuf, key, len);
+	return 0;
+}
+
+/* Makes the copy's bucket name what rt has (removed when rt has none):
+ * both are walked in key order and only what differs is written, so a
+ * bucket that changed another way than by its keys (its sequence set;
+ * deleted and created again) costs the copy few pages. */
 static int defrag_bucket_again(struct defrag *d, const uint8_t *name, size_t len)
 {
 	struct btree_bucket *src, *dst;
-	struct btree_cursor c;
-	struct btree_kv kv;
-	int rc = btree_bucket_delete(d->ct, NULL, name, len);
+	struct btree_cursor cs, cd;
+	struct btree_kv ks, kd;
+	int rs, rd, rc;
 
-	if (rc && rc != -ENOENT)
-		return defrag_copy_fail(d, rc, "bucket delete");
 	rc = btree_bucket_open(d->rt, NULL, name, len, &src);
-	if (rc == -ENOENT || rc == -ENOTDIR)
-		return 0;
+	if (rc == -ENOENT || rc == -ENOTDIR) {
+		rc = btree_bucket_delete(d->ct, NULL, name, len);
+		return rc == -ENOENT ? 0 : rc ? defrag_copy_fail(d, rc, "bucket delete") : 0;
+	}
 	if (rc)
 		return rc;
 	rc = defrag_dst_bucket(d, name, len, btree_bucket_sequence(src), &dst);
+	if (rc == 0 && btree_bucket_sequence(dst) != btree_bucket_sequence(src))
+		rc = btree_bucket_set_sequence(dst, btree_bucket_sequence(src));
 	if (rc)
 		return defrag_copy_fail(d, rc, "bucket create");
-	btree_cursor_init(&c, src);
-	for (rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv)) {
-		rc = defrag_put(d, dst, &kv);
+	btree_cursor_init(&cs, src);
+	btree_cursor_init(&cd, dst);
+	rs = btree_cursor_first(&cs, &ks);
+	rd = btree_cursor_first(&cd, &kd);
+	while (rs == 0 || rd == 0) {
+		int cmp;
+		if (rs != 0 && rs != -ENOENT)
+			return rs;
+		if (rd != 0 && rd != -ENOENT)
+			return rd;
+		if (rs)
+			cmp = 1;
+		else if (rd)
+			cmp = -1;
+		else {
+			size_t n = ks.key_len < kd.key_len ? ks.key_len : kd.key_len;
+			cmp = memcmp(ks.key, kd.key, n);
+			if (!cmp)
+				cmp = ks.key_len < kd.key_len ? -1 : ks.key_len > kd.key_len;
+		}
+		if (cmp > 0) {
+			/* the copy has a key rt has not */
+			rc = defrag_keep_key(d, kd.key, kd.key_len);
+			if (!rc)
+				rc = btree_del(dst, d->keybuf, kd.key_len);
+			if (rc)
+				return defrag_copy_fail(d, rc, "delete");
+			rd = btree_cursor_seek(&cd, d->keybuf, kd.key_len, &kd);
+			continue;
+		}
+		if (cmp == 0 && ks.val_len == kd.val_len && ks.flags == kd.flags &&
+		    !memcmp(ks.val, kd.val, ks.val_len)) {
+			rs = btree_cursor_next(&cs, &ks);
+			rd = btree_cursor_next(&cd, &kd);
+			continue;
+		}
+		rc = defrag_put(d, dst, &ks);
 		if (rc)
 			return rc;
+		rd = btree_cursor_seek(&cd, ks.key, ks.key_len, &kd);
+		if (rd == 0)
+			rd = btree_cursor_next(&cd, &kd);
+		rs = btree_cursor_next(&cs, &ks);
 	}
 	d->st.buckets_carried++;
-	return rc == -ENOENT ? 0 : rc;
+	return 0;
 }
 
 /* Carries one change over: the entry's state in rt into the copy. */
@@ -405,6 +469,42 @@ static int defrag_round_step(struct defrag *d, int64_t deadline, bool *done)
 	return 0;
 }
 
+static void *defrag_syncer(void *arg)
+{
+	struct defrag *d = arg;
+	int rc = fdatasync(d->sync_fd) < 0 ? -errno : 1;
+
+	atomic_store_explicit(&d->synced, rc, memory_order_release);
+	return NULL;
+}
+
+/* Starts the sync of what the bulk copy wrote; where no thread can be
+ * started, the final step syncs it all. */
+static void defrag_sync_start(struct defrag *d)
+{
+	atomic_store_explicit(&d->synced, 0, memory_order_relaxed);
+	if (d->sync_fd >= 0 && shm_thread_start(&d->syncer, false, defrag_syncer, d) == 0)
+		d->syncing = true;
+	else
+		atomic_store_explicit(&d->synced, 1, memory_order_relaxed);
+}
+
+/* Whether the bulk copy's sync is over: 1, 0 (still running), or its
+ * error. Joins the thread once it is over. */
+static int defrag_sync_done(struct defrag *d)
+{
+	int rc = atomic_load_explicit(&d->synced, memory_order_acquire);
+
+	if (rc != 0 && d->syncing) {
+		pthread_join(d->syncer, NULL);
+		d->syncing = false;
+	}
+	if (rc < 0)
+		return errmsg_set(rc, "stored: syncing the defragmented copy %s: %s", d->tmp_path,
+				  strerror(-rc));
+	return rc;
+}
+
 int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
 {
 	int64_t deadline = defrag_now_ns() + (budget_ns > 0 ? budget_ns : 1);
@@ -419,6 +519,10 @@ int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
 		if (rc || !done)
 			return rc;
 		d->phase = DEFRAG_CATCHUP;
+		rc = defrag_commit(d, true);
+		if (rc)
+			return rc;
+		defrag_sync_start(d);
 		rc = defrag_round_begin(d);
 		if (rc)
 			return rc;
@@ -427,10 +531,16 @@ int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
 		rc = defrag_round_step(d, deadline, &done);
 		if (rc || !done)
 			return rc;
-		if (d->tracked.count <= DEFRAG_FINAL_KEYS || d->st.rounds >= DEFRAG_MAX_ROUNDS) {
+		rc = defrag_sync_done(d);
+		if (rc < 0)
+			return rc;
+		bool few = d->tracked.count <= d->final_keys;
+		if (rc == 1 && (few || d->st.rounds >= DEFRAG_MAX_ROUNDS)) {
 			d->phase = DEFRAG_READY;
 			break;
 		}
+		if (rc == 0 && few)
+			return 0; /* the sync goes on: nothing to do meanwhile */
 		rc = defrag_round_begin(d);
 		if (rc)
 			return rc;
@@ -453,6 +563,13 @@ int defrag_finish(struct defrag *d)
 		if (rc)
 			return rc;
 	}
+	if (d->syncing) {
+		pthread_join(d->syncer, NULL);
+		d->syncing = false;
+	}
+	rc = defrag_sync_done(d);
+	if (rc < 0)
+		return rc;
 	/* every change not carried over yet (a round's, when one is under
 	 * way, are carried again: that is harmless), from the newest commit */
 	for (size_t i = 0; i < d->round.cap; i++) {
@@ -484,6 +601,12 @@ int defrag_finish(struct defrag *d)
 	return 0;
 }
 
+bool defrag_waits(const struct defrag *d)
+{
+	return d->syncing && atomic_load_explicit(&d->synced, memory_order_acquire) == 0 &&
+	       d->round.count == 0 && d->tracked.count <= d->final_keys;
+}
+
 void defrag_stats(const struct defrag *d, struct defrag_stats *out)
 {
 	*out = d->st;
@@ -506,7 +629,9 @@ int defrag_begin(struct btree_db *live, const struct defrag_opts *o, struct defr
 	if (!d)
 		return -ENOMEM;
 	d->live = live;
+	d->sync_fd = -1;
 	d->commit_bytes = o->commit_bytes ? o->commit_bytes : DEFRAG_COMMIT_BYTES;
+	d->final_keys = o->final_keys ? o->final_keys : DEFRAG_FINAL_KEYS;
 	d->tmp_path = stored_strdup(o->tmp_path);
 	if (!d->tmp_path) {
 		stored_free(d);
@@ -515,6 +640,7 @@ int defrag_begin(struct btree_db *live, const struct defrag_opts *o, struct defr
 	btree_db_stats(live, &ls);
 	struct btree_db_opts co = {
 		.create = true,
+		.scratch = true,
 		.page_size = ls.page_size,
 		.map_size = o->map_size,
 		.io_open = o->io_open,
@@ -525,6 +651,7 @@ int defrag_begin(struct btree_db *live, const struct defrag_opts *o, struct defr
 		d->copy = NULL;
 		goto out_abort;
 	}
+	d->sync_fd = open(d->tmp_path, O_RDONLY | O_CLOEXEC);
 	rc = btree_write_begin(d->copy, &d->ct);
 	if (rc) {
 		d->ct = NULL;
@@ -553,12 +680,17 @@ out_abort:
 
 static void defrag_release(struct defrag *d)
 {
+	if (d->syncing)
+		pthread_join(d->syncer, NULL);
 	btree_db_track(d->live, NULL);
 	btree_txn_end(d->rt);
 	btree_txn_end(d->ct);
 	btree_db_close(d->copy);
+	if (d->sync_fd >= 0)
+		close(d->sync_fd);
 	defrag_set_clear(&d->tracked);
 	defrag_set_clear(&d->round);
+	stored_free(d->keybuf);
 	stored_free(d->tmp_path);
 	stored_free(d);
 }

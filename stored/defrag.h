@@ -17,7 +17,8 @@
  * state (at the live db's newest commit when the round begins) and put it
  * into the copy, or delete it there, while the changes of that round are
  * tracked for the next; a changed bucket is copied again whole. When a
- * round leaves few changes (DEFRAG_FINAL_KEYS), defrag_step says ready,
+ * round leaves few changes (DEFRAG_FINAL_KEYS) and what the bulk copy
+ * wrote is synced (on a thread of its own), defrag_step says ready,
  * and defrag_finish, called with no write txn of the live db between
  * that and the switch to the copy, carries over the rest in one short
  * step, commits, makes the copy durable and closes it: it then holds
@@ -41,14 +42,16 @@ struct diskio;
 struct defrag;
 
 /* Changes left at most for the final step. */
-#define DEFRAG_FINAL_KEYS 4096u
+#define DEFRAG_FINAL_KEYS 1024u
 /* Catch-up rounds after which the final step comes whatever is left. */
 #define DEFRAG_MAX_ROUNDS 16u
 
 struct defrag_opts {
 	const char *tmp_path;     /* the copy; must not exist */
 	uint64_t map_size;        /* the copy's map size (btree_db_opts) */
-	uint32_t commit_bytes;    /* bytes of entries per commit of the copy; 0: 4 MiB */
+	uint32_t commit_bytes;    /* bytes of entries per commit of the copy; 0: 1 MiB */
+	uint32_t final_keys;      /* changes left at most for the final step;
+				   * 0: DEFRAG_FINAL_KEYS */
 	int (*io_open)(int fd, void *arg, struct diskio **out);  /* btree_db_opts' */
 	void *io_open_arg;
 };
@@ -84,6 +87,12 @@ int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready);
  * commit holds, durably. Errors as defrag_step (then defrag_abort).
  */
 int defrag_finish(struct defrag *d);
+
+/* Whether a step has nothing to do but wait for the bulk copy's data to
+ * reach the disk (synced on a thread of its own once the bulk copy is
+ * done, so that the final step has little to sync): the caller may sleep
+ * a little instead of stepping at once. */
+bool defrag_waits(const struct defrag *d);
 
 void defrag_stats(const struct defrag *d, struct defrag_stats *out);
 

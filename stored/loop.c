@@ -6,12 +6,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/thread/thread.h"
 #include "shm/bcast.h"
 #include "base/diskio/diskio.h"
 #include "shm/doorbell.h"
@@ -107,10 +110,32 @@ struct stored_loop {
 	size_t ndefrag_serving, defrag_serving_cap, ndefrag_waiting, defrag_waiting_cap;
 	int64_t defrag_start_ns;
 	uint64_t defrag_size, defrag_in_use;  /* before it */
+	int64_t defrag_longest_ns;       /* the longest step of it so far */
+	int64_t defrag_longest_cpu_ns;   /* and in this thread's CPU time */
+	/* The directory's sync after a defragmented db was renamed into
+	 * place, on a thread of its own: 0 none, 1 running, 2 done, else
+	 * -errno. Until it is done no durable index is published (raftd
+	 * keeps its log until the rename is durable); the index of the last
+	 * checkpoint that ended meanwhile waits in durable_later. */
+	pthread_t dir_syncer;
+	bool dir_sync_thread;            /* dir_syncer runs (to be joined) */
+	_Atomic int dir_sync;
+	uint64_t durable_later;
 	uint64_t defrag_seq;
 };
 
 static void loop_defrag_request(void *arg, uint32_t slot, const struct ring_rec *rec);
+static int loop_dir_sync_poll(struct stored_loop *l, bool wait);
+
+/* This thread's CPU time: what a step costs the loop, apart from the
+ * time the machine gives other processes meanwhile. */
+static int64_t loop_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int64_t loop_now_ns(void)
 {
@@ -361,13 +386,16 @@ static void loop_on_event(void *arg, const struct mvcc_event *ev)
 	events_on_event(&l->events, ev);
 }
 
-/* Opens the db (resuming after the previous record) and the store, and
- * makes what the open wrote durable. */
-static int loop_open_db(struct stored_loop *l, const char *path, const struct status_stored *prev,
-			bool known)
+/* Opens the db at path (resuming after the previous record) and the
+ * store on it, and makes what the open wrote durable. A defragmented
+ * copy is durable already and is opened without a checkpoint (the next
+ * one comes with the loop's), and its mapping fills as it is read. */
+static int loop_open_store(struct stored_loop *l, const char *path,
+			   const struct status_stored *prev, bool known, bool defragmented)
 {
 	struct btree_db_opts bo = {
 		.create = true,
+		.no_populate = defragmented,
 		.map_size = l->o.map_size,
 		.oldest_reader = loop_oldest_reader,
 		.oldest_reader_arg = l,
@@ -407,13 +435,25 @@ static int loop_open_db(struct stored_loop *l, const char *path, const struct st
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
-	rc = btree_db_checkpoint(l->db, NULL);
+	rc = defragmented ? 0 : btree_db_checkpoint(l->db, NULL);
 	if (rc) {
 		const char *hint = loop_no_space_hint(rc);
 		log_error(hint ? hint : "cannot checkpoint the db", LOG_STR("path", l->db_path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
 		return rc;
 	}
+	return 0;
+}
+
+/* Opens the db and the store (loop_open_store), and loads the members,
+ * alarms and leases it holds. */
+static int loop_open_db(struct stored_loop *l, const char *path, const struct status_stored *prev,
+			bool known)
+{
+	int rc = loop_open_store(l, path, prev, known, false);
+
+	if (rc)
+		return rc;
 	struct btree_txn *t;
 	rc = btree_db_read_begin(l->db, NULL, &t);
 	if (!rc) {
@@ -554,6 +594,7 @@ void stored_loop_free(struct stored_loop *l)
 	if (!l)
 		return;
 	defrag_abort(l->defrag);
+	(void)loop_dir_sync_poll(l, true);
 	mvcc_store_close(l->store);
 	btree_db_close(l->db);
 	membership_free(&l->membership);
@@ -634,6 +675,11 @@ static int loop_checkpoint_failed(struct stored_loop *l, int rc)
 static void loop_checkpoint_done(struct stored_loop *l, uint64_t index)
 {
 	l->st.checkpoints++;
+	if (atomic_load_explicit(&l->dir_sync, memory_order_acquire) != 0) {
+		if (index > l->durable_later)
+			l->durable_later = index;
+		return;
+	}
 	l->pub.durable_index = index;
 	loop_write_status(l);
 }
@@ -885,9 +931,9 @@ static bool loop_install_decode(const struct ring_rec *rec, struct msg_snapshot_
 	return strlen(path) == m->path_len;
 }
 
-/* Closes the db and what was loaded from it before another file is
- * opened as the db; *resume gets the txid to continue above (every one
- * published for the old file). */
+/* Closes the store and the db before another file is opened as the db;
+ * *resume gets the txid to continue above (every one published for the
+ * old file). */
 static void loop_close_db(struct stored_loop *l, struct status_stored *resume)
 {
 	struct btree_root cur;
@@ -898,8 +944,6 @@ static void loop_close_db(struct stored_loop *l, struct status_stored *resume)
 	l->store = NULL;
 	btree_db_close(l->db);
 	l->db = NULL;
-	membership_free(&l->membership);
-	stored_alarms_free(&l->alarms);
 }
 
 /*
@@ -935,6 +979,8 @@ static int loop_install_switch(struct stored_loop *l)
 	}
 
 	loop_close_db(l, &resume);
+	membership_free(&l->membership);
+	stored_alarms_free(&l->alarms);
 	events_resync(&l->events); /* watchers catch up from the new file */
 	rc = loop_open_db(l, l->db_path, &resume, true);
 	if (rc)
@@ -981,6 +1027,8 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 		return 0;
 	}
 	rc = loop_checkpoint_poll(l, true);
+	if (!rc)
+		rc = loop_dir_sync_poll(l, true);
 	if (rc)
 		return rc;
 	log_info("installing a received snapshot db", LOG_STR("path", path),
@@ -1230,6 +1278,7 @@ static void loop_defrag_start(struct stored_loop *l)
 	snprintf(l->defrag_path, dlen + 64, "%s.tmp.%ld.%llu", l->db_path, (long)getpid(),
 		 (unsigned long long)++l->defrag_seq);
 	l->defrag_start_ns = loop_now_ns();
+	l->defrag_longest_ns = l->defrag_longest_cpu_ns = 0;
 	loop_db_sizes(l, &l->defrag_size, &l->defrag_in_use);
 	log_bytes_text(l->defrag_size, a);
 	log_bytes_text(l->defrag_in_use, b);
@@ -1250,6 +1299,50 @@ static void loop_defrag_start(struct stored_loop *l)
 			 LOG_ERRNO(rc));
 		loop_defrag_answer(l, STORED_GRPC_UNKNOWN, why);
 	}
+}
+
+static void *loop_dir_syncer(void *arg)
+{
+	struct stored_loop *l = arg;
+	int rc = diskio_sync_parent(l->db_path);
+
+	atomic_store_explicit(&l->dir_sync, rc < 0 ? rc : 2, memory_order_release);
+	return NULL;
+}
+
+/* Syncs the db's directory after a rename into it, on a thread of its
+ * own (in this one where none can be started). 0 or the sync's error. */
+static int loop_dir_sync_start(struct stored_loop *l)
+{
+	atomic_store_explicit(&l->dir_sync, 1, memory_order_relaxed);
+	l->dir_sync_thread = shm_thread_start(&l->dir_syncer, false, loop_dir_syncer, l) == 0;
+	if (!l->dir_sync_thread)
+		loop_dir_syncer(l);
+	return 0;
+}
+
+/* Reaps the directory's sync (wait: until it ends): publishes the
+ * durable index held back meanwhile. 0, or the sync's error, after which
+ * the process must restart. */
+static int loop_dir_sync_poll(struct stored_loop *l, bool wait)
+{
+	int st = atomic_load_explicit(&l->dir_sync, memory_order_acquire);
+
+	if (st == 0 || (st == 1 && !wait))
+		return 0;
+	if (l->dir_sync_thread)
+		pthread_join(l->dir_syncer, NULL);
+	l->dir_sync_thread = false;
+	st = atomic_load_explicit(&l->dir_sync, memory_order_acquire);
+	if (st < 0) {
+		log_error("cannot sync the db's directory after the defragmentation",
+			  LOG_STR("path", l->db_path), LOG_ERRNO(st));
+		return st;
+	}
+	atomic_store_explicit(&l->dir_sync, 0, memory_order_relaxed);
+	l->pub.durable_index = l->durable_later;
+	loop_write_status(l);
+	return 0;
 }
 
 /*
@@ -1278,20 +1371,28 @@ static int loop_defrag_switch(struct stored_loop *l)
 	rc = loop_checkpoint_poll(l, true);
 	if (rc)
 		return rc;
+	rc = loop_dir_sync_poll(l, true);
+	if (rc)
+		return rc;
+	int64_t t0 = loop_now_ns(), c0 = loop_cpu_ns();
 	rc = defrag_finish(l->defrag);
 	if (rc) {
 		loop_defrag_fail(l, rc);
 		return 0;
 	}
+	int64_t t_finish = loop_now_ns();
 	defrag_stats(l->defrag, &ds);
 	defrag_free(l->defrag);
 	l->defrag = NULL;
 
+	/* the members, alarms and leases loaded from the old file are the
+	 * copy's too: only the db and the store on it are opened again */
 	kvindex_feed_close(&l->cache_feed);
 	loop_close_db(l, &resume);
-	rc = loop_open_db(l, l->defrag_path, &resume, true);
+	rc = loop_open_store(l, l->defrag_path, &resume, true, true);
 	if (rc)
 		return rc;
+	int64_t t_open = loop_now_ns();
 	/* the cache is cleared for the new generation before the rename:
 	 * readers of the old one find nothing of theirs in it and go down
 	 * their tree, and the time between rename and publish stays short */
@@ -1319,16 +1420,16 @@ static int loop_defrag_switch(struct stored_loop *l)
 	shm_metric_observe(l->metrics, SHM_H_BACKEND_DEFRAG, (uint64_t)ns);
 	l->pub.defrag_total_ns += (uint64_t)ns;
 	loop_publish_root(l);
-	rc = diskio_sync_parent(l->db_path);
-	if (rc) {
-		log_error("cannot sync the db's directory after the defragmentation",
-			  LOG_STR("path", l->db_path), LOG_ERRNO(rc));
+	int64_t t_pub = loop_now_ns();
+	/* the copy holds every entry up to the committed index, durably,
+	 * once the rename is: the directory's sync makes that the durable
+	 * index (loop_dir_sync_poll); a checkpoint of the txid the open
+	 * raised follows as usual */
+	l->durable_later = l->committed_index;
+	l->dirty = true;
+	rc = loop_dir_sync_start(l);
+	if (rc)
 		return rc;
-	}
-	l->dirty = false;
-	l->since_checkpoint = 0;
-	l->checkpoint_ns = loop_now_ns();
-	loop_checkpoint_done(l, l->committed_index);
 
 	loop_db_sizes(l, &size, &in_use);
 	log_bytes_text(size, a);
@@ -1342,7 +1443,14 @@ static int loop_defrag_switch(struct stored_loop *l)
 		 LOG_I64("current-db-size-in-use-bytes", in_use), LOG_STR("current-db-size-in-use", b),
 		 LOG_STR("took", took), LOG_U64("entries-copied", ds.entries_copied),
 		 LOG_U64("entries-carried-over", ds.entries_carried), LOG_U64("rounds", ds.rounds),
-		 LOG_U64("db-generation", l->pub.db_generation));
+		 LOG_U64("db-generation", l->pub.db_generation),
+		 LOG_I64("longest-step-us", l->defrag_longest_ns / 1000),
+		 LOG_I64("longest-step-cpu-us", l->defrag_longest_cpu_ns / 1000),
+		 LOG_I64("final-step-us", (loop_now_ns() - t0) / 1000),
+		 LOG_I64("final-step-cpu-us", (loop_cpu_ns() - c0) / 1000),
+		 LOG_I64("last-carry-over-us", (t_finish - t0) / 1000),
+		 LOG_I64("reopen-us", (t_open - t_finish) / 1000),
+		 LOG_I64("publish-us", (t_pub - t_open) / 1000));
 	log_info("finished defragment");
 	loop_defrag_answer(l, 0, NULL);
 	return 0;
@@ -1368,11 +1476,17 @@ static int loop_defrag_turn(struct stored_loop *l)
 			loop_defrag_start(l);
 		return 0;
 	}
+	int64_t t0 = loop_now_ns(), c0 = loop_cpu_ns();
 	rc = defrag_step(l->defrag, LOOP_DEFRAG_STEP_NS, &ready);
 	if (rc) {
 		loop_defrag_fail(l, rc);
 		return 0;
 	}
+	int64_t took = loop_now_ns() - t0, cpu = loop_cpu_ns() - c0;
+	if (took > l->defrag_longest_ns)
+		l->defrag_longest_ns = took;
+	if (cpu > l->defrag_longest_cpu_ns)
+		l->defrag_longest_cpu_ns = cpu;
 	return ready ? loop_defrag_switch(l) : 0;
 }
 
@@ -1393,6 +1507,8 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	lessor_loop_requests(&l->lease, ms.rev);
 	rc = loop_defrag_turn(l);
 	shm_metric_set(l->metrics, SHM_M_DEFRAGS_INFLIGHT, l->defrag != NULL);
+	if (!rc)
+		rc = loop_dir_sync_poll(l, false);
 	if (rc)
 		return rc;
 	rc = loop_checkpoint_poll(l, false);
@@ -1415,7 +1531,8 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	if (more) {
 		mvcc_store_state(l->store, &ms);
 		*more = ms.compacting || ring_has_data(l->committed) ||
-			loop_cache_cold(l) || l->defrag || l->ndefrag_waiting;
+			loop_cache_cold(l) || (l->defrag && !defrag_waits(l->defrag)) ||
+			l->ndefrag_waiting;
 	}
 	return 0;
 }
@@ -1441,7 +1558,8 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 			return rc;
 		if (more)
 			continue;
-		if (btree_db_checkpoint_busy(l->db)) {
+		if (btree_db_checkpoint_busy(l->db) || l->defrag ||
+		    atomic_load_explicit(&l->dir_sync, memory_order_relaxed) == 1) {
 			timeout_ms = 1;  /* its end is polled, not rung */
 		} else if (l->dirty) {
 			int64_t due = l->checkpoint_ns + (int64_t)l->o.checkpoint_ms * 1000000;

@@ -86,6 +86,14 @@ struct btree_db_opts {
 	 * syscalls where io_uring is refused. Tests pass a fault backend. */
 	int (*io_open)(int fd, void *arg, struct diskio **out);
 	void *io_open_arg;
+	/* Leave the mapping's page tables empty at open (they fill as pages
+	 * are read) rather than fault the whole file in first: for an open
+	 * that must not take long on a large file. */
+	bool no_populate;
+	/* A new file is not synced when it is created (nor its directory):
+	 * a scratch file that its first checkpoint, and its directory's sync
+	 * after it is renamed into place, make durable. */
+	bool scratch;
 };
 
 /*

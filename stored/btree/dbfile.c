@@ -22,8 +22,9 @@
 #define DB_GROW_STEP (16ull << 20)  /* grow the file by at most this much beyond need */
 
 /* Writes bbolt's initial layout into the empty file: two metas, an empty
- * freelist (page 2), an empty root leaf (page 3); then syncs it. */
-static int db_init_file(const char *path, struct diskio *io, uint32_t ps)
+ * freelist (page 2), an empty root leaf (page 3); then syncs it (unless
+ * sync is false). */
+static int db_init_file(const char *path, struct diskio *io, uint32_t ps, bool sync)
 {
 	uint8_t *buf = stored_calloc(4, ps);
 	if (!buf)
@@ -43,7 +44,7 @@ static int db_init_file(const char *path, struct diskio *io, uint32_t ps)
 	page_set_header(buf + 2 * (size_t)ps, 2, PAGE_FLAG_FREELIST, 0, 0);
 	page_set_header(buf + 3 * (size_t)ps, 3, PAGE_FLAG_LEAF, 0, 0);
 	struct diskio_write w = { buf, 4 * (size_t)ps, 0 };
-	int rc = diskio_write_batch(io, &w, 1, true);
+	int rc = diskio_write_batch(io, &w, 1, sync);
 	stored_free(buf);
 	if (rc < 0)
 		return bt_error(rc, "stored: db %s: writing the new file: %s", path, strerror(-rc));
@@ -213,8 +214,8 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 				      path, ps, PAGE_MIN_SIZE, PAGE_MAX_SIZE);
 			goto out_free_db;
 		}
-		rc = db_init_file(path, db->io, ps);
-		if (rc == 0)
+		rc = db_init_file(path, db->io, ps, !o->scratch);
+		if (rc == 0 && !o->scratch)
 			rc = db_sync_dir(path);
 		if (rc < 0)
 			goto out_free_db;
@@ -223,7 +224,8 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 	rc = bt_db_pick_meta(path, fd, &pick);
 	if (rc < 0)
 		goto out_free_db;
-	rc = bt_map_init(&db->map, path, fd, o->map_size, pick.page_size, pick.file_size, true);
+	rc = bt_map_init(&db->map, path, fd, o->map_size, pick.page_size, pick.file_size,
+			 !o->no_populate);
 	if (rc < 0)
 		goto out_free_db;
 	db->durable.root_pgid = pick.meta.root;
