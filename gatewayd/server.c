@@ -277,7 +277,7 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 		if (c->h1.waiting) {
 			maint_hashkv_peer_drop(s, c);
 			gw_lease_peer_drop(s, c);
-			jsongw_http1_drop(s->jsongw, c);
+			jsongw_http1_drop(s->jsongw, &c->h1);
 			gw_read_index_http_drop(s, c);
 		}
 		http1_conn_fini(&c->h1);
@@ -334,6 +334,8 @@ static void gw_conn_flush(struct gw_server *s, struct gw_conn *c)
 				return;
 			}
 			http1_conn_out_done(&c->h1, (size_t)n);
+			if (n > 0 && c->h1.waiting && jsongw_http1_drained(s->jsongw, &c->h1))
+				s->more_work = true; /* the window goes back next turn */
 		}
 		c->out_blocked = http1_conn_out_len(&c->h1) > 0;
 		if (http1_conn_is_done(&c->h1)) {

@@ -91,6 +91,14 @@ static const struct jsongw_route jsongw_routes[] = {
 };
 #define JG_NROUTES (sizeof(jsongw_routes) / sizeof(jsongw_routes[0]))
 
+/* Flow control of the gateway's client: each call's stream window, and
+ * the HTTP/1.1 output a stream may have waiting for its client before the
+ * gateway stops giving the server window back. A watch whose HTTP client
+ * reads slowly thus holds at most about both, and the server's watch
+ * stream sees a slow client as from any gRPC client (it holds events). */
+#define JG_STREAM_WINDOW (1u << 20)
+#define JG_HTTP_BACKLOG (1u << 20)
+
 /* ---- state ---- */
 
 struct jsongw {
@@ -101,6 +109,7 @@ struct jsongw {
 	struct dlist reqs;         /* every request, oldest first */
 	const ProtobufCMethodDescriptor *methods[JG_NROUTES];
 	bool dirty;                /* bytes may wait in either direction */
+	uint64_t fed;              /* bytes of srv's output given to cli */
 	bool broken;               /* the loopback failed: connect again */
 };
 
@@ -115,6 +124,8 @@ struct jsongw_req {
 	struct proto_json_buf out; /* gRPC-framed requests not yet taken by nghttp2 */
 	size_t out_off;
 	uint32_t sent, answered;   /* requests framed, answers received */
+	size_t held;               /* answer bytes received and not yet given
+				    * back as window (the client is slow) */
 	struct proto_json_buf in;  /* answer bytes being reassembled */
 	struct proto_json_buf unary; /* a unary call's answer, as JSON */
 	bool got_message;
@@ -220,6 +231,8 @@ static int jsongw_h1_end(struct jsongw_req *r)
 
 static void jsongw_req_free(struct jsongw_req *r)
 {
+	if (!r->dropped && r->h1->gw_req == r)
+		r->h1->gw_req = NULL;
 	dlist_remove(&r->node);
 	proto_json_buf_free(&r->out);
 	proto_json_buf_free(&r->in);
@@ -373,6 +386,7 @@ int jsongw_http1(struct jsongw *g, void *owner, struct http1_conn *h1,
 				  .route = &jsongw_routes[i], .method = g->methods[i],
 				  .grpc_status = -1 };
 	dlist_insert_tail(&g->reqs, &r->node);
+	h1->gw_req = r;
 	int rc = jsongw_frame(r, req->body, req->body_len, &err);
 	if (rc == -EINVAL) {
 		/* a unary request's body: INVALID_ARGUMENT; the first request of
@@ -397,21 +411,40 @@ int jsongw_http1(struct jsongw *g, void *owner, struct http1_conn *h1,
 /* Cancels r's call; r goes once its stream is over. */
 static void jsongw_req_drop(struct jsongw *g, struct jsongw_req *r)
 {
+	if (!r->dropped && r->h1->gw_req == r)
+		r->h1->gw_req = NULL;
 	r->dropped = true;
 	if (r->stream_id > 0 && !r->closed)
 		nghttp2_submit_rst_stream(g->cli, NGHTTP2_FLAG_NONE, r->stream_id, NGHTTP2_CANCEL);
 	g->dirty = true;
 }
 
-void jsongw_http1_drop(struct jsongw *g, void *owner)
+void jsongw_http1_drop(struct jsongw *g, struct http1_conn *h1)
 {
-	struct jsongw_req *r;
+	if (g && h1->gw_req)
+		jsongw_req_drop(g, h1->gw_req);
+}
 
-	if (!g)
-		return;
-	dlist_for_each(r, &g->reqs, node)
-		if (r->owner == owner && !r->dropped)
-			jsongw_req_drop(g, r);
+/* Gives the server back the window of what r received, unless r's HTTP
+ * client is behind by more than JG_HTTP_BACKLOG. Returns whether it did. */
+static bool jsongw_consume(struct jsongw *g, struct jsongw_req *r)
+{
+	if (!r->held)
+		return false;
+	if (!r->dropped && !r->closed && http1_conn_out_len(r->h1) >= JG_HTTP_BACKLOG)
+		return false;
+	if (r->closed) /* only the connection's window is left to give */
+		nghttp2_session_consume_connection(g->cli, r->held);
+	else
+		nghttp2_session_consume(g->cli, r->stream_id, r->held);
+	r->held = 0;
+	g->dirty = true;
+	return true;
+}
+
+bool jsongw_http1_drained(struct jsongw *g, struct http1_conn *h1)
+{
+	return g && h1->gw_req && jsongw_consume(g, h1->gw_req);
 }
 
 /* ---- the client session's callbacks ---- */
@@ -472,8 +505,15 @@ static int jsongw_on_data(nghttp2_session *session, uint8_t flags, int32_t strea
 	size_t off = 0;
 	(void)flags;
 
-	if (!r || proto_json_buf_append(&r->in, data, len))
+	if (!r) {
+		nghttp2_session_consume_connection(session, len);
 		return 0;
+	}
+	if (proto_json_buf_append(&r->in, data, len)) {
+		jsongw_req_drop(g, r);
+		nghttp2_session_consume(session, stream_id, len);
+		return 0;
+	}
 	while (r->in.len - off >= GRPC_PREFIX_LEN) {
 		size_t n = grpc_prefix_len(r->in.data + off);
 		if (r->in.len - off - GRPC_PREFIX_LEN < n)
@@ -483,6 +523,8 @@ static int jsongw_on_data(nghttp2_session *session, uint8_t flags, int32_t strea
 	}
 	memmove(r->in.data, r->in.data + off, r->in.len - off);
 	r->in.len -= off;
+	r->held += len;
+	jsongw_consume(g, r);
 	return 0;
 }
 
@@ -522,6 +564,7 @@ static int jsongw_on_close(nghttp2_session *session, int32_t stream_id, uint32_t
 	if (!r)
 		return 0;
 	r->closed = true;
+	jsongw_consume(user, r);
 	if (r->grpc_status < 0) {
 		/* grpc-go's client, for a stream reset without a status */
 		r->grpc_status = error_code == NGHTTP2_REFUSED_STREAM ? GRPC_STATUS_UNAVAILABLE :
@@ -560,6 +603,7 @@ static ssize_t jsongw_t_writev(struct transport *t, const struct iovec *iov, int
 		}
 		total += iov[i].iov_len;
 	}
+	g->fed += total;
 	return (ssize_t)total;
 }
 
@@ -617,6 +661,7 @@ static int jsongw_connect(struct jsongw *g)
 	nghttp2_session_callbacks_set_on_header_callback(cb, jsongw_on_header);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, jsongw_on_close);
 	nghttp2_option_set_peer_max_concurrent_streams(opt, g->s->cfg->max_concurrent_streams);
+	nghttp2_option_set_no_auto_window_update(opt, 1);
 	rc = nghttp2_session_client_new2(&g->cli, cb, g, opt) ? -ENOMEM : 0;
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
@@ -624,7 +669,7 @@ static int jsongw_connect(struct jsongw *g)
 		goto out;
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 16u << 20 },
+		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, JG_STREAM_WINDOW },
 		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 1u << 20 },
 	};
 	if (nghttp2_submit_settings(g->cli, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) ||
@@ -776,11 +821,17 @@ bool jsongw_turn(struct jsongw *g)
 		}
 		if (n < 0)
 			g->broken = true;
-		if (!g->broken && h2_conn_want_write(g->srv)) {
+		/* flushed whether or not it has output: a flush also re-arms
+		 * srv's pending callback (once per flush), which output that
+		 * could not go (a stream out of window) would otherwise keep
+		 * spent, leaving later answers unannounced */
+		if (!g->broken) {
+			uint64_t fed = g->fed;
 			int rc = h2_conn_flush(g->srv, &g->t);
 			if (rc < 0 && rc != -EAGAIN)
 				g->broken = true;
-			progress = true;
+			if (g->fed != fed)
+				progress = true;
 		}
 		jsongw_sweep(g);
 		if (g->broken) {

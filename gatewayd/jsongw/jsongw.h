@@ -52,8 +52,13 @@ void jsongw_free(struct jsongw *g);
 int jsongw_http1(struct jsongw *g, void *owner, struct http1_conn *h1,
 		 const struct http1_gw_req *r, struct http1_gw_answer *now);
 
-/* The connection owner is gone: its request is cancelled. */
-void jsongw_http1_drop(struct jsongw *g, void *owner);
+/* h1's connection is gone: its request is cancelled. */
+void jsongw_http1_drop(struct jsongw *g, struct http1_conn *h1);
+
+/* Some of h1's output was written: a stream held back while its client
+ * read slowly may take more. Returns true when the gateway has work for
+ * jsongw_turn (a window to give back). */
+bool jsongw_http1_drained(struct jsongw *g, struct http1_conn *h1);
 
 /* Moves bytes between the gateway's client and the server, and hands
  * answers to their HTTP connections. Called after a turn's events (new

@@ -129,6 +129,8 @@ struct http1_conn {
 	bool serving_head;      /* the request serve has is a HEAD */
 	const char *wait_cors;  /* that request's Access-Control-Allow-Origin, or NULL */
 	bool secure;            /* over TLS: no Host check (set after init) */
+	void *gw_req;           /* the gateway's own state for the request
+				 * waited for, or NULL (set and cleared by it) */
 	const struct http1_ops *ops;
 };
 
