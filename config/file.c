@@ -15,6 +15,8 @@
  *   durations       a plain integer of nanoseconds (time.Duration in JSON);
  *                   cetcd also takes Go's duration text ("5s")
  *   []string fields a sequence: cipher-suites, log-outputs, log-output
+ * Merge keys ("<<: *anchor", or a list of them) merge as yaml.v2 merges:
+ * the mapping's own keys win, then earlier merged mappings.
  * etcd ignores keys it does not know and lets a repeated key win; cetcd
  * refuses both, naming the key and its line, so that a misspelt key is not
  * silently without effect. cetcd also reads from the file the flags etcd
@@ -344,11 +346,13 @@ static int file_list(struct file_ctx *x, const struct config_flag *f, const char
 
 /* One key's value into flag f. */
 static int file_value(struct file_ctx *x, const struct config_flag *f, const char *key,
-		      const yaml_node_t *k, const yaml_node_t *v)
+		      const yaml_node_t *k, const yaml_node_t *v, bool merged)
 {
 	size_t i = (size_t)(f - config_flags);
 	int rc;
 
+	if (x->line[i] && merged)
+		return 0; /* set by the mapping itself or an earlier merge */
 	if (x->line[i])
 		return file_fail(x, k, "key %s is given twice (first at line %u)", key, x->line[i]);
 	x->line[i] = file_line(k);
@@ -392,79 +396,131 @@ static const char *file_key(struct file_ctx *x, const yaml_node_t *k)
 	return file_text(k);
 }
 
-/* client-transport-security / peer-transport-security. */
-static int file_tls_block(struct file_ctx *x, const char *block, bool peer, const yaml_node_t *v)
+/* One key and its value, from a mapping itself or (merged) from the
+ * mapping of one of its "<<" merge keys. */
+typedef int (*file_pair_fn)(struct file_ctx *x, const void *arg, const yaml_node_t *kn,
+			    const yaml_node_t *vn, bool merged);
+
+static bool file_is_merge(const yaml_node_t *kn)
 {
-	if (file_is_null(v))
-		return 0;
-	if (v->type != YAML_MAPPING_NODE)
-		return file_fail(x, v, "key %s wants a mapping of %s, %s, ...", block,
-				 file_tls_keys[0], file_tls_keys[1]);
-	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top;
-	     p++) {
+	return kn->type == YAML_SCALAR_NODE && file_plain(kn) && strcmp(file_text(kn), "<<") == 0;
+}
+
+/* Walks mapping m: its own pairs, then those its "<<" merge keys bring (a
+ * mapping or a list of them, as yaml.v2 merges): a key the mapping or an
+ * earlier merged mapping set keeps that value. */
+static int file_mapping(struct file_ctx *x, const yaml_node_t *m, file_pair_fn fn,
+			const void *arg, bool merged, int depth)
+{
+	int rc;
+
+	if (depth > 8)
+		return file_fail(x, m, "merge keys (<<) nested too deep");
+	for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
 		const yaml_node_t *kn = yaml_document_get_node(x->doc, p->key);
 		const yaml_node_t *vn = yaml_document_get_node(x->doc, p->value);
-		const char *key = file_key(x, kn);
-		char flag[64], full[128];
-		if (!key)
-			return -EINVAL;
-		snprintf(full, sizeof(full), "%s.%s", block, key);
-		if (!file_in(file_tls_keys, key))
-			return file_fail(x, kn, "unknown key %s (a TLS block takes %s, %s, %s, %s and %s)",
-					 full, file_tls_keys[0], file_tls_keys[1], file_tls_keys[2],
-					 file_tls_keys[3], file_tls_keys[4]);
-		snprintf(flag, sizeof(flag), "%s%s", peer ? "peer-" : "", key);
-		const struct config_flag *f = file_flag(flag);
-		if (!f)
-			return file_fail(x, kn, "unknown key %s", full);
-		int rc = file_value(x, f, full, kn, vn);
-		if (rc)
+		if (!kn || !vn)
+			return file_fail(x, m, "a broken mapping");
+		if (!file_is_merge(kn) && (rc = fn(x, arg, kn, vn, merged)))
 			return rc;
 	}
+	for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+		const yaml_node_t *kn = yaml_document_get_node(x->doc, p->key);
+		const yaml_node_t *vn = yaml_document_get_node(x->doc, p->value);
+		if (!file_is_merge(kn))
+			continue;
+		if (vn->type == YAML_MAPPING_NODE) {
+			if ((rc = file_mapping(x, vn, fn, arg, true, depth + 1)))
+				return rc;
+			continue;
+		}
+		if (vn->type != YAML_SEQUENCE_NODE)
+			return file_fail(x, vn, "a merge key (<<) wants a mapping or a list of mappings");
+		for (yaml_node_item_t *it = vn->data.sequence.items.start;
+		     it < vn->data.sequence.items.top; it++) {
+			const yaml_node_t *mn = yaml_document_get_node(x->doc, *it);
+			if (!mn || mn->type != YAML_MAPPING_NODE)
+				return file_fail(x, mn ? mn : vn,
+						 "a merge key (<<) wants a mapping or a list of mappings");
+			if ((rc = file_mapping(x, mn, fn, arg, true, depth + 1)))
+				return rc;
+		}
+	}
 	return 0;
+}
+
+/* A key of client-transport-security (arg "") or peer-transport-security
+ * (arg "peer-"). */
+static int file_tls_pair(struct file_ctx *x, const void *arg, const yaml_node_t *kn,
+			 const yaml_node_t *vn, bool merged)
+{
+	const char *prefix = arg;
+	const char *block = prefix[0] ? FILE_PEER_BLOCK : FILE_CLIENT_BLOCK;
+	const char *key = file_key(x, kn);
+	char flag[64], full[128];
+
+	if (!key)
+		return -EINVAL;
+	snprintf(full, sizeof(full), "%s.%s", block, key);
+	if (!file_in(file_tls_keys, key))
+		return file_fail(x, kn, "unknown key %s (a TLS block takes %s, %s, %s, %s and %s)",
+				 full, file_tls_keys[0], file_tls_keys[1], file_tls_keys[2],
+				 file_tls_keys[3], file_tls_keys[4]);
+	snprintf(flag, sizeof(flag), "%s%s", prefix, key);
+	const struct config_flag *f = file_flag(flag);
+	if (!f)
+		return file_fail(x, kn, "unknown key %s", full);
+	return file_value(x, f, full, kn, vn, merged);
+}
+
+/* A key of the top-level mapping. */
+static int file_root_pair(struct file_ctx *x, const void *arg, const yaml_node_t *kn,
+			  const yaml_node_t *vn, bool merged)
+{
+	unsigned *block_line = (unsigned *)arg;
+	const char *key = file_key(x, kn);
+
+	if (!key)
+		return -EINVAL;
+	bool client = strcasecmp(key, FILE_CLIENT_BLOCK) == 0;
+	if (client || strcasecmp(key, FILE_PEER_BLOCK) == 0) {
+		unsigned *seen = &block_line[client ? 0 : 1];
+		if (*seen && merged)
+			return 0;
+		if (*seen)
+			return file_fail(x, kn, "key %s is given twice (first at line %u)", key, *seen);
+		*seen = file_line(kn);
+		if (file_is_null(vn))
+			return 0;
+		if (vn->type != YAML_MAPPING_NODE)
+			return file_fail(x, vn, "key %s wants a mapping of %s, %s, ...", key,
+					 file_tls_keys[0], file_tls_keys[1]);
+		return file_mapping(x, vn, file_tls_pair, client ? "" : "peer-", false, 0);
+	}
+	if (file_in(file_tls_keys, key) ||
+	    (strncasecmp(key, "peer-", 5) == 0 && file_in(file_tls_keys, key + 5))) {
+		bool peer = strncasecmp(key, "peer-", 5) == 0;
+		return file_fail(x, kn, "unknown key %s: in the file it goes under %s as %s", key,
+				 peer ? FILE_PEER_BLOCK : FILE_CLIENT_BLOCK, peer ? key + 5 : key);
+	}
+	const struct config_flag *f = file_flag(key);
+	if (!f)
+		return file_fail(x, kn, "unknown key %s", key);
+	return file_value(x, f, key, kn, vn, merged);
 }
 
 /* The top-level mapping. */
 static int file_root(struct file_ctx *x, const yaml_node_t *root)
 {
 	unsigned block_line[2] = { 0, 0 };
+	int rc;
 
 	if (file_is_null(root))
 		return 0; /* an empty file: etcd's defaults */
 	if (root->type != YAML_MAPPING_NODE)
 		return file_fail(x, root, "the file must be a mapping of keys to values (key: value)");
-	for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
-	     p < root->data.mapping.pairs.top; p++) {
-		const yaml_node_t *kn = yaml_document_get_node(x->doc, p->key);
-		const yaml_node_t *vn = yaml_document_get_node(x->doc, p->value);
-		const char *key = file_key(x, kn);
-		int rc;
-		if (!key)
-			return -EINVAL;
-		bool client = strcasecmp(key, FILE_CLIENT_BLOCK) == 0;
-		if (client || strcasecmp(key, FILE_PEER_BLOCK) == 0) {
-			unsigned *seen = &block_line[client ? 0 : 1];
-			if (*seen)
-				return file_fail(x, kn, "key %s is given twice (first at line %u)", key,
-						 *seen);
-			*seen = file_line(kn);
-			rc = file_tls_block(x, client ? FILE_CLIENT_BLOCK : FILE_PEER_BLOCK, !client,
-					    vn);
-		} else if (file_in(file_tls_keys, key) ||
-			   (strncasecmp(key, "peer-", 5) == 0 && file_in(file_tls_keys, key + 5))) {
-			bool peer = strncasecmp(key, "peer-", 5) == 0;
-			return file_fail(x, kn, "unknown key %s: in the file it goes under %s as %s",
-					 key, peer ? FILE_PEER_BLOCK : FILE_CLIENT_BLOCK,
-					 peer ? key + 5 : key);
-		} else {
-			const struct config_flag *f = file_flag(key);
-			if (!f)
-				return file_fail(x, kn, "unknown key %s", key);
-			rc = file_value(x, f, key, kn, vn);
-		}
-		if (rc)
-			return rc;
-	}
+	if ((rc = file_mapping(x, root, file_root_pair, block_line, false, 0)))
+		return rc;
 	/* etcd: a discovery setting clears the default initial cluster */
 	if ((x->c->discovery[0] || x->c->discovery_srv[0]) && !config_is_set(x->c, "initial-cluster")) {
 		x->c->initial_cluster[0] = '\0';

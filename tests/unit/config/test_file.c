@@ -188,6 +188,21 @@ static void test_value_forms(void)
 	CHECK(strstr(err.msg, "line 1: invalid value \"false\" for key proxy"));
 	config_free(&c);
 
+	/* yaml.v2's merge keys: the mapping's own keys first, then earlier
+	 * merged mappings before later ones */
+	CHECK_EQ(load_text(&c, &err,
+			   "client-transport-security: &tls\n  cert-file: /c.crt\n  key-file: /c.key\n"
+			   "peer-transport-security:\n  <<: *tls\n  key-file: /p.key\n"
+			   "<<: [{max-wals: 3, name: merged}, {max-wals: 4, max-snapshots: 2}]\n"
+			   "name: own\n"),
+		 0);
+	CHECK(strcmp(c.peer_cert_file, "/c.crt") == 0 && strcmp(c.peer_key_file, "/p.key") == 0);
+	CHECK(strcmp(c.cert_file, "/c.crt") == 0);
+	CHECK_EQ(c.max_wals, 3);
+	CHECK_EQ(c.max_snapshots, 2);
+	CHECK(strcmp(c.name, "own") == 0);
+	config_free(&c);
+
 	/* an empty file is etcd's defaults */
 	CHECK_EQ(load_text(&c, &err, ""), 0);
 	CHECK_EQ(c.snapshot_count, 100000);
@@ -239,6 +254,10 @@ static void test_mistakes(void)
 		{ "initial-cluster-state: maybe\n", "line 1: invalid value \"maybe\" for key initial-cluster-state" },
 		{ "backend-batch-interval: soon\n", "line 1: invalid value \"soon\" for key backend-batch-interval" },
 		{ "? [a]\n: b\n", "line 1: a key must be a plain name, not a list" },
+		{ "<<: 5\n", "line 1: a merge key (<<) wants a mapping or a list of mappings" },
+		{ "name: a\n<<: {bogus: 1}\n", "line 2: unknown key bogus" },
+		{ "peer-transport-security:\n  <<: {cert-file: a, crl-file: b}\n",
+		  "line 2: unknown key peer-transport-security.crl-file" },
 	};
 	struct cetcd_config c;
 	struct config_error err;
