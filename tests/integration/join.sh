@@ -8,7 +8,8 @@
 #   - a learner added and started the same way; promoting it through a
 #     follower's endpoint is forwarded to the leader (etcd's POST
 #     /members/promote/<id> on the peer port): refused with etcd's error
-#     while the learner has not caught up, accepted once it has;
+#     while the learner has not caught up, accepted once it has; its
+#     Status says isLearner until then;
 #   - a member removed under load;
 #   - the joined member restarted: same member and cluster id;
 #   - a member that joins with a peer URL the cluster does not know is
@@ -121,6 +122,13 @@ read -r mid4 _ < <(ids_of 4)
 check "${names[4]} serves with the added id $lid" test "$(printf '%x' "$mid4")" = "$lid"
 r0=$(rev_of 0)
 check "the learner caught up with the writes" it_until 30000 rev_at_least 4 "$r0"
+# Status.isLearner, from the member's own configuration
+status_learner() {
+	ctl --endpoints "$(ep "$1")" endpoint status -w json |
+		python3 -c 'import json,sys; print(str(json.load(sys.stdin)[0]["Status"].get("isLearner", False)).lower())'
+}
+check "${names[4]}'s Status says isLearner" test "$(status_learner 4)" = true
+check "a voter's Status does not" test "$(status_learner 0)" = false
 li=$(it_until 10000 leader_index >/dev/null && leader_index)
 fi_=$(( (li + 1) % 4 ))
 promoted() {
@@ -138,6 +146,8 @@ is_voter() { [[ $(learner_of "$1") == false ]]; }
 for i in 0 1 2 3 4; do
 	check "${names[i]} lists ${names[4]} as a voter" it_until 10000 is_voter "$i"
 done
+not_learner() { [[ $(status_learner 4) == false ]]; }
+check "${names[4]}'s Status no longer says isLearner once promoted" it_until 10000 not_learner
 # the leader's other refusals, relayed through the follower as etcd maps them
 li=$(it_until 10000 leader_index >/dev/null && leader_index)
 fi_=$(( (li + 1) % 4 ))
