@@ -1233,11 +1233,22 @@ int config_parse(struct cetcd_config *c, enum config_program prog, int argc,
 	rc = config_check_supported(c, err);
 	if (rc)
 		return rc;
+	/* etcd: discovery replaces the default initial cluster */
+	if (c->discovery_srv[0] && !config_is_set(c, "initial-cluster")) {
+		free(c->initial_cluster);
+		c->initial_cluster = strdup("");
+		if (!c->initial_cluster) {
+			config_errorf(err, 1, "out of memory");
+			return -ENOMEM;
+		}
+	}
 	rc = config_validate(c, err);
 	if (rc)
 		return rc;
 	rc = config_derive(c, err);
 	if (rc)
+		return rc;
+	if (c->discovery_srv[0] && (rc = config_srv_cluster(c, err)) != 0)
 		return rc;
 	return config_verify_bootstrap(c, err);
 }

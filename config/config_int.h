@@ -126,4 +126,11 @@ int config_url_cmp(const void *a, const void *b);
 /* a URL list comma-joined into buf */
 void config_urls_text(const struct config_urls *us, char *buf, size_t len);
 
+/* --discovery-srv (srv.c): the initial cluster from the SRV records
+ * _etcd-server-ssl[-NAME]._tcp and _etcd-server[-NAME]._tcp of the
+ * domain, as etcd 3.4's pkg/srv builds it, into c->initial_cluster; the
+ * member must be among them (its advertised peer URLs resolve to a
+ * record's target). 0, or -EINVAL/-ENOMEM with err set (exit 1). */
+int config_srv_cluster(struct cetcd_config *c, struct config_error *err);
+
 #endif
