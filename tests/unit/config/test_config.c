@@ -980,8 +980,8 @@ static void test_log_outputs(void)
 	snprintf(b, sizeof(b), "%.*s/b.log", dir, log_path);
 	snprintf(outs, sizeof(outs), "--log-outputs=%s,%s", a, b);
 	char *argv[] = { "cetcd", "--logger=zap", outs, "--log-package-levels=etcdmain=DEBUG",
-			 "--enable-pprof", "--data-dir=/nonexistent/x", NULL };
-	CHECK_EQ(config_load(&c, CONFIG_PROG_LAUNCHER, 6, argv, &status), 0);
+			 "--enable-pprof", "--data-dir=/nonexistent/x", "--enable-v2", NULL };
+	CHECK_EQ(config_load(&c, CONFIG_PROG_LAUNCHER, 7, argv, &status), 0);
 	CHECK_EQ(status, 0);
 	CHECK_EQ(c.log_outputs.count, 2);
 	log_info("a line for every output");
@@ -991,6 +991,7 @@ static void test_log_outputs(void)
 		CHECK(file_has(p, "etcdmain=DEBUG"));
 		CHECK(file_has(p, "perf record"));
 		CHECK(file_has(p, "'--enable-pprof' has no effect"));
+		CHECK(file_has(p, "'--enable-v2' has no effect"));
 	}
 	config_free(&c);
 	log_reset();
