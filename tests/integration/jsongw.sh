@@ -227,8 +227,17 @@ kill "$slow" 2>/dev/null || true
 # --enable-grpc-gateway=false: etcd's mux has no /v3/ then
 it_cetcd_stop
 unset IT_CPORT IT_PPORT
-it_cetcd_start j2 "$IT_TMP/data2" "$IT_TMP/cetcd2.log" --enable-grpc-gateway=false
+it_cetcd_start j2 "$IT_TMP/data2" "$IT_TMP/cetcd2.log" --enable-grpc-gateway=false \
+	--max-concurrent-streams 5
 check "cetcd answers without the gateway" it_wait_healthy "$IT_CPORT" 30
 out=$(post "$IT_CPORT" /v3/kv/range '{"key":"Zm9v"}')
 check "without the gateway /v3/kv/range is 404" grep -qx '404' <<<"$(sed -n 2p <<<"$out")"
+# --max-concurrent-streams goes into the client port's HTTP/2 SETTINGS
+if command -v nghttp >/dev/null; then
+	settings() {
+		nghttp -nv -H 'content-type: application/grpc' "http://127.0.0.1:$IT_CPORT/etcdserverpb.KV/Range" 2>&1 |
+			grep -q 'SETTINGS_MAX_CONCURRENT_STREAMS(0x03):5\]'
+	}
+	check "--max-concurrent-streams 5 is in the server's SETTINGS" settings
+fi
 it_summary
