@@ -173,7 +173,7 @@ struct kv_job {
 	bool running;                   /* pin and stream are open */
 	bool counted;
 	struct kv_range_stream st;
-	uint64_t forgot_at;             /* st.walked at the last forget */
+	uint64_t forgot_at;             /* st.w.read at the last forget */
 };
 
 static void kv_job_free(struct gw_server *s, struct kv_job *j)
@@ -268,9 +268,9 @@ static void kv_stream_failed(struct gw_server *s, struct grpc_call *call, int rc
 /* Lets j's mapping's pages go every KV_FORGET_BYTES of KeyValues read. */
 static void kv_job_forget(struct kv_job *j)
 {
-	if (j->pin.db && j->st.walked - j->forgot_at >= KV_FORGET_BYTES) {
+	if (j->pin.db && j->st.w.read - j->forgot_at >= KV_FORGET_BYTES) {
 		btree_reader_forget(j->pin.db);
-		j->forgot_at = j->st.walked;
+		j->forgot_at = j->st.w.read;
 	}
 }
 
@@ -291,9 +291,9 @@ static bool kv_job_step(struct gw_server *s, struct grpc_call *call, struct kv_j
 	}
 	if (rc == 0 && !j->counted) {
 		size_t keys = KV_COUNT_TURN_KEYS;
-		uint64_t walked = j->st.walked;
+		uint64_t walked = j->st.w.read;
 		rc = kv_range_stream_count(&j->st, &keys, &j->counted);
-		walked = j->st.walked - walked;
+		walked = j->st.w.read - walked;
 		*budget = *budget > walked ? *budget - (size_t)walked : 0;
 		if (rc == 0 && j->counted && j->st.total > KV_MAX_SEND_BYTES) {
 			char text[96];

@@ -116,7 +116,6 @@ int kv_range_stream_begin(struct kv_range_stream *st, struct mvcc_view *v,
 	st->keys_only = r->keys_only;
 	st->stage = KVS_COUNT;
 	st->held = false;
-	st->walked = 0;
 	st->total = kv_range_head_len(h);
 	return mvcc_range_walk_begin(&st->w, v, r);
 }
@@ -144,7 +143,6 @@ int kv_range_stream_count(struct kv_range_stream *st, size_t *budget, bool *done
 		if (rc)
 			return rc;
 		st->total += len;
-		st->walked += kv.kv_len;
 	}
 	return 0;
 }
@@ -185,7 +183,6 @@ int kv_range_stream_write(struct kv_range_stream *st, kv_range_sink sink, void *
 				if (rc)
 					return rc;
 				st->held = true;
-				st->walked += st->kv.kv_len;
 			}
 			rc = kv_range_kv_len(&st->kv, st->keys_only, &len);
 			if (rc)

@@ -57,7 +57,6 @@ struct kv_range_stream {
 	struct mvcc_range_walk w;
 	struct gw_header h;
 	uint64_t total;          /* bytes of the message, once counted */
-	uint64_t walked;         /* KeyValue bytes read so far (both passes) */
 	/* private */
 	int stage;
 	bool keys_only;

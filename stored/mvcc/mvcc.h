@@ -221,16 +221,17 @@ int mvcc_range(struct mvcc_view *v, const Etcdserverpb__RangeRequest *r,
  *
  * Without a sort (or ascending by key, which is key order) the walk holds
  * no memory of its own, and a count_only range reads the index alone. A
- * sorted range needs every KeyValue at once: mvcc_range_walk_begin runs
- * mvcc_range into the walk's result (a reference per key, no bytes), and
- * both passes read that.
+ * sorted range needs every KeyValue at once: its first pass first
+ * collects a reference to each (no bytes) in the walk's result, a step at
+ * a time, then filters, sorts and limits them as mvcc_range does; both
+ * passes hand those out.
  *
  * The view and r must stay as they are until the walk is freed.
- * begin: 0, MVCC_ERR_FUTURE_REV, MVCC_ERR_COMPACTED, and mvcc_range's
- * errors for a sorted range. next: 0 with *out; -ENOENT at the end of the
- * pass; -EAGAIN when *budget keys were walked without a KeyValue to hand
- * out (call again); -EUCLEAN, B+tree errors. Each key walked takes one
- * from *budget.
+ * begin: 0, MVCC_ERR_FUTURE_REV, MVCC_ERR_COMPACTED. next: 0 with *out;
+ * -ENOENT at the end of the pass; -EAGAIN when *budget keys were walked
+ * without a KeyValue to hand out (call again); -ENOMEM, -EUCLEAN, B+tree
+ * errors. Each key walked takes one from *budget. `read` counts the
+ * KeyValue bytes the walk has read (or handed out) so far.
  */
 struct mvcc_range_walk {
 	struct mvcc_view *v;
@@ -240,8 +241,9 @@ struct mvcc_range_walk {
 	size_t n;            /* KeyValues in the answer (final after the first pass) */
 	int64_t count;
 	bool more;
+	uint64_t read;
 	/* private */
-	bool sorted;
+	bool sorted, collecting;
 	int pass;
 	size_t handed, pos;
 	struct kvindex_range kr;

@@ -186,6 +186,23 @@ static int read_rev(const struct mvcc_view *v, const RangeRequest *r, int64_t cu
 	return 0;
 }
 
+/* Every KeyValue of the range is in res: etcd's filter, sort, then limit. */
+static int finish_refs(struct mvcc_range_result *res, const RangeRequest *r, bool sorted,
+		       int target, bool descend)
+{
+	filter_refs(res, r);
+	if (sorted) {
+		int rc = sort_refs(res, target, descend);
+		if (rc)
+			return rc;
+	}
+	if (r->limit > 0 && (int64_t)res->n > r->limit) {
+		res->n = (size_t)r->limit;
+		res->more = true;
+	}
+	return 0;
+}
+
 int mvcc_range_at(struct mvcc_view *v, const RangeRequest *r, int64_t cur_rev,
 		  struct mvcc_range_result *res)
 {
@@ -224,18 +241,7 @@ int mvcc_range_at(struct mvcc_view *v, const RangeRequest *r, int64_t cur_rev,
 	if (rc != -ENOENT)
 		return rc;
 	res->count = count;
-
-	filter_refs(res, r);
-	if (sorted) {
-		rc = sort_refs(res, target, descend);
-		if (rc)
-			return rc;
-	}
-	if (r->limit > 0 && (int64_t)res->n > r->limit) {
-		res->n = (size_t)r->limit;
-		res->more = true;
-	}
-	return 0;
+	return finish_refs(res, r, sorted, target, descend);
 }
 
 /* ---- a range in steps ---- */
@@ -255,21 +261,18 @@ int mvcc_range_walk_begin(struct mvcc_range_walk *w, struct mvcc_view *v, const 
 	w->count = 0;
 	w->more = false;
 	w->pos = 0;
+	w->read = 0;
 	rc = read_rev(v, r, v->rev, &w->rev);
 	if (rc)
 		return rc;
 	/* ascending by key is key order already */
 	w->sorted = sorts(r, &target, &descend) &&
 		    !(target == ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY && !descend);
-	if (w->sorted) {
-		rc = mvcc_range(v, r, &w->res);
-		if (rc)
-			return rc;
-		w->n = w->res.n;
-		w->count = w->res.count;
-		w->more = w->res.more;
-		return 0;
-	}
+	w->collecting = w->sorted;
+	w->res.n = 0;
+	w->res.more = false;
+	w->res.keys_only = r->keys_only;
+	w->res.rev = v->rev;
 	kvindex_range_from_request(&w->kr, r->key.data, r->key.len, r->range_end.data,
 				   r->range_end.len);
 	kvindex_iter_begin(&w->it, &v->idx, &w->kr, w->rev, w->rev == v->rev);
@@ -293,10 +296,40 @@ int mvcc_range_walk_next(struct mvcc_range_walk *w, struct mvcc_kv_ref *out, siz
 	struct kvindex_hit h;
 	int rc;
 
+	if (w->collecting) {
+		/* the KeyValues to sort first, a step at a time: all of them,
+		 * or with no sort order asked (a target alone) and no filters,
+		 * as mvcc_range_at fetches them, the limit and one more */
+		int64_t fetch = r->sort_order != ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__NONE ||
+				filters || limit == 0 ? 0 : limit + 1;
+		while ((rc = *budget > 0 ? kvindex_iter_next(&w->it, &h) : -EAGAIN) == 0) {
+			(*budget)--;
+			w->count++;
+			if (r->count_only || (fetch > 0 && (int64_t)w->res.n >= fetch))
+				continue;
+			rc = append_hit(w->v, &h, &w->res);
+			if (rc)
+				return rc;
+			w->read += w->res.kvs[w->res.n - 1].kv_len;
+		}
+		if (rc != -ENOENT)
+			return rc;
+		int target;
+		bool descend;
+		(void)sorts(r, &target, &descend);
+		w->res.count = w->count;
+		rc = finish_refs(&w->res, r, true, target, descend);
+		if (rc)
+			return rc;
+		w->collecting = false;
+		w->n = w->res.n;
+		w->more = w->res.more;
+	}
 	if (w->sorted) {
 		if (w->pos == w->res.n)
 			return -ENOENT;
 		*out = w->res.kvs[w->pos++];
+		w->read += out->kv_len;
 		return 0;
 	}
 	if (w->pass == 1 && w->handed == w->n)
@@ -320,6 +353,7 @@ int mvcc_range_walk_next(struct mvcc_range_walk *w, struct mvcc_kv_ref *out, siz
 		rc = hit_ref(w->v, &h, out);
 		if (rc)
 			return rc;
+		w->read += out->kv_len;
 		if (filters && !passes_filters(&out->f, r))
 			continue;
 		if (full) {
