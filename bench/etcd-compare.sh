@@ -70,7 +70,10 @@
 # watch_latency lease_keepalive"; unset runs all), BENCH_PIN ("S:C", CPU
 # lists for taskset: every server process runs on S and the clients, the
 # benchmark tool and h2load, on C, e.g. "0:1"; unset, all share every CPU,
-# and on a small machine the client's work is in every server's figures).
+# and on a small machine the client's work is in every server's figures),
+# BENCH_SCRAPE (1: every server's /metrics is read once a second while each
+# workload runs, as Prometheus would; BENCH_SCRAPE_<name>=1 does it for
+# that server only, e.g. an A/B of the same build scraped and not).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CETCD_BUILD:-$root/build}
@@ -392,7 +395,27 @@ stop_all() {
   S_PIDS=()
   stop_server
 }
-trap 'stop_all; rm -rf "$work"' EXIT
+trap 'scrape_end; stop_all; rm -rf "$work"' EXIT
+
+# scrape_begin SERVER: with BENCH_SCRAPE or BENCH_SCRAPE_<SERVER>, reads
+# the leader's /metrics once a second in the background (on the clients'
+# CPUs) until scrape_end; counts the scrapes that failed in $work/scrape.err.
+scrape_pid=""
+scrape_begin() {
+  local own="BENCH_SCRAPE_$1"
+  [[ ${BENCH_SCRAPE:-} == 1 || ${!own:-} == 1 ]] || return 0
+  ( while :; do
+      "${cli_pin[@]}" curl -sf -o /dev/null "http://$endpoint/metrics" || echo "$1" >>"$work/scrape.err"
+      sleep 1
+    done ) &
+  scrape_pid=$!
+}
+scrape_end() {
+  [[ -n $scrape_pid ]] || return 0
+  kill "$scrape_pid" 2>/dev/null || true
+  wait "$scrape_pid" 2>/dev/null || true
+  scrape_pid=""
+}
 
 # median: the middle of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : 0) }'; }
@@ -410,7 +433,9 @@ measure() {
     ((k % 2)) && order=$(tr ' ' '\n' <<<"$servers" | tac | tr '\n' ' ')
     for server in $order; do
       use_server "$server"
+      scrape_begin "$server"
       read -r -a vals < <("$@")
+      scrape_end
       i=0
       for f in $fields; do
         [[ $f != _ ]] && got[$server.$f]+="${vals[i]:-0} "
@@ -558,6 +583,8 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
   row "$k$unit" "${vals[@]}"
 done
 row "fdatasync_floor (us)" "$fsync_us"
+[[ -s $work/scrape.err ]] &&
+  echo "etcd-compare: scrapes of /metrics that failed, per server: $(sort "$work/scrape.err" | uniq -c | tr -s ' \n' ' ')" >&2
 if [[ -n ${R[floor.0.p99]:-} ]]; then
   row "watch_latency_p99 (ms)," "p99" "avg"
   row "  no-work server, no lead" "${R[floor.0.p99]}" "${R[floor.0.avg]}"
