@@ -237,6 +237,7 @@ struct tc_client {
 	uint32_t goaway_code[4];
 	int ngoaway;
 	int pings_acked;      /* PING ACKs received */
+	int pings_received;   /* PINGs the server sent (nghttp2 answers them) */
 	bool hold;            /* keep server output from the client */
 	uint8_t *sent;        /* everything the client sent (for the corpus) */
 	size_t sent_len, sent_cap;
@@ -336,6 +337,8 @@ static inline int tc_on_frame(nghttp2_session *session, const nghttp2_frame *fra
 	}
 	if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK))
 		tc->pings_acked++;
+	else if (frame->hd.type == NGHTTP2_PING)
+		tc->pings_received++;
 	return 0;
 }
 

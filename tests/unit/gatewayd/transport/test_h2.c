@@ -526,6 +526,116 @@ static void test_protocol_error(void)
 	hx_fini(&x);
 }
 
+/* ---- keepalive ---- */
+
+static int64_t fake_now_ns;
+
+static int64_t fake_clock(void *arg)
+{
+	(void)arg;
+	return fake_now_ns;
+}
+
+static void tune_keepalive(struct h2_config *c)
+{
+	c->ping_min_ns = 1000;
+	c->keepalive_ns = 100;
+	c->keepalive_timeout_ns = 50;
+	c->now_ns = fake_clock;
+}
+
+static void client_ping(struct hx *x)
+{
+	CHECK_EQ(nghttp2_submit_ping(x->tc.session, NGHTTP2_FLAG_NONE, NULL), 0);
+	hx_pump(x);
+}
+
+/* grpc-go's enforcement policy: without a stream every PING after the
+ * first is early; the third early one in a row gets GOAWAY
+ * ENHANCE_YOUR_CALM and the connection ends. With a stream open, PINGs
+ * the min time apart are fine, and a response sent in between clears the
+ * strikes. */
+static void test_ping_policy(void)
+{
+	struct hx x;
+	fake_now_ns = 1;
+	hx_init(&x, NULL, tune_keepalive);
+	hx_pump(&x);
+	for (int i = 0; i < 3; i++) {
+		client_ping(&x);
+		fake_now_ns += 10;
+	}
+	CHECK_EQ(x.tc.ngoaway, 0);
+	CHECK(!h2_conn_is_done(x.conn));
+	client_ping(&x);
+	CHECK_EQ(x.tc.pings_acked, 4);
+	CHECK_EQ(x.tc.ngoaway, 1);
+	CHECK_EQ(x.tc.goaway_code[0], NGHTTP2_ENHANCE_YOUR_CALM);
+	CHECK(h2_conn_is_done(x.conn));
+	hx_fini(&x);
+
+	/* a stream open: 1000 apart is fine for ever; 10 apart strikes */
+	hx_init(&x, respond_nothing, tune_keepalive);
+	(void)tc_request_ct(&x.tc, "/s", false, NULL, NULL);
+	hx_pump(&x);
+	for (int i = 0; i < 6; i++) {
+		client_ping(&x);
+		fake_now_ns += 1000;
+	}
+	CHECK_EQ(x.tc.ngoaway, 0);
+	for (int i = 0; i < 3; i++) {
+		client_ping(&x);
+		fake_now_ns += 10;
+	}
+	CHECK_EQ(x.tc.ngoaway, 0);
+	CHECK_EQ(h2_stream_respond(&app.last->st, nv_ok, 2, false), 0); /* HEADERS: strikes cleared */
+	hx_pump(&x);
+	for (int i = 0; i < 3; i++) {
+		client_ping(&x);
+		fake_now_ns += 10;
+	}
+	CHECK_EQ(x.tc.ngoaway, 0);
+	client_ping(&x);
+	CHECK_EQ(x.tc.ngoaway, 1);
+	CHECK_EQ(x.tc.goaway_code[0], NGHTTP2_ENHANCE_YOUR_CALM);
+	hx_fini(&x);
+}
+
+/* grpc-go's server keepalive: a PING after keepalive_ns without bytes
+ * from the client; anything the client sends answers it; none within
+ * keepalive_timeout_ns after it ends the connection. */
+static void test_keepalive(void)
+{
+	struct hx x;
+	int64_t next;
+	fake_now_ns = 1000;
+	hx_init(&x, NULL, tune_keepalive);
+	hx_pump(&x);
+	int64_t t0 = fake_now_ns;
+	CHECK_EQ(h2_conn_keepalive(x.conn, t0 + 99, &next), 0);
+	CHECK_EQ(next, t0 + 100);
+	CHECK_EQ(x.tc.pings_received, 0);
+	CHECK_EQ(h2_conn_keepalive(x.conn, t0 + 100, &next), 0);
+	CHECK_EQ(next, t0 + 150);
+	CHECK_EQ(app.pending_calls, 1);
+	fake_now_ns = t0 + 120;
+	hx_pump(&x); /* the client gets the PING and answers it */
+	CHECK_EQ(x.tc.pings_received, 1);
+	CHECK_EQ(h2_conn_keepalive(x.conn, t0 + 200, &next), 0);
+	CHECK_EQ(next, t0 + 220);
+	/* the next PING goes unanswered */
+	CHECK_EQ(h2_conn_keepalive(x.conn, t0 + 220, &next), 0);
+	CHECK_EQ(h2_conn_keepalive(x.conn, t0 + 269, &next), 0);
+	CHECK_EQ(h2_conn_keepalive(x.conn, t0 + 270, &next), -ETIMEDOUT);
+	hx_fini(&x);
+
+	/* without keepalive_ns: nothing, ever */
+	hx_init(&x, NULL, NULL);
+	CHECK_EQ(h2_conn_keepalive(x.conn, INT64_MAX / 2, &next), 0);
+	CHECK_EQ(next, INT64_MAX);
+	hx_fini(&x);
+}
+
 /* ---- the descriptor transport ---- */
 
 static void set_nonblock(int fd)
@@ -595,6 +705,8 @@ int main(void)
 	test_batch_produce();
 	test_reset_and_terminate();
 	test_protocol_error();
+	test_ping_policy();
+	test_keepalive();
 	test_transport_fd();
 	printf("test_h2: all passed\n");
 	return 0;
