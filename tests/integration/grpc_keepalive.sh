@@ -25,24 +25,12 @@ PORT=
 run() {
 	local kind=$1 name=$2
 	shift 2
-	IT_CPORT=
-	if [[ $kind == cetcd ]]; then
-		it_cetcd_start "$name" "$IT_TMP/$name" "$IT_TMP/$name.log" "$@"
-	else
-		read -r IT_CPORT IT_PPORT < <(it_free_ports 2)
-		etcd --name "$name" --data-dir "$IT_TMP/$name" \
-			--listen-client-urls "http://127.0.0.1:$IT_CPORT" \
-			--advertise-client-urls "http://127.0.0.1:$IT_CPORT" \
-			--listen-peer-urls "http://127.0.0.1:$IT_PPORT" \
-			--initial-advertise-peer-urls "http://127.0.0.1:$IT_PPORT" \
-			--initial-cluster "$name=http://127.0.0.1:$IT_PPORT" "$@" 2>"$IT_TMP/$name.log" &
-		IT_CETCD_PID=$!
-		it_track "$IT_CETCD_PID"
-	fi
-	PORT=$IT_CPORT
-	it_member_answers "$PORT" "$IT_TMP/$name.log" "$kind $name: the member answers" || exit 1
+	it_cl_init "$name" 3 "$name" # (member 0 alone runs)
+	it_cl_start 0 "$kind" --initial-cluster "${name}0=$(it_cl_purl 0)" "$@"
+	PORT=${IT_CL_CPORT[0]}
+	it_member_answers "$PORT" "$(it_cl_log 0)" "$kind $name: the member answers" || exit 1
 }
-stop() { it_cetcd_stop || true; }
+stop() { it_cl_stop 0; }
 out() { python3 "$H2PING" "$PORT" "$@" 2>&1; }
 calm() { grep -qx 'goaway 11 too_many_pings' <<<"$1" && ! grep -qx open <<<"$1"; }
 # closed MIN MAX OUT: the server closed the connection MIN..MAX ms after
