@@ -41,27 +41,17 @@ ask_options() {
 # start KIND NAME [flags...]: a member of KIND on fresh ports; PORT is its
 # client port, TPORT its https one (with --auto-tls)
 start() {
-	local kind=$1 name=$2 bin=$IT_BIN/cetcd extra=()
+	local kind=$1 name=$2
 	shift 2
-	read -r PORT PPORT TPORT < <(it_free_ports 3)
-	if [[ $kind == etcd ]]; then
-		bin=$(command -v etcd)
-	else
-		mkdir -p "$IT_RT/$name" && chmod 700 "$IT_RT/$name"
-		extra=(--runtime-dir "$IT_RT/$name")
-	fi
-	"$bin" --name "$name" --data-dir "$IT_TMP/$name" "${extra[@]}" --auto-tls \
-		--listen-client-urls "http://127.0.0.1:$PORT,https://127.0.0.1:$TPORT" \
-		--advertise-client-urls "http://127.0.0.1:$PORT" \
-		--listen-peer-urls "http://127.0.0.1:$PPORT" \
-		--initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
-		--initial-cluster "$name=http://127.0.0.1:$PPORT" "$@" 2>"$IT_TMP/$name.log" &
-	PID=$!
-	it_track "$PID"
+	it_cl_init "$name" 3 "$name" # (member 0 alone runs)
+	read -r TPORT < <(it_free_ports 1)
+	PORT=${IT_CL_CPORT[0]}
+	it_cl_start 0 "$kind" --initial-cluster "${name}0=$(it_cl_purl 0)" --auto-tls \
+		--listen-client-urls "http://127.0.0.1:$PORT,https://127.0.0.1:$TPORT" "$@"
 	it_until 30000 etcdctl --endpoints "127.0.0.1:$PORT" --dial-timeout 1s --command-timeout 2s \
 		endpoint health >/dev/null 2>&1 || { fail "$kind $name answers"; it_summary; exit 1; }
 }
-stop() { kill -TERM "$PID"; it_wait_gone "$PID" 15000 || kill -9 "$PID"; wait "$PID" 2>/dev/null || true; }
+stop() { it_cl_stop 0; }
 
 # answers KIND: every request of the scenario, in order, into IT_TMP/KIND.*
 answers() {
@@ -99,7 +89,7 @@ check "whitelist: a Host not listed gets 421" eval '[[ $(grep -c "^421$" $c.limi
 check "whitelist: with etcd's text naming the host" \
 	grep -q 'etcd --host-whitelist "evil.example"' "$c.limited"
 check "whitelist: and the warning is logged" \
-	grep -q '"msg":"rejecting HTTP request to prevent DNS rebinding attacks","host":"evil.example"' "$IT_TMP/cetcdw.log"
+	grep -q '"msg":"rejecting HTTP request to prevent DNS rebinding attacks","host":"evil.example"' "$IT_TMP/cetcdw0.log"
 check "cors: a listed origin is echoed" \
 	eval 'sed -n "/# listed origin/,/#/p" $c.limited | grep -qx "http://allowed.example:8080"'
 check "cors: another gets no Access-Control-Allow-Origin" \
