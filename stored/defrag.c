@@ -141,7 +141,7 @@ static int defrag_set_add(struct defrag_set *s, const uint8_t *b, size_t blen,
 	for (size_t i = (size_t)h & (s->cap - 1); s->slots[i]; i = (i + 1) & (s->cap - 1)) {
 		const struct defrag_change *c = s->slots[i];
 		if (c->hash == h && c->whole == whole && c->blen == blen && c->klen == klen &&
-		    !memcmp(c->bytes, b, blen) && !memcmp(c->bytes + blen, k, klen))
+		    !memcmp(c->bytes, b, blen) && (!klen || !memcmp(c->bytes + blen, k, klen)))
 			return 0;
 	}
 	struct defrag_change *c = stored_malloc(sizeof(*c) + blen + klen);
@@ -301,7 +301,7 @@ static int defrag_bucket_again(struct defrag *d, const uint8_t *name, size_t len
 			continue;
 		}
 		if (cmp == 0 && ks.val_len == kd.val_len && ks.flags == kd.flags &&
-		    !memcmp(ks.val, kd.val, ks.val_len)) {
+		    (!ks.val_len || !memcmp(ks.val, kd.val, ks.val_len))) {
 			rs = btree_cursor_next(&cs, &ks);
 			rd = btree_cursor_next(&cd, &kd);
 			continue;
