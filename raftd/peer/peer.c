@@ -521,30 +521,6 @@ out_unlock:
 
 /* ---- listeners ---- */
 
-/* etcd's unix listener: the socket file is the URL's host:port, an old
- * one removed first. */
-static int peer_listen_unix(const struct config_url *u, int *out)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int n, fd;
-
-	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s%s%s", u->host, u->port[0] ? ":" : "",
-		     u->port);
-	if (n <= 0 || (size_t)n >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	unlink(sa.sun_path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0) {
-		int rc = -errno;
-		close(fd);
-		return rc;
-	}
-	*out = fd;
-	return 0;
-}
-
 static int peer_listen(struct peer *p, const struct config_urls *urls)
 {
 	if (urls->count > sizeof(p->lfds) / sizeof(p->lfds[0])) {
@@ -553,7 +529,7 @@ static int peer_listen(struct peer *p, const struct config_urls *urls)
 	}
 	for (size_t i = 0; i < urls->count; i++) {
 		const struct config_url *u = &urls->v[i];
-		bool unix_socket = !strcmp(u->scheme, "unix") || !strcmp(u->scheme, "unixs");
+		bool unix_socket = config_url_is_unix(u);
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
 		int rc, fd = -1;
@@ -564,20 +540,15 @@ static int peer_listen(struct peer *p, const struct config_urls *urls)
 				  LOG_STR("address", u->text));
 			return -EINVAL;
 		}
-		if (unix_socket) {
-			rc = peer_listen_unix(u, &fd);
-			if (rc)
-				log_error("cannot listen for peers", LOG_STR("address", u->text),
-					  LOG_ERRNO(rc));
-		} else {
-			struct config_error err;
-			rc = config_listen_url(u, false, &fd, &err);
-			if (rc)
-				log_error("cannot listen for peers", LOG_STR("address", u->text),
-					  LOG_STR("reason", err.msg));
-		}
-		if (rc)
+		/* TCP, or etcd's unix listener: the socket file is the URL's
+		 * host:port (a stale one is replaced) */
+		struct config_error err;
+		rc = config_listen_url(u, false, &fd, &err);
+		if (rc) {
+			log_error("cannot listen for peers", LOG_STR("address", u->text),
+				  LOG_STR("reason", err.msg));
 			return rc;
+		}
 		p->lfds[p->n_listeners++] = fd;
 		if (!unix_socket && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
 			p->lports[i] = ntohs(ss.ss_family == AF_INET6 ?
