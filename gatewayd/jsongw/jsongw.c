@@ -379,6 +379,13 @@ int jsongw_http1(struct jsongw *g, void *owner, struct http1_conn *h1,
 		jsongw_now_error(now, &errbody, GRPC_STATUS_UNIMPLEMENTED, "unknown method");
 		return 1;
 	}
+	if (!g->cli) {
+		/* the loopback could not be opened again (memory): grpc-go's
+		 * answer while its connection is down */
+		errbody.len = 0;
+		jsongw_now_error(now, &errbody, GRPC_STATUS_UNAVAILABLE, "transport is closing");
+		return 1;
+	}
 	struct jsongw_req *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -429,7 +436,7 @@ void jsongw_http1_drop(struct jsongw *g, struct http1_conn *h1)
  * client is behind by more than JG_HTTP_BACKLOG. Returns whether it did. */
 static bool jsongw_consume(struct jsongw *g, struct jsongw_req *r)
 {
-	if (!r->held)
+	if (!r->held || !g->cli)
 		return false;
 	if (!r->dropped && !r->closed && http1_conn_out_len(r->h1) >= JG_HTTP_BACKLOG)
 		return false;
@@ -777,20 +784,22 @@ static void jsongw_sweep(struct jsongw *g)
 }
 
 /* The loopback failed (a bug, or memory): its calls end UNAVAILABLE and a
- * new one opens. */
+ * new one opens. It goes first, so that requests the answers let in (a
+ * pipelined one) are refused at once rather than sent to it. */
 static void jsongw_reconnect(struct jsongw *g)
 {
 	struct jsongw_req *r;
 
+	jsongw_disconnect(g);
 	dlist_for_each(r, &g->reqs, node) {
 		if (r->closed)
 			continue;
 		r->closed = true;
+		r->held = 0; /* the old session's window */
 		r->grpc_status = GRPC_STATUS_UNAVAILABLE;
 		snprintf(r->grpc_message, sizeof(r->grpc_message), "transport is closing");
 	}
 	jsongw_sweep(g);
-	jsongw_disconnect(g);
 	if (jsongw_connect(g))
 		g->broken = true;
 }
