@@ -476,6 +476,7 @@ static void on_peer(struct loop *l)
 			l->snaps_inflight_ticks = 0;
 			if (ev.ok)
 				loop_snap_ack_wait(l, ev.id);
+			loop_snap_timed(l, ev.id, ev.ok);
 			raft_report_snapshot(l->raft, ev.id, ev.ok);
 			break;
 		case PEER_EV_REMOVED:

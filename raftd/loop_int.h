@@ -63,6 +63,8 @@ struct loop {
 	struct shm_region *r;
 	struct shm_metrics *metrics;  /* raftd's block (shm/metrics.h), or NULL */
 	uint64_t full_counted;        /* feed.full already counted in it */
+	int64_t snap_sent_ns[SHM_METRICS_PEERS]; /* when a db copy began to go to
+						  * metrics->peer[i]; 0: none */
 	struct raft *raft;
 	struct wal *wal;
 	struct feed feed;
@@ -169,6 +171,9 @@ void loop_maybe_compact(struct loop *l);
  * (the db's index does not fit the membership or the log yet), -ENOMEM,
  * or the db's or the transport's error. */
 int loop_send_snapshot(struct loop *l, const struct raft_msg *m);
+/* A db copy sent to peer `to` ended (ok: delivered): its time since
+ * loop_send_snapshot is observed in etcd_disk_backend_snapshot_duration_seconds. */
+void loop_snap_timed(struct loop *l, uint64_t to, bool ok);
 
 /* Keeps a received MsgSnap's db and v2 store before the core takes the
  * message. Returns 0, or why the message is dropped (-ENOTSUP without a

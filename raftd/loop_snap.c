@@ -228,8 +228,23 @@ int loop_send_snapshot(struct loop *l, const struct raft_msg *m)
 	if (!rc) {
 		l->snaps_inflight++;
 		l->snaps_inflight_ticks = 0;
+		struct shm_metrics_peer *mp = shm_metrics_peer(l->metrics, m->to);
+		if (mp)
+			l->snap_sent_ns[mp - l->metrics->peer] = shm_metrics_now_ns();
 	}
 	return rc;
+}
+
+void loop_snap_timed(struct loop *l, uint64_t to, bool ok)
+{
+	struct shm_metrics_peer *mp = shm_metrics_peer(l->metrics, to);
+	if (!mp)
+		return;
+	int64_t *sent = &l->snap_sent_ns[mp - l->metrics->peer];
+	if (*sent && ok)
+		shm_metric_observe(l->metrics, SHM_H_BACKEND_SNAPSHOT,
+				   (uint64_t)(shm_metrics_now_ns() - *sent));
+	*sent = 0;
 }
 
 /*

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -105,13 +104,6 @@ struct wal {
 	struct shm_metrics *metrics; /* raftd's block, or NULL (wal_set_metrics) */
 	int64_t submit_ns;    /* when the batch in flight was submitted */
 };
-
-static int64_t wal_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void wal_set_metrics(struct wal *w, struct shm_metrics *m)
 {
@@ -674,7 +666,7 @@ int wal_submit(struct wal *w)
 	if (rc)
 		return wal_fail(w, rc, "submitting a write");
 	if (w->metrics) {
-		w->submit_ns = wal_now_ns();
+		w->submit_ns = shm_metrics_now_ns();
 		shm_metric_add(w->metrics, SHM_M_WAL_WRITE_BYTES, p->len);
 	}
 	if (p->off + p->len + pad > w->zeroed_end)
@@ -730,7 +722,7 @@ static int finish(struct wal *w, bool wait)
 	if (rc)
 		return wal_fail(w, rc, "writing and syncing a batch");
 	if (w->metrics)
-		shm_metric_observe(w->metrics, SHM_H_WAL_FSYNC, (uint64_t)(wal_now_ns() - w->submit_ns));
+		shm_metric_observe(w->metrics, SHM_H_WAL_FSYNC, (uint64_t)(shm_metrics_now_ns() - w->submit_ns));
 	rc = complete_inflight(w);
 	if (!rc)
 		rc = wal_submit(w);
