@@ -23,6 +23,8 @@ static int config_check_urls_peer(const struct cetcd_config *, const struct conf
 				  struct config_error *);
 static int config_check_log_outputs(const struct cetcd_config *, const struct config_flag *,
 				    struct config_error *);
+static int config_check_freelist(const struct cetcd_config *, const struct config_flag *,
+				 struct config_error *);
 
 static const char *const choices_cluster_state[] = { "existing", "new", NULL };
 static const char *const choices_fallback[] = { "exit", "proxy", NULL };
@@ -244,8 +246,8 @@ const struct config_flag config_flags[] = {
 		 "Serve v2 requests through the v3 backend under a given prefix."),
 	{ .name = "experimental-backend-bbolt-freelist-type", .type = CT_STRING,
 	  .off = OFF(experimental_backend_bbolt_freelist_type), .def = "",
-	  .support = CS_DEFAULT_ONLY, .scope = SCOPE_ALL, .section = S_EXPERIMENTAL,
-	  .help_def = "array", .same_as_def = "array",
+	  .support = CS_PARTIAL, .scope = SCOPE_ALL, .section = S_EXPERIMENTAL,
+	  .help_def = "array", .check = config_check_freelist,
 	  .usage = "ExperimentalBackendFreelistType specifies the type of freelist that boltdb backend uses(array and map are supported types)." },
 	ANY("experimental-enable-lease-checkpoint", CT_BOOL,
 		 experimental_enable_lease_checkpoint, "false", S_EXPERIMENTAL,
@@ -260,7 +262,7 @@ const struct config_flag config_flags[] = {
 	ANY("experimental-watch-progress-notify-interval", CT_DURATION,
 	    experimental_watch_progress_notify_interval_ns, "10m", S_EXPERIMENTAL,
 	    "Duration of periodical watch progress notification."),
-	DEF_ONLY("experimental-warning-apply-duration", CT_DURATION,
+	ANY("experimental-warning-apply-duration", CT_DURATION,
 		 experimental_warning_apply_duration_ns, "100ms", S_EXPERIMENTAL,
 		 "Warning is generated if requests take more than this duration."),
 
@@ -400,6 +402,20 @@ static int config_check_log_outputs(const struct cetcd_config *c, const struct c
 		return -ENOTSUP;
 	}
 	return 0;
+}
+
+/* bbolt's two free-list types differ only in how bbolt keeps the free
+ * pages in memory; the page on disk is the same, and cetcd's writer keeps
+ * its own. Both are taken; anything else is a mistake (etcd would use
+ * "array" for it silently). */
+static int config_check_freelist(const struct cetcd_config *c, const struct config_flag *f,
+				 struct config_error *err)
+{
+	const char *v = *(char *const *)config_cfield(c, f);
+	if (!v || !*v || strcmp(v, "array") == 0 || strcmp(v, "map") == 0)
+		return 0;
+	config_errorf(err, 2, "invalid value \"%s\" for flag -%s: 'array' or 'map'", v, f->name);
+	return -EINVAL;
 }
 
 /* Refuses any value whose feature is not built, naming the flag. */

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "etcdserverpb/raft_internal.pb-c.h"
@@ -441,4 +442,53 @@ out_revision:
 	mvcc_store_state(s, &st);
 	out->revision = (uint64_t)st.rev;
 	return 0;
+}
+
+void stored_apply_describe(const uint8_t *data, uint32_t len, char *out, size_t cap)
+{
+	Etcdserverpb__InternalRaftRequest *req;
+	const ProtobufCMessageDescriptor *d = &etcdserverpb__internal_raft_request__descriptor;
+	char head[48] = "";
+
+	if (cap == 0)
+		return;
+	out[0] = '\0';
+	req = proto_check_strings(d, data, len) == 0
+		      ? etcdserverpb__internal_raft_request__unpack(NULL, len, data)
+		      : NULL;
+	if (!req) {
+		snprintf(out, cap, "<not an InternalRaftRequest, size:%u>", len);
+		return;
+	}
+	if (req->header)
+		snprintf(head, sizeof(head), "ID:%llu ", (unsigned long long)req->header->id);
+	if (req->put) {
+		const Etcdserverpb__PutRequest *p = req->put;
+		int n = snprintf(out, cap, "header:<%s> put:<key:\"%.*s\" value_size:%zu ", head,
+				 (int)(p->key.len > 256 ? 256 : p->key.len), (const char *)p->key.data,
+				 p->value.len);
+		if (n >= 0 && (size_t)n < cap && p->lease)
+			n += snprintf(out + n, cap - (size_t)n, "lease:%lld ", (long long)p->lease);
+		if (n >= 0 && (size_t)n < cap)
+			snprintf(out + n, cap - (size_t)n, ">");
+	} else if (req->lease_grant) {
+		snprintf(out, cap, "header:<%s> lease_grant:<ttl:%lld-second id:%016llx>", head,
+			 (long long)req->lease_grant->ttl, (unsigned long long)req->lease_grant->id);
+	} else if (req->lease_revoke) {
+		snprintf(out, cap, "header:<%s> lease_revoke:<id:%016llx>", head,
+			 (unsigned long long)req->lease_revoke->id);
+	} else {
+		/* the first request field set, by its .proto name */
+		const char *name = "unknown";
+		for (unsigned i = 0; i < d->n_fields; i++) {
+			const ProtobufCFieldDescriptor *f = &d->fields[i];
+			if (f->type == PROTOBUF_C_TYPE_MESSAGE && strcmp(f->name, "header") != 0 &&
+			    *(void *const *)((const char *)req + f->offset)) {
+				name = f->name;
+				break;
+			}
+		}
+		snprintf(out, cap, "header:<%s> %s:<size:%u>", head, name, len);
+	}
+	etcdserverpb__internal_raft_request__free_unpacked(req, NULL);
 }

@@ -83,6 +83,15 @@ struct stored_apply_result {
 };
 
 /*
+ * A committed entry's request as etcd logs a slow one (its
+ * InternalRaftStringer: header:<ID:... > put:<key:"k" value_size:3 >, values
+ * never shown), NUL-terminated in out (cut at cap). Requests other than
+ * puts and lease grants and revokes are named with their size only.
+ * Allocates while it runs (for the rare slow entry, not the apply path).
+ */
+void stored_apply_describe(const uint8_t *data, uint32_t len, char *out, size_t cap);
+
+/*
  * Applies one committed entry (index, term, entry type and data_len from
  * e; data_len bytes at data) in the store's open batch. The caller has
  * checked that e->index follows the store's consistent index.

@@ -90,6 +90,9 @@ struct stored_loop_opts {
 					* compaction step, one step a batch; 0: 1000
 					* (--experimental-compaction-batch-limit) */
 	uint32_t reap_ms;              /* reader reaping period; 0: 1000 */
+	int64_t warn_apply_ns;         /* an entry applied slower is logged and
+					* counted; 0: 100 ms
+					* (--experimental-warning-apply-duration) */
 	uint64_t map_size;             /* db address space; 0: btree's default */
 	struct lessor_opts lease;      /* the lessor's (minimum TTL, checkpoints) */
 	/* Tests only: opens the db's disk I/O (btree_db_opts.io_open), e.g.

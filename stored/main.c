@@ -104,6 +104,10 @@ int main(int argc, char **argv)
 	}
 	o.data_dir = cfg.data_dir;
 	stored_batch_opts(&cfg, &o);
+	/* 0 or less warns of every entry, as etcd's does */
+	o.warn_apply_ns = cfg.experimental_warning_apply_duration_ns > 0
+				  ? cfg.experimental_warning_apply_duration_ns
+				  : 1;
 	o.lease.min_ttl = lessor_min_ttl(cfg.election_timeout_ms, cfg.heartbeat_interval_ms);
 	o.lease.extend_ns = (int64_t)cfg.election_timeout_ms * 1000000;
 	o.lease.checkpoint_ns = cfg.lease_checkpoint_interval_ns;

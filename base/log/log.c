@@ -434,28 +434,86 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 		free(b.p);
 }
 
-void log_duration_text(uint64_t ms, char out[32])
+/* Writes v's decimal digits backwards, ending before buf[w]; returns the
+ * new start (Go's fmtInt). */
+static size_t log_dur_int(char *buf, size_t w, uint64_t v)
 {
-	char frac[8] = "";
-	unsigned long long h = ms / 3600000, m = ms / 60000 % 60, sec = ms / 1000 % 60;
-	unsigned rest = (unsigned)(ms % 1000);
+	do {
+		buf[--w] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return w;
+}
 
-	if (ms < 1000) {
-		snprintf(out, 32, "%llums", (unsigned long long)ms);
+/* Writes the prec lowest digits of *v backwards as a fraction with its
+ * trailing zeros (and the point, if nothing is left) dropped, and takes
+ * them off *v (Go's fmtFrac). */
+static size_t log_dur_frac(char *buf, size_t w, uint64_t *v, int prec)
+{
+	bool print = false;
+	for (int i = 0; i < prec; i++) {
+		unsigned digit = (unsigned)(*v % 10);
+		print = print || digit != 0;
+		if (print)
+			buf[--w] = (char)('0' + digit);
+		*v /= 10;
+	}
+	if (print)
+		buf[--w] = '.';
+	return w;
+}
+
+void log_go_duration_text(int64_t ns, char out[32])
+{
+	char buf[32];
+	size_t w = sizeof(buf);
+	bool neg = ns < 0;
+	uint64_t u = neg ? 0 - (uint64_t)ns : (uint64_t)ns;
+
+	if (u == 0) {
+		memcpy(out, "0s", 3);
 		return;
 	}
-	if (rest) {
-		/* Go trims the fraction's trailing zeros */
-		snprintf(frac, sizeof(frac), ".%03u", rest);
-		for (size_t n = strlen(frac); frac[n - 1] == '0'; n--)
-			frac[n - 1] = '\0';
+	buf[--w] = 's';
+	if (u < 1000000000u) {
+		int prec;
+		if (u < 1000u) {
+			prec = 0;
+			buf[--w] = 'n';
+		} else if (u < 1000000u) {
+			prec = 3;
+			buf[--w] = '\xb5'; /* U+00B5, the micro sign, as Go writes it */
+			buf[--w] = '\xc2';
+		} else {
+			prec = 6;
+			buf[--w] = 'm';
+		}
+		w = log_dur_frac(buf, w, &u, prec);
+		w = log_dur_int(buf, w, u);
+	} else {
+		w = log_dur_frac(buf, w, &u, 9);
+		w = log_dur_int(buf, w, u % 60);
+		u /= 60;
+		if (u > 0) {
+			buf[--w] = 'm';
+			w = log_dur_int(buf, w, u % 60);
+			u /= 60;
+			if (u > 0) {
+				buf[--w] = 'h';
+				w = log_dur_int(buf, w, u);
+			}
+		}
 	}
-	if (h)
-		snprintf(out, 32, "%lluh%llum%llu%ss", h, m, sec, frac);
-	else if (m)
-		snprintf(out, 32, "%llum%llu%ss", m, sec, frac);
-	else
-		snprintf(out, 32, "%llu%ss", sec, frac);
+	if (neg)
+		buf[--w] = '-';
+	memcpy(out, buf + w, sizeof(buf) - w);
+	out[sizeof(buf) - w] = '\0';
+}
+
+void log_duration_text(uint64_t ms, char out[32])
+{
+	uint64_t max_ms = (uint64_t)INT64_MAX / 1000000u;
+	log_go_duration_text((int64_t)((ms > max_ms ? max_ms : ms) * 1000000u), out);
 }
 
 void log_bytes_text(uint64_t n, char out[16])

@@ -126,8 +126,14 @@ size_t log_json_escape(char *dst, size_t cap, const char *s, size_t len);
  * utf8.DecodeRune decides. */
 size_t log_utf8_len(const unsigned char *s, size_t len);
 
-/* A duration of ms milliseconds as zap logs a Go time.Duration ("7s",
- * "5.5s", "1m30s", "250ms"), NUL-terminated in out. */
+/* A duration of ns nanoseconds as zap logs a Go time.Duration (Go's
+ * Duration.String: "0s", "850ns", "12.5\u00b5s", "250.0125ms", "5.5s",
+ * "1m30s", "2h0m0.000000001s"), NUL-terminated in out; 32 bytes hold the
+ * longest. */
+void log_go_duration_text(int64_t ns, char out[32]);
+
+/* The same for a duration of ms milliseconds ("7s", "5.5s", "1m30s",
+ * "250ms"). */
 void log_duration_text(uint64_t ms, char out[32]);
 
 /* A size of n bytes as etcd logs one (go-humanize's Bytes: powers of

@@ -311,6 +311,17 @@ static void test_syntax(void)
 	CHECK_EQ(c.grpc_keepalive_min_time_ns, 5000000000LL);
 	config_free(&c);
 
+	/* both of bbolt's free-list types; a misspelt one is refused */
+	CHECK_EQ(PARSE(&c, &err, "--experimental-backend-bbolt-freelist-type=map",
+		       "--experimental-warning-apply-duration=5ms"),
+		 0);
+	CHECK_STREQ(c.experimental_backend_bbolt_freelist_type, "map");
+	CHECK_EQ(c.experimental_warning_apply_duration_ns, 5000000);
+	config_free(&c);
+	expect_fail(PARSE(&c, &err, "--experimental-backend-bbolt-freelist-type=hash"), &err,
+		    -EINVAL, 2, "flag -experimental-backend-bbolt-freelist-type: 'array' or 'map'");
+	config_free(&c);
+
 	/* Go integer literals */
 	CHECK_EQ(PARSE(&c, &err, "--snapshot-count=0x10", "--max-txn-ops=010",
 		       "--max-request-bytes=1_000_000", "--quota-backend-bytes=-0b11"),

@@ -733,6 +733,55 @@ static void test_parser(void)
 	}
 }
 
+/* Durations as Go's time.Duration.String writes them; the texts were
+ * printed by Go 1.19 for the same values. */
+static void test_durations(void)
+{
+	static const struct {
+		int64_t ns;
+		const char *go;
+	} cases[] = {
+		{ 0, "0s" },
+		{ 1, "1ns" },
+		{ 999, "999ns" },
+		{ 1000, "1\u00b5s" },
+		{ 1500, "1.5\u00b5s" },
+		{ 12500, "12.5\u00b5s" },
+		{ 999999, "999.999\u00b5s" },
+		{ 1000000, "1ms" },
+		{ 100000000, "100ms" },
+		{ 250001250, "250.00125ms" },
+		{ 999999999, "999.999999ms" },
+		{ 1000000000, "1s" },
+		{ 5500000000, "5.5s" },
+		{ 61000000000, "1m1s" },
+		{ 90000000000, "1m30s" },
+		{ 3600000000000, "1h0m0s" },
+		{ 7200000000001, "2h0m0.000000001s" },
+		{ -1, "-1ns" },
+		{ -1500000, "-1.5ms" },
+		{ INT64_MAX, "2562047h47m16.854775807s" },
+		{ INT64_MIN + 1, "-2562047h47m16.854775807s" },
+		{ INT64_MIN, "-2562047h47m16.854775808s" },
+	};
+	char out[32];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		log_go_duration_text(cases[i].ns, out);
+		CHECK_STREQ(out, cases[i].go);
+	}
+	log_duration_text(0, out);
+	CHECK_STREQ(out, "0s");
+	log_duration_text(250, out);
+	CHECK_STREQ(out, "250ms");
+	log_duration_text(5500, out);
+	CHECK_STREQ(out, "5.5s");
+	log_duration_text(5400000, out);
+	CHECK_STREQ(out, "1h30m0s");
+	log_duration_text(UINT64_MAX, out); /* clamped to Go's longest */
+	CHECK_STREQ(out, "2562047h47m16.854s");
+}
+
 int main(void)
 {
 	char dir[256];
@@ -746,6 +795,7 @@ int main(void)
 	test_escaping();
 	test_long_line();
 	test_threads();
+	test_durations();
 	close(cap_fd);
 	log_set_fd(2);
 	printf("test_log: ok\n");
