@@ -72,8 +72,9 @@ const struct config_flag config_flags[] = {
 	    "Time (in milliseconds) of a heartbeat interval."),
 	ANY("election-timeout", CT_UINT, election_timeout_ms, "1000", S_MEMBER,
 	    "Time (in milliseconds) for an election to timeout. See tuning documentation for details."),
-	DEF_ONLY("initial-election-tick-advance", CT_BOOL, initial_election_tick_advance, "true",
-		 S_MEMBER, "Whether to fast-forward initial election ticks on boot for faster election."),
+	/* taken either way; cetcd never fast-forwards (docs/compat.md) */
+	ANY("initial-election-tick-advance", CT_BOOL, initial_election_tick_advance, "true",
+	    S_MEMBER, "Whether to fast-forward initial election ticks on boot for faster election."),
 	{ .name = "listen-peer-urls", .type = CT_URLS, .off = OFF(listen_peer_urls),
 	  .def = "http://localhost:2380", .support = CS_PARTIAL, .scope = SCOPE_ALL,
 	  .section = S_MEMBER, .usage = "List of URLs to listen on for peer traffic.",

@@ -203,7 +203,7 @@ ETCD_PROXY=readonly "$CETCD_BIN/cetcd" "${args[@]}" 2>"$tmp/unsup-env.err"
 st_env=$?
 "$CETCD_BIN/cetcd" "${args[@]}" --no-such-flag 2>"$tmp/unknown.err"
 st_unknown=$?
-"$CETCD_BIN/gatewayd" "${args[@]}" --initial-election-tick-advance=false 2>"$tmp/unsup-gw.err"
+"$CETCD_BIN/gatewayd" "${args[@]}" --discovery-proxy=http://127.0.0.1:1 2>"$tmp/unsup-gw.err"
 st_gw=$?
 set -e
 check "an unsupported non-default flag exits 2" test "$st" -eq 2
