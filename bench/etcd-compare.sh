@@ -50,6 +50,16 @@
 #   and the sum of the peak resident memory (VmHWM, reset just before
 #   through /proc/PID/clear_refs, so root) of the server's processes while
 #   it runs, and how far that rose above what they held before;
+#   defrag: a db of BENCH_DEFRAG_MB MiB of 1 KiB values (1024; --quick
+#   makes it 128) with half its keys deleted and compacted away is
+#   defragmented (etcdctl defrag) while tests/tools/latprobe sends puts
+#   and serializable gets, BENCH_PROBE_RATE (200) a second each on a fixed
+#   schedule: the defragmentation's seconds, the db's size (Status) and
+#   file size before and after, and the p99 of puts and of gets during it
+#   and in the 3 s just before, and during/before;
+#   snapshot: etcdctl snapshot save of the same db under the same probe:
+#   its seconds, the snapshot's size, p99s during and before; both run one
+#   round per server (a db defragmented once has nothing left to move);
 #   one write + fdatasync on the data dir's disk, the latency floor;
 #   with 3 members, the time from SIGKILL of the leader (every process of
 #   that member) to the next acknowledged put through another member,
@@ -78,10 +88,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CETCD_BUILD:-$root/build}
 total=${BENCH_TOTAL:-100000}
+defrag_mb_default=1024
 members=1
 while (($#)); do
   case $1 in
-  --quick) total=${BENCH_TOTAL:-10000}; shift ;;
+  --quick) total=${BENCH_TOTAL:-10000} defrag_mb_default=128; shift ;;
   --members) members=$2; shift 2 ;;
   *) echo "etcd-compare: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -544,6 +555,148 @@ big_range() {
 }
 measure big_range "big_range_ms big_range_peak_mb big_range_grew_mb" big_range
 
+# defrag and snapshot share one db per server (the leader's, with 3
+# members): about $defrag_mb MiB of 1 KiB values put by two bigrange
+# loaders at once (prefixes dfa and dfb, so that their revisions
+# interleave), then every dfb key deleted and the history compacted
+# physically, which frees about half the file's pages, scattered. Under
+# each, tests/tools/latprobe sends puts and serializable gets (100 keys,
+# 256-byte values) on one connection each, $probe_rate a second each on
+# a fixed schedule: a latency counts from the time the schedule gave its
+# request, so a server that stops answering shows as every request due
+# meanwhile being late. p99 of the requests answered in the
+# $probe_before_ms ms just before the operation, and of those in flight
+# at any time during it; the operation's time is etcdctl's, start to
+# exit.
+defrag_mb=${BENCH_DEFRAG_MB:-$defrag_mb_default}
+probe_rate=${BENCH_PROBE_RATE:-200}
+probe_before_ms=3000
+dctl() { ETCDCTL_API=3 etcdctl --endpoints "$endpoint" --dial-timeout 5s --command-timeout 1200s "$@"; }
+# member_db: the db file of the member at $endpoint.
+member_db() {
+  local i
+  for i in "${!member_eps[@]}"; do
+    [[ ${member_eps[i]} == "$endpoint" ]] || continue
+    sed -n 's|.*--data-dir \([^ ]*\).*|\1/member/snap/db|p' <<<"${margs[i]}"
+    return 0
+  done
+}
+# db_status FIELD: the endpoint's Status field: revision, or dbSize (its
+# high-water mark: cetcd's file may reach past it, grown ahead of use).
+db_status() {
+  dctl endpoint status -w json | python3 -c 'import json, sys
+d = json.load(sys.stdin)[0]["Status"]
+print(d["header"]["revision"] if sys.argv[1] == "revision" else d[sys.argv[1]] >> 20)' "$1"
+}
+# fragment_db: the db described above, once per server.
+fragment_db() {
+  local mark=$work/fragmented.${endpoint//[:.]/_} half=$(( defrag_mb * 512 )) p pids=() t0 rev
+  [[ -e $mark ]] && return 0
+  t0=$(date +%s)
+  for p in dfa dfb; do
+    "${cli_pin[@]}" "$tools/bigrange" load -endpoint "$endpoint" -prefix "$p" -n "$half" -size 1024 \
+      -batch 100 >"$work/load.$p.out" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do
+    wait "$p" || { echo "etcd-compare: bigrange load failed: $(cat "$work"/load.*.out)" >&2; return 1; }
+  done
+  dctl del --prefix dfb/ >/dev/null || { echo "etcd-compare: del --prefix dfb/ failed" >&2; return 1; }
+  rev=$(db_status revision)
+  dctl compact "$rev" --physical >/dev/null || { echo "etcd-compare: compact failed" >&2; return 1; }
+  touch "$mark"
+  echo "etcd-compare: $endpoint: $(( half * 2 )) keys of 1 KiB put, half deleted, compacted" \
+    "in $(( $(date +%s) - t0 )) s" >&2
+}
+# probe_begin: latprobe started, and the time before the operation let
+# pass; probe_end: stopped a second after it; probe_p99 T1 T2 (the
+# operation's start and end, unix ms): "put_before put_during get_before
+# get_during" (p99, ms), and on a second line how many requests failed.
+probe_begin() {
+  rm -f "$work/probe"
+  "${cli_pin[@]}" "$tools/latprobe" -endpoint "$endpoint" -prefix dflat -rate "$probe_rate" \
+    -out "$work/probe" >"$work/probe.out" 2>&1 &
+  probe_pid=$!
+  sleep $(( probe_before_ms / 1000 + 1 ))
+}
+probe_end() {
+  sleep 1
+  kill -TERM "$probe_pid"
+  wait "$probe_pid" || echo "etcd-compare: latprobe: $(head -3 "$work/probe.out")" >&2
+}
+probe_p99() {
+  python3 - "$work/probe" "$1" "$2" "$probe_before_ms" <<'EOF'
+import math, sys
+path, a, b, w = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+got = {}
+for line in open(path):
+    f = line.split()
+    if len(f) != 3:
+        continue
+    t, kind, ms = int(f[0]), f[1], int(f[2]) / 1000
+    if a - w <= t and t + ms < a:
+        got.setdefault((kind, "before"), []).append(ms)
+    elif t <= b and t + ms >= a:
+        got.setdefault((kind, "during"), []).append(ms)
+def p99(v):
+    v = sorted(v)
+    return v[math.ceil(len(v) * 0.99) - 1] if v else 0
+keys = [(k, w) for k in ("put", "get") for w in ("before", "during")]
+print(" ".join(f"{p99(got.get(k, [])):.2f}" for k in keys))
+print("etcd-compare: probe requests " +
+      " ".join(f"{k}_{w}={len(got.get((k, w), []))}" for k, w in keys), file=sys.stderr)
+EOF
+  grep -c '^error' "$work/probe.out" || true
+}
+# x_of BEFORE DURING: DURING / BEFORE
+x_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a > 0 ? b / a : 0) }'; }
+# defrag_run: etcdctl defrag of the fragmented db under the probe; prints
+# "s db_before_mb db_after_mb file_before_mb file_after_mb put_before
+# put_during put_x range_before range_during range_x errors" (db: Status's
+# dbSize; file: the file's size).
+defrag_run() {
+  fragment_db || { echo 0; return; }
+  local db s0 s1 d0 d1 t1 t2 pb pd gb gd errors
+  db=$(member_db)
+  s0=$(stat -c %s "$db") d0=$(db_status dbSize)
+  probe_begin
+  t1=$(date +%s%3N)
+  dctl defrag >"$work/op.out" 2>&1 || echo "etcd-compare: defrag failed: $(cat "$work/op.out")" >&2
+  t2=$(date +%s%3N)
+  probe_end
+  { read -r pb pd gb gd; read -r errors; } < <(probe_p99 "$t1" "$t2")
+  s1=$(stat -c %s "$db") d1=$(db_status dbSize)
+  awk -v ms=$(( t2 - t1 )) 'BEGIN { printf "%.2f ", ms / 1000 }'
+  echo "$d0 $d1 $(( s0 >> 20 )) $(( s1 >> 20 )) $pb $pd $(x_of "$pb" "$pd") $gb $gd $(x_of "$gb" "$gd") $errors"
+}
+# snapshot_run: etcdctl snapshot save of the same db under the probe;
+# prints "s snapshot_mb put_before put_during put_x range_before
+# range_during range_x errors".
+snapshot_run() {
+  fragment_db || { echo 0; return; }
+  local snap=$work/snapshot.db t1 t2 pb pd gb gd errors size
+  rm -f "$snap"
+  probe_begin
+  t1=$(date +%s%3N)
+  dctl snapshot save "$snap" >"$work/op.out" 2>&1 ||
+    echo "etcd-compare: snapshot save failed: $(tail -3 "$work/op.out")" >&2
+  t2=$(date +%s%3N)
+  probe_end
+  { read -r pb pd gb gd; read -r errors; } < <(probe_p99 "$t1" "$t2")
+  size=$(stat -c %s "$snap" 2>/dev/null || echo 0)
+  rm -f "$snap"
+  awk -v ms=$(( t2 - t1 )) 'BEGIN { printf "%.2f ", ms / 1000 }'
+  echo "$(( size >> 20 )) $pb $pd $(x_of "$pb" "$pd") $gb $gd $(x_of "$gb" "$gd") $errors"
+}
+# One round each: a second defragmentation would find nothing to do.
+rounds=1 measure defrag "defrag_s defrag_db_before_mb defrag_db_after_mb defrag_file_before_mb
+  defrag_file_after_mb defrag_put_before_p99
+  defrag_put_during_p99 defrag_put_x defrag_range_before_p99 defrag_range_during_p99 defrag_range_x
+  defrag_probe_errors" defrag_run
+rounds=1 measure snapshot "snapshot_s snapshot_mb snapshot_put_before_p99 snapshot_put_during_p99
+  snapshot_put_x snapshot_range_before_p99 snapshot_range_during_p99 snapshot_range_x
+  snapshot_probe_errors" snapshot_run
+
 for server in $servers; do
   use_server "$server"
   R[$server.h2_status]="range_s:$(grpc_status /etcdserverpb.KV/Range "$range_s") put:$(grpc_status /etcdserverpb.KV/Put "$put")"
@@ -575,9 +728,17 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok json_range_qps json_range_cpu json_range_ok \
          json_put_qps json_put_cpu json_put_ok big_range_ms big_range_peak_mb big_range_grew_mb \
+         defrag_s defrag_db_before_mb defrag_db_after_mb defrag_file_before_mb defrag_file_after_mb \
+         defrag_put_before_p99 defrag_put_during_p99 \
+         defrag_put_x defrag_range_before_p99 defrag_range_during_p99 defrag_range_x defrag_probe_errors \
+         snapshot_s snapshot_mb snapshot_put_before_p99 snapshot_put_during_p99 snapshot_put_x \
+         snapshot_range_before_p99 snapshot_range_during_p99 snapshot_range_x snapshot_probe_errors \
          h2_status failover_ms; do
   unit=""
-  case $k in *_p50|*_p99|*_avg|*_ms) unit=" (ms)";; *_cpu) unit=" (us/req)";; *_mb) unit=" (MiB)";; esac
+  case $k in
+  *_p50|*_p99|*_avg|*_ms) unit=" (ms)";; *_cpu) unit=" (us/req)";; *_mb) unit=" (MiB)";;
+  *_s) unit=" (s)";; *_x) unit=" (during/before)";;
+  esac
   vals=()
   for server in "${cols[@]}"; do vals+=("${R[$server.$k]:-0}"); done
   row "$k$unit" "${vals[@]}"
@@ -617,4 +778,9 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "big_range_peak_ratio=$(ratio "${R[cetcd.big_range_peak_mb]:-0}" "${R[etcd.big_range_peak_mb]:-0}")" \
   "big_range_grew_ratio=$(ratio "${R[cetcd.big_range_grew_mb]:-0}" "${R[etcd.big_range_grew_mb]:-0}")" \
   "failover_ratio=$(ratio "${R[cetcd.failover_ms]:-0}" "${R[etcd.failover_ms]:-0}")" \
+  "defrag_s_ratio=$(ratio "${R[cetcd.defrag_s]:-0}" "${R[etcd.defrag_s]:-0}")" \
+  "defrag_put_p99_ratio=$(ratio "${R[cetcd.defrag_put_during_p99]:-0}" "${R[etcd.defrag_put_during_p99]:-0}")" \
+  "defrag_range_p99_ratio=$(ratio "${R[cetcd.defrag_range_during_p99]:-0}" "${R[etcd.defrag_range_during_p99]:-0}")" \
+  "snapshot_s_ratio=$(ratio "${R[cetcd.snapshot_s]:-0}" "${R[etcd.snapshot_s]:-0}")" \
+  "snapshot_put_p99_ratio=$(ratio "${R[cetcd.snapshot_put_during_p99]:-0}" "${R[etcd.snapshot_put_during_p99]:-0}")" \
   "members=$members"

@@ -6,9 +6,10 @@
 #
 #   bench/etcd-tools.sh [OUT]     (default OUT: $HOME/.cache/cetcd-etcd-tools)
 #
-# Leaves OUT/etcd-benchmark, OUT/watch-floor built from bench/watch-floor
-# and OUT/bigrange from tests/tools/bigrange (over Debian's etcd and gRPC
-# Go packages). Needs root.
+# Leaves OUT/etcd-benchmark, OUT/watch-floor built from bench/watch-floor,
+# OUT/bigrange from tests/tools/bigrange and OUT/latprobe from
+# tests/tools/latprobe (over Debian's etcd and gRPC Go packages). Needs
+# root.
 # Reuses a previous build.
 # Installing etcd-server on a host that runs systemd would start its
 # service on 2379/2380; a policy-rc.d keeps it from starting.
@@ -33,6 +34,7 @@ build_go() {
 build_tools() {
   build_go watch-floor "$src/bench/watch-floor/main.go"
   build_go bigrange "$src/tests/tools/bigrange"
+  build_go latprobe "$src/tests/tools/latprobe"
 }
 if [[ -x $out/etcd-benchmark && -x /usr/bin/etcd ]]; then
   build_tools

@@ -10,6 +10,12 @@
 //	    value got is checked to be one this probe put for that key (a
 //	    value of the form P/k<j>:<seq>:filler with j == the key's index):
 //	    a torn or foreign value makes it print "bad ..." and exit 1.
+//	    With -rate R each connection instead sends R requests a second on
+//	    a fixed schedule, whether or not the earlier ones were answered,
+//	    and each latency is counted from the time the schedule gave the
+//	    request (its unix-ms too): a server that stops answering for a
+//	    while shows as every request due in that while being late, not as
+//	    one slow request.
 //
 // Build: GO111MODULE=off GOPATH=/usr/share/gocode go build
 package main
@@ -35,6 +41,7 @@ func main() {
 	out := flag.String("out", "", "file for the latencies")
 	keys := flag.Int("keys", 100, "keys written and read in turn")
 	size := flag.Int("value-size", 256, "filler bytes per value")
+	rate := flag.Int("rate", 0, "requests a second of each kind on a fixed schedule (0: each after the last)")
 	flag.Parse()
 	if *ep == "" || *out == "" {
 		fmt.Fprintln(os.Stderr, "usage: latprobe -endpoint E -prefix P -out FILE")
@@ -69,20 +76,42 @@ func main() {
 	filler := strings.Repeat("v", *size)
 	bad := make(chan string, 1)
 	var wg sync.WaitGroup
-	// each runs one(i, key, ctx, t0) for i = 0, 1, ... until stop
+	// call runs one(i, key, ctx, t0) with a deadline
+	call := func(one func(i int, k string, ctx context.Context, t0 time.Time), i int, t0 time.Time) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		one(i, fmt.Sprintf("%s/k%d", *prefix, i%*keys), ctx, t0)
+		cancel()
+	}
+	// each runs call for i = 0, 1, ... until stop: one after the other,
+	// or with -rate each at its time on a schedule of its own
 	loop := func(one func(i int, k string, ctx context.Context, t0 time.Time)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var gap time.Duration
+			if *rate > 0 {
+				gap = time.Second / time.Duration(*rate)
+			}
+			due := time.Now()
 			for i := 0; ; i++ {
+				if gap > 0 {
+					due = due.Add(gap)
+					time.Sleep(time.Until(due))
+				}
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				one(i, fmt.Sprintf("%s/k%d", *prefix, i%*keys), ctx, time.Now())
-				cancel()
+				if gap == 0 {
+					call(one, i, time.Now())
+					continue
+				}
+				wg.Add(1)
+				go func(i int, t0 time.Time) {
+					defer wg.Done()
+					call(one, i, t0)
+				}(i, due)
 			}
 		}()
 	}
