@@ -56,7 +56,8 @@
 #   and serializable gets, BENCH_PROBE_RATE (200) a second each on a fixed
 #   schedule: the defragmentation's seconds, the db's size (Status) and
 #   file size before and after, and the p99 of puts and of gets during it
-#   and in the 3 s just before, and during/before;
+#   (and the second after) and in the 3 s just before, and during/before
+#   (BENCH_PROBE_KEEP=DIR keeps every request's latency);
 #   snapshot: etcdctl snapshot save of the same db under the same probe:
 #   its seconds, the snapshot's size, p99s during and before; both run one
 #   round per server (a db defragmented once has nothing left to move);
@@ -566,11 +567,12 @@ measure big_range "big_range_ms big_range_peak_mb big_range_grew_mb" big_range
 # request, so a server that stops answering shows as every request due
 # meanwhile being late. p99 of the requests answered in the
 # $probe_before_ms ms just before the operation, and of those in flight
-# at any time during it; the operation's time is etcdctl's, start to
-# exit.
+# at any time from its start to $probe_after_ms ms after its end (what
+# follows a switch of files can stall the requests right after etcdctl
+# has its answer); the operation's time is etcdctl's, start to exit.
 defrag_mb=${BENCH_DEFRAG_MB:-$defrag_mb_default}
 probe_rate=${BENCH_PROBE_RATE:-200}
-probe_before_ms=3000
+probe_before_ms=3000 probe_after_ms=1000
 dctl() { ETCDCTL_API=3 etcdctl --endpoints "$endpoint" --dial-timeout 5s --command-timeout 1200s "$@"; }
 # member_db: the db file of the member at $endpoint.
 member_db() {
@@ -604,14 +606,20 @@ fragment_db() {
   dctl del --prefix dfb/ >/dev/null || { echo "etcd-compare: del --prefix dfb/ failed" >&2; return 1; }
   rev=$(db_status revision)
   dctl compact "$rev" --physical >/dev/null || { echo "etcd-compare: compact failed" >&2; return 1; }
+  # The load's dirty pages written back before the probe's window, so
+  # that it sees the server's steady state rather than the disk's backlog.
+  sync
+  sleep 2
   touch "$mark"
   echo "etcd-compare: $endpoint: $(( half * 2 )) keys of 1 KiB put, half deleted, compacted" \
     "in $(( $(date +%s) - t0 )) s" >&2
 }
 # probe_begin: latprobe started, and the time before the operation let
-# pass; probe_end: stopped a second after it; probe_p99 T1 T2 (the
-# operation's start and end, unix ms): "put_before put_during get_before
-# get_during" (p99, ms), and on a second line how many requests failed.
+# pass; probe_end NAME T1 T2 (the operation's start and end, unix ms):
+# stopped once the window after it is over (with BENCH_PROBE_KEEP=DIR its latencies are
+# copied to DIR/NAME.PORT.lat, and T1 T2 to DIR/NAME.PORT.times);
+# probe_p99 T1 T2: "put_before put_during get_before get_during" (p99,
+# ms), and on a second line how many requests failed.
 probe_begin() {
   rm -f "$work/probe"
   "${cli_pin[@]}" "$tools/latprobe" -endpoint "$endpoint" -prefix dflat -rate "$probe_rate" \
@@ -620,12 +628,16 @@ probe_begin() {
   sleep $(( probe_before_ms / 1000 + 1 ))
 }
 probe_end() {
-  sleep 1
+  sleep $(( probe_after_ms / 1000 + 1 ))
   kill -TERM "$probe_pid"
   wait "$probe_pid" || echo "etcd-compare: latprobe: $(head -3 "$work/probe.out")" >&2
+  if [[ -n ${BENCH_PROBE_KEEP:-} ]]; then
+    cp "$work/probe" "$BENCH_PROBE_KEEP/$1.${endpoint##*:}.lat"
+    echo "$2 $3" >"$BENCH_PROBE_KEEP/$1.${endpoint##*:}.times"
+  fi
 }
 probe_p99() {
-  python3 - "$work/probe" "$1" "$2" "$probe_before_ms" <<'EOF'
+  python3 - "$work/probe" "$1" "$(( $2 + probe_after_ms ))" "$probe_before_ms" <<'EOF'
 import math, sys
 path, a, b, w = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 got = {}
@@ -645,6 +657,10 @@ keys = [(k, w) for k in ("put", "get") for w in ("before", "during")]
 print(" ".join(f"{p99(got.get(k, [])):.2f}" for k in keys))
 print("etcd-compare: probe requests " +
       " ".join(f"{k}_{w}={len(got.get((k, w), []))}" for k, w in keys), file=sys.stderr)
+for k in ("put", "get"):
+    lim, dur = 2 * p99(got.get((k, "before"), [])), got.get((k, "during"), [])
+    print(f"etcd-compare: {k}s during over twice the p99 before: {sum(v > lim for v in dur)}"
+          f" of {len(dur)}, slowest {max(dur, default=0):.1f} ms", file=sys.stderr)
 EOF
   grep -c '^error' "$work/probe.out" || true
 }
@@ -663,7 +679,7 @@ defrag_run() {
   t1=$(date +%s%3N)
   dctl defrag >"$work/op.out" 2>&1 || echo "etcd-compare: defrag failed: $(cat "$work/op.out")" >&2
   t2=$(date +%s%3N)
-  probe_end
+  probe_end defrag "$t1" "$t2"
   { read -r pb pd gb gd; read -r errors; } < <(probe_p99 "$t1" "$t2")
   s1=$(stat -c %s "$db") d1=$(db_status dbSize)
   awk -v ms=$(( t2 - t1 )) 'BEGIN { printf "%.2f ", ms / 1000 }'
@@ -681,7 +697,7 @@ snapshot_run() {
   dctl snapshot save "$snap" >"$work/op.out" 2>&1 ||
     echo "etcd-compare: snapshot save failed: $(tail -3 "$work/op.out")" >&2
   t2=$(date +%s%3N)
-  probe_end
+  probe_end snapshot "$t1" "$t2"
   { read -r pb pd gb gd; read -r errors; } < <(probe_p99 "$t1" "$t2")
   size=$(stat -c %s "$snap" 2>/dev/null || echo 0)
   rm -f "$snap"
