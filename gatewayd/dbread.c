@@ -86,7 +86,11 @@ static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 		goto out_end;
 	}
 	if (s->db && s->db_generation != rd->st.db_generation) {
-		gw_db_unmap(s); /* a new file: move over now that no txn is open */
+		/* a new file: move over now that no txn is open. The old one
+		 * is let go on a thread: if this is its last user, closing it
+		 * frees its whole page cache and blocks (btree.h) */
+		btree_reader_close_detached(s->db);
+		s->db = NULL;
 		s->db_mapped_before = true;
 	}
 	if (!s->db) {

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/thread/thread.h"
 #include "stored/alloc.h"
 #include "stored/btree/btree_int.h"
 
@@ -259,6 +260,20 @@ void btree_reader_close(struct btree_reader *r)
 		return;
 	bt_map_release(&r->map);
 	stored_free(r);
+}
+
+static void *bt_reader_closer(void *arg)
+{
+	btree_reader_close(arg);
+	return NULL;
+}
+
+void btree_reader_close_detached(struct btree_reader *r)
+{
+	pthread_t t;
+
+	if (r && shm_thread_start(&t, true, bt_reader_closer, r) != 0)
+		btree_reader_close(r);
 }
 
 int btree_reader_durable(struct btree_reader *r, struct btree_root *out)
