@@ -391,4 +391,10 @@ void config_close_client_fds(int *fds, size_t count);
  * listening sockets it named are closed, as nobody would accept from them). */
 int config_inherited_client_fds(size_t count, int **out);
 
+/* Go's time.ParseDuration ("300ms", "1.5h", "2h45m", "-1s", "0") into
+ * nanoseconds: 0, or -EINVAL with Go's message in why. For every reader
+ * of etcd's duration options (flags, the config file, --auth-token's
+ * ttl). */
+int config_parse_duration(const char *s0, int64_t *out, char *why, size_t whylen);
+
 #endif

@@ -108,7 +108,7 @@ int config_file_load(struct cetcd_config *c, const char *path, struct config_err
 /* values.c, Go's syntaxes. Lists: config_split cuts s at commas (every
  * piece kept, as strings.Split; unique sorts and drops repeats), 0 or
  * -ENOMEM. Numbers (strconv, base 0, '_' between digits): -EINVAL
- * (syntax) or -ERANGE. Durations (time.ParseDuration) and URLs (etcd's
+ * (syntax) or -ERANGE. Durations (config_parse_duration in config.h) and URLs (etcd's
  * types.NewURLs): -EINVAL with Go's or etcd's message in why, or -ENOMEM.
  * config_parse_urls sorts and drops repeats. config_format_duration
  * writes whole units ("1h"), for messages. */
@@ -116,7 +116,6 @@ int config_split(const char *s, bool unique, struct config_strings *out);
 void config_strings_free(struct config_strings *s);
 int config_parse_uint_text(const char *s, uint64_t max, uint64_t *out);
 int config_parse_int_text(const char *s, int64_t min, int64_t max, int64_t *out);
-int config_parse_duration(const char *s0, int64_t *out, char *why, size_t whylen);
 void config_format_duration(int64_t ns, char *buf, size_t len);
 int config_parse_url(const char *in, struct config_url *u, char *why, size_t whylen);
 int config_parse_urls(const char *s, struct config_urls *out, char *why, size_t whylen);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gatewayd/server.h"
+#include "auth/token.h"
 #include "config/config.h"
 #include "config/tls_config.h"
 #include "base/log/errmsg.h"
@@ -232,6 +233,7 @@ int main(int argc, char **argv)
 	struct shm_slot_ref slot;
 	struct gw_server *s = NULL;
 	struct gw_params params = { .cfg = &cfg };
+	struct auth_token_opts *tokens = NULL;
 	int *client_fds = NULL;
 	struct signalfd_siginfo si;
 	sigset_t set;
@@ -241,6 +243,11 @@ int main(int argc, char **argv)
 	if (rc)
 		return status;
 	status = 1;
+	if (auth_token_opts_from_config(&cfg, &tokens)) {
+		status = CONFIG_EXIT_FATAL;
+		goto out_detach;
+	}
+	params.auth_tokens = tokens;
 	if (gw_listen_open(&cfg, &client_fds)) {
 		status = CONFIG_EXIT_FATAL;
 		goto out_detach;
@@ -313,6 +320,7 @@ out_release_slot:
 out_detach:
 	config_close_client_fds(client_fds, cfg.listen_client_urls.count);
 	shm_region_detach(r);
+	auth_token_opts_free(tokens);
 	config_free(&cfg);
 	return status;
 }

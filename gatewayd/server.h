@@ -58,6 +58,7 @@
 #include "stored/mvcc/lcache.h"
 #include "stored/mvcc/mvcc.h"
 
+struct auth_token_opts;
 struct cetcd_config;
 struct shm_region;
 struct btree_reader;
@@ -76,6 +77,9 @@ struct gw_params {
 					 * full; 0: GW_DEFAULT_BACKLOG_BYTES, at least
 					 * two of the largest record */
 	const char *db_path;            /* NULL: <data-dir>/member/snap/db */
+	/* --auth-token and --auth-token-ttl, parsed (auth/token.h); NULL in
+	 * tests that need no tokens. Kept by reference, as cfg. */
+	const struct auth_token_opts *auth_tokens;
 };
 
 #define GW_DEFAULT_PENDING 16384u

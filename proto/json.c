@@ -844,14 +844,13 @@ static int jd_base64_val(char c)
 	return -1;
 }
 
-/* Decodes base64 (standard or URL-safe, padded or not) of s[0..n) into
- * out, which has room for it (s may lie in out's own bytes). */
-static int jd_base64(struct jd *j, size_t at, const uint8_t *s, size_t n,
-		     struct proto_json_buf *out)
+int proto_json_base64_decode(const char *in, size_t n, uint8_t *out, size_t *out_len,
+			     size_t *bad_at)
 {
+	const uint8_t *s = (const uint8_t *)in;
 	uint32_t acc = 0;
 	unsigned bits = 0;
-	size_t i = 0;
+	size_t i = 0, o = 0;
 
 	while (n > 0 && s[n - 1] == '=')
 		n--;
@@ -865,12 +864,27 @@ static int jd_base64(struct jd *j, size_t at, const uint8_t *s, size_t n,
 		bits += 6;
 		if (bits >= 8) {
 			bits -= 8;
-			out->data[out->len++] = (uint8_t)(acc >> bits);
+			out[o++] = (uint8_t)(acc >> bits);
 		}
 	}
+	*out_len = o;
 	return 0;
 bad:
-	return jd_fail(j, at, "illegal base64 data at input byte %zu", i);
+	*bad_at = i;
+	return -EINVAL;
+}
+
+/* Decodes base64 (standard or URL-safe, padded or not) of s[0..n) into
+ * out, which has room for it (s may lie in out's own bytes). */
+static int jd_base64(struct jd *j, size_t at, const uint8_t *s, size_t n,
+		     struct proto_json_buf *out)
+{
+	size_t got, bad;
+
+	if (proto_json_base64_decode((const char *)s, n, out->data + out->len, &got, &bad))
+		return jd_fail(j, at, "illegal base64 data at input byte %zu", bad);
+	out->len += got;
+	return 0;
 }
 
 static int jd_message(struct jd *j, const ProtobufCMessageDescriptor *d, size_t at);
@@ -1246,5 +1260,109 @@ int proto_json_decode(const ProtobufCMessageDescriptor *d, const char *in, size_
 	rc = jd_message(&j, d, at);
 out:
 	proto_json_buf_free(&j.tmp);
+	return rc;
+}
+
+/* ---- a flat object, member by member ---- */
+
+int proto_json_object_each(const char *in, size_t len, proto_json_member_fn fn, void *arg,
+			   ProtobufCAllocator *alloc, struct proto_json_err *err)
+{
+	struct proto_json_buf key = { .alloc = alloc }, val = { .alloc = alloc };
+	struct jd j = { .s = in, .len = len, .err = err };
+	struct proto_json_member m;
+	int rc;
+
+	err->text[0] = 0;
+	err->offset = 0;
+	jd_ws(&j);
+	if (j.pos == len)
+		return jd_eof(&j);
+	if (in[j.pos] != '{') {
+		size_t at = j.pos;
+		rc = jd_scan_value(&j);
+		if (rc == 0 || rc == -EAGAIN)
+			rc = jd_fail(&j, at, "json: cannot unmarshal %s into Go value of type "
+				     "map[string]interface {}", jd_kind(in[at]));
+		return rc;
+	}
+	j.pos++;
+	j.depth = 1;
+	jd_ws(&j);
+	if (j.pos < len && in[j.pos] == '}') {
+		j.pos++;
+		goto tail;
+	}
+	for (;;) {
+		jd_ws(&j);
+		if (j.pos == len)
+			return jd_eof(&j);
+		if (in[j.pos] != '"') {
+			rc = jd_bad_char(&j, "looking for beginning of object key string");
+			goto out;
+		}
+		key.len = 0;
+		if ((rc = jd_scan_string(&j, &key)))
+			goto out;
+		jd_ws(&j);
+		if (j.pos == len) {
+			rc = jd_eof(&j);
+			goto out;
+		}
+		if (in[j.pos] != ':') {
+			rc = jd_bad_char(&j, "after object key");
+			goto out;
+		}
+		j.pos++;
+		jd_ws(&j);
+		if (j.pos == len) {
+			rc = jd_eof(&j);
+			goto out;
+		}
+		size_t at = j.pos;
+		char c = in[at];
+		val.len = 0;
+		if (c == '"')
+			rc = jd_scan_string(&j, &val);
+		else
+			rc = jd_scan_value(&j);
+		if (rc)
+			goto out;
+		m.key = (const char *)key.data;
+		m.key_len = key.len;
+		m.kind = c == '"' ? PROTO_JSON_STRING : c == '{' ? PROTO_JSON_OBJECT :
+			 c == '[' ? PROTO_JSON_ARRAY : c == 't' || c == 'f' ? PROTO_JSON_BOOL :
+			 c == 'n' ? PROTO_JSON_NULL : PROTO_JSON_NUMBER;
+		m.value = c == '"' ? (const char *)val.data : in + at;
+		m.value_len = c == '"' ? val.len : j.pos - at;
+		if (!m.key)
+			m.key = "";
+		if (!m.value)
+			m.value = "";
+		m.offset = at;
+		if ((rc = fn(arg, &m)))
+			goto out;
+		jd_ws(&j);
+		if (j.pos == len) {
+			rc = jd_eof(&j);
+			goto out;
+		}
+		if (in[j.pos] == ',') {
+			j.pos++;
+			continue;
+		}
+		if (in[j.pos] == '}') {
+			j.pos++;
+			break;
+		}
+		rc = jd_bad_char(&j, "after object key:value pair");
+		goto out;
+	}
+tail:
+	jd_ws(&j);
+	rc = j.pos == len ? 0 : jd_bad_char(&j, "after top-level value");
+out:
+	proto_json_buf_free(&key);
+	proto_json_buf_free(&val);
 	return rc;
 }

@@ -94,4 +94,52 @@ struct proto_json_err {
 int proto_json_decode(const ProtobufCMessageDescriptor *d, const char *in, size_t len,
 		      size_t *used, struct proto_json_buf *wire, struct proto_json_err *err);
 
+/*
+ * Decodes base64 of in[0..n) (standard or URL-safe alphabet, padded or
+ * not, as the decoder above reads bytes fields) into out, which has room
+ * for n * 3 / 4 bytes; *out_len gets the bytes written. Returns 0, or
+ * -EINVAL with the offending input byte in *bad_at.
+ */
+int proto_json_base64_decode(const char *in, size_t n, uint8_t *out, size_t *out_len,
+			     size_t *bad_at);
+
+/* What a member of an object holds. */
+enum proto_json_kind {
+	PROTO_JSON_STRING,
+	PROTO_JSON_NUMBER,
+	PROTO_JSON_BOOL,
+	PROTO_JSON_NULL,
+	PROTO_JSON_OBJECT,
+	PROTO_JSON_ARRAY,
+};
+
+/* One member of an object. key is the decoded key; value is the decoded
+ * string for PROTO_JSON_STRING, else the value's JSON text (a number's
+ * token as written, an object's or array's whole text, checked). Neither
+ * is NUL-terminated; both are valid only during the callback. */
+struct proto_json_member {
+	const char *key;
+	size_t key_len;
+	enum proto_json_kind kind;
+	const char *value;
+	size_t value_len;
+	size_t offset; /* where the value starts in the input */
+};
+
+/* Called for each member in input order (a repeated key comes again); a
+ * nonzero return stops the walk and is returned. */
+typedef int (*proto_json_member_fn)(void *arg, const struct proto_json_member *m);
+
+/*
+ * Reads in[0..len) as one JSON object, white space around it allowed and
+ * nothing else, calling fn for each of its members: for readers of small
+ * JSON documents that are not protobuf messages (a JWT's header and
+ * claims). Memory for decoded strings comes from alloc (NULL: malloc) and
+ * is freed before the return. Returns 0, fn's nonzero return, -EINVAL
+ * (malformed, or not an object: err says what and where), -EAGAIN (cut
+ * short: err says "unexpected EOF") or -ENOMEM.
+ */
+int proto_json_object_each(const char *in, size_t len, proto_json_member_fn fn, void *arg,
+			   ProtobufCAllocator *alloc, struct proto_json_err *err);
+
 #endif

@@ -75,6 +75,7 @@
 #include "stored/lessor.h"
 #include "stored/results.h"
 
+struct auth_token_opts;
 struct diskio;
 struct stored_loop;
 
@@ -95,6 +96,9 @@ struct stored_loop_opts {
 					* (--experimental-warning-apply-duration) */
 	uint64_t map_size;             /* db address space; 0: btree's default */
 	struct lessor_opts lease;      /* the lessor's (minimum TTL, checkpoints) */
+	/* --auth-token and --auth-token-ttl, parsed (auth/token.h); NULL in
+	 * tests that need no tokens. Kept by reference: outlives the loop. */
+	const struct auth_token_opts *auth_tokens;
 	/* Tests only: opens the db's disk I/O (btree_db_opts.io_open), e.g.
 	 * the fault backend; NULL: io_uring where permitted, else plain. */
 	int (*io_open)(int fd, void *arg, struct diskio **out);

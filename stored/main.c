@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "auth/token.h"
 #include "config/config.h"
 #include "base/diskio/diskio.h"
 #include "shm/doorbell.h"
@@ -74,6 +75,7 @@ int main(int argc, char **argv)
 	struct diskio_fault_opts db_fault;
 	bool db_fault_on;
 	struct stored_loop *l = NULL;
+	struct auth_token_opts *tokens = NULL;
 	struct cetcd_config cfg;
 	struct shm_region *r;
 	int status, rc;
@@ -82,6 +84,11 @@ int main(int argc, char **argv)
 	if (rc)
 		return status;
 	status = 1;
+	if (auth_token_opts_from_config(&cfg, &tokens)) {
+		status = CONFIG_EXIT_FATAL;
+		goto out_detach;
+	}
+	o.auth_tokens = tokens;
 
 	/* stopped while raftd had not resolved the ids yet: a clean stop */
 	if (member_ids_wait(&cfg, r, &o.member_id, &o.cluster_id)) {
@@ -130,6 +137,7 @@ out_release:
 	shm_role_release(r, SHM_ROLE_STORED);
 out_detach:
 	shm_region_detach(r);
+	auth_token_opts_free(tokens);
 	config_free(&cfg);
 	return status;
 }

@@ -300,6 +300,13 @@ static void test_syntax(void)
 	CHECK_EQ(c.log_level, LOG_LEVEL_DEBUG);
 	config_free(&c);
 
+	/* --auth-token's value is the daemons' to check (auth/token.h) */
+	CHECK_EQ(PARSE(&c, &err, "--auth-token", "jwt,sign-method=ES256,pub-key=/k.pub",
+		       "--auth-token-ttl=7"), 0);
+	CHECK_STREQ(c.auth_token, "jwt,sign-method=ES256,pub-key=/k.pub");
+	CHECK_EQ(c.auth_token_ttl_s, 7);
+	config_free(&c);
+
 	/* a default value given explicitly is accepted, even for a feature
 	 * not built yet, in any spelling of that value */
 	CHECK_EQ(PARSE(&c, &err, "--enable-v2=false", "--auto-tls=0", "--strict-reconfig-check=T",
@@ -754,6 +761,8 @@ static void test_bad_values(void)
 		{ { "--heartbeat-interval=abc" }, 2,
 		  "invalid value \"abc\" for flag -heartbeat-interval: parse error (want an unsigned integer)" },
 		{ { "--snapshot-count=-1" }, 2, "invalid value \"-1\" for flag -snapshot-count" },
+		{ { "--auth-token-ttl=-1" }, 2, "invalid value \"-1\" for flag -auth-token-ttl" },
+		{ { "--auth-token-ttl=5m" }, 2, "invalid value \"5m\" for flag -auth-token-ttl" },
 		{ { "--max-concurrent-streams=4294967296" }, 2, "value out of range" },
 		{ { "--quota-backend-bytes=1x" }, 2, "invalid value \"1x\" for flag -quota-backend-bytes" },
 		{ { "--max-txn-ops=1__0" }, 2, "parse error" },

@@ -150,8 +150,12 @@ static void test_value_forms(void)
 			   "listen-client-urls: http://127.0.0.1:1,http://127.0.0.1:2\n"
 			   "peer-transport-security:\n  cert-file: /p.crt\n  client-cert-auth: true\n"
 			   "client-transport-security:\n  key-file: /c.key\n"
-			   "initial-cluster-state: ''\n"),
+			   "initial-cluster-state: ''\n"
+			   "auth-token: jwt,sign-method=RS256,pub-key=/k.pub,ttl=10m\n"
+			   "auth-token-ttl: 60\n"),
 		 0);
+	CHECK(strcmp(c.auth_token, "jwt,sign-method=RS256,pub-key=/k.pub,ttl=10m") == 0);
+	CHECK_EQ(c.auth_token_ttl_s, 60);
 	CHECK(strcmp(c.name, "12") == 0);
 	CHECK(strcmp(c.auto_compaction_retention, "2") == 0);
 	CHECK(c.enable_v2 && !c.force_new_cluster);
@@ -183,6 +187,9 @@ static void test_value_forms(void)
 	CHECK(strcmp(c.discovery_srv, "1e+07") == 0);
 	CHECK(strcmp(c.discovery_proxy, "0x10") == 0);
 	CHECK(c.log_outputs.count == 1 && strcmp(c.log_outputs.v[0], "false") == 0);
+	config_free(&c);
+	CHECK_EQ(load_text(&c, &err, "auth-token-ttl: -5\n"), -EINVAL);
+	CHECK(strstr(err.msg, "line 1: key auth-token-ttl wants an unsigned integer, got \"-5\""));
 	config_free(&c);
 	CHECK_EQ(load_text(&c, &err, "proxy: off\n"), -EINVAL);
 	CHECK(strstr(err.msg, "line 1: invalid value \"false\" for key proxy"));
