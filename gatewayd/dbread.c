@@ -64,6 +64,20 @@ static void gw_cache_attach(struct gw_server *s)
 		s->cache_attached = true;
 }
 
+/* Whether db, just opened at the db's path, is the file the root st
+ * registered is in: the one of its inode (a defragmented db is renamed
+ * over the path before its root is published), and of an unchanged
+ * generation (an installed one is renamed after its generation is
+ * bumped). Not: the file was replaced meanwhile; open it again. */
+static bool gw_db_is_published(struct gw_server *s, const struct btree_reader *db,
+			       const struct status_stored *st)
+{
+	struct status_stored now;
+
+	return status_stored_read(s->r, &now) == 0 && now.db_generation == st->db_generation &&
+	       (!st->db_ino || btree_reader_ino(db) == st->db_ino);
+}
+
 /* One try of gw_read_begin; -ESTALE when the file opened is not the one
  * the registered root is in (replaced meanwhile: try again). */
 static int gw_read_try(struct gw_server *s, struct gw_read *rd)
@@ -86,11 +100,9 @@ static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 		goto out_end;
 	}
 	if (s->db && s->db_generation != rd->st.db_generation) {
-		/* a new file: move over now that no txn is open. The old one
-		 * is let go on a thread: if this is its last user, closing it
-		 * frees its whole page cache and blocks (btree.h) */
-		btree_reader_close_detached(s->db);
-		s->db = NULL;
+		/* a new file: move over now that no txn is open (the old one,
+		 * unlinked, is let go of on a thread: btree.h) */
+		gw_db_unmap(s);
 		s->db_mapped_before = true;
 	}
 	if (!s->db) {
@@ -106,13 +118,7 @@ static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 			s->db = NULL;
 			goto out_end;
 		}
-		/* The file must be the one the registered root is in: the one
-		 * of its inode (a defragmented db is renamed over the path
-		 * before its root is published), and of an unchanged generation
-		 * (an installed one is renamed after its generation is bumped). */
-		struct status_stored now;
-		if (status_stored_read(s->r, &now) || now.db_generation != rd->st.db_generation ||
-		    (rd->st.db_ino && btree_reader_ino(s->db) != rd->st.db_ino)) {
+		if (!gw_db_is_published(s, s->db, &rd->st)) {
 			gw_db_unmap(s);
 			rc = -ESTALE;
 			goto out_end;
@@ -164,7 +170,6 @@ void gw_read_end(struct gw_server *s, struct gw_read *rd)
 int gw_pin_begin(struct gw_server *s, struct gw_pin *p, bool populate)
 {
 	const struct btree_reader_opts ro = { .no_populate = !populate };
-	struct status_stored now;
 	int rc;
 
 	if (!p->claimed) {
@@ -184,10 +189,7 @@ int gw_pin_begin(struct gw_server *s, struct gw_pin *p, bool populate)
 		p->db = NULL;
 		return rc;
 	}
-	/* the file opened must be the one the published root is in (as
-	 * gw_read_try checks it) */
-	if (status_stored_read(s->r, &now) || now.db_generation != p->st.db_generation ||
-	    (p->st.db_ino && btree_reader_ino(p->db) != p->st.db_ino))
+	if (!gw_db_is_published(s, p->db, &p->st))
 		return -ESTALE;
 	struct btree_root root = {
 		.root_pgid = p->st.root_page,

@@ -294,14 +294,13 @@ struct btree_reader_opts {
 int btree_reader_open(const char *path, const struct btree_reader_opts *o,
 		      struct btree_reader **out);
 void btree_reader_close(struct btree_reader *r);
-/* btree_reader_close on a detached thread of its own (inline if none can
- * be started), for an event loop leaving a file that another has replaced
- * (a defragmented or installed db renamed over it): the last close of an
- * unlinked file frees its page cache and its blocks in close(2), and its
- * munmap tears down the page tables, both in time that grows with the
- * file (about 0.25 s for a 600 MB db here). r must not be used after the
- * call. NULL is accepted. */
-void btree_reader_close_detached(struct btree_reader *r);
+/* The times this process let go of a db file (a reader's or the
+ * writer's, at its close) on a thread of its own because the file had
+ * been unlinked (a defragmented or installed db renamed over it): its
+ * last close frees the file's page cache and blocks, and its munmap tears
+ * down the page tables, in time that grows with the file (about 0.25 s
+ * for a 600 MB db), which no event loop waits for. */
+uint64_t btree_detached_releases(void);
 /* The inode number of the file r maps (0 if fstat fails). */
 uint64_t btree_reader_ino(const struct btree_reader *r);
 

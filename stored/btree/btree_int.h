@@ -432,7 +432,8 @@ int bt_db_pick_meta(const char *path, int fd, struct db_meta_pick *out);
  * into m (populate: fills the page tables for the file as it is). */
 int bt_map_init(struct bt_map *m, const char *path, int fd, uint64_t map_size,
 		uint32_t ps, uint64_t file_size, bool populate);
-/* Unmaps, closes the file and frees the path. */
+/* Unmaps, closes the file and frees the path; on a detached thread when
+ * the file has been unlinked (btree_detached_releases). */
 void bt_map_release(struct bt_map *m);
 /* Checks that [0, pages * page_size) lies in the file and the mapping
  * (-EUCLEAN, -ENOSPC otherwise). */
