@@ -522,8 +522,8 @@ static void dec_set_lists(const struct dec *d, struct raftmsg_conf_state *cs)
 
 /*
  * Runs the counting pass, then allocates and runs the filling pass, for a
- * message (m) or a snapshot alone (s). *block is the allocation (NULL
- * when nothing needed one).
+ * message (m, and s its snapshot) or a snapshot alone (m NULL, s). *block
+ * is the allocation (NULL when nothing needed one).
  */
 static int dec_two_pass(const uint8_t *p, size_t len, struct raftmsg *m,
 			struct raftmsg_snapshot *s, void **block)
@@ -549,7 +549,6 @@ static int dec_two_pass(const uint8_t *p, size_t len, struct raftmsg *m,
 		dec_message(&fill, p, len, m);
 		m->entries = count.n_entries ? fill.entries : NULL;
 		m->n_entries = count.n_entries;
-		s = &m->snapshot;
 	} else {
 		memset(s, 0, sizeof(*s));
 		dec_snapshot(&fill, p, len, s);
@@ -564,7 +563,7 @@ int raftmsg_decode(const uint8_t *p, size_t len, struct raftmsg *out)
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	rc = dec_two_pass(p, len, out, NULL, &block);
+	rc = dec_two_pass(p, len, out, &out->snapshot, &block);
 	if (rc) {
 		memset(out, 0, sizeof(*out));
 		return rc;

@@ -381,8 +381,8 @@ static void test_unnamed(void)
 		shm_region_set_member_id(c, 0x5678);
 		if (write(to_parent[1], "a", 1) != 1)
 			_exit(1);
-		(void)read(to_child[0], &byte, 1); /* until killed */
-		_exit(0);
+		/* blocks until killed; a read that returns is the parent gone */
+		_exit(read(to_child[0], &byte, 1) == 1 ? 0 : 1);
 	}
 	CHECK_EQ(read(to_parent[0], &byte, 1), 1);
 	CHECK(shm_role_is_live(l, SHM_ROLE_STORED));
