@@ -32,9 +32,9 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
 #include "base/log/errmsg.h"
@@ -55,14 +55,6 @@ struct shared {
 static char region_path[512];
 static struct shared *sh;
 static int cpus;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *what, int rc)
 {
@@ -178,13 +170,13 @@ static int stream(int side, uint32_t size, uint64_t count)
 			ring_release_consumed(s.in); /* caught up: give it all back */
 		peek_spin(s.in, &rec);
 		if (i == 0)
-			t0 = now_ns();
+			t0 = clock_now_ns();
 		ring_consume(s.in, &rec);
 		if ((i & (STREAM_BATCH - 1)) == STREAM_BATCH - 1)
 			ring_release_consumed(s.in);
 	}
 	ring_release_consumed(s.in);
-	sh->samples[0] = now_ns() - t0;
+	sh->samples[0] = clock_now_ns() - t0;
 	return 0;
 }
 
@@ -199,12 +191,12 @@ static int pingpong(int side, uint32_t size)
 	side_attach(side, &s);
 	for (i = -1000; i < PINGPONG_ROUNDS; i++) {
 		if (side == 0) {
-			t0 = now_ns();
+			t0 = clock_now_ns();
 			push_spin(s.out, 1, buf, size);
 			peek_spin(s.in, &rec);
 			ring_release(s.in, &rec);
 			if (i >= 0)
-				sh->samples[i] = now_ns() - t0;
+				sh->samples[i] = clock_now_ns() - t0;
 		} else {
 			peek_spin(s.in, &rec);
 			ring_release(s.in, &rec);
@@ -228,7 +220,7 @@ static int wakeup(int side)
 			while (!shm_doorbell_is_sleeping(s.peer_db))
 				usleep(20);
 			usleep(200);
-			t0 = now_ns();
+			t0 = clock_now_ns();
 			push_spin(s.out, 1, &t0, sizeof(t0));
 			peek_spin(s.in, &rec); /* the consumer's ack */
 			ring_release(s.in, &rec);
@@ -240,7 +232,7 @@ static int wakeup(int side)
 		if (rc)
 			die("peek", rc);
 		memcpy(&t0, rec.data, sizeof(t0));
-		sh->samples[i] = now_ns() - t0;
+		sh->samples[i] = clock_now_ns() - t0;
 		ring_release(s.in, &rec);
 		push_spin(s.out, 2, NULL, 0);
 	}

@@ -55,9 +55,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "base/log/errmsg.h"
 #include "shm/region.h"
@@ -90,14 +90,6 @@ struct bench_opts {
 	bool keep;
 	const char *path;
 };
-
-static int64_t bench_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void bench_usage(void)
 {
@@ -296,7 +288,7 @@ static int bench_put(const struct bench_opts *o, const uint64_t *ids, struct btr
 		goto out_close_store;
 	}
 
-	start = ck_ns = bench_now_ns();
+	start = ck_ns = clock_now_ns();
 	for (uint64_t lo = 0; lo < o->n; lo += o->batch) {
 		uint64_t hi = lo + o->batch < o->n ? lo + o->batch : o->n;
 
@@ -333,7 +325,7 @@ static int bench_put(const struct bench_opts *o, const uint64_t *ids, struct btr
 		since_ck += hi - lo;
 		/* As stored's loop: reap the checkpoint being written, start
 		 * the next one when due and none is. */
-		int64_t now = bench_now_ns();
+		int64_t now = clock_now_ns();
 		rc = btree_db_checkpoint_poll(db, false, NULL);
 		if (rc == 0 && !btree_db_checkpoint_busy(db) &&
 		    (since_ck >= BENCH_CHECKPOINT_ENTRIES ||
@@ -343,7 +335,7 @@ static int bench_put(const struct bench_opts *o, const uint64_t *ids, struct btr
 			btree_db_current(db, root);
 			dirty = false;
 			since_ck = 0;
-			ck_ns = bench_now_ns();
+			ck_ns = clock_now_ns();
 		}
 		if (rc) {
 			bench_fail("checkpoint", rc);
@@ -357,7 +349,7 @@ static int bench_put(const struct bench_opts *o, const uint64_t *ids, struct btr
 			goto out_close_store;
 		}
 	}
-	*secs = (double)(bench_now_ns() - start) / 1e9;
+	*secs = (double)(clock_now_ns() - start) / 1e9;
 
 out_close_store:
 	mvcc_store_close(s);
@@ -552,7 +544,7 @@ static int bench_get(const struct bench_opts *o, const struct btree_root *root,
 		if (read(ready[0], &c, 1) != 1)
 			rc = -EIO; /* a reader died before it was ready */
 	}
-	start = bench_now_ns();
+	start = clock_now_ns();
 	close(go[1]); /* every reader's read of go returns 0: go */
 	/* each reader writes once more when it has read its keys; a reader
 	 * that fails exits without, and its end closes the pipe */
@@ -561,7 +553,7 @@ static int bench_get(const struct bench_opts *o, const struct btree_root *root,
 		if (read(ready[0], &c, 1) != 1)
 			rc = -EIO;
 	}
-	*secs = (double)(bench_now_ns() - start) / 1e9;
+	*secs = (double)(clock_now_ns() - start) / 1e9;
 	for (uint64_t i = 0; i < started; i++) {
 		int status;
 		if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)

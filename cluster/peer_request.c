@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "base/http/http.h"
 #include "base/tls/tls.h"
 #include "cluster/peer_url.h"
@@ -26,18 +27,10 @@ struct pr_conn {
 	uint64_t deadline_ns;        /* CLOCK_MONOTONIC */
 };
 
-static uint64_t pr_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Milliseconds left before the deadline, rounded up (0 once passed). */
 static int pr_left_ms(const struct pr_conn *c)
 {
-	uint64_t now = pr_now_ns();
+	uint64_t now = clock_now_ns();
 
 	return now >= c->deadline_ns ? 0 : (int)((c->deadline_ns - now + 999999) / 1000000);
 }
@@ -239,7 +232,7 @@ int peer_request_url(const struct peer_url *u, struct tls_ctx *tls, const struct
 		     int timeout_ms, struct peer_answer *out, enum peer_request_stage *stage)
 {
 	struct pr_conn c = { .fd = -1,
-			     .deadline_ns = pr_now_ns() + (uint64_t)timeout_ms * 1000000 };
+			     .deadline_ns = clock_now_ns() + (uint64_t)timeout_ms * 1000000 };
 	char host[PEER_REQUEST_HOST_MAX];
 	int rc;
 
@@ -272,7 +265,7 @@ int peer_request_fd(int fd, const char *host, const struct peer_request *rq, int
 		    struct peer_answer *out, enum peer_request_stage *stage)
 {
 	struct pr_conn c = { .fd = fd,
-			     .deadline_ns = pr_now_ns() + (uint64_t)timeout_ms * 1000000 };
+			     .deadline_ns = clock_now_ns() + (uint64_t)timeout_ms * 1000000 };
 
 	memset(out, 0, sizeof(*out));
 	return pr_exchange(&c, host, rq, out, stage);

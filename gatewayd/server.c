@@ -1,6 +1,7 @@
 /* gatewayd's event loop: listeners, connections, protocol detection, the
  * timer, and the per-turn flush (see server.h). */
 #include "gatewayd/server.h"
+#include "base/clock/clock.h"
 #include "gatewayd/jsongw/jsongw.h"
 
 #include <errno.h>
@@ -159,13 +160,6 @@ static void gw_pb_free_fn(void *arg, void *p)
 }
 
 /* ---- time ---- */
-
-static int64_t gw_clock_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Arms the timerfd at the monotonic time when (INT64_MAX: disarmed),
  * unless it is armed there already or earlier (see below). */
@@ -860,7 +854,7 @@ void gw_server_hello(struct gw_server *s)
 					 LOG_ERRNO(rc));
 		}
 	}
-	s->hello_retry_ns = retry ? gw_clock_ns() + GW_HELLO_RETRY_NS : INT64_MAX;
+	s->hello_retry_ns = retry ? clock_now_ns() + GW_HELLO_RETRY_NS : INT64_MAX;
 }
 
 /* ---- the loop ---- */
@@ -1138,7 +1132,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 		n = 0;
 	}
 	shm_waker_done(&s->waker);
-	s->now_ns = gw_clock_ns();
+	s->now_ns = clock_now_ns();
 	s->stats.turns++;
 
 	for (int i = 0; i < n; i++)                 /* 2 */
@@ -1221,9 +1215,9 @@ void gw_server_drain(struct gw_server *s, int drain_ms)
 	}
 	gw_flush_all(s);
 	gw_free_dead(s);
-	deadline = gw_clock_ns() + (int64_t)drain_ms * 1000000;
+	deadline = clock_now_ns() + (int64_t)drain_ms * 1000000;
 	while (!dlist_empty(&s->conns)) {
-		int64_t left = deadline - gw_clock_ns();
+		int64_t left = deadline - clock_now_ns();
 		if (left <= 0)
 			break;
 		gw_server_turn(s, (int)(left / 1000000) + 1);
@@ -1265,7 +1259,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s->accept_resume_ns = INT64_MAX;
 	s->hello_retry_ns = INT64_MAX;
 	s->watch_fired = -1;
-	s->now_ns = gw_clock_ns();
+	s->now_ns = clock_now_ns();
 	mem_idle_init(&s->mem); /* the loop runs on this thread */
 	s->waker.efd = -1;
 	if (p->db_path)

@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "config/config.h"
 #include "launcher/grpcc.h"
@@ -114,13 +114,6 @@ void compactor_done(struct compactor *c, int64_t now_ns, int64_t rev, bool ok)
 
 /* ---- the process ---- */
 
-static int64_t compactor_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void compactor_duration(int64_t ns, char out[32])
 {
 	log_duration_text((uint64_t)(ns < 0 ? 0 : ns) / 1000000, out);
@@ -152,7 +145,7 @@ static void compactor_run_once(struct compactor *c, const struct cetcd_config *c
 			       int timeout_ms)
 {
 	char period[32], took[32], retry[32], text[256];
-	int64_t start = compactor_now_ns();
+	int64_t start = clock_now_ns();
 
 	compactor_duration(c->retention, period);
 	compactor_duration(c->interval_ns, retry);
@@ -163,7 +156,7 @@ static void compactor_run_once(struct compactor *c, const struct cetcd_config *c
 		log_info("starting auto revision compaction", LOG_I64("revision", rev),
 			 LOG_I64("revision-compaction-retention", c->retention));
 	int rc = compactor_compact(cfg, rev, timeout_ms, text, sizeof(text));
-	int64_t now = compactor_now_ns();
+	int64_t now = clock_now_ns();
 	/* etcd's periodic "took" runs from the last success */
 	compactor_duration(now - (c->periodic ? c->last_success_ns : start), took);
 	if (rc == 0 && c->periodic)
@@ -220,7 +213,7 @@ int compactor_main(int argc, char **argv)
 		goto out;
 	}
 	if (compactor_init(&c, cfg.auto_compaction_mode, cfg.auto_compaction_retention_value,
-			   compactor_now_ns(), compactor_revision_interval())) {
+			   clock_now_ns(), compactor_revision_interval())) {
 		log_error("cannot start the auto-compactor",
 			  LOG_STR("auto-compaction-mode", cfg.auto_compaction_mode),
 			  LOG_STR("auto-compaction-retention", cfg.auto_compaction_retention));
@@ -244,9 +237,9 @@ int compactor_main(int argc, char **argv)
 		bool have = status_stored_read(r, &ss) == 0;
 		if (have)
 			compactor_sample(&c, (int64_t)ss.revision);
-		int64_t deadline = compactor_now_ns() + c.interval_ns;
+		int64_t deadline = clock_now_ns() + c.interval_ns;
 		bool stop = false;
-		for (int64_t left; !stop && (left = deadline - compactor_now_ns()) > 0;) {
+		for (int64_t left; !stop && (left = deadline - clock_now_ns()) > 0;) {
 			int64_t ms = (left + 999999) / 1000000;
 			struct pollfd pfd = { .fd = sfd, .events = POLLIN };
 			int n = poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
@@ -256,7 +249,7 @@ int compactor_main(int argc, char **argv)
 			break;
 		bool leading = status_raftd_read(r, &rs) == 0 && rs.is_leader;
 		have = status_stored_read(r, &ss) == 0;
-		int64_t rev = compactor_due(&c, compactor_now_ns(), leading && have,
+		int64_t rev = compactor_due(&c, clock_now_ns(), leading && have,
 					    have ? (int64_t)ss.revision : 0);
 		if (rev > 0)
 			compactor_run_once(&c, &cfg, rev, timeout_ms);

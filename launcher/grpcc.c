@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <nghttp2/nghttp2.h>
 
 #include <protobuf-c/protobuf-c.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "base/sock/gwsock.h"
 #include "base/tls/tls.h"
 #include "config/config.h"
@@ -245,14 +245,6 @@ void grpcc_call_end(struct grpcc_call *c)
 
 /* ---- over a socket ---- */
 
-static int64_t grpcc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Writes what c->out holds, or as much as the socket takes now. */
 static int grpcc_write(int fd, struct tls_conn *tls, struct grpcc_call *c, bool *blocked)
 {
@@ -299,7 +291,7 @@ int grpcc_unary(int fd, struct tls_conn *tls, const char *authority, const char 
 		const void *msg, size_t len, int timeout_ms, uint8_t **resp, size_t *resp_len,
 		char *status_text, size_t cap)
 {
-	int64_t deadline = grpcc_now_ms() + timeout_ms;
+	int64_t deadline = clock_now_ms() + timeout_ms;
 	struct grpcc_call c;
 	const uint8_t *m;
 	size_t mlen;
@@ -310,7 +302,7 @@ int grpcc_unary(int fd, struct tls_conn *tls, const char *authority, const char 
 		return rc;
 	while (!c.closed) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - grpcc_now_ms();
+		int64_t left = deadline - clock_now_ms();
 		if ((rc = grpcc_call_send(&c)) || (rc = grpcc_write(fd, tls, &c, &blocked)))
 			goto out_end;
 		if (blocked || (tls && (tls_conn_want(tls) & TLS_WANT_WRITE)))

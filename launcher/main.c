@@ -46,9 +46,9 @@
 #include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "shm/metrics.h"
 #include "config/config.h"
 #include "cluster/member.h"
@@ -110,13 +110,6 @@ struct launcher {
 	bool stopping;
 	int exit_status;
 };
-
-static uint64_t launch_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* etcd's fileutil.TouchDirAll: create with 0700, or warn if an existing
  * directory is more open than that. Every directory created has its
@@ -212,7 +205,7 @@ static int launch_region_dir(const struct cetcd_config *c, char *buf, size_t len
 static int launch_lock_member(const struct cetcd_config *c, int *out_fd)
 {
 	char member[PATH_MAX];
-	uint64_t give_up = launch_now_ms() + LAUNCH_BUSY_WAIT_MS;
+	int64_t give_up = clock_now_ms() + LAUNCH_BUSY_WAIT_MS;
 	int fd, rc;
 
 	if (snprintf(member, sizeof(member), "%s/member", c->data_dir) >= (int)sizeof(member))
@@ -224,7 +217,7 @@ static int launch_lock_member(const struct cetcd_config *c, int *out_fd)
 		return rc;
 	}
 	while ((rc = flock(fd, LOCK_EX | LOCK_NB)) < 0 && errno == EWOULDBLOCK &&
-	       launch_now_ms() < give_up)
+	       clock_now_ms() < give_up)
 		usleep(50 * 1000);
 	if (rc < 0) {
 		rc = -errno;
@@ -515,7 +508,7 @@ static int launch_spawn(struct launcher *l, struct launch_child *ch)
 	if (ch->gateway_index == 0)
 		launch_close_client_fds(l); /* its own now; a restart binds anew */
 	ch->pid = pid;
-	ch->started_ms = launch_now_ms();
+	ch->started_ms = clock_now_ms();
 	ch->restart_at_ms = 0;
 	log_info("started process", LOG_STR("process", ch->name), LOG_I64("pid", pid));
 	return 0;
@@ -540,7 +533,7 @@ static void launch_reap(struct launcher *l)
 		if (!ch)
 			continue;
 		ch->pid = 0;
-		uint64_t ran_ms = launch_now_ms() - ch->started_ms;
+		uint64_t ran_ms = clock_now_ms() - ch->started_ms;
 		if (WIFSIGNALED(st))
 			log_info("process exited", LOG_STR("process", ch->name), LOG_I64("pid", pid),
 				 LOG_STR("signal", strsignal(WTERMSIG(st))), LOG_U64("ran-ms", ran_ms));
@@ -569,7 +562,7 @@ static void launch_reap(struct launcher *l)
 			ch->backoff_ms = ch->backoff_ms * 2 > LAUNCH_BACKOFF_MAX_MS
 						 ? LAUNCH_BACKOFF_MAX_MS
 						 : ch->backoff_ms * 2;
-		ch->restart_at_ms = launch_now_ms() + ch->backoff_ms;
+		ch->restart_at_ms = clock_now_ms() + ch->backoff_ms;
 		log_warn("restarting process", LOG_STR("process", ch->name),
 			 LOG_U64("backoff-ms", ch->backoff_ms));
 	}
@@ -608,9 +601,9 @@ static void launch_supervise(struct launcher *l)
 	launch_bind_client_urls(l);
 	for (size_t i = 0; i < l->nchildren && !l->stopping; i++)
 		if (launch_spawn(l, &l->children[i]))
-			l->children[i].restart_at_ms = launch_now_ms() + LAUNCH_BACKOFF_MAX_MS;
+			l->children[i].restart_at_ms = clock_now_ms() + LAUNCH_BACKOFF_MAX_MS;
 	while (!l->stopping) {
-		uint64_t now = launch_now_ms(), next = UINT64_MAX;
+		uint64_t now = clock_now_ms(), next = UINT64_MAX;
 		for (size_t i = 0; i < l->nchildren; i++) {
 			struct launch_child *ch = &l->children[i];
 			if (ch->pid || !ch->restart_at_ms)
@@ -645,7 +638,7 @@ static void launch_stop(struct launcher *l)
 
 	for (int stage = 0; stage < STAGE_COUNT; stage++) {
 		bool killed = false;
-		uint64_t deadline = launch_now_ms() + LAUNCH_STOP_GRACE_MS;
+		uint64_t deadline = clock_now_ms() + LAUNCH_STOP_GRACE_MS;
 		for (size_t i = 0; i < l->nchildren; i++) {
 			struct launch_child *ch = &l->children[i];
 			ch->restart_at_ms = 0;
@@ -662,7 +655,7 @@ static void launch_stop(struct launcher *l)
 					 l->children[i].pid != 0;
 			if (!alive)
 				break;
-			uint64_t now = launch_now_ms();
+			uint64_t now = clock_now_ms();
 			if (!killed && (now >= deadline || stop_requests > 0)) {
 				for (size_t i = 0; i < l->nchildren; i++) {
 					struct launch_child *ch = &l->children[i];

@@ -1,6 +1,7 @@
 /* raftd's event loop (see loop.h; its snapshots are in loop_snap.c, the
  * struct both share in loop_int.h). */
 #include "raftd/loop.h"
+#include "base/clock/clock.h"
 #include "raftd/loop_int.h"
 
 #include <errno.h>
@@ -922,9 +923,7 @@ static uint64_t loop_seed(void)
 	uint64_t seed;
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == (ssize_t)sizeof(seed))
 		return seed;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+	return (uint64_t)clock_now_ns() ^ ((uint64_t)getpid() << 32);
 }
 
 /* Builds the core from the replayed WAL (entries taken over) and stored's

@@ -1,5 +1,6 @@
 /* raftd's snapshots: the .snap files, compaction and WAL purging, and
  * snapshots between members (see loop_int.h). */
+#include "base/clock/clock.h"
 #include "raftd/loop_int.h"
 
 #include <errno.h>
@@ -230,7 +231,7 @@ int loop_send_snapshot(struct loop *l, const struct raft_msg *m)
 		l->snaps_inflight_ticks = 0;
 		struct shm_metrics_peer *mp = shm_metrics_peer(l->metrics, m->to);
 		if (mp)
-			l->snap_sent_ns[mp - l->metrics->peer] = shm_metrics_now_ns();
+			l->snap_sent_ns[mp - l->metrics->peer] = clock_now_ns();
 	}
 	return rc;
 }
@@ -243,7 +244,7 @@ void loop_snap_timed(struct loop *l, uint64_t to, bool ok)
 	int64_t *sent = &l->snap_sent_ns[mp - l->metrics->peer];
 	if (*sent && ok)
 		shm_metric_observe(l->metrics, SHM_H_BACKEND_SNAPSHOT,
-				   (uint64_t)(shm_metrics_now_ns() - *sent));
+				   (uint64_t)(clock_now_ns() - *sent));
 	*sent = 0;
 }
 

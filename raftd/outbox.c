@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/peer.h"
 #include "base/log/log.h"
@@ -44,7 +45,7 @@ int outbox_send(struct outbox *o, const struct raft_msg *m)
 	if (mp) {
 		shm_metric_bump(&mp->sent_bytes, raftmsg_size(&w));
 		if (m->type == RAFT_MSG_HEARTBEAT)
-			o->heartbeat_ns[mp - o->metrics->peer] = shm_metrics_now_ns();
+			o->heartbeat_ns[mp - o->metrics->peer] = clock_now_ns();
 	}
 	return 0;
 }
@@ -56,7 +57,7 @@ void outbox_heartbeat_answered(struct outbox *o, uint64_t from)
 		return;
 	int64_t *sent = &o->heartbeat_ns[mp - o->metrics->peer];
 	if (*sent) {
-		shm_metrics_observe(&mp->rtt, SHM_H_PEER_RTT, (uint64_t)(shm_metrics_now_ns() - *sent));
+		shm_metrics_observe(&mp->rtt, SHM_H_PEER_RTT, (uint64_t)(clock_now_ns() - *sent));
 		*sent = 0;
 	}
 }

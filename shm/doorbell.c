@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
 #include "shm/layout.h"
@@ -125,32 +126,24 @@ int shm_doorbell_sleep(struct shm_doorbell *d, bool (*has_work)(void *),
 	return -err;
 }
 
-static uint64_t doorbell_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int shm_doorbell_wait(struct shm_doorbell *d, const struct shm_doorbell *peer,
 		      bool (*has_work)(void *), void *arg, unsigned spin_us,
 		      int timeout_ms)
 {
-	uint64_t end;
+	int64_t end;
 	unsigned i;
 
 	if (has_work && has_work(arg))
 		return 0;
 	if (spin_us && has_work) {
-		end = doorbell_now_ns() + (uint64_t)spin_us * 1000;
+		end = clock_now_ns() + (int64_t)spin_us * 1000;
 		for (i = 1;; i++) {
 			shm_cpu_relax();
 			if (has_work(arg))
 				return 0;
 			if ((i & 63) == 0 &&
 			    ((peer && shm_doorbell_is_sleeping(peer)) ||
-			     doorbell_now_ns() >= end))
+			     clock_now_ns() >= end))
 				break;
 		}
 	}

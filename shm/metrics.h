@@ -24,7 +24,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 struct shm_region;
 
@@ -157,14 +156,6 @@ static inline void shm_metric_bump(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
 			      memory_order_relaxed);
-}
-
-/* The monotonic clock the histograms' times are taken with, in ns. */
-static inline int64_t shm_metrics_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Records one observation of ns nanoseconds in h, a histogram of kind. */

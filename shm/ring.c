@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock/clock.h"
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
 #include "shm/layout.h"
@@ -287,20 +288,12 @@ static bool ring_space_or_failed(void *arg)
 	return ring_has_space(a->r, a->len) || ring_has_failed(a->r);
 }
 
-static int64_t ring_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int ring_push_wait(struct ring *r, uint32_t type, const void *data,
 		   uint32_t len, int timeout_ms)
 {
 	struct ring_space_arg arg = { .r = r, .len = len };
 	struct shm_doorbell *db = ring_db(r, r->producer_db_rel);
-	int64_t deadline = ring_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int64_t deadline = clock_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int64_t left;
 	int rc, i;
 
@@ -311,7 +304,7 @@ int ring_push_wait(struct ring *r, uint32_t type, const void *data,
 			rc = ring_push(r, type, data, len);
 	}
 	while (rc == -EAGAIN) {
-		left = deadline - ring_now_ms();
+		left = deadline - clock_now_ms();
 		if (left <= 0) {
 			rc = -ETIMEDOUT;
 			break;

@@ -10,8 +10,8 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock/clock.h"
 #include "shm/barrier.h"
 #include "shm/layout.h"
 #include "shm/status.h"
@@ -57,14 +57,6 @@ void status_seqlock_write(struct status_seqlock *s, const uint64_t *words,
 	atomic_store_explicit(&s->seq, seq + 1, memory_order_release);
 }
 
-static int64_t status_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int status_seqlock_read(const struct status_seqlock *s, uint64_t *words,
 			unsigned n)
 {
@@ -77,9 +69,9 @@ int status_seqlock_read(const struct status_seqlock *s, uint64_t *words,
 		n = STATUS_SEQLOCK_WORDS;
 	for (tries = 0;; tries++) {
 		if (tries == STATUS_READ_SPINS) {
-			give_up = status_now_ms() + STATUS_READ_GIVE_UP_MS;
+			give_up = clock_now_ms() + STATUS_READ_GIVE_UP_MS;
 		} else if (tries > STATUS_READ_SPINS) {
-			if (status_now_ms() > give_up)
+			if (clock_now_ms() > give_up)
 				break;
 			sched_yield();
 		} else if (tries) {

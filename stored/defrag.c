@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "base/log/errmsg.h"
 #include "base/thread/thread.h"
 #include "stored/alloc.h"
@@ -73,14 +74,6 @@ struct defrag {
 	uint8_t *keybuf;            /* defrag_keep_key's */
 	size_t keybuf_cap;
 };
-
-static int64_t defrag_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- the set of changes ---- */
 
@@ -369,7 +362,7 @@ static int defrag_copy_step(struct defrag *d, int64_t deadline, bool *done)
 
 	*done = false;
 	for (;;) {
-		if (++n % DEFRAG_CLOCK_EVERY == 0 && defrag_now_ns() >= deadline)
+		if (++n % DEFRAG_CLOCK_EVERY == 0 && clock_now_ns() >= deadline)
 			return 0;
 		if (!d->src) {
 			rc = d->top_started ? btree_cursor_next(&d->top, &kv) :
@@ -453,7 +446,7 @@ static int defrag_round_step(struct defrag *d, int64_t deadline, bool *done)
 		const struct defrag_change *c = d->round.slots[d->round_pos];
 		if (!c)
 			continue;
-		if (deadline && ++n % DEFRAG_CLOCK_EVERY == 0 && defrag_now_ns() >= deadline)
+		if (deadline && ++n % DEFRAG_CLOCK_EVERY == 0 && clock_now_ns() >= deadline)
 			return 0;
 		rc = defrag_carry(d, c);
 		if (rc)
@@ -507,7 +500,7 @@ static int defrag_sync_done(struct defrag *d)
 
 int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
 {
-	int64_t deadline = defrag_now_ns() + (budget_ns > 0 ? budget_ns : 1);
+	int64_t deadline = clock_now_ns() + (budget_ns > 0 ? budget_ns : 1);
 	bool done;
 	int rc;
 
@@ -544,7 +537,7 @@ int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
 		rc = defrag_round_begin(d);
 		if (rc)
 			return rc;
-		if (defrag_now_ns() >= deadline)
+		if (clock_now_ns() >= deadline)
 			return 0;
 	}
 	*ready = true;

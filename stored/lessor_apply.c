@@ -4,17 +4,9 @@
 
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock/clock.h"
 #include "base/log/log.h"
-
-static int64_t lessor_apply_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The revoke of one lease: its keys deleted in one revision (sorted, so
  * every member deletes them in the same order), then the lease. */
@@ -73,7 +65,7 @@ int lessor_apply(struct mvcc_store *s, struct lessor *l,
 			return -ENOMEM;
 		etcdserverpb__lease_grant_response__init(r);
 		rc = lessor_grant(l, t, req->lease_grant->id, req->lease_grant->ttl,
-				  lessor_apply_now_ns(), &ttl);
+				  clock_now_ns(), &ttl);
 		if (rc)
 			return rc;
 		r->id = req->lease_grant->id;
@@ -98,7 +90,7 @@ int lessor_apply(struct mvcc_store *s, struct lessor *l,
 	if (!r)
 		return -ENOMEM;
 	etcdserverpb__lease_checkpoint_response__init(r);
-	int64_t now = lessor_apply_now_ns();
+	int64_t now = clock_now_ns();
 	for (size_t i = 0; i < req->lease_checkpoint->n_checkpoints; i++) {
 		const Etcdserverpb__LeaseCheckpoint *cp = req->lease_checkpoint->checkpoints[i];
 		rc = lessor_checkpoint(l, t, cp->id, cp->remaining_ttl, now);

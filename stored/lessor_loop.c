@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock/clock.h"
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "shm/hello.h"
@@ -13,14 +14,6 @@
 #include "shm/ring.h"
 #include "shm/slot.h"
 #include "shm/status.h"
-
-static int64_t ll_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void lessor_loop_init(struct lessor_loop *ll, struct shm_region *r, struct lessor *l,
 		      struct stored_results *results, uint64_t member_id, uint64_t cluster_id)
@@ -118,7 +111,7 @@ static void ll_propose_checkpoints(struct lessor_loop *ll, const struct lessor_c
 static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, int64_t revision)
 {
 	Etcdserverpb__ResponseHeader hdr;
-	int64_t now = ll_now_ns();
+	int64_t now = clock_now_ns();
 
 	ll_header(ll, revision, &hdr);
 	switch (m->op) {
@@ -278,7 +271,7 @@ static void ll_propose_checkpoints(struct lessor_loop *ll, const struct lessor_c
 void lessor_loop_tick(struct lessor_loop *ll)
 {
 	struct status_raftd rs;
-	int64_t now = ll_now_ns();
+	int64_t now = clock_now_ns();
 
 	if (status_raftd_read(ll->r, &rs) != 0)
 		return;
@@ -310,7 +303,7 @@ void lessor_loop_tick(struct lessor_loop *ll)
 int lessor_loop_timeout_ms(const struct lessor_loop *ll)
 {
 	int64_t next = lessor_next_deadline(ll->lessor);
-	int64_t now = ll_now_ns();
+	int64_t now = clock_now_ns();
 
 	if (next == INT64_MAX)
 		return -1;

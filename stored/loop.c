@@ -1,4 +1,5 @@
 /* stored's apply loop (see loop.h). */
+#include "base/clock/clock.h"
 #include "shm/metrics.h"
 #include "stored/loop.h"
 #include "stored/alarm.h"
@@ -138,14 +139,6 @@ static int64_t loop_cpu_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int64_t loop_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- start ---- */
 
 /* Whether rc says the db found no room: a full disk (or quota), or, as
@@ -206,12 +199,12 @@ static bool loop_previous(struct stored_loop *l, struct status_stored *prev)
 		return true;
 	log_warn("stored's status record was left half written by a process that died; "
 		 "waiting for the readers that predate it");
-	give_up = loop_now_ns() + (int64_t)LOOP_TORN_WAIT_MS * 1000000;
+	give_up = clock_now_ns() + (int64_t)LOOP_TORN_WAIT_MS * 1000000;
 	for (;;) {
 		readers_reap(l->r);
 		if (readers_oldest(l->r) == READERS_IDLE)
 			break;
-		if (loop_now_ns() > give_up) {
+		if (clock_now_ns() > give_up) {
 			log_warn("readers of the torn status record are still active; starting anyway");
 			break;
 		}
@@ -414,16 +407,16 @@ static int loop_open_store(struct stored_loop *l, const char *path,
 	}
 	/* The lock of a killed predecessor can outlive it briefly: its
 	 * io_uring instance, torn down after its exit, still holds the file. */
-	int64_t start = loop_now_ns();
+	int64_t start = clock_now_ns();
 	for (;;) {
 		rc = btree_db_open(path, &bo, &l->db);
-		if (rc != -EBUSY || loop_now_ns() - start > (int64_t)LOOP_DB_BUSY_MS * 1000000)
+		if (rc != -EBUSY || clock_now_ns() - start > (int64_t)LOOP_DB_BUSY_MS * 1000000)
 			break;
 		usleep(2000);
 	}
-	if (rc == 0 && loop_now_ns() - start > 2000000)
+	if (rc == 0 && clock_now_ns() - start > 2000000)
 		log_info("waited for the db's lock to go with a previous writer",
-			 LOG_STR("path", l->db_path), LOG_I64("waited-ms", (loop_now_ns() - start) / 1000000));
+			 LOG_STR("path", l->db_path), LOG_I64("waited-ms", (clock_now_ns() - start) / 1000000));
 	if (rc) {
 		log_error("cannot open the db", LOG_STR("path", path),
 			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
@@ -568,7 +561,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	mvcc_store_state(l->store, &ms);
 	l->applied = l->committed_index = ms.consistent_index;
 	l->hold = prev.applied_index;
-	l->checkpoint_ns = l->reap_ns = loop_now_ns();
+	l->checkpoint_ns = l->reap_ns = clock_now_ns();
 	l->pub.epoch = prev.epoch + 1;
 	l->pub.durable_index = l->committed_index;
 	log_info("opened the db", LOG_STR("path", l->db_path),
@@ -716,7 +709,7 @@ int stored_loop_checkpoint(struct stored_loop *l)
 		return loop_checkpoint_failed(l, rc);
 	l->dirty = false;
 	l->since_checkpoint = 0;
-	l->checkpoint_ns = loop_now_ns();
+	l->checkpoint_ns = clock_now_ns();
 	loop_checkpoint_done(l, l->committed_index);
 	return 0;
 }
@@ -731,7 +724,7 @@ static int loop_checkpoint_begin(struct stored_loop *l)
 		return loop_checkpoint_failed(l, rc);
 	l->dirty = false;
 	l->since_checkpoint = 0;
-	l->checkpoint_ns = loop_now_ns();
+	l->checkpoint_ns = clock_now_ns();
 	l->checkpoint_index = l->committed_index;
 	if (started && !btree_db_checkpoint_busy(l->db))
 		loop_checkpoint_done(l, l->checkpoint_index);
@@ -814,10 +807,10 @@ static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
 	if (rc)
 		return rc;
 	res = &l->res[l->nres];
-	int64_t t0 = loop_now_ns();
+	int64_t t0 = clock_now_ns();
 	rc = stored_apply_entry(l->store, &l->ids, &h, (const uint8_t *)rec->data + sizeof(h),
 				&l->arena, res);
-	loop_warn_slow_apply(l, &h, rec, res, rc, loop_now_ns() - t0);
+	loop_warn_slow_apply(l, &h, rec, res, rc, clock_now_ns() - t0);
 	if (rc == -EALREADY) {
 		l->st.duplicates++; /* the store is ahead of the loop's count */
 		return 0;
@@ -1060,7 +1053,7 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 	log_info("installing a received snapshot db", LOG_STR("path", path),
 		 LOG_U64("snapshot-index", m.index), LOG_U64("snapshot-term", m.term),
 		 LOG_U64("applied-index", l->applied));
-	int64_t start = loop_now_ns();
+	int64_t start = clock_now_ns();
 	rc = install_prepare_io(path, l->install_path, m.index, l->o.map_size, l->o.io_open,
 				l->o.io_open_arg, &info);
 	if (loop_install_retry(rc)) {
@@ -1090,7 +1083,7 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 	l->pub.durable_index = l->committed_index;
 	l->dirty = false;
 	l->since_checkpoint = 0;
-	l->checkpoint_ns = loop_now_ns();
+	l->checkpoint_ns = clock_now_ns();
 	l->nres = 0;
 	if (l->nwaiting)
 		log_warn("dropped the answers of compactions the installed db replaced",
@@ -1106,7 +1099,7 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 		 LOG_I64("revision", ms.rev), LOG_U64("bytes", info.bytes),
 		 LOG_BOOL("index-rebuilt", info.index_rebuilt),
 		 LOG_U64("db-generation", l->pub.db_generation),
-		 LOG_I64("took-ms", (loop_now_ns() - start) / 1000000));
+		 LOG_I64("took-ms", (clock_now_ns() - start) / 1000000));
 	return 0;
 }
 
@@ -1178,9 +1171,9 @@ static int loop_batch(struct stored_loop *l)
 		arena_release(&l->arena);
 		return 0;
 	}
-	int64_t commit_ns = loop_now_ns();
+	int64_t commit_ns = clock_now_ns();
 	rc = mvcc_batch_commit(l->store, NULL);
-	shm_metric_observe(l->metrics, SHM_H_BACKEND_COMMIT, (uint64_t)(loop_now_ns() - commit_ns));
+	shm_metric_observe(l->metrics, SHM_H_BACKEND_COMMIT, (uint64_t)(clock_now_ns() - commit_ns));
 	if (rc) {
 		l->applied = first;
 		return loop_batch_failed(l, rc);
@@ -1303,7 +1296,7 @@ static void loop_defrag_start(struct stored_loop *l)
 	}
 	snprintf(l->defrag_path, dlen + 64, "%s.tmp.%ld.%llu", l->db_path, (long)getpid(),
 		 (unsigned long long)++l->defrag_seq);
-	l->defrag_start_ns = loop_now_ns();
+	l->defrag_start_ns = clock_now_ns();
 	l->defrag_longest_ns = l->defrag_longest_cpu_ns = 0;
 	loop_db_sizes(l, &l->defrag_size, &l->defrag_in_use);
 	log_bytes_text(l->defrag_size, a);
@@ -1400,13 +1393,13 @@ static int loop_defrag_switch(struct stored_loop *l)
 	rc = loop_dir_sync_poll(l, true);
 	if (rc)
 		return rc;
-	int64_t t0 = loop_now_ns(), c0 = loop_cpu_ns();
+	int64_t t0 = clock_now_ns(), c0 = loop_cpu_ns();
 	rc = defrag_finish(l->defrag);
 	if (rc) {
 		loop_defrag_fail(l, rc);
 		return 0;
 	}
-	int64_t t_finish = loop_now_ns();
+	int64_t t_finish = clock_now_ns();
 	defrag_stats(l->defrag, &ds);
 	defrag_free(l->defrag);
 	l->defrag = NULL;
@@ -1418,7 +1411,7 @@ static int loop_defrag_switch(struct stored_loop *l)
 	rc = loop_open_store(l, l->defrag_path, &resume, true, true);
 	if (rc)
 		return rc;
-	int64_t t_open = loop_now_ns();
+	int64_t t_open = clock_now_ns();
 	/* the cache is cleared for the new generation before the rename:
 	 * readers of the old one find nothing of theirs in it and go down
 	 * their tree, and the time between rename and publish stays short */
@@ -1440,13 +1433,13 @@ static int loop_defrag_switch(struct stored_loop *l)
 	if (rc)
 		return rc;
 	l->pub.db_generation = gen;
-	int64_t ns = loop_now_ns() - l->defrag_start_ns;
+	int64_t ns = clock_now_ns() - l->defrag_start_ns;
 	l->pub.defrag_count++;
 	l->pub.defrag_last_ns = (uint64_t)ns;
 	shm_metric_observe(l->metrics, SHM_H_BACKEND_DEFRAG, (uint64_t)ns);
 	l->pub.defrag_total_ns += (uint64_t)ns;
 	loop_publish_root(l);
-	int64_t t_pub = loop_now_ns();
+	int64_t t_pub = clock_now_ns();
 	/* the copy holds every entry up to the committed index, durably,
 	 * once the rename is: the directory's sync makes that the durable
 	 * index (loop_dir_sync_poll); a checkpoint of the txid the open
@@ -1472,7 +1465,7 @@ static int loop_defrag_switch(struct stored_loop *l)
 		 LOG_U64("db-generation", l->pub.db_generation),
 		 LOG_I64("longest-step-us", l->defrag_longest_ns / 1000),
 		 LOG_I64("longest-step-cpu-us", l->defrag_longest_cpu_ns / 1000),
-		 LOG_I64("final-step-us", (loop_now_ns() - t0) / 1000),
+		 LOG_I64("final-step-us", (clock_now_ns() - t0) / 1000),
 		 LOG_I64("final-step-cpu-us", (loop_cpu_ns() - c0) / 1000),
 		 LOG_I64("last-carry-over-us", (t_finish - t0) / 1000),
 		 LOG_I64("reopen-us", (t_open - t_finish) / 1000),
@@ -1502,13 +1495,13 @@ static int loop_defrag_turn(struct stored_loop *l)
 			loop_defrag_start(l);
 		return 0;
 	}
-	int64_t t0 = loop_now_ns(), c0 = loop_cpu_ns();
+	int64_t t0 = clock_now_ns(), c0 = loop_cpu_ns();
 	rc = defrag_step(l->defrag, LOOP_DEFRAG_STEP_NS, &ready);
 	if (rc) {
 		loop_defrag_fail(l, rc);
 		return 0;
 	}
-	int64_t took = loop_now_ns() - t0, cpu = loop_cpu_ns() - c0;
+	int64_t took = clock_now_ns() - t0, cpu = loop_cpu_ns() - c0;
 	if (took > l->defrag_longest_ns)
 		l->defrag_longest_ns = took;
 	if (cpu > l->defrag_longest_cpu_ns)
@@ -1540,7 +1533,7 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	rc = loop_checkpoint_poll(l, false);
 	if (rc)
 		return rc;
-	now = loop_now_ns();
+	now = clock_now_ns();
 	if (loop_checkpoint_due(l, now)) {
 		rc = loop_checkpoint_begin(l);
 		if (rc)
@@ -1589,7 +1582,7 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 			timeout_ms = 1;  /* its end is polled, not rung */
 		} else if (l->dirty) {
 			int64_t due = l->checkpoint_ns + (int64_t)l->o.checkpoint_ms * 1000000;
-			int64_t left = (due - loop_now_ns()) / 1000000 + 1;
+			int64_t left = (due - clock_now_ns()) / 1000000 + 1;
 			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
 		}
 		int lease_ms = lessor_loop_timeout_ms(&l->lease);

@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include "base/clock/clock.h"
 #include "base/log/errmsg.h"
 #include "base/thread/thread.h"
 #include "base/tls/tls_int.h"
@@ -605,13 +605,6 @@ int tls_conn_shutdown(struct tls_conn *c)
 
 /* ---- blocking helpers ---- */
 
-static int64_t tls_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits until the socket allows what c wants, or the deadline. */
 static int tls_conn_wait(struct tls_conn *c, int64_t deadline_ms)
 {
@@ -621,7 +614,7 @@ static int tls_conn_wait(struct tls_conn *c, int64_t deadline_ms)
 	p.events = (short)(((c->want & (TLS_WANT_READ | TLS_WANT_CHECK)) ? POLLIN : 0) |
 			   ((c->want & TLS_WANT_WRITE) ? POLLOUT : 0));
 	for (;;) {
-		left = deadline_ms - tls_now_ms();
+		left = deadline_ms - clock_now_ms();
 		if (left <= 0)
 			return errmsg_set(-ETIMEDOUT, "tls: the peer did not answer in time");
 		int r = poll(&p, 1, (int)left);
@@ -634,7 +627,7 @@ static int tls_conn_wait(struct tls_conn *c, int64_t deadline_ms)
 
 int tls_conn_handshake_timed(struct tls_conn *c, int timeout_ms)
 {
-	int64_t deadline = tls_now_ms() + timeout_ms;
+	int64_t deadline = clock_now_ms() + timeout_ms;
 	int rc;
 
 	while ((rc = tls_conn_handshake(c)) == -EAGAIN) {
@@ -646,7 +639,7 @@ int tls_conn_handshake_timed(struct tls_conn *c, int timeout_ms)
 
 int tls_conn_write_all_timed(struct tls_conn *c, const void *buf, size_t len, int timeout_ms)
 {
-	int64_t deadline = tls_now_ms() + timeout_ms;
+	int64_t deadline = clock_now_ms() + timeout_ms;
 	const char *p = buf;
 
 	while (len > 0) {

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock/clock.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/dlist.h"
 #include "gatewayd/server.h"
@@ -1004,13 +1004,6 @@ static void dispatch(struct gw_server *s, struct watch_state *ws)
 	batch_drop(ws, nev);
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void read_ring(struct gw_server *s, struct watch_state *ws)
 {
 	struct bcast_rec rec;
@@ -1018,7 +1011,7 @@ static void read_ring(struct gw_server *s, struct watch_state *ws)
 	if (!ws->cur_valid)
 		return;
 	if (ws->read_every_ns) {
-		int64_t now = now_ns();
+		int64_t now = clock_now_ns();
 		if (now < atomic_load_explicit(&ws->next_read_ns, memory_order_relaxed))
 			return;
 		atomic_store_explicit(&ws->next_read_ns, now + ws->read_every_ns,
@@ -1248,7 +1241,7 @@ static void catchup_turn(struct gw_server *s, struct watch_state *ws)
 static void progress_turn(struct gw_server *s, struct watch_state *ws)
 {
 	struct watch_stream *st;
-	int64_t now = now_ns();
+	int64_t now = clock_now_ns();
 	bool tick = now >= ws->next_tick_ns;
 
 	if (tick)
@@ -1355,7 +1348,7 @@ bool watch_has_work(struct gw_server *s)
 
 	if (!ws || !atomic_load_explicit(&ws->active, memory_order_acquire))
 		return false;
-	if (ws->read_every_ns && now_ns() < atomic_load_explicit(&ws->next_read_ns,
+	if (ws->read_every_ns && clock_now_ns() < atomic_load_explicit(&ws->next_read_ns,
 								  memory_order_relaxed))
 		return false; /* the timer brings the next read */
 	struct bcast_cursor c = {
@@ -1413,7 +1406,7 @@ int watch_register(struct gw_server *s)
 		ws->progress_ns = s->cfg->experimental_watch_progress_notify_interval_ns;
 	if (env && atoll(env) > 0)
 		ws->progress_ns = atoll(env) * 1000000ll;
-	ws->next_tick_ns = now_ns() + ws->progress_ns;
+	ws->next_tick_ns = clock_now_ns() + ws->progress_ns;
 	ws->hold_bytes = WATCH_HOLD_BYTES;
 	env = getenv("CETCD_WATCH_HOLD_BYTES");
 	if (env)

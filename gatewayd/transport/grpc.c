@@ -5,8 +5,8 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock/clock.h"
 #include "proto/registry.h"
 #include "shm/metrics.h"
 
@@ -140,10 +140,8 @@ static int grpc_grow(const nghttp2_mem *mem, void **arr, uint32_t *cap, uint32_t
 
 static int64_t grpc_clock_monotonic(void *arg)
 {
-	struct timespec ts;
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	return clock_now_ns();
 }
 
 static int64_t grpc_now(const struct grpc_server *srv)

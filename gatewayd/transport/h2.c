@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock/clock.h"
 #include "gatewayd/transport/transport.h"
 
 /* h2_stream.flags */
@@ -208,11 +208,7 @@ static void h2_send_final_goaway(struct h2_conn *c)
 
 static int64_t h2_now(const struct h2_ctx *ctx)
 {
-	struct timespec ts;
-	if (ctx->cfg.now_ns)
-		return ctx->cfg.now_ns(ctx->cfg.clock_arg);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	return ctx->cfg.now_ns ? ctx->cfg.now_ns(ctx->cfg.clock_arg) : clock_now_ns();
 }
 
 /* A client's PING under grpc-go's enforcement policy (its handlePing):

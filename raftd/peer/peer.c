@@ -16,23 +16,15 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <netinet/in.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/msgframe.h"
 #include "raftd/peer/peer_int.h"
 #include "raftd/raft/raft.h"
 #include "config/config.h"
 #include "base/log/log.h"
-
-uint64_t peer_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void peer_id_str(uint64_t id, char out[17])
 {
@@ -403,7 +395,7 @@ void peer_status_activate(struct peer *p, struct peer_remote *r)
 	was = r->active;
 	if (!was) {
 		r->active = true;
-		r->active_since_ns = peer_now_ns();
+		r->active_since_ns = clock_now_ns();
 	}
 	pthread_mutex_unlock(&p->mu);
 	if (!was)
@@ -697,7 +689,7 @@ void peer_poll(struct peer *p)
 
 int peer_run(struct peer *p)
 {
-	uint64_t now = peer_now_ns();
+	uint64_t now = clock_now_ns();
 
 	peer_thread_of = p;
 	if (p->run_due || (p->next_run_ns && p->next_run_ns <= now)) {
@@ -706,7 +698,7 @@ int peer_run(struct peer *p)
 		p->next_run_ns = peer_turn(p, now);
 		peer_conn_reap(p);
 		peer_publish_events(p);
-		now = peer_now_ns();
+		now = clock_now_ns();
 	}
 	if (p->run_due)
 		return 0;

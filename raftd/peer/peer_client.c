@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "stored/btree/dbsnap.h"
 #include "raftd/peer/msgframe.h"
@@ -229,13 +230,13 @@ void peer_client_closed(struct peer_conn *c, int err)
 	case PEER_CONN_READER:
 		if (r->reader[c->stream] == c)
 			r->reader[c->stream] = NULL;
-		r->next_dial_ns[c->stream] = peer_now_ns() + PEER_REDIAL_NS;
+		r->next_dial_ns[c->stream] = clock_now_ns() + PEER_REDIAL_NS;
 		if (p->closing)
 			return;
 		if (c->state == PEER_ST_STREAM_IN) {
 			/* dialed again at once: a refusal tells a crash apart
 			 * from a peer that closed the stream */
-			r->next_dial_ns[c->stream] = peer_now_ns();
+			r->next_dial_ns[c->stream] = clock_now_ns();
 			log_warn("lost TCP streaming connection with remote peer",
 				 LOG_STR("stream-reader-type", peer_stream_name(c->stream)),
 				 LOG_STR("local-member-id", p->self_str),
@@ -307,7 +308,7 @@ static void peer_client_dial_reader(struct peer *p, struct peer_remote *r, enum 
 		r->reader[s] = c;
 		return;
 	}
-	r->next_dial_ns[s] = peer_now_ns() + PEER_REDIAL_NS;
+	r->next_dial_ns[s] = clock_now_ns() + PEER_REDIAL_NS;
 	if (rc == -EAGAIN)
 		return; /* its host name is being looked up: not a failure */
 	peer_client_dial_failed(p, r, rc);
@@ -350,7 +351,7 @@ static void peer_client_post(struct peer *p, struct peer_remote *r, struct peer_
 int peer_client_request(struct peer_conn *c)
 {
 	c->state = PEER_ST_SEND;
-	c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+	c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 	if (peer_conn_flush(c))
 		return -EPIPE;
 	if (!peer_buf_size(&c->out))
@@ -404,7 +405,7 @@ void peer_client_written(struct peer_conn *c)
 	if (peer_buf_size(&c->out))
 		return;
 	c->state = PEER_ST_RESPONSE;
-	c->deadline_ns = peer_now_ns() +
+	c->deadline_ns = clock_now_ns() +
 			 (c->kind == PEER_CONN_SNAP ? PEER_SNAP_ANSWER_NS : PEER_IO_TIMEOUT_NS);
 	peer_conn_arm(c);
 }
@@ -591,7 +592,7 @@ void peer_writer_attach(struct peer *p, struct peer_remote *r, enum peer_stream 
 	c->remote = r;
 	c->stream = s;
 	c->state = PEER_ST_STREAM_OUT;
-	c->last_out_ns = peer_now_ns();
+	c->last_out_ns = clock_now_ns();
 	log_info("established TCP streaming connection with remote peer",
 		 LOG_STR("stream-writer-type", peer_stream_name(s)),
 		 LOG_STR("local-member-id", p->self_str), LOG_STR("remote-peer-id", r->idstr));
@@ -816,7 +817,7 @@ static int peer_snap_start(struct peer *p, struct peer_snap_send *s)
 	if (rc)
 		return rc;
 	c->snap_out = s;
-	s->start_ns = peer_now_ns();
+	s->start_ns = clock_now_ns();
 	rc = peer_client_head(p, c, &u, "POST", "/raft/snapshot", NULL, "application/octet-stream",
 			      (int64_t)(s->frame_len + s->size));
 	if (!rc)

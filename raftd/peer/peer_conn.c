@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/peer_int.h"
 #include "base/log/errmsg.h"
@@ -206,7 +207,7 @@ void peer_conn_accept(struct peer *p, size_t i)
 			continue;
 		}
 		peer_sockaddr_text(&ss, sl, c->addr, sizeof(c->addr));
-		c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+		c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 		c->state = PEER_ST_REQUEST;
 		if (p->ltls[i]) {
 			if (tls_conn_new(p->server_tls, fd, NULL, &c->tls)) {
@@ -230,7 +231,7 @@ static void peer_listeners_poll(struct peer *p, uint32_t events)
 
 void peer_accept_pause(struct peer *p, int err, const char *what)
 {
-	uint64_t now = peer_now_ns();
+	uint64_t now = clock_now_ns();
 	uint64_t pause = accept_backoff_fail(&p->accept_bo, now, err, what, p->n_conns);
 
 	if (!p->accept_resume_ns)
@@ -286,7 +287,7 @@ int peer_conn_dial(struct peer *p, const struct peer_url *u, enum peer_conn_kind
 		 u->unix_socket ? "" : u->port);
 	c->remote = r;
 	c->state = PEER_ST_CONNECTING;
-	c->deadline_ns = peer_now_ns() + PEER_DIAL_TIMEOUT_NS;
+	c->deadline_ns = clock_now_ns() + PEER_DIAL_TIMEOUT_NS;
 	peer_conn_arm(c);
 	*out = c;
 	return 0;
@@ -365,7 +366,7 @@ static int peer_conn_handshake(struct peer_conn *c)
 				  "TLS handshake with remote peer failed", rc);
 		return rc;
 	}
-	c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+	c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 	if (c->kind == PEER_CONN_SERVER) {
 		c->state = PEER_ST_REQUEST;
 		return 0;
@@ -395,8 +396,8 @@ int peer_conn_flush(struct peer_conn *c)
 			return w ? (int)w : -EPIPE;
 		}
 		peer_buf_consume(&c->out, (size_t)w);
-		c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
-		c->last_out_ns = peer_now_ns();
+		c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
+		c->last_out_ns = clock_now_ns();
 	}
 	if (!peer_buf_size(&c->out) &&
 	    (c->state == PEER_ST_STREAM_OUT || c->state == PEER_ST_RELAY))
@@ -447,7 +448,7 @@ static int peer_conn_read(struct peer_conn *c)
 	 * (peer_serve_head starts the body's clock). */
 	if (c->state != PEER_ST_STREAM_OUT && c->state != PEER_ST_RELAY &&
 	    c->state != PEER_ST_REQUEST)
-		c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+		c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 	return 1;
 }
 

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/peer_int.h"
 #include "base/sock/gwsock.h"
@@ -107,7 +108,7 @@ static void peer_grpc_relay(struct peer_conn *c, const char *what)
 		if (accept_backoff_exhausted(rc))
 			peer_accept_pause(p, rc, "cannot hand a peer-port connection to a gateway for now; closing it");
 		else
-			accept_backoff_warn(&p->relay_warn, peer_now_ns(), rc,
+			accept_backoff_warn(&p->relay_warn, clock_now_ns(), rc,
 					    "cannot hand a peer-port connection to a gateway; closing it",
 					    p->n_conns);
 		peer_conn_close(c);
@@ -188,7 +189,7 @@ void peer_grpc_input(struct peer_conn *c)
 		/* queued bytes have PEER_IO_TIMEOUT_NS to start going out;
 		 * each write gives them as long again (peer_conn_flush) */
 		if (!peer_buf_size(&o->out))
-			o->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+			o->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 		if (peer_buf_size(&o->out) + n > PEER_RELAY_MAX_QUEUED ||
 		    peer_buf_append(&o->out, peer_buf_data(&c->in), n)) {
 			log_warn("closed a relayed peer-port connection: its other side does not take its bytes",

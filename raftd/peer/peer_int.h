@@ -302,7 +302,6 @@ struct peer {
 };
 
 /* ---- peer.c ---- */
-uint64_t peer_now_ns(void);
 /* Queues an event for the loop thread (takes ev's buffers; frees them if
  * the queue is over PEER_EVENTS_MAX and the event is a message). Locks
  * mu. On the transport thread the loop is signaled once per run

@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/peer_fetch.h"
 #include "raftd/peer/peer_int.h"
@@ -336,7 +337,7 @@ static void pl_read(struct peer_lease *pl, struct pl_conn *c)
 		pl_close(pl, c);
 	} else {
 		c->state = PL_IDLE;
-		c->idle_since_ns = peer_now_ns();
+		c->idle_since_ns = clock_now_ns();
 		pl_arm(pl, c, EPOLLIN);
 	}
 	pl_finish(pl, r, resp.status, &resp);
@@ -540,7 +541,7 @@ static bool pl_take(struct peer_lease *pl)
  * returns the milliseconds until the next such time (-1: none). */
 static int pl_expire(struct peer_lease *pl)
 {
-	uint64_t now = peer_now_ns(), next = UINT64_MAX;
+	uint64_t now = clock_now_ns(), next = UINT64_MAX;
 	struct pl_req **pp = &pl->queue.head, *r;
 
 	while ((r = *pp)) {
@@ -727,7 +728,7 @@ int peer_lease_forward(struct peer *p, const char *const *urls, size_t n,
 	if (!r && !(r = raftd_malloc(sizeof(*r))))
 		return -ENOMEM;
 	r->token = token;
-	r->deadline_ns = peer_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000;
+	r->deadline_ns = clock_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000;
 	r->tries = 0;
 	r->internal = lr->internal;
 	r->body_len = leasehttp_request_encode(lr, r->body);

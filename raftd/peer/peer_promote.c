@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/peer_fetch.h"
 #include "raftd/peer/peer_int.h"
@@ -113,7 +114,7 @@ void peer_promote_serve(struct peer_conn *c)
 	peer_emit_locked(p, &ev);
 	pthread_mutex_unlock(&p->mu);
 	c->state = PEER_ST_WAIT;
-	c->deadline_ns = peer_now_ns() + PP_WAIT_NS;
+	c->deadline_ns = clock_now_ns() + PP_WAIT_NS;
 }
 
 int peer_promote_answer(struct peer *p, uint64_t token, int status, const char *ctype,
@@ -160,7 +161,7 @@ void peer_promote_flush(struct peer *p)
 			if (c->state != PEER_ST_WAIT || c->promote_token != a->token)
 				continue;
 			c->promote_token = 0;
-			c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+			c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 			peer_serve_reply(c, a->status, a->ctype, NULL, a->body, a->len);
 			/* written out, then closed or ready for the next request */
 			peer_serve_input(c);

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/peer_int.h"
 #include "base/log/log.h"
@@ -73,7 +74,7 @@ static void *peer_resolver_main(void *arg)
 			n->ss = ss;
 			n->sl = sl;
 		}
-		n->done_ns = peer_now_ns();
+		n->done_ns = clock_now_ns();
 	}
 	pthread_mutex_unlock(&pr->mu);
 	return NULL;
@@ -145,7 +146,7 @@ int peer_resolve(struct peer *p, const struct peer_url *u, struct sockaddr_stora
 	pr = peer_resolver_get(p);
 	if (!pr)
 		return -ENOMEM;
-	now = peer_now_ns();
+	now = clock_now_ns();
 	pthread_mutex_lock(&pr->mu);
 	n = peer_name_get_locked(pr, u);
 	if (!n) {

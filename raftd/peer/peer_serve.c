@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/msgframe.h"
 #include "raftd/peer/peer_int.h"
@@ -382,7 +383,7 @@ static void peer_serve_head(struct peer_conn *c)
 	c->head.n_headers = 0;
 	peer_conn_body_begin(c, false, max);
 	c->state = PEER_ST_BODY;
-	c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+	c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 }
 
 /* ---- handlers ---- */
@@ -593,7 +594,7 @@ static int peer_serve_snap_body(struct peer_conn *c, bool whole)
 		}
 		c->snap_in = s;
 		peer_buf_consume(&c->body, flen);
-		s->start_ns = peer_now_ns();
+		s->start_ns = clock_now_ns();
 		snprintf(text, sizeof(text), "%s/%016" PRIx64 ".snap.db.tmp.XXXXXX", p->snap_dir,
 			 s->msg.snapshot.index);
 		s->path = raftd_malloc(strlen(text) + 1);
@@ -707,7 +708,7 @@ static void peer_serve_snap_answer(struct peer_conn *c, int sync_rc)
 	log_info("received and saved database snapshot", LOG_STR("local-member-id", p->self_str),
 		 LOG_U64("incoming-snapshot-index", s->msg.snapshot.index),
 		 LOG_U64("incoming-snapshot-size-bytes", s->bytes),
-		 LOG_U64("download-took-ms", (peer_now_ns() - s->start_ns) / 1000000));
+		 LOG_U64("download-took-ms", (clock_now_ns() - s->start_ns) / 1000000));
 	path = s->path;
 	s->path = NULL;
 	if (!peer_serve_deliver(p, &s->msg, s->buf, path)) {
@@ -737,7 +738,7 @@ void peer_serve_snap_synced(struct peer *p)
 			continue;
 		c->snap_in->sync = NULL;
 		peer_snap_sync_free(y);
-		c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+		c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 		peer_serve_snap_answer(c, rc);
 		/* written out, then closed or ready for the next request */
 		peer_serve_input(c);
@@ -839,7 +840,7 @@ void peer_serve_input(struct peer_conn *c)
 				return;
 			}
 			c->state = PEER_ST_REQUEST;
-			c->deadline_ns = peer_now_ns() + PEER_IO_TIMEOUT_NS;
+			c->deadline_ns = clock_now_ns() + PEER_IO_TIMEOUT_NS;
 			break;
 		case PEER_ST_STREAM_OUT:
 			/* a stream's client sends nothing more; what comes is

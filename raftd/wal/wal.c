@@ -11,6 +11,7 @@
  * segment once the batch is durable (rename, then directory fsync).
  */
 #include "raftd/wal/wal.h"
+#include "base/clock/clock.h"
 #include "shm/metrics.h"
 
 #include <dirent.h>
@@ -666,7 +667,7 @@ int wal_submit(struct wal *w)
 	if (rc)
 		return wal_fail(w, rc, "submitting a write");
 	if (w->metrics) {
-		w->submit_ns = shm_metrics_now_ns();
+		w->submit_ns = clock_now_ns();
 		shm_metric_add(w->metrics, SHM_M_WAL_WRITE_BYTES, p->len);
 	}
 	if (p->off + p->len + pad > w->zeroed_end)
@@ -722,7 +723,7 @@ static int finish(struct wal *w, bool wait)
 	if (rc)
 		return wal_fail(w, rc, "writing and syncing a batch");
 	if (w->metrics)
-		shm_metric_observe(w->metrics, SHM_H_WAL_FSYNC, (uint64_t)(shm_metrics_now_ns() - w->submit_ns));
+		shm_metric_observe(w->metrics, SHM_H_WAL_FSYNC, (uint64_t)(clock_now_ns() - w->submit_ns));
 	rc = complete_inflight(w);
 	if (!rc)
 		rc = wal_submit(w);

@@ -12,6 +12,7 @@
 
 #include "wal_util.h"
 
+#include "base/clock/clock.h"
 #include "raftd/peer/msgframe.h"
 #include "raftd/peer/peer.h"
 #include "raftd/peer/peer_int.h"
@@ -93,12 +94,12 @@ static inline void pt_members(struct pt_node *n, struct pt_node *const *peers, s
 /* The next event of n within timeout_ms: 0 or -ETIMEDOUT. */
 static inline int pt_next(struct pt_node *n, struct peer_event *ev, int timeout_ms)
 {
-	uint64_t end = test_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int64_t end = clock_now_ns() + (uint64_t)timeout_ms * 1000000u;
 
 	for (;;) {
 		if (peer_recv(n->p, ev) == 0)
 			return 0;
-		uint64_t now = test_now_ns();
+		int64_t now = clock_now_ns();
 		if (now >= end)
 			return -ETIMEDOUT;
 		struct pollfd pf = { .fd = peer_event_fd(n->p), .events = POLLIN };

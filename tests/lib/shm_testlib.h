@@ -20,9 +20,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock/clock.h"
 #include "shm/doorbell.h"
 
 #include "test_invariants.h"
@@ -54,14 +54,6 @@
 		printf("\n");                                                \
 		exit(77);                                                    \
 	} while (0)
-
-static inline uint64_t test_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static inline void test_rmdir(const char *dir);
 
@@ -309,14 +301,14 @@ static inline int test_wait(pid_t pid)
  * whether it became true. */
 #define TEST_WAIT_FOR(cond, ms)                                              \
 	({                                                                   \
-		uint64_t wait_end_ = test_now_ns() + (uint64_t)(ms) * 1000000u; \
+		int64_t wait_end_ = clock_now_ns() + (int64_t)(ms) * 1000000;  \
 		int wait_ok_ = 0;                                            \
 		for (;;) {                                                   \
 			if (cond) {                                          \
 				wait_ok_ = 1;                                \
 				break;                                       \
 			}                                                    \
-			if (test_now_ns() > wait_end_)                       \
+			if (clock_now_ns() > wait_end_)                       \
 				break;                                       \
 			usleep(1000);                                        \
 		}                                                            \

@@ -22,9 +22,9 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 
 #include "../lib/btree_util.h"
+#include "base/clock/clock.h"
 
 #define NREADERS 3
 #define NKEYS 3000
@@ -217,8 +217,7 @@ int main(void)
 		}
 	}
 
-	struct timespec start, now;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	int64_t start = clock_now_ns();
 	uint64_t commits = 0, checkpoints = 0;
 	do {
 		t_step = commits;
@@ -260,8 +259,7 @@ int main(void)
 			publish(&root);
 			checkpoints++;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (now.tv_sec - start.tv_sec < secs);
+	} while ((clock_now_ns() - start) / 1000000000 < secs);
 
 	atomic_store(&sh->stop, 1);
 	int failed = 0;

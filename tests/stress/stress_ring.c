@@ -13,6 +13,7 @@
 
 #include "shm_testlib.h"
 
+#include "base/clock/clock.h"
 #include "shm/doorbell.h"
 #include "shm/region.h"
 #include "shm/ring.h"
@@ -129,7 +130,7 @@ int main(void)
 		records = strtoull(env, NULL, 10);
 	test_region_path(dir, sizeof(dir), path, sizeof(path));
 	CHECK_EQ(shm_region_create(path, &p, &l), 0);
-	t0 = test_now_ns();
+	t0 = clock_now_ns();
 	cons = test_fork();
 	CHECK(cons >= 0);
 	if (cons == 0)
@@ -140,7 +141,7 @@ int main(void)
 		test_child_exit(producer());
 	prc = test_wait(prod);
 	crc = test_wait(cons);
-	ns = test_now_ns() - t0;
+	ns = clock_now_ns() - t0;
 	printf("stress_ring: %llu records in %.2f s (%.2f M records/s), "
 	       "producer exit %d, consumer exit %d\n",
 	       (unsigned long long)records, ns / 1e9, records / (ns / 1e3),

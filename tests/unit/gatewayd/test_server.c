@@ -30,6 +30,7 @@
 #include <poll.h>
 #include <pthread.h>
 
+#include "base/clock/clock.h"
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "shm/doorbell.h"
 #include "shm/msg.h"
@@ -46,9 +47,9 @@
 /* Turns until s closed (at most 5 s). */
 static void wait_closed(struct tc_stream *s)
 {
-	uint64_t end = test_now_ns() + 5000000000ull;
+	int64_t end = clock_now_ns() + 5000000000ull;
 	while (!s->closed) {
-		CHECK(test_now_ns() < end);
+		CHECK(clock_now_ns() < end);
 		spin(1);
 	}
 }
@@ -275,13 +276,13 @@ static void test_errors(void)
 	free_recs(&r, 1);
 
 	/* no answer: request timed out, and the late result is dropped */
-	uint64_t t0 = test_now_ns();
+	int64_t t0 = clock_now_ns();
 	s = put("k", (const uint8_t *)"v", 1);
 	r = one_proposal();
 	o = proposal_origin(&r);
 	wait_closed(s);
 	check_status(s, 14, "etcdserver: request timed out");
-	CHECK(test_now_ns() - t0 >= (uint64_t)TIMEOUT_NS);
+	CHECK(clock_now_ns() - t0 >= (int64_t)TIMEOUT_NS);
 	uint64_t dropped = srv->stats.dropped;
 	push_result(&o, 0, "", 0);
 	spin(2);
@@ -328,8 +329,8 @@ static uint64_t seen_term(const struct rec *r, uint32_t *flags)
 /* Turns until s closed, for up to ms. */
 static bool closed_within(struct tc_stream *s, uint64_t ms)
 {
-	uint64_t end = test_now_ns() + ms * 1000000u;
-	while (!s->closed && test_now_ns() < end)
+	int64_t end = clock_now_ns() + ms * 1000000u;
+	while (!s->closed && clock_now_ns() < end)
 		spin(1);
 	return s->closed;
 }
@@ -971,8 +972,8 @@ static void *publish_later(void *arg)
 {
 	(void)arg;
 	struct shm_doorbell *d = shm_slot_doorbell(harn, slot.index);
-	uint64_t end = test_now_ns() + 60000000000ull;
-	while (!shm_doorbell_is_sleeping(d) && test_now_ns() < end)
+	int64_t end = clock_now_ns() + 60000000000ull;
+	while (!shm_doorbell_is_sleeping(d) && clock_now_ns() < end)
 		usleep(1000);
 	db_put("d", "4444"); /* applied index 4, revision 5 */
 	shm_events_notify(harn);
@@ -1014,8 +1015,8 @@ static void test_linearizable(void)
 	srv->request_timeout_ns = 600ll * 1000000000;
 	pthread_t th;
 	CHECK_EQ(pthread_create(&th, NULL, publish_later, NULL), 0);
-	uint64_t end = test_now_ns() + 60000000000ull;
-	while (srv->nwaits > 0 && test_now_ns() < end)
+	int64_t end = clock_now_ns() + 60000000000ull;
+	while (srv->nwaits > 0 && clock_now_ns() < end)
 		gw_server_turn(srv, 10000);
 	pthread_join(th, NULL);
 	CHECK_EQ(srv->nwaits, 0);
@@ -1107,7 +1108,7 @@ static void test_http1(void)
 			  "GET /version HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
 	CHECK_EQ(write(sv[1], req, strlen(req)), (ssize_t)strlen(req));
 	CHECK_EQ(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
-	uint64_t end = test_now_ns() + 5000000000ull;
+	int64_t end = clock_now_ns() + 5000000000ull;
 	int read_indexes = 0;
 	for (;;) {
 		gw_server_turn(srv, 1);
@@ -1129,7 +1130,7 @@ static void test_http1(void)
 			break; /* the server closed after the answers */
 		if (n > 0)
 			got += (size_t)n;
-		CHECK(test_now_ns() < end);
+		CHECK(clock_now_ns() < end);
 	}
 	buf[got] = '\0';
 	CHECK_EQ(read_indexes, 1);
@@ -1153,18 +1154,18 @@ static void test_linger(void)
 	for (int i = 0; i < 3; i++) {
 		CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv[i]), 0);
 		CHECK_EQ(gw_server_adopt(srv, sv[i][0]), 0);
-		last_asked = test_now_ns(); /* its linger cannot start before */
+		last_asked = clock_now_ns(); /* its linger cannot start before */
 		CHECK_EQ(write(sv[i][1], req, strlen(req)), (ssize_t)strlen(req));
 		CHECK_EQ(fcntl(sv[i][1], F_SETFL, O_NONBLOCK), 0);
 		/* answered and shut for writing, one after the other */
 		char buf[1024];
 		bool eof = false;
-		uint64_t end = test_now_ns() + 5000000000ull;
+		int64_t end = clock_now_ns() + 5000000000ull;
 		while (!eof) {
 			gw_server_turn(srv, 1);
 			ssize_t n = read(sv[i][1], buf, sizeof(buf));
 			eof = n == 0;
-			CHECK(test_now_ns() < end);
+			CHECK(clock_now_ns() < end);
 		}
 	}
 	CHECK_EQ(srv->conn_count, base + 3);
@@ -1172,20 +1173,20 @@ static void test_linger(void)
 	close(sv[1][1]); /* the middle one's client closes first */
 	/* generous deadlines: a loaded machine may take long to get there;
 	 * only the lower bound below is about time */
-	uint64_t end = test_now_ns() + 30000000000ull;
-	while (srv->conn_count > base + 2 && test_now_ns() < end)
+	int64_t end = clock_now_ns() + 30000000000ull;
+	while (srv->conn_count > base + 2 && clock_now_ns() < end)
 		gw_server_turn(srv, 1);
 	CHECK_EQ(srv->conn_count, base + 2);
 	CHECK_EQ(srv->lingering, 2u);
 	/* the other two are closed by the server once their second is up */
-	end = test_now_ns() + 30000000000ull;
-	while (srv->conn_count > base && test_now_ns() < end)
+	end = clock_now_ns() + 30000000000ull;
+	while (srv->conn_count > base && clock_now_ns() < end)
 		gw_server_turn(srv, 100);
 	CHECK_EQ(srv->conn_count, base);
 	CHECK_EQ(srv->lingering, 0u);
 	/* and not before: the last one lingered its whole second (1 s,
 	 * GW_LINGER_NS in server.c) after its request was written */
-	CHECK(test_now_ns() - last_asked >= 1000000000ull);
+	CHECK(clock_now_ns() - last_asked >= 1000000000ull);
 	for (int i = 0; i < 3; i += 2) {
 		char c;
 		CHECK_EQ(read(sv[i][1], &c, 1), 0);

@@ -27,6 +27,7 @@
 
 #include "raftd_util.h"
 
+#include "base/clock/clock.h"
 #include "raftd/bootstrap.h"
 #include "raftd/loop.h"
 #include "raftd/wal/wal.h"
@@ -117,12 +118,12 @@ static void ts_consume(struct tstore *t)
 /* Consumes until applied reaches index (or fails after WAIT_MS). */
 static void ts_wait_applied(struct tstore *t, uint64_t index)
 {
-	uint64_t end = test_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	int64_t end = clock_now_ns() + (uint64_t)WAIT_MS * 1000000u;
 	for (;;) {
 		ts_consume(t);
 		if (t->applied >= index)
 			return;
-		if (test_now_ns() > end) {
+		if (clock_now_ns() > end) {
 			fprintf(stderr, "stored applied %llu, waited for %llu\n",
 				(unsigned long long)t->applied, (unsigned long long)index);
 			CHECK(!"timed out waiting for committed entries");
@@ -134,10 +135,10 @@ static void ts_wait_applied(struct tstore *t, uint64_t index)
 /* Consumes until request id rid was applied. */
 static void ts_wait_rid(struct tstore *t, uint64_t rid)
 {
-	uint64_t end = test_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	int64_t end = clock_now_ns() + (uint64_t)WAIT_MS * 1000000u;
 	while (!t->where[rid]) {
 		ts_consume(t);
-		CHECK(test_now_ns() < end);
+		CHECK(clock_now_ns() < end);
 		usleep(200);
 	}
 }
@@ -175,11 +176,11 @@ static void push(struct tstore *t, struct shm_region *r, const struct shm_slot_r
 		 uint64_t rid)
 {
 	struct ring *in = shm_slot_ring(r, s->index, SHM_SLOT_TO_RAFTD);
-	uint64_t end = test_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	int64_t end = clock_now_ns() + (uint64_t)WAIT_MS * 1000000u;
 	while (rt_propose(in, s, rid, 0) == -EAGAIN) {
 		if (t)
 			ts_consume(t);
-		CHECK(test_now_ns() < end);
+		CHECK(clock_now_ns() < end);
 		usleep(100);
 	}
 }
@@ -299,8 +300,8 @@ static void test_lone_member(void)
 	CHECK_EQ(t.dups, 0);
 	/* raftd published this member and set the cluster version, once
 	 * each, among the requests */
-	uint64_t until = test_now_ns() + (uint64_t)WAIT_MS * 1000000u;
-	while (t.members < 2 && test_now_ns() < until) {
+	int64_t until = clock_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	while (t.members < 2 && clock_now_ns() < until) {
 		usleep(200);
 		ts_consume(&t);
 	}
@@ -540,9 +541,9 @@ static void test_waits_for_wal_lock(void)
 	CHECK(fd >= 0);
 	CHECK_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
 	CHECK_EQ(pthread_create(&th, NULL, unlock_later, &fd), 0);
-	uint64_t t0 = test_now_ns();
+	int64_t t0 = clock_now_ns();
 	runner_start(&u, wal_dir, &c, c.v[0].id);
-	CHECK(test_now_ns() - t0 >= 100 * 1000000ull);
+	CHECK(clock_now_ns() - t0 >= 100 * 1000000ll);
 	CHECK_EQ(pthread_join(th, NULL), 0);
 	wait_leader(r, 2); /* it leads again, in a new term */
 	runner_stop(&u, &stats);
@@ -659,10 +660,10 @@ static void test_kill_and_restart(void)
 		push(&t, r, k % 2 ? &s0 : &s1, rid);
 	/* stored takes one entry at a time: more wait in the ring, or in
 	 * the WAL, when raftd dies */
-	uint64_t end = test_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	int64_t end = clock_now_ns() + (uint64_t)WAIT_MS * 1000000u;
 	while (!t.where[first + 100]) {
 		ts_consume_some(&t, 1);
-		CHECK(test_now_ns() < end);
+		CHECK(clock_now_ns() < end);
 	}
 	rt_stored_status(r, 1, t.applied, 0);
 	CHECK_EQ(end_child(pid, SIGKILL), 128 + SIGKILL);

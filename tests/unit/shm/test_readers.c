@@ -12,6 +12,7 @@
 
 #include "shm_testlib.h"
 
+#include "base/clock/clock.h"
 #include "base/log/errmsg.h"
 #include "shm/readers.h"
 #include "shm/region.h"
@@ -194,10 +195,10 @@ static void test_registration_race(void)
 	/* At least 300 ms, 100 checked scans and 5000 registrations (the
 	 * chances to catch a begin that returned too early), at most 20 s;
 	 * only the checked scans are required. */
-	start = test_now_ns();
-	while (test_now_ns() - start < 300 * 1000000ull || checked < 100 ||
+	start = clock_now_ns();
+	while (clock_now_ns() - start < 300 * 1000000ull || checked < 100 ||
 	       atomic_load(&ra.begins) < 5000) {
-		if (test_now_ns() - start > 20000 * 1000000ull)
+		if (clock_now_ns() - start > 20000 * 1000000ull)
 			break;
 		publish(ra.stored, ++txid);
 		phase = atomic_load(&ra.phase);

@@ -22,6 +22,7 @@
 
 #include "shm_testlib.h"
 
+#include "base/clock/clock.h"
 #include "shm/barrier.h"
 #include "shm/doorbell.h"
 #include "shm/waker.h"
@@ -219,13 +220,14 @@ static void test_no_lost_wakeup(void)
 	static uint8_t mem[SHM_DOORBELL_BYTES] __attribute__((aligned(64)));
 	struct shm_doorbell *db = (void *)mem;
 	const uint64_t rounds = 30000;
-	uint64_t seed = test_now_ns() | 1, rng = seed;
+	uint64_t seed = clock_now_ns() | 1, rng = seed;
 	uint64_t counts[ROUND_KINDS] = { 0 };
 	struct shm_waker wk;
 	struct work w;
 	struct racer race = { .w = &w, .db = db };
 	pthread_t racer;
-	uint64_t i, wakes, end;
+	uint64_t i, wakes;
+	int64_t end;
 
 	printf("no-lost-wakeup seed %llu\n", (unsigned long long)seed);
 	shm_doorbell_init(mem);
@@ -253,9 +255,9 @@ static void test_no_lost_wakeup(void)
 			break;
 		case ROUND_ASLEEP:
 			shm_waker_drained(&wk);
-			end = test_now_ns() + (uint64_t)TEST_DEADLINE_MS * 1000000u;
+			end = clock_now_ns() + (int64_t)TEST_DEADLINE_MS * 1000000;
 			while (!shm_doorbell_is_sleeping(db)) {
-				CHECK(test_now_ns() < end);
+				CHECK(clock_now_ns() < end);
 				sched_yield();
 			}
 			work_publish(&w, db, i);
@@ -355,9 +357,9 @@ struct late_producer {
 static void *late_producer_main(void *arg)
 {
 	struct late_producer *p = arg;
-	uint64_t end = test_now_ns() + (uint64_t)TEST_DEADLINE_MS * 1000000u;
+	int64_t end = clock_now_ns() + (int64_t)TEST_DEADLINE_MS * 1000000;
 
-	while (!shm_doorbell_is_sleeping(p->h->db) && test_now_ns() < end)
+	while (!shm_doorbell_is_sleeping(p->h->db) && clock_now_ns() < end)
 		sched_yield();
 	usleep(2000); /* into poll, most likely */
 	work_publish(&p->h->w, p->h->db, p->n);
@@ -533,7 +535,7 @@ static void test_ring_no_lost_wakeup(void)
 							"published between re-check and arming",
 							"published racing the sleeper" };
 	const uint64_t rounds = 30000;
-	uint64_t seed = test_now_ns() | 1, rng = seed;
+	uint64_t seed = clock_now_ns() | 1, rng = seed;
 	uint64_t counts[RING_ROUNDS] = { 0 }, spurious = 0, found_by_recheck = 0;
 	struct racer race;
 	struct shm_waker wk;

@@ -33,6 +33,7 @@
 
 #include "stored_util.h"
 
+#include "base/clock/clock.h"
 #include "raftpb/raft.pb-c.h"
 #include "shm/doorbell.h"
 #include "base/log/errmsg.h"
@@ -494,7 +495,7 @@ int main(void)
 	char snap[ROUNDS + 1][700];
 	char key[64];
 
-	seed = s && *s ? strtoull(s, NULL, 0) : test_now_ns() ^ (uint64_t)getpid();
+	seed = s && *s ? strtoull(s, NULL, 0) : clock_now_ns() ^ (uint64_t)getpid();
 	printf("seed %" PRIu64 " (STORED_SEED)\n", seed);
 	fflush(stdout);
 
@@ -579,9 +580,9 @@ int main(void)
 				 * moment the copy shows, and look again while it
 				 * is stopped: a copy still there means the
 				 * rename has not happened. */
-				uint64_t end = test_now_ns() + 5000000000ull;
+				int64_t end = clock_now_ns() + 5000000000ull;
 				while (access(copy, F_OK) != 0 && !applied_at(&tgt, snap_index) &&
-				       test_now_ns() < end)
+				       clock_now_ns() < end)
 					;
 				kill(tgt.child, SIGSTOP);
 				if (access(copy, F_OK) == 0)

@@ -29,6 +29,7 @@
 
 #include "stored_util.h"
 
+#include "base/clock/clock.h"
 #include "stored/mvcc/kvindex.h"
 #include "stored/mvcc/revision.h"
 #include "stored/mvcc/lcache.h"
@@ -417,7 +418,7 @@ int main(void)
 	pid_t reader;
 	unsigned k = 0;
 
-	seed = s && *s ? strtoull(s, NULL, 0) : test_now_ns() ^ (uint64_t)getpid();
+	seed = s && *s ? strtoull(s, NULL, 0) : clock_now_ns() ^ (uint64_t)getpid();
 	printf("seed %" PRIu64 " (STORED_SEED), %" PRIu64 " entries\n", seed, n);
 	fflush(stdout);
 	for (unsigned i = 0; i < 4; i++)

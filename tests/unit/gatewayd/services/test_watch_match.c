@@ -22,8 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock/clock.h"
 #include "gatewayd/services/watch.h"
 
 /* An entry as its owner holds it: the matcher's entry, the owner's
@@ -305,13 +305,6 @@ static int exact_keys(unsigned seed)
 #define NB 100000
 #define NQ 20000
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static unsigned long bhits;
 
 static void bhit(void *arg, struct wm_entry *e)
@@ -351,18 +344,18 @@ static int bench(int layout)
 		memcpy(qs[q], tmp, 9);
 	}
 	bhits = 0;
-	double t0 = now_s();
+	double t0 = (clock_now_ns() / 1e9);
 	for (unsigned q = 0; q < NQ; q++)
 		wm_match(&m, qs[q], 9, bhit, NULL);
-	double t_tree = now_s() - t0;
+	double t_tree = (clock_now_ns() / 1e9) - t0;
 	unsigned long tree_hits = bhits;
 	/* the scan looks at a tenth of the keys: it is slow */
 	unsigned long scan_hits = 0, tree_tenth = 0;
-	t0 = now_s();
+	t0 = (clock_now_ns() / 1e9);
 	for (unsigned q = 0; q < NQ; q += 10)
 		for (unsigned i = 0; i < NB; i++)
 			scan_hits += wm_covers(&m, es[i], qs[q], 9);
-	double t_scan = (now_s() - t0) * 10;
+	double t_scan = ((clock_now_ns() / 1e9) - t0) * 10;
 	for (unsigned q = 0; q < NQ; q += 10) {
 		bhits = 0;
 		wm_match(&m, qs[q], 9, bhit, NULL);

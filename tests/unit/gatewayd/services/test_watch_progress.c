@@ -10,6 +10,7 @@
  * gatewayd runs it, with a gRPC client over a socket pair.
  */
 #include "gw_harness.h"
+#include "base/clock/clock.h"
 
 #define MAX_REQ (64u * 1024u)
 /* A progress notification every 100 ms: the test waits for two. */
@@ -78,13 +79,13 @@ static void read_responses(struct tc_stream *s, struct seen *sn, int64_t held_re
 static void wait_for(struct tc_stream *s, struct seen *sn, int64_t held_rev,
 		     bool (*pred)(const struct seen *, int64_t), int64_t arg)
 {
-	uint64_t end = test_now_ns() + WAIT_NS;
+	int64_t end = clock_now_ns() + WAIT_NS;
 	for (;;) {
 		read_responses(s, sn, held_rev);
 		if (pred(sn, arg))
 			return;
 		CHECK(!s->closed);
-		CHECK(test_now_ns() < end);
+		CHECK(clock_now_ns() < end);
 		spin(1);
 	}
 }

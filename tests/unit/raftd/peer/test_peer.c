@@ -11,6 +11,7 @@
 
 #include "peer_util.h"
 
+#include "base/clock/clock.h"
 #include "raftd/outbox.h"
 
 #include <fcntl.h>
@@ -99,11 +100,11 @@ static bool wait_kind(struct pt_node *n, enum peer_event_kind kind, uint64_t id,
  * one way or the other. */
 static bool wait_judged(struct pt_node *n, uint64_t id, uint64_t k, int timeout_ms)
 {
-	uint64_t end = test_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int64_t end = clock_now_ns() + (uint64_t)timeout_ms * 1000000u;
 
 	while (atomic_load(&n->p->stream_refusals) < k && !pt_stream_up(n, id, PEER_STREAM_MESSAGE) &&
 	       !pt_stream_up(n, id, PEER_STREAM_MSGAPP)) {
-		if (test_now_ns() >= end)
+		if (clock_now_ns() >= end)
 			return false;
 		usleep(10000);
 	}

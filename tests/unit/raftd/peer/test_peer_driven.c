@@ -11,6 +11,7 @@
 #include <netdb.h>
 
 #include "peer_util.h"
+#include "base/clock/clock.h"
 
 #define CLUSTER 0x2000
 
@@ -40,9 +41,9 @@ static void drive(struct pt_node *const *v, size_t n, int max_ms)
 static int driven_next(struct pt_node *const *v, size_t n, struct pt_node *to,
 		       struct peer_event *ev, int timeout_ms)
 {
-	uint64_t end = test_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int64_t end = clock_now_ns() + (uint64_t)timeout_ms * 1000000u;
 
-	while (test_now_ns() < end) {
+	while (clock_now_ns() < end) {
 		if (peer_recv(to->p, ev) == 0)
 			return 0;
 		drive(v, n, 10);

@@ -25,6 +25,7 @@
 
 #include "peer_util.h"
 
+#include "base/clock/clock.h"
 #include "base/sock/gwsock.h"
 
 #define MS 1000000ull
@@ -36,13 +37,13 @@
 static long drive(struct pt_node *n, uint64_t ms, int fd, uint64_t trickle_ms, char *out,
 		  size_t cap)
 {
-	uint64_t start = test_now_ns(), end = start + ms * MS, next_byte = start + trickle_ms * MS;
+	int64_t start = clock_now_ns(), end = start + ms * MS, next_byte = start + trickle_ms * MS;
 	size_t got = 0;
 
 	if (out)
 		out[0] = '\0';
 	for (;;) {
-		uint64_t now = test_now_ns();
+		int64_t now = clock_now_ns();
 		if (now >= end)
 			return -1;
 		int t = peer_run(n->p);
@@ -59,7 +60,7 @@ static long drive(struct pt_node *n, uint64_t ms, int fd, uint64_t trickle_ms, c
 			char buf[4096];
 			ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 			if (r == 0 || (r < 0 && errno != EAGAIN))
-				return (long)((test_now_ns() - start) / MS);
+				return (long)((clock_now_ns() - start) / MS);
 			if (r > 0 && out && got + 1 < cap) {
 				size_t k = (size_t)r < cap - 1 - got ? (size_t)r : cap - 1 - got;
 				memcpy(out + got, buf, k);
@@ -67,7 +68,7 @@ static long drive(struct pt_node *n, uint64_t ms, int fd, uint64_t trickle_ms, c
 				out[got] = '\0';
 			}
 		}
-		if (fd >= 0 && trickle_ms && test_now_ns() >= next_byte) {
+		if (fd >= 0 && trickle_ms && clock_now_ns() >= next_byte) {
 			CHECK(send(fd, "a", 1, MSG_NOSIGNAL) == 1);
 			next_byte += trickle_ms * MS;
 		}
@@ -249,17 +250,17 @@ static void test_relay_stuck_reader(void)
 	/* the gateway sends a KiB at a time while the client reads nothing:
 	 * the socket to the client fills on a write that took all it was
 	 * given, and the next finds it full with nothing queued before */
-	uint64_t start_ns = test_now_ns(), end = start_ns + 12000 * MS;
+	int64_t start_ns = clock_now_ns(), end = start_ns + 12000 * MS;
 	size_t sent = 0;
 	long closed_ms = -1;
-	while (test_now_ns() < end && closed_ms < 0) {
+	while (clock_now_ns() < end && closed_ms < 0) {
 		ssize_t w = send(gfd, chunk, 1024, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0)
 			sent += (size_t)w;
 		char b;
 		ssize_t r = recv(gfd, &b, 1, MSG_DONTWAIT);
 		if (r == 0 || (r < 0 && errno != EAGAIN))
-			closed_ms = (long)((test_now_ns() - start_ns) / MS);
+			closed_ms = (long)((clock_now_ns() - start_ns) / MS);
 		drive(&n, 2, -1, 0, NULL, 0);
 	}
 	printf("a relay whose client reads nothing was closed after %ld ms (%zu bytes sent)\n",

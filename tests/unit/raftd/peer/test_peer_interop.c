@@ -12,6 +12,7 @@
  * packages are missing.
  */
 #include "peer_util.h"
+#include "base/clock/clock.h"
 
 #include <fcntl.h>
 #include <libgen.h>
@@ -83,7 +84,7 @@ static void go_start(struct go_peer *g, const char *tool, const char *peers)
 static char *go_line(struct go_peer *g, int timeout_ms)
 {
 	static char line[sizeof(g->buf)];
-	uint64_t end = test_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int64_t end = clock_now_ns() + (uint64_t)timeout_ms * 1000000u;
 
 	for (;;) {
 		char *nl = memchr(g->buf, '\n', g->len);
@@ -95,7 +96,7 @@ static char *go_line(struct go_peer *g, int timeout_ms)
 			g->len -= n + 1;
 			return line;
 		}
-		uint64_t now = test_now_ns();
+		int64_t now = clock_now_ns();
 		if (now >= end)
 			return NULL;
 		struct pollfd pf = { .fd = g->out, .events = POLLIN };
