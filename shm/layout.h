@@ -5,8 +5,8 @@
  *
  * Region layout (offsets in the header, all page aligned):
  *
- *   header (4 KiB) | roles | slots | reader table | status | metrics | rings
- *   | events | latest-entry cache
+ *   header (4 KiB) | roles | slots | reader table | status | metrics
+ *   | simple tokens | rings | events | latest-entry cache
  *
  * Rings: slot_count * SHM_SLOT_RING_COUNT slot rings (slot-major), then the
  * SHM_DAEMON_RING_COUNT daemon rings, all ring_stride bytes apart.
@@ -78,7 +78,9 @@ struct shm_header {
 	_Atomic uint64_t published;
 	uint64_t metrics_off;   /* the metrics blocks (shm/metrics.h) */
 	uint64_t metrics_bytes;
-	uint8_t reserved[3896];
+	uint64_t tokens_off;    /* the simple-token table (shm/tokens.h) */
+	uint64_t tokens_bytes;
+	uint8_t reserved[3880];
 };
 _Static_assert(sizeof(struct shm_header) == SHM_HEADER_BYTES, "header size");
 #define SHM_HEADER_PREFIX_BYTES 40u

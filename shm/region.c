@@ -22,6 +22,7 @@
 #include "shm/metrics.h"
 #include "shm/readers.h"
 #include "shm/ring.h"
+#include "shm/tokens.h"
 
 static void *(*region_alloc_fn)(size_t) = malloc;
 static void (*region_free_fn)(void *) = free;
@@ -86,6 +87,9 @@ static int region_layout(uint32_t slot_count, uint64_t max_request_bytes,
 	h->metrics_bytes = region_page_round((uint64_t)(SHM_METRICS_GATEWAY + slot_count) *
 					     sizeof(struct shm_metrics));
 	off += h->metrics_bytes;
+	h->tokens_off = off;
+	h->tokens_bytes = region_page_round(shm_tokens_bytes());
+	off += h->tokens_bytes;
 	h->rings_off = off;
 	rings = (uint64_t)slot_count * SHM_SLOT_RING_COUNT + SHM_DAEMON_RING_COUNT;
 	off += rings * h->ring_stride;
@@ -132,6 +136,8 @@ static const char *region_layout_mismatch(const struct shm_header *file)
 	REGION_CHECK(status_off);
 	REGION_CHECK(metrics_off);
 	REGION_CHECK(metrics_bytes);
+	REGION_CHECK(tokens_off);
+	REGION_CHECK(tokens_bytes);
 	REGION_CHECK(rings_off);
 	REGION_CHECK(bcast_off);
 	REGION_CHECK(bcast_bytes);

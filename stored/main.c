@@ -20,6 +20,7 @@
 #include "cluster/member.h"
 #include "shm/region.h"
 #include "shm/slot.h"
+#include "shm/tokens.h"
 #include "stored/loop.h"
 
 /* Set by the signal handler, which also rings the loop's doorbell so that
@@ -98,6 +99,12 @@ int main(int argc, char **argv)
 
 	if (hello_claim_role(r, SHM_ROLE_STORED))
 		goto out_detach;
+	/* invariant 13 (docs/invariants.md): a stored that died mid-write
+	 * left those token entries unreadable; nothing else writes them */
+	size_t torn = shm_tokens_recover(r);
+	if (torn)
+		log_warn("cleared simple-token entries a stopped stored left mid-write",
+			 LOG_U64("entries", torn));
 	stored_signals(r);
 
 	/* tests only (diskio.h): a db that fails as the test asks */

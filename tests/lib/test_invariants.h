@@ -24,6 +24,7 @@
 #define INV9_WATCH_DELIVERED 9, "watches report what they delivered"
 #define INV11_ONE_ROOT 11, "one root per apply batch"
 #define INV12_DURABLE 12, "durable means fsynced, directories too"
+#define INV13_TOKENS 13, "a token entry is read whole or not at all"
 
 static inline void test_invariant_failed(const char *file, int line, int n, const char *name,
 					 const char *cond, const char *values)
