@@ -559,13 +559,14 @@ it_acked_at() {
 }
 
 # ------------------------------------------------------------ etcd
-# it_etcd_start NAME DATA_DIR LOG [SNAPSHOT]: Debian's etcd, started fresh
-# with the flags it_cetcd_start gives cetcd, on ports of its own; with
-# SNAPSHOT, DATA_DIR is first made from it by `etcdctl snapshot restore`
-# (its output in LOG.restore; a failed restore returns 1). Sets
+# it_etcd_start NAME DATA_DIR LOG [SNAPSHOT [flags...]]: Debian's etcd,
+# started fresh with the flags it_cetcd_start gives cetcd and any more
+# given, on ports of its own; with SNAPSHOT (not ""), DATA_DIR is first
+# made from it by `etcdctl snapshot restore` (its output in LOG.restore;
+# a failed restore returns 1). Sets
 # IT_ETCD_PID, IT_ETCD_PORT and IT_ETCD_PPORT.
 it_etcd_start() {
-	local name=$1 data=$2 log=$3 snap=${4:-}
+	local name=$1 data=$2 log=$3 snap=${4:-} extra=("${@:5}")
 	read -r IT_ETCD_PORT IT_ETCD_PPORT < <(it_free_ports 2)
 	if [[ -n $snap ]]; then
 		etcdctl snapshot restore "$snap" --skip-hash-check --name "$name" --data-dir "$data" \
@@ -578,7 +579,7 @@ it_etcd_start() {
 		--advertise-client-urls "http://127.0.0.1:$IT_ETCD_PORT" \
 		--listen-peer-urls "http://127.0.0.1:$IT_ETCD_PPORT" \
 		--initial-advertise-peer-urls "http://127.0.0.1:$IT_ETCD_PPORT" \
-		--initial-cluster "$name=http://127.0.0.1:$IT_ETCD_PPORT" >"$log" 2>&1 &
+		--initial-cluster "$name=http://127.0.0.1:$IT_ETCD_PPORT" "${extra[@]}" >"$log" 2>&1 &
 	IT_ETCD_PID=$!
 	it_track "$IT_ETCD_PID"
 }
