@@ -27,6 +27,7 @@
 #include "shm/region.h"
 #include "shm/ring.h"
 #include "shm/slot.h"
+#include "shm/tokens.h"
 #include "stored/alloc.h"
 #include "stored/apply.h"
 #include "stored/defrag.h"
@@ -1545,6 +1546,8 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 		int n = readers_reap(l->r);
 		if (n > 0)
 			log_info("reaped the reader entries of dead processes", LOG_I64("count", n));
+		/* expired simple tokens, on the period of etcd's TTL keeper */
+		shm_tokens_reap(l->r, (uint64_t)(now / 1000000));
 		l->reap_ns = now;
 	}
 	if (more) {

@@ -45,6 +45,7 @@
 #include "shm/doorbell.h"
 #include "base/log/errmsg.h"
 #include "shm/hello.h"
+#include "shm/tokens.h"
 #include "base/log/log.h"
 #include "stored/alloc.h"
 #include "stored/loop.h"
@@ -477,12 +478,23 @@ static void test_run(void)
 	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
 	rn.l = e.t.l;
 	rn.rc = -1;
+	/* a simple token that expired 9 s ago, and one that lives; a lookup
+	 * "from back then" finds the first until the loop reaps it */
+	uint64_t then = (uint64_t)clock_now_ms() - 10000;
+	char user[SHM_TOKEN_USER_MAX];
+	size_t ulen;
+	CHECK_EQ(shm_tokens_add(e.t.st, "old.1", 5, "u", 1, then, 1000), 0);
+	CHECK_EQ(shm_tokens_add(e.t.st, "new.2", 5, "u", 1, then, 60000), 0);
+	CHECK_EQ(shm_tokens_lookup(e.t.gw, "old.1", 5, then, 0, user, sizeof(user), &ulen), 0);
 	CHECK_EQ(pthread_create(&th, NULL, run_thread, &rn), 0);
 	/* an entry wakes the sleeping loop; the checkpoint follows by itself */
 	env_put(&e, 1, "a", "1");
 	CHECK(TEST_WAIT_FOR(tst_take_result(e.t.results, &r) == 0, 5000));
 	CHECK_EQ(r.h.index, 1);
 	CHECK(TEST_WAIT_FOR(env_status(&e).durable_index == 1, 5000));
+	CHECK(TEST_WAIT_FOR(shm_tokens_lookup(e.t.gw, "old.1", 5, then, 0, user, sizeof(user),
+					      &ulen) == -ENOENT, 5000));
+	CHECK_EQ(shm_tokens_lookup(e.t.gw, "new.2", 5, then, 0, user, sizeof(user), &ulen), 0);
 	rn.stop = 1;
 	shm_doorbell_ring(shm_role_doorbell(e.t.gw, SHM_ROLE_STORED));
 	CHECK_EQ(pthread_join(th, NULL), 0);
