@@ -5,7 +5,9 @@
  * changed anywhere, signed by another key or method, expired or not yet
  * valid is refused with its error; a public key alone only verifies;
  * keys of the wrong kind or curve, or not PEM, are refused with
- * golang-jwt's texts; malformed tokens of every shape are errors; and
+ * golang-jwt's texts; malformed tokens of every shape are errors; a
+ * token Debian's etcd 3.4 issued verifies, and cetcd writes its header
+ * and claims byte for byte; and
  * every allocation failure is an error that leaks nothing.
  */
 #include "shm_testlib.h"
@@ -124,6 +126,58 @@ static void test_round_trip(void)
 		auth_free(tok);
 		auth_jwt_key_free(k);
 	}
+}
+
+/* A token Debian's etcd 3.4.23 issued to Authenticate (root, auth
+ * revision 3), started with --auth-token
+ * jwt,pub-key=...,priv-key=...,sign-method=ES256,ttl=5m and this key
+ * (made for the test, nothing else). */
+static const char etcd_es256_priv[] =
+	"-----BEGIN PRIVATE KEY-----\n"
+	"MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgrKtiZ4hZbNVDvtI9\n"
+	"CVToOLZSJtIZl0l9T23f+fXKDbahRANCAARHus1A4Da4JPtnFElBmsDq9+QLoJPB\n"
+	"gr83YWDQmB+JYSWG0Zr1kvBPqDNytnoEeBtA6RLHEVxkqT+rNrK2XV4p\n"
+	"-----END PRIVATE KEY-----\n";
+static const char etcd_es256_pub[] =
+	"-----BEGIN PUBLIC KEY-----\n"
+	"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAER7rNQOA2uCT7ZxRJQZrA6vfkC6CT\n"
+	"wYK/N2Fg0JgfiWElhtGa9ZLwT6gzcrZ6BHgbQOkSxxFcZKk/qzaytl1eKQ==\n"
+	"-----END PUBLIC KEY-----\n";
+static const char etcd_token[] =
+	"eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9."
+	"eyJleHAiOjE3OTY1NjAwNTIsInJldmlzaW9uIjozLCJ1c2VybmFtZSI6InJvb3QifQ."
+	"cAfNH8IncMQPAmjEclzlMQ3fbG5ofcP5fMRaLzJSmFGIYRVwOgbYFFoBummMdeJ2h8ZgNhUC4JT8_1B0AnumKA";
+#define ETCD_TOKEN_ISSUED 1796559752ll
+#define ETCD_TOKEN_EXP 1796560052ll
+
+/* cetcd verifies etcd's token, and signs the same claims with the same
+ * key into the same header and claims bytes (an ES256 signature is
+ * random, so only those can be compared). */
+static void test_etcd_token(void)
+{
+	struct auth_jwt_key *pub = NULL, *priv = NULL;
+	struct auth_jwt_claims c;
+	size_t len, head = strrchr(etcd_token, '.') - etcd_token;
+	char *tok;
+
+	CHECK_EQ(auth_jwt_key_new(AUTH_JWT_ES256, etcd_es256_pub, strlen(etcd_es256_pub), NULL, 0,
+				  &pub), 0);
+	CHECK_EQ(auth_jwt_verify(pub, etcd_token, strlen(etcd_token), ETCD_TOKEN_ISSUED, &c), 0);
+	CHECK(strcmp(c.username, "root") == 0);
+	CHECK_EQ(c.revision, 3);
+	CHECK_EQ(c.exp, ETCD_TOKEN_EXP);
+	auth_jwt_claims_free(&c);
+	CHECK_EQ(auth_jwt_verify(pub, etcd_token, strlen(etcd_token), ETCD_TOKEN_EXP + 1, &c), -ETIME);
+
+	CHECK_EQ(auth_jwt_key_new(AUTH_JWT_ES256, etcd_es256_pub, strlen(etcd_es256_pub),
+				  etcd_es256_priv, strlen(etcd_es256_priv), &priv), 0);
+	CHECK_EQ(auth_jwt_sign(priv, "root", 4, 3, ETCD_TOKEN_EXP, &tok, &len), 0);
+	CHECK(len > head && memcmp(tok, etcd_token, head + 1) == 0);
+	CHECK_EQ(auth_jwt_verify(pub, tok, len, ETCD_TOKEN_ISSUED, &c), 0);
+	auth_jwt_claims_free(&c);
+	auth_free(tok);
+	auth_jwt_key_free(pub);
+	auth_jwt_key_free(priv);
 }
 
 /* A public key alone verifies what its private half signed, and signs
@@ -356,6 +410,7 @@ int main(void)
 	auth_util_keygen("EC", "P-384", &p384);
 	auth_util_keygen("EC", "P-521", &p521);
 	test_round_trip();
+	test_etcd_token();
 	test_verify_only();
 	test_wrong_key_and_method();
 	test_claims();
