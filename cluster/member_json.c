@@ -1,5 +1,6 @@
 /* A member in etcd's JSON (see member_json.h). */
 #include "cluster/member_json.h"
+#include "base/hex/hex.h"
 #include "cluster/member_json_int.h"
 
 #include "base/log/log.h"
@@ -206,16 +207,10 @@ static int mj_hex4(struct mj_in *in, uint32_t *out)
 	if (in->end - in->p < 4)
 		return -EBADMSG;
 	for (int i = 0; i < 4; i++) {
-		unsigned char c = *in->p++;
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= c - '0';
-		else if (c >= 'a' && c <= 'f')
-			v |= c - 'a' + 10;
-		else if (c >= 'A' && c <= 'F')
-			v |= c - 'A' + 10;
-		else
+		int d = hex_digit(*in->p++);
+		if (d < 0)
 			return -EBADMSG;
+		v = v << 4 | (uint32_t)d;
 	}
 	*out = v;
 	return 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hex/hex.h"
 #include "proto/wire.h"
 #include "cluster/member_json.h"
 
@@ -431,26 +432,11 @@ static bool ms_attributes_id(const uint8_t *p, size_t len, uint64_t *id)
 {
 	static const char pre[] = "/0/members/", post[] = "/attributes";
 	size_t np = sizeof(pre) - 1, nq = sizeof(post) - 1;
-	uint64_t v = 0;
 
 	if (len <= np + nq || len > np + nq + 16 || memcmp(p, pre, np) != 0 ||
 	    memcmp(p + len - nq, post, nq) != 0)
 		return false;
-	for (size_t i = np; i < len - nq; i++) {
-		uint8_t c = p[i];
-		unsigned d;
-		if (c >= '0' && c <= '9')
-			d = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			d = c - 'a' + 10;
-		else if (c >= 'A' && c <= 'F')
-			d = c - 'A' + 10;
-		else
-			return false;
-		v = v << 4 | d;
-	}
-	*id = v;
-	return true;
+	return hex_parse_u64((const char *)p + np, len - np - nq, id) == 0;
 }
 
 static int ms_apply_v2(struct membership *m, const struct ms_v2 *q, struct membership_result *out)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hex/hex.h"
 #include "cluster/member_json.h"
 #include "cluster/member_json_int.h"
 
@@ -238,25 +239,10 @@ struct v2_dec {
 /* types.IDFromString: hex, at most 64 bits. */
 static int v2_parse_id(const char *s, uint64_t *id)
 {
-	uint64_t v = 0;
 	size_t n = strlen(s);
 
-	if (n == 0 || n > 16)
+	if (n > 16 || hex_parse_u64(s, n, id))
 		return -EBADMSG;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		unsigned d;
-		if (c >= '0' && c <= '9')
-			d = (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			d = (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			d = (unsigned)(c - 'A' + 10);
-		else
-			return -EBADMSG;
-		v = v << 4 | d;
-	}
-	*id = v;
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 /* protobuf messages as JSON, as etcd's gateway writes and reads them (see
  * json.h). */
 #include "proto/json.h"
+#include "base/hex/hex.h"
 #include "base/log/log.h"
 
 #include <errno.h>
@@ -514,17 +515,6 @@ static int jd_scan_number(struct jd *j)
 	return 0;
 }
 
-static int jd_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The string token at pos (its opening quote): checks it and, with out
  * set, appends its decoded bytes (Go's decoding: a bad surrogate or
  * invalid UTF-8 becomes U+FFFD). */
@@ -567,7 +557,7 @@ static int jd_scan_string(struct jd *j, struct proto_json_buf *out)
 				return jd_eof(j);
 			r = 0;
 			for (int k = 0; k < 4; k++) {
-				int h = jd_hex((char)s[p + 2 + k]);
+				int h = hex_digit(s[p + 2 + k]);
 				if (h < 0) {
 					j->pos = p + 2 + (size_t)k;
 					return jd_bad_char(j, "in \\u hexadecimal character escape");
@@ -581,7 +571,7 @@ static int jd_scan_string(struct jd *j, struct proto_json_buf *out)
 				if (p + 6 <= j->len && s[p] == '\\' && s[p + 1] == 'u') {
 					lo = 0;
 					for (int k = 0; k < 4 && lo >= 0; k++) {
-						int h = jd_hex((char)s[p + 2 + k]);
+						int h = hex_digit(s[p + 2 + k]);
 						lo = h < 0 ? -1 : lo * 16 + h;
 					}
 				}

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hex/hex.h"
 #include "raftd/peer/peer_fetch.h"
 #include "config/config.h"
 #include "cluster/initial_cluster.h"
@@ -126,9 +127,9 @@ static int join_fetch(struct tls_ctx *tls, const char *const *urls, size_t n_url
 			continue;
 		}
 		peer_fetch_free(&resp);
-		char *end = NULL;
-		uint64_t cid = resp.cluster_id[0] ? strtoull(resp.cluster_id, &end, 16) : 0;
-		if (!resp.cluster_id[0] || !end || *end || strlen(resp.cluster_id) > 16) {
+		uint64_t cid;
+		size_t cid_len = strlen(resp.cluster_id);
+		if (cid_len > 16 || hex_parse_u64(resp.cluster_id, cid_len, &cid)) {
 			log_warn("failed to parse cluster ID", LOG_STR("address", addr),
 				 LOG_STR("header", resp.cluster_id),
 				 LOG_STR("error", "invalid ID in the X-Etcd-Cluster-ID header"));

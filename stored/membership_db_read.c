@@ -1,6 +1,7 @@
 /* Membership in the db file, the read side: loading the buckets and a
  * member as etcd's Cluster service answers it (see membership_db.h).
  * The applier is in membership_db.c. */
+#include "base/hex/hex.h"
 #include "stored/membership_db.h"
 
 #include <errno.h>
@@ -19,21 +20,7 @@ int membership_db_bucket(struct btree_txn *t, const char *name, struct btree_buc
 /* An id in etcd's key form (types.ID.String(): hex, no padding). */
 static bool membership_db_parse_hex(const uint8_t *p, size_t len, uint64_t *id)
 {
-	uint64_t v = 0;
-	if (len == 0 || len > 16)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		unsigned d;
-		if (p[i] >= '0' && p[i] <= '9')
-			d = p[i] - '0';
-		else if (p[i] >= 'a' && p[i] <= 'f')
-			d = p[i] - 'a' + 10;
-		else
-			return false;
-		v = v << 4 | d;
-	}
-	*id = v;
-	return true;
+	return len <= 16 && hex_parse_u64((const char *)p, len, id) == 0;
 }
 
 int membership_db_load(struct btree_txn *t, struct membership *m)

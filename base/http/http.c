@@ -1,5 +1,6 @@
 /* HTTP/1.1 heads, chunked bodies and answers (see http.h). */
 #include "base/http/http.h"
+#include "base/hex/hex.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -293,16 +294,6 @@ enum {
 	CHUNK_DONE,
 };
 
-int http_hex(unsigned char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	ch |= 0x20;
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	return -1;
-}
-
 int http_chunked_decode(struct http_chunked *c, const uint8_t *in, size_t len,
 			     uint8_t *out, size_t *consumed, size_t *produced)
 {
@@ -314,7 +305,7 @@ int http_chunked_decode(struct http_chunked *c, const uint8_t *in, size_t len,
 
 		switch (c->state) {
 		case CHUNK_SIZE:
-			d = http_hex(ch);
+			d = hex_digit(ch);
 			if (d >= 0) {
 				if (++c->digits > 16)
 					return -EBADMSG;

@@ -172,8 +172,4 @@ const char *http_status_text(int status);
 /* "Mon, 02 Jan 2006 15:04:05 GMT" for now (Go's Date header), in out. */
 void http_date(char out[32]);
 
-/* The value of hex digit ch (either case), or -1: chunk sizes, and the
- * %-escapes of query strings (base/http/query.h). */
-int http_hex(unsigned char ch);
-
 #endif

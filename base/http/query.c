@@ -1,5 +1,6 @@
 /* Query strings (see query.h). */
 #include "base/http/query.h"
+#include "base/hex/hex.h"
 #include "base/http/http.h"
 
 #include <string.h>
@@ -15,7 +16,7 @@ static long query_unescape(const char *s, size_t len, char *out, size_t cap)
 		if (c == '%') {
 			if (i + 2 >= len)
 				return -1;
-			int hi = http_hex((unsigned char)s[i + 1]), lo = http_hex((unsigned char)s[i + 2]);
+			int hi = hex_digit((unsigned char)s[i + 1]), lo = hex_digit((unsigned char)s[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -1;
 			c = (char)(hi << 4 | lo);

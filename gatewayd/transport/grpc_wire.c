@@ -1,5 +1,6 @@
 /* gRPC wire-format helpers (see grpc_wire.h). */
 #include "gatewayd/transport/grpc_wire.h"
+#include "base/hex/hex.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -92,23 +93,12 @@ size_t grpc_message_encode(const char *msg, size_t len, char *out, size_t cap)
 	return o;
 }
 
-static int grpc_hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 size_t grpc_message_decode(const char *in, size_t len, char *out)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
 		if (in[i] == '%' && i + 2 < len) {
-			int hi = grpc_hex_value(in[i + 1]), lo = grpc_hex_value(in[i + 2]);
+			int hi = hex_digit((unsigned char)in[i + 1]), lo = hex_digit((unsigned char)in[i + 2]);
 			if (hi >= 0 && lo >= 0) {
 				out[o++] = (char)(hi << 4 | lo);
 				i += 2;

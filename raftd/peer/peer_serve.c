@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock/clock.h"
+#include "base/hex/hex.h"
 #include "raftd/alloc.h"
 #include "raftd/peer/msgframe.h"
 #include "raftd/peer/peer_int.h"
@@ -221,20 +222,7 @@ static const char *peer_serve_compat(struct peer_conn *c)
 /* Go's types.IDFromString: hex, at most 16 digits. */
 static bool peer_parse_id(struct http_str s, uint64_t *id)
 {
-	uint64_t v = 0;
-
-	if (s.len == 0 || s.len > 16)
-		return false;
-	for (size_t i = 0; i < s.len; i++) {
-		char ch = s.p[i];
-		int d = ch >= '0' && ch <= '9' ? ch - '0' :
-			(ch | 0x20) >= 'a' && (ch | 0x20) <= 'f' ? (ch | 0x20) - 'a' + 10 : -1;
-		if (d < 0)
-			return false;
-		v = v << 4 | (uint64_t)d;
-	}
-	*id = v;
-	return true;
+	return s.len <= 16 && hex_parse_u64(s.p, s.len, id) == 0;
 }
 
 /* The stream handler's checks, in etcd's order. On success, c->stream

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/hex/hex.h"
 #include "raftd/alloc.h"
 #include "base/crc32c/crc32c.h"
 #include "raftd/wal/walrec.h"
@@ -59,18 +60,10 @@ bool wal_parse_name(const char *name, uint64_t *seq, uint64_t *index)
 	uint64_t v[2] = { 0, 0 };
 	const char *p = name;
 	for (int k = 0; k < 2; k++) {
-		for (int i = 0; i < 16; i++, p++) {
-			int c = *p, x;
-			if (c >= '0' && c <= '9')
-				x = c - '0';
-			else if (c >= 'a' && c <= 'f')
-				x = c - 'a' + 10;
-			else if (c >= 'A' && c <= 'F')
-				x = c - 'A' + 10;
-			else
-				return false;
-			v[k] = v[k] << 4 | (uint64_t)x;
-		}
+		/* 16 digits: it stops at a shorter name's NUL */
+		if (hex_parse_u64(p, 16, &v[k]))
+			return false;
+		p += 16;
 		if (*p++ != (k == 0 ? '-' : '.'))
 			return false;
 	}

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hex/hex.h"
 #include "proto/check.h"
 #include "proto/wire.h"
 #include "requests.h"
@@ -366,11 +367,6 @@ static void mutate(struct buf *b)
 	}
 }
 
-static int hexval(char c)
-{
-	return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-}
-
 /* What gatewayd makes of b as desc, in protodiff's format, and "NUL
  * <text>" for bytes etcd takes but gatewayd refuses for a NUL in a
  * string (proto_check_request's -EILSEQ). Returns proto_check_request's
@@ -448,7 +444,7 @@ int main(int argc, char **argv)
 		const char *h = c->hex;
 		b.n = 0;
 		for (; h[0] && h[1]; h += 2)
-			b.d[b.n++] = (uint8_t)(hexval(h[0]) << 4 | hexval(h[1]));
+			b.d[b.n++] = (uint8_t)(hex_digit(h[0]) << 4 | hex_digit(h[1]));
 		if (emit(cases, verdicts, c->kind, &b) == 0 && c->kind >= CORNER_REFUSED_FROM &&
 		    i < NCORNERS) {
 			fprintf(stderr, "proto_diff: corner case %zu (%s %s) is taken; it must be one etcd refuses\n",

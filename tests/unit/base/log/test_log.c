@@ -14,6 +14,7 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "base/hex/hex.h"
 #include "base/log/log.h"
 
 #define CHECK_STREQ(a, b)                                                    \
@@ -78,16 +79,10 @@ static int jp_hex4(struct jp *j, uint32_t *v)
 	if (j->end - j->p < 4)
 		return -1;
 	for (int i = 0; i < 4; i++) {
-		char c = *j->p++;
-		*v <<= 4;
-		if (c >= '0' && c <= '9')
-			*v |= (uint32_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			*v |= (uint32_t)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			*v |= (uint32_t)(c - 'A' + 10);
-		else
+		int d = hex_digit((unsigned char)*j->p++);
+		if (d < 0)
 			return -1;
+		*v = *v << 4 | (uint32_t)d;
 	}
 	return 0;
 }

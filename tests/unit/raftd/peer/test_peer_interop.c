@@ -13,6 +13,7 @@
  */
 #include "peer_util.h"
 #include "base/clock/clock.h"
+#include "base/hex/hex.h"
 
 #include <fcntl.h>
 #include <libgen.h>
@@ -143,15 +144,6 @@ static void go_send(struct go_peer *g, const struct raftmsg *m)
 	free(text);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* Reads a RECV line into m (decoded into *buf, freed by the caller). */
 static void go_recv(struct go_peer *g, struct raftmsg *m, uint8_t **buf)
 {
@@ -166,7 +158,7 @@ static void go_recv(struct go_peer *g, struct raftmsg *m, uint8_t **buf)
 	*buf = malloc(n + 1);
 	CHECK(*buf);
 	for (size_t i = 0; i < n; i++) {
-		int hi = hexval(l[2 * i]), lo = hexval(l[2 * i + 1]);
+		int hi = hex_digit(l[2 * i]), lo = hex_digit(l[2 * i + 1]);
 		CHECK(hi >= 0 && lo >= 0);
 		(*buf)[i] = (uint8_t)(hi << 4 | lo);
 	}
