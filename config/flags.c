@@ -199,7 +199,7 @@ const struct config_flag config_flags[] = {
 	 * server checks it */
 	ANY("auth-token", CT_STRING, auth_token, "simple", S_AUTH,
 		 "Specify a v3 authentication token type and its options ('simple' or 'jwt')."),
-	DEF_ONLY("bcrypt-cost", CT_UINT, bcrypt_cost, "10", S_AUTH,
+	ANY("bcrypt-cost", CT_UINT, bcrypt_cost, "10", S_AUTH,
 		 "Specify the cost / strength of the bcrypt algorithm for hashing auth passwords. Valid values are between 4 and 31."),
 	ANY("auth-token-ttl", CT_UINT, auth_token_ttl_s, "300", S_AUTH,
 		 "Time (in seconds) of the auth-token-ttl."),

@@ -33,7 +33,10 @@
 #include "base/tls/tls.h"
 
 /* What an epoll event's data.ptr points at. */
-enum gw_src_kind { GW_SRC_LISTENER = 1, GW_SRC_CONN, GW_SRC_WAKER, GW_SRC_TIMER, GW_SRC_WATCH };
+enum gw_src_kind {
+	GW_SRC_LISTENER = 1, GW_SRC_CONN, GW_SRC_WAKER, GW_SRC_TIMER, GW_SRC_WATCH,
+	GW_SRC_AUTH, /* auth.c's worker hashed a password */
+};
 
 struct gw_listener {
 	struct gw_src src;
@@ -1066,6 +1069,9 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
 	case GW_SRC_WATCH:
 		s->watch_fired = src->fd;
 		break;
+	case GW_SRC_AUTH:
+		auth_service_ready(s);
+		break;
 	}
 }
 
@@ -1340,6 +1346,10 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 		rc = watch_register(s);
 	if (!rc)
 		rc = conc_register(s);
+	if (!rc)
+		rc = auth_service_register(s, GW_SRC_AUTH);
+	if (!rc)
+		rc = gw_epoll(s, EPOLL_CTL_ADD, auth_service_src(s), EPOLLIN);
 	if (rc)
 		goto out_free;
 	*out = s;
@@ -1371,6 +1381,7 @@ void gw_server_free(struct gw_server *s)
 	}
 	jsongw_free(s->jsongw); /* its connection before the gRPC server */
 	conc_free(s);
+	auth_service_free(s);
 	gw_rings_fini(s);
 	watch_free(s);
 	if (s->grpc)

@@ -209,6 +209,7 @@ struct maint_job;
 struct snap_stream;
 struct watch_state;
 struct conc_state;
+struct auth_state;
 struct jsongw;
 
 struct gw_server {
@@ -263,6 +264,7 @@ struct gw_server {
 	struct snap_stream *snapshots;  /* snapshot.c's streams (owned, likewise) */
 	struct watch_state *watch;      /* watch.c's streams and watchers (owned) */
 	struct conc_state *conc;        /* conc.c's locks and elections in progress (owned) */
+	struct auth_state *auth;        /* auth.c's passwords being hashed (owned) */
 	struct jsongw *jsongw;          /* the JSON gateway (jsongw/), NULL when
 					 * --enable-grpc-gateway=false (owned) */
 
@@ -643,6 +645,15 @@ int64_t lease_next_id(struct gw_server *s);
 int conc_register(struct gw_server *s);
 void conc_turn(struct gw_server *s);
 void conc_free(struct gw_server *s);
+/* auth.c: the Auth service's management RPCs, proposed through Raft;
+ * passwords are hashed on a worker thread, which wakes the loop through
+ * auth_service_src (an eventfd, epoll data pointing at it, of kind src_kind);
+ * auth_service_ready proposes what it hashed. auth_service_free lets the worker go (it
+ * ends after the hash it is on). */
+int auth_service_register(struct gw_server *s, int src_kind);
+struct gw_src *auth_service_src(struct gw_server *s);
+void auth_service_ready(struct gw_server *s);
+void auth_service_free(struct gw_server *s);
 /* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
 int alarm_register(struct gw_server *s);
 bool alarm_raised(struct gw_server *s);

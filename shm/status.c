@@ -116,10 +116,13 @@ enum {
 };
 enum {
 	STORED_ROOT, STORED_TXID, STORED_APPLIED, STORED_REVISION,
-	STORED_HIGH_WATER, STORED_EPOCH, STORED_DURABLE, STORED_DB_GEN, STORED_NO_SPACE,
+	STORED_HIGH_WATER, STORED_EPOCH, STORED_DURABLE, STORED_DB_GEN, STORED_FLAGS,
 	STORED_DB_INO, STORED_FREE_PAGES, STORED_DEFRAG_COUNT, STORED_DEFRAG_LAST,
-	STORED_DEFRAG_TOTAL, STORED_WORDS
+	STORED_DEFRAG_TOTAL, STORED_AUTH_REVISION, STORED_WORDS
 };
+/* The bits of STORED_FLAGS. */
+#define STORED_FLAG_NO_SPACE 1u
+#define STORED_FLAG_AUTH_ENABLED 2u
 _Static_assert(STORED_WORDS <= STATUS_SEQLOCK_WORDS, "stored's record fits its seqlock");
 
 void status_raftd_write(struct shm_region *r, const struct status_raftd *st)
@@ -165,12 +168,14 @@ void status_stored_write(struct shm_region *r, const struct status_stored *st)
 	w[STORED_EPOCH] = st->epoch;
 	w[STORED_DURABLE] = st->durable_index;
 	w[STORED_DB_GEN] = st->db_generation;
-	w[STORED_NO_SPACE] = st->db_no_space;
+	w[STORED_FLAGS] = (st->db_no_space ? STORED_FLAG_NO_SPACE : 0) |
+			  (st->auth_enabled ? STORED_FLAG_AUTH_ENABLED : 0);
 	w[STORED_DB_INO] = st->db_ino;
 	w[STORED_FREE_PAGES] = st->free_pages;
 	w[STORED_DEFRAG_COUNT] = st->defrag_count;
 	w[STORED_DEFRAG_LAST] = st->defrag_last_ns;
 	w[STORED_DEFRAG_TOTAL] = st->defrag_total_ns;
+	w[STORED_AUTH_REVISION] = st->auth_revision;
 	status_seqlock_write(status_stored_lock(r), w, STORED_WORDS);
 }
 
@@ -189,12 +194,14 @@ int status_stored_read(struct shm_region *r, struct status_stored *out)
 	out->epoch = w[STORED_EPOCH];
 	out->durable_index = w[STORED_DURABLE];
 	out->db_generation = w[STORED_DB_GEN];
-	out->db_no_space = w[STORED_NO_SPACE] != 0;
+	out->db_no_space = (w[STORED_FLAGS] & STORED_FLAG_NO_SPACE) != 0;
+	out->auth_enabled = (w[STORED_FLAGS] & STORED_FLAG_AUTH_ENABLED) != 0;
 	out->db_ino = w[STORED_DB_INO];
 	out->free_pages = w[STORED_FREE_PAGES];
 	out->defrag_count = w[STORED_DEFRAG_COUNT];
 	out->defrag_last_ns = w[STORED_DEFRAG_LAST];
 	out->defrag_total_ns = w[STORED_DEFRAG_TOTAL];
+	out->auth_revision = w[STORED_AUTH_REVISION];
 	return 0;
 }
 

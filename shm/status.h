@@ -60,6 +60,12 @@ struct status_stored {
 	uint64_t defrag_count;
 	uint64_t defrag_last_ns;
 	uint64_t defrag_total_ns;
+	/* The auth store as of applied_index (stored/auth.h): whether auth
+	 * is enabled and its revision, which every change of users, roles
+	 * or the flag moves; a gatewayd whose permission cache was built at
+	 * another revision builds it again. */
+	bool auth_enabled;
+	uint64_t auth_revision;
 };
 
 /* Seqlock on an array of 64-bit words, the building block of the above.

@@ -12,8 +12,7 @@
 #include "stored/btree/btree.h"
 #include "stored/mvcc/schema.h"
 
-/* etcd's rpctypes errors and the gRPC codes they carry. */
-#define ALARM_GRPC_DATA_LOSS 15
+/* etcd's rpctypes errors. */
 static const char alarm_err_corrupt[] = "etcdserver: corrupt cluster";
 static const char alarm_err_nospace[] = "etcdserver: mvcc: database space exceeded";
 
@@ -127,7 +126,7 @@ bool stored_alarm_refuses(const struct stored_alarms *al,
 	if (stored_alarms_any(al, ETCDSERVERPB__ALARM_TYPE__CORRUPT) &&
 	    (req->put || req->range || req->delete_range || req->txn || req->compaction ||
 	     req->lease_grant || req->lease_revoke))
-		return alarm_refuse(out, ALARM_GRPC_DATA_LOSS, alarm_err_corrupt);
+		return alarm_refuse(out, STORED_GRPC_DATA_LOSS, alarm_err_corrupt);
 	if (stored_alarms_any(al, ETCDSERVERPB__ALARM_TYPE__NOSPACE) &&
 	    (req->put || req->lease_grant || (req->txn && alarm_txn_has_put(req->txn))))
 		return alarm_refuse(out, STORED_GRPC_RESOURCE_EXHAUSTED, alarm_err_nospace);

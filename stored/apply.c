@@ -2,6 +2,7 @@
 #include "shm/metrics.h"
 #include "stored/apply.h"
 #include "stored/alarm.h"
+#include "stored/auth.h"
 #include "stored/lessor_apply.h"
 #include "stored/membership_db.h"
 
@@ -102,22 +103,6 @@ static const struct {
 	APPLY_NOT_YET(lease_revoke),
 	APPLY_NOT_YET(lease_checkpoint),
 	APPLY_NOT_YET(alarm),
-	APPLY_NOT_YET(authenticate),
-	APPLY_NOT_YET(auth_enable),
-	APPLY_NOT_YET(auth_disable),
-	APPLY_NOT_YET(auth_user_add),
-	APPLY_NOT_YET(auth_user_delete),
-	APPLY_NOT_YET(auth_user_change_password),
-	APPLY_NOT_YET(auth_user_grant_role),
-	APPLY_NOT_YET(auth_user_get),
-	APPLY_NOT_YET(auth_user_revoke_role),
-	APPLY_NOT_YET(auth_role_add),
-	APPLY_NOT_YET(auth_role_grant_permission),
-	APPLY_NOT_YET(auth_role_get),
-	APPLY_NOT_YET(auth_role_revoke_permission),
-	APPLY_NOT_YET(auth_role_delete),
-	APPLY_NOT_YET(auth_user_list),
-	APPLY_NOT_YET(auth_role_list),
 #undef APPLY_NOT_YET
 };
 
@@ -326,6 +311,24 @@ static int apply_alarm(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	return apply_encode(a, &resp->base, out);
 }
 
+/* resp with etcd's newHeader (the member, the store's revision, the
+ * entry's term) at *hdr, encoded as the result. */
+static int apply_answer(struct mvcc_store *s, const struct stored_apply_ids *ids, uint64_t term,
+			struct arena *a, ProtobufCMessage *resp, Etcdserverpb__ResponseHeader **hdr,
+			struct stored_apply_result *out)
+{
+	struct mvcc_state st;
+
+	*hdr = arena_alloc(a, sizeof(**hdr));
+	if (!*hdr)
+		return -ENOMEM;
+	etcdserverpb__response_header__init(*hdr);
+	apply_header_fill(ids, term, *hdr);
+	mvcc_store_state(s, &st);
+	(*hdr)->revision = st.rev;
+	return apply_encode(a, resp, out);
+}
+
 /* A lease entry (stored/lessor_apply.h), answered with etcd's header. */
 static int apply_lease(struct mvcc_store *s, const struct stored_apply_ids *ids,
 		       const Etcdserverpb__InternalRaftRequest *req, uint64_t term,
@@ -333,7 +336,6 @@ static int apply_lease(struct mvcc_store *s, const struct stored_apply_ids *ids,
 {
 	ProtobufCMessage *resp;
 	Etcdserverpb__ResponseHeader **hdr;
-	struct mvcc_state st;
 	int rc = lessor_apply(s, ids->lessor, req, a, &resp, &hdr);
 
 	if (lessor_is_request_error(rc)) {
@@ -346,14 +348,25 @@ static int apply_lease(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	}
 	if (rc || !out->deliver)
 		return rc;
-	*hdr = arena_alloc(a, sizeof(**hdr));
-	if (!*hdr)
-		return -ENOMEM;
-	etcdserverpb__response_header__init(*hdr);
-	apply_header_fill(ids, term, *hdr);
-	mvcc_store_state(s, &st);
-	(*hdr)->revision = st.rev;
-	return apply_encode(a, resp, out);
+	return apply_answer(s, ids, term, a, resp, hdr, out);
+}
+
+/* An auth store entry (stored/auth.h), answered with etcd's header. */
+static int apply_auth(struct mvcc_store *s, const struct stored_apply_ids *ids,
+		      const Etcdserverpb__InternalRaftRequest *req, uint64_t index, uint64_t term,
+		      struct arena *a, struct stored_apply_result *out)
+{
+	ProtobufCMessage *resp;
+	Etcdserverpb__ResponseHeader **hdr;
+	int rc = stored_auth_apply(mvcc_batch_txn(s), ids->auth, req, index, a, &resp, &hdr);
+
+	if (stored_auth_is_request_error(rc)) {
+		apply_error(out, stored_auth_grpc_code(rc), stored_auth_strerror(rc));
+		return 0;
+	}
+	if (rc || !out->deliver)
+		return rc;
+	return apply_answer(s, ids, term, a, resp, hdr, out);
 }
 
 int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
@@ -426,6 +439,12 @@ int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	}
 	if (ids->lessor && lessor_apply_handles(req)) {
 		rc = apply_lease(s, ids, req, e->term, a, out);
+		if (rc)
+			return rc;
+		goto out_revision;
+	}
+	if (ids->auth && stored_auth_handles(req)) {
+		rc = apply_auth(s, ids, req, e->index, e->term, a, out);
 		if (rc)
 			return rc;
 		goto out_revision;

@@ -16,8 +16,9 @@
  * Entries that carry no client request still move the consistent index:
  * empty entries (a new leader's no-op), configuration changes and etcd's
  * v2 membership requests (which change the members buckets), and request
- * kinds stored does not apply yet (leases, auth, alarms), which are
- * answered UNIMPLEMENTED without touching the store.
+ * kinds stored does not apply (v2 requests, and leases, alarms and auth
+ * when ids leaves them out), which are answered UNIMPLEMENTED without
+ * touching the store.
  *
  * Memory: the decoded request, the response and every byte a result
  * points at live in the caller's arena, valid until it is released.
@@ -36,10 +37,12 @@
 #define STORED_GRPC_UNKNOWN 2
 #define STORED_GRPC_INVALID_ARGUMENT 3
 #define STORED_GRPC_NOT_FOUND 5
+#define STORED_GRPC_PERMISSION_DENIED 7
 #define STORED_GRPC_FAILED_PRECONDITION 9
 #define STORED_GRPC_RESOURCE_EXHAUSTED 8
 #define STORED_GRPC_UNIMPLEMENTED 12
 #define STORED_GRPC_INTERNAL 13
+#define STORED_GRPC_DATA_LOSS 15
 
 /* Who this member is, for response headers and for telling whether a
  * result has anyone here to go to. */
@@ -61,6 +64,9 @@ struct stored_apply_ids {
 	/* the leases (stored/lessor.h), which lease entries change; NULL:
 	 * lease entries are answered UNIMPLEMENTED */
 	struct lessor *lessor;
+	/* the auth store's flag and revision (stored/auth.h), which auth
+	 * entries change; NULL: auth entries are answered UNIMPLEMENTED */
+	struct stored_auth *auth;
 };
 
 /* What one applied entry gives the client that asked. */

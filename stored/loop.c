@@ -3,6 +3,8 @@
 #include "shm/metrics.h"
 #include "stored/loop.h"
 #include "stored/alarm.h"
+#include "stored/auth.h"
+#include "auth/bcrypt.h"
 #include "stored/membership_db.h"
 
 #include <errno.h>
@@ -71,6 +73,7 @@ struct stored_loop {
 	struct stored_apply_ids ids;
 	struct membership membership;    /* as of the store's consistent index */
 	struct stored_alarms alarms;     /* likewise */
+	struct stored_auth auth;         /* likewise */
 	struct stored_results results;
 	struct lessor *lessor;           /* the leases, as of the consistent index */
 	struct lessor_loop lease;        /* its requests and timekeeping */
@@ -291,6 +294,8 @@ static void loop_publish_root(struct stored_loop *l)
 	l->pub.high_water_page = root.hwm_pgid;
 	l->pub.applied_index = l->committed_index;
 	l->pub.revision = (uint64_t)ms.rev;
+	l->pub.auth_enabled = l->auth.enabled;
+	l->pub.auth_revision = l->auth.revision;
 	if (!l->publishing)
 		log_info("publishing the store to readers", LOG_U64("applied-index", l->committed_index),
 			 LOG_I64("revision", ms.rev), LOG_U64("txid", root.txid));
@@ -372,6 +377,7 @@ static void loop_opts_defaults(struct stored_loop_opts *o)
 		o->warn_apply_ns = 100000000;
 	if (!o->reap_ms)
 		o->reap_ms = 1000;
+	o->bcrypt_cost = bcrypt_cost_or_default((unsigned long long)o->bcrypt_cost);
 }
 
 /* The store's changes, for what follows them: the keys of each lease,
@@ -457,6 +463,8 @@ static int loop_open_db(struct stored_loop *l, const char *path, const struct st
 		rc = membership_db_load(t, &l->membership);
 		if (!rc)
 			rc = stored_alarms_load(t, &l->alarms);
+		if (!rc)
+			rc = stored_auth_load(t, &l->auth);
 		btree_txn_end(t);
 	}
 	if (!rc)
@@ -467,6 +475,7 @@ static int loop_open_db(struct stored_loop *l, const char *path, const struct st
 	l->ids.membership = &l->membership;
 	l->ids.alarms = &l->alarms;
 	l->ids.lessor = l->lessor;
+	l->ids.auth = &l->auth;
 	return rc;
 }
 
@@ -502,6 +511,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	loop_opts_defaults(&l->o);
 	l->ids.member_id = o->member_id;
 	l->ids.cluster_id = o->cluster_id;
+	l->auth.bcrypt_cost = l->o.bcrypt_cost;
 	l->metrics = shm_metrics_block(r, SHM_METRICS_STORED);
 	l->ids.metrics = l->metrics;
 	l->committed = shm_daemon_ring(r, SHM_RING_COMMITTED);

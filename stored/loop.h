@@ -99,6 +99,8 @@ struct stored_loop_opts {
 	/* --auth-token and --auth-token-ttl, parsed (auth/token.h); NULL in
 	 * tests that need no tokens. Kept by reference: outlives the loop. */
 	const struct auth_token_opts *auth_tokens;
+	int bcrypt_cost;               /* passwords hashed at apply (auth/bcrypt.h);
+					* out of range: etcd's default 10 */
 	/* Tests only: opens the db's disk I/O (btree_db_opts.io_open), e.g.
 	 * the fault backend; NULL: io_uring where permitted, else plain. */
 	int (*io_open)(int fd, void *arg, struct diskio **out);

@@ -7,6 +7,7 @@
  * the attach hello of every gatewayd slot on the way. SIGTERM, SIGINT or
  * SIGHUP (config_stop_signals) stops it cleanly: a last checkpoint, whose index is published as durable.
  */
+#include "auth/bcrypt.h"
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -126,6 +127,12 @@ int main(int argc, char **argv)
 	o.lease.extend_ns = (int64_t)cfg.election_timeout_ms * 1000000;
 	o.lease.checkpoint_ns = cfg.lease_checkpoint_interval_ns;
 	o.lease.checkpoint = true;
+	o.bcrypt_cost = bcrypt_cost_or_default(cfg.bcrypt_cost);
+	if ((uint64_t)o.bcrypt_cost != cfg.bcrypt_cost)
+		log_warn("use default bcrypt cost instead of the invalid given cost",
+			 LOG_I64("min-cost", BCRYPT_MIN_COST), LOG_I64("max-cost", BCRYPT_MAX_COST),
+			 LOG_I64("default-cost", BCRYPT_DEFAULT_COST),
+			 LOG_U64("given-cost", cfg.bcrypt_cost));
 	rc = stored_loop_open(r, &o, &l);
 	if (rc)
 		goto out_release;

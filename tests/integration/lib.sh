@@ -584,6 +584,22 @@ it_etcd_start() {
 	it_track "$IT_ETCD_PID"
 }
 
+# it_etcd_on_cetcd LOG [etcd flags...]: Debian's etcd on the data dir,
+# name and ports of the last it_cetcd_start (the same URLs: the same
+# member and cluster ids), logging to LOG. Sets IT_ETCD_PID.
+it_etcd_on_cetcd() {
+	local log=$1 name=${IT_CETCD_ARGS[1]} data=${IT_CETCD_ARGS[3]}
+	shift
+	etcd --name "$name" --data-dir "$data" \
+		--listen-client-urls "http://127.0.0.1:$IT_CPORT" \
+		--advertise-client-urls "http://127.0.0.1:$IT_CPORT" \
+		--listen-peer-urls "http://127.0.0.1:$IT_PPORT" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$IT_PPORT" \
+		--initial-cluster "$name=http://127.0.0.1:$IT_PPORT" "$@" >"$log" 2>&1 &
+	IT_ETCD_PID=$!
+	it_track "$IT_ETCD_PID"
+}
+
 # ------------------------------------------------------------ cluster members
 # it_cl_init TOKEN COUNT [PREFIX [STEM]]: free loopback ports for COUNT
 # members named PREFIX0, PREFIX1, ... (default x0, x1, ...), a client and

@@ -54,17 +54,7 @@ check "with every key" test "$(keys)" -eq 350
 check "cetcd stops again" it_cetcd_stop
 
 # etcd on the data dir cetcd wrote (same name and URLs: the same ids)
-etcd_run() {
-	etcd --name m1 --data-dir "$data" \
-		--listen-client-urls "http://127.0.0.1:$IT_CPORT" \
-		--advertise-client-urls "http://127.0.0.1:$IT_CPORT" \
-		--listen-peer-urls "http://127.0.0.1:$IT_PPORT" \
-		--initial-advertise-peer-urls "http://127.0.0.1:$IT_PPORT" \
-		--initial-cluster "m1=http://127.0.0.1:$IT_PPORT" --snapshot-count 100 >"$1" 2>&1 &
-	IT_ETCD_PID=$!
-	it_track "$IT_ETCD_PID"
-}
-etcd_run "$IT_TMP/etcd.log"
+it_etcd_on_cetcd "$IT_TMP/etcd.log" --snapshot-count 100
 check "etcd starts on cetcd's data dir" it_wait_healthy "$IT_CPORT" 30
 check "etcd recovered its store from cetcd's .snap" \
 	it_log_has "$IT_TMP/etcd.log" "recovered store from snapshot at index $n1\$|\"recovered v2 store from snapshot\",\"snapshot-index\":$n1," 1

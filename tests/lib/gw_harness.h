@@ -9,7 +9,9 @@
  * snap below it), claims raftd's and stored's roles and starts the
  * gateway on a slot with the given parameters; gwh_hello attaches it to
  * them; gwh_open_db opens the db stored writes, publishing each batch's
- * events on the region's ring; gwh_stop frees it all. Everything is static: one test, one
+ * events on the region's ring; gwh_stop frees it all; call, answer and
+ * one_proposal make a unary call, wait for its answer and take the
+ * proposal it made. Everything is static: one test, one
  * gateway.
  */
 #ifndef CETCD_TESTS_TEST_GW_HARNESS_H
@@ -22,11 +24,14 @@
 #include <sys/stat.h>
 
 #include "etcdserverpb/rpc.pb-c.h"
+#include "base/clock/clock.h"
 #include "gatewayd/server.h"
 #include "config/config.h"
 #include "cluster/member.h"
 #include "shm/hello.h"
+#include "shm/msg.h"
 #include "shm/region.h"
+#include "shm/ring.h"
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "stored/btree/arena.h"
@@ -91,12 +96,102 @@ static void spin(int turns)
 	}
 }
 
+/* ---- calls, and the proposals they make ---- */
+
+/* Turns until s closed (at most 5 s). */
+static inline void wait_closed(struct tc_stream *s)
+{
+	int64_t end = clock_now_ns() + 5000000000ull;
+	while (!s->closed) {
+		CHECK(clock_now_ns() < end);
+		spin(1);
+	}
+}
+
+static inline struct tc_stream *call(const char *path, const ProtobufCMessage *m)
+{
+	uint8_t *buf = malloc(protobuf_c_message_get_packed_size(m) + 1);
+	CHECK(buf != NULL);
+	size_t len = protobuf_c_message_pack(m, buf);
+	struct tc_stream *s = tc_request(&tc, path, NULL);
+	tc_queue_message(&tc, s, 0, buf, len, true);
+	free(buf);
+	spin(2);
+	return s;
+}
+
+static inline void check_status(const struct tc_stream *s, int code, const char *msg);
+
+/* The one response message of a call that must succeed. */
+static inline const uint8_t *answer(struct tc_stream *s, size_t *len)
+{
+	wait_closed(s);
+	check_status(s, 0, NULL);
+	const uint8_t *m = tc_message(s, 0, len);
+	CHECK(m != NULL);
+	return m;
+}
+
+static inline void check_status(const struct tc_stream *s, int code, const char *msg)
+{
+	if (s->grpc_status != code || (msg && strcmp(s->grpc_message, msg) != 0)) {
+		fprintf(stderr, "stream %d: status %d \"%s\", want %d \"%s\"\n", s->id,
+			s->grpc_status, s->grpc_message, code, msg ? msg : "");
+		exit(1);
+	}
+}
+
+
+struct rec {
+	uint32_t type;
+	uint32_t len;
+	uint8_t *data;
+};
+
+/* Takes every record the gateway sent raftd. */
+static inline int take_to_raftd(struct rec *out, int max)
+{
+	struct ring *r = shm_slot_ring(harn, slot.index, SHM_SLOT_TO_RAFTD);
+	struct ring_rec rec;
+	int n = 0;
+	while (n < max && ring_peek(r, &rec) == 0) {
+		out[n].type = rec.type;
+		out[n].len = rec.len;
+		out[n].data = malloc(rec.len + 1);
+		CHECK(out[n].data != NULL);
+		memcpy(out[n].data, rec.data, rec.len);
+		ring_release(r, &rec);
+		n++;
+	}
+	return n;
+}
+
+static inline void free_recs(struct rec *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(v[i].data);
+}
+
+/* The one proposal the gateway sent (after a few turns). */
+static inline struct rec one_proposal(void)
+{
+	struct rec v[4];
+	int n = 0;
+	for (int i = 0; i < 50 && n == 0; i++) {
+		n = take_to_raftd(v, 4);
+		if (!n)
+			spin(1);
+	}
+	CHECK_EQ(n, 1);
+	return v[0];
+}
+
 /* ---- playing stored ---- */
 
 /* Puts key=value in one batch and publishes the batch's root in stored's
  * status, as stored/loop.c does; the batch's events stay unpublished
  * until gwh_publish_events. Returns the revision. */
-static int64_t gwh_put_root(const char *key, const char *value)
+static inline int64_t gwh_put_root(const char *key, const char *value)
 {
 	Etcdserverpb__PutRequest req;
 	Etcdserverpb__PutResponse *resp;
@@ -126,21 +221,21 @@ static int64_t gwh_put_root(const char *key, const char *value)
 }
 
 /* The last batches' events on the ring, and the gateways woken. */
-static void gwh_publish_events(void)
+static inline void gwh_publish_events(void)
 {
 	events_publish(&gwh_events);
 	shm_events_notify(harn);
 }
 
 /* gwh_put_root, then its events. */
-static int64_t db_put(const char *key, const char *value)
+static inline int64_t db_put(const char *key, const char *value)
 {
 	int64_t rev = gwh_put_root(key, value);
 	gwh_publish_events();
 	return rev;
 }
 
-static void gwh_open_db(void)
+static inline void gwh_open_db(void)
 {
 	char path[600];
 	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };

@@ -397,7 +397,7 @@ static void test_not_requests(void)
 	req.auth_enable = &ae;
 	tst_entry(&req, &o, &d);
 	CHECK_EQ(fx_apply(&f, &d, &r), 0);
-	check_error(&r, 12, "cetcd: auth_enable requests are not implemented yet");
+	check_error(&r, 12, "cetcd: this request kind is not implemented"); /* ids.auth NULL */
 	req.auth_enable = NULL;
 	req.header = &rh; /* nothing but a header */
 	tst_entry(&req, &o, &d);
