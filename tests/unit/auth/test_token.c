@@ -139,6 +139,53 @@ static void test_jwt(void)
 	parse(spec, 300, -ENOKEY, "auth: missing key data");
 }
 
+/* The spec etcd's e2e suite runs its JWT tests with (tests/e2e's
+ * cluster_test.go): a certificate as pub-key and a PKCS#1 "RSA PRIVATE
+ * KEY" as priv-key, from Debian's golang-etcd-server-dev (not checked
+ * without it); and its ECDSA pair (SEC1 "EC PRIVATE KEY"). */
+#define ETCD_FIXTURES "/usr/share/gocode/src/go.etcd.io/etcd/integration/fixtures/"
+static void test_etcd_fixtures(void)
+{
+	static const char *const specs[] = {
+		"jwt,pub-key=" ETCD_FIXTURES "server.crt,priv-key=" ETCD_FIXTURES
+		"server.key.insecure,sign-method=RS256,ttl=1s",
+		"jwt,pub-key=" ETCD_FIXTURES "server-ecdsa.crt,priv-key=" ETCD_FIXTURES
+		"server-ecdsa.key.insecure,sign-method=ES256",
+	};
+	struct auth_token_opts *o, *v;
+	struct auth_jwt_claims c;
+	char *tok;
+	size_t len;
+
+	if (access(ETCD_FIXTURES "server.crt", R_OK) != 0) {
+		printf("etcd's fixtures are not installed (golang-etcd-server-dev): not checked\n");
+		return;
+	}
+	for (size_t i = 0; i < 2; i++) {
+		o = parse(specs[i], 300, 0, NULL);
+		CHECK(!auth_jwt_key_verify_only(o->jwt));
+		CHECK_EQ(o->jwt_ttl_ns, i == 0 ? 1000000000ll : AUTH_TOKEN_JWT_TTL_DEFAULT_NS);
+		CHECK_EQ(auth_jwt_sign(o->jwt, "root", 4, 2, 1700000001, &tok, &len), 0);
+		/* the certificate alone verifies it */
+		char spec[512];
+		int pub_len = (int)(strstr(specs[i], ",priv-key") - specs[i]);
+		snprintf(spec, sizeof(spec), "%.*s,sign-method=%s", pub_len, specs[i],
+			 i == 0 ? "RS256" : "ES256");
+		v = parse(spec, 300, 0, NULL);
+		CHECK(auth_jwt_key_verify_only(v->jwt));
+		CHECK_EQ(auth_jwt_verify(v->jwt, tok, len, 1700000000, &c), 0);
+		CHECK(strcmp(c.username, "root") == 0);
+		auth_jwt_claims_free(&c);
+		auth_free(tok);
+		auth_token_opts_free(v);
+		auth_token_opts_free(o);
+	}
+	/* another certificate's key beside server.key: refused */
+	parse("jwt,pub-key=" ETCD_FIXTURES "server2.crt,priv-key=" ETCD_FIXTURES
+	      "server.key.insecure,sign-method=RS256", 300, -EKEYREJECTED,
+	      "auth: public and private keys don't match");
+}
+
 /* No leak on any path, and every allocation failure is -ENOMEM. */
 static void test_alloc_failures(void)
 {
@@ -240,6 +287,7 @@ int main(void)
 	test_simple_and_none();
 	test_errors();
 	test_jwt();
+	test_etcd_fixtures();
 	test_alloc_failures();
 	test_simple_tokens();
 

@@ -5,7 +5,9 @@
  * them, defaults left out, 64-bit integers quoted, bytes in base64, enums
  * by name. Every scalar type goes through a message type made here
  * (etcd's own files use only some of them); inputs are decoded to wire
- * bytes, unpacked by protobuf-c and written again.
+ * bytes, unpacked by protobuf-c and written again. The reader of flat
+ * objects (proto_json_object_each, for the JWT's header and claims) and
+ * the base64 decoder are checked on their own.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -369,8 +371,106 @@ static void test_errors(void)
 	expect_error(&etcdserverpb__txn_request__descriptor, txn, -EINVAL, "exceeded max depth");
 }
 
+/* ---- proto_json_object_each and proto_json_base64_decode ---- */
+
+struct members {
+	char text[512]; /* "key=kind:value;" for each member */
+	int stop_at;    /* the member whose callback answers -ECANCELED; 0: none */
+	int seen;
+};
+
+static int collect(void *arg, const struct proto_json_member *m)
+{
+	struct members *ms = arg;
+	size_t n = strlen(ms->text);
+
+	snprintf(ms->text + n, sizeof(ms->text) - n, "%.*s=%d:%.*s;", (int)m->key_len, m->key,
+		 (int)m->kind, (int)m->value_len, m->value);
+	return ++ms->seen == ms->stop_at ? -ECANCELED : 0;
+}
+
+static void test_object_each(void)
+{
+	static const struct {
+		const char *in;
+		int rc;
+		const char *text; /* members, or the error */
+	} cases[] = {
+		{ " {\"a\":\"x\\u00e9\\n\", \"b\" : -1.5e3,\"c\":true,\"d\":null,"
+		  "\"e\":{\"f\":[1,{}]},\"g\":[],\"a\":\"y\"} ", 0,
+		  "a=0:x\xc3\xa9\n;b=1:-1.5e3;c=2:true;d=3:null;e=4:{\"f\":[1,{}]};g=5:[];a=0:y;" },
+		{ "{}", 0, "" },
+		{ "{\"\\ud800\":\"\"}", 0, "\xef\xbf\xbd=0:;" },
+		{ "[1]", -EINVAL,
+		  "json: cannot unmarshal array into Go value of type map[string]interface {}" },
+		{ "7", -EINVAL,
+		  "json: cannot unmarshal number into Go value of type map[string]interface {}" },
+		{ "{\"a\":1} x", -EINVAL, "invalid character 'x' after top-level value" },
+		{ "{\"a\":1,}", -EINVAL, "invalid character '}' looking for beginning of object key string" },
+		{ "{\"a\" 1}", -EINVAL, "invalid character '1' after object key" },
+		{ "{\"a\":01}", -EINVAL, "invalid character '1' after object key:value pair" },
+		{ "{\"a\":1", -EAGAIN, "unexpected EOF" },
+		{ "{\"a\":\"x", -EAGAIN, "unexpected EOF" },
+		{ "", -EAGAIN, "unexpected EOF" },
+	};
+	struct proto_json_err err;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct members ms = { .text = "" };
+		int rc = proto_json_object_each(cases[i].in, strlen(cases[i].in), collect, &ms, NULL,
+						&err);
+		CHECK(rc == cases[i].rc);
+		CHECK(strcmp(rc ? err.text : ms.text, cases[i].text) == 0);
+		if (rc != cases[i].rc || strcmp(rc ? err.text : ms.text, cases[i].text))
+			fprintf(stderr, "case %zu: %d %s\n", i, rc, rc ? err.text : ms.text);
+	}
+	/* nesting beyond PROTO_JSON_MAX_DEPTH is refused, not recursed into */
+	char deep[2 * PROTO_JSON_MAX_DEPTH + 16];
+	size_t n = (size_t)snprintf(deep, sizeof(deep), "{\"a\":");
+	for (int d = 0; d < PROTO_JSON_MAX_DEPTH; d++)
+		deep[n++] = '[';
+	for (int d = 0; d < PROTO_JSON_MAX_DEPTH; d++)
+		deep[n++] = ']';
+	deep[n++] = '}';
+	struct members ms = { .text = "" };
+	CHECK(proto_json_object_each(deep, n, collect, &ms, NULL, &err) == -EINVAL);
+	CHECK(strcmp(err.text, "exceeded max depth") == 0);
+	/* the callback's answer stops the walk */
+	ms = (struct members){ .text = "", .stop_at = 2 };
+	CHECK(proto_json_object_each("{\"a\":1,\"b\":2,\"c\":3}", 19, collect, &ms, NULL, &err) ==
+	      -ECANCELED);
+	CHECK(ms.seen == 2);
+}
+
+static void test_base64(void)
+{
+	static const struct {
+		const char *in, *out;
+		int rc;
+		size_t bad;
+	} cases[] = {
+		{ "", "", 0, 0 }, { "YQ", "a", 0, 0 }, { "YQ==", "a", 0, 0 }, { "YWI", "ab", 0, 0 },
+		{ "YWJj", "abc", 0, 0 }, { "-_8", "\xfb\xff", 0, 0 }, { "+/8", "\xfb\xff", 0, 0 },
+		{ "Y", NULL, -EINVAL, 0 }, { "YW!j", NULL, -EINVAL, 2 }, { "YQ=a", NULL, -EINVAL, 2 },
+	};
+	uint8_t out[16];
+	size_t len, bad;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bad = 99;
+		int rc = proto_json_base64_decode(cases[i].in, strlen(cases[i].in), out, &len, &bad);
+		CHECK(rc == cases[i].rc);
+		if (rc == 0)
+			CHECK(len == strlen(cases[i].out) && memcmp(out, cases[i].out, len) == 0);
+		else
+			CHECK(bad == cases[i].bad);
+	}
+}
+
 int main(void)
 {
+	test_object_each();
+	test_base64();
 	test_scalars();
 	test_names();
 	test_nested();
