@@ -39,41 +39,12 @@ for f in hosts nsswitch.conf resolv.conf; do
 done
 
 # the name server: SRV and A records of example.test, NXDOMAIN otherwise
-cat >"$IT_TMP/dns.py" <<'EOF'
-import socket, struct, sys
-srv = {
-    "_etcd-server._tcp.example.test": [("m%d.example.test" % i, int(p)) for i, p in enumerate(sys.argv[1:4])],
-    "_etcd-server-c1._tcp.example.test": [("c1.example.test", int(sys.argv[4]))],
-}
-hosts = {"m0.example.test", "m1.example.test", "m2.example.test", "c1.example.test"}
-def name(n):
-    return b"".join(bytes([len(l)]) + l.encode() for l in n.split(".")) + b"\0"
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.53", 53))
-print("ready", flush=True)
-while True:
-    q, peer = s.recvfrom(4096)
-    labels, i = [], 12
-    while q[i]:
-        labels.append(q[i + 1:i + 1 + q[i]].decode().lower())
-        i += 1 + q[i]
-    qname, qtype = ".".join(labels), struct.unpack(">H", q[i + 1:i + 3])[0]
-    question = q[12:i + 5]
-    answers = []
-    if qtype == 33 and qname in srv:
-        for target, port in srv[qname]:
-            rd = struct.pack(">HHH", 0, 0, port) + name(target)
-            answers.append(name(qname) + struct.pack(">HHIH", 33, 1, 5, len(rd)) + rd)
-    elif qtype == 1 and qname in hosts:
-        answers.append(name(qname) + struct.pack(">HHIH", 1, 1, 5, 4) + bytes([127, 0, 0, 1]))
-    known = qname in srv or qname in hosts
-    flags = 0x8180 if known else 0x8183
-    print("query", qname, qtype, len(answers), flush=True)
-    s.sendto(q[:2] + struct.pack(">HHHHH", flags, 1, len(answers), 0, 0) + question + b"".join(answers), peer)
-EOF
-python3 "$IT_TMP/dns.py" "${P[0]}" "${P[1]}" "${P[2]}" "${P[6]}" >"$IT_TMP/dns.log" 2>&1 &
-it_track $!
-it_until 10000 grep -q '^ready' "$IT_TMP/dns.log" || { fail "the name server starts"; it_summary; exit 1; }
+it_dns_start "$IT_TMP/dns.log" \
+	SRV _etcd-server._tcp.example.test m0.example.test "${P[0]}" \
+	SRV _etcd-server._tcp.example.test m1.example.test "${P[1]}" \
+	SRV _etcd-server._tcp.example.test m2.example.test "${P[2]}" \
+	SRV _etcd-server-c1._tcp.example.test c1.example.test "${P[6]}" \
+	A m0.example.test A m1.example.test A m2.example.test A c1.example.test
 check "m1.example.test resolves through it" bash -c 'getent ahosts m1.example.test | grep -q 127.0.0.1'
 
 # member NAME PEER_PORT CLIENT_PORT [flags...]

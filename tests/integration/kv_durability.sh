@@ -54,12 +54,7 @@ acks2=$IT_TMP/acks2
 it_kv_start "$IT_TMP/writer2.out" write -endpoint "$ep" -prefix kv/run2 -acks "$acks2" -writers 4 -per-conn 2
 w2=$IT_KV_PID
 check "writers start again" it_wait_lines "$acks2" 200 30
-at=$(it_lines "$acks2")
-check "SIGKILL of the launcher (at $at acks) takes every process with it" it_cetcd_kill
-it_cetcd_restart "$IT_TMP/cetcd2.log"
-check "the member starts again on the same data dir" it_wait_healthy "$IT_CPORT" 30
-check "and the writers get acknowledgements again" it_wait_lines "$acks2" $((at + 200)) 30
-check "the writers saw no violation" it_kv_stop "$w2" "$IT_TMP/writer2.out"
+it_cetcd_kill_restart "$acks2" "$w2" "$IT_TMP/writer2.out" "$IT_TMP/cetcd2.log"
 n2=$(it_lines "$acks2")
 echo "  writers: $n2 acknowledged puts"
 check "all $((n1 + n2)) acknowledged puts are there after SIGKILL of the member" \

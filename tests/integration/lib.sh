@@ -11,6 +11,8 @@
 #   it_cetcd_start ...      the launcher on fresh ports (IT_CPORT ...), in the
 #                           background; it_cetcd_restart, it_cetcd_stop
 #   it_cetcd_kill           SIGKILL of the launcher, which takes its daemons
+#   it_cetcd_kill_restart ACKS WRITER OUT LOG   the same under kvclient
+#                           writers, then a start, and writes flow again
 #   it_cetcd_child WHAT     the pid of raftd, stored or gatewayd-<i>
 #   it_kill_child WHAT ...  SIGKILL it, wait for its restart and for writes
 #   it_etcd_start ...       Debian's etcd with the same flags (IT_ETCD_PORT),
@@ -30,6 +32,8 @@
 #                           leader, their stop; it_status, it_member_names
 #   it_hash EP              Maintenance.Hash and its header revision
 #   it_mkcert DIR NAME ...  a P-256 key and certificate made with openssl
+#   it_dns_start LOG [RECORD...]   a name server of the test's own (SRV and
+#                           A records, or one that never answers)
 #   it_same_hashkv EP..., it_same_hash EP...   HashKV, Maintenance.Hash agree
 #   it_acked_at EP PREFIX ACKS N   no acknowledged put lost
 #   it_elected_after LOG MS ms from MS to a leader elected in LOG
@@ -356,6 +360,22 @@ it_cetcd_kill() {
 	wait "$IT_CETCD_PID" 2>/dev/null || true
 	for p in "${kids[@]}"; do it_wait_gone "$p" 5000 || alive=$((alive + 1)); done
 	((alive == 0 && ${#kids[@]} > 0))
+}
+
+# it_cetcd_kill_restart ACKS WRITER OUT LOG: SIGKILL of the launcher while
+# kvclient WRITER (started by it_kv_start, its output OUT) appends to ACKS.
+# Checks that every process dies with it, that the member started again
+# (it_cetcd_restart, logging to LOG) answers on its data, that the writers
+# get 200 more acknowledgements, and that they saw no violation (WRITER
+# is stopped then).
+it_cetcd_kill_restart() {
+	local acks=$1 writer=$2 out=$3 log=$4 at
+	at=$(it_lines "$acks")
+	check "SIGKILL of the launcher (at $at acks) takes every process with it" it_cetcd_kill
+	it_cetcd_restart "$log"
+	check "the member starts again on the same data" it_wait_healthy "$IT_CPORT" 30
+	check "and the writers get acknowledgements again" it_wait_lines "$acks" $((at + 200)) 30
+	check "the writers saw no violation" it_kv_stop "$writer" "$out"
 }
 
 # it_cetcd_child WHAT: the pid of the launcher's child WHAT (raftd, stored,
@@ -780,6 +800,67 @@ it_mkcert() {
 	printf '%s\n' "$ext" >"$dir/$name.ext"
 	openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$issuer.crt" -CAkey "$dir/$issuer.key" \
 		-CAcreateserial -days 1 -extfile "$dir/$name.ext" -out "$dir/$name.crt" 2>/dev/null
+}
+
+# it_dns_start LOG [RECORD...]: a name server on 127.0.0.53:53 (UDP, in
+# the test's own network namespace, where its resolv.conf points), in the
+# background; it logs "query NAME TYPE N" to LOG for each query (NAME in
+# lower case, N the answers given). A RECORD is "A NAME" (127.0.0.1) or
+# "SRV NAME TARGET PORT" (priority and weight 0, in the order given). It
+# answers with those, NXDOMAIN for a name it has none of; given no RECORD
+# it answers nothing at all (a dead resolver). When it is not ready within
+# 10 s: fail, the summary, and the test exits.
+it_dns_start() {
+	local log=$1
+	shift
+	cat >"$IT_TMP/dns.py" <<'EOF'
+import socket, struct, sys
+srv, hosts, args = {}, set(), sys.argv[1:]
+while args:
+    if args[0] == "A" and len(args) >= 2:
+        hosts.add(args[1].lower())
+        args = args[2:]
+    elif args[0] == "SRV" and len(args) >= 4:
+        srv.setdefault(args[1].lower(), []).append((args[2], int(args[3])))
+        args = args[4:]
+    else:
+        sys.exit("it_dns_start: a record is A NAME or SRV NAME TARGET PORT, not %r" % args)
+silent = not srv and not hosts
+def name(n):
+    return b"".join(bytes([len(l)]) + l.encode() for l in n.split(".")) + b"\0"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.53", 53))
+print("ready", flush=True)
+while True:
+    q, peer = s.recvfrom(4096)
+    labels, i = [], 12
+    while i < len(q) and q[i]:
+        labels.append(q[i + 1:i + 1 + q[i]].decode(errors="replace").lower())
+        i += 1 + q[i]
+    if i + 5 > len(q):
+        continue
+    qname, qtype = ".".join(labels), struct.unpack(">H", q[i + 1:i + 3])[0]
+    question = q[12:i + 5]
+    answers = []
+    if qtype == 33 and qname in srv:
+        for target, port in srv[qname]:
+            rd = struct.pack(">HHH", 0, 0, port) + name(target)
+            answers.append(name(qname) + struct.pack(">HHIH", 33, 1, 5, len(rd)) + rd)
+    elif qtype == 1 and qname in hosts:
+        answers.append(name(qname) + struct.pack(">HHIH", 1, 1, 5, 4) + bytes([127, 0, 0, 1]))
+    print("query", qname, qtype, len(answers), flush=True)
+    if silent:
+        continue
+    flags = 0x8180 if qname in srv or qname in hosts else 0x8183
+    s.sendto(q[:2] + struct.pack(">HHHHH", flags, 1, len(answers), 0, 0) + question + b"".join(answers), peer)
+EOF
+	python3 "$IT_TMP/dns.py" "$@" >"$log" 2>&1 &
+	it_track $!
+	it_until 10000 grep -q '^ready' "$log" && return 0
+	fail "the name server starts"
+	cat "$log"
+	it_summary
+	exit 1
 }
 
 # it_status EP EXPR: the Python expression EXPR over d, the "Status" of

@@ -43,22 +43,7 @@ for f in hosts nsswitch.conf resolv.conf; do
 	mount --bind "$IT_TMP/$f" "/etc/$f"
 done
 # the name server that never answers: it logs each query's name
-cat >"$IT_TMP/blackhole.py" <<'EOF'
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.53", 53))
-print("ready", flush=True)
-while True:
-    q, _ = s.recvfrom(4096)
-    labels, i = [], 12
-    while i < len(q) and q[i]:
-        labels.append(q[i + 1:i + 1 + q[i]].decode(errors="replace"))
-        i += 1 + q[i]
-    print("query", ".".join(labels), flush=True)
-EOF
-python3 "$IT_TMP/blackhole.py" >"$IT_TMP/blackhole.log" 2>&1 &
-it_track $!
-it_until 10000 grep -q '^ready' "$IT_TMP/blackhole.log" || { fail "the name server starts"; it_summary; exit 1; }
+it_dns_start "$IT_TMP/blackhole.log"
 t0=$(it_now_ms)
 check "the namespace's resolver does not answer slow.test" bash -c '! getent ahosts slow.test'
 took=$(($(it_now_ms) - t0))

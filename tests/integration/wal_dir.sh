@@ -48,12 +48,7 @@ for k in 1 2; do
 	check "SIGKILL of raftd ($k): the launcher restarts it and writes flow again" \
 		it_kill_child raftd "$acks" 250
 done
-at=$(it_lines "$acks")
-check "SIGKILL of the launcher (at $at acks) takes every process with it" it_cetcd_kill
-it_cetcd_restart "$IT_TMP/cetcd2.log"
-check "the member starts again on the same data dir and WAL dir" it_wait_healthy "$IT_CPORT" 30
-check "and the writers get acknowledgements again" it_wait_lines "$acks" $((at + 200)) 30
-check "the writers saw no violation" it_kv_stop "$w" "$IT_TMP/writer.out"
+it_cetcd_kill_restart "$acks" "$w" "$IT_TMP/writer.out" "$IT_TMP/cetcd2.log"
 n=$(it_lines "$acks")
 check "all $n acknowledged puts survived the kills" it_acked_at "$ep" kv "$acks" "$n"
 snaps=$(find "$data/member/snap" -name '*.snap' | wc -l)
