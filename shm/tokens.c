@@ -75,6 +75,13 @@ static struct shm_token_entry *tokens_at(struct shm_region *r, uint32_t i)
 	       (i & (SHM_TOKENS_ENTRIES - 1));
 }
 
+/* now + ttl, saturating: a TTL too long for the clock never wraps into
+ * the past. */
+static uint64_t tokens_deadline(uint64_t now_ms, uint64_t ttl_ms)
+{
+	return ttl_ms > UINT64_MAX - now_ms ? UINT64_MAX : now_ms + ttl_ms;
+}
+
 static uint64_t tokens_hash(const char *token, size_t len)
 {
 	return crc32c_update(0, token, len) | (uint64_t)len << 32;
@@ -184,7 +191,7 @@ int shm_tokens_add(struct shm_region *r, const char *token, size_t token_len, co
 		if (i == TOKENS_DATA_WORDS / 2 && tokens_write_hook)
 			tokens_write_hook();
 	}
-	atomic_store_explicit(&e->expires_ms, now_ms + ttl_ms, memory_order_relaxed);
+	atomic_store_explicit(&e->expires_ms, tokens_deadline(now_ms, ttl_ms), memory_order_relaxed);
 	tokens_write_end(e);
 	return 0;
 }
@@ -295,7 +302,7 @@ static int tokens_read(struct shm_token_entry *e, uint64_t h, size_t token_len,
 int shm_tokens_lookup(struct shm_region *r, const char *token, size_t token_len, uint64_t now_ms,
 		      uint64_t ttl_ms, char *user, size_t cap, size_t *user_len)
 {
-	uint64_t h = tokens_hash(token, token_len), exp, want = now_ms + ttl_ms;
+	uint64_t h = tokens_hash(token, token_len), exp, want = tokens_deadline(now_ms, ttl_ms);
 	bool stuck = false;
 	struct token_copy c;
 

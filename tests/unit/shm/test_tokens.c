@@ -105,6 +105,12 @@ static void test_basic(struct shm_region *l)
 	CHECK_EQ(lookup(g, "root2", t0 + ttl, ttl), -ENOENT);
 	expect_user(g, "abcdefghijklmnop.24", t0 + ttl + 2, ttl, "carol");
 	CHECK_EQ(shm_tokens_invalidate_user(l, "root", 4), 0);
+	/* a TTL too long for the clock lasts forever, never wraps into the
+	 * past */
+	CHECK_EQ(shm_tokens_add(l, "forever.1", 9, "f", 1, t0, UINT64_MAX), 0);
+	expect_user(g, "forever.1", UINT64_MAX - 1, UINT64_MAX, "f");
+	CHECK_EQ(shm_tokens_reap(l, UINT64_MAX - 1), 1); /* carol's only */
+	expect_user(g, "forever.1", UINT64_MAX, 0, "f");
 	shm_tokens_clear(l);
 	CHECK_EQ(lookup(g, "abcdefghijklmnop.24", t0 + ttl + 2, ttl), -ENOENT);
 	CHECK_EQ(shm_tokens_recover(l), 0);
