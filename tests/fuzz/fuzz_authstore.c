@@ -24,16 +24,7 @@
 #include "stored/auth.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/schema.h"
-#include "shm_testlib.h"
-
-static char dir[128]; /* test_tmpdir's, removed at exit */
-static char path[sizeof(dir) + 4];
-static struct btree_db *db;
-
-static void close_db(void)
-{
-	btree_db_close(db);
-}
+#include "fuzz_db.h"
 
 static void require(int cond, const char *what)
 {
@@ -104,15 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char user[32] = "", role[32] = "";
 	const char *as[] = { "root", "" };
 
-	if (!db) {
-		struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
-		test_tmpdir(dir, sizeof(dir));
-		snprintf(path, sizeof(path), "%s/db", dir);
-		require(btree_db_open(path, &o, &db) == 0, "cannot open the scratch db");
-		atexit(close_db);
-		log_set_level(LOG_LEVEL_ERROR);
-	}
-	require(btree_write_begin(db, &t) == 0, "btree_write_begin");
+	require(btree_write_begin(fuzz_scratch_db(), &t) == 0, "btree_write_begin");
 	fill(t, data, size, user, role);
 	require(stored_auth_load(t, &au) == 0, "stored_auth_load");
 	if (!user[0])

@@ -26,18 +26,9 @@
 #include "stored/apply.h"
 #include "stored/lessor.h"
 #include "stored/mvcc/schema.h"
-#include "shm_testlib.h"
+#include "fuzz_db.h"
 
 #define SEC 1000000000LL
-
-static char dir[128]; /* test_tmpdir's, removed at exit */
-static char path[sizeof(dir) + 4];
-static struct btree_db *db;
-
-static void close_db(void)
-{
-	btree_db_close(db); /* then test_tmpdir's clean-up removes the dir */
-}
 
 static void require(int cond, const char *what)
 {
@@ -158,15 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct btree_txn *t;
 
-	if (!db) {
-		struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
-		test_tmpdir(dir, sizeof(dir));
-		snprintf(path, sizeof(path), "%s/db", dir);
-		require(btree_db_open(path, &o, &db) == 0, "cannot open the scratch db");
-		atexit(close_db);
-		log_set_level(LOG_LEVEL_ERROR);
-	}
-	require(btree_write_begin(db, &t) == 0, "btree_write_begin");
+	require(btree_write_begin(fuzz_scratch_db(), &t) == 0, "btree_write_begin");
 	fill(t, data, size);
 	leases(t);
 	alarms(t);

@@ -21,7 +21,10 @@
 #include "shm/slot.h"
 #include "shm/status.h"
 #include "stored/btree/btree.h"
+#include "stored/apply.h"
+#include "stored/auth.h"
 #include "stored/loop.h"
+#include "stored/mvcc/mvcc.h"
 #include "shm/doorbell.h"
 #include "base/log/log.h"
 
@@ -29,6 +32,45 @@
 
 #define TST_MEMBER 0x1122334455667788ull
 #define TST_CLUSTER 0x0a0b0c0d0e0f1011ull
+
+/* A store in <dir>/db with a batch open, for the applier's tests
+ * (tests/unit/stored/test_apply.c, test_auth.c): ids names the member
+ * and, through au (loaded from the db, bcrypt cost 4), the auth store. */
+struct tst_store {
+	char path[300];
+	struct btree_db *db;
+	struct mvcc_store *s;
+	struct arena a;
+	uint64_t index;               /* the last entry's */
+	struct stored_auth au;
+	struct stored_apply_ids ids;
+};
+
+static inline void tst_store_open(struct tst_store *f, const char *dir)
+{
+	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
+
+	memset(f, 0, sizeof(*f));
+	snprintf(f->path, sizeof(f->path), "%s/db", dir);
+	CHECK_EQ(btree_db_open(f->path, &o, &f->db), 0);
+	CHECK_EQ(mvcc_store_open(f->db, NULL, &f->s), 0);
+	arena_init(&f->a);
+	CHECK_EQ(mvcc_batch_begin(f->s), 0);
+	f->au.bcrypt_cost = 4;
+	CHECK_EQ(stored_auth_load(mvcc_batch_txn(f->s), &f->au), 0);
+	f->ids = (struct stored_apply_ids){ .member_id = TST_MEMBER, .cluster_id = TST_CLUSTER,
+					    .auth = &f->au };
+}
+
+/* Commits the batch, closes the store and removes the db. */
+static inline void tst_store_close(struct tst_store *f)
+{
+	CHECK_EQ(mvcc_batch_commit(f->s, NULL), 0);
+	arena_release(&f->a);
+	mvcc_store_close(f->s);
+	btree_db_close(f->db);
+	unlink(f->path);
+}
 
 /* Entry data: req packed, then the origin field (o may be NULL). */
 static inline void tst_entry(const Etcdserverpb__InternalRaftRequest *req,

@@ -19,37 +19,8 @@ static const struct stored_apply_ids ids = { .member_id = TST_MEMBER, .cluster_i
 
 static char dir[256]; /* every fixture's db lives here, one at a time */
 
-struct fixture {
-	char path[300];
-	struct btree_db *db;
-	struct mvcc_store *s;
-	struct arena a;
-	uint64_t index;
-};
-
-static void fx_open(struct fixture *f)
-{
-	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
-
-	memset(f, 0, sizeof(*f));
-	snprintf(f->path, sizeof(f->path), "%s/db", dir);
-	CHECK_EQ(btree_db_open(f->path, &o, &f->db), 0);
-	CHECK_EQ(mvcc_store_open(f->db, NULL, &f->s), 0);
-	arena_init(&f->a);
-	CHECK_EQ(mvcc_batch_begin(f->s), 0);
-}
-
-static void fx_close(struct fixture *f)
-{
-	CHECK_EQ(mvcc_batch_commit(f->s, NULL), 0);
-	arena_release(&f->a);
-	mvcc_store_close(f->s);
-	btree_db_close(f->db);
-	unlink(f->path);
-}
-
 /* Applies data (a normal entry at the next index, term 7). */
-static int fx_apply(struct fixture *f, const struct tbuf *data, struct stored_apply_result *out)
+static int fx_apply(struct tst_store *f, const struct tbuf *data, struct stored_apply_result *out)
 {
 	struct msg_committed e = {
 		.index = ++f->index, .term = 7, .entry_type = RAFTPB__ENTRY_TYPE__EntryNormal,
@@ -58,14 +29,14 @@ static int fx_apply(struct fixture *f, const struct tbuf *data, struct stored_ap
 	return stored_apply_entry(f->s, &ids, &e, data->p, &f->a, out);
 }
 
-static uint64_t fx_consistent_index(struct fixture *f)
+static uint64_t fx_consistent_index(struct tst_store *f)
 {
 	struct mvcc_state st;
 	mvcc_store_state(f->s, &st);
 	return st.consistent_index;
 }
 
-static int64_t fx_rev(struct fixture *f)
+static int64_t fx_rev(struct tst_store *f)
 {
 	struct mvcc_state st;
 	mvcc_store_state(f->s, &st);
@@ -105,13 +76,13 @@ static void header(Etcdserverpb__ResponseHeader *h, int64_t rev)
 
 static void test_put_delete(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct tbuf d = { 0 };
 	struct stored_apply_result r;
 	struct msg_origin o = tst_origin(2, 5, 42);
 	Etcdserverpb__ResponseHeader h;
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 	tst_put("a", "1", &o, &d);
 	CHECK_EQ(fx_apply(&f, &d, &r), 0);
 	CHECK(r.deliver);
@@ -188,12 +159,12 @@ static void test_put_delete(void)
 	}
 	CHECK_EQ(fx_consistent_index(&f), 5);
 	tbuf_free(&d);
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 static void test_txn(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct tbuf d = { 0 };
 	struct stored_apply_result r;
 	struct msg_origin o = tst_origin(1, 3, 9);
@@ -206,7 +177,7 @@ static void test_txn(void)
 	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
 	Etcdserverpb__RangeRequest rng = ETCDSERVERPB__RANGE_REQUEST__INIT;
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 	tst_put("k", "v1", &o, &d);
 	CHECK_EQ(fx_apply(&f, &d, &r), 0);
 
@@ -269,19 +240,19 @@ static void test_txn(void)
 		check_body(&r, &want.base);
 	}
 	tbuf_free(&d);
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 static void test_refusals(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct tbuf d = { 0 };
 	struct stored_apply_result r;
 	struct msg_origin o = tst_origin(0, 1, 1);
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
 	Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 	for (int i = 0; i < 3; i++) {
 		tst_put("k", "v", &o, &d);
 		CHECK_EQ(fx_apply(&f, &d, &r), 0);
@@ -347,12 +318,12 @@ static void test_refusals(void)
 	CHECK_EQ(fx_consistent_index(&f), 10);
 	CHECK_EQ(fx_rev(&f), 4);
 	tbuf_free(&d);
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 static void test_not_requests(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct tbuf d = { 0 };
 	struct stored_apply_result r;
 	struct msg_origin o = tst_origin(0, 1, 1);
@@ -361,7 +332,7 @@ static void test_not_requests(void)
 	Etcdserverpb__RequestHeader rh = ETCDSERVERPB__REQUEST_HEADER__INIT;
 	Etcdserverpb__AuthEnableRequest ae = ETCDSERVERPB__AUTH_ENABLE_REQUEST__INIT;
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 
 	/* a new leader's empty entry */
 	{
@@ -442,19 +413,19 @@ static void test_not_requests(void)
 	CHECK_EQ(fx_consistent_index(&f), 8);
 	CHECK_EQ(fx_rev(&f), 1);
 	tbuf_free(&d);
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 static void test_origins_and_range(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct tbuf d = { 0 };
 	struct stored_apply_result r;
 	struct msg_origin o = tst_origin(0, 1, 1), other = o;
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
 	Etcdserverpb__RangeRequest rng = ETCDSERVERPB__RANGE_REQUEST__INIT;
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 	other.member_id = TST_MEMBER + 1;
 	/* another member's request: applied, not answered here */
 	tst_put("x", "1", &other, &d);
@@ -491,7 +462,7 @@ static void test_origins_and_range(void)
 	CHECK(!r.deliver);
 	CHECK_EQ(fx_consistent_index(&f), 4);
 	tbuf_free(&d);
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 int main(void)

@@ -21,44 +21,9 @@
 
 static char dir[256];
 
-struct fixture {
-	char path[300];
-	struct btree_db *db;
-	struct mvcc_store *s;
-	struct arena a;
-	uint64_t index;
-	struct stored_auth au;
-	struct stored_apply_ids ids;
-};
-
-static void fx_open(struct fixture *f)
-{
-	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
-
-	memset(f, 0, sizeof(*f));
-	snprintf(f->path, sizeof(f->path), "%s/db", dir);
-	CHECK_EQ(btree_db_open(f->path, &o, &f->db), 0);
-	CHECK_EQ(mvcc_store_open(f->db, NULL, &f->s), 0);
-	arena_init(&f->a);
-	CHECK_EQ(mvcc_batch_begin(f->s), 0);
-	f->au.bcrypt_cost = BCRYPT_MIN_COST;
-	CHECK_EQ(stored_auth_load(mvcc_batch_txn(f->s), &f->au), 0);
-	f->ids = (struct stored_apply_ids){ .member_id = TST_MEMBER, .cluster_id = TST_CLUSTER,
-					    .auth = &f->au };
-}
-
-static void fx_close(struct fixture *f)
-{
-	CHECK_EQ(mvcc_batch_commit(f->s, NULL), 0);
-	arena_release(&f->a);
-	mvcc_store_close(f->s);
-	btree_db_close(f->db);
-	unlink(f->path);
-}
-
 /* Applies req as user (NULL: no header) at the next index; the result in
  * *r. */
-static void fx_apply(struct fixture *f, Etcdserverpb__InternalRaftRequest *req, const char *user,
+static void fx_apply(struct tst_store *f, Etcdserverpb__InternalRaftRequest *req, const char *user,
 		     struct stored_apply_result *r)
 {
 	Etcdserverpb__RequestHeader h = ETCDSERVERPB__REQUEST_HEADER__INIT;
@@ -93,7 +58,7 @@ static void check_error(const struct stored_apply_result *r, int32_t code, const
 
 /* The answer decoded as d (status 0, a full header at the store's
  * revision and the entry's term). */
-static void *check_ok(struct fixture *f, const struct stored_apply_result *r,
+static void *check_ok(struct tst_store *f, const struct stored_apply_result *r,
 		      const ProtobufCMessageDescriptor *d)
 {
 	ProtobufCMessage *m;
@@ -119,7 +84,7 @@ static void *check_ok(struct fixture *f, const struct stored_apply_result *r,
 }
 
 /* The record of bucket under name, its bytes in *out (NULL: none). */
-static bool fx_record(struct fixture *f, const char *bucket, const char *name, struct tbuf *out)
+static bool fx_record(struct tst_store *f, const char *bucket, const char *name, struct tbuf *out)
 {
 	struct btree_bucket *b;
 	const uint8_t *v;
@@ -133,7 +98,7 @@ static bool fx_record(struct fixture *f, const char *bucket, const char *name, s
 	return true;
 }
 
-static Authpb__User *fx_user(struct fixture *f, const char *name)
+static Authpb__User *fx_user(struct tst_store *f, const char *name)
 {
 	struct tbuf d = { 0 };
 	Authpb__User *u = NULL;
@@ -148,7 +113,7 @@ static Authpb__User *fx_user(struct fixture *f, const char *name)
 
 /* ---- request makers ---- */
 
-static void user_add(struct fixture *f, const char *name, const char *pw, const char *hashed,
+static void user_add(struct tst_store *f, const char *name, const char *pw, const char *hashed,
 		     bool no_password, const char *as, struct stored_apply_result *r)
 {
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
@@ -168,7 +133,7 @@ static void user_add(struct fixture *f, const char *name, const char *pw, const 
 }
 
 #define NAME_REQ(fn, field, type, INIT, member)                                         \
-	static void fn(struct fixture *f, const char *name, const char *as,             \
+	static void fn(struct tst_store *f, const char *name, const char *as,             \
 		       struct stored_apply_result *r)                                   \
 	{                                                                               \
 		Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT; \
@@ -188,7 +153,7 @@ NAME_REQ(role_get, auth_role_get, Etcdserverpb__AuthRoleGetRequest,
 NAME_REQ(role_delete, auth_role_delete, Etcdserverpb__AuthRoleDeleteRequest,
 	 ETCDSERVERPB__AUTH_ROLE_DELETE_REQUEST__INIT, role)
 
-static void user_role(struct fixture *f, bool grant, const char *user, const char *role,
+static void user_role(struct tst_store *f, bool grant, const char *user, const char *role,
 		      const char *as, struct stored_apply_result *r)
 {
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
@@ -207,7 +172,7 @@ static void user_role(struct fixture *f, bool grant, const char *user, const cha
 	fx_apply(f, &req, as, r);
 }
 
-static void perm(struct fixture *f, bool grant, const char *role, const char *key,
+static void perm(struct tst_store *f, bool grant, const char *role, const char *key,
 		 const char *end, int type, struct stored_apply_result *r)
 {
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
@@ -233,7 +198,7 @@ static void perm(struct fixture *f, bool grant, const char *role, const char *ke
 	fx_apply(f, &req, NULL, r);
 }
 
-static void simple(struct fixture *f, int which, const char *as, struct stored_apply_result *r)
+static void simple(struct tst_store *f, int which, const char *as, struct stored_apply_result *r)
 {
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
 	Etcdserverpb__AuthEnableRequest en = ETCDSERVERPB__AUTH_ENABLE_REQUEST__INIT;
@@ -253,7 +218,7 @@ static void simple(struct fixture *f, int which, const char *as, struct stored_a
 }
 enum { ENABLE, DISABLE, USER_LIST, ROLE_LIST };
 
-static void change_password(struct fixture *f, const char *name, const char *pw,
+static void change_password(struct tst_store *f, const char *name, const char *pw,
 			    const char *hashed, struct stored_apply_result *r)
 {
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
@@ -268,7 +233,7 @@ static void change_password(struct fixture *f, const char *name, const char *pw,
 	fx_apply(f, &req, NULL, r);
 }
 
-static void authenticate(struct fixture *f, const char *name, struct stored_apply_result *r)
+static void authenticate(struct tst_store *f, const char *name, struct stored_apply_result *r)
 {
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
 	Etcdserverpb__InternalAuthenticateRequest a = ETCDSERVERPB__INTERNAL_AUTHENTICATE_REQUEST__INIT;
@@ -287,7 +252,7 @@ static void joined(char **v, size_t n, char *out, size_t cap)
 		snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? "," : "", v[i]);
 }
 
-static void check_list(struct fixture *f, int which, const char *want)
+static void check_list(struct tst_store *f, int which, const char *want)
 {
 	struct stored_apply_result r;
 	char got[512];
@@ -310,7 +275,7 @@ static void check_list(struct fixture *f, int which, const char *want)
 	}
 }
 
-static void check_user_roles(struct fixture *f, const char *name, const char *want)
+static void check_user_roles(struct tst_store *f, const char *name, const char *want)
 {
 	struct stored_apply_result r;
 	Etcdserverpb__AuthUserGetResponse *m;
@@ -327,7 +292,7 @@ static void check_user_roles(struct fixture *f, const char *name, const char *wa
 }
 
 /* The role's permissions as "type:key-end" items. */
-static void check_perms(struct fixture *f, const char *role, const char *want)
+static void check_perms(struct tst_store *f, const char *role, const char *want)
 {
 	struct stored_apply_result r;
 	Etcdserverpb__AuthRoleGetResponse *m;
@@ -354,11 +319,11 @@ static void check_perms(struct fixture *f, const char *role, const char *want)
  * bytes etcd writes, errors, passwords, delete. */
 static void test_users(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct stored_apply_result r;
 	Authpb__User *u;
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 	/* etcd's fresh store is at auth revision 1 (mvcc.c writes it) */
 	CHECK_EQ(f.au.revision, 1);
 	check_list(&f, USER_LIST, "");
@@ -433,17 +398,17 @@ static void test_users(void)
 	CHECK(fx_user(&f, "bob") == NULL);
 	CHECK_EQ(f.au.revision, 6);
 	check_list(&f, USER_LIST, "alice,carol");
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 /* Roles, permissions, users' roles. */
 static void test_roles(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct stored_apply_result r;
 	uint64_t rev;
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 	role_add(&f, "", NULL, &r);
 	check_error(&r, IA, "etcdserver: role name is empty");
 	role_add(&f, "r1", NULL, &r);
@@ -540,18 +505,18 @@ static void test_roles(void)
 		check_ok(&f, &r, &etcdserverpb__auth_user_revoke_role_response__descriptor), NULL);
 	check_user_roles(&f, "u", "root");
 	CHECK_EQ(f.au.revision, rev + 6);
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 /* Enable and disable, the root special cases, the admin check, and
  * Authenticate. */
 static void test_enable(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct stored_apply_result r;
 	struct stored_auth loaded = { 0 };
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 	simple(&f, ENABLE, NULL, &r);
 	check_error(&r, FP, "etcdserver: root user does not exist");
 	authenticate(&f, "root", &r);
@@ -647,19 +612,19 @@ static void test_enable(void)
 	CHECK_EQ(r.status, 0);
 	user_delete(&f, "root", NULL, &r);
 	CHECK_EQ(r.status, 0);
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 /* A record that does not decode is refused, not a crash; the KV store's
  * revision never moves. */
 static void test_corrupt(void)
 {
-	struct fixture f;
+	struct tst_store f;
 	struct stored_apply_result r;
 	struct btree_bucket *b;
 	struct mvcc_state st;
 
-	fx_open(&f);
+	tst_store_open(&f, dir);
 	CHECK_EQ(btree_bucket_open(mvcc_batch_txn(f.s), NULL, SCHEMA_BUCKET_AUTH_USERS,
 				   strlen(SCHEMA_BUCKET_AUTH_USERS), &b),
 		 0);
@@ -673,7 +638,7 @@ static void test_corrupt(void)
 	check_error(&r, 15, "etcdserver: a user or role in the db does not decode");
 	mvcc_store_state(f.s, &st);
 	CHECK_EQ(st.rev, 1);
-	fx_close(&f);
+	tst_store_close(&f);
 }
 
 int main(void)
