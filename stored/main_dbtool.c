@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hex/hex.h"
 #include "leasepb/lease.pb-c.h"
 #include "base/log/errmsg.h"
 #include "stored/alloc.h"
@@ -70,13 +71,9 @@ static uint8_t *from_hex(const char *s, size_t *len)
 	uint8_t *p = malloc(n / 2 + 1);
 	if (!p)
 		return NULL;
-	for (size_t i = 0; i < n / 2; i++) {
-		unsigned v;
-		if (sscanf(s + 2 * i, "%2x", &v) != 1) {
-			free(p);
-			return NULL;
-		}
-		p[i] = (uint8_t)v;
+	if (hex_decode(s, n, p) < 0) {
+		free(p);
+		return NULL;
 	}
 	*len = n / 2;
 	return p;

@@ -31,3 +31,14 @@ int hex_parse_u64(const char *s, size_t len, uint64_t *v)
 	*v = x;
 	return 0;
 }
+
+ssize_t hex_decode(const char *s, size_t len, uint8_t *out)
+{
+	for (size_t i = 0; i + 1 < len; i += 2) {
+		int hi = hex_digit((unsigned char)s[i]), lo;
+		if (hi < 0 || (lo = hex_digit((unsigned char)s[i + 1])) < 0)
+			return -EINVAL;
+		out[i / 2] = (uint8_t)(hi << 4 | lo);
+	}
+	return len % 2 ? -EINVAL : (ssize_t)(len / 2);
+}

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The value (0 to 15) of hex digit c, or -1 when c is none (any int: a
  * plain char that is negative is none). */
@@ -23,5 +24,11 @@ int hex_digit(int c);
  * does not fit in 64 bits). It reads s in order and no further than the
  * first byte that is not a digit: a string's NUL before len ends it. */
 int hex_parse_u64(const char *s, size_t len, uint64_t *v);
+
+/* Decodes the hex digits s[0..len), two a byte, into out, which has room
+ * for len / 2 bytes. Returns the count of bytes (len / 2), or -EINVAL when
+ * len is odd or a byte of s is not a digit (out then holds the bytes
+ * before it). Like hex_parse_u64 it stops at the first non-digit. */
+ssize_t hex_decode(const char *s, size_t len, uint8_t *out);
 
 #endif

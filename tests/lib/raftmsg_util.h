@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/hex/hex.h"
 #include "raftd/raft/raftmsg.h"
 
 #define RM_MAX_ENTRIES 8
@@ -187,17 +188,12 @@ static inline uint64_t rm_test_seed(const char *test)
  * (size_t)-1 for bad hex. */
 static inline size_t rm_unhex(const char *h, uint8_t *out)
 {
-	size_t n = 0;
+	ssize_t n;
 
 	if (strcmp(h, "-") == 0)
 		return 0;
-	for (; h[0] && h[1]; h += 2) {
-		unsigned v;
-		if (sscanf(h, "%2x", &v) != 1)
-			return (size_t)-1;
-		out[n++] = (uint8_t)v;
-	}
-	return h[0] ? (size_t)-1 : n;
+	n = hex_decode(h, strlen(h), out);
+	return n < 0 ? (size_t)-1 : (size_t)n;
 }
 
 /* The encoding of m, malloc'd; *len its size. */

@@ -442,9 +442,12 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < NCORNERS + (count ? NDECODE_ONLY : 0); i++) {
 		const struct corner *c = i < NCORNERS ? &corners[i] : &decode_only[i - NCORNERS];
 		const char *h = c->hex;
-		b.n = 0;
-		for (; h[0] && h[1]; h += 2)
-			b.d[b.n++] = (uint8_t)(hex_digit(h[0]) << 4 | hex_digit(h[1]));
+		ssize_t n = hex_decode(h, strlen(h), b.d);
+		if (n < 0) {
+			fprintf(stderr, "proto_diff: corner case %zu is not hex: %s\n", i, h);
+			return 1;
+		}
+		b.n = (size_t)n;
 		if (emit(cases, verdicts, c->kind, &b) == 0 && c->kind >= CORNER_REFUSED_FROM &&
 		    i < NCORNERS) {
 			fprintf(stderr, "proto_diff: corner case %zu (%s %s) is taken; it must be one etcd refuses\n",

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/hex/hex.h"
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "proto/check.h"
@@ -224,14 +225,10 @@ static void test_random(unsigned seed)
 
 static size_t unhex(const char *h, uint8_t *out)
 {
-	size_t n = 0;
+	ssize_t n = hex_decode(h, strlen(h), out);
 
-	for (; h[0] && h[1]; h += 2) {
-		unsigned v;
-		sscanf(h, "%2x", &v);
-		out[n++] = (uint8_t)v;
-	}
-	return n;
+	CHECK(n >= 0);
+	return (size_t)n;
 }
 
 /* Bytes, etcd's verdict on them, and whether protobuf-c reads them as is. */

@@ -7,6 +7,7 @@
  */
 #include "wal_util.h"
 
+#include "base/hex/hex.h"
 #include "raftd/bootstrap.h"
 #include "raftd/wal/wal.h"
 #include "cluster/initial_cluster.h"
@@ -15,13 +16,9 @@
 /* Hex to bytes; returns the length. */
 static size_t unhex(const char *h, uint8_t *out)
 {
-	size_t n = 0;
-	for (; h[0] && h[1]; h += 2) {
-		unsigned v;
-		CHECK(sscanf(h, "%2x", &v) == 1);
-		out[n++] = (uint8_t)v;
-	}
-	return n;
+	ssize_t n = hex_decode(h, strlen(h), out);
+	CHECK(n >= 0);
+	return (size_t)n;
 }
 
 static const char etcd_metadata[] = "08f283d1e888e095d2f40110d5cbb6c79dfec285f101";

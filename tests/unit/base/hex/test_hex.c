@@ -1,7 +1,8 @@
 /*
  * Unit tests for base/hex/hex.c: every byte's digit value against the
- * C library's reading of it, and whole strings against Go's
- * strconv.ParseUint(s, 16, 64) (the answers below are Go's).
+ * C library's reading of it, whole strings against Go's
+ * strconv.ParseUint(s, 16, 64) (the answers below are Go's), and byte
+ * strings decoded against the bytes they spell.
  */
 #include "shm_testlib.h"
 
@@ -73,10 +74,36 @@ static void test_parse(void)
 	CHECK_EQ(hex_parse_u64("1", 0, &v), -EINVAL);
 }
 
+static void test_decode(void)
+{
+	uint8_t out[8];
+
+	memset(out, 0xee, sizeof(out));
+	CHECK_EQ(hex_decode("00fF7a", 6, out), 3);
+	CHECK(out[0] == 0x00 && out[1] == 0xff && out[2] == 0x7a && out[3] == 0xee);
+	CHECK_EQ(hex_decode("", 0, out), 0);
+	CHECK_EQ(hex_decode("abc", 3, out), -EINVAL);   /* odd */
+	CHECK_EQ(hex_decode("ab c", 4, out), -EINVAL);  /* a blank */
+	CHECK_EQ(hex_decode("+f", 2, out), -EINVAL);    /* a sign */
+	CHECK_EQ(hex_decode("0x", 2, out), -EINVAL);
+	memset(out, 0xee, sizeof(out));
+	CHECK_EQ(hex_decode("12g4", 4, out), -EINVAL);  /* the bytes before */
+	CHECK(out[0] == 0x12 && out[1] == 0xee);
+	CHECK_EQ(hex_decode("12\0", 4, out), -EINVAL); /* a NUL ends it */
+	/* every byte value, both cases */
+	for (int v = 0; v < 256; v++) {
+		char s[3];
+		snprintf(s, sizeof(s), v % 2 ? "%02X" : "%02x", v);
+		CHECK_EQ(hex_decode(s, 2, out), 1);
+		CHECK_EQ(out[0], v);
+	}
+}
+
 int main(void)
 {
 	test_digit();
 	test_parse();
+	test_decode();
 	printf("test_hex: ok\n");
 	return 0;
 }

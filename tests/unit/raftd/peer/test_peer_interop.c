@@ -157,11 +157,7 @@ static void go_recv(struct go_peer *g, struct raftmsg *m, uint8_t **buf)
 	n = strlen(l) / 2;
 	*buf = malloc(n + 1);
 	CHECK(*buf);
-	for (size_t i = 0; i < n; i++) {
-		int hi = hex_digit(l[2 * i]), lo = hex_digit(l[2 * i + 1]);
-		CHECK(hi >= 0 && lo >= 0);
-		(*buf)[i] = (uint8_t)(hi << 4 | lo);
-	}
+	CHECK(hex_decode(l, 2 * n, *buf) == (ssize_t)n);
 	CHECK_EQ(raftmsg_decode(*buf, n, m), 0);
 }
 
