@@ -6,14 +6,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "auth/bcrypt.h"
+#include "auth/alloc.h"
+#include "auth/jwt.h"
 #include "auth/token.h"
+#include "base/clock/clock.h"
+#include "base/log/errmsg.h"
 #include "authpb/auth.pb-c.h"
 #include "base/log/log.h"
 #include "stored/apply.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/schema.h"
+#include "shm/tokens.h"
 
 #define AUTH_ROOT "root"
 #define AUTH_KEY_ENABLED "authEnabled"
@@ -30,11 +36,19 @@ static const struct {
 	  "etcdserver: a user or role in the db does not decode" },
 	{ AUTH_ERR_NAME_TOO_LONG, STORED_GRPC_INVALID_ARGUMENT, "etcdserver: the name is too long" },
 	{ AUTH_ERR_HASH, STORED_GRPC_UNKNOWN, "etcdserver: cannot hash the password" },
+	{ AUTH_ERR_TOKEN_TABLE, STORED_GRPC_RESOURCE_EXHAUSTED,
+	  "etcdserver: too many auth tokens are live" },
+	{ AUTH_ERR_VERIFY_ONLY, STORED_GRPC_UNKNOWN,
+	  "auth: token signing attempted with verify-only key" },
+	{ AUTH_ERR_SIGN, STORED_GRPC_UNKNOWN, "auth: cannot sign the token" },
 };
 
 bool stored_auth_is_request_error(int err)
 {
-	return auth_is_error(err) || (err <= AUTH_ERR_CORRUPT && err >= AUTH_ERR_HASH);
+	for (size_t i = 0; i < sizeof(auth_apply_errors) / sizeof(auth_apply_errors[0]); i++)
+		if (auth_apply_errors[i].err == err)
+			return true;
+	return auth_is_error(err);
 }
 
 const char *stored_auth_strerror(int err)
@@ -177,6 +191,13 @@ static int auth_put_user(struct auth_ctx *c, const Authpb__User *u)
 static int auth_put_role(struct auth_ctx *c, const Authpb__Role *r)
 {
 	return auth_put(c, c->roles, &r->name, &r->base);
+}
+
+/* etcd's tokenProvider.invalidateUser: name's simple tokens go. */
+static void auth_invalidate_user(struct auth_ctx *c, const char *name)
+{
+	if (c->au->region)
+		shm_tokens_invalidate_user(c->au->region, name, strlen(name));
 }
 
 /* etcd's commitRevision: the revision after this change, written. */
@@ -354,6 +375,8 @@ static int auth_disable(struct auth_ctx *c, const Etcdserverpb__InternalRaftRequ
 	if (rc)
 		return rc;
 	c->au->enabled = false;
+	if (c->au->region)
+		shm_tokens_clear(c->au->region); /* etcd's tokenProvider.disable */
 	log_info("disabled authentication");
 	return 0;
 }
@@ -407,6 +430,7 @@ static int auth_user_delete(struct auth_ctx *c, const Etcdserverpb__InternalRaft
 	rc = btree_del(c->users, r->name, strlen(r->name));
 	if (rc || (rc = auth_commit_revision(c)))
 		return rc;
+	auth_invalidate_user(c, r->name);
 	log_info("deleted a user", LOG_STR("user-name", r->name));
 	return 0;
 }
@@ -426,6 +450,7 @@ static int auth_user_change_password(struct auth_ctx *c, const Etcdserverpb__Int
 	u->password = pw;
 	if ((rc = auth_put_user(c, u)) || (rc = auth_commit_revision(c)))
 		return rc;
+	auth_invalidate_user(c, r->name);
 	log_info("changed a password of a user", LOG_STR("user-name", r->name));
 	return 0;
 }
@@ -720,10 +745,50 @@ bool stored_auth_handles(const Etcdserverpb__InternalRaftRequest *req)
 	       req->auth_role_get;
 }
 
+/* etcd's tokenProvider.assign for Authenticate r: the token in the
+ * response (auth.h). */
+static int auth_assign(struct auth_ctx *c, const Etcdserverpb__InternalAuthenticateRequest *r)
+{
+	Etcdserverpb__AuthenticateResponse *resp = (Etcdserverpb__AuthenticateResponse *)c->resp;
+	const struct auth_token_opts *o = c->au->tokens;
+	size_t n;
+	int rc;
+
+	if (!o || o->type == AUTH_TOKEN_NONE)
+		return 0; /* etcd's nop provider: no token */
+	if (o->type == AUTH_TOKEN_JWT) {
+		char *tok;
+		int64_t exp = (int64_t)time(NULL) + o->jwt_ttl_ns / 1000000000;
+		rc = auth_jwt_sign(o->jwt, r->name, strlen(r->name), c->au->revision, exp, &tok, &n);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc)
+			return rc == -EPERM ? AUTH_ERR_VERIFY_ONLY : AUTH_ERR_SIGN;
+		resp->token = arena_alloc(c->a, n + 1);
+		if (resp->token)
+			memcpy(resp->token, tok, n + 1);
+		auth_free(tok);
+		return resp->token ? 0 : -ENOMEM;
+	}
+	resp->token = arena_alloc(c->a, AUTH_TOKEN_SIMPLE_MAX + 1);
+	if (!resp->token)
+		return -ENOMEM;
+	n = auth_token_simple_format(r->simple_token, c->index, resp->token);
+	if (!c->au->region)
+		return 0;
+	rc = shm_tokens_add(c->au->region, resp->token, n, r->name, strlen(r->name),
+			    (uint64_t)clock_now_ms(), o->simple_ttl_ms);
+	if (rc) {
+		log_warn("cannot keep the simple token", LOG_STR("user-name", r->name),
+			 LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+		return rc == -ENOMEM ? rc : AUTH_ERR_TOKEN_TABLE;
+	}
+	return 0;
+}
+
 static int auth_authenticate(struct auth_ctx *c, const Etcdserverpb__InternalRaftRequest *req)
 {
 	const Etcdserverpb__InternalAuthenticateRequest *r = req->authenticate;
-	Etcdserverpb__AuthenticateResponse *resp = (Etcdserverpb__AuthenticateResponse *)c->resp;
 	Authpb__User *u;
 	int rc;
 
@@ -734,12 +799,7 @@ static int auth_authenticate(struct auth_ctx *c, const Etcdserverpb__InternalRaf
 		return rc;
 	if (!u || (u->options && u->options->no_password))
 		return AUTH_ERR_AUTH_FAILED;
-	/* the token etcd's simple token provider makes */
-	resp->token = arena_alloc(c->a, AUTH_TOKEN_SIMPLE_MAX + 1);
-	if (!resp->token)
-		return -ENOMEM;
-	auth_token_simple_format(r->simple_token, c->index, resp->token);
-	return 0;
+	return auth_assign(c, r);
 }
 
 /* The names of records (Users or Roles: their name is their first

@@ -37,12 +37,21 @@
 #include "stored/btree/arena.h"
 
 struct btree_txn;
+struct shm_region;
+struct auth_token_opts;
 
 /* The auth store's state beside its buckets, as of the consistent index. */
 struct stored_auth {
 	bool enabled;       /* authEnabled is 1 */
 	uint64_t revision;  /* authRevision */
 	int bcrypt_cost;    /* for passwords hashed at apply (BCRYPT_MIN_COST..MAX) */
+	/* --auth-token's provider (auth/token.h); NULL: etcd's nop provider
+	 * (Authenticate answers no token) */
+	const struct auth_token_opts *tokens;
+	/* the region whose simple-token table (shm/tokens.h) an Authenticate
+	 * adds its token to, and a UserDelete, UserChangePassword or
+	 * AuthDisable takes tokens from; NULL: none */
+	struct shm_region *region;
 };
 
 /* Request errors: etcd's (auth/error.h), and the apply's own where etcd
@@ -51,6 +60,10 @@ enum stored_auth_error {
 	AUTH_ERR_CORRUPT = -5215,       /* DATA_LOSS: a record does not decode */
 	AUTH_ERR_NAME_TOO_LONG = -5216, /* INVALID_ARGUMENT: over bbolt's key limit */
 	AUTH_ERR_HASH = -5217,          /* UNKNOWN: bcrypt failed */
+	/* Authenticate's token could not be made (etcd: its provider's error) */
+	AUTH_ERR_TOKEN_TABLE = -5230,   /* RESOURCE_EXHAUSTED: no room for a simple token */
+	AUTH_ERR_VERIFY_ONLY = -5231,   /* UNKNOWN: a JWT key that cannot sign */
+	AUTH_ERR_SIGN = -5232,          /* UNKNOWN: OpenSSL failed to sign */
 };
 bool stored_auth_is_request_error(int err);
 const char *stored_auth_strerror(int err);
@@ -66,8 +79,10 @@ bool stored_auth_handles(const Etcdserverpb__InternalRaftRequest *req);
 
 /*
  * Applies req (stored_auth_handles) through the write txn t, the Raft
- * entry at index (an Authenticate's simple token is "<its prefix>.<index>",
- * as etcd's simple token provider makes it). On 0, *resp (in arena a) is
+ * entry at index. An Authenticate's token is what au->tokens provides, as
+ * etcd's providers make it at apply: a simple token "<its prefix>.<index>"
+ * (added to the table with --auth-token-ttl), a JWT signed with the key,
+ * or none. On 0, *resp (in arena a) is
  * etcd's response and *hdr the place of its header, for the caller to
  * fill. Returns 0, an AUTH_ERR_* (nothing changed), or an error that
  * fails the batch (-ENOMEM, the B+tree's).

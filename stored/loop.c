@@ -512,6 +512,8 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	l->ids.member_id = o->member_id;
 	l->ids.cluster_id = o->cluster_id;
 	l->auth.bcrypt_cost = l->o.bcrypt_cost;
+	l->auth.tokens = o->auth_tokens;
+	l->auth.region = r;
 	l->metrics = shm_metrics_block(r, SHM_METRICS_STORED);
 	l->ids.metrics = l->metrics;
 	l->committed = shm_daemon_ring(r, SHM_RING_COMMITTED);

@@ -11,6 +11,9 @@
 #include "stored_util.h"
 
 #include "auth/bcrypt.h"
+#include "auth/token.h"
+#include "base/clock/clock.h"
+#include "shm/tokens.h"
 #include "authpb/auth.pb-c.h"
 #include "raftpb/raft.pb-c.h"
 #include "stored/alloc.h"
@@ -219,7 +222,7 @@ static void simple(struct tst_store *f, int which, const char *as, struct stored
 enum { ENABLE, DISABLE, USER_LIST, ROLE_LIST };
 
 static void change_password(struct tst_store *f, const char *name, const char *pw,
-			    const char *hashed, struct stored_apply_result *r)
+			    const char *hashed, const char *as, struct stored_apply_result *r)
 {
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
 	Etcdserverpb__AuthUserChangePasswordRequest c =
@@ -230,7 +233,7 @@ static void change_password(struct tst_store *f, const char *name, const char *p
 	if (hashed)
 		c.hashedpassword = (char *)hashed;
 	req.auth_user_change_password = &c;
-	fx_apply(f, &req, NULL, r);
+	fx_apply(f, &req, as, r);
 }
 
 static void authenticate(struct tst_store *f, const char *name, struct stored_apply_result *r)
@@ -242,6 +245,33 @@ static void authenticate(struct tst_store *f, const char *name, struct stored_ap
 	a.simple_token = "AbCdEfGhIjKlMnOp";
 	req.authenticate = &a;
 	fx_apply(f, &req, NULL, r);
+}
+
+/* An Authenticate's answer: a simple token for the entry's index, or
+ * none. */
+static void check_token(struct tst_store *f, const struct stored_apply_result *r, bool simple)
+{
+	Etcdserverpb__AuthenticateResponse *m =
+		check_ok(f, r, &etcdserverpb__authenticate_response__descriptor);
+	char want[64] = "";
+
+	if (simple)
+		snprintf(want, sizeof(want), "AbCdEfGhIjKlMnOp.%llu", (unsigned long long)f->index);
+	CHECK(strcmp(m->token, want) == 0);
+	protobuf_c_message_free_unpacked(&m->base, NULL);
+}
+
+/* Whether the table has the simple token of the entry at index for user. */
+static bool token_user(struct tst_store *f, uint64_t index, const char *user)
+{
+	char tok[64], got[SHM_TOKEN_USER_MAX];
+	size_t n;
+	int len = snprintf(tok, sizeof(tok), "AbCdEfGhIjKlMnOp.%llu", (unsigned long long)index);
+
+	if (shm_tokens_lookup(f->au.region, tok, (size_t)len, (uint64_t)clock_now_ms(), 300000, got,
+			      sizeof(got), &n) != 0)
+		return false;
+	return n == strlen(user) && memcmp(got, user, n) == 0;
 }
 
 /* The string list of an answer, as "a,b,c". */
@@ -377,9 +407,9 @@ static void test_users(void)
 	check_list(&f, USER_LIST, "alice,bob,carol");
 
 	/* passwords */
-	change_password(&f, "nobody", "x", NULL, &r);
+	change_password(&f, "nobody", "x", NULL, NULL, &r);
 	check_error(&r, FP, "etcdserver: user name not found");
-	change_password(&f, "alice", "other", NULL, &r);
+	change_password(&f, "alice", "other", NULL, NULL, &r);
 	protobuf_c_message_free_unpacked(
 		check_ok(&f, &r, &etcdserverpb__auth_user_change_password_response__descriptor), NULL);
 	u = fx_user(&f, "alice");
@@ -581,20 +611,42 @@ static void test_enable(void)
 	role_delete(&f, "root", "root", &r);
 	check_error(&r, IA, "etcdserver: invalid auth management");
 
-	/* Authenticate: etcd's simple token, "<prefix>.<index>" */
+	/* Authenticate: with etcd's nop provider, no token */
 	authenticate(&f, "ghost", &r);
 	check_error(&r, IA, "etcdserver: authentication failed, invalid user ID or password");
 	authenticate(&f, "alice", &r); /* no password: never */
 	check_error(&r, IA, "etcdserver: authentication failed, invalid user ID or password");
 	authenticate(&f, "root", &r);
-	{
-		Etcdserverpb__AuthenticateResponse *m =
-			check_ok(&f, &r, &etcdserverpb__authenticate_response__descriptor);
-		char want[64];
-		snprintf(want, sizeof(want), "AbCdEfGhIjKlMnOp.%llu", (unsigned long long)f.index);
-		CHECK(strcmp(m->token, want) == 0);
-		protobuf_c_message_free_unpacked(&m->base, NULL);
-	}
+	check_token(&f, &r, false);
+	/* simple tokens: "<prefix>.<index>", kept in the region's table */
+	struct tst_member mb;
+	struct auth_token_opts simple_opts = { .type = AUTH_TOKEN_SIMPLE, .simple_ttl_ms = 300000 };
+	tst_member_init(&mb, 4096);
+	f.au.region = tst_attach(&mb);
+	f.au.tokens = &simple_opts;
+	authenticate(&f, "root", &r);
+	check_token(&f, &r, true);
+	CHECK(token_user(&f, f.index, "root"));
+	uint64_t root_token = f.index;
+	user_add(&f, "carol", "pw", NULL, false, "root", &r);
+	authenticate(&f, "carol", &r);
+	check_token(&f, &r, true);
+	uint64_t carol_token = f.index;
+	authenticate(&f, "carol", &r);
+	check_token(&f, &r, true);
+	uint64_t carol_token2 = f.index;
+	CHECK(token_user(&f, carol_token, "carol") && token_user(&f, carol_token2, "carol"));
+	/* a new password, or the user's delete, ends its tokens (only its) */
+	change_password(&f, "carol", "pw2", NULL, "root", &r);
+	CHECK(r.status == 0);
+	CHECK(!token_user(&f, carol_token, "carol") && !token_user(&f, carol_token2, "carol"));
+	CHECK(token_user(&f, root_token, "root"));
+	authenticate(&f, "carol", &r);
+	carol_token = f.index;
+	user_delete(&f, "carol", "root", &r);
+	CHECK(r.status == 0);
+	CHECK(!token_user(&f, carol_token, "carol"));
+	CHECK(token_user(&f, root_token, "root"));
 
 	uint64_t rev = f.au.revision;
 	simple(&f, DISABLE, "alice", &r);
@@ -603,6 +655,7 @@ static void test_enable(void)
 	protobuf_c_message_free_unpacked(
 		check_ok(&f, &r, &etcdserverpb__auth_disable_response__descriptor), NULL);
 	CHECK(!f.au.enabled);
+	CHECK(!token_user(&f, root_token, "root")); /* disabled: every token goes */
 	CHECK_EQ(f.au.revision, rev + 1);
 	simple(&f, DISABLE, NULL, &r); /* disabled already: no change */
 	CHECK_EQ(r.status, 0);
@@ -612,6 +665,9 @@ static void test_enable(void)
 	CHECK_EQ(r.status, 0);
 	user_delete(&f, "root", NULL, &r);
 	CHECK_EQ(r.status, 0);
+	shm_region_detach(f.au.region);
+	shm_region_detach(mb.launcher);
+	tst_member_clean(&mb);
 	tst_store_close(&f);
 }
 
