@@ -474,7 +474,9 @@ int member_json_decode(const void *p, size_t len, struct member_info *out)
 int member_json_decode_context(const void *p, size_t len, struct member_info *out,
 			       bool *is_promote)
 {
-	struct mj_in in = { p, (const unsigned char *)p + len, 0 };
+	/* a ConfChange without a context hands in NULL and 0 */
+	const unsigned char *b = p ? p : (const unsigned char *)"";
+	struct mj_in in = { b, b + (p ? len : 0), 0 };
 	struct member_info m = { 0 };
 	bool has_id = false, has_name = false, has_peers = false, has_clients = false;
 	bool has_learner = false, promote = false;

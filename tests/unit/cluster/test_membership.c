@@ -65,6 +65,8 @@ static void test_json_decode(void)
 			  "\"isLearner\":true,\"name\":\"n\\u2028\\\"\",\"clientURLs\":[\"http://c\"],"
 			  "\"isPromote\":true}";
 
+	/* a ConfChange with no context: no bytes at all */
+	CHECK(member_json_decode_context(NULL, 0, &m, &promote) == -EBADMSG);
 	CHECK(member_json_decode_context(ctx, strlen(ctx), &m, &promote) == 0);
 	CHECK(promote);
 	CHECK(m.id == 1234 && m.is_learner);
