@@ -110,7 +110,8 @@ static int perm_grow(void *v, size_t *cap, size_t need, size_t elem_size)
 
 static int bytes_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 {
-	int r = memcmp(a, b, alen < blen ? alen : blen);
+	size_t n = alen < blen ? alen : blen;
+	int r = n ? memcmp(a, b, n) : 0;
 	if (r)
 		return r;
 	return alen < blen ? -1 : alen > blen;
@@ -298,6 +299,13 @@ int auth_builder_begin(struct auth_builder **out)
 		return -ENOMEM;
 	}
 	memset(b->c, 0, sizeof(*b->c));
+	/* the buffers exist from the start: a span of an empty name or key
+	 * then points into one (no arithmetic on NULL) */
+	if (perm_grow(&b->c->keys, &b->keys_cap, 1, 1) ||
+	    perm_grow(&b->c->names, &b->names_cap, 1, 1)) {
+		auth_builder_abort(b);
+		return -ENOMEM;
+	}
 	*out = b;
 	return 0;
 }
@@ -674,6 +682,8 @@ size_t auth_user_interval_count(const struct auth_user *u, enum auth_perm_type t
 static const struct auth_ivl *ivl_at(const struct auth_cache *c, const struct auth_user *u,
 				     enum auth_perm_type t, const uint8_t *key, size_t key_len)
 {
+	if (u->n[t] == 0)
+		return NULL;
 	const struct auth_ivl *set = c->ivls + u->first[t];
 	size_t lo = 0, hi = u->n[t];
 	while (lo < hi) {
