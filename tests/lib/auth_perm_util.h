@@ -73,7 +73,8 @@ static inline struct m_bytes m_bytes_of(const void *p, size_t len)
 	struct m_bytes b = { .len = len };
 	if (len > M_KEY_MAX)
 		T_FAIL("model key of %zu bytes", len);
-	memcpy(b.b, p, len);
+	if (len)
+		memcpy(b.b, p, len);
 	return b;
 }
 
