@@ -61,6 +61,19 @@ static void test_round_trip(const char *path)
 	CHECK_EQ(status_stored_delivered(a), 21);
 	CHECK_EQ(status_stored_read(a, &ss), 0);
 	CHECK_EQ(ss.applied_index, 22);
+
+	/* db_no_space and the auth store's flag share a word: each reads
+	 * back as it was written, beside the auth revision */
+	for (int k = 0; k < 4; k++) {
+		in.db_no_space = (k & 1) != 0;
+		in.auth_enabled = (k & 2) != 0;
+		in.auth_revision = 100 + (uint64_t)k;
+		status_stored_write(l, &in);
+		CHECK_EQ(status_stored_read(a, &ss), 0);
+		CHECK(ss.db_no_space == in.db_no_space && ss.auth_enabled == in.auth_enabled);
+		CHECK_EQ(ss.auth_revision, 100 + (uint64_t)k);
+		CHECK_EQ(ss.defrag_total_ns, in.defrag_total_ns);
+	}
 	shm_region_detach(a);
 	shm_region_detach(l);
 }

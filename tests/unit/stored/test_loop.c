@@ -47,6 +47,7 @@
 #include "shm/hello.h"
 #include "shm/tokens.h"
 #include "base/log/log.h"
+#include "authpb/auth.pb-c.h"
 #include "stored/alloc.h"
 #include "stored/loop.h"
 #include "stored/btree/page.h"
@@ -772,6 +773,52 @@ static void test_failed_sync(void)
 	env_fini(&e);
 }
 
+/* The auth store's flag and revision go out in the status record with
+ * the batch that changed them. */
+static void test_auth_status(void)
+{
+	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
+	Etcdserverpb__AuthUserAddRequest ua = ETCDSERVERPB__AUTH_USER_ADD_REQUEST__INIT;
+	Etcdserverpb__AuthUserGrantRoleRequest gr = ETCDSERVERPB__AUTH_USER_GRANT_ROLE_REQUEST__INIT;
+	Etcdserverpb__AuthEnableRequest en = ETCDSERVERPB__AUTH_ENABLE_REQUEST__INIT;
+	Authpb__UserAddOptions opts = AUTHPB__USER_ADD_OPTIONS__INIT;
+	struct msg_origin o;
+	struct status_stored st;
+	struct env e;
+
+	env_init(&e, 0);
+	st = env_status(&e);
+	CHECK(!st.auth_enabled);
+	CHECK_EQ(st.auth_revision, 1); /* etcd's fresh auth store */
+	ua.name = "root";
+	opts.no_password = true;
+	ua.options = &opts;
+	gr.user = "root";
+	gr.role = "root";
+	for (uint64_t i = 1; i <= 3; i++) {
+		req.auth_user_add = i == 1 ? &ua : NULL;
+		req.auth_user_grant_role = i == 2 ? &gr : NULL;
+		req.auth_enable = i == 3 ? &en : NULL;
+		o = env_origin(&e);
+		tst_entry(&req, &o, &e.d);
+		CHECK_EQ(tst_commit(e.t.committed, i, 2, RAFTPB__ENTRY_TYPE__EntryNormal, e.d.p,
+				    e.d.len),
+			 0);
+		if (i == 2) {
+			env_turn(&e);
+			st = env_status(&e);
+			CHECK(!st.auth_enabled);
+			CHECK_EQ(st.auth_revision, 3);
+		}
+	}
+	env_turn(&e);
+	st = env_status(&e);
+	CHECK_EQ(st.applied_index, 3);
+	CHECK(st.auth_enabled);
+	CHECK_EQ(st.auth_revision, 3); /* an enable is no revision */
+	env_fini(&e);
+}
+
 int main(void)
 {
 	test_index_rules();
@@ -783,6 +830,7 @@ int main(void)
 	test_delivered_while_running();
 	test_corrupt_root();
 	test_failed_sync();
+	test_auth_status();
 	CHECK_EQ(stored_alloc_live(), 0);
 	printf("stored/test_loop: ok\n");
 	return 0;
