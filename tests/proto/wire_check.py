@@ -688,6 +688,19 @@ class Checker:
             dump = set(run([a.codec, "--dump"], what="C descriptor dump")
                        .decode().splitlines())
             want = expected_c_dump(etcd)
+            # LATER_FIELDS' messages: their field counts, and those
+            # fields' lines, are not etcd 3.4's (the schema check above
+            # holds the fields to their number, name and type)
+            def not_later(line):
+                w = line.split()
+                if len(w) >= 2 and w[0] == "message" and w[1] in LATER_FIELDS:
+                    return False
+                # "field <message> <name> <number> <label> <type> ..."
+                return not (len(w) >= 6 and w[0] == "field" and w[3].isdigit()
+                            and LATER_FIELDS.get(w[1], {}).get(int(w[3]))
+                            == (w[2], w[5]))
+            dump = set(filter(not_later, dump))
+            want = set(filter(not_later, want))
             self.check_list("protobuf-c descriptors vs etcd's schema",
                             ["missing in C: " + l for l in sorted(want - dump)]
                             + ["not in etcd: " + l for l in sorted(dump - want)])
