@@ -38,7 +38,10 @@ struct defrag_set {
 	size_t cap, count;
 };
 
-enum defrag_phase { DEFRAG_COPY, DEFRAG_CATCHUP, DEFRAG_READY };
+/* COPY: the bulk copy; CATCHUP: rounds of carry-over; SEALING: the
+ * copy, once equal to a commit of live, is being checkpointed in the
+ * background while the rounds go on; READY: that checkpoint is durable. */
+enum defrag_phase { DEFRAG_COPY, DEFRAG_CATCHUP, DEFRAG_SEALING, DEFRAG_READY };
 
 struct defrag {
 	struct btree_db *live;
@@ -47,6 +50,7 @@ struct defrag {
 	uint32_t commit_bytes;
 	uint32_t final_keys;
 	enum defrag_phase phase;
+	bool finished;              /* defrag_finish went through */
 	int failed;                 /* the tracker could not record a change */
 	struct btree_txn *rt;       /* read txn of live being copied from */
 	struct btree_txn *ct;       /* write txn of the copy */
@@ -66,7 +70,7 @@ struct defrag {
 	struct defrag_stats st;
 	int sync_fd;                /* the copy's file, for its writeback */
 	/* The bulk copy's data synced on a thread of its own (fdatasync of
-	 * sync_fd) while the catch-up goes on, so that the final step syncs
+	 * sync_fd) while the catch-up goes on, so that the sealed checkpoint syncs
 	 * little: started once the bulk copy is done; ready waits for it. */
 	pthread_t syncer;
 	bool syncing;
@@ -173,7 +177,7 @@ static int defrag_copy_fail(struct defrag *d, int rc, const char *what)
 
 /*
  * Commits the copy's txn and begins the next. The copy is not
- * checkpointed until the final step: a page born since the last
+ * checkpointed until it is sealed: a page born since the last
  * checkpoint and freed again is reused at once (freelist.h; no reader
  * reads the copy), so the pages the catch-up rewrites go back into the
  * copy rather than staying free in it. What was written is handed to the
@@ -472,7 +476,7 @@ static void *defrag_syncer(void *arg)
 }
 
 /* Starts the sync of what the bulk copy wrote; where no thread can be
- * started, the final step syncs it all. */
+ * started, the sealed checkpoint syncs it all. */
 static void defrag_sync_start(struct defrag *d)
 {
 	atomic_store_explicit(&d->synced, 0, memory_order_relaxed);
@@ -498,6 +502,45 @@ static int defrag_sync_done(struct defrag *d)
 	return rc;
 }
 
+/* Makes the copy equal to live's newest commit (every change tracked
+ * carried over, with no write txn of live in between) and starts its
+ * checkpoint in the background: the state the switch makes durable by
+ * the rename. The rounds go on meanwhile, into the next commits. */
+static int defrag_seal(struct defrag *d)
+{
+	bool done, started;
+	int rc = defrag_round_begin(d);
+
+	if (!rc)
+		rc = defrag_round_step(d, 0, &done);
+	if (!rc)
+		rc = defrag_commit(d, false);
+	if (rc)
+		return rc;
+	rc = btree_db_checkpoint_begin(d->copy, &started);
+	if (rc)
+		return defrag_copy_fail(d, rc, "checkpoint");
+	rc = btree_write_begin(d->copy, &d->ct);
+	if (rc) {
+		d->ct = NULL;
+		return defrag_copy_fail(d, rc, "begin");
+	}
+	d->phase = DEFRAG_SEALING;
+	return 0;
+}
+
+/* Whether the sealed copy's checkpoint is durable: 1, 0 (still being
+ * written), or its error. */
+static int defrag_sealed_durable(struct defrag *d)
+{
+	bool done;
+	int rc = btree_db_checkpoint_poll(d->copy, false, &done);
+
+	if (rc)
+		return defrag_copy_fail(d, rc, "checkpoint");
+	return done;
+}
+
 int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
 {
 	int64_t deadline = clock_now_ns() + (budget_ns > 0 ? budget_ns : 1);
@@ -520,17 +563,21 @@ int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
 		if (rc)
 			return rc;
 	}
-	while (d->phase == DEFRAG_CATCHUP) {
+	while (d->phase == DEFRAG_CATCHUP || d->phase == DEFRAG_SEALING) {
 		rc = defrag_round_step(d, deadline, &done);
 		if (rc || !done)
 			return rc;
-		rc = defrag_sync_done(d);
+		/* CATCHUP: the bulk copy's sync; SEALING: the sealed checkpoint */
+		rc = d->phase == DEFRAG_CATCHUP ? defrag_sync_done(d) : defrag_sealed_durable(d);
 		if (rc < 0)
 			return rc;
 		bool few = d->tracked.count <= d->final_keys;
 		if (rc == 1 && (few || d->st.rounds >= DEFRAG_MAX_ROUNDS)) {
-			d->phase = DEFRAG_READY;
-			break;
+			if (d->phase == DEFRAG_SEALING) {
+				d->phase = DEFRAG_READY;
+				break;
+			}
+			return defrag_seal(d); /* the caller notes the commit sealed */
 		}
 		if (rc == 0 && few)
 			return 0; /* the sync goes on: nothing to do meanwhile */
@@ -585,19 +632,39 @@ int defrag_finish(struct defrag *d)
 	rc = defrag_commit(d, false);
 	if (rc)
 		return rc;
-	rc = btree_db_checkpoint(d->copy, NULL);
+	/* Sealed: its checkpoint is the durable state (waited for only when
+	 * the caller did not wait for ready). Not: this one is. */
+	if (d->phase == DEFRAG_SEALING || d->phase == DEFRAG_READY)
+		rc = btree_db_checkpoint_poll(d->copy, true, NULL);
+	else
+		rc = btree_db_checkpoint(d->copy, NULL);
 	if (rc)
 		return defrag_copy_fail(d, rc, "checkpoint");
-	btree_db_close(d->copy);
-	d->copy = NULL;
 	d->phase = DEFRAG_READY;
+	d->finished = true;
 	return 0;
+}
+
+struct btree_db *defrag_take(struct defrag *d)
+{
+	struct btree_db *copy = d->copy;
+
+	d->copy = NULL;
+	return copy;
+}
+
+bool defrag_sealed(const struct defrag *d)
+{
+	return d->phase == DEFRAG_SEALING || d->phase == DEFRAG_READY;
 }
 
 bool defrag_waits(const struct defrag *d)
 {
-	return d->syncing && atomic_load_explicit(&d->synced, memory_order_acquire) == 0 &&
-	       d->round.count == 0 && d->tracked.count <= d->final_keys;
+	bool busy = d->phase == DEFRAG_SEALING ?
+			    btree_db_checkpoint_busy(d->copy) :
+			    d->syncing && atomic_load_explicit(&d->synced, memory_order_acquire) == 0;
+
+	return busy && d->round.count == 0 && d->tracked.count <= d->final_keys;
 }
 
 void defrag_stats(const struct defrag *d, struct defrag_stats *out)
@@ -702,8 +769,13 @@ void defrag_abort(struct defrag *d)
 
 void defrag_free(struct defrag *d)
 {
-	if (d)
-		defrag_release(d);
+	if (!d)
+		return;
+	/* a finished copy not taken: its last commit made durable first, as
+	 * a file that holds live's newest commit */
+	if (d->copy && d->finished)
+		(void)btree_db_checkpoint(d->copy, NULL);
+	defrag_release(d);
 }
 
 int defrag_remove_leftovers(const char *dir)

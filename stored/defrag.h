@@ -18,11 +18,17 @@
  * into the copy, or delete it there, while the changes of that round are
  * tracked for the next; a changed bucket is copied again whole. When a
  * round leaves few changes (DEFRAG_FINAL_KEYS) and what the bulk copy
- * wrote is synced (on a thread of its own), defrag_step says ready,
- * and defrag_finish, called with no write txn of the live db between
- * that and the switch to the copy, carries over the rest in one short
- * step, commits, makes the copy durable and closes it: it then holds
- * exactly what the live db's newest commit holds.
+ * wrote is synced (on a thread of its own), a step seals the copy: it
+ * carries over every change left with no write txn of live in between,
+ * so the copy holds what live's newest commit holds (defrag_sealed: the
+ * caller notes which commit), and starts the copy's checkpoint in the
+ * background, while the rounds go on into the copy's next commits. Once
+ * that checkpoint is durable and few changes are left, defrag_step says
+ * ready, and defrag_finish, called with no write txn of the live db
+ * between that and the switch to the copy, carries over the rest in
+ * memory and commits without a sync: the copy then holds exactly what the
+ * live db's newest commit holds, and on disk, durably, the sealed commit.
+ * The caller takes the copy's open db as its db (defrag_take).
  *
  * Nested buckets (etcd's schema has none) are refused with -ENOTSUP.
  *
@@ -81,12 +87,23 @@ int defrag_begin(struct btree_db *live, const struct defrag_opts *o, struct defr
 int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready);
 
 /*
- * The final step: carries over every change left, commits and
- * checkpoints the copy and closes it, and stops tracking live. Between
- * write txns of live; the file at tmp_path then holds what live's newest
- * commit holds, durably. Errors as defrag_step (then defrag_abort).
+ * The final step: carries over every change left, commits the copy, and
+ * stops tracking live. Between write txns of live; the copy's db then
+ * holds what live's newest commit holds, and its file durably the sealed
+ * commit's state (called before ready, it waits for the sealed checkpoint,
+ * or when none was sealed checkpoints this commit). Errors as defrag_step
+ * (then defrag_abort).
  */
 int defrag_finish(struct defrag *d);
+
+/* Whether the copy has been sealed: equal to the commit of live that was
+ * the newest when the step that sealed it ran, and being checkpointed
+ * (or checkpointed). From then on the copy's durable state is that commit's. */
+bool defrag_sealed(const struct defrag *d);
+
+/* After defrag_finish: the copy's open db (path tmp_path), which the
+ * caller owns from now on. */
+struct btree_db *defrag_take(struct defrag *d);
 
 /* Whether a step has nothing to do but wait for the bulk copy's data to
  * reach the disk (synced on a thread of its own once the bulk copy is
@@ -98,7 +115,8 @@ void defrag_stats(const struct defrag *d, struct defrag_stats *out);
 
 /* Ends a defrag that did not finish, removes its copy and frees it. */
 void defrag_abort(struct defrag *d);
-/* Frees a defrag that finished (its file stays). NULL is accepted. */
+/* Frees a defrag that finished (its file stays; a copy not taken is
+ * checkpointed and closed). NULL is accepted. */
 void defrag_free(struct defrag *d);
 
 /*

@@ -118,6 +118,13 @@ struct stored_loop {
 	uint64_t defrag_size, defrag_in_use;  /* before it */
 	int64_t defrag_longest_ns;       /* the longest step of it so far */
 	int64_t defrag_longest_cpu_ns;   /* and in this thread's CPU time */
+	/* The copy was sealed (defrag_sealed) when the applied index was
+	 * defrag_seal_index: its file holds that index durably once the
+	 * rename is, so no checkpoint of the db starts from then on (the
+	 * durable index published stays at or below it). */
+	bool defrag_sealed;
+	uint64_t defrag_seal_index;
+	bool defrag_put_off;             /* ready, its switch put off this turn */
 	/* The directory's sync after a defragmented db was renamed into
 	 * place, on a thread of its own: 0 none, 1 running, 2 done, else
 	 * -errno. Until it is done no durable index is published (raftd
@@ -141,6 +148,24 @@ static int64_t loop_cpu_ns(void)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* This thread's time off the CPU waiting for it (the run queue), from
+ * /proc/thread-self/schedstat; 0 where it cannot be read. With the CPU
+ * time, what is left of a stretch of wall-clock time is the time the
+ * thread was blocked: in syscalls (a sync, a lock), page faults that
+ * read the disk, a sleep. */
+static int64_t loop_queued_ns(void)
+{
+	long long run = 0, queued = 0;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lld %lld", &run, &queued) != 2)
+		queued = 0;
+	fclose(f);
+	return queued;
 }
 
 /* ---- start ---- */
@@ -389,16 +414,25 @@ static void loop_on_event(void *arg, const struct mvcc_event *ev)
 	events_on_event(&l->events, ev);
 }
 
+/* Opens the store on the db. */
+static int loop_store_open(struct stored_loop *l)
+{
+	struct mvcc_store_opts so = { .on_event = loop_on_event, .event_arg = l };
+	int rc = mvcc_store_open(l->db, &so, &l->store);
+
+	if (rc)
+		log_error("cannot open the key-value store in the db", LOG_STR("path", l->db_path),
+			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+	return rc;
+}
+
 /* Opens the db at path (resuming after the previous record) and the
- * store on it, and makes what the open wrote durable. A defragmented
- * copy is durable already and is opened without a checkpoint (the next
- * one comes with the loop's), and its mapping fills as it is read. */
+ * store on it, and makes what the open wrote durable. */
 static int loop_open_store(struct stored_loop *l, const char *path,
-			   const struct status_stored *prev, bool known, bool defragmented)
+			   const struct status_stored *prev, bool known)
 {
 	struct btree_db_opts bo = {
 		.create = true,
-		.no_populate = defragmented,
 		.map_size = l->o.map_size,
 		.oldest_reader = loop_oldest_reader,
 		.oldest_reader_arg = l,
@@ -431,14 +465,10 @@ static int loop_open_store(struct stored_loop *l, const char *path,
 	}
 	struct stat sb;
 	l->db_ino = stat(path, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
-	struct mvcc_store_opts so = { .on_event = loop_on_event, .event_arg = l };
-	rc = mvcc_store_open(l->db, &so, &l->store);
-	if (rc) {
-		log_error("cannot open the key-value store in the db", LOG_STR("path", l->db_path),
-			  LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
+	rc = loop_store_open(l);
+	if (rc)
 		return rc;
-	}
-	rc = defragmented ? 0 : btree_db_checkpoint(l->db, NULL);
+	rc = btree_db_checkpoint(l->db, NULL);
 	if (rc) {
 		const char *hint = loop_no_space_hint(rc);
 		log_error(hint ? hint : "cannot checkpoint the db", LOG_STR("path", l->db_path),
@@ -453,7 +483,7 @@ static int loop_open_store(struct stored_loop *l, const char *path,
 static int loop_open_db(struct stored_loop *l, const char *path, const struct status_stored *prev,
 			bool known)
 {
-	int rc = loop_open_store(l, path, prev, known, false);
+	int rc = loop_open_store(l, path, prev, known);
 
 	if (rc)
 		return rc;
@@ -684,6 +714,13 @@ static int loop_checkpoint_failed(struct stored_loop *l, int rc)
 static void loop_checkpoint_done(struct stored_loop *l, uint64_t index)
 {
 	l->st.checkpoints++;
+	/* With a sealed copy that may become the db, no more than the sealed
+	 * index may be called durable (a checkpoint of the old file made
+	 * anyway: a compaction's, or at a stop) */
+	if (l->defrag_sealed && index > l->defrag_seal_index)
+		index = l->defrag_seal_index;
+	if (index < l->pub.durable_index)
+		index = l->pub.durable_index;
 	if (atomic_load_explicit(&l->dir_sync, memory_order_acquire) != 0) {
 		if (index > l->durable_later)
 			l->durable_later = index;
@@ -746,7 +783,7 @@ static int loop_checkpoint_begin(struct stored_loop *l)
 
 static bool loop_checkpoint_due(const struct stored_loop *l, int64_t now)
 {
-	return l->dirty && !btree_db_checkpoint_busy(l->db) &&
+	return l->dirty && !btree_db_checkpoint_busy(l->db) && !l->defrag_sealed &&
 	       (l->since_checkpoint >= l->o.checkpoint_entries ||
 		now - l->checkpoint_ns >= (int64_t)l->o.checkpoint_ms * 1000000);
 }
@@ -1280,6 +1317,7 @@ static void loop_defrag_fail(struct stored_loop *l, int rc)
 	snprintf(why, sizeof(why), "%s", errmsg_get(rc));
 	defrag_abort(l->defrag);
 	l->defrag = NULL;
+	l->defrag_sealed = false;
 	log_warn("failed to defragment", LOG_STR("path", l->db_path), LOG_STR("error", why),
 		 LOG_ERRNO(rc));
 	loop_defrag_answer(l, STORED_GRPC_UNKNOWN, why);
@@ -1377,36 +1415,68 @@ static int loop_dir_sync_poll(struct stored_loop *l, bool wait)
 	return 0;
 }
 
+static void *loop_db_closer(void *arg)
+{
+	shm_thread_background();
+	btree_db_close(arg);
+	return NULL;
+}
+
+/* Closes a db that nothing here uses any more (the old file, replaced by
+ * a defragmented one) on a thread of its own, in this one where none can
+ * be started: its I/O backend and page writer are stopped and its
+ * mapping of the whole file torn down, which this loop does not wait for. */
+static void loop_db_close_detached(struct btree_db *db)
+{
+	pthread_t t;
+
+	if (shm_thread_start(&t, true, loop_db_closer, db) != 0)
+		btree_db_close(db);
+}
+
 /*
  * Makes the finished copy the db, with readers reading on throughout.
- * The copy is opened as the db first (txids continuing above every one
- * published for the old file), then renamed over the db: that rename is
- * the commit point. Before it, a process killed anywhere leaves the old
- * db, whole, and a copy that the next stored removes; after it, the new
- * db, durable (its last checkpoint holds every commit). Readers that
- * have the old file mapped go on reading it at the root still published
- * until the new root is, with a new generation and inode: a reader that
- * opens the path in between finds an inode other than the one published
- * and tries again (invariant 3). The directory is synced after the new
- * root is published, and the durable index follows the sync, so that
- * raftd keeps its log until the rename is durable. 0, or an error after
- * which the process must restart.
+ * The copy's open db becomes the db (no file is opened again): the last
+ * changes are carried over in memory, its txids continue above every one
+ * published for the old file, and it is renamed over the db: that rename
+ * is the commit point. The copy's file then holds, durably, the state
+ * sealed before (defrag_sealed), whose checkpoint was written in the
+ * background; no checkpoint of the db started since, so the durable
+ * index published is at most the sealed index. Before the rename, a
+ * process killed anywhere leaves the old db, whole, and a copy that the
+ * next stored removes; after it, the new db at the sealed index at least,
+ * which raftd's log continues. Readers that have the old file mapped go
+ * on reading it at the root still published until the new root is, with
+ * a new generation and inode: a reader that opens the path in between
+ * finds an inode other than the one published and tries again
+ * (invariant 3). The directory is synced after the new root is
+ * published, and the durable index (the sealed one) follows the sync, so
+ * that raftd keeps its log until the rename is durable. Nothing here
+ * waits for the disk: a checkpoint of the old db or a directory sync
+ * still being written puts the switch off to a later turn. 0 (done, or
+ * put off), or an error after which the process must restart.
  */
 static int loop_defrag_switch(struct stored_loop *l)
 {
 	struct status_stored resume = { 0 };
+	struct btree_root cur;
 	struct defrag_stats ds;
 	char a[16], b[16], took[32];
 	uint64_t size, in_use;
 	int rc;
 
-	rc = loop_checkpoint_poll(l, true);
+	rc = loop_checkpoint_poll(l, false);
 	if (rc)
 		return rc;
-	rc = loop_dir_sync_poll(l, true);
+	rc = loop_dir_sync_poll(l, false);
 	if (rc)
 		return rc;
-	int64_t t0 = clock_now_ns(), c0 = loop_cpu_ns();
+	l->defrag_put_off = btree_db_checkpoint_busy(l->db) ||
+			    atomic_load_explicit(&l->dir_sync, memory_order_acquire);
+	if (l->defrag_put_off)
+		return 0;
+	int64_t t0 = clock_now_ns(), c0 = loop_cpu_ns(), q0 = loop_queued_ns();
+	uint64_t syncs0 = diskio_thread_syncs();
 	rc = defrag_finish(l->defrag);
 	if (rc) {
 		loop_defrag_fail(l, rc);
@@ -1414,16 +1484,29 @@ static int loop_defrag_switch(struct stored_loop *l)
 	}
 	int64_t t_finish = clock_now_ns();
 	defrag_stats(l->defrag, &ds);
+	struct btree_db *old = l->db, *copy = defrag_take(l->defrag);
 	defrag_free(l->defrag);
 	l->defrag = NULL;
+	l->defrag_sealed = false;
 
 	/* the members, alarms and leases loaded from the old file are the
-	 * copy's too: only the db and the store on it are opened again */
+	 * copy's too: only the store is opened again, on the copy's db */
 	kvindex_feed_close(&l->cache_feed);
-	loop_close_db(l, &resume);
-	rc = loop_open_store(l, l->defrag_path, &resume, true, true);
-	if (rc)
-		return rc;
+	mvcc_store_close(l->store);
+	l->store = NULL;
+	btree_db_current(old, &cur);
+	resume.txid = cur.txid > l->pub.txid ? cur.txid : l->pub.txid;
+	const struct btree_root from = { .txid = resume.txid };
+	l->db = copy;
+	rc = btree_db_resume(copy, &from, loop_oldest_reader, l);
+	if (!rc)
+		rc = loop_store_open(l);
+	if (rc) {
+		btree_db_close(old);
+		return rc; /* restarted, stored opens the old db and removes the copy */
+	}
+	struct stat sb;
+	l->db_ino = stat(l->defrag_path, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
 	int64_t t_open = clock_now_ns();
 	/* the cache is cleared for the new generation before the rename:
 	 * readers of the old one find nothing of theirs in it and go down
@@ -1440,11 +1523,14 @@ static int loop_defrag_switch(struct stored_loop *l)
 		rc = -errno;
 		log_error("cannot rename the defragmented db over the db",
 			  LOG_STR("from", l->defrag_path), LOG_STR("to", l->db_path), LOG_ERRNO(rc));
+		btree_db_close(old);
 		return rc;
 	}
 	rc = btree_db_set_path(l->db, l->db_path);
-	if (rc)
+	if (rc) {
+		btree_db_close(old);
 		return rc;
+	}
 	l->pub.db_generation = gen;
 	int64_t ns = clock_now_ns() - l->defrag_start_ns;
 	l->pub.defrag_count++;
@@ -1453,15 +1539,19 @@ static int loop_defrag_switch(struct stored_loop *l)
 	l->pub.defrag_total_ns += (uint64_t)ns;
 	loop_publish_root(l);
 	int64_t t_pub = clock_now_ns();
-	/* the copy holds every entry up to the committed index, durably,
-	 * once the rename is: the directory's sync makes that the durable
-	 * index (loop_dir_sync_poll); a checkpoint of the txid the open
-	 * raised follows as usual */
-	l->durable_later = l->committed_index;
+	loop_db_close_detached(old);
+	/* the copy's file holds the sealed index durably once the rename
+	 * is: the directory's sync makes that the durable index
+	 * (loop_dir_sync_poll); a checkpoint of the commits since follows as
+	 * usual */
+	l->durable_later = l->defrag_seal_index;
 	l->dirty = true;
 	rc = loop_dir_sync_start(l);
 	if (rc)
 		return rc;
+	int64_t t_end = clock_now_ns(), cpu = loop_cpu_ns() - c0;
+	uint64_t syncs = diskio_thread_syncs() - syncs0;
+	int64_t blocked = (t_end - t0) - cpu - (loop_queued_ns() - q0);
 
 	loop_db_sizes(l, &size, &in_use);
 	log_bytes_text(size, a);
@@ -1478,11 +1568,14 @@ static int loop_defrag_switch(struct stored_loop *l)
 		 LOG_U64("db-generation", l->pub.db_generation),
 		 LOG_I64("longest-step-us", l->defrag_longest_ns / 1000),
 		 LOG_I64("longest-step-cpu-us", l->defrag_longest_cpu_ns / 1000),
-		 LOG_I64("final-step-us", (clock_now_ns() - t0) / 1000),
-		 LOG_I64("final-step-cpu-us", (loop_cpu_ns() - c0) / 1000),
+		 LOG_I64("final-step-us", (t_end - t0) / 1000),
+		 LOG_I64("final-step-cpu-us", cpu / 1000),
+		 LOG_I64("final-step-blocked-us", (blocked > 0 ? blocked : 0) / 1000),
+		 LOG_U64("final-step-syncs", syncs),
 		 LOG_I64("last-carry-over-us", (t_finish - t0) / 1000),
-		 LOG_I64("reopen-us", (t_open - t_finish) / 1000),
-		 LOG_I64("publish-us", (t_pub - t_open) / 1000));
+		 LOG_I64("handover-us", (t_open - t_finish) / 1000),
+		 LOG_I64("publish-us", (t_pub - t_open) / 1000),
+		 LOG_I64("close-old-us", (t_end - t_pub) / 1000));
 	log_info("finished defragment");
 	loop_defrag_answer(l, 0, NULL);
 	return 0;
@@ -1515,6 +1608,10 @@ static int loop_defrag_turn(struct stored_loop *l)
 		return 0;
 	}
 	int64_t took = clock_now_ns() - t0, cpu = loop_cpu_ns() - c0;
+	if (!l->defrag_sealed && defrag_sealed(l->defrag)) {
+		l->defrag_sealed = true;
+		l->defrag_seal_index = l->committed_index;
+	}
 	if (took > l->defrag_longest_ns)
 		l->defrag_longest_ns = took;
 	if (cpu > l->defrag_longest_cpu_ns)
@@ -1565,7 +1662,8 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	if (more) {
 		mvcc_store_state(l->store, &ms);
 		*more = ms.compacting || ring_has_data(l->committed) ||
-			loop_cache_cold(l) || (l->defrag && !defrag_waits(l->defrag)) ||
+			loop_cache_cold(l) ||
+			(l->defrag && !defrag_waits(l->defrag) && !l->defrag_put_off) ||
 			l->ndefrag_waiting;
 	}
 	return 0;

@@ -78,12 +78,21 @@ static int diskio_result(struct diskio *d, int rc)
 	return rc < 0 && !not_started(rc) ? diskio_fail(d, rc) : rc;
 }
 
+/* The syncs this thread has waited for (diskio_thread_syncs). */
+static _Thread_local uint64_t diskio_syncs_waited;
+
+uint64_t diskio_thread_syncs(void)
+{
+	return diskio_syncs_waited;
+}
+
 int diskio_write_batch(struct diskio *d, const struct diskio_write *w, size_t n, bool sync)
 {
 	int f = diskio_failed(d);
 	if (f)
 		return f;
 	sync = sync && !diskio_no_sync;
+	diskio_syncs_waited += sync;
 	int rc = d->ops->write_batch(d, w, n, sync);
 	/* A file system that is full refuses a write and leaves the page
 	 * cache as it was: without a sync, the caller may give up that write
@@ -106,6 +115,7 @@ int diskio_sync(struct diskio *d)
 		return f;
 	if (diskio_no_sync)
 		return 0;
+	diskio_syncs_waited++;
 	return diskio_result(d, d->ops->sync(d));
 }
 
@@ -160,6 +170,7 @@ int diskio_chain_reap(struct diskio *d, bool wait)
 	uint64_t v;
 	if (!d->chain_busy)
 		return 0;
+	diskio_syncs_waited += wait;
 	/* Drain first, then look: a completion that lands after the look
 	 * signals the eventfd again, so no wake-up is lost. */
 	while (read(d->event_fd, &v, sizeof(v)) < 0 && errno == EINTR)
@@ -422,6 +433,7 @@ void diskio_set_dir_sync_hook(void (*hook)(const char *dir))
 
 int diskio_fdatasync(int fd)
 {
+	diskio_syncs_waited++;
 	return fdatasync(fd) < 0 ? -errno : 0;
 }
 
@@ -430,6 +442,7 @@ int diskio_sync_dir(const char *dir)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	diskio_syncs_waited++;
 	int rc = fsync(fd) < 0 ? -errno : 0;
 	close(fd);
 	if (rc == 0 && dir_sync_hook)

@@ -133,6 +133,11 @@ int diskio_chain_submit(struct diskio *d, const struct diskio_write *w, size_t n
  * flight), -EINPROGRESS when !wait and it still runs (never blocks then),
  * else its error, which fails d. */
 int diskio_chain_reap(struct diskio *d, bool wait);
+/* How many syncs this thread has waited for so far: write batches with
+ * sync, diskio_sync, chains reaped with wait, diskio_fdatasync and
+ * directory syncs. The difference over a stretch of work tells whether
+ * it waited for the disk (stored's switch to a defragmented db must not). */
+uint64_t diskio_thread_syncs(void);
 
 /* Points d at another file (the WAL's next segment). -EBUSY while a chain
  * is in flight. */

@@ -111,6 +111,15 @@ int btree_db_open(const char *path, const struct btree_db_opts *o,
  * read txns of the db must have ended. NULL is accepted. */
 void btree_db_close(struct btree_db *db);
 
+/* Makes an open db continue another's published states, as an open with
+ * o->resume and o->oldest_reader would have: a defragmented copy, written
+ * with no readers, taken over as the db (txids continue above
+ * resume->txid, and no page is reused until the readers that predate this
+ * call are gone). Not during a write txn or a checkpoint (-EBUSY);
+ * -ENOSPC as the open's. */
+int btree_db_resume(struct btree_db *db, const struct btree_root *resume,
+		    uint64_t (*oldest_reader)(void *arg), void *arg);
+
 /* The state of the newest commit (what to publish) and of the last durable
  * checkpoint. */
 void btree_db_current(const struct btree_db *db, struct btree_root *out);

@@ -163,6 +163,31 @@ static int db_open_io(const struct btree_db_opts *o, int fd, struct diskio **io)
 	return diskio_open_auto(fd, "the db", io);
 }
 
+/* Readers that predate this open may read any state published before
+ * it (resume): pages past the durable high-water mark, and pages the
+ * freelist page lists as free (it lists pending pages too). */
+static int db_resume(struct btree_db *db, const struct btree_root *resume)
+{
+	if (!resume->txid)
+		return 0;
+	if (resume->txid > db->cur.txid)
+		db->cur.txid = resume->txid;
+	db->reuse_blocked = true;
+	db->resume_txid = resume->txid;
+	if (resume->hwm_pgid <= db->cur.hwm_pgid)
+		return 0;
+	if (resume->hwm_pgid > db->map.map_size / db->map.page_size)
+		return bt_error(-ENOSPC, "stored: db %s: resumed high-water mark %llu lies past the map size",
+				db->map.path, (unsigned long long)resume->hwm_pgid);
+	int rc = freelist_put_free_run(&db->fl, db->cur.hwm_pgid,
+				       resume->hwm_pgid - db->cur.hwm_pgid);
+	if (rc < 0)
+		return bt_error(rc, "stored: db %s: a free page is listed twice; the file is corrupt, restore from a snapshot",
+				db->map.path);
+	db->cur.hwm_pgid = resume->hwm_pgid;
+	return 0;
+}
+
 int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_db **out)
 {
 	static const struct btree_db_opts defaults;
@@ -240,30 +265,9 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 	if (rc < 0)
 		goto out_free_db;
 
-	/* Readers that predate this open may read any state published before
-	 * it: pages past the durable high-water mark, and pages the freelist
-	 * page lists as free (it lists pending pages too). */
-	if (o->resume.txid) {
-		if (o->resume.txid > db->cur.txid)
-			db->cur.txid = o->resume.txid;
-		db->reuse_blocked = true;
-		db->resume_txid = o->resume.txid;
-		if (o->resume.hwm_pgid > db->cur.hwm_pgid) {
-			if (o->resume.hwm_pgid > db->map.map_size / db->map.page_size) {
-				rc = bt_error(-ENOSPC, "stored: db %s: resumed high-water mark %llu lies past the map size",
-					      path, (unsigned long long)o->resume.hwm_pgid);
-				goto out_free_db;
-			}
-			rc = freelist_put_free_run(&db->fl, db->cur.hwm_pgid,
-						   o->resume.hwm_pgid - db->cur.hwm_pgid);
-			if (rc < 0) {
-				rc = bt_error(rc, "stored: db %s: a free page is listed twice; the file is corrupt, restore from a snapshot",
-					      path);
-				goto out_free_db;
-			}
-			db->cur.hwm_pgid = o->resume.hwm_pgid;
-		}
-	}
+	rc = db_resume(db, &o->resume);
+	if (rc < 0)
+		goto out_free_db;
 	/* Without a thread of its own, a commit writes its pages itself. */
 	if (db->io->ops->concurrent_writes && pagewrite_start(db->io, &db->pagewrite) < 0)
 		db->pagewrite = NULL;
@@ -305,6 +309,17 @@ void btree_db_close(struct btree_db *db)
 	stored_free(db->warm_key);
 	pthread_mutex_destroy(&db->readers_lock);
 	stored_free(db);
+}
+
+int btree_db_resume(struct btree_db *db, const struct btree_root *resume,
+		    uint64_t (*oldest_reader)(void *arg), void *arg)
+{
+	if (db->writing || db->ck.inflight)
+		return bt_error(-EBUSY, "stored: db %s: resumed during a write txn or a checkpoint",
+				db->map.path);
+	db->oldest_reader = oldest_reader;
+	db->oldest_reader_arg = arg;
+	return db_resume(db, resume);
 }
 
 void btree_db_current(const struct btree_db *db, struct btree_root *out)

@@ -194,7 +194,8 @@ static void *bt_unmapper(void *arg)
 {
 	struct bt_unmap u = *(struct bt_unmap *)arg;
 
-	stored_free(arg);
+	free(arg);
+	shm_thread_background();
 	bt_unmap_now(u.base, u.map_size, u.fd);
 	return NULL;
 }
@@ -214,8 +215,10 @@ void bt_map_release(struct bt_map *m)
 	struct bt_unmap *u = NULL;
 	pthread_t t;
 
+	/* libc's malloc, not stored_malloc: the thread frees it after the
+	 * caller has gone on, past any count of live allocations it makes */
 	if (m->fd >= 0 && fstat(m->fd, &sb) == 0 && sb.st_nlink == 0)
-		u = stored_malloc(sizeof(*u));
+		u = malloc(sizeof(*u));
 	if (u) {
 		*u = (struct bt_unmap){ (void *)m->base, m->map_size, m->fd };
 		if (shm_thread_start(&t, true, bt_unmapper, u) == 0)
