@@ -363,21 +363,43 @@ static void gw_propose_commit(struct gw_server *s, struct grpc_call *call, struc
 	s->stats.proposals++;
 }
 
-/* gw_propose, with d (or NULL) kept as the pending entry's ctx. */
+/* gw_propose, with d (or NULL) kept as the pending entry's ctx. The
+ * header names the call's user and the auth revision of its token (etcd's
+ * processInternalRaftRequestOnce), which stored checks the request
+ * against at apply; a call whose token names nobody is answered here. */
 static void gw_propose_ctx(struct gw_server *s, struct grpc_call *call, uint32_t field,
 			   const uint8_t *body, size_t len, struct gw_deferred *d)
 {
+	const struct gw_auth_info *ai = NULL;
 	struct gw_proposal g;
+	size_t ulen = 0;
 
+	if (call && gw_auth_enabled(s)) {
+		int rc = gw_auth_of(s, call, &ai);
+		if (rc) {
+			gw_auth_refuse(s, call, rc);
+			if (d)
+				d->ops->free(d);
+			return;
+		}
+		ulen = strlen(ai->user);
+	}
 	if (!gw_propose_pending(s, call, &g)) {
 		if (d)
 			d->ops->free(d);
 		return;
 	}
 	uint64_t rid = g.p->request_id;
-	/* header { ID = rid } then field { body }: etcd's InternalRaftRequest */
+	uint64_t arev = ai ? ai->revision : 0;
+	/* header { ID = rid, username, auth_revision } then field { body }:
+	 * etcd's InternalRaftRequest */
 	size_t hdr_inner = 1 + proto_varint_len(rid);
-	size_t hdr_len = proto_varint_len(GW_IRR_HEADER_TAG) + 1 + hdr_inner;
+	if (ulen)
+		hdr_inner += 1 + proto_varint_len(ulen) + ulen;
+	if (arev)
+		hdr_inner += 1 + proto_varint_len(arev);
+	size_t hdr_len = proto_varint_len(GW_IRR_HEADER_TAG) + proto_varint_len(hdr_inner) +
+			 hdr_inner;
 	uint64_t tag = (uint64_t)field << 3 | 2;
 	size_t irr_len = hdr_len + proto_varint_len(tag) + proto_varint_len(len) + len;
 	uint8_t *w = gw_propose_reserve(s, call, irr_len, 0, &g);
@@ -387,9 +409,19 @@ static void gw_propose_ctx(struct gw_server *s, struct grpc_call *call, uint32_t
 		return;
 	}
 	w += proto_varint_put(w, GW_IRR_HEADER_TAG);
-	*w++ = (uint8_t)hdr_inner;
+	w += proto_varint_put(w, hdr_inner);
 	*w++ = 1 << 3; /* RequestHeader.ID, varint */
 	w += proto_varint_put(w, rid);
+	if (ulen) {
+		*w++ = 2 << 3 | 2; /* RequestHeader.username, bytes */
+		w += proto_varint_put(w, ulen);
+		memcpy(w, ai->user, ulen);
+		w += ulen;
+	}
+	if (arev) {
+		*w++ = 3 << 3; /* RequestHeader.auth_revision, varint */
+		w += proto_varint_put(w, arev);
+	}
 	w += proto_varint_put(w, tag);
 	w += proto_varint_put(w, len);
 	if (len)

@@ -3,6 +3,7 @@
 #include "gatewayd/server.h"
 #include "base/clock/clock.h"
 #include "gatewayd/jsongw/jsongw.h"
+#include "gatewayd/offload.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +36,7 @@
 /* What an epoll event's data.ptr points at. */
 enum gw_src_kind {
 	GW_SRC_LISTENER = 1, GW_SRC_CONN, GW_SRC_WAKER, GW_SRC_TIMER, GW_SRC_WATCH,
-	GW_SRC_AUTH, /* auth.c's worker hashed a password */
+	GW_SRC_OFFLOAD, /* the worker finished jobs (offload.h) */
 };
 
 struct gw_listener {
@@ -222,6 +223,17 @@ static void gw_conn_list(struct gw_server *s, struct gw_conn *c)
 		return;
 	c->listed = true;
 	dlist_insert_tail(&s->flush, &c->flush);
+}
+
+struct tls_conn *gw_call_tls(const struct gw_server *s, const struct grpc_call *call)
+{
+	struct h2_conn *h2 = grpc_call_conn(call);
+	void *user = h2 ? h2_conn_user(h2) : NULL;
+
+	/* the JSON gateway's loopback connection is its own, no gw_conn */
+	if (!user || user == (void *)s->jsongw)
+		return NULL;
+	return transport_tls_conn(&((const struct gw_conn *)user)->t);
 }
 
 /* h2's pending callback: the connection got output outside a recv (an
@@ -1069,8 +1081,8 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
 	case GW_SRC_WATCH:
 		s->watch_fired = src->fd;
 		break;
-	case GW_SRC_AUTH:
-		auth_service_ready(s);
+	case GW_SRC_OFFLOAD:
+		gw_offload_ready(s);
 		break;
 	}
 }
@@ -1140,6 +1152,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	shm_waker_done(&s->waker);
 	s->now_ns = clock_now_ns();
 	s->stats.turns++;
+	gw_auth_turn(s);
 
 	for (int i = 0; i < n; i++)                 /* 2 */
 		gw_event(s, evs[i].data.ptr, evs[i].events);
@@ -1253,6 +1266,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s->r = r;
 	s->slot = *slot;
 	s->cfg = p->cfg;
+	s->auth_tokens = p->auth_tokens;
 	s->member_id = p->member_id;
 	s->cluster_id = p->cluster_id;
 	s->max_request_bytes = p->cfg->max_request_bytes;
@@ -1347,9 +1361,13 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	if (!rc)
 		rc = conc_register(s);
 	if (!rc)
-		rc = auth_service_register(s, GW_SRC_AUTH);
+		rc = gw_offload_init(s, GW_SRC_OFFLOAD);
 	if (!rc)
-		rc = gw_epoll(s, EPOLL_CTL_ADD, auth_service_src(s), EPOLLIN);
+		rc = gw_epoll(s, EPOLL_CTL_ADD, gw_offload_src(s), EPOLLIN);
+	if (!rc)
+		rc = auth_service_register(s);
+	if (!rc)
+		rc = authn_register(s);
 	if (rc)
 		goto out_free;
 	*out = s;
@@ -1381,7 +1399,8 @@ void gw_server_free(struct gw_server *s)
 	}
 	jsongw_free(s->jsongw); /* its connection before the gRPC server */
 	conc_free(s);
-	auth_service_free(s);
+	gw_offload_fini(s);
+	gw_auth_fini(s);
 	gw_rings_fini(s);
 	watch_free(s);
 	if (s->grpc)

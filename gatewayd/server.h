@@ -43,6 +43,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "gatewayd/auth_call.h"
 #include "gatewayd/dlist.h"
 #include "gatewayd/transport/grpc.h"
 #include "gatewayd/transport/h2.h"
@@ -209,7 +210,7 @@ struct maint_job;
 struct snap_stream;
 struct watch_state;
 struct conc_state;
-struct auth_state;
+struct gw_offload;
 struct jsongw;
 
 struct gw_server {
@@ -264,7 +265,7 @@ struct gw_server {
 	struct snap_stream *snapshots;  /* snapshot.c's streams (owned, likewise) */
 	struct watch_state *watch;      /* watch.c's streams and watchers (owned) */
 	struct conc_state *conc;        /* conc.c's locks and elections in progress (owned) */
-	struct auth_state *auth;        /* auth.c's passwords being hashed (owned) */
+	struct gw_offload *offload;     /* the worker thread's jobs (offload.h; owned) */
 	struct jsongw *jsongw;          /* the JSON gateway (jsongw/), NULL when
 					 * --enable-grpc-gateway=false (owned) */
 
@@ -302,7 +303,18 @@ struct gw_server {
 	bool cache_attached;
 
 	struct gw_stats stats;
+
+	/* auth (auth_call.c) */
+	const struct auth_token_opts *auth_tokens; /* gw_params', by reference; may be NULL */
+	struct gw_authz authz;
 };
+
+/* Whether auth is enabled, as of this turn: the one test a call makes
+ * while it is not (auth_call.h). */
+static inline bool gw_auth_enabled(const struct gw_server *s)
+{
+	return s->authz.enabled;
+}
 
 /* Makes a server for slot s of region r (both the caller's, kept by
  * reference), with every service registered. Returns 0 or a negative
@@ -577,6 +589,10 @@ int gw_pin_begin(struct gw_server *s, struct gw_pin *p, bool populate);
 void gw_pin_end(struct gw_server *s, struct gw_pin *p);
 void gw_pin_release(struct gw_server *s, struct gw_pin *p);
 
+/* The TLS session the call came over (its client certificate), NULL in
+ * the clear (and for the JSON gateway's calls). */
+struct tls_conn *gw_call_tls(const struct gw_server *s, const struct grpc_call *call);
+
 /* Finishes the call with the status etcd answers while it cannot read
  * yet (Unavailable "etcdserver: not capable", which clients retry), or
  * for another error of gw_read_begin. */
@@ -645,15 +661,11 @@ int64_t lease_next_id(struct gw_server *s);
 int conc_register(struct gw_server *s);
 void conc_turn(struct gw_server *s);
 void conc_free(struct gw_server *s);
-/* auth.c: the Auth service's management RPCs, proposed through Raft;
- * passwords are hashed on a worker thread, which wakes the loop through
- * auth_service_src (an eventfd, epoll data pointing at it, of kind src_kind);
- * auth_service_ready proposes what it hashed. auth_service_free lets the worker go (it
- * ends after the hash it is on). */
-int auth_service_register(struct gw_server *s, int src_kind);
-struct gw_src *auth_service_src(struct gw_server *s);
-void auth_service_ready(struct gw_server *s);
-void auth_service_free(struct gw_server *s);
+/* auth.c: the Auth service's management RPCs, proposed through Raft
+ * (passwords hashed on the worker, offload.h); authenticate.c:
+ * Auth.Authenticate (passwords checked there too). */
+int auth_service_register(struct gw_server *s);
+int authn_register(struct gw_server *s);
 /* alarm.c: Maintenance.Alarm, and whether the db holds a raised alarm. */
 int alarm_register(struct gw_server *s);
 bool alarm_raised(struct gw_server *s);

@@ -9,27 +9,21 @@
  * cetcd ignores when hashedPassword is there). A client's own
  * hashedPassword is replaced, as etcd 3.5 replaces it. Hashing costs tens
  * of milliseconds at etcd's default cost, so it runs on a worker thread
- * of this gateway (started at the first password), never on the loop: the
- * loop queues the request's bytes, the worker hashes and rings an
- * eventfd, and the loop proposes the request with its hash, unless the
- * call ended meanwhile (then nothing is proposed, as etcd proposes
- * nothing for a cancelled request).
+ * of this gateway (offload.h), never on the loop: the loop queues the
+ * request's bytes, the worker hashes, and the loop proposes the request
+ * with its hash, unless the call ended meanwhile (then nothing is
+ * proposed, as etcd proposes nothing for a cancelled request).
  *
- * Authenticate is not served here yet: its password check and token are
- * still to come. */
+ * Authenticate is served by authenticate.c. */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "auth/bcrypt.h"
 #include "base/log/log.h"
-#include "base/thread/thread.h"
 #include "config/config.h"
 #include "etcdserverpb/rpc.pb-c.h"
+#include "gatewayd/offload.h"
 #include "gatewayd/server.h"
 
 /* InternalRaftRequest's field numbers (proto/etcdserverpb/raft_internal.proto). */
@@ -49,13 +43,10 @@
 #define AUTH_IRR_ROLE_GRANT_PERMISSION 1203u
 #define AUTH_IRR_ROLE_REVOKE_PERMISSION 1204u
 
-/* Passwords waiting for or being hashed, at most (then "too many
- * requests", as a full pending table answers). */
-#define AUTH_MAX_JOBS 256u
-
-/* A password to hash for a call. */
+/* A password to hash for a call (a job of the gateway's worker,
+ * offload.h). */
 struct auth_job {
-	struct auth_job *next;
+	struct gw_offload_job base;
 	uint64_t call_id;         /* grpc_call_id; the call may be gone by the end */
 	uint32_t field;           /* AUTH_IRR_USER_ADD or _CHANGE_PASSWORD */
 	const ProtobufCMessageDescriptor *desc;
@@ -68,28 +59,10 @@ struct auth_job {
 	char hash[BCRYPT_HASH_SIZE];
 };
 
-/*
- * Shared by the loop and the worker (a detached thread), freed by
- * whichever lets go last (refs), so that a gateway that stops while a
- * password of a high cost is being hashed does not wait for it.
- * Lock order: mu only. The loop pushes to todo and takes done; the worker
- * takes from todo and pushes to done, then writes efd.
- */
-struct auth_state {
-	struct gw_src src;        /* efd in the loop's epoll (first: the loop's
-				   * events point here) */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct auth_job *todo, *todo_tail; /* FIFO */
-	struct auth_job *done;    /* newest first */
-	uint32_t jobs;            /* in todo, done or being hashed */
-	bool stop;                /* the gateway let go */
-	bool started;             /* the worker runs */
-	atomic_int refs;
-};
-
-static void auth_job_free(struct auth_job *j)
+static void auth_job_free(struct gw_offload_job *oj)
 {
+	struct auth_job *j = (struct auth_job *)oj;
+
 	if (!j)
 		return;
 	if (j->msg) {
@@ -104,92 +77,18 @@ static void auth_job_free(struct auth_job *j)
 	free(j);
 }
 
-static void auth_jobs_free(struct auth_job *j)
+/* On the worker. */
+static void auth_job_hash(struct gw_offload_job *oj)
 {
-	while (j) {
-		struct auth_job *next = j->next;
-		auth_job_free(j);
-		j = next;
-	}
+	struct auth_job *j = (struct auth_job *)oj;
+
+	j->rc = bcrypt_hash(j->password, j->password_len, j->cost, j->hash);
 }
 
-static void auth_state_put(struct auth_state *st)
-{
-	if (atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) != 1)
-		return;
-	auth_jobs_free(st->todo);
-	auth_jobs_free(st->done);
-	close(st->src.fd);
-	pthread_cond_destroy(&st->cv);
-	pthread_mutex_destroy(&st->mu);
-	free(st);
-}
-
-static void *auth_worker(void *arg)
-{
-	struct auth_state *st = arg;
-	uint64_t one = 1;
-
-	pthread_mutex_lock(&st->mu);
-	while (!st->stop) {
-		struct auth_job *j = st->todo;
-		if (!j) {
-			pthread_cond_wait(&st->cv, &st->mu);
-			continue;
-		}
-		st->todo = j->next;
-		if (!st->todo)
-			st->todo_tail = NULL;
-		pthread_mutex_unlock(&st->mu);
-		j->rc = bcrypt_hash(j->password, j->password_len, j->cost, j->hash);
-		pthread_mutex_lock(&st->mu);
-		j->next = st->done;
-		st->done = j;
-		if (write(st->src.fd, &one, sizeof(one)) < 0) {
-			/* the counter is far from full: the loop reads it each time */
-		}
-	}
-	pthread_mutex_unlock(&st->mu);
-	auth_state_put(st);
-	return NULL;
-}
-
-/* Queues j for the worker (started if need be). 0, or -EBUSY (too many
- * waiting), or the error of starting the thread; j is the caller's on
- * failure. */
-static int auth_queue(struct gw_server *s, struct auth_job *j)
-{
-	struct auth_state *st = s->auth;
-	int rc = 0;
-
-	pthread_mutex_lock(&st->mu);
-	if (st->jobs >= AUTH_MAX_JOBS) {
-		rc = -EBUSY;
-	} else if (!st->started) {
-		atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
-		rc = shm_thread_start(&(pthread_t){ 0 }, true, auth_worker, st);
-		if (rc) {
-			atomic_fetch_sub_explicit(&st->refs, 1, memory_order_relaxed);
-			log_warn("cannot start the thread that hashes passwords", LOG_ERRNO(rc));
-		}
-		st->started = rc == 0;
-	}
-	if (rc == 0) {
-		j->next = NULL;
-		if (st->todo_tail)
-			st->todo_tail->next = j;
-		else
-			st->todo = j;
-		st->todo_tail = j;
-		st->jobs++;
-		pthread_cond_signal(&st->cv);
-	}
-	pthread_mutex_unlock(&st->mu);
-	return rc;
-}
+static void auth_job_propose(struct gw_server *s, struct gw_offload_job *oj);
 
 /* Hashes the request's password off the loop, then proposes it
- * (auth_service_ready); the request's bytes are msg, len (gw_unpack's). */
+ * (auth_job_propose); the request's bytes are msg, len (gw_unpack's). */
 static void auth_hash_then_propose(struct gw_server *s, struct grpc_call *call, uint32_t field,
 				   const ProtobufCMessageDescriptor *desc, const uint8_t *msg,
 				   size_t len, const char *password)
@@ -199,7 +98,7 @@ static void auth_hash_then_propose(struct gw_server *s, struct grpc_call *call, 
 	int rc;
 
 	if (!j || !(j->msg = malloc(len ? len : 1)) || !(j->password = malloc(plen + 1))) {
-		auth_job_free(j);
+		auth_job_free(&j->base);
 		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
 		return;
 	}
@@ -211,9 +110,12 @@ static void auth_hash_then_propose(struct gw_server *s, struct grpc_call *call, 
 	j->field = field;
 	j->desc = desc;
 	j->cost = bcrypt_cost_or_default(s->cfg->bcrypt_cost);
-	rc = auth_queue(s, j);
+	j->base.work = auth_job_hash;
+	j->base.done = auth_job_propose;
+	j->base.free = auth_job_free;
+	rc = gw_offload_queue(s, &j->base);
 	if (rc) {
-		auth_job_free(j);
+		auth_job_free(&j->base);
 		s->stats.too_many++;
 		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "etcdserver: too many requests");
 	}
@@ -221,8 +123,9 @@ static void auth_hash_then_propose(struct gw_server *s, struct grpc_call *call, 
 
 /* A hashed job back on the loop: its request, with hashedPassword set,
  * proposed for its call (if the call still waits). */
-static void auth_job_propose(struct gw_server *s, struct auth_job *j)
+static void auth_job_propose(struct gw_server *s, struct gw_offload_job *oj)
 {
+	struct auth_job *j = (struct auth_job *)oj;
 	struct grpc_call *call = grpc_call_find(s->grpc, j->call_id);
 	ProtobufCMessage *m;
 	uint8_t *buf;
@@ -256,36 +159,6 @@ static void auth_job_propose(struct gw_server *s, struct auth_job *j)
 	protobuf_c_message_pack(m, buf);
 	gw_propose(s, call, j->field, buf, n);
 	explicit_bzero(buf, n);
-}
-
-void auth_service_ready(struct gw_server *s)
-{
-	struct auth_state *st = s->auth;
-	struct auth_job *done, *fifo = NULL;
-	uint64_t ticks;
-
-	if (read(st->src.fd, &ticks, sizeof(ticks)) < 0) {
-		/* EAGAIN: a turn before took what rang */
-	}
-	pthread_mutex_lock(&st->mu);
-	done = st->done;
-	st->done = NULL;
-	pthread_mutex_unlock(&st->mu);
-	while (done) { /* oldest first */
-		struct auth_job *next = done->next;
-		done->next = fifo;
-		fifo = done;
-		done = next;
-	}
-	while (fifo) {
-		struct auth_job *next = fifo->next;
-		auth_job_propose(s, fifo);
-		auth_job_free(fifo);
-		pthread_mutex_lock(&st->mu);
-		st->jobs--;
-		pthread_mutex_unlock(&st->mu);
-		fifo = next;
-	}
 }
 
 /* ---- the RPCs ---- */
@@ -349,12 +222,7 @@ static void auth_user_change_password(struct gw_server *s, struct grpc_call *cal
 				       r->password);
 }
 
-struct gw_src *auth_service_src(struct gw_server *s)
-{
-	return &s->auth->src;
-}
-
-int auth_service_register(struct gw_server *s, int src_kind)
+int auth_service_register(struct gw_server *s)
 {
 	static const struct {
 		const char *path;
@@ -376,40 +244,12 @@ int auth_service_register(struct gw_server *s, int src_kind)
 		{ "/etcdserverpb.Auth/RoleGrantPermission", auth_role_grant_permission },
 		{ "/etcdserverpb.Auth/RoleRevokePermission", auth_role_revoke_permission },
 	};
-	struct auth_state *st = calloc(1, sizeof(*st));
 	int rc;
 
-	if (!st)
-		return -ENOMEM;
-	st->src.kind = src_kind;
-	st->src.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (st->src.fd < 0) {
-		rc = -errno;
-		free(st);
-		return rc;
-	}
-	pthread_mutex_init(&st->mu, NULL);
-	pthread_cond_init(&st->cv, NULL);
-	atomic_init(&st->refs, 1);
-	s->auth = st;
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
 		rc = gw_handle_unary(s, methods[i].path, methods[i].fn);
 		if (rc)
 			return rc;
 	}
 	return 0;
-}
-
-void auth_service_free(struct gw_server *s)
-{
-	struct auth_state *st = s->auth;
-
-	if (!st)
-		return;
-	s->auth = NULL;
-	pthread_mutex_lock(&st->mu);
-	st->stop = true;
-	pthread_cond_signal(&st->cv);
-	pthread_mutex_unlock(&st->mu);
-	auth_state_put(st);
 }

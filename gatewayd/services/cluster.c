@@ -210,6 +210,10 @@ static void cluster_member_add(struct gw_server *s, struct grpc_call *call, cons
 	if (!r || !cluster_urls_or_refuse(call, r->peerurls, r->n_peerurls, &m.peer_urls))
 		return;
 	m.n_peer_urls = r->n_peerurls;
+	if (!gw_auth_admin(s, call)) { /* etcd's checkMembershipOperationPermission */
+		member_info_clear(&m);
+		return;
+	}
 	m.is_learner = r->islearner;
 	if (member_id_added(m.peer_urls, m.n_peer_urls, (int64_t)time(NULL), &m.id)) {
 		member_info_clear(&m);
@@ -249,7 +253,7 @@ static void cluster_member_remove(struct gw_server *s, struct grpc_call *call, c
 		gw_unpack(s, call, &etcdserverpb__member_remove_request__descriptor, &msg, &len);
 	struct membership ms;
 
-	if (!r)
+	if (!r || !gw_auth_admin(s, call))
 		return;
 	if (s->cfg->strict_reconfig_check) {
 		if (!cluster_load_or_refuse(s, call, &ms))
@@ -277,6 +281,10 @@ static void cluster_member_update(struct gw_server *s, struct grpc_call *call, c
 	if (!r || !cluster_urls_or_refuse(call, r->peerurls, r->n_peerurls, &m.peer_urls))
 		return;
 	m.n_peer_urls = r->n_peerurls;
+	if (!gw_auth_admin(s, call)) { /* etcd's checkMembershipOperationPermission */
+		member_info_clear(&m);
+		return;
+	}
 	m.id = r->id;
 	/* etcd's context here is the Member alone: id and peer URLs */
 	if (member_json_encode(&m, &ctx, &ctx_len)) {
@@ -295,7 +303,7 @@ static void cluster_member_promote(struct gw_server *s, struct grpc_call *call,
 {
 	Etcdserverpb__MemberPromoteRequest *r =
 		gw_unpack(s, call, &etcdserverpb__member_promote_request__descriptor, &msg, &len);
-	if (r)
+	if (r && gw_auth_admin(s, call))
 		gw_promote(s, call, r->id);
 }
 

@@ -8,6 +8,7 @@
 
 #include "base/log/errmsg.h"
 #include "base/log/log.h"
+#include "auth/check.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/services/kv_range.h"
 #include "stored/btree/arena.h"
@@ -26,6 +27,7 @@ enum {
 struct kv_point {
 	uint64_t call_id;                       /* grpc_call_id */
 	const Etcdserverpb__RangeRequest *r;    /* in the turn's arena */
+	uint64_t auth_rev;                      /* the caller's token's (kv_auth_read) */
 };
 
 #define KV_POINTS_MAX BTREE_GET_MANY_MAX
@@ -59,6 +61,45 @@ static void kv_read_failed(struct gw_server *s, struct grpc_call *call, int rc)
 static void kv_malformed(struct grpc_call *call)
 {
 	grpc_call_finish(call, GRPC_STATUS_DATA_LOSS, "etcdserver: the db holds a malformed KeyValue");
+}
+
+/* ---- auth: etcd's checks around a serialized read (doSerialize) ---- */
+
+static int kv_auth_range(const struct gw_auth_info *ai, const void *r)
+{
+	return auth_check_range(ai->cache, ai->user, ai->revision, r);
+}
+
+/* Txn: its compares and every op (read-only ones before the read, the
+ * others before proposing them). */
+static int kv_auth_txn(const struct gw_auth_info *ai, const void *r)
+{
+	return auth_check_txn(ai->cache, ai->user, ai->revision, r, NULL);
+}
+
+/* Before the read: the caller may read what r (a Range) or t (a
+ * read-only Txn) asks. true: go on, with *rev the auth revision of the
+ * caller's token; false: the call was answered. */
+static bool kv_auth_read(struct gw_server *s, struct grpc_call *call,
+			 const Etcdserverpb__RangeRequest *r, const Etcdserverpb__TxnRequest *t,
+			 uint64_t *rev)
+{
+	return r ? gw_auth_check(s, call, kv_auth_range, r, rev)
+		 : gw_auth_check(s, call, kv_auth_txn, t, rev);
+}
+
+/* After it: a token of another auth revision than the read's root saw
+ * is refused (etcd compares with the store's revision after the read);
+ * false: the call was answered. */
+static bool kv_auth_after(struct gw_server *s, struct grpc_call *call, uint64_t rev,
+			  const struct gw_read *rd)
+{
+	struct gw_auth_info ai = { .revision = rev };
+	int rc = gw_auth_after_read(&ai, rd->st.auth_revision);
+
+	if (rc)
+		gw_auth_refuse(s, call, rc);
+	return rc == 0;
 }
 
 /* Encodes the range result into the call's response and finishes it. */
@@ -413,7 +454,8 @@ static uint8_t *kv_buf_reserve(void *arg, size_t len)
  * it becomes a job with a txn of its own.
  */
 static void kv_range_now(struct gw_server *s, struct grpc_call *call,
-			 const Etcdserverpb__RangeRequest *r, const uint8_t *msg, size_t len)
+			 const Etcdserverpb__RangeRequest *r, const uint8_t *msg, size_t len,
+			 uint64_t auth_rev)
 {
 	struct kv_range_stream st;
 	struct gw_header h;
@@ -424,6 +466,10 @@ static void kv_range_now(struct gw_server *s, struct grpc_call *call,
 
 	if (kv_view_begin(s, call, &rd, &v))
 		return;
+	if (!kv_auth_after(s, call, auth_rev, &rd)) {
+		kv_view_end(s, &rd, &v);
+		return;
+	}
 	if (r->range_end.len == 0) {
 		kv_range_in(s, call, &v, r);
 		kv_view_end(s, &rd, &v);
@@ -494,7 +540,7 @@ void kv_turn(struct gw_server *s)
 	(void)mvcc_view_prefetch(&v, n, keys, lens);
 	for (uint32_t i = 0; i < n; i++) {
 		struct grpc_call *call = grpc_call_find(s->grpc, k->points[i].call_id);
-		if (call)
+		if (call && kv_auth_after(s, call, k->points[i].auth_rev, &rd))
 			kv_range_in(s, call, &v, k->points[i].r);
 	}
 	kv_view_end(s, &rd, &v);
@@ -502,7 +548,7 @@ void kv_turn(struct gw_server *s)
 
 /* A read-only Txn now. */
 static void kv_txn_now(struct gw_server *s, struct grpc_call *call,
-		       const Etcdserverpb__TxnRequest *r)
+		       const Etcdserverpb__TxnRequest *r, uint64_t auth_rev)
 {
 	Etcdserverpb__TxnResponse *resp = NULL;
 	struct mvcc_view v;
@@ -511,6 +557,10 @@ static void kv_txn_now(struct gw_server *s, struct grpc_call *call,
 
 	if (kv_view_begin(s, call, &rd, &v))
 		return;
+	if (!kv_auth_after(s, call, auth_rev, &rd)) {
+		kv_view_end(s, &rd, &v);
+		return;
+	}
 	arena_init(&a);
 	int rc = mvcc_txn_read(&v, r, &a, &resp);
 	if (rc) {
@@ -544,17 +594,20 @@ static void kv_deferred_run(struct gw_server *s, struct grpc_call *call, struct 
 
 	const uint8_t *msg = k->msg;
 	size_t len = k->len;
+	uint64_t rev;
 
+	/* checked once the read index is applied, as etcd's Range checks
+	 * after linearizableReadNotify */
 	if (k->txn) {
 		Etcdserverpb__TxnRequest *r =
 			gw_unpack(s, call, &etcdserverpb__txn_request__descriptor, &msg, &len);
-		if (r)
-			kv_txn_now(s, call, r);
+		if (r && kv_auth_read(s, call, NULL, r, &rev))
+			kv_txn_now(s, call, r, rev);
 	} else {
 		Etcdserverpb__RangeRequest *r =
 			gw_unpack(s, call, &etcdserverpb__range_request__descriptor, &msg, &len);
-		if (r)
-			kv_range_now(s, call, r, msg, len);
+		if (r && kv_auth_read(s, call, r, NULL, &rev))
+			kv_range_now(s, call, r, msg, len, rev);
 	}
 }
 
@@ -592,16 +645,19 @@ static void kv_range(struct gw_server *s, struct grpc_call *call, const uint8_t 
 	if (!r)
 		return;
 	int rc = mvcc_validate_range(r);
+	uint64_t rev;
 	if (rc) {
 		kv_refuse(call, rc);
+	} else if (r->serializable && !kv_auth_read(s, call, r, NULL, &rev)) {
+		return;
 	} else if (r->serializable && r->range_end.len == 0) {
 		/* a point read: with the others of this turn (kv_turn) */
 		struct kv_state *k = s->kv;
 		if (k->npoints == KV_POINTS_MAX)
 			kv_turn(s);
-		k->points[k->npoints++] = (struct kv_point){ grpc_call_id(call), r };
+		k->points[k->npoints++] = (struct kv_point){ grpc_call_id(call), r, rev };
 	} else if (r->serializable) {
-		kv_range_now(s, call, r, msg, len);
+		kv_range_now(s, call, r, msg, len, rev);
 	} else {
 		kv_read_later(s, call, false, msg, len);
 	}
@@ -624,21 +680,43 @@ static int kv_check_nothing(const void *r)
 	return 0;
 }
 
+/* The permission checks of the writes, made before proposing them so
+ * that a refused write costs no Raft round (stored makes them again at
+ * apply, where etcd makes them, with the leases' keys). */
+static int kv_auth_put(const struct gw_auth_info *ai, const void *r)
+{
+	return auth_check_put(ai->cache, ai->user, ai->revision, r, NULL);
+}
+
+static int kv_auth_delete_range(const struct gw_auth_info *ai, const void *r)
+{
+	return auth_check_delete_range(ai->cache, ai->user, ai->revision, r);
+}
+
+static int kv_auth_nothing(const struct gw_auth_info *ai, const void *r)
+{
+	(void)ai;
+	(void)r; /* etcd 3.4 lets any user compact */
+	return 0;
+}
+
 struct kv_write {
 	const ProtobufCMessageDescriptor *desc;
 	int (*check)(const void *r);
+	int (*auth)(const struct gw_auth_info *ai, const void *r);
 	uint32_t field; /* of InternalRaftRequest */
 };
 
 static const struct kv_write kv_write_put = {
-	&etcdserverpb__put_request__descriptor, kv_check_put, KV_IRR_PUT,
+	&etcdserverpb__put_request__descriptor, kv_check_put, kv_auth_put, KV_IRR_PUT,
 };
 static const struct kv_write kv_write_delete_range = {
 	&etcdserverpb__delete_range_request__descriptor, kv_check_delete_range,
-	KV_IRR_DELETE_RANGE,
+	kv_auth_delete_range, KV_IRR_DELETE_RANGE,
 };
 static const struct kv_write kv_write_compact = {
-	&etcdserverpb__compaction_request__descriptor, kv_check_nothing, KV_IRR_COMPACTION,
+	&etcdserverpb__compaction_request__descriptor, kv_check_nothing, kv_auth_nothing,
+	KV_IRR_COMPACTION,
 };
 
 static void kv_propose(struct gw_server *s, struct grpc_call *call, const struct kv_write *w,
@@ -650,7 +728,7 @@ static void kv_propose(struct gw_server *s, struct grpc_call *call, const struct
 	int rc = w->check(r);
 	if (rc)
 		kv_refuse(call, rc);
-	else if (!alarm_no_space_refuses(s, call))
+	else if (gw_auth_check(s, call, w->auth, r, NULL) && !alarm_no_space_refuses(s, call))
 		gw_propose(s, call, w->field, msg, len);
 }
 
@@ -694,14 +772,17 @@ static void kv_txn(struct gw_server *s, struct grpc_call *call, const uint8_t *m
 		return;
 	int rc = mvcc_validate_txn(r, s->max_txn_ops > UINT32_MAX ? UINT32_MAX :
 				      (unsigned)s->max_txn_ops);
+	uint64_t rev;
 	if (rc)
 		kv_refuse(call, rc);
 	else if (!mvcc_txn_is_readonly(r)) {
-		if (!alarm_no_space_refuses(s, call))
+		if (gw_auth_check(s, call, kv_auth_txn, r, NULL) && !alarm_no_space_refuses(s, call))
 			gw_propose(s, call, KV_IRR_TXN, msg, len);
 	}
-	else if (kv_txn_serializable(r))
-		kv_txn_now(s, call, r);
+	else if (kv_txn_serializable(r)) {
+		if (kv_auth_read(s, call, NULL, r, &rev))
+			kv_txn_now(s, call, r, rev);
+	}
 	else
 		kv_read_later(s, call, true, msg, len);
 }

@@ -65,7 +65,8 @@ static void maint_status(struct gw_server *s, struct grpc_call *call, const uint
 static void maint_defragment(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
 			     size_t len)
 {
-	if (!gw_unpack(s, call, &etcdserverpb__defragment_request__descriptor, &msg, &len))
+	if (!gw_unpack(s, call, &etcdserverpb__defragment_request__descriptor, &msg, &len) ||
+	    !gw_auth_admin(s, call))
 		return;
 	gw_ask_stored_defrag(s, call);
 }
@@ -272,7 +273,8 @@ static void maint_hash_message(struct grpc_call *call, bool kv, const uint8_t *m
 	} else if (!gw_unpack(s, call, &etcdserverpb__hash_request__descriptor, &msg, &len)) {
 		return;
 	}
-	maint_job_add(s, call, NULL, kv, rev);
+	if (gw_auth_admin(s, call)) /* etcd's authMaintenanceServer */
+		maint_job_add(s, call, NULL, kv, rev);
 }
 
 static void maint_hashkv_message(struct grpc_call *call, const uint8_t *msg, size_t len)

@@ -4,14 +4,17 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/check.h"
 #include "base/clock/clock.h"
 #include "etcdserverpb/rpc.pb-c.h"
 #include "gatewayd/dlist.h"
 #include "gatewayd/server.h"
 #include "gatewayd/services/watch.h"
+#include "gatewayd/transport/grpc_wire.h"
 #include "proto/wire.h"
 #include "shm/bcast.h"
 #include "shm/doorbell.h"
@@ -618,6 +621,40 @@ static void start_cursor(struct gw_server *s, struct watch_state *ws)
 	shm_doorbell_want_events(shm_slot_doorbell(s->r, s->slot.index), true);
 }
 
+/*
+ * etcd's isWatchPermitted: READ over the watch's range as etcd's
+ * recvLoop passes it (the empty key as "\0"; a from-key range end "\0"
+ * as an empty one, which etcd's IsRangePermitted then reads as the key
+ * alone). A refusal is a created and canceled response with watch ID -1
+ * and the gRPC error's text as its reason; false then.
+ */
+static bool watch_permitted(struct gw_server *s, struct grpc_call *call,
+			    const Etcdserverpb__WatchCreateRequest *c, const uint8_t *key,
+			    size_t klen, int64_t cur)
+{
+	Etcdserverpb__WatchCreateRequest as = *c;
+	const struct gw_auth_info *ai;
+	char reason[160];
+	int rc;
+
+	as.key.data = (uint8_t *)key;
+	as.key.len = klen;
+	if (as.range_end.len == 1 && as.range_end.data[0] == 0)
+		as.range_end.len = 0;
+	rc = gw_auth_of(s, call, &ai);
+	if (rc == 0)
+		rc = auth_check_watch(ai->cache, ai->user, ai->revision, &as);
+	if (rc == 0)
+		return true;
+	if (rc != AUTH_ERR_INVALID_AUTH_TOKEN && rc != AUTH_ERR_OLD_REVISION &&
+	    rc != AUTH_ERR_USER_EMPTY)
+		rc = AUTH_ERR_PERMISSION_DENIED;
+	snprintf(reason, sizeof(reason), "rpc error: code = %s desc = %s",
+		 grpc_status_name((enum grpc_status)auth_grpc_code(rc)), auth_strerror(rc));
+	send_resp(s, call, cur, -1, true, true, 0, reason, false, NULL, 0);
+	return false;
+}
+
 static void watch_create(struct gw_server *s, struct grpc_call *call, struct watch_stream *st,
 			 const Etcdserverpb__WatchCreateRequest *c)
 {
@@ -630,6 +667,8 @@ static void watch_create(struct gw_server *s, struct grpc_call *call, struct wat
 	int64_t cur = published_rev(s);
 	int64_t id = c->watch_id;
 
+	if (gw_auth_enabled(s) && !watch_permitted(s, call, c, key, klen, cur))
+		return;
 	/* etcd: a range with key >= end (other than "from key") is empty */
 	if (elen && !(elen == 1 && end[0] == 0)) {
 		int cmp = memcmp(key, end, klen < elen ? klen : elen);

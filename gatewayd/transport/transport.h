@@ -131,4 +131,10 @@ struct tls_ctx;
 int transport_tls_init(struct transport *t, int fd, struct tls_ctx *ctx);
 int transport_sniff_init(struct transport *t, int fd, struct tls_ctx *ctx);
 
+/* The TLS session of a transport of the TLS backends once its handshake
+ * is done, NULL for any other (the descriptor backend, a sniffing one
+ * that found plain HTTP, or a handshake not done yet). */
+struct tls_conn;
+struct tls_conn *transport_tls_conn(const struct transport *t);
+
 #endif

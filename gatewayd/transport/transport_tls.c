@@ -242,3 +242,10 @@ int transport_sniff_init(struct transport *t, int fd, struct tls_ctx *ctx)
 	t->impl = x;
 	return 0;
 }
+
+struct tls_conn *transport_tls_conn(const struct transport *t)
+{
+	const struct transport_tls *x = t->impl;
+
+	return t->ops == &transport_tls_ops && x && x->handshaken ? x->conn : NULL;
+}

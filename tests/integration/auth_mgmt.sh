@@ -160,7 +160,7 @@ check "management without a user is refused" \
 	grep -q "Error: etcdserver: user name is empty" <(ctl "$IT_CPORT" user list)
 check "cetcd stops" it_cetcd_stop
 it_cetcd_restart "$IT_TMP/cetcd3.log"
-check "cetcd restarts" it_wait_healthy "$IT_CPORT" 30
+check "cetcd restarts (no user: refused)" it_until 30000 refuses_no_user
 check "auth is still enabled" \
 	grep -q "Error: etcdserver: user name is empty" <(ctl "$IT_CPORT" role list)
 check "cetcd stops again" it_cetcd_stop
