@@ -82,6 +82,7 @@ static bool gw_db_is_published(struct gw_server *s, const struct btree_reader *d
  * the registered root is in (replaced meanwhile: try again). */
 static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 {
+	struct btree_reader *old = NULL;
 	int rc;
 
 	rd->txn = NULL;
@@ -100,9 +101,12 @@ static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 		goto out_end;
 	}
 	if (s->db && s->db_generation != rd->st.db_generation) {
-		/* a new file: move over now that no txn is open (the old one,
-		 * unlinked, is let go of on a thread: btree.h) */
-		gw_db_unmap(s);
+		/* a new file: move over now that no txn is open. The old one
+		 * (unlinked: let go of on a thread, btree.h) goes once the new
+		 * one is mapped, so that this loop's mmap does not wait for
+		 * that thread's munmap: both take the process's mmap lock */
+		old = s->db;
+		s->db = NULL;
 		s->db_mapped_before = true;
 	}
 	if (!s->db) {
@@ -126,6 +130,8 @@ static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 		s->db_generation = rd->st.db_generation;
 		s->db_page_size = gw_db_page_size(s->db_path);
 	}
+	btree_reader_close(old);
+	old = NULL;
 	struct btree_root root = {
 		.root_pgid = rd->st.root_page,
 		.txid = rd->st.txid,
@@ -145,6 +151,7 @@ static int gw_read_try(struct gw_server *s, struct gw_read *rd)
 	return 0;
 
 out_end:
+	btree_reader_close(old);
 	readers_end(s->r, s->reader_index);
 	return rc;
 }

@@ -1417,7 +1417,6 @@ static int loop_dir_sync_poll(struct stored_loop *l, bool wait)
 
 static void *loop_db_closer(void *arg)
 {
-	shm_thread_background();
 	btree_db_close(arg);
 	return NULL;
 }

@@ -1,6 +1,5 @@
 #include "base/thread/thread.h"
 
-#include <sched.h>
 #include <signal.h>
 
 int shm_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg)
@@ -21,11 +20,4 @@ int shm_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	return rc;
-}
-
-void shm_thread_background(void)
-{
-	const struct sched_param p = { 0 };
-
-	(void)sched_setscheduler(0, SCHED_IDLE, &p);
 }

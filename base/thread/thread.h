@@ -17,10 +17,4 @@
  * asked (then *t is only informative). Returns 0 or -errno. */
 int shm_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg);
 
-/* Makes the calling thread run only when nothing else wants its CPU
- * (SCHED_IDLE; best effort): for a helper that tears down what nobody
- * waits for, e.g. a replaced db's mapping, which on a small machine must
- * not take the CPU from the event loop that started it. */
-void shm_thread_background(void);
-
 #endif

@@ -195,7 +195,6 @@ static void *bt_unmapper(void *arg)
 	struct bt_unmap u = *(struct bt_unmap *)arg;
 
 	free(arg);
-	shm_thread_background();
 	bt_unmap_now(u.base, u.map_size, u.fd);
 	return NULL;
 }
