@@ -3,6 +3,7 @@
 #include "stored/apply.h"
 #include "stored/alarm.h"
 #include "stored/auth.h"
+#include "stored/auth_check.h"
 #include "stored/lessor_apply.h"
 #include "stored/membership_db.h"
 
@@ -364,6 +365,8 @@ static int apply_auth(struct mvcc_store *s, const struct stored_apply_ids *ids,
 		apply_error(out, stored_auth_grpc_code(rc), stored_auth_strerror(rc));
 		return 0;
 	}
+	if (rc == 0 && ids->auth_check)
+		rc = stored_auth_check_applied(ids->auth_check, mvcc_batch_txn(s), ids->auth);
 	if (rc || !out->deliver)
 		return rc;
 	return apply_answer(s, ids, term, a, resp, hdr, out);
@@ -427,6 +430,13 @@ int stored_apply_entry(struct mvcc_store *s, const struct stored_apply_ids *ids,
 	if (ids->alarms && (stored_alarm_refuses(ids->alarms, req, out) || req->alarm)) {
 		if (out->status == 0 && (rc = apply_alarm(s, ids, req->alarm, a, out)))
 			return rc;
+		goto out_revision;
+	}
+	/* the second check of the request's permissions, as of this index */
+	if (ids->auth_check && (rc = stored_auth_check_request(ids->auth_check, req, a))) {
+		if (!auth_is_error(rc))
+			return rc;
+		apply_error(out, auth_grpc_code(rc), auth_strerror(rc));
 		goto out_revision;
 	}
 	if (req->range || req->put || req->delete_range || req->txn || req->compaction) {

@@ -67,6 +67,9 @@ struct stored_apply_ids {
 	/* the auth store's flag and revision (stored/auth.h), which auth
 	 * entries change; NULL: auth entries are answered UNIMPLEMENTED */
 	struct stored_auth *auth;
+	/* the permission cache and the tokens (stored/auth_check.h): every
+	 * request checked again at apply; NULL: not checked */
+	struct stored_auth_check *auth_check;
 };
 
 /* What one applied entry gives the client that asked. */

@@ -1,5 +1,6 @@
 /* The lessor's part of stored's loop (see lessor_loop.h). */
 #include "stored/lessor_loop.h"
+#include "stored/auth_check.h"
 
 #include <errno.h>
 #include <string.h>
@@ -225,14 +226,19 @@ void lessor_loop_requests(struct lessor_loop *ll, int64_t revision)
 }
 
 /* Pushes one InternalRaftRequest of stored's own to raftd with the
- * lessor's term. */
-static void ll_propose(struct lessor_loop *ll, Etcdserverpb__InternalRaftRequest *req)
+ * lessor's term; as_root: as the root user while auth is enabled (etcd
+ * revokes expired leases WithRoot, for the revoke of a lease with keys is
+ * checked at apply). */
+static void ll_propose(struct lessor_loop *ll, Etcdserverpb__InternalRaftRequest *req,
+		       bool as_root)
 {
 	Etcdserverpb__RequestHeader h = ETCDSERVERPB__REQUEST_HEADER__INIT;
 	struct ring *ring = shm_daemon_ring(ll->r, SHM_RING_STORED_PROPOSALS);
 	struct msg_propose mp = { .term = lessor_term(ll->lessor) };
 
 	h.id = ++ll->proposal_id;
+	if (as_root)
+		stored_auth_check_root_header(ll->auth, &h);
 	req->header = &h;
 	size_t n = protobuf_c_message_get_packed_size(&req->base);
 	uint8_t *buf = arena_alloc(&ll->arena, sizeof(mp) + n);
@@ -264,7 +270,7 @@ static void ll_propose_checkpoints(struct lessor_loop *ll, const struct lessor_c
 	cr.n_checkpoints = n;
 	cr.checkpoints = pv;
 	req.lease_checkpoint = &cr;
-	ll_propose(ll, &req);
+	ll_propose(ll, &req, false);
 	ring_publish(shm_daemon_ring(ll->r, SHM_RING_STORED_PROPOSALS));
 }
 
@@ -289,7 +295,7 @@ void lessor_loop_tick(struct lessor_loop *ll)
 		Etcdserverpb__LeaseRevokeRequest rr = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
 		rr.id = ids[i];
 		req.lease_revoke = &rr;
-		ll_propose(ll, &req);
+		ll_propose(ll, &req, true);
 	}
 	struct lessor_cp *cps = arena_alloc(&ll->arena, LESSOR_CHECKPOINT_BATCH * sizeof(*cps));
 	size_t ncp = cps ? lessor_due_checkpoints(ll->lessor, now, cps, LESSOR_CHECKPOINT_BATCH) : 0;

@@ -25,6 +25,8 @@ struct ring_rec;
 /* How often the leader looks for expired leases (etcd's runLoop). */
 #define LESSOR_TICK_NS 500000000LL
 
+struct stored_auth_check;
+
 struct lessor_loop {
 	struct shm_region *r;
 	struct lessor *lessor;          /* not owned */
@@ -37,6 +39,9 @@ struct lessor_loop {
 	 * the apply loop); NULL: they are dropped. */
 	void (*other)(void *arg, uint32_t slot, const struct ring_rec *rec);
 	void *other_arg;
+	/* The auth store's state, for the header of the revokes of expired
+	 * leases (stored/auth_check.h); NULL: no user in it. */
+	const struct stored_auth_check *auth;
 };
 
 void lessor_loop_init(struct lessor_loop *ll, struct shm_region *r, struct lessor *l,

@@ -4,6 +4,7 @@
 #include "stored/loop.h"
 #include "stored/alarm.h"
 #include "stored/auth.h"
+#include "stored/auth_check.h"
 #include "auth/bcrypt.h"
 #include "stored/membership_db.h"
 
@@ -74,6 +75,7 @@ struct stored_loop {
 	struct membership membership;    /* as of the store's consistent index */
 	struct stored_alarms alarms;     /* likewise */
 	struct stored_auth auth;         /* likewise */
+	struct stored_auth_check auth_check; /* its permission cache, likewise */
 	struct stored_results results;
 	struct lessor *lessor;           /* the leases, as of the consistent index */
 	struct lessor_loop lease;        /* its requests and timekeeping */
@@ -495,6 +497,8 @@ static int loop_open_db(struct stored_loop *l, const char *path, const struct st
 			rc = stored_alarms_load(t, &l->alarms);
 		if (!rc)
 			rc = stored_auth_load(t, &l->auth);
+		if (!rc)
+			rc = stored_auth_check_load(&l->auth_check, t);
 		btree_txn_end(t);
 	}
 	if (!rc)
@@ -506,6 +510,8 @@ static int loop_open_db(struct stored_loop *l, const char *path, const struct st
 	l->ids.alarms = &l->alarms;
 	l->ids.lessor = l->lessor;
 	l->ids.auth = &l->auth;
+	l->auth_check.lessor = l->lessor;
+	l->ids.auth_check = &l->auth_check;
 	return rc;
 }
 
@@ -559,6 +565,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	if (rc)
 		goto out_free;
 	lessor_loop_init(&l->lease, r, l->lessor, &l->results, o->member_id, o->cluster_id);
+	l->lease.auth = &l->auth_check;
 	l->lease.other = loop_defrag_request;
 	l->lease.other_arg = l;
 	l->db_path = stored_malloc(dlen + sizeof("/member/snap/db"));
@@ -638,6 +645,7 @@ void stored_loop_free(struct stored_loop *l)
 	btree_db_close(l->db);
 	membership_free(&l->membership);
 	stored_alarms_free(&l->alarms);
+	stored_auth_check_fini(&l->auth_check);
 	kvindex_feed_close(&l->cache_feed);
 	stored_results_fini(&l->results);
 	lessor_loop_fini(&l->lease);
@@ -1050,6 +1058,7 @@ static int loop_install_switch(struct stored_loop *l)
 	loop_close_db(l, &resume);
 	membership_free(&l->membership);
 	stored_alarms_free(&l->alarms);
+	stored_auth_check_fini(&l->auth_check);
 	events_resync(&l->events); /* watchers catch up from the new file */
 	rc = loop_open_db(l, l->db_path, &resume, true);
 	if (rc)

@@ -46,20 +46,26 @@ struct tst_store {
 	struct stored_apply_ids ids;
 };
 
-static inline void tst_store_open(struct tst_store *f, const char *dir)
+static inline void tst_store_open_opts(struct tst_store *f, const char *dir,
+				       const struct mvcc_store_opts *so)
 {
 	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
 
 	memset(f, 0, sizeof(*f));
 	snprintf(f->path, sizeof(f->path), "%s/db", dir);
 	CHECK_EQ(btree_db_open(f->path, &o, &f->db), 0);
-	CHECK_EQ(mvcc_store_open(f->db, NULL, &f->s), 0);
+	CHECK_EQ(mvcc_store_open(f->db, so, &f->s), 0);
 	arena_init(&f->a);
 	CHECK_EQ(mvcc_batch_begin(f->s), 0);
 	f->au.bcrypt_cost = 4;
 	CHECK_EQ(stored_auth_load(mvcc_batch_txn(f->s), &f->au), 0);
 	f->ids = (struct stored_apply_ids){ .member_id = TST_MEMBER, .cluster_id = TST_CLUSTER,
 					    .auth = &f->au };
+}
+
+static inline void tst_store_open(struct tst_store *f, const char *dir)
+{
+	tst_store_open_opts(f, dir, NULL);
 }
 
 /* Commits the batch, closes the store and removes the db. */
