@@ -755,7 +755,7 @@ static int auth_assign(struct auth_ctx *c, const Etcdserverpb__InternalAuthentic
 	int rc;
 
 	if (!o || o->type == AUTH_TOKEN_NONE)
-		return 0; /* etcd's nop provider: no token */
+		return AUTH_ERR_AUTH_FAILED; /* etcd's nop provider: its assign fails */
 	if (o->type == AUTH_TOKEN_JWT) {
 		char *tok;
 		int64_t exp = (int64_t)time(NULL) + o->jwt_ttl_ns / 1000000000;
@@ -778,6 +778,8 @@ static int auth_assign(struct auth_ctx *c, const Etcdserverpb__InternalAuthentic
 		return 0;
 	rc = shm_tokens_add(c->au->region, resp->token, n, r->name, strlen(r->name),
 			    (uint64_t)clock_now_ms(), o->simple_ttl_ms);
+	if (rc == -EEXIST)
+		return 0; /* this entry applied again, after a batch that was not kept */
 	if (rc) {
 		log_warn("cannot keep the simple token", LOG_STR("user-name", r->name),
 			 LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));

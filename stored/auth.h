@@ -46,7 +46,7 @@ struct stored_auth {
 	uint64_t revision;  /* authRevision */
 	int bcrypt_cost;    /* for passwords hashed at apply (BCRYPT_MIN_COST..MAX) */
 	/* --auth-token's provider (auth/token.h); NULL: etcd's nop provider
-	 * (Authenticate answers no token) */
+	 * (Authenticate answers "authentication failed") */
 	const struct auth_token_opts *tokens;
 	/* the region whose simple-token table (shm/tokens.h) an Authenticate
 	 * adds its token to, and a UserDelete, UserChangePassword or

@@ -526,8 +526,18 @@ static void test_simple_tokens(struct shm_region *reg)
 	CHECK_EQ(auth_token_opts_parse("simple", 300, &opts), 0);
 	fx_open(&f, reg, opts);
 	fx_users(&f);
+	CHECK_EQ(mvcc_batch_commit(f.t.s, NULL), 0);
+	CHECK_EQ(mvcc_batch_begin(f.t.s), 0);
 	authenticate(&f, "alice", true, &r);
 	token_of(&r, ta, sizeof(ta));
+	/* the same entry applied again, its batch not kept: its token is in
+	 * the table already, and it answers as the first time */
+	mvcc_batch_abort(f.t.s);
+	CHECK_EQ(mvcc_batch_begin(f.t.s), 0);
+	f.t.index--;
+	authenticate(&f, "alice", true, &r);
+	token_of(&r, tb1, sizeof(tb1));
+	CHECK_EQ(strcmp(tb1, ta), 0);
 	/* "<the proposer's prefix>.<the entry's index>" */
 	snprintf(want_tok, sizeof(want_tok), "AbCdEfGhIjKlMnOp.%llu", (unsigned long long)f.t.index);
 	CHECK_EQ(strcmp(ta, want_tok), 0);
@@ -589,7 +599,7 @@ static void test_simple_tokens(struct shm_region *reg)
 	auth_token_opts_free(opts);
 }
 
-static void test_jwt(void)
+static void test_jwt_and_none(void)
 {
 	static const char secret[] = "a secret of the test, 32 bytes!!";
 	struct auth_token_opts *opts;
@@ -621,6 +631,13 @@ static void test_jwt(void)
 	fx_close(&f);
 	auth_token_opts_free(opts);
 	unlink(key);
+
+	/* --auth-token "": etcd's nop provider fails every Authenticate */
+	fx_open(&f, NULL, NULL);
+	fx_users(&f);
+	authenticate(&f, "alice", true, &r);
+	want(&r, AUTH_ERR_AUTH_FAILED);
+	fx_close(&f);
 }
 
 int main(void)
@@ -637,7 +654,7 @@ int main(void)
 	test_request_kinds();
 	test_cache_at_open();
 	test_simple_tokens(reg);
-	test_jwt();
+	test_jwt_and_none();
 	shm_region_detach(reg);
 	CHECK_EQ(stored_alloc_live(), 0);
 	printf("stored/test_auth_check: ok\n");
