@@ -107,16 +107,7 @@ check "cetcd answers" it_wait_healthy "$IT_CPORT" 30
 check "etcd answers" it_wait_healthy "$IT_ETCD_PORT" 30
 
 # part 1
-for who in cetcd etcd; do
-	port=$IT_CPORT
-	[[ $who == etcd ]] && port=$IT_ETCD_PORT
-	run_script "$port" >"$IT_TMP/$who.out"
-done
-if diff -u "$IT_TMP/etcd.out" "$IT_TMP/cetcd.out"; then
-	ok "the $(grep -c '^>' "$IT_TMP/cetcd.out") commands print what they print on etcd"
-else
-	fail "the commands print what they print on etcd (diff above)"
-fi
+it_same_on_both run_script
 check "errors were among them" grep -q "Error: etcdserver: role name not found" "$IT_TMP/cetcd.out"
 check "management without a user was refused once auth was on" \
 	grep -q "Error: etcdserver: user name is empty" "$IT_TMP/cetcd.out"

@@ -604,6 +604,24 @@ it_etcd_start() {
 	it_track "$IT_ETCD_PID"
 }
 
+# it_same_on_both FN: FN PORT run against the cetcd member (IT_CPORT) and
+# the etcd member (IT_ETCD_PORT), printing into $IT_TMP/cetcd.out and
+# $IT_TMP/etcd.out "> command" lines and what each printed; a check that
+# both printed the same (the diff shown otherwise).
+it_same_on_both() {
+	local fn=$1 who port
+	for who in cetcd etcd; do
+		port=$IT_CPORT
+		[[ $who == etcd ]] && port=$IT_ETCD_PORT
+		"$fn" "$port" >"$IT_TMP/$who.out"
+	done
+	if diff -u "$IT_TMP/etcd.out" "$IT_TMP/cetcd.out"; then
+		ok "the $(grep -c '^>' "$IT_TMP/cetcd.out") commands print what they print on etcd"
+	else
+		fail "the commands print what they print on etcd (diff above)"
+	fi
+}
+
 # it_etcd_on_cetcd LOG [etcd flags...]: Debian's etcd on the data dir,
 # name and ports of the last it_cetcd_start (the same URLs: the same
 # member and cluster ids), logging to LOG. Sets IT_ETCD_PID.
