@@ -177,9 +177,23 @@ int gw_auth_after_read(const struct gw_auth_info *ai, uint64_t read_revision)
 	return ai->revision != 0 && ai->revision != read_revision ? AUTH_ERR_OLD_REVISION : 0;
 }
 
-bool gw_auth_check(struct gw_server *s, struct grpc_call *call,
-		   int (*check)(const struct gw_auth_info *ai, const void *arg), const void *arg,
-		   uint64_t *revision)
+/* The auth package's own texts of the errors an admin check gives, which
+ * etcd's authMaintenanceServer returns as they are (gRPC Unknown). */
+static const char *gw_auth_pkg_text(int rc)
+{
+	switch (rc) {
+	case AUTH_ERR_USER_EMPTY: return "auth: user name is empty";
+	case AUTH_ERR_USER_NOT_FOUND: return "auth: user not found";
+	case AUTH_ERR_PERMISSION_DENIED: return "auth: permission denied";
+	case AUTH_ERR_INVALID_AUTH_TOKEN: return "auth: invalid auth token";
+	default: return NULL;
+	}
+}
+
+/* gw_auth_check; raw: refusals as the auth package's errors. */
+static bool gw_auth_run(struct gw_server *s, struct grpc_call *call,
+			int (*check)(const struct gw_auth_info *ai, const void *arg),
+			const void *arg, uint64_t *revision, bool raw)
 {
 	const struct gw_auth_info *ai;
 	int rc;
@@ -191,13 +205,22 @@ bool gw_auth_check(struct gw_server *s, struct grpc_call *call,
 	rc = gw_auth_of(s, call, &ai);
 	if (rc == 0)
 		rc = check(ai, arg);
-	if (rc) {
+	if (rc && raw && gw_auth_pkg_text(rc))
+		grpc_call_finish(call, GRPC_STATUS_UNKNOWN, gw_auth_pkg_text(rc));
+	else if (rc)
 		gw_auth_refuse(s, call, rc);
+	if (rc)
 		return false;
-	}
 	if (revision)
 		*revision = ai->revision;
 	return true;
+}
+
+bool gw_auth_check(struct gw_server *s, struct grpc_call *call,
+		   int (*check)(const struct gw_auth_info *ai, const void *arg), const void *arg,
+		   uint64_t *revision)
+{
+	return gw_auth_run(s, call, check, arg, revision, false);
 }
 
 static int gw_auth_check_admin(const struct gw_auth_info *ai, const void *arg)
@@ -208,5 +231,10 @@ static int gw_auth_check_admin(const struct gw_auth_info *ai, const void *arg)
 
 bool gw_auth_admin(struct gw_server *s, struct grpc_call *call)
 {
-	return gw_auth_check(s, call, gw_auth_check_admin, NULL, NULL);
+	return gw_auth_run(s, call, gw_auth_check_admin, NULL, NULL, false);
+}
+
+bool gw_auth_maint(struct gw_server *s, struct grpc_call *call)
+{
+	return gw_auth_run(s, call, gw_auth_check_admin, NULL, NULL, true);
 }

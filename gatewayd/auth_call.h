@@ -93,10 +93,14 @@ bool gw_auth_check(struct gw_server *s, struct grpc_call *call,
 		   uint64_t *revision);
 
 /*
- * An admin-only call (etcd's IsAdminPermitted from the API layer:
- * Defragment, Snapshot, Hash, HashKV, MoveLeader, the membership
- * changes): true when it may go on; otherwise the call was answered.
+ * An admin-only call (etcd's IsAdminPermitted from the API layer): true
+ * when it may go on; otherwise the call was answered. gw_auth_admin
+ * answers etcd's mapped errors (the membership changes: "etcdserver:
+ * permission denied"); gw_auth_maint the auth package's errors as they
+ * are, gRPC Unknown "auth: permission denied", as etcd's
+ * authMaintenanceServer answers Defragment, Snapshot, Hash and HashKV.
  */
 bool gw_auth_admin(struct gw_server *s, struct grpc_call *call);
+bool gw_auth_maint(struct gw_server *s, struct grpc_call *call);
 
 #endif

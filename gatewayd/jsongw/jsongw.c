@@ -320,7 +320,10 @@ static ssize_t jsongw_read_body(nghttp2_session *session, int32_t stream_id, uin
 	return (ssize_t)n;
 }
 
-static int jsongw_submit(struct jsongw *g, struct jsongw_req *r)
+/* Submits r's call; auth (len bytes, NULL: none) goes as its
+ * authorization metadata, as grpc-gateway forwards the Authorization
+ * field (etcd reads it as the token). nghttp2 copies the fields. */
+static int jsongw_submit(struct jsongw *g, struct jsongw_req *r, const char *auth, size_t len)
 {
 	const char *path = r->route->grpc;
 	nghttp2_nv nva[] = {
@@ -331,10 +334,19 @@ static int jsongw_submit(struct jsongw *g, struct jsongw_req *r)
 		NV(":path", path),
 		NV("content-type", "application/grpc"),
 		NV("te", "trailers"),
+		NV("authorization", ""),
 #undef NV
 	};
+	size_t n = sizeof(nva) / sizeof(nva[0]);
 	nghttp2_data_provider prd = { .source.ptr = r, .read_callback = jsongw_read_body };
-	int32_t id = nghttp2_submit_request(g->cli, NULL, nva, sizeof(nva) / sizeof(nva[0]), &prd, r);
+
+	if (auth) {
+		nva[n - 1].value = (uint8_t *)auth;
+		nva[n - 1].valuelen = len;
+	} else {
+		n--;
+	}
+	int32_t id = nghttp2_submit_request(g->cli, NULL, nva, n, &prd, r);
 
 	if (id < 0)
 		return -ENOMEM;
@@ -407,7 +419,7 @@ int jsongw_http1(struct jsongw *g, void *owner, struct http1_conn *h1,
 		return 1;
 	}
 	if (rc == 0)
-		rc = jsongw_submit(g, r);
+		rc = jsongw_submit(g, r, req->authorization, req->authorization_len);
 	if (rc) {
 		jsongw_req_free(r);
 		return rc;

@@ -66,7 +66,7 @@ static void maint_defragment(struct gw_server *s, struct grpc_call *call, const 
 			     size_t len)
 {
 	if (!gw_unpack(s, call, &etcdserverpb__defragment_request__descriptor, &msg, &len) ||
-	    !gw_auth_admin(s, call))
+	    !gw_auth_maint(s, call))
 		return;
 	gw_ask_stored_defrag(s, call);
 }
@@ -273,7 +273,7 @@ static void maint_hash_message(struct grpc_call *call, bool kv, const uint8_t *m
 	} else if (!gw_unpack(s, call, &etcdserverpb__hash_request__descriptor, &msg, &len)) {
 		return;
 	}
-	if (gw_auth_admin(s, call)) /* etcd's authMaintenanceServer */
+	if (gw_auth_maint(s, call)) /* etcd's authMaintenanceServer */
 		maint_job_add(s, call, NULL, kv, rev);
 }
 

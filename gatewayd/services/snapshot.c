@@ -194,7 +194,7 @@ static void snapshot_message(struct grpc_call *call, const uint8_t *msg, size_t 
 		return; /* a second request on a server stream: ignored, as grpc-go does */
 	gw_call_set(call, GW_CALL_HANDLED, 0);
 	if (!gw_unpack_stream(s, call, &etcdserverpb__snapshot_request__descriptor, &msg, &len) ||
-	    !gw_auth_admin(s, call))
+	    !gw_auth_maint(s, call))
 		return;
 	st = calloc(1, sizeof(*st));
 	if (!st || !(st->sha = EVP_MD_CTX_new()) ||

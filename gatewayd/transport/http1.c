@@ -30,6 +30,7 @@ struct http1_request {
 	uint64_t content_length;
 	struct http_str host;    /* the Host field's value */
 	struct http_str origin;  /* the Origin field's value */
+	struct http_str authorization; /* the Authorization field's value (p NULL: none) */
 	const char *cors;        /* Access-Control-Allow-Origin of the answer, or NULL */
 };
 
@@ -63,6 +64,8 @@ static int http1_parse(const uint8_t *buf, size_t len, struct http1_request *req
 	};
 	(void)http_header(&h, "Host", &req->host);
 	(void)http_header(&h, "Origin", &req->origin);
+	if (!http_header(&h, "Authorization", &req->authorization))
+		req->authorization.p = NULL;
 	return (int)h.head_len;
 }
 
@@ -419,7 +422,9 @@ static long http1_gateway(struct http1_conn *c, const struct http1_request *req,
 {
 	struct http1_gw_answer now = { 0 };
 	struct http1_gw_req r = { .method = req->method, .method_len = req->method_len,
-				  .path = req->target, .path_len = req->path_len };
+				  .path = req->target, .path_len = req->path_len,
+				  .authorization = req->authorization.p,
+				  .authorization_len = req->authorization.len };
 	uint8_t *copy = NULL;
 	size_t used;
 	int rc;

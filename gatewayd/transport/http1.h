@@ -47,6 +47,8 @@ struct http1_gw_req {
 	size_t path_len;
 	const uint8_t *body;     /* whole, the chunked coding removed */
 	size_t body_len;
+	const char *authorization; /* the Authorization field's value; NULL: none */
+	size_t authorization_len;
 };
 
 /* An answer the gateway gives at once (a bad path, method or body). */

@@ -69,6 +69,10 @@ ln -s /usr/bin/etcdctl "$work/bin/etcdctl"
 rundir=$work/etcd/tests/e2e
 mkdir -p "$rundir"
 cp "$root/tests/e2e/etcd.conf.yml.sample" "$work/etcd/"
+# and whose ../../integration/fixtures holds etcd's key files (the JWT
+# tests start members with --auth-token jwt,pub-key=../../integration/...)
+mkdir -p "$work/etcd/integration"
+ln -s "$gopath/src/go.etcd.io/etcd/integration/fixtures" "$work/etcd/integration/fixtures"
 
 # what a test left running and its data dirs, gone before the next run
 clean_tmp() {
