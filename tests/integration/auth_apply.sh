@@ -5,7 +5,9 @@
 #      with prev_kv, a revoked permission granted back, no user, a wrong
 #      password, bob reading before and after his delete) print the same
 #      lines on both;
-#   2. a key attached to a lease whose TTL runs out is gone: the revoke
+#   2. a simple token taken through the JSON gateway's Authenticate
+#      reads, and answers what etcd answers once its user is deleted;
+#   3. a key attached to a lease whose TTL runs out is gone: the revoke
 #      stored proposes passes the check at apply as root's.
 # Exits 77 when the programs, etcd or etcdctl are missing.
 source "$(dirname "$0")/lib.sh"
@@ -86,7 +88,33 @@ sed -n '/user delete bob/,$p' "$IT_TMP/cetcd.out" >"$IT_TMP/after-delete.out"
 check "bob could not log in once deleted" \
 	grep -q "Error: etcdserver: authentication failed" "$IT_TMP/after-delete.out"
 
-# part 2: an expired lease's revoke passes the check at apply
+# part 2: a token of carol's, taken through the JSON gateway's
+# Authenticate, reads; once carol is deleted it answers what etcd's does.
+# jget PORT PATH BODY [TOKEN]: the answer's token, count, or message.
+jget() {
+	curl -s -m 10 -X POST ${4:+-H "Authorization: $4"} "http://127.0.0.1:$1$2" -d "$3" |
+		python3 -c 'import json, sys
+m = json.load(sys.stdin)
+print(m.get("token") or m.get("count") or m.get("message") or m.get("error") or "none")'
+}
+token_script() {
+	local port=$1 tok
+	ctl "$port" $R user add carol:carolpw
+	ctl "$port" $R user grant-role carol rw
+	tok=$(jget "$port" /v3/auth/authenticate '{"name":"carol","password":"carolpw"}')
+	echo "> a simple token: $([[ $tok =~ ^[a-zA-Z]{16}\.[0-9]+$ ]] && echo yes)"
+	echo "> range k2 with it" # "k2" in base64
+	jget "$port" /v3/kv/range '{"key":"azI="}' "$tok"
+	ctl "$port" $R user delete carol
+	echo "> range k2 with it after carol's delete"
+	jget "$port" /v3/kv/range '{"key":"azI="}' "$tok"
+}
+it_same_on_both token_script
+check "the token read k2" grep -qx "1" "$IT_TMP/cetcd.out"
+check "and stopped working with carol's delete" \
+	grep -qx "etcdserver: invalid auth token" "$IT_TMP/cetcd.out"
+
+# part 3: an expired lease's revoke passes the check at apply
 id=$(ctl "$IT_CPORT" $R lease grant 3 | awk '/granted/ {print $2}')
 check "root granted a lease" test -n "$id"
 check "and put a key with it" grep -q OK <(ctl "$IT_CPORT" $R put --lease="$id" lk v)
