@@ -127,9 +127,14 @@ int auth_check_delete_range(const struct auth_cache *c, const char *user, uint64
 	return rc;
 }
 
-/* Every op of one branch of a Txn. */
+/*
+ * Every op of one branch of a Txn. etcd34: as etcd 3.4's apply checks a
+ * branch (checkTxnReqsPermission): a Put's key only (not its prev_kv nor
+ * its lease's keys) and no nested Txn; else every op, nested Txns alike.
+ */
 static int ops_check(const struct auth_cache *c, const char *user, uint64_t revision,
-		     Etcdserverpb__RequestOp *const *ops, size_t n, const struct auth_lease_keys *lk)
+		     Etcdserverpb__RequestOp *const *ops, size_t n, const struct auth_lease_keys *lk,
+		     bool etcd34)
 {
 	int rc = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
@@ -140,7 +145,11 @@ static int ops_check(const struct auth_cache *c, const char *user, uint64_t revi
 				rc = auth_check_range(c, user, revision, op->request_range);
 			break;
 		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT:
-			if (op->request_put)
+			if (op->request_put && etcd34)
+				rc = auth_check_op(c, user, revision, AUTH_PERM_WRITE,
+						   op->request_put->key.data,
+						   op->request_put->key.len, NULL, 0);
+			else if (op->request_put)
 				rc = auth_check_put(c, user, revision, op->request_put, lk);
 			break;
 		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
@@ -149,7 +158,7 @@ static int ops_check(const struct auth_cache *c, const char *user, uint64_t revi
 							     op->request_delete_range);
 			break;
 		case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN:
-			if (op->request_txn)
+			if (op->request_txn && !etcd34)
 				rc = auth_check_txn(c, user, revision, op->request_txn, lk);
 			break;
 		default:
@@ -159,8 +168,9 @@ static int ops_check(const struct auth_cache *c, const char *user, uint64_t revi
 	return rc;
 }
 
-int auth_check_txn(const struct auth_cache *c, const char *user, uint64_t revision,
-		   const Etcdserverpb__TxnRequest *r, const struct auth_lease_keys *lk)
+static int txn_check(const struct auth_cache *c, const char *user, uint64_t revision,
+		     const Etcdserverpb__TxnRequest *r, const struct auth_lease_keys *lk,
+		     bool etcd34)
 {
 	int rc = 0;
 	for (size_t i = 0; i < r->n_compare && rc == 0; i++)
@@ -169,10 +179,22 @@ int auth_check_txn(const struct auth_cache *c, const char *user, uint64_t revisi
 					   r->compare[i]->key.len, r->compare[i]->range_end.data,
 					   r->compare[i]->range_end.len);
 	if (rc == 0)
-		rc = ops_check(c, user, revision, r->success, r->n_success, lk);
+		rc = ops_check(c, user, revision, r->success, r->n_success, lk, etcd34);
 	if (rc == 0)
-		rc = ops_check(c, user, revision, r->failure, r->n_failure, lk);
+		rc = ops_check(c, user, revision, r->failure, r->n_failure, lk, etcd34);
 	return rc;
+}
+
+int auth_check_txn(const struct auth_cache *c, const char *user, uint64_t revision,
+		   const Etcdserverpb__TxnRequest *r, const struct auth_lease_keys *lk)
+{
+	return txn_check(c, user, revision, r, lk, false);
+}
+
+int auth_check_txn_applied(const struct auth_cache *c, const char *user, uint64_t revision,
+			   const Etcdserverpb__TxnRequest *r)
+{
+	return txn_check(c, user, revision, r, NULL, true);
 }
 
 int auth_check_lease_revoke(const struct auth_cache *c, const char *user, uint64_t revision,

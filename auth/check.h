@@ -94,9 +94,22 @@ int auth_check_put(const struct auth_cache *c, const char *user, uint64_t revisi
 int auth_check_delete_range(const struct auth_cache *c, const char *user, uint64_t revision,
 			    const Etcdserverpb__DeleteRangeRequest *r);
 /* Txn: READ on the range of every compare, then every op of success and
- * failure as above, nested Txns alike. */
+ * failure as above, nested Txns alike. The check before a proposal. */
 int auth_check_txn(const struct auth_cache *c, const char *user, uint64_t revision,
 		   const Etcdserverpb__TxnRequest *r, const struct auth_lease_keys *lk);
+/*
+ * Txn as etcd 3.4 checks it when it applies one (checkTxnReqsPermission):
+ * READ on every compare; in each branch a Range's READ, a Put's WRITE on
+ * its key alone (neither its prev_kv nor its lease's keys), a
+ * DeleteRange's as above, and nothing for a nested Txn. Every member of a
+ * cluster must reach the same decision on an entry, etcd 3.4 members too,
+ * so stored checks an applied Txn with this rule and never a stricter one:
+ * refusing at apply what an etcd member applies would leave the members'
+ * data apart. The stricter auth_check_txn refuses such a Txn before it is
+ * proposed, where refusing is a member's own business.
+ */
+int auth_check_txn_applied(const struct auth_cache *c, const char *user, uint64_t revision,
+			   const Etcdserverpb__TxnRequest *r);
 /* LeaseRevoke: WRITE on every key attached to the lease. */
 int auth_check_lease_revoke(const struct auth_cache *c, const char *user, uint64_t revision,
 			    const Etcdserverpb__LeaseRevokeRequest *r,

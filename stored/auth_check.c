@@ -75,7 +75,7 @@ int stored_auth_check_request(const struct stored_auth_check *ac,
 	if (req->delete_range)
 		return auth_check_delete_range(c, user, rev, req->delete_range);
 	if (req->txn)
-		return auth_check_txn(c, user, rev, req->txn, &lk);
+		return auth_check_txn_applied(c, user, rev, req->txn);
 	if (req->lease_revoke)
 		return auth_check_lease_revoke(c, user, rev, req->lease_revoke, &lk);
 	return 0;

@@ -14,8 +14,10 @@
  *   Put                      WRITE on its key, READ too with prev_kv,
  *                            WRITE on every key attached to its lease
  *   DeleteRange              WRITE on its range, READ too with prev_kv
- *   Txn                      READ on every compare's range, every op of
- *                            both branches as above, nested Txns alike
+ *   Txn                      as etcd 3.4 applies one (auth_check_txn_applied):
+ *                            READ on every compare's range, a branch's
+ *                            Range and DeleteRange as above, its Put WRITE
+ *                            on the key alone, a nested Txn not looked into
  *   LeaseRevoke              WRITE on every key attached to the lease
  * and nothing else here (etcd checks no Compaction, LeaseGrant, Alarm or
  * Authenticate at apply; the auth store's own requests, and the tokens an

@@ -411,6 +411,13 @@ static void test_fixed(void)
 	txn.success = nops;
 	T_CHECK(auth_check_txn(c, "u", 5, &txn, NULL) == AUTH_ERR_PERMISSION_DENIED);
 	T_CHECK(auth_check_txn(c, "root", 5, &txn, NULL) == 0);
+	/* ...except as etcd 3.4 applies a Txn: a nested one is not looked
+	 * into, a Put of a branch is */
+	T_CHECK(auth_check_txn_applied(c, "u", 5, &txn) == 0);
+	txn.success = ops;
+	T_CHECK(auth_check_txn_applied(c, "u", 5, &txn) == AUTH_ERR_PERMISSION_DENIED);
+	T_CHECK(auth_check_txn_applied(c, "u", 4, &txn) == AUTH_ERR_OLD_REVISION);
+	txn.success = nops;
 	/* LeaseTimeToLive with keys needs a user even for a lease with none */
 	Etcdserverpb__LeaseTimeToLiveRequest ttl = ETCDSERVERPB__LEASE_TIME_TO_LIVE_REQUEST__INIT;
 	ttl.id = 9;

@@ -204,6 +204,31 @@ static void txn(struct fixture *f, const char *cmp, const char *put_key, const c
 	want(&r, err);
 }
 
+/* A Txn with no compare whose success branch is a Txn putting put_key. */
+static void txn_nested(struct fixture *f, const char *put_key, const char *user, uint64_t rev,
+		       int err)
+{
+	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
+	Etcdserverpb__TxnRequest t = ETCDSERVERPB__TXN_REQUEST__INIT, in = t;
+	Etcdserverpb__RequestOp so = ETCDSERVERPB__REQUEST_OP__INIT, *sv[1] = { &so };
+	Etcdserverpb__RequestOp io = ETCDSERVERPB__REQUEST_OP__INIT, *iv[1] = { &io };
+	Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+	struct stored_apply_result r;
+
+	p.key = tb(put_key);
+	io.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+	io.request_put = &p;
+	in.n_success = 1;
+	in.success = iv;
+	so.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN;
+	so.request_txn = &in;
+	t.n_success = 1;
+	t.success = sv;
+	req.txn = &t;
+	fx_apply(f, &req, user, rev, &r);
+	want(&r, err);
+}
+
 static void lease_grant(struct fixture *f, int64_t id)
 {
 	Etcdserverpb__InternalRaftRequest req = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
@@ -458,6 +483,11 @@ static void test_request_kinds(void)
 	txn(&f, "x", "k3", "k4", "alice", rv, AUTH_ERR_PERMISSION_DENIED);
 	txn(&f, "k3", "l3", "k4", "alice", rv, AUTH_ERR_PERMISSION_DENIED);
 	txn(&f, "k3", "k3", "x", "alice", rv, AUTH_ERR_PERMISSION_DENIED);
+	/* but as etcd 3.4 applies a Txn, so that its members and these agree:
+	 * a nested Txn is not looked into (its Put of x applies), while a Put
+	 * in a branch still needs WRITE on its key */
+	txn_nested(&f, "x", "alice", rv, 0);
+	txn(&f, "k3", "l1", "k4", "alice", rv, AUTH_ERR_PERMISSION_DENIED);
 
 	/* leases: a key attached that alice may not write keeps her from
 	 * revoking the lease and from attaching more keys to it */
