@@ -12,7 +12,8 @@
 #   TEST        a test name (run alone, as -test.run '^TEST$')
 #
 # Environment: CETCD_BIN (default build/bin), E2E_CACHE (where e2e.test
-# and Go's build cache live; default ~/.cache/cetcd-e2e).
+# and Go's build cache live; default ~/.cache/cetcd-e2e), E2E_LOCK (the
+# lock that keeps runs on one machine apart; default /tmp/cetcd-e2e.lock).
 # Each test runs alone in its own process, so a test that hangs costs its
 # time budget and no more. Prints one line per test and a summary; exits
 # 1 if any test failed (unless -k), 77 if the suite cannot be built here.
@@ -44,6 +45,12 @@ command -v go >/dev/null || skip "go is not installed (Debian package golang-go)
 [[ -d $suite ]] || skip "etcd's e2e suite is missing (Debian package golang-etcd-server-dev)"
 [[ -x /usr/bin/etcdctl ]] || skip "etcdctl is missing (Debian package etcd-client)"
 [[ -x $bin/cetcd ]] || { echo "e2e: $bin/cetcd is not built" >&2; exit 2; }
+
+# etcd's suite listens on fixed ports (2379, 2380, 20000 and up) and
+# shares the cache: one run per machine at a time, a second one waits for
+# the first (E2E_LOCK names the lock file)
+exec 9>"${E2E_LOCK:-${TMPDIR:-/tmp}/cetcd-e2e.lock}"
+flock 9 || { echo "e2e: cannot lock ${E2E_LOCK:-${TMPDIR:-/tmp}/cetcd-e2e.lock}" >&2; exit 2; }
 
 # e2e.test, rebuilt when Debian's sources change
 mkdir -p "$cache"
