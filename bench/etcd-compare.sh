@@ -62,6 +62,20 @@
 #   its seconds, the snapshot's size, p99s during and before; both run one
 #   round per server (a db defragmented once has nothing left to move);
 #   one write + fdatasync on the data dir's disk, the latency floor;
+#   TLS (tls_put, tls_range_s, tls_h2_range_s, tls_h2_put, tls_conns):
+#   a second cetcd and etcd (NAME+tls) with https client URLs and the
+#   same certificates (an ECDSA P-256 CA, server and client certificates
+#   made with openssl in the work dir): the benchmark tool's put and
+#   serializable range with --cacert/--cert/--key, h2load's serializable
+#   Range and Put (ALPN h2), each with the server's CPU time per request,
+#   and tls_conns: new TLS connections a second, h2load opening
+#   BENCH_TLS_CONNS (200) connections at once that each do one Range,
+#   repeated, with the server's and h2load's CPU time per connection;
+#   auth (auth_put, auth_range_s): a cetcd and an etcd (NAME+auth) with
+#   auth enabled (root, and a user bench with readwrite on the keys the
+#   tool uses; simple token), the benchmark tool's put and serializable
+#   range as bench, alternated with the same run against the servers
+#   without auth, so that each server's "with / without auth" is printed;
 #   with 3 members, the time from SIGKILL of the leader (every process of
 #   that member) to the next acknowledged put through another member,
 #   the median of 5 (the member is restarted in between).
@@ -141,26 +155,43 @@ free_port() {
 
 # start_member KIND I: member I of the current cluster (flags in margs).
 start_member() {
-  local kind=$1 i=$2
+  local name=$1 kind=${1%%+*} i=$2
   if [[ $kind != etcd ]]; then
     local extra="BENCH_FLAGS_$kind" other="BENCH_BUILD_$kind"
-    setsid "${srv_pin[@]}" "${!other:-$build}/bin/cetcd" ${margs[i]} ${!extra:-} >>"$work/$kind.$i.log" 2>&1 &
+    setsid "${srv_pin[@]}" "${!other:-$build}/bin/cetcd" ${margs[i]} ${!extra:-} >>"$work/$name.$i.log" 2>&1 &
   else
-    setsid "${srv_pin[@]}" etcd ${margs[i]} >>"$work/$kind.$i.log" 2>&1 &
+    setsid "${srv_pin[@]}" etcd ${margs[i]} >>"$work/$name.$i.log" 2>&1 &
   fi
   server_pids[i]=$!
 }
 
+# The current server's client scheme (https for a NAME+tls server), the
+# flags etcdctl needs for it (TLS files, auth's root user) and those the
+# benchmark tool needs (TLS files, auth's bench user).
+scheme=http ctl_args=() tool_args=()
+ctl() { ETCDCTL_API=3 etcdctl "${ctl_args[@]}" "$@"; }
+
 # ready EP: a put through EP is acknowledged.
 ready() {
-  ETCDCTL_API=3 etcdctl --endpoints "$1" --command-timeout 1s put bench-ready 1 >/dev/null 2>&1
+  ctl --endpoints "$1" --command-timeout 1s put bench-ready 1 >/dev/null 2>&1
 }
 
 # start_server NAME: starts cetcd or etcd ($members members) on fresh
 # ports and data dirs; sets server_pids, endpoints (all), endpoint (the
-# leader's).
+# leader's). NAME+tls: client URLs https with the certificates of
+# make_certs; NAME+auth: set up by auth_setup once it answers, with
+# --bcrypt-cost 4 (etcd's least), so that the benchmark tool's logins, one
+# a connection, weigh little in the CPU time per request.
 start_server() {
-  local name=$1 i initial="" cports=() pports=()
+  local name=$1 i initial="" cports=() pports=() extra=""
+  scheme=http ctl_args=() tool_args=()
+  if [[ $name == *+tls ]]; then
+    scheme=https
+    extra="--cert-file $work/tls/server.crt --key-file $work/tls/server.key"
+    ctl_args=(--cacert "$work/tls/ca.crt" --cert "$work/tls/client.crt" --key "$work/tls/client.key")
+    tool_args=("${ctl_args[@]}")
+  fi
+  [[ $name != *+auth ]] || extra="--bcrypt-cost 4"
   for ((i = 0; i < members; i++)); do
     cports[i]=$(free_port); pports[i]=$(free_port)
     initial+="${initial:+,}m$i=http://127.0.0.1:${pports[i]}"
@@ -169,7 +200,7 @@ start_server() {
   endpoints=""
   for ((i = 0; i < members; i++)); do
     margs[i]="--name m$i --data-dir $work/$name.data.$i
-      --listen-client-urls http://127.0.0.1:${cports[i]} --advertise-client-urls http://127.0.0.1:${cports[i]}
+      --listen-client-urls $scheme://127.0.0.1:${cports[i]} --advertise-client-urls $scheme://127.0.0.1:${cports[i]} $extra
       --listen-peer-urls http://127.0.0.1:${pports[i]} --initial-advertise-peer-urls http://127.0.0.1:${pports[i]}
       --initial-cluster $initial --log-level error"
     start_member "$name" "$i"
@@ -183,6 +214,7 @@ start_server() {
       local li
       li=$(leader_of) || return 1
       endpoint=${member_eps[li]}
+      [[ $name != *+auth ]] || auth_setup || return 1
       return 0
     fi
     sleep 0.2
@@ -199,7 +231,7 @@ leader_of() {
   ((members == 1)) && { echo 0; return 0; }
   for _ in $(seq 200); do
     for ((i = 0; i < members; i++)); do
-      if ETCDCTL_API=3 etcdctl --endpoints "${member_eps[i]}" --dial-timeout 500ms --command-timeout 1s endpoint status -w json 2>/dev/null |
+      if ctl --endpoints "${member_eps[i]}" --dial-timeout 500ms --command-timeout 1s endpoint status -w json 2>/dev/null |
         python3 -c 'import json,sys; v=json.load(sys.stdin); d=v[0]["Status"] if v else {}; sys.exit(0 if d and d["leader"] == d["header"]["member_id"] else 1)'; then
         echo "$i"; return 0
       fi
@@ -265,7 +297,7 @@ server_ticks() {
 bench_section=""
 bench_tool() {
   local out
-  out=$("${cli_pin[@]}" "$bench" --endpoints "$endpoints" --precise "$@" 2>&1 | tr -d '\r')
+  out=$("${cli_pin[@]}" "$bench" --endpoints "$endpoints" "${tool_args[@]}" --precise "$@" 2>&1 | tr -d '\r')
   [[ -z $bench_section ]] || out=$(awk -v s="$bench_section" 'index($0, s) { on = 1 } on' <<<"$out")
   local qps p99 avg
   qps=$(awk '/Requests\/sec:/ {print $2}' <<<"$out")
@@ -305,15 +337,19 @@ grpc_body() {
 open(sys.argv[1], "wb").write(b"\0" + len(b).to_bytes(4, "big") + b)' "$1" "$2"
 }
 
+# h2_alpn: over TLS, h2load offers ALPN h2 alone, as gRPC clients do
+# (cetcd picks http/1.1 for a client that offers both).
+h2_alpn() { [[ $scheme != https ]] || echo --npn-list=h2; }
+
 # h2_run PATH BODY: h2load with 100 connections x 10 streams; prints
 # "qps cpu_us_per_req ok_fraction".
 h2_run() {
   local path=$1 body=$2 t0 t1 out qps ok clk
   clk=$(getconf CLK_TCK)
   t0=$(server_ticks)
-  out=$("${cli_pin[@]}" h2load -n "$h2_total" -c 100 -m 10 -d "$body" \
+  out=$("${cli_pin[@]}" h2load $(h2_alpn) -n "$h2_total" -c 100 -m 10 -d "$body" \
         -H 'content-type: application/grpc' -H 'te: trailers' \
-        "http://$endpoint$path" 2>&1)
+        "$scheme://$endpoint$path" 2>&1)
   t1=$(server_ticks)
   qps=$(awk '/^finished in/ {gsub(",", "", $4); print $4}' <<<"$out")
   ok=$(awk '/^requests:/ {for (i=1;i<=NF;i++) if ($(i+1)=="succeeded,") print $i}' <<<"$out")
@@ -381,7 +417,7 @@ json_range=$work/range.json; json_put=$work/put.json
 printf '{"key":"Zm9v","serializable":true}' >"$json_range"
 printf '{"key":"Zm9v","value":"%s"}' "$(head -c 256 /dev/zero | tr '\0' a | base64 -w0)" >"$json_put"
 
-declare -A R S_PIDS S_EPS S_EP S_MARGS
+declare -A R S_PIDS S_EPS S_EP S_MARGS S_SCHEME S_CTL S_TOOL
 servers=${BENCH_SERVERS:-cetcd etcd}
 rounds=${BENCH_ROUNDS:-3}
 
@@ -391,12 +427,16 @@ rounds=${BENCH_ROUNDS:-3}
 # a shared machine falls on both sides alike.
 save_server() {
   S_PIDS[$1]="${server_pids[*]}"; S_EPS[$1]=$endpoints; S_EP[$1]=$endpoint
+  S_SCHEME[$1]=$scheme S_CTL[$1]="${ctl_args[*]}" S_TOOL[$1]="${tool_args[*]}"
   local i
   for i in "${!margs[@]}"; do S_MARGS[$1.$i]=${margs[i]}; done
 }
 use_server() {
   read -r -a server_pids <<<"${S_PIDS[$1]}"
   endpoints=${S_EPS[$1]}; endpoint=${S_EP[$1]}; member_eps=(${endpoints//,/ })
+  scheme=${S_SCHEME[$1]}
+  read -r -a ctl_args <<<"${S_CTL[$1]}"
+  read -r -a tool_args <<<"${S_TOOL[$1]}"
   local i
   margs=()
   for ((i = 0; i < members; i++)); do margs[i]=${S_MARGS[$1.$i]}; done
@@ -414,10 +454,10 @@ trap 'scrape_end; stop_all; rm -rf "$work"' EXIT
 # CPUs) until scrape_end; counts the scrapes that failed in $work/scrape.err.
 scrape_pid=""
 scrape_begin() {
-  local own="BENCH_SCRAPE_$1"
+  local own="BENCH_SCRAPE_${1%%+*}"
   [[ ${BENCH_SCRAPE:-} == 1 || ${!own:-} == 1 ]] || return 0
   ( while :; do
-      "${cli_pin[@]}" curl -sf -o /dev/null "http://$endpoint/metrics" || echo "$1" >>"$work/scrape.err"
+      "${cli_pin[@]}" curl -sfk -o /dev/null "$scheme://$endpoint/metrics" || echo "$1" >>"$work/scrape.err"
       sleep 1
     done ) &
   scrape_pid=$!
@@ -459,10 +499,70 @@ measure() {
   echo "etcd-compare: $name done" >&2
 }
 
+# wants NAME...: one of the workloads is selected (BENCH_WORKLOADS).
+wants() {
+  local n
+  [[ -z ${BENCH_WORKLOADS:-} ]] && return 0
+  for n; do [[ " $BENCH_WORKLOADS " == *" $n "* ]] && return 0; done
+  return 1
+}
+
+# make_certs: in $work/tls, a CA (ECDSA P-256), a server certificate for
+# 127.0.0.1 and localhost and a client certificate, both signed by it;
+# the same files serve every server.
+make_certs() {
+  local d=$work/tls n
+  mkdir -p "$d"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=bench-ca -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >"$d/server.ext"
+  printf 'extendedKeyUsage=clientAuth\n' >"$d/client.ext"
+  for n in server client; do
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=bench-$n" \
+      -keyout "$d/$n.key" -out "$d/$n.csr" 2>/dev/null
+    openssl x509 -req -in "$d/$n.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+      -extfile "$d/$n.ext" -out "$d/$n.crt" 2>/dev/null
+  done
+}
+
+# auth_setup: on the server just started (endpoint), users root and bench
+# (password = name + "pw"), a role bench with readwrite on the prefixes
+# "foo" and "\0" (the benchmark tool's put keys with --key-space-size 1
+# are 8 zero bytes; granted through the JSON gateway, as etcdctl cannot
+# pass a NUL), then auth enabled; etcdctl acts as root, the benchmark
+# tool as bench.
+auth_setup() {
+  local ep=$endpoint
+  { ctl --endpoints "$ep" user add root:rootpw &&
+    ctl --endpoints "$ep" user add bench:benchpw &&
+    ctl --endpoints "$ep" role add bench &&
+    ctl --endpoints "$ep" user grant-role bench bench &&
+    ctl --endpoints "$ep" role grant-permission bench readwrite foo --prefix &&
+    curl -sf "$scheme://$ep/v3/auth/role/grant" \
+      -d '{"name":"bench","perm":{"permType":"READWRITE","key":"AA==","range_end":"AQ=="}}' &&
+    ctl --endpoints "$ep" auth enable; } >>"$work/auth-setup.log" 2>&1 ||
+    { echo "etcd-compare: auth setup failed on $ep: $(tail -3 "$work/auth-setup.log")" >&2; return 1; }
+  # Auth must now refuse a put with no user, or the runs measure nothing.
+  if ctl --endpoints "$ep" --command-timeout 2s put foo bar >>"$work/auth-setup.log" 2>&1; then
+    echo "etcd-compare: $ep took a put with no user after auth enable" >&2; return 1
+  fi
+  ctl_args+=(--user root:rootpw)
+  tool_args+=(--user bench:benchpw)
+}
+
+# The variants: NAME+tls for each server when a tls_ workload is
+# selected, NAME+auth when an auth_ one is.
+tls_servers="" auth_servers=""
 for server in $servers; do
+  wants tls_put tls_range_s tls_h2_range_s tls_h2_put tls_conns && tls_servers+="${tls_servers:+ }$server+tls"
+  wants auth_put auth_range_s && auth_servers+="${auth_servers:+ }$server $server+auth"
+done
+[[ -z $tls_servers ]] || make_certs
+for server in $servers $tls_servers $auth_servers; do
+  [[ -z ${S_PIDS[$server]:-} ]] || continue
   echo "etcd-compare: starting $server" >&2
   start_server "$server"
-  ETCDCTL_API=3 etcdctl --endpoints "$endpoint" put foo bar >/dev/null
+  ctl --endpoints "$endpoint" put foo bar >/dev/null
   save_server "$server"
 done
 measure put "put_qps put_p99 _ _ put_cpu" bench_tool_cpu "$total" --conns 100 --clients 1000 \
@@ -722,6 +822,51 @@ measure h2_range_l "h2_range_l_qps h2_range_l_cpu h2_range_l_ok" h2_run /etcdser
 measure h2_put "h2_put_qps h2_put_cpu h2_put_ok" h2_run /etcdserverpb.KV/Put "$put"
 measure json_range "json_range_qps json_range_cpu json_range_ok" json_run /v3/kv/range "$json_range"
 measure json_put "json_put_qps json_put_cpu json_put_ok" json_run /v3/kv/put "$json_put"
+
+# tls_conn_run: new TLS connections a second: h2load, $reps times, with
+# $tls_conns connections at once, each doing its handshake (ALPN h2) and
+# one serializable Range; prints "conns_per_s server_cpu_us_per_conn
+# client_cpu_us_per_conn ok_fraction" (the rate from h2load's own
+# times, start of connecting to the last answer, summed over the runs;
+# the client's CPU is h2load's, from /usr/bin/time).
+tls_conns=${BENCH_TLS_CONNS:-200}
+tls_conn_run() {
+  local reps=$(( total / 2000 < 5 ? 5 : total / 2000 )) k t0 t1 out clk secs=0 ok=0 cli
+  clk=$(getconf CLK_TCK)
+  rm -f "$work/h2load.time"
+  t0=$(server_ticks)
+  for ((k = 0; k < reps; k++)); do
+    out=$("${cli_pin[@]}" /usr/bin/time -a -o "$work/h2load.time" -f "%U %S" \
+          h2load $(h2_alpn) -n "$tls_conns" -c "$tls_conns" -m 1 -d "$range_s" \
+          -H 'content-type: application/grpc' -H 'te: trailers' \
+          "$scheme://$endpoint/etcdserverpb.KV/Range" 2>&1)
+    [[ $k != 0 ]] || echo "etcd-compare: tls_conns: $(grep -E '^(TLS Protocol|Cipher|Server Temp Key|Application protocol):' <<<"$out" | tr '\n' ' ')" >&2
+    secs=$(awk -v s="$secs" -v c="$tls_conns" '/^finished in/ { gsub(",", "", $4); print s + ($4 > 0 ? c / $4 : 0) }' <<<"$out")
+    ok=$(( ok + $(awk '/^requests:/ {for (i=1;i<=NF;i++) if ($(i+1)=="succeeded,") print $i}' <<<"$out") ))
+  done
+  t1=$(server_ticks)
+  cli=$(awk '{ s += $1 + $2 } END { print s + 0 }' "$work/h2load.time")
+  awk -v s="$secs" -v n=$(( reps * tls_conns )) -v d=$(( t1 - t0 )) -v clk="$clk" -v cli="$cli" -v ok="$ok" \
+    'BEGIN { printf "%.0f %.1f %.1f %.3f\n", (s > 0 ? n / s : 0), d / clk / n * 1e6, cli / n * 1e6, ok / n }'
+}
+# TLS: the same workloads against NAME+tls (https client URLs, the same
+# certificates for every server; the benchmark tool gets --cacert, --cert
+# and --key, h2load negotiates h2 by ALPN).
+servers=$tls_servers measure tls_put "tls_put_qps tls_put_p99 _ _ tls_put_cpu" bench_tool_cpu "$total" \
+  --conns 100 --clients 1000 put --key-size 8 --sequential-keys --total "$total" --val-size 256
+servers=$tls_servers measure tls_range_s "tls_range_s_qps _ _ _ tls_range_s_cpu" bench_tool_cpu "$total" \
+  --conns 100 --clients 1000 range foo --consistency s --total "$total"
+servers=$tls_servers measure tls_h2_range_s "tls_h2_range_s_qps tls_h2_range_s_cpu tls_h2_range_s_ok" \
+  h2_run /etcdserverpb.KV/Range "$range_s"
+servers=$tls_servers measure tls_h2_put "tls_h2_put_qps tls_h2_put_cpu tls_h2_put_ok" h2_run /etcdserverpb.KV/Put "$put"
+servers=$tls_servers measure tls_conns "tls_conns_qps tls_conns_cpu tls_conns_client_cpu tls_conns_ok" tls_conn_run
+# Auth: put and serializable range through the benchmark tool as user
+# bench (simple token), against NAME+auth and, in the same alternation,
+# NAME without auth.
+servers=$auth_servers measure auth_put "auth_put_qps auth_put_p99 _ auth_put_errors auth_put_cpu" bench_tool_cpu \
+  "$total" --conns 100 --clients 1000 put --key-size 8 --sequential-keys --total "$total" --val-size 256
+servers=$auth_servers measure auth_range_s "auth_range_s_qps auth_range_s_p99 _ auth_range_s_errors auth_range_s_cpu" \
+  bench_tool_cpu "$total" --conns 100 --clients 1000 range foo --consistency s --total "$total"
 if ((members > 1)); then
   for server in $servers; do
     use_server "$server"
@@ -760,6 +905,26 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
   row "$k$unit" "${vals[@]}"
 done
 row "fdatasync_floor (us)" "$fsync_us"
+if [[ -n $tls_servers$auth_servers ]]; then
+  row "with TLS / auth" "${cols[@]}"
+  for k in tls_put_qps tls_put_p99 tls_put_cpu tls_range_s_qps tls_range_s_cpu tls_h2_range_s_qps tls_h2_range_s_cpu \
+           tls_h2_range_s_ok tls_h2_put_qps tls_h2_put_cpu tls_h2_put_ok tls_conns_qps tls_conns_cpu \
+           tls_conns_client_cpu tls_conns_ok; do
+    [[ -n $tls_servers ]] || break
+    vals=()
+    for server in "${cols[@]}"; do vals+=("${R[$server+tls.$k]:-0}"); done
+    row "$k" "${vals[@]}"
+  done
+  for k in put_qps put_p99 put_cpu put_errors range_s_qps range_s_p99 range_s_cpu range_s_errors; do
+    [[ -n $auth_servers ]] || break
+    vals=() plain=()
+    for server in "${cols[@]}"; do
+      vals+=("${R[$server+auth.auth_$k]:-0}") plain+=("${R[$server.auth_$k]:-0}")
+    done
+    row "auth_$k" "${vals[@]}"
+    row "  without auth" "${plain[@]}"
+  done
+fi
 [[ -s $work/scrape.err ]] &&
   echo "etcd-compare: scrapes of /metrics that failed, per server: $(sort "$work/scrape.err" | uniq -c | tr -s ' \n' ' ')" >&2
 if [[ -n ${R[floor.0.p99]:-} ]]; then
@@ -799,4 +964,16 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "defrag_range_p99_ratio=$(ratio "${R[cetcd.defrag_range_during_p99]:-0}" "${R[etcd.defrag_range_during_p99]:-0}")" \
   "snapshot_s_ratio=$(ratio "${R[cetcd.snapshot_s]:-0}" "${R[etcd.snapshot_s]:-0}")" \
   "snapshot_put_p99_ratio=$(ratio "${R[cetcd.snapshot_put_during_p99]:-0}" "${R[etcd.snapshot_put_during_p99]:-0}")" \
+  "tls_h2_range_s_qps_ratio=$(ratio "${R[cetcd+tls.tls_h2_range_s_qps]:-0}" "${R[etcd+tls.tls_h2_range_s_qps]:-0}")" \
+  "tls_h2_put_qps_ratio=$(ratio "${R[cetcd+tls.tls_h2_put_qps]:-0}" "${R[etcd+tls.tls_h2_put_qps]:-0}")" \
+  "tls_cpu_per_range_s_ratio=$(ratio "${R[cetcd+tls.tls_h2_range_s_cpu]:-0}" "${R[etcd+tls.tls_h2_range_s_cpu]:-0}")" \
+  "tls_cpu_per_put_ratio=$(ratio "${R[cetcd+tls.tls_h2_put_cpu]:-0}" "${R[etcd+tls.tls_h2_put_cpu]:-0}")" \
+  "tls_put_qps_ratio=$(ratio "${R[cetcd+tls.tls_put_qps]:-0}" "${R[etcd+tls.tls_put_qps]:-0}")" \
+  "tls_range_s_qps_ratio=$(ratio "${R[cetcd+tls.tls_range_s_qps]:-0}" "${R[etcd+tls.tls_range_s_qps]:-0}")" \
+  "tls_conns_ratio=$(ratio "${R[cetcd+tls.tls_conns_qps]:-0}" "${R[etcd+tls.tls_conns_qps]:-0}")" \
+  "tls_cpu_per_conn_ratio=$(ratio "${R[cetcd+tls.tls_conns_cpu]:-0}" "${R[etcd+tls.tls_conns_cpu]:-0}")" \
+  "cetcd_auth_put_ratio=$(ratio "${R[cetcd+auth.auth_put_qps]:-0}" "${R[cetcd.auth_put_qps]:-0}")" \
+  "etcd_auth_put_ratio=$(ratio "${R[etcd+auth.auth_put_qps]:-0}" "${R[etcd.auth_put_qps]:-0}")" \
+  "cetcd_auth_range_s_ratio=$(ratio "${R[cetcd+auth.auth_range_s_qps]:-0}" "${R[cetcd.auth_range_s_qps]:-0}")" \
+  "etcd_auth_range_s_ratio=$(ratio "${R[etcd+auth.auth_range_s_qps]:-0}" "${R[etcd.auth_range_s_qps]:-0}")" \
   "members=$members"
