@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "auth/bcrypt.h"
+#include "auth/check.h"
 #include "auth/alloc.h"
 #include "auth/jwt.h"
 #include "auth/token.h"
@@ -17,6 +18,8 @@
 #include "authpb/auth.pb-c.h"
 #include "base/log/log.h"
 #include "stored/apply.h"
+#include "stored/auth_check.h"
+#include "stored/auth_db.h"
 #include "stored/btree/btree.h"
 #include "stored/mvcc/schema.h"
 #include "shm/tokens.h"
@@ -78,6 +81,10 @@ struct auth_ctx {
 	uint64_t index;           /* the entry's Raft index */
 	ProtobufCMessage *resp;   /* the answer, for the requests that fill it */
 	const char *me;           /* the header's user name, or "" */
+	/* the permissions the admin checks read (auth/check.h), as of the
+	 * buckets: stored's cache (au->check), else own's */
+	const struct auth_cache *perms;
+	struct auth_cache *own;
 };
 
 static void *auth_pb_alloc(void *arena, size_t size)
@@ -98,6 +105,8 @@ static int auth_ctx_open(struct auth_ctx *c, struct btree_txn *t, struct stored_
 	int rc;
 
 	c->au = au;
+	c->perms = NULL;
+	c->own = NULL;
 	c->a = a;
 	c->al = (ProtobufCAllocator){ .alloc = auth_pb_alloc, .free = auth_pb_free,
 				      .allocator_data = a };
@@ -290,22 +299,6 @@ static int auth_roles_without(struct auth_ctx *c, Authpb__User *u, const char *r
 }
 
 /* ---- the requests ---- */
-
-/* etcd's IsAdminPermitted for the request's header. */
-static int auth_admin(struct auth_ctx *c, const Etcdserverpb__RequestHeader *h)
-{
-	const char *name = h && h->username ? h->username : "";
-	Authpb__User *u;
-	int rc;
-
-	if (!c->au->enabled)
-		return 0;
-	if (!*name)
-		return AUTH_ERR_USER_EMPTY;
-	if ((rc = auth_need_user(c, name, &u)))
-		return rc;
-	return auth_has_role_sorted(u, AUTH_ROOT) ? 0 : AUTH_ERR_PERMISSION_DENIED;
-}
 
 /* A password's hash: etcd 3.5's hashedPassword as it came, or hashed here
  * from the password at the store's cost (into the arena). */
@@ -705,19 +698,6 @@ static int auth_role_delete(struct auth_ctx *c, const Etcdserverpb__InternalRaft
 	return 0;
 }
 
-/* Whether user name holds role (etcd's HasRole: a plain scan). */
-static int auth_user_has_role(struct auth_ctx *c, const char *name, const char *role, bool *has)
-{
-	Authpb__User *u;
-	int rc = auth_get_user(c, name, strlen(name), &u);
-
-	*has = false;
-	for (size_t i = 0; rc == 0 && u && i < u->n_roles; i++)
-		if (strcmp(u->roles[i], role) == 0)
-			*has = true;
-	return rc;
-}
-
 /* The response of type d, zeroed, in the arena. */
 static ProtobufCMessage *auth_resp(struct auth_ctx *c, const ProtobufCMessageDescriptor *d)
 {
@@ -728,20 +708,9 @@ static ProtobufCMessage *auth_resp(struct auth_ctx *c, const ProtobufCMessageDes
 	return m;
 }
 
-/* Whether req needs a root user while auth is enabled (etcd's
- * needAdminPermission). */
-static bool auth_needs_admin(const Etcdserverpb__InternalRaftRequest *req)
-{
-	return req->auth_enable || req->auth_disable || req->auth_user_add ||
-	       req->auth_user_delete || req->auth_user_change_password ||
-	       req->auth_user_grant_role || req->auth_user_revoke_role || req->auth_role_add ||
-	       req->auth_role_grant_permission || req->auth_role_revoke_permission ||
-	       req->auth_role_delete || req->auth_user_list || req->auth_role_list;
-}
-
 bool stored_auth_handles(const Etcdserverpb__InternalRaftRequest *req)
 {
-	return auth_needs_admin(req) || req->authenticate || req->auth_user_get ||
+	return auth_check_needs_admin(req) || req->authenticate || req->auth_user_get ||
 	       req->auth_role_get;
 }
 
@@ -832,12 +801,9 @@ static int auth_user_get(struct auth_ctx *c, const Etcdserverpb__InternalRaftReq
 	const Etcdserverpb__AuthUserGetRequest *r = req->auth_user_get;
 	Etcdserverpb__AuthUserGetResponse *out = (Etcdserverpb__AuthUserGetResponse *)c->resp;
 	Authpb__User *u;
-	int rc = auth_admin(c, req->header);
+	int rc = auth_check_user_get(c->perms, c->me, r);
 
-	/* one's own user needs no root */
-	if (rc && (!stored_auth_is_request_error(rc) || strcmp(r->name, c->me) != 0))
-		return rc;
-	if ((rc = auth_need_user(c, r->name, &u)))
+	if (rc || (rc = auth_need_user(c, r->name, &u)))
 		return rc;
 	out->roles = u->roles;
 	out->n_roles = u->n_roles;
@@ -849,20 +815,9 @@ static int auth_role_get(struct auth_ctx *c, const Etcdserverpb__InternalRaftReq
 	const Etcdserverpb__AuthRoleGetRequest *r = req->auth_role_get;
 	Etcdserverpb__AuthRoleGetResponse *out = (Etcdserverpb__AuthRoleGetResponse *)c->resp;
 	Authpb__Role *role;
-	bool has = false;
-	int rc = auth_admin(c, req->header);
+	int rc = auth_check_role_get(c->perms, c->me, r);
 
-	/* nor a role one holds */
-	if (rc && !stored_auth_is_request_error(rc))
-		return rc;
-	if (rc) {
-		int rc2 = auth_user_has_role(c, c->me, r->role, &has);
-		if (rc2 && !stored_auth_is_request_error(rc2))
-			return rc2;
-		if (!has)
-			return rc;
-	}
-	if ((rc = auth_need_role(c, r->role, &role)))
+	if (rc || (rc = auth_need_role(c, r->role, &role)))
 		return rc;
 	out->perm = role->keypermission;
 	out->n_perm = role->n_keypermission;
@@ -926,6 +881,27 @@ static const struct {
 };
 #undef AUTH_KIND
 
+/* c->perms for the admin checks: stored's permission cache, which it
+ * keeps in step with the buckets (auth_check.h), or one built from t (a
+ * record that does not decode then answers AUTH_ERR_CORRUPT). */
+static int auth_perms(struct auth_ctx *c, struct btree_txn *t)
+{
+	int rc = 0;
+
+	if (c->au->check && c->au->check->cache)
+		c->perms = c->au->check->cache;
+	else if (!(rc = auth_db_load(t, &c->own)))
+		c->perms = c->own;
+	return rc == -EUCLEAN ? AUTH_ERR_CORRUPT : rc;
+}
+
+static int auth_apply_done(struct auth_ctx *c, int rc)
+{
+	auth_cache_free(c->own);
+	c->own = NULL;
+	return rc;
+}
+
 int stored_auth_apply(struct btree_txn *t, struct stored_auth *au,
 		      const Etcdserverpb__InternalRaftRequest *req, uint64_t index,
 		      struct arena *a, ProtobufCMessage **resp,
@@ -940,8 +916,12 @@ int stored_auth_apply(struct btree_txn *t, struct stored_auth *au,
 		return rc;
 	c.index = index;
 	c.me = req->header && req->header->username ? req->header->username : "";
-	if (auth_needs_admin(req) && (rc = auth_admin(&c, req->header)))
-		return rc;
+	if (auth_check_needs_admin(req) || req->auth_user_get || req->auth_role_get) {
+		if ((rc = auth_perms(&c, t)))
+			return rc;
+		if (auth_check_needs_admin(req) && (rc = auth_check_admin(c.perms, c.me)))
+			return auth_apply_done(&c, rc);
+	}
 	for (size_t i = 0; i < sizeof(auth_kinds) / sizeof(auth_kinds[0]); i++) {
 		const ProtobufCMessageDescriptor *d = auth_kinds[i].d;
 		if (!*(void *const *)((const char *)req + auth_kinds[i].req_off))
@@ -952,7 +932,7 @@ int stored_auth_apply(struct btree_txn *t, struct stored_auth *au,
 		/* every one has its ResponseHeader as field 1 */
 		*hdr = (Etcdserverpb__ResponseHeader **)((char *)*resp +
 							 protobuf_c_message_descriptor_get_field(d, 1)->offset);
-		return auth_kinds[i].fn(&c, req);
+		return auth_apply_done(&c, auth_kinds[i].fn(&c, req));
 	}
-	return -EINVAL;
+	return auth_apply_done(&c, -EINVAL);
 }

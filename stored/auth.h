@@ -39,6 +39,7 @@
 struct btree_txn;
 struct shm_region;
 struct auth_token_opts;
+struct stored_auth_check;
 
 /* The auth store's state beside its buckets, as of the consistent index. */
 struct stored_auth {
@@ -52,6 +53,10 @@ struct stored_auth {
 	 * adds its token to, and a UserDelete, UserChangePassword or
 	 * AuthDisable takes tokens from; NULL: none */
 	struct shm_region *region;
+	/* the permission cache the admin checks read (stored/auth_check.h),
+	 * kept in step with the buckets; NULL: one is built from the write
+	 * txn for each request that needs it */
+	const struct stored_auth_check *check;
 };
 
 /* Request errors: etcd's (auth/error.h), and the apply's own where etcd

@@ -512,6 +512,7 @@ static int loop_open_db(struct stored_loop *l, const char *path, const struct st
 	l->ids.auth = &l->auth;
 	l->auth_check.lessor = l->lessor;
 	l->ids.auth_check = &l->auth_check;
+	l->auth.check = &l->auth_check;
 	return rc;
 }
 
