@@ -16,12 +16,7 @@ it_need_etcdctl
 it_need_etcd
 it_init authmixed
 
-ctl() {
-	local i=$1
-	shift
-	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$(it_cl_ep "$i")" "$@" \
-		</dev/null 2>&1 | grep -v '^{"level"' || true
-}
+ctl() { it_cl_ctl "$@"; }
 
 kinds=(etcd cetcd cetcd)
 it_cl_init authmixed 3 x

@@ -692,6 +692,15 @@ it_cl_proxy() {
 it_cl_ep() { echo "127.0.0.1:${IT_CL_CPORT[$1]}"; }
 it_cl_purl() { echo "http://127.0.0.1:${IT_CL_APORT[$1]}"; }
 it_cl_log() { echo "${IT_CL_LOG[$1]}"; }
+# it_cl_ctl I ARGS...: etcdctl ARGS at member I (2 s to dial, 10 s a
+# command), stdout and stderr without the client's JSON log lines; never
+# fails (the output is what tests read).
+it_cl_ctl() {
+	local i=$1
+	shift
+	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$(it_cl_ep "$i")" "$@" \
+		</dev/null 2>&1 | grep -v '^{"level"' || true
+}
 # it_cl_initial I...: --initial-cluster for members I... (name=peer URL).
 it_cl_initial() {
 	local i s=""
