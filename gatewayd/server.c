@@ -68,6 +68,13 @@ static const char gw_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
  * out after rafthttp's ConnReadTimeout, its gRPC connections included.
  * Not while an HTTP/1 answer is being computed or written. */
 #define GW_HANDED_READ_TIMEOUT_NS 5000000000ll
+/* A client of a TLS (or http-and-https) listener that has not finished
+ * its handshake this long after it connected is closed, so that stalled
+ * clients do not keep descriptors for good. etcd 3.4's client listener
+ * sets no limit; this is the TLS handshake timeout its own HTTP
+ * transports use (pkg/transport's TLSHandshakeTimeout). */
+#define GW_TLS_HANDSHAKE_TIMEOUT_S 10
+#define GW_TLS_HANDSHAKE_TIMEOUT_NS ((int64_t)GW_TLS_HANDSHAKE_TIMEOUT_S * 1000000000)
 
 struct gw_conn {
 	struct gw_src src;         /* kind GW_SRC_CONN, fd of the transport */
@@ -91,6 +98,9 @@ struct gw_conn {
 	int64_t read_at_ns;        /* local: when bytes last came (or an
 				    * HTTP/1 answer was given) */
 	struct dlist handed;       /* local: s->handed, ordered by read_at_ns */
+	int64_t accepted_ns;       /* when the connection came */
+	struct dlist handshaking;  /* TLS: s->handshaking until the handshake is
+				    * done (or found done at its deadline) */
 	struct dlist node;         /* s->conns */
 	struct dlist linger;       /* s->linger, while lingering */
 	struct dlist flush;        /* s->flush while listed, then s->dead */
@@ -278,6 +288,7 @@ static void gw_conn_close(struct gw_server *s, struct gw_conn *c)
 	if (c->lingering)
 		gw_linger_unlink(s, c);
 	dlist_remove(&c->handed);
+	dlist_remove(&c->handshaking);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->src.fd, NULL);
 	if (c->h2)
 		grpc_server_conn_free(c->h2);
@@ -583,7 +594,11 @@ static int gw_conn_adopt(struct gw_server *s, int fd, enum gw_listen_mode mode)
 	dlist_init(&c->linger);
 	dlist_init(&c->flush);
 	dlist_init(&c->handed);
+	dlist_init(&c->handshaking);
 	gw_handed_touch(s, c);
+	c->accepted_ns = s->now_ns;
+	if (transport_handshaking(&c->t))
+		dlist_insert_tail(&s->handshaking, &c->handshaking);
 	dlist_insert_head(&s->conns, &c->node);
 	s->conn_count++;
 	s->stats.accepted++;
@@ -953,6 +968,27 @@ static int64_t gw_handed_expire(struct gw_server *s)
 	return c ? c->read_at_ns + GW_HANDED_READ_TIMEOUT_NS : INT64_MAX;
 }
 
+/* Closes TLS connections whose handshake is not done
+ * GW_TLS_HANDSHAKE_TIMEOUT_NS after they came (logged as etcd logs a
+ * refused handshake); ones found done leave the list. Returns when the
+ * next one's time is up. */
+static int64_t gw_handshake_expire(struct gw_server *s)
+{
+	struct gw_conn *c;
+
+	while ((c = dlist_entry(dlist_first(&s->handshaking), struct gw_conn, handshaking)) &&
+	       c->accepted_ns + GW_TLS_HANDSHAKE_TIMEOUT_NS <= s->now_ns) {
+		if (!transport_handshaking(&c->t)) {
+			dlist_remove(&c->handshaking);
+			continue;
+		}
+		transport_handshake_timed_out(&c->t, GW_TLS_HANDSHAKE_TIMEOUT_S);
+		s->stats.handshake_timeouts++;
+		gw_conn_close(s, c); /* unlinks it */
+	}
+	return c ? c->accepted_ns + GW_TLS_HANDSHAKE_TIMEOUT_NS : INT64_MAX;
+}
+
 /* Takes the connections off the flush list in order, a closed one onto
  * the dead list; returns the first one still open, NULL at the end. */
 static struct gw_conn *gw_flush_take(struct gw_server *s)
@@ -1112,7 +1148,7 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     Then conc_turn: locks and elections that wait recheck the store
  *     if stored published a new revision.
  *  6. Expiries: gRPC deadlines, lingering connections, handed connections
- *     whose client fell silent.
+ *     whose client fell silent, TLS handshakes not done in time.
  *  7. gw_rings_publish: everything staged in steps 2-6 goes to raftd with
  *     one publish and at most one wake-up; the backlog first, in order.
  *  8. gw_flush_all: every connection that got output in steps 2-6, the
@@ -1173,6 +1209,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	grpc_server_expire(s->grpc);                /* 6 */
 	int64_t linger = gw_min(gw_linger_expire(s), gw_handed_expire(s));
 	linger = gw_min(linger, gw_keepalive_expire(s));
+	linger = gw_min(linger, gw_handshake_expire(s));
 	gw_rings_publish(s);                        /* 7 */
 	if (jsongw_turn(s->jsongw))                 /* 8 */
 		s->more_work = true;
@@ -1263,6 +1300,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	dlist_init(&s->dead);
 	dlist_init(&s->linger);
 	dlist_init(&s->handed);
+	dlist_init(&s->handshaking);
 	s->r = r;
 	s->slot = *slot;
 	s->cfg = p->cfg;

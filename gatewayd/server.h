@@ -192,6 +192,7 @@ struct gw_stats {
 	uint64_t watch_events;     /* events they carried */
 	uint64_t watch_held;       /* events held while their stream was backlogged */
 	uint64_t handed_timeouts;  /* handed connections closed for their silence */
+	uint64_t handshake_timeouts; /* TLS clients closed for an unfinished handshake */
 };
 
 /* What an epoll event's data.ptr points at: the first member of every
@@ -248,6 +249,8 @@ struct gw_server {
 	struct accept_backoff accept_bo; /* the listeners out of descriptors */
 	struct dlist handed;            /* connections from the local socket, the
 					 * one read longest ago first (server.c) */
+	struct dlist handshaking;       /* TLS connections, the oldest first, until
+					 * their handshake is done (server.c) */
 	bool draining;
 
 	struct grpc_server *grpc;

@@ -137,4 +137,14 @@ int transport_sniff_init(struct transport *t, int fd, struct tls_ctx *ctx);
 struct tls_conn;
 struct tls_conn *transport_tls_conn(const struct transport *t);
 
+/* Whether t still waits for its client to get through TLS: a TLS backend
+ * whose handshake is not done, or a sniffing one that has not seen the
+ * first byte. false for the descriptor backend. */
+bool transport_handshaking(const struct transport *t);
+
+/* Logs, as a refused handshake is logged ("rejected connection"), that
+ * t's client did not finish its handshake within timeout_s seconds; the
+ * caller closes t. */
+void transport_handshake_timed_out(struct transport *t, int timeout_s);
+
 #endif

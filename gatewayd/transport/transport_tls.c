@@ -249,3 +249,18 @@ struct tls_conn *transport_tls_conn(const struct transport *t)
 
 	return t->ops == &transport_tls_ops && x && x->handshaken ? x->conn : NULL;
 }
+
+bool transport_handshaking(const struct transport *t)
+{
+	const struct transport_tls *x = t->impl;
+
+	if (t->ops == &transport_sniff_ops)
+		return true;
+	return t->ops == &transport_tls_ops && x && !x->handshaken;
+}
+
+void transport_handshake_timed_out(struct transport *t, int timeout_s)
+{
+	transport_tls_rejected(t, errmsg_set(-ETIMEDOUT, "tls: handshake not done within %ds",
+					     timeout_s));
+}
