@@ -223,6 +223,11 @@ bool gw_auth_check(struct gw_server *s, struct grpc_call *call,
 	return gw_auth_run(s, call, check, arg, revision, false);
 }
 
+int gw_auth_range(const struct gw_auth_info *ai, const void *r)
+{
+	return auth_check_range(ai->cache, ai->user, ai->revision, r);
+}
+
 static int gw_auth_check_admin(const struct gw_auth_info *ai, const void *arg)
 {
 	(void)arg;

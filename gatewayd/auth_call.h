@@ -92,6 +92,10 @@ bool gw_auth_check(struct gw_server *s, struct grpc_call *call,
 		   int (*check)(const struct gw_auth_info *ai, const void *arg), const void *arg,
 		   uint64_t *revision);
 
+/* A check for gw_auth_check: READ over the range of r, a RangeRequest
+ * (auth_check_range). */
+int gw_auth_range(const struct gw_auth_info *ai, const void *r);
+
 /*
  * An admin-only call (etcd's IsAdminPermitted from the API layer): true
  * when it may go on; otherwise the call was answered. gw_auth_admin

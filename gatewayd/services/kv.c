@@ -65,11 +65,6 @@ static void kv_malformed(struct grpc_call *call)
 
 /* ---- auth: etcd's checks around a serialized read (doSerialize) ---- */
 
-static int kv_auth_range(const struct gw_auth_info *ai, const void *r)
-{
-	return auth_check_range(ai->cache, ai->user, ai->revision, r);
-}
-
 /* Txn: its compares and every op (read-only ones before the read, the
  * others before proposing them). */
 static int kv_auth_txn(const struct gw_auth_info *ai, const void *r)
@@ -84,7 +79,7 @@ static bool kv_auth_read(struct gw_server *s, struct grpc_call *call,
 			 const Etcdserverpb__RangeRequest *r, const Etcdserverpb__TxnRequest *t,
 			 uint64_t *rev)
 {
-	return r ? gw_auth_check(s, call, kv_auth_range, r, rev)
+	return r ? gw_auth_check(s, call, gw_auth_range, r, rev)
 		 : gw_auth_check(s, call, kv_auth_txn, t, rev);
 }
 

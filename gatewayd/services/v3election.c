@@ -450,6 +450,32 @@ static void resign_start(struct gw_server *s, struct grpc_call *call, const uint
 		el_leader_key_start(s, call, EL_RESIGN, r->leader, (ProtobufCBinaryData){ 0, NULL });
 }
 
+/*
+ * Leader and Observe read the election's keys, "name/" and every key
+ * under it, as etcd's election server reads them through its client with
+ * the caller's credentials (its Range of the prefix): READ over that
+ * range, or the call is answered with etcd's error and false.
+ */
+static bool el_may_read(struct gw_server *s, struct grpc_call *call, ProtobufCBinaryData name)
+{
+	Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	uint8_t *pfx;
+
+	if (!gw_auth_enabled(s))
+		return true;
+	pfx = gw_scratch(s, name.len + 1);
+	if (!pfx) {
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return false;
+	}
+	if (name.len)
+		memcpy(pfx, name.data, name.len);
+	pfx[name.len] = '/';
+	r.key = (ProtobufCBinaryData){ name.len + 1, pfx };
+	r.range_end = conc_prefix_end(s, r.key);
+	return gw_auth_check(s, call, gw_auth_range, &r, NULL);
+}
+
 static void el_read_start(struct gw_server *s, struct grpc_call *call, int kind,
 			  const uint8_t *msg, size_t len)
 {
@@ -459,8 +485,9 @@ static void el_read_start(struct gw_server *s, struct grpc_call *call, int kind,
 			: gw_unpack(s, call, &v3electionpb__leader_request__descriptor, &msg, &len);
 	struct el_op *e;
 
-	if (!r || !(e = el_new(s, call, kind, r->name, (ProtobufCBinaryData){ 0, NULL },
-			       (ProtobufCBinaryData){ 0, NULL })))
+	if (!r || !el_may_read(s, call, r->name) ||
+	    !(e = el_new(s, call, kind, r->name, (ProtobufCBinaryData){ 0, NULL },
+			 (ProtobufCBinaryData){ 0, NULL })))
 		return;
 	e->op.step = EL_READ;
 	conc_read(s, call, &e->op);

@@ -3,7 +3,7 @@
 #   1. the same etcdctl commands against a cetcd member and an etcd member
 #      (auth enabled; alice holds a prefix, a from-key and a range
 #      permission; bob none): get, put, del, txn, watch, lease grant,
-#      defrag, member add, each allowed or denied, and with no user
+#      defrag, member add, elections and locks, each allowed or denied, and with no user
 #      or a wrong password, print the same lines on both;
 #   2. a simple token through the JSON gateway (its Authorization field)
 #      works, and after --auth-token-ttl seconds unused is refused as
@@ -77,6 +77,9 @@ bob:bobpw defrag
 root:rootpw defrag
 alice:alicepw member add m2 --peer-urls http://127.0.0.1:1
 alice:alicepw lease grant 60
+root:rootpw put b/1 v13
+alice:alicepw elect b v14
+alice:alicepw lock b
 - user list'
 
 # txn bodies: a compare on a key alice may read, a put she may make, then
@@ -114,6 +117,13 @@ run_script() {
 		grep -v '^{"level"' || true
 	echo "> alice watch --prefix a/"
 	timeout 2 etcdctl --endpoints "127.0.0.1:$port" --user alice:alicepw watch --prefix a/ 2>&1 |
+		grep -v '^{"level"' || true
+	# an election's leader: hers under a/, not under b
+	echo "> alice elect -l b"
+	timeout 2 etcdctl --endpoints "127.0.0.1:$port" --user alice:alicepw elect -l b 2>&1 |
+		grep -v '^{"level"' || true
+	echo "> alice elect -l a/e"
+	timeout 2 etcdctl --endpoints "127.0.0.1:$port" --user alice:alicepw elect -l a/e 2>&1 |
 		grep -v '^{"level"' || true
 }
 

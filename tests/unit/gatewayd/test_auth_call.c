@@ -10,7 +10,8 @@
  *    an unknown token "invalid auth token" (Unauthenticated), with alice's
  *    token allowed on her prefix and denied elsewhere; a Put's proposal
  *    carries her name and the auth revision; a denied Put proposes
- *    nothing; Defragment and MemberRemove need root (Defragment refused
+ *    nothing; an election's Leader needs READ over its keys; Defragment
+ *    and MemberRemove need root (Defragment refused
  *    with the auth package's own text, as etcd's maintenance server does);
  *  - the cache follows the published auth revision: a permission granted
  *    later is seen by the next call;
@@ -30,6 +31,7 @@
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "shm/tokens.h"
 #include "stored/auth.h"
+#include "v3electionpb/v3election.pb-c.h"
 
 #define MAX_REQ (64u * 1024u)
 
@@ -278,6 +280,13 @@ static void test_enabled(void)
 	mr.id = 12345;
 	refused(call_as("/etcdserverpb.Cluster/MemberRemove", &mr.base, NULL), AUTH_ERR_USER_EMPTY);
 	no_proposal();
+
+	/* an election's leader is read over "name/": not hers under b */
+	V3electionpb__LeaderRequest lr = V3ELECTIONPB__LEADER_REQUEST__INIT;
+	lr.name.data = (uint8_t *)"b";
+	lr.name.len = 1;
+	refused(call_as("/v3electionpb.Election/Leader", &lr.base, "AAAAAAAAAAAAAAAA.7"),
+		AUTH_ERR_PERMISSION_DENIED);
 
 	/* the cache follows the auth revision: x granted to alice's role */
 	grant_perm("ra", AUTH_PB_READ, "x", "");
