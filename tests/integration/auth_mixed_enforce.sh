@@ -10,13 +10,19 @@
 #   - a Txn holding a Txn that puts a key its user may not write, sent to
 #     the etcd member, is applied by it (etcd 3.4 does not look into a
 #     nested Txn at apply), so cetcd applies it too: both members then
-#     answer the same HashKV.
-# Exits 77 when the programs, Debian's etcd, etcdctl or curl are missing.
+#     answer the same HashKV;
+#   - a second cluster with JWT tokens, the same RSA key on both members:
+#     a JWT from either member reads through the other, with the
+#     permissions of its user, and one signed by another key is refused
+#     alike.
+# Exits 77 when the programs, Debian's etcd, etcdctl, curl or openssl are
+# missing.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
 it_need_etcd
 command -v curl >/dev/null || it_skip "curl is not installed"
+command -v openssl >/dev/null || it_skip "openssl is not installed (Debian package openssl)"
 it_init authmixedenf
 
 ctl() { it_cl_ctl "$@"; }
@@ -167,5 +173,40 @@ for i in 0 1; do
 done
 check "cetcd refuses the same Txn before proposing it (beyond etcd 3.4.23)" \
 	grep -q "permission denied" <(gw 1 "$(token 1)" /v3/kv/txn "$nested")
+it_cl_stop 0 1
+
+# JWTs: another cluster, both members signing with one key
+openssl genrsa -out "$IT_TMP/jwt.key" 2048 2>/dev/null
+openssl rsa -in "$IT_TMP/jwt.key" -pubout -out "$IT_TMP/jwt.pub" 2>/dev/null
+openssl genrsa -out "$IT_TMP/other.key" 2048 2>/dev/null
+it_cl_init authmixedjwt 3 z
+IT_CL_INITIAL=$(it_cl_initial 0 1)
+jwt_flag="jwt,pub-key=$IT_TMP/jwt.pub,priv-key=$IT_TMP/jwt.key,sign-method=RS256,ttl=5m"
+for i in 0 1; do it_cl_start "$i" "${kinds[i]}" --bcrypt-cost 6 --auth-token "$jwt_flag"; done
+for i in 0 1; do it_cl_answers "$i" "z$i (${kinds[i]}) answers" || { it_summary; exit 1; }; done
+for c in "user add root:rootpw" "user grant-role root root" "user add alice:alicepw" "role add r" \
+	"role grant-permission --prefix r readwrite a/" "user grant-role alice r" "put a/1 va/1" \
+	"put c/1 vc/1"; do
+	# shellcheck disable=SC2086
+	ctl 1 $c >/dev/null
+done
+check "auth enabled (JWT)" grep -q "Authentication Enabled" <(ctl 0 auth enable)
+for i in 0 1; do
+	check "z$i (${kinds[i]}) refuses a get without a user" it_until 10000 refused "$i"
+done
+for from in 0 1; do
+	to=$((1 - from))
+	tok=$(token "$from")
+	check "a JWT from z$from (${kinds[from]})" grep -q '^[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.' <<<"$tok"
+	check "reads a/1 on z$to (${kinds[to]})" grep -qx 1 <(gw "$to" "$tok" /v3/kv/range '{"key":"YS8x"}')
+	check "but not c/1 there" grep -q "permission denied" <(gw "$to" "$tok" /v3/kv/range '{"key":"Yy8x"}')
+done
+# the same claims signed by another key
+forged="${tok%.*}.$(printf '%s' "${tok%.*}" | openssl dgst -sha256 -sign "$IT_TMP/other.key" |
+	base64 -w0 | tr '+/' '-_' | tr -d '=')"
+gw 0 "$forged" /v3/kv/range '{"key":"YS8x"}' >"$IT_TMP/forged.0"
+gw 1 "$forged" /v3/kv/range '{"key":"YS8x"}' >"$IT_TMP/forged.1"
+check "a JWT signed by another key refused by etcd" grep -q "invalid auth token" "$IT_TMP/forged.0"
+check "and alike by cetcd" cmp -s "$IT_TMP/forged.0" "$IT_TMP/forged.1"
 it_cl_stop 0 1
 it_summary
