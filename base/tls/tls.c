@@ -435,6 +435,11 @@ static int tls_ctx_setup(struct tls_ctx *ctx, const struct tls_info *info)
 		return rc;
 
 	if (ctx->role == TLS_SERVER) {
+		/* The certificate file's chain as it is, as Go sends it: without
+		 * this OpenSSL completes the chain from the trusted store in
+		 * every handshake, and with the system's store that reads all of
+		 * /etc/ssl/certs for each new connection. */
+		SSL_CTX_set_mode(ctx->ssl, SSL_MODE_NO_AUTO_CHAIN);
 		/* Go's RequireAndVerifyClientCert; an allowed CN or hostname
 		 * needs a verified client certificate too */
 		if (tls_given(info->trusted_ca_file) || info->client_cert_auth ||
