@@ -118,7 +118,11 @@ void transport_fd_init(struct transport *t, int fd);
  *   what ALPN agreed ("h2" or "http/1.1"; UNKNOWN when the client offered
  *   neither, and the first bytes tell). A handshake the server refuses
  *   (no or a bad client certificate, a revoked one, no common version) is
- *   logged as etcd logs it ("rejected connection") and its read fails.
+ *   logged as etcd logs it ("rejected connection") and its read fails;
+ *   closing it then ends the stream after the alert, reading away what
+ *   the client sent meanwhile rather than resetting the connection.
+ *   (The loop closes a client whose handshake is not done in time,
+ *   telling it with transport_handshaking below.)
  * - transport_sniff_init: an address that is both http and https: the
  *   client's first byte tells a TLS handshake record from plain HTTP, and
  *   the transport becomes the TLS or the descriptor backend for good.

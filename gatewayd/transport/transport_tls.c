@@ -25,7 +25,11 @@ struct transport_tls {
 	struct tls_ctx *ctx;   /* the listener's, by reference */
 	struct tls_conn *conn; /* NULL while sniffing */
 	bool handshaken;       /* the handshake is done and its checks passed */
+	bool refused;          /* the handshake failed (its alert is sent) */
 };
+
+/* Bytes of a refused client read and dropped at close, at most. */
+#define TRANSPORT_TLS_REFUSED_DRAIN (64u * 1024u)
 
 static uint32_t transport_tls_want(const struct tls_conn *c)
 {
@@ -68,6 +72,7 @@ static int transport_tls_handshake(struct transport *t, struct transport_tls *x)
 		return rc;
 	}
 	if (rc) {
+		x->refused = true;
 		transport_tls_rejected(t, rc);
 		return rc;
 	}
@@ -132,10 +137,30 @@ static int transport_tls_shutdown(struct transport *t)
 	return shutdown(t->fd, SHUT_WR) < 0 ? -errno : 0;
 }
 
+/* A refused client often sent more after its part of the handshake (a
+ * TLS 1.3 client sends its request at once): closing with those bytes
+ * unread would reset the connection, and the client's kernel would drop
+ * the alert with it. So the alert is followed by the end of the stream,
+ * and what already came is read away first, as Go's server, which read
+ * it with the handshake, closes cleanly. */
+static void transport_tls_drain_refused(int fd)
+{
+	char buf[4096];
+	size_t total = 0;
+	ssize_t n;
+
+	shutdown(fd, SHUT_WR);
+	while (total < TRANSPORT_TLS_REFUSED_DRAIN &&
+	       ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0 || (n < 0 && errno == EINTR)))
+		total += n > 0 ? (size_t)n : 0;
+}
+
 static void transport_tls_close(struct transport *t)
 {
 	struct transport_tls *x = t->impl;
 
+	if (x && x->refused && t->fd >= 0)
+		transport_tls_drain_refused(t->fd);
 	if (x) {
 		tls_conn_free(x->conn);
 		free(x);

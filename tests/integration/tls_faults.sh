@@ -6,7 +6,8 @@
 # http client URL). Each case is tried with a small Python client (one
 # HTTP/1.1 /health over TLS) and the outcome kind, accepted or refused,
 # must be the one etcd gives; how it was refused (the alert, or the
-# connection closed) is shown for both:
+# connection closed) is shown for both, and where etcd's client gets an
+# alert (or a clean close), cetcd's gets one too, not a reset:
 #   good client certificate: accepted
 #   the client trusts another CA / a certificate of another CA / an
 #   expired one / a revoked one (in the CRL) / one whose SANs are not the
@@ -95,6 +96,8 @@ import socket, ssl, sys
 mode, port = sys.argv[1], int(sys.argv[2])
 req = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
 def how(e):
+    if isinstance(e, ssl.SSLEOFError):
+        return "closed without an alert"
     if isinstance(e, ssl.SSLError):
         return "alert " + (e.reason or str(e)).lower()
     if isinstance(e, (ConnectionResetError, BrokenPipeError)):
@@ -180,6 +183,11 @@ case_() {
 	check "$name: cetcd ${c%%:*}, as etcd" [ "${c%%:*}" = "${e%%:*}" ]
 	[[ $name == good* ]] && check "$name: accepted" [ "$c" = accepted ]
 	[[ $name != good* ]] && check "$name: refused" [ "${c%%:*}" = refused ]
+	# a refusal etcd gives with an alert (or a clean close) reaches the
+	# client as cetcd's alert (or close) too, not as a reset
+	[[ $e == "refused: alert"* ]] && check "$name: cetcd refuses with an alert, as etcd" \
+		[ "${c#refused: alert}" != "$c" ]
+	[[ $e == "refused: closed" ]] && check "$name: cetcd closes, as etcd" [ "$c" = "$e" ]
 	if [[ $name != good* && $mode != tls-to-http ]]; then
 		check "$name: cetcd logs the rejected connection" \
 			it_until 5000 eval '(($(rejected) > before))'
