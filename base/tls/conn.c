@@ -166,7 +166,7 @@ static int tls_conn_result(struct tls_conn *c, int r, const char *what)
 		ERR_clear_error();
 		return tls_conn_fail(c, errmsg_set(-EACCES, "%s", c->refusal));
 	}
-	vr = SSL_get_verify_result(c->ssl);
+	vr = c->verify_error ? c->verify_error : SSL_get_verify_result(c->ssl);
 	if (vr != X509_V_OK && SSL_get_verify_mode(c->ssl) != SSL_VERIFY_NONE) {
 		ERR_clear_error();
 		return tls_conn_fail(c, errmsg_set(-EPROTO, "tls: %s failed: the peer's certificate: %s",

@@ -263,6 +263,14 @@ static int tls_verify_cb(int ok, X509_STORE_CTX *store)
 	X509 *leaf;
 	char cn[256] = "";
 
+	/* a server tells a client whose chain does not verify "bad
+	 * certificate", as Go's servers do, whatever the reason; the reason
+	 * is kept for the log */
+	if (!ok && c && c->ctx->role == TLS_SERVER) {
+		c->verify_error = X509_STORE_CTX_get_error(store);
+		X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED);
+		return 0;
+	}
 	if (!ok || !c || X509_STORE_CTX_get_error_depth(store) != 0)
 		return ok;
 	info = &c->ctx->info;

@@ -16,7 +16,9 @@
  *   TLS 1.3, whose suites Go does not let one choose either.
  * - A server asks for and verifies client certificates when a trusted CA
  *   file is given or client cert auth is on (Go's
- *   RequireAndVerifyClientCert), against that CA (or the system's).
+ *   RequireAndVerifyClientCert), against that CA (or the system's). A
+ *   chain that does not verify gets a bad_certificate alert, as from Go,
+ *   whatever the reason; the error text keeps the reason.
  * - An allowed CN is compared with the subject CN of the peer's verified
  *   certificate; an allowed hostname is matched against its DNS and IP
  *   SANs (Go's VerifyHostname, never the CN). Either one needs a verified

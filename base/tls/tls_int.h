@@ -26,6 +26,8 @@ struct tls_conn {
 	int failed;                 /* 0, or the code every call returns */
 	bool handshake_done;        /* and the post-handshake checks passed */
 	char refusal[256];          /* why the verify callback refused, or "" */
+	long verify_error;          /* a server: why the client's chain did not
+				     * verify (X509_V_ERR_*), or 0 */
 	char alpn[256];             /* the protocol agreed, or "" */
 	/* the SAN check's DNS half (conn.c), while and after it runs */
 	struct tls_san_job *job;    /* running, or NULL */

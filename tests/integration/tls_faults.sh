@@ -188,6 +188,10 @@ case_() {
 	[[ $e == "refused: alert"* ]] && check "$name: cetcd refuses with an alert, as etcd" \
 		[ "${c#refused: alert}" != "$c" ]
 	[[ $e == "refused: closed" ]] && check "$name: cetcd closes, as etcd" [ "$c" = "$e" ]
+	# a chain that does not verify: Go's alert, whatever the reason
+	[[ $name == "another CA's certificate" || $name == "expired certificate" ]] &&
+		check "$name: the alert is bad certificate, as Go's" \
+			[ "$c" = "refused: alert sslv3_alert_bad_certificate" ]
 	if [[ $name != good* && $mode != tls-to-http ]]; then
 		check "$name: cetcd logs the rejected connection" \
 			it_until 5000 eval '(($(rejected) > before))'
@@ -205,6 +209,8 @@ case_ "no client certificate" tls "$pki/ca.crt"
 case_ "plaintext to the https port" plain
 case_ "TLS to the http port" tls-to-http "$pki/ca.crt" "$pki/good.crt" "$pki/good.key"
 check "cetcd: the http port still serves plain HTTP" it_healthy "$IT_CPORT2"
+check "cetcd: gatewayd says why (expired)" \
+	it_log_has "$IT_TMP/cetcd.log" '"msg":"rejected connection".*certificate has expired' 1
 check "cetcd: gatewayd says why (revoked)" \
 	it_log_has "$IT_TMP/cetcd.log" '"msg":"rejected connection".*revoked' 1
 check "etcd: logs its rejected connections" \
