@@ -47,26 +47,18 @@ static void fill(struct btree_txn *t, const uint8_t *data, size_t size, char use
 		int rc = btree_bucket_create(t, NULL, names[i], strlen(names[i]), &b[i]);
 		require(rc == 0 || rc == -EEXIST, "cannot create the buckets");
 	}
-	while (size >= 3) {
-		unsigned which = data[0] & 3;
-		size_t klen = data[1], vlen = data[2];
-		data += 3;
-		size -= 3;
-		if (klen > size)
-			klen = size;
-		if (vlen > size - klen)
-			vlen = size - klen;
+	struct fuzz_rec r;
+	while (fuzz_db_record(&data, &size, &r)) {
+		unsigned which = r.tag & 3;
 		if (which > 2)
 			which = 2;
 		char *name = which == 0 ? user : which == 1 ? role : NULL;
-		if (name && !name[0] && klen && !memchr(data, '\0', klen)) {
-			size_t n = klen < 31 ? klen : 31;
-			memcpy(name, data, n);
+		if (name && !name[0] && r.klen && !memchr(r.key, '\0', r.klen)) {
+			size_t n = r.klen < 31 ? r.klen : 31;
+			memcpy(name, r.key, n);
 			name[n] = '\0';
 		}
-		(void)btree_put(b[which], data, klen, data + klen, vlen);
-		data += klen + vlen;
-		size -= klen + vlen;
+		(void)btree_put(b[which], r.key, r.klen, r.val, r.vlen);
 	}
 }
 

@@ -48,19 +48,9 @@ static void fill(struct btree_txn *t, const uint8_t *data, size_t size)
 			btree_bucket_create(t, NULL, SCHEMA_BUCKET_ALARM,
 					    strlen(SCHEMA_BUCKET_ALARM), &alarm) == 0,
 		"cannot create the buckets");
-	while (size >= 3) {
-		uint8_t flags = data[0];
-		size_t klen = data[1], vlen = data[2];
-		data += 3;
-		size -= 3;
-		if (klen > size)
-			klen = size;
-		if (vlen > size - klen)
-			vlen = size - klen;
-		(void)btree_put(flags & 1 ? alarm : lease, data, klen, data + klen, vlen);
-		data += klen + vlen;
-		size -= klen + vlen;
-	}
+	struct fuzz_rec r;
+	while (fuzz_db_record(&data, &size, &r))
+		(void)btree_put(r.tag & 1 ? alarm : lease, r.key, r.klen, r.val, r.vlen);
 }
 
 static void verify(const struct lessor *l, const char *after)

@@ -7,6 +7,8 @@
 #ifndef CETCD_TESTS_FUZZ_DB_H
 #define CETCD_TESTS_FUZZ_DB_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,6 +41,40 @@ static inline struct btree_db *fuzz_scratch_db(void)
 		log_set_level(LOG_LEVEL_ERROR);
 	}
 	return fuzz_db;
+}
+
+/* One record of a target's input: a tag byte, a key length and a value
+ * length (a byte each), then the key and the value, each cut short where
+ * the input ends. */
+struct fuzz_rec {
+	uint8_t tag;
+	const uint8_t *key, *val;
+	size_t klen, vlen;
+};
+
+/* Takes the next record off *data and *size; false when fewer than 3
+ * bytes are left. */
+static inline bool fuzz_db_record(const uint8_t **data, size_t *size, struct fuzz_rec *r)
+{
+	const uint8_t *p = *data;
+	size_t n = *size;
+
+	if (n < 3)
+		return false;
+	r->tag = p[0];
+	r->klen = p[1];
+	r->vlen = p[2];
+	p += 3;
+	n -= 3;
+	if (r->klen > n)
+		r->klen = n;
+	if (r->vlen > n - r->klen)
+		r->vlen = n - r->klen;
+	r->key = p;
+	r->val = p + r->klen;
+	*data = r->val + r->vlen;
+	*size = n - r->klen - r->vlen;
+	return true;
 }
 
 #endif
