@@ -98,7 +98,9 @@
 # and on a small machine the client's work is in every server's figures),
 # BENCH_SCRAPE (1: every server's /metrics is read once a second while each
 # workload runs, as Prometheus would; BENCH_SCRAPE_<name>=1 does it for
-# that server only, e.g. an A/B of the same build scraped and not).
+# that server only, e.g. an A/B of the same build scraped and not),
+# BENCH_LOCK (the lock that keeps two runs on one machine from measuring
+# each other; default /tmp/cetcd-bench.lock).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CETCD_BUILD:-$root/build}
@@ -130,6 +132,10 @@ bash "$root/bench/etcd-tools.sh" "$tools" >&2
 bench=$tools/etcd-benchmark
 command -v h2load >/dev/null || { echo "etcd-compare: h2load missing (nghttp2-client)" >&2; exit 1; }
 [[ -x $build/bin/cetcd ]] || { echo "etcd-compare: build cetcd first (tools/build.sh)" >&2; exit 1; }
+
+# one run at a time on a machine: a second waits for the first
+exec 8>"${BENCH_LOCK:-${TMPDIR:-/tmp}/cetcd-bench.lock}"
+flock 8 || { echo "etcd-compare: cannot lock ${BENCH_LOCK:-${TMPDIR:-/tmp}/cetcd-bench.lock}" >&2; exit 2; }
 
 work=$(mktemp -d "$basedir/cetcd-compare.XXXXXX")
 server_pids=()
