@@ -17,6 +17,7 @@ void events_init(struct stored_events *e, struct bcast *b)
 {
 	memset(e, 0, sizeof(*e));
 	e->b = b;
+	e->limit = b ? (size_t)bcast_capacity(b) : 0;
 	e->last_off = SIZE_MAX;
 	e->resync = true;
 }
@@ -54,7 +55,8 @@ void events_on_event(void *arg, const struct mvcc_event *ev)
 	h.kv_len = (uint32_t)(ev->type == MVCC_EVENT_DELETE ? mvcc_kv_encoded_len(&tomb) :
 							      ev->kv_len);
 	size_t payload = sizeof(h) + h.key_len + h.kv_len + h.prev_len;
-	if (events_reserve(e, 8 + EVENTS_ALIGN(payload))) {
+	if (8 + EVENTS_ALIGN(payload) > e->limit - e->len ||
+	    events_reserve(e, 8 + EVENTS_ALIGN(payload))) {
 		e->overflow = true;
 		return;
 	}

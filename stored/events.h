@@ -73,13 +73,20 @@ struct stored_events {
 	size_t len, cap;
 	size_t last_off;     /* offset of the last record's header, or SIZE_MAX */
 	bool resync;         /* publish RESYNC before anything else */
-	bool overflow;       /* the batch's events did not fit in memory */
+	bool overflow;       /* the batch's events did not fit in memory, or
+			      * in the ring (limit): RESYNC instead */
+	size_t limit;        /* the most a batch's records may take: what
+			      * the ring holds at once */
 	uint64_t published;  /* statistics */
 	uint64_t resyncs;
 };
 
 /* Starts with a RESYNC pending (a new producer: consumers must catch up
- * from the db, whatever a predecessor left unpublished). b may be NULL. */
+ * from the db, whatever a predecessor left unpublished). b may be NULL.
+ * A batch whose records would take more than the ring holds at once
+ * (bcast_capacity) is not collected past that: every consumer would be
+ * lapped by its own batch, so it gets RESYNC and catches up from the db,
+ * and a large DeleteRange or Txn costs no copy of its events. */
 void events_init(struct stored_events *e, struct bcast *b);
 void events_fini(struct stored_events *e);
 /* mvcc_store_opts.on_event: arg is the struct stored_events. */
