@@ -10,7 +10,6 @@
 #include "auth/error.h"
 #include "auth/perm.h"
 #include "auth/token.h"
-#include "base/clock/clock.h"
 #include "base/log/errmsg.h"
 #include "base/log/log.h"
 #include "base/tls/tls.h"
@@ -94,7 +93,9 @@ static int gw_auth_token(struct gw_server *s, const char *tok, size_t len, struc
 	if (o->type == AUTH_TOKEN_SIMPLE) {
 		if (len > SHM_TOKEN_MAX || !auth_token_simple_index(tok, len, &index))
 			return AUTH_ERR_INVALID_AUTH_TOKEN;
-		rc = shm_tokens_lookup(s->r, tok, len, (uint64_t)clock_now_ms(), o->simple_ttl_ms,
+		/* the turn's clock: one clock_gettime a turn, not one a call */
+		rc = shm_tokens_lookup(s->r, tok, len, (uint64_t)(s->now_ns / 1000000),
+				       o->simple_ttl_ms,
 				       ai->user, sizeof(ai->user) - 1, &ulen);
 		if (rc == -EAGAIN)
 			return rc;
@@ -148,8 +149,9 @@ int gw_auth_of(struct gw_server *s, struct grpc_call *call, const struct gw_auth
 	*out = ai;
 	if (id == a->memo_call)
 		return a->memo_rc;
-	memset(ai, 0, sizeof(*ai));
 	ai->cache = a->cache;
+	ai->revision = 0;
+	ai->user[0] = '\0';
 	tok = grpc_call_metadata(call, "token", &len);
 	if (!tok)
 		tok = grpc_call_metadata(call, "authorization", &len);
