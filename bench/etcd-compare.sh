@@ -71,11 +71,15 @@
 #   and tls_conns: new TLS connections a second, h2load opening
 #   BENCH_TLS_CONNS (200) connections at once that each do one Range,
 #   repeated, with the server's and h2load's CPU time per connection;
-#   auth (auth_put, auth_range_s): a cetcd and an etcd (NAME+auth) with
-#   auth enabled (root, and a user bench with readwrite on the keys the
-#   tool uses; simple token), the benchmark tool's put and serializable
-#   range as bench, alternated with the same run against the servers
-#   without auth, so that each server's "with / without auth" is printed;
+#   auth (auth_put, auth_range_s, auth_h2_put, auth_h2_range_s): a cetcd
+#   and an etcd (NAME+auth) with auth enabled (root, and a user bench with
+#   readwrite on the keys the tool uses; simple token), the benchmark
+#   tool's put and serializable range as bench (it logs in once a
+#   connection, inside the measured window) and h2load's Put and
+#   serializable Range with a token of bench's, got before the window, in
+#   a token header; each alternated with the same run against the servers
+#   without auth, so that each server's "with / without auth" is printed,
+#   with the server's and the client's CPU time per request;
 #   with 3 members, the time from SIGKILL of the leader (every process of
 #   that member) to the next acknowledged put through another member,
 #   the median of 5 (the member is restarted in between).
@@ -303,7 +307,8 @@ server_ticks() {
 bench_section=""
 bench_tool() {
   local out
-  out=$("${cli_pin[@]}" "$bench" --endpoints "$endpoints" "${tool_args[@]}" --precise "$@" 2>&1 | tr -d '\r')
+  out=$("${cli_pin[@]}" /usr/bin/time -o "$work/tool.time" -f "%U %S" \
+        "$bench" --endpoints "$endpoints" "${tool_args[@]}" --precise "$@" 2>&1 | tr -d '\r')
   [[ -z $bench_section ]] || out=$(awk -v s="$bench_section" 'index($0, s) { on = 1 } on' <<<"$out")
   local qps p99 avg
   qps=$(awk '/Requests\/sec:/ {print $2}' <<<"$out")
@@ -324,8 +329,8 @@ bench_tool() {
 }
 
 # bench_tool_cpu N ARGS...: bench_tool's figures, then the servers' CPU
-# time (user + sys of all their processes) in microseconds per one of the
-# N units of work the run does.
+# time (user + sys of all their processes) and the tool's own, in
+# microseconds per one of the N units of work the run does.
 bench_tool_cpu() {
   local n=$1 t0 t1 r clk
   shift
@@ -333,9 +338,12 @@ bench_tool_cpu() {
   t0=$(server_ticks)
   r=$(bench_tool "$@")
   t1=$(server_ticks)
-  awk -v r="$r" -v d=$(( t1 - t0 )) -v clk="$clk" -v n="$n" \
-    'BEGIN { printf "%s %.2f\n", r, d / clk / n * 1e6 }'
+  awk -v r="$r" -v d=$(( t1 - t0 )) -v clk="$clk" -v n="$n" -v cli="$(client_secs "$work/tool.time")" \
+    'BEGIN { printf "%s %.2f %.2f\n", r, d / clk / n * 1e6, cli / n * 1e6 }'
 }
+
+# client_secs FILE: user + sys seconds in /usr/bin/time's last line of FILE.
+client_secs() { tail -n 1 "$1" 2>/dev/null | awk '{ print $1 + $2 }'; }
 
 # grpc_body FILE HEX: writes a gRPC message (5-byte prefix + protobuf).
 grpc_body() {
@@ -347,20 +355,24 @@ open(sys.argv[1], "wb").write(b"\0" + len(b).to_bytes(4, "big") + b)' "$1" "$2"
 # (cetcd picks http/1.1 for a client that offers both).
 h2_alpn() { [[ $scheme != https ]] || echo --npn-list=h2; }
 
-# h2_run PATH BODY: h2load with 100 connections x 10 streams; prints
-# "qps cpu_us_per_req ok_fraction".
+# h2_run PATH BODY: h2load with 100 connections x 10 streams (and the
+# headers in h2_headers); prints "qps cpu_us_per_req ok_fraction
+# client_cpu_us_per_req" (the client's: h2load's, from /usr/bin/time).
+h2_headers=()
 h2_run() {
   local path=$1 body=$2 t0 t1 out qps ok clk
   clk=$(getconf CLK_TCK)
   t0=$(server_ticks)
-  out=$("${cli_pin[@]}" h2load $(h2_alpn) -n "$h2_total" -c 100 -m 10 -d "$body" \
-        -H 'content-type: application/grpc' -H 'te: trailers' \
+  out=$("${cli_pin[@]}" /usr/bin/time -o "$work/h2load.time" -f "%U %S" \
+        h2load $(h2_alpn) -n "$h2_total" -c 100 -m 10 -d "$body" \
+        -H 'content-type: application/grpc' -H 'te: trailers' "${h2_headers[@]}" \
         "$scheme://$endpoint$path" 2>&1)
   t1=$(server_ticks)
   qps=$(awk '/^finished in/ {gsub(",", "", $4); print $4}' <<<"$out")
   ok=$(awk '/^requests:/ {for (i=1;i<=NF;i++) if ($(i+1)=="succeeded,") print $i}' <<<"$out")
   awk -v q="${qps:-0}" -v d=$(( t1 - t0 )) -v clk="$clk" -v n="$h2_total" -v ok="${ok:-0}" \
-    'BEGIN { printf "%s %.1f %.3f\n", q, d / clk / n * 1e6, ok / n }'
+    -v cli="$(client_secs "$work/h2load.time")" \
+    'BEGIN { printf "%s %.1f %.3f %.2f\n", q, d / clk / n * 1e6, ok / n, cli / n * 1e6 }'
 }
 
 # json_run PATH FILE: h2load over HTTP/1.1, 100 connections each posting
@@ -379,15 +391,16 @@ json_run() {
     'BEGIN { printf "%s %.1f %.3f\n", q, d / clk / n * 1e6, ok / n }'
 }
 
-# The gRPC status of one request, to make sure h2load measures answers,
-# not errors (h2load counts any HTTP 200 as success).
+# The gRPC status of one request (with the headers in h2_headers), to make
+# sure h2load measures answers, not errors (h2load counts any HTTP 200 as
+# success).
 grpc_status() {
   local path=$1 body=$2
-  python3 - "$endpoint" "$path" "$body" <<'EOF' 2>/dev/null || echo "?"
+  python3 - "$endpoint" "$path" "$body" "${h2_headers[@]}" <<'EOF' 2>/dev/null || echo "?"
 import subprocess, sys
-ep, path, body = sys.argv[1:]
+ep, path, body, extra = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 out = subprocess.run(["nghttp", "-v", "-H", "content-type: application/grpc", "-H", "te: trailers",
-                      "-d", body, f"http://{ep}{path}"], capture_output=True, timeout=10).stdout.decode("utf-8", "replace")
+                      *extra, "-d", body, f"http://{ep}{path}"], capture_output=True, timeout=10).stdout.decode("utf-8", "replace")
 for line in out.splitlines():
     if "grpc-status:" in line:
         print(line.split("grpc-status:")[1].strip()); break
@@ -537,10 +550,11 @@ make_certs() {
 # are 8 zero bytes; granted through the JSON gateway, as etcdctl cannot
 # pass a NUL), then auth enabled; etcdctl acts as root, the benchmark
 # tool as bench.
+auth_bench=bench:benchpw
 auth_setup() {
   local ep=$endpoint
   { ctl --endpoints "$ep" user add root:rootpw &&
-    ctl --endpoints "$ep" user add bench:benchpw &&
+    ctl --endpoints "$ep" user add "$auth_bench" &&
     ctl --endpoints "$ep" role add bench &&
     ctl --endpoints "$ep" user grant-role bench bench &&
     ctl --endpoints "$ep" role grant-permission bench readwrite foo --prefix &&
@@ -553,7 +567,33 @@ auth_setup() {
     echo "etcd-compare: $ep took a put with no user after auth enable" >&2; return 1
   fi
   ctl_args+=(--user root:rootpw)
-  tool_args+=(--user bench:benchpw)
+  tool_args+=(--user "$auth_bench")
+}
+
+# auth_h2_run PATH BODY: h2_run as user bench on a NAME+auth server: one
+# login through the JSON gateway before the measured window, then its
+# token in a token header of every request, as etcd's clients send it
+# (h2load sends it HPACK-indexed, so it costs the client next to
+# nothing); on a server without auth, h2_run as it is. All figures 0 when
+# one request so sent is not answered gRPC status 0.
+auth_h2_run() {
+  local tok="" st
+  h2_headers=()
+  if [[ " ${tool_args[*]} " == *" --user "* ]]; then
+    tok=$(curl -sf "$scheme://$endpoint/v3/auth/authenticate" \
+          -d "{\"name\":\"${auth_bench%%:*}\",\"password\":\"${auth_bench#*:}\"}" |
+          python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])') || tok=""
+    [[ -n $tok ]] && h2_headers=(-H "token: $tok")
+  fi
+  st=$(grpc_status "$1" "$2")
+  if [[ $st != 0 ]] || [[ -z $tok && " ${tool_args[*]} " == *" --user "* ]]; then
+    echo "etcd-compare: $endpoint$1 as ${auth_bench%%:*}: gRPC status $st" >&2
+    h2_headers=()
+    echo "0 0 0 0"
+    return
+  fi
+  h2_run "$@"
+  h2_headers=()
 }
 
 # The variants: NAME+tls for each server when a tls_ workload is
@@ -561,7 +601,7 @@ auth_setup() {
 tls_servers="" auth_servers=""
 for server in $servers; do
   wants tls_put tls_range_s tls_h2_range_s tls_h2_put tls_conns && tls_servers+="${tls_servers:+ }$server+tls"
-  wants auth_put auth_range_s && auth_servers+="${auth_servers:+ }$server $server+auth"
+  wants auth_put auth_range_s auth_h2_put auth_h2_range_s && auth_servers+="${auth_servers:+ }$server $server+auth"
 done
 [[ -z $tls_servers ]] || make_certs
 for server in $servers $tls_servers $auth_servers; do
@@ -869,10 +909,16 @@ servers=$tls_servers measure tls_conns "tls_conns_qps tls_conns_cpu tls_conns_cl
 # Auth: put and serializable range through the benchmark tool as user
 # bench (simple token), against NAME+auth and, in the same alternation,
 # NAME without auth.
-servers=$auth_servers measure auth_put "auth_put_qps auth_put_p99 _ auth_put_errors auth_put_cpu" bench_tool_cpu \
+servers=$auth_servers measure auth_put "auth_put_qps auth_put_p99 _ auth_put_errors auth_put_cpu auth_put_client_cpu" bench_tool_cpu \
   "$total" --conns 100 --clients 1000 put --key-size 8 --sequential-keys --total "$total" --val-size 256
-servers=$auth_servers measure auth_range_s "auth_range_s_qps auth_range_s_p99 _ auth_range_s_errors auth_range_s_cpu" \
-  bench_tool_cpu "$total" --conns 100 --clients 1000 range foo --consistency s --total "$total"
+servers=$auth_servers measure auth_range_s "auth_range_s_qps auth_range_s_p99 _ auth_range_s_errors auth_range_s_cpu
+  auth_range_s_client_cpu" bench_tool_cpu "$total" --conns 100 --clients 1000 range foo --consistency s --total "$total"
+# The same through h2load with a token header (auth_h2_run), a client
+# that spends no more a request with auth than without.
+servers=$auth_servers measure auth_h2_put "auth_h2_put_qps auth_h2_put_cpu auth_h2_put_ok auth_h2_put_client_cpu" \
+  auth_h2_run /etcdserverpb.KV/Put "$put"
+servers=$auth_servers measure auth_h2_range_s "auth_h2_range_s_qps auth_h2_range_s_cpu auth_h2_range_s_ok
+  auth_h2_range_s_client_cpu" auth_h2_run /etcdserverpb.KV/Range "$range_s"
 if ((members > 1)); then
   for server in $servers; do
     use_server "$server"
@@ -921,7 +967,9 @@ if [[ -n $tls_servers$auth_servers ]]; then
     for server in "${cols[@]}"; do vals+=("${R[$server+tls.$k]:-0}"); done
     row "$k" "${vals[@]}"
   done
-  for k in put_qps put_p99 put_cpu put_errors range_s_qps range_s_p99 range_s_cpu range_s_errors; do
+  for k in put_qps put_p99 put_cpu put_client_cpu put_errors range_s_qps range_s_p99 range_s_cpu \
+           range_s_client_cpu range_s_errors h2_put_qps h2_put_cpu h2_put_client_cpu h2_put_ok \
+           h2_range_s_qps h2_range_s_cpu h2_range_s_client_cpu h2_range_s_ok; do
     [[ -n $auth_servers ]] || break
     vals=() plain=()
     for server in "${cols[@]}"; do
@@ -982,4 +1030,10 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "etcd_auth_put_ratio=$(ratio "${R[etcd+auth.auth_put_qps]:-0}" "${R[etcd.auth_put_qps]:-0}")" \
   "cetcd_auth_range_s_ratio=$(ratio "${R[cetcd+auth.auth_range_s_qps]:-0}" "${R[cetcd.auth_range_s_qps]:-0}")" \
   "etcd_auth_range_s_ratio=$(ratio "${R[etcd+auth.auth_range_s_qps]:-0}" "${R[etcd.auth_range_s_qps]:-0}")" \
+  "cetcd_auth_h2_put_ratio=$(ratio "${R[cetcd+auth.auth_h2_put_qps]:-0}" "${R[cetcd.auth_h2_put_qps]:-0}")" \
+  "etcd_auth_h2_put_ratio=$(ratio "${R[etcd+auth.auth_h2_put_qps]:-0}" "${R[etcd.auth_h2_put_qps]:-0}")" \
+  "cetcd_auth_h2_range_s_ratio=$(ratio "${R[cetcd+auth.auth_h2_range_s_qps]:-0}" "${R[cetcd.auth_h2_range_s_qps]:-0}")" \
+  "etcd_auth_h2_range_s_ratio=$(ratio "${R[etcd+auth.auth_h2_range_s_qps]:-0}" "${R[etcd.auth_h2_range_s_qps]:-0}")" \
+  "cetcd_auth_h2_put_cpu_ratio=$(ratio "${R[cetcd+auth.auth_h2_put_cpu]:-0}" "${R[cetcd.auth_h2_put_cpu]:-0}")" \
+  "cetcd_auth_h2_range_s_cpu_ratio=$(ratio "${R[cetcd+auth.auth_h2_range_s_cpu]:-0}" "${R[cetcd.auth_h2_range_s_cpu]:-0}")" \
   "members=$members"
