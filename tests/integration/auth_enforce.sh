@@ -17,8 +17,8 @@ source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
 it_need_etcd
-command -v curl >/dev/null || it_skip "curl is not installed"
-command -v openssl >/dev/null || it_skip "openssl is not installed (Debian package openssl)"
+it_need_program curl
+it_need_program openssl "Debian package openssl"
 it_init authenforce
 
 # ctl PORT ARGS...: etcdctl's stdout and stderr without clientv3's retry

@@ -18,10 +18,7 @@ source "$(dirname "$0")/lib.sh"
 src=${CETCD_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${CETCD_BUILD:-$src/build}
 
-if ! command -v go >/dev/null 2>&1; then
-	echo "skip: go is not installed (Debian package golang-go)"
-	exit 77
-fi
+it_need_program go "Debian package golang-go"
 if [ ! -d /usr/share/gocode/src/go.etcd.io/bbolt ]; then
 	echo "skip: bbolt's sources are not installed (golang-github-coreos-bbolt-dev)"
 	exit 77

@@ -18,7 +18,7 @@
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
-command -v openssl >/dev/null || it_skip "openssl is not installed (Debian package openssl)"
+it_need_program openssl "Debian package openssl"
 it_init client-tls
 
 # ------------------------------------------------------------ certificates

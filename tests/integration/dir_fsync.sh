@@ -12,7 +12,7 @@
 # curl are missing, or when ptrace is not permitted here.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
-command -v strace >/dev/null || it_skip "strace is not installed (Debian package strace)"
+it_need_program strace "Debian package strace"
 strace -f -qq -o /dev/null true 2>/dev/null || it_skip "ptrace is not permitted here (strace fails)"
 it_init dir-fsync
 

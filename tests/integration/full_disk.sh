@@ -29,7 +29,7 @@ it_need_cetcd
 it_need_etcdctl
 if [[ -z ${FULL_DISK_NS:-} ]]; then
 	[[ $(id -u) == 0 ]] || it_skip "mounting a small tmpfs for the data dir needs root"
-	command -v unshare >/dev/null || it_skip "unshare is not installed (Debian package util-linux)"
+	it_need_program unshare "Debian package util-linux"
 	unshare -m --propagation private true 2>/dev/null ||
 		it_skip "cannot make a private mount namespace here (unshare -m)"
 	FULL_DISK_NS=1 exec unshare -m --propagation private bash "$0" "$@"

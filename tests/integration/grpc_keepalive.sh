@@ -15,7 +15,7 @@
 # installed). Exits 77 when the programs or python3 are missing.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
-command -v python3 >/dev/null || it_skip "python3 is not installed"
+it_need_program python3
 it_init grpc-keepalive
 
 H2PING=$IT_SRC/tests/integration/h2ping.py

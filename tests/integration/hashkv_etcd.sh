@@ -16,8 +16,8 @@ source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcd
 it_need_etcdctl
-command -v python3 >/dev/null || it_skip "python3 is not installed (Debian package python3)"
-command -v curl >/dev/null || it_skip "curl is not installed (Debian package curl)"
+it_need_program python3 "Debian package python3"
+it_need_program curl "Debian package curl"
 curl --version | grep -qw HTTP2 || it_skip "this curl cannot speak HTTP/2"
 it_init hashkv-etcd
 

@@ -15,7 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
-command -v curl >/dev/null || it_skip "curl is not installed"
+it_need_program curl
 it_init http-access
 
 # ask PORT [curl args...]: status, the Access-Control-Allow-Origin value

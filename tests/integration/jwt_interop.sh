@@ -17,7 +17,7 @@ it_need_etcd
 it_need_etcdctl
 JWTTOOL=$IT_BUILD/tests/jwttool
 [[ -x $JWTTOOL ]] || it_skip "$JWTTOOL is not built"
-command -v openssl >/dev/null || it_skip "openssl is needed to make keys"
+it_need_program openssl "to make keys"
 python3 -c 'import cryptography' 2>/dev/null ||
 	it_skip "python3's cryptography module is needed (Debian package python3-cryptography)"
 it_init jwt_interop

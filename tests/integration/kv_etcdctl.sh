@@ -22,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
 it_need_etcd
-command -v jq >/dev/null || it_skip "jq is needed to compare JSON (Debian package jq)"
+it_need_program jq "Debian package jq"
 it_init kv-etcdctl
 
 it_cetcd_start t1 "$IT_TMP/cetcd.data" "$IT_TMP/cetcd.log" --gateways 2

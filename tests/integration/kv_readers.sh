@@ -28,7 +28,7 @@
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
-command -v ss >/dev/null || it_skip "ss is needed to see which process holds a connection (Debian package iproute2)"
+it_need_program ss "Debian package iproute2"
 it_build_kvclient
 it_init kv-readers
 

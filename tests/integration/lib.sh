@@ -83,24 +83,29 @@ it_skip() {
 it_now_ms() { date +%s%3N; }
 
 # ------------------------------------------------------------ requirements
+# it_need_program NAME [WHY]: exit 77 unless NAME is on the PATH; WHY says
+# what it is for or where it comes from ("Debian package curl").
+it_need_program() {
+	command -v "$1" >/dev/null || it_skip "$1 is not installed${2:+ ($2)}"
+}
 it_need_cetcd() {
 	local p
 	for p in cetcd raftd stored gatewayd; do
 		[[ -x $IT_BIN/$p ]] || it_skip "$IT_BIN/$p is not built"
 	done
-	command -v python3 >/dev/null || it_skip "python3 is needed to find free ports"
-	command -v curl >/dev/null || it_skip "curl is needed to ask /health (Debian package curl)"
+	it_need_program python3 "to find free ports"
+	it_need_program curl "to ask /health, Debian package curl"
 	[[ -d /dev/shm && -w /dev/shm ]] || it_skip "/dev/shm is not writable"
 }
 it_need_etcdctl() {
-	command -v etcdctl >/dev/null || it_skip "etcdctl is not installed (Debian package etcd-client)"
+	it_need_program etcdctl "Debian package etcd-client"
 	local v
 	v=$(etcdctl version 2>&1) || true
 	v=${v%%$'\n'*}
 	[[ $v == "etcdctl version: 3.4."* ]] || it_skip "etcdctl is not version 3.4: $v"
 }
 it_need_etcd() {
-	command -v etcd >/dev/null || it_skip "etcd is not installed (Debian package etcd-server)"
+	it_need_program etcd "Debian package etcd-server"
 }
 
 # ------------------------------------------------------------ setup, exit
@@ -977,7 +982,7 @@ it_kv_stop() {
 # package PKGDIR (under /usr/share/gocode/src) is missing.
 it_build_go_tool() {
 	local gopath=/usr/share/gocode
-	command -v go >/dev/null || it_skip "go is not installed (Debian package golang-go)"
+	it_need_program go "Debian package golang-go"
 	[[ -d $gopath/src/$2 ]] ||
 		it_skip "$2 is missing (Debian package golang-etcd-server-dev)"
 	mkdir -p "$IT_BUILD/tests/gocache"
@@ -997,7 +1002,7 @@ it_build_kvclient() {
 
 # ------------------------------------------------------------ self-check
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-	command -v python3 >/dev/null || it_skip "python3 is needed to find free ports"
+	it_need_program python3 "to find free ports"
 	it_init lib
 	for f in "$IT_SRC"/tests/integration/*.sh; do
 		check "$(basename "$f") parses" bash -n "$f"

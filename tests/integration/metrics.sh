@@ -23,7 +23,7 @@ source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
 it_need_etcd
-command -v curl >/dev/null || it_skip "curl is missing"
+it_need_program curl
 it_init metrics
 
 # The families the comparison must find in both.

@@ -17,7 +17,7 @@
 source "$(dirname "$0")/lib.sh"
 it_need_etcd
 it_need_etcdctl
-command -v python3 >/dev/null || it_skip "python3 is not installed (Debian package python3)"
+it_need_program python3 "Debian package python3"
 dbtool=$IT_BIN/cetcd-dbtool
 [[ -x $dbtool ]] || it_skip "$dbtool is not built"
 it_init mvcc-interop

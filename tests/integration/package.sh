@@ -20,10 +20,10 @@ source "$(dirname "$0")/../lib/sd_boot.sh"
 
 sd_need
 it_need_etcdctl
-command -v dpkg-buildpackage >/dev/null || it_skip "dpkg-buildpackage is needed (Debian package dpkg-dev)"
-command -v dh >/dev/null || it_skip "debhelper is needed"
-command -v lintian >/dev/null || it_skip "lintian is needed"
-command -v help2man >/dev/null || it_skip "help2man is needed"
+it_need_program dpkg-buildpackage "Debian package dpkg-dev"
+it_need_program dh "Debian package debhelper"
+it_need_program lintian "Debian package lintian"
+it_need_program help2man "Debian package help2man"
 it_init package
 
 # ------------------------------------------------------------ the build

@@ -16,8 +16,8 @@
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
-command -v curl >/dev/null || it_skip "curl is not installed (Debian package curl)"
-command -v python3 >/dev/null || it_skip "python3 is not installed"
+it_need_program curl "Debian package curl"
+it_need_program python3
 fixtures=/usr/share/gocode/src/go.etcd.io/etcd/integration/fixtures
 it_init peer-grpc
 

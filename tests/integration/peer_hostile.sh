@@ -17,7 +17,7 @@
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
-command -v python3 >/dev/null || it_skip "python3 is not installed"
+it_need_program python3
 it_init peer-hostile
 
 # hostile.py MODE PORT N PAYLOAD [SECS]: N connections to PORT, each

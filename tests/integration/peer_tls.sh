@@ -14,7 +14,7 @@
 # Exits 77 when the programs, python3, curl or openssl are missing.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
-command -v openssl >/dev/null || it_skip "openssl is not installed (Debian package openssl)"
+it_need_program openssl "Debian package openssl"
 it_init peer-tls
 
 # start_tls NAME [flags...]: a member whose peer URLs are https, on fresh

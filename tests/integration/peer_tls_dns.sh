@@ -24,7 +24,7 @@ if [[ ${CETCD_DNS_NS:-} != 1 ]]; then
 	it_need_etcdctl
 	[[ $(id -u) == 0 ]] || it_skip "network and mount namespaces of the test's own need root"
 	for t in unshare ip openssl python3; do
-		command -v "$t" >/dev/null || it_skip "$t is missing"
+		it_need_program "$t"
 	done
 	export CETCD_DNS_NS=1
 	exec unshare --net --mount --propagation private -- bash "$0" "$@"

@@ -23,7 +23,7 @@ if [[ ${CETCD_REGION_NS:-} != 1 ]]; then
 	it_need_cetcd
 	it_need_etcdctl
 	[[ $(id -u) == 0 ]] || it_skip "a tmpfs of the test's own on /dev/shm needs root"
-	command -v unshare >/dev/null || it_skip "unshare is missing (Debian package util-linux)"
+	it_need_program unshare "Debian package util-linux"
 	export CETCD_REGION_NS=1
 	exec unshare --mount --propagation private -- bash -c \
 		'mount -t tmpfs -o size=4g,mode=1777 cetcd-region-test /dev/shm && exec bash "$0" "$@"' \

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
-command -v curl >/dev/null || it_skip "curl is not installed"
+it_need_program curl
 it_init slow_apply
 
 ctl() { ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$IT_CPORT" --command-timeout 5s "$@"; }

@@ -26,8 +26,8 @@ source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
 it_need_etcd
-command -v openssl >/dev/null || it_skip "openssl is not installed (Debian package openssl)"
-command -v python3 >/dev/null || it_skip "python3 is not installed"
+it_need_program openssl "Debian package openssl"
+it_need_program python3
 it_init tls-faults
 
 # ------------------------------------------------------------ certificates

@@ -17,9 +17,8 @@
 sd_need() {
 	[[ $(id -u) == 0 ]] || it_skip "booting systemd in namespaces needs root"
 	[[ -x /lib/systemd/systemd ]] || it_skip "systemd is not installed"
-	if ! command -v unshare >/dev/null || ! command -v nsenter >/dev/null; then
-		it_skip "unshare and nsenter are needed (Debian package util-linux)"
-	fi
+	it_need_program unshare "Debian package util-linux"
+	it_need_program nsenter "Debian package util-linux"
 	grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
 		it_skip "the kernel has no overlay file system"
 	[[ -d /sys/fs/cgroup/unified || $(stat -fc %T /sys/fs/cgroup) == cgroup2fs ]] ||
