@@ -129,18 +129,9 @@ for i in 0 1; do check "y$i (${kinds[i]}) refuses a get without a user again" it
 same_answers "enabled through cetcd"
 
 # a simple token taken from one member used on the other
-token() {
-	curl -s -m 5 "http://$(it_cl_ep "$1")/v3/auth/authenticate" \
-		-d '{"name":"alice","password":"alicepw"}' |
-		python3 -c 'import json,sys; print(json.load(sys.stdin).get("token",""))'
-}
+token() { it_gw_token "$(it_cl_ep "$1")" alice alicepw; }
 # gw I TOKEN PATH BODY: the answer's count, message or error
-gw() {
-	curl -s -m 5 -H "Authorization: $2" "http://$(it_cl_ep "$1")$3" -d "$4" |
-		python3 -c 'import json,sys
-m = json.load(sys.stdin)
-print(m.get("count") or m.get("message") or m.get("error") or "none")'
-}
+gw() { it_gw_call "$(it_cl_ep "$1")" "${@:2}"; }
 for from in 0 1; do
 	to=$((1 - from))
 	tok=$(token "$from")

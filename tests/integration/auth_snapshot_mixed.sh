@@ -5,7 +5,12 @@
 #     as a cetcd member: the users log in with their passwords and the
 #     permissions hold as they did on etcd (the same answers);
 #   - the reverse: a snapshot of that cetcd member, restored and started
-#     by etcd 3.4, answers the same again.
+#     by etcd 3.4, answers the same again;
+#   - cetcd's snapshot restored as a cluster of one etcd and two cetcd
+#     members: each member answers the same again, all with one HashKV;
+#   - etcd's snapshot restored as one cetcd member, which an etcd 3.4
+#     member joins (taking the users and roles in the leader's raft
+#     snapshot): both answer the same again.
 # Exits 77 when the programs, Debian's etcd or etcdctl are missing.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
@@ -20,9 +25,6 @@ ctl() {
 		</dev/null 2>&1 | grep -v '^{"level"' || true
 }
 R=(--user root:rootpw)
-# up PORT: the member at PORT serves root a linearizable get (it_healthy's
-# get has no user, refused once auth is enabled)
-up() { etcdctl --endpoints "127.0.0.1:$1" --dial-timeout 1s --command-timeout 2s "${R[@]}" get up >/dev/null 2>&1; }
 
 # what alice, bob and nobody get from the member at PORT
 answers() {
@@ -64,6 +66,7 @@ for c in "user add root:rootpw" "user add alice:alicepw" "user add bob:bobpw" "r
 	ctl "$E" $c >/dev/null
 done
 check "auth enabled on etcd" grep -q "Authentication Enabled" <(ctl "$E" auth enable)
+IT_AUTH=root:rootpw # it_wait_healthy's get from here on
 answers "$E" >"$IT_TMP/etcd.out"
 check "alice reads a/1 on etcd" grep -qx va "$IT_TMP/etcd.out"
 check "bob is refused a/1" grep -q "permission denied" "$IT_TMP/etcd.out"
@@ -79,7 +82,7 @@ check "etcdctl restores etcd's snapshot for a cetcd member" \
 	--initial-cluster "c1=http://127.0.0.1:$IT_PPORT" \
 	--initial-advertise-peer-urls "http://127.0.0.1:$IT_PPORT"
 it_cetcd_start c1 "$IT_TMP/c1" "$IT_TMP/c1.log" --bcrypt-cost 6
-check "cetcd starts on it" it_until 30000 up "$IT_CPORT"
+check "cetcd starts on it" it_wait_healthy "$IT_CPORT" 30
 answers "$IT_CPORT" >"$IT_TMP/cetcd.out"
 same_answers "cetcd on etcd's snapshot" "$IT_TMP/etcd.out" "$IT_TMP/cetcd.out"
 check "cetcd saves a snapshot" grep -q "Snapshot saved" \
@@ -88,9 +91,58 @@ it_cetcd_stop
 
 # and cetcd's, run by etcd (the puts above made the same changes again)
 it_etcd_start e2 "$IT_TMP/e2" "$IT_TMP/e2.log" "$IT_TMP/cetcd.db" --auth-token simple
-check "etcd starts on cetcd's snapshot" it_until 30000 up "$IT_ETCD_PORT"
+check "etcd starts on cetcd's snapshot" it_wait_healthy "$IT_ETCD_PORT" 30
 answers "$IT_ETCD_PORT" >"$IT_TMP/etcd2.out"
 same_answers "etcd on cetcd's snapshot" "$IT_TMP/cetcd.out" "$IT_TMP/etcd2.out"
 kill -TERM "$IT_ETCD_PID"
 it_wait_gone "$IT_ETCD_PID" 10000 || true
+
+# restore SNAPSHOT I: member I's data dir from SNAPSHOT, for the members
+# of IT_CL_INITIAL
+restore() {
+	etcdctl snapshot restore "$1" --name "${IT_CL_NAMES[$2]}" --data-dir "$IT_TMP/${IT_CL_NAMES[$2]}" \
+		--initial-cluster "$IT_CL_INITIAL" --initial-cluster-token "$IT_CL_TOKEN" \
+		--initial-advertise-peer-urls "$(it_cl_purl "$2")" >"$IT_TMP/restore.${IT_CL_NAMES[$2]}" 2>&1
+}
+# every_member_answers WHAT I...: members I... answer as cetcd did first,
+# and the same HashKV
+every_member_answers() {
+	local what=$1 i eps=()
+	shift
+	for i in "$@"; do
+		answers "${IT_CL_CPORT[i]}" >"$IT_TMP/${IT_CL_NAMES[i]}.out"
+		same_answers "${IT_CL_NAMES[i]} (${kinds[i]}) $what" "$IT_TMP/cetcd.out" "$IT_TMP/${IT_CL_NAMES[i]}.out"
+		eps+=("$(it_cl_ep "$i")")
+	done
+	if it_agreed 10000 it_same_hashkv "${eps[@]}"; then ok "$what: the same HashKV on every member"; else
+		fail "$what: the same HashKV on every member"; fi
+}
+
+# cetcd's snapshot restored as a cluster of one etcd and two cetcd members
+it_cl_init authsnapcl 3 r
+kinds=(etcd cetcd cetcd)
+for i in 0 1 2; do
+	check "etcdctl restores cetcd's snapshot for r$i (${kinds[i]})" restore "$IT_TMP/cetcd.db" "$i"
+done
+for i in 0 1 2; do it_cl_start "$i" "${kinds[i]}" --bcrypt-cost 6 --auth-token simple; done
+for i in 0 1 2; do it_cl_answers "$i" "r$i (${kinds[i]}) answers on the snapshot" || { it_summary; exit 1; }; done
+every_member_answers "in a cluster restored from cetcd's snapshot" 0 1 2
+it_cl_stop 0 1 2
+
+# etcd's snapshot restored as a cetcd member alone, which an etcd member
+# joins (it gets the users and roles in the leader's raft snapshot)
+it_cl_init authsnapjoin 2 j
+kinds=(cetcd etcd)
+IT_CL_INITIAL=$(it_cl_initial 0)
+check "etcdctl restores etcd's snapshot for j0 (cetcd)" restore "$IT_TMP/etcd.db" 0
+it_cl_start 0 cetcd --bcrypt-cost 6
+it_cl_answers 0 "j0 (cetcd) answers on the snapshot" || { it_summary; exit 1; }
+check "j1 (etcd) added through cetcd" grep -q "added to cluster" \
+	<(it_cl_ctl 0 "${R[@]}" member add j1 --peer-urls "$(it_cl_purl 1)")
+it_cl_join 1 etcd "$(it_cl_initial 0 1)" --auth-token simple
+it_cl_answers 1 "j1 (etcd) joins and answers" || { it_summary; exit 1; }
+check "j1 (etcd) took the db in cetcd's raft snapshot" \
+	grep -q "successfully received and saved database snapshot" "$(it_cl_log 1)"
+every_member_answers "in a cluster restored from etcd's snapshot and joined" 0 1
+it_cl_stop 0 1
 it_summary

@@ -18,6 +18,7 @@
 #   it_etcd_start ...       Debian's etcd with the same flags (IT_ETCD_PORT),
 #                           from a snapshot if asked
 #   it_wait_healthy PORT    until /health says true and a gRPC get answers
+#                           (as IT_AUTH=user:password when set)
 #   it_member_answers PORT LOG WHAT   the same as a check, the log shown if not
 #   it_until, it_wait_*     polling with a deadline, never a fixed sleep
 #   it_build_go_tool NAME PKG  tests/tools/NAME, built with Debian's Go packages
@@ -29,8 +30,10 @@
 #                           for that and shows the answers
 #   it_cl_proxy LABEL       cluster peers behind tests/integration/peerproxy.py
 #   it_cl_init, it_cl_start ...   cluster members of either kind, their
+#                           etcdctl (it_cl_ctl, it_cl_replies),
 #                           leader, their stop; it_status, it_member_names
 #   it_hash EP              Maintenance.Hash and its header revision
+#   it_gw_token, it_gw_call     a token from the JSON gateway, a call with it
 #   it_mkcert DIR NAME ...  a P-256 key and certificate made with openssl
 #   it_dns_start LOG [RECORD...]   a name server of the test's own (SRV and
 #                           A records, or one that never answers)
@@ -265,12 +268,15 @@ it_count() { grep -cE -- "$2" "$1" 2>/dev/null || true; }
 
 it_log_has() { (($(it_count "$1" "$2") >= $3)); }
 it_has_lines() { (($(it_lines "$1") >= $2)); }
+# it_healthy PORT: /health says true and a linearizable get answers, as
+# user IT_AUTH (user:password) when that is set: a member with auth
+# enabled refuses a get without a user.
 it_healthy() {
 	local h
 	h=$(curl -s --max-time 2 "http://127.0.0.1:$1/health" 2>/dev/null) || return 1
 	[[ $h == *'"health":"true"'* ]] &&
 		etcdctl --endpoints "127.0.0.1:$1" --dial-timeout 1s --command-timeout 2s \
-			get health-probe >/dev/null 2>&1
+			${IT_AUTH:+"--user=$IT_AUTH"} get health-probe >/dev/null 2>&1
 }
 
 # Waits up to $3 seconds until file $1 has at least $4 (default 1) lines
@@ -509,9 +515,11 @@ for line in open(sys.argv[1], errors="replace"):
 EOF
 }
 
-# it_hashkv_of EP: "hash header-revision" of HashKV at the member at EP.
+# it_hashkv_of EP: "hash header-revision" of HashKV at the member at EP
+# (as IT_AUTH when set, as it_healthy).
 it_hashkv_of() {
-	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$1" endpoint hashkv -w json |
+	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$1" ${IT_AUTH:+"--user=$IT_AUTH"} \
+		endpoint hashkv -w json |
 		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]["HashKV"]; print(d["hash"], d["header"]["revision"])'
 }
 
@@ -583,6 +591,23 @@ it_acked_at() {
 	return 1
 }
 
+# it_gw_token EP USER PASSWORD: the token the JSON gateway's Authenticate
+# at EP gives (nothing when it gives none).
+it_gw_token() {
+	curl -s -m 5 "http://$1/v3/auth/authenticate" -d "{\"name\":\"$2\",\"password\":\"$3\"}" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin).get("token",""))'
+}
+
+# it_gw_call EP TOKEN PATH BODY: the JSON gateway's answer to BODY at PATH
+# with TOKEN in Authorization: its count, else its message, its error, or
+# "none".
+it_gw_call() {
+	curl -s -m 5 -H "Authorization: $2" "http://$1$3" -d "$4" |
+		python3 -c 'import json,sys
+m = json.load(sys.stdin)
+print(m.get("count") or m.get("message") or m.get("error") or "none")'
+}
+
 # ------------------------------------------------------------ etcd
 # it_etcd_start NAME DATA_DIR LOG [SNAPSHOT [flags...]]: Debian's etcd,
 # started fresh with the flags it_cetcd_start gives cetcd and any more
@@ -651,7 +676,8 @@ it_etcd_on_cetcd() {
 # its runtime dir in IT_RT/STEM<name> and its log in IT_CL_LOG[I]
 # (IT_TMP/STEM<name>.log; a test may point it elsewhere before a start).
 # It advertises the peer URL on IT_CL_APORT[I] (default: its peer port).
-# Members 0, 1 and 2 make the initial cluster, IT_CL_INITIAL, with
+# Members 0, 1 and 2 (or all, when fewer) make the initial cluster,
+# IT_CL_INITIAL, with
 # --initial-cluster-token TOKEN.
 it_cl_init() {
 	local i
@@ -666,7 +692,7 @@ it_cl_init() {
 		IT_CL_APORT[i]=${IT_CL_PPORT[i]}
 		IT_CL_LOG[i]=$IT_TMP/$IT_CL_STEM${IT_CL_NAMES[i]}.log
 	done
-	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
+	IT_CL_INITIAL=$(it_cl_initial $(seq 0 $((($2 < 3 ? $2 : 3) - 1))))
 }
 # it_cl_proxy LABEL: after it_cl_init of 3 members, fresh ports with
 # each member's peer port behind tests/integration/peerproxy.py (the
@@ -705,6 +731,17 @@ it_cl_ctl() {
 	shift
 	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$(it_cl_ep "$i")" "$@" \
 		</dev/null 2>&1 | grep -v '^{"level"' || true
+}
+# it_cl_replies I USER:PASSWORD REQUEST...: each etcdctl REQUEST (its
+# words, in the shell's quoting) at member I as that user: "> REQUEST",
+# then what etcdctl printed.
+it_cl_replies() {
+	local i=$1 cred=$2 req
+	shift 2
+	for req in "$@"; do
+		echo "> $req"
+		eval "it_cl_ctl \"\$i\" --user \"\$cred\" $req"
+	done
 }
 # it_cl_initial I...: --initial-cluster for members I... (name=peer URL).
 it_cl_initial() {
