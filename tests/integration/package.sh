@@ -93,11 +93,11 @@ check "a put goes through" it_until 30000 put_ok /pkg/a one
 check "and reads back" test "$(ctl get /pkg/a --print-value-only)" == one
 # every unit as installed: systemd-analyze verify has nothing to say, and
 # systemd-analyze security rates each service OK or better
-sd systemd-analyze verify /lib/systemd/system/cetcd.target /lib/systemd/system/cetcd-*.service \
-	cetcd-gatewayd@0.service >"$IT_TMP/out/verify" 2>&1 || true
+units=(cetcd-region cetcd-raftd cetcd-stored cetcd-gatewayd@0 cetcd-corrupt-check cetcd-auto-compact)
+sd systemd-analyze verify cetcd.target "${units[@]/%/.service}" >"$IT_TMP/out/verify" 2>&1 || true
 check "systemd-analyze verify of the units is clean: $(head -c 300 "$IT_TMP/out/verify")" \
 	test ! -s "$IT_TMP/out/verify"
-for u in cetcd-region cetcd-raftd cetcd-stored cetcd-gatewayd@0 cetcd-corrupt-check cetcd-auto-compact; do
+for u in "${units[@]}"; do
 	rating=$(sd systemd-analyze security --no-pager "$u.service" 2>&1 | tail -1 |
 		sed -n 's/.*: \([0-9.]*\) \([A-Z]*\).*/\1 \2/p')
 	check "systemd-analyze security rates $u OK or better: ${rating:-none}" \
