@@ -786,6 +786,11 @@ static int config_validate(struct cetcd_config *c, struct config_error *err)
 			      (unsigned long long)(SHM_MAX_CACHE_BYTES >> 20));
 		return -EINVAL;
 	}
+	if (c->raft_log_mib == 0 || c->raft_log_mib > CONFIG_MAX_RAFT_LOG_MIB) {
+		config_errorf(err, 1, "--raft-log-mib=%llu is out of range (1 to %u)",
+			      (unsigned long long)c->raft_log_mib, CONFIG_MAX_RAFT_LOG_MIB);
+		return -EINVAL;
+	}
 	if (c->max_request_bytes == 0 || c->max_request_bytes > SHM_MAX_REQUEST_BYTES_LIMIT) {
 		config_errorf(err, 1, "--max-request-bytes=%llu is out of range (1 to %llu)",
 			      (unsigned long long)c->max_request_bytes,

@@ -206,6 +206,8 @@ struct cetcd_config {
 	int64_t gateway_index;          /* gatewayd only; -1 when not given */
 	int64_t lease_checkpoint_interval_ns; /* 5m: how often the leader checkpoints remaining TTLs */
 	uint64_t latest_cache_mib;      /* 64; 0: no latest-entry cache */
+	uint64_t raft_log_mib;          /* 64: applied Raft log raftd keeps
+					   for followers (raftd/retain.h) */
 
 	/* Where each table entry's value came from (enum config_source),
 	 * indexed like the table in config.c. */

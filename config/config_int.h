@@ -68,6 +68,8 @@ extern const size_t config_nflags;
 
 /* Largest --gateways; the region has 2 * gateways + 2 slots. */
 #define CONFIG_MAX_GATEWAYS 64u
+/* --raft-log-mib: 1 TiB */
+#define CONFIG_MAX_RAFT_LOG_MIB (1u << 20)
 /* etcd's maxElectionMs. */
 #define CONFIG_MAX_ELECTION_MS 50000u
 

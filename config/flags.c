@@ -297,6 +297,8 @@ const struct config_flag config_flags[] = {
 	    "How often the leader checkpoints each lease's remaining TTL through Raft, so that a leader change or a restart does not reset it (cetcd always checkpoints and persists them, as etcd's --experimental-enable-lease-checkpoint and --experimental-enable-lease-checkpoint-persist)."),
 	ANY("latest-cache-mib", CT_UINT, latest_cache_mib, CONFIG_STR(SHM_CACHE_MIB_DEFAULT), S_CETCD,
 	    "MiB of shared memory in which stored records where each key's latest revision sits in the db, so that point reads skip the tree (0: none). The region takes a page more, and starts the cache on a 2 MiB boundary: with --runtime-dir on a tmpfs mounted with huge=within_size the cache gets 2 MiB pages."),
+	ANY("raft-log-mib", CT_UINT, raft_log_mib, "64", S_CETCD,
+	    "MiB of applied Raft log entries raftd keeps in memory for followers that lag; a follower further behind gets a snapshot (the db)."),
 	{ .name = "runtime-dir", .type = CT_STRING, .off = OFF(runtime_dir), .def = "",
 	  .support = CS_ANY, .scope = SCOPE_ALL, .section = S_CETCD,
 	  .help_def = "/dev/shm/cetcd-<hash of the absolute data dir>",

@@ -52,6 +52,9 @@
 /* etcd's raft settings (etcdserver/raft.go). */
 #define LOOP_MAX_MSG_BYTES (1u << 20)
 #define LOOP_MAX_INFLIGHT 512u
+/* What the applied log may hold when the options do not say (the default
+ * of --raft-log-mib, config/flags.c). */
+#define LOOP_RAFT_LOG_BYTES (64ull << 20)
 
 enum loop_tag {
 	TAG_TIMER = 1, TAG_WAL, TAG_WAKER, TAG_SIGNAL, TAG_STOP,
@@ -1157,6 +1160,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->initial = o->cluster;
 	l->join_seed = o->join;
 	l->snapshot_count = o->snapshot_count;
+	l->raft_log_bytes = o->raft_log_bytes ? o->raft_log_bytes : LOOP_RAFT_LOG_BYTES;
 	l->max_snapshots = o->max_snapshots;
 	l->max_wals = o->max_wals;
 	if (o->snap_dir) {

@@ -78,8 +78,10 @@ struct loop_options {
 	int signal_fd;              /* a signalfd whose readability means stop,
 				     * or -1 */
 	uint64_t snapshot_count;    /* --snapshot-count: entries applied
-				     * between log compactions with peers,
-				     * and between .snap files */
+				     * between .snap files, and at most kept
+				     * for followers (raftd/retain.h) */
+	uint64_t raft_log_bytes;    /* --raft-log-mib in bytes: what the
+				     * applied log may hold (0: 64 MiB) */
 	const char *snap_dir;       /* member/snap: .snap files are written
 				     * there and a restart starts from the
 				     * newest; NULL: none */

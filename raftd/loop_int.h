@@ -78,6 +78,7 @@ struct loop {
 	struct msgconv_scratch conv;  /* messages from peers */
 	bool removed;                 /* this member left the cluster */
 	uint64_t snapshot_count;      /* --snapshot-count */
+	uint64_t raft_log_bytes;      /* --raft-log-mib (raftd/retain.h) */
 	char *snap_dir;               /* member/snap; NULL: no .snap files */
 	struct snapwrite *snapw;      /* writes them off the loop */
 	unsigned max_snapshots;       /* --max-snapshots */

@@ -12,6 +12,7 @@
 #include "raftd/alloc.h"
 #include "raftd/peer/peer.h"
 #include "raftd/raft/raftmsg.h"
+#include "raftd/retain.h"
 #include "raftd/wal/snap.h"
 #include "raftd/wal/snapwrite.h"
 #include "raftd/wal/wal.h"
@@ -20,12 +21,6 @@
 #include "base/log/log.h"
 #include "cluster/membership.h"
 #include "cluster/v2store.h"
-
-/* Log entries kept below what stored may still need (etcd's
- * SnapshotCatchUpEntries: room for a follower that lags a little). */
-#define LOOP_KEEP_ENTRIES 5000u
-/* Compact only when this many entries can go at once. */
-#define LOOP_COMPACT_STEP 1024u
 
 /* ---- snapshots on disk (etcd's triggerSnapshot) ---- */
 
@@ -150,22 +145,45 @@ void loop_snap_ack_wait(struct loop *l, uint64_t id)
 	l->snap_acks[i] = (struct loop_snap_ack){ .id = id };
 }
 
-/* Drops log entries nobody needs any more: stored's replay point and the
- * feed's cursor, with a margin. Right after raft_advance only. */
+/* The lowest match of the followers this leader replicates to (not those
+ * waiting for a snapshot), or UINT64_MAX: none, or not the leader. */
+static uint64_t followers_match(struct loop *l)
+{
+	struct raft_status st;
+	uint64_t low = UINT64_MAX;
+
+	if (!l->peer || !raft_is_leader(l->raft))
+		return low;
+	raft_status(l->raft, &st);
+	for (size_t i = 0; i < st.n_progress; i++) {
+		const struct raft_progress *p = &st.progress[i];
+		if (p->id != l->member_id && p->state != RAFT_PROGRESS_SNAPSHOT && p->match < low)
+			low = p->match;
+	}
+	return low;
+}
+
+/* Drops log entries nobody needs any more (raftd/retain.h): those
+ * before stored's replay point and the feed's cursor, less what the
+ * followers may still take from the log within --snapshot-count and
+ * --raft-log-mib. Right after raft_advance only. */
 void loop_maybe_compact(struct loop *l)
 {
 	if (l->snaps_inflight)
 		return;
-	uint64_t keep = feed_keep_from(&l->feed);
-	if (keep <= LOOP_KEEP_ENTRIES + 1)
-		return;
-	uint64_t to = snap_acks_cap(l, keep - 1 - LOOP_KEEP_ENTRIES);
-	/* with peers, as etcd: the log is kept until --snapshot-count entries
-	 * were applied since the last compaction, so that a follower that
-	 * fell that far behind catches up from it */
-	uint64_t step = l->peer && l->snapshot_count > LOOP_COMPACT_STEP ? l->snapshot_count :
-									  LOOP_COMPACT_STEP;
-	if (to >= raft_log(l->raft)->snap_index + step)
+	const struct raftlog *log = raft_log(l->raft);
+	struct raft_conf_state cs;
+	raft_conf_state(l->raft, &cs);
+	struct retain r = {
+		.keep_from = feed_keep_from(&l->feed),
+		.margin = cs.n_voters + cs.n_learners > 1 ? RETAIN_MARGIN_ENTRIES : 0,
+		.limit = snap_acks_cap(l, UINT64_MAX),
+		.followers = followers_match(l),
+		.max_extra = l->snapshot_count,
+		.budget = l->raft_log_bytes,
+	};
+	uint64_t to = retain_compact_to(log, &r);
+	if (to > log->snap_index)
 		raft_compact(l->raft, to);
 }
 

@@ -232,6 +232,7 @@ int main(int argc, char **argv)
 		.signal_fd = sfd,
 		.peer = peers,
 		.snapshot_count = cfg.snapshot_count,
+		.raft_log_bytes = cfg.raft_log_mib << 20,
 		.snap_dir = snap_dir,
 		.max_snapshots = (unsigned)cfg.max_snapshots,
 		.max_wals = (unsigned)cfg.max_wals,

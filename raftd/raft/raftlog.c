@@ -28,8 +28,10 @@ void raft_entry_free_data(struct raft_entry *e)
 /* Frees the data of ents[from..n) and forgets them. */
 static void log_truncate_at(struct raftlog *l, size_t from)
 {
-	for (size_t i = from; i < l->n; i++)
+	for (size_t i = from; i < l->n; i++) {
+		l->bytes -= raftlog_entry_bytes(&l->ents[i]);
 		raft_entry_free_data(&l->ents[i]);
+	}
 	l->n = from;
 }
 
@@ -54,6 +56,8 @@ int raftlog_restore(struct raftlog *l, uint64_t snap_index, uint64_t snap_term,
 	raftlog_init(l, snap_index, snap_term);
 	l->ents = ents;
 	l->n = l->cap = n;
+	for (size_t i = 0; i < n; i++)
+		l->bytes += raftlog_entry_bytes(&ents[i]);
 	l->persisting = l->stabled = raftlog_last_index(l);
 	return 0;
 }
@@ -104,13 +108,16 @@ int raftlog_append(struct raftlog *l, const struct raft_entry *ents, size_t n)
 				goto out_undo;
 			memcpy(d->data, ents[i].data, ents[i].len);
 		}
+		l->bytes += raftlog_entry_bytes(d);
 	}
 	l->n += n;
 	return 0;
 
 out_undo:
-	while (i--)
+	while (i--) {
+		l->bytes -= raftlog_entry_bytes(&l->ents[l->n + i]);
 		raft_entry_free_data(&l->ents[l->n + i]);
+	}
 	return -ENOMEM;
 }
 
@@ -171,10 +178,22 @@ void raftlog_compact(struct raftlog *l, uint64_t index)
 		return;
 	size_t drop = (size_t)(index - l->snap_index);
 	uint64_t term = raftlog_term(l, index);
-	for (size_t i = 0; i < drop; i++)
+	for (size_t i = 0; i < drop; i++) {
+		l->bytes -= raftlog_entry_bytes(&l->ents[i]);
 		raft_entry_free_data(&l->ents[i]);
+	}
 	memmove(l->ents, l->ents + drop, (l->n - drop) * sizeof(*l->ents));
 	l->n -= drop;
+	/* a log that was long (a restart's replay, a follower away) gives
+	 * its array back once it is short again */
+	if (l->cap > 1024 && l->n < l->cap / 4) {
+		size_t cap = l->n * 2 > 64 ? l->n * 2 : 64;
+		struct raft_entry *e = raftd_realloc(l->ents, cap * sizeof(*l->ents));
+		if (e) {
+			l->ents = e;
+			l->cap = cap;
+		}
+	}
 	l->snap_index = index;
 	l->snap_term = term;
 }

@@ -62,7 +62,14 @@ struct raftlog {
 	uint64_t stabled;
 	uint64_t committed;
 	uint64_t applying;
+	uint64_t bytes; /* memory the entries hold: raftlog_entry_bytes of each */
 };
+
+/* What one entry costs the log: its data and its slot. */
+static inline uint64_t raftlog_entry_bytes(const struct raft_entry *e)
+{
+	return (uint64_t)e->len + sizeof(*e);
+}
 
 /* An empty log starting after (snap_index, snap_term); every mark sits at
  * snap_index. Never fails. */
