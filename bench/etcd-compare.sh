@@ -49,7 +49,11 @@
 #   loads them once, then reads them back whole and checks them): its time,
 #   and the sum of the peak resident memory (VmHWM, reset just before
 #   through /proc/PID/clear_refs, so root) of the server's processes while
-#   it runs, and how far that rose above what they held before;
+#   it runs, and how far that rose above what they held before; the sum
+#   of their proportional set size (PSS, /proc/PID/smaps_rollup: a page
+#   shared by N processes counts 1/N in each, so the sum counts it once)
+#   before the Range, after the load (the footprint of the put load), and
+#   its peak, sampled every 50 ms while the Range runs;
 #   defrag: a db of BENCH_DEFRAG_MB MiB of 1 KiB values (1024; --quick
 #   makes it 128) with half its keys deleted and compacted away is
 #   defragmented (etcdctl defrag) while tests/tools/latprobe sends puts
@@ -679,28 +683,55 @@ if [[ -z ${BENCH_WORKLOADS:-} || " $BENCH_WORKLOADS " == *" watch_floor "* ]]; t
 fi
 measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_errors keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
   lease-keepalive --total "$total"
+# pss_kib PID...: the sum of the processes' PSS in KiB (a page shared by
+# several of them counted once over all; a process gone counts 0).
+pss_kib() {
+  local p sum=0 v
+  for p; do
+    v=$(awk '$1 == "Pss:" { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null) || v=0
+    sum=$(( sum + ${v:-0} ))
+  done
+  echo "$sum"
+}
 # big_range: one Range of $total keys of 1 KiB (about 105 MB; loaded once
 # per server by tests/tools/bigrange, in txns of 100 puts), read back
-# whole and checked by it; prints "ms peak_mb grew_mb": the Range's time,
-# the sum of the peak resident memory (VmHWM) of the server's processes
-# while it ran (each peak reset first through /proc/PID/clear_refs), and
-# how far that sum rose above their resident memory before.
+# whole and checked by it; prints "ms peak_mb grew_mb pss_mb peak_pss_mb":
+# the Range's time, the sum of the peak resident memory (VmHWM) of the
+# server's processes while it ran (each peak reset first through
+# /proc/PID/clear_refs; pages shared by several processes, the db's page
+# cache and the shared region, count in each), how far that sum rose
+# above their resident memory before, the sum of their PSS before the
+# Range (after the load), and the peak of that sum sampled every 50 ms
+# while the Range ran (shared pages counted once; a peak between two
+# samples can be missed).
 big_range() {
   local args=(-endpoint "$endpoint" -prefix bigr -n "$total" -size 1024) p ms before=0 peak=0
   if [[ -z $(ETCDCTL_API=3 etcdctl --endpoints "$endpoint" get bigr/00000000 --keys-only) ]]; then
     "${cli_pin[@]}" "$tools/bigrange" load "${args[@]}" -batch 100 >/dev/null
   fi
-  local procs
+  local procs pss0 pss_peak v out=$work/big_range.out getter
   procs=$(server_procs)
   for p in $procs; do
     echo 5 >"/proc/$p/clear_refs"
     before=$(( before + $(awk '$1 == "VmRSS:" { print $2 }' "/proc/$p/status") ))
   done
-  ms=$("${cli_pin[@]}" "$tools/bigrange" get "${args[@]}" | awk '$1 == "ms" { print $2 }')
+  # shellcheck disable=SC2086 # a list of pids
+  pss0=$(pss_kib $procs)
+  pss_peak=$pss0
+  "${cli_pin[@]}" "$tools/bigrange" get "${args[@]}" >"$out" &
+  getter=$!
+  while kill -0 "$getter" 2>/dev/null; do
+    # shellcheck disable=SC2086
+    v=$(pss_kib $procs)
+    ((v > pss_peak)) && pss_peak=$v
+    sleep 0.05
+  done
+  wait "$getter" || true
+  ms=$(awk '$1 == "ms" { print $2 }' "$out")
   for p in $procs; do peak=$(( peak + $(awk '$1 == "VmHWM:" { print $2 }' "/proc/$p/status") )); done
-  echo "${ms:-0} $(( peak / 1024 )) $(( (peak - before) / 1024 ))"
+  echo "${ms:-0} $(( peak / 1024 )) $(( (peak - before) / 1024 )) $(( pss0 / 1024 )) $(( pss_peak / 1024 ))"
 }
-measure big_range "big_range_ms big_range_peak_mb big_range_grew_mb" big_range
+measure big_range "big_range_ms big_range_peak_mb big_range_grew_mb big_range_pss_mb big_range_peak_pss_mb" big_range
 
 # defrag and snapshot share one db per server (the leader's, with 3
 # members): about $defrag_mb MiB of 1 KiB values put by two bigrange
@@ -941,7 +972,7 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok json_range_qps json_range_cpu json_range_ok \
          json_put_qps json_put_cpu json_put_ok big_range_ms big_range_peak_mb big_range_grew_mb \
-         defrag_s defrag_db_before_mb defrag_db_after_mb defrag_file_before_mb defrag_file_after_mb \
+         big_range_pss_mb big_range_peak_pss_mb defrag_s defrag_db_before_mb defrag_db_after_mb defrag_file_before_mb defrag_file_after_mb \
          defrag_put_before_p99 defrag_put_during_p99 \
          defrag_put_x defrag_range_before_p99 defrag_range_during_p99 defrag_range_x defrag_probe_errors \
          snapshot_s snapshot_mb snapshot_put_before_p99 snapshot_put_during_p99 snapshot_put_x \
@@ -1012,6 +1043,8 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "big_range_ms_ratio=$(ratio "${R[cetcd.big_range_ms]:-0}" "${R[etcd.big_range_ms]:-0}")" \
   "big_range_peak_ratio=$(ratio "${R[cetcd.big_range_peak_mb]:-0}" "${R[etcd.big_range_peak_mb]:-0}")" \
   "big_range_grew_ratio=$(ratio "${R[cetcd.big_range_grew_mb]:-0}" "${R[etcd.big_range_grew_mb]:-0}")" \
+  "big_range_pss_ratio=$(ratio "${R[cetcd.big_range_pss_mb]:-0}" "${R[etcd.big_range_pss_mb]:-0}")" \
+  "big_range_peak_pss_ratio=$(ratio "${R[cetcd.big_range_peak_pss_mb]:-0}" "${R[etcd.big_range_peak_pss_mb]:-0}")" \
   "failover_ratio=$(ratio "${R[cetcd.failover_ms]:-0}" "${R[etcd.failover_ms]:-0}")" \
   "defrag_s_ratio=$(ratio "${R[cetcd.defrag_s]:-0}" "${R[etcd.defrag_s]:-0}")" \
   "defrag_put_p99_ratio=$(ratio "${R[cetcd.defrag_put_during_p99]:-0}" "${R[etcd.defrag_put_during_p99]:-0}")" \
