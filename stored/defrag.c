@@ -19,6 +19,10 @@
 #include "stored/btree/btree.h"
 
 #define DEFRAG_COMMIT_BYTES (1u << 20)
+/* The copy's writeback: bytes written back at a time (and waited for),
+ * and the most its commits may run ahead of that before the steps wait. */
+#define DEFRAG_WRITEBACK_CHUNK (1u << 20)
+#define DEFRAG_WRITEBACK_AHEAD (8u << 20)
 /* Entries per look at the clock. */
 #define DEFRAG_CLOCK_EVERY 64u
 /* A bucket's entries are written at this fill, as etcd's defragdb does. */
@@ -49,6 +53,7 @@ struct defrag {
 	char *tmp_path;
 	uint32_t commit_bytes;
 	uint32_t final_keys;
+	uint32_t writeback_ahead;
 	enum defrag_phase phase;
 	bool finished;              /* defrag_finish went through */
 	int failed;                 /* the tracker could not record a change */
@@ -69,12 +74,27 @@ struct defrag {
 	size_t round_pos;
 	struct defrag_stats st;
 	int sync_fd;                /* the copy's file, for its writeback */
-	/* The bulk copy's data synced on a thread of its own (fdatasync of
-	 * sync_fd) while the catch-up goes on, so that the sealed checkpoint syncs
-	 * little: started once the bulk copy is done; ready waits for it. */
-	pthread_t syncer;
-	bool syncing;
-	_Atomic int synced;         /* 0 running, 1 done, else -errno */
+	/*
+	 * The copy's writeback, on a thread of its own (defrag_writer): what
+	 * the commits wrote is written back a chunk at a time, each waited
+	 * for before the next is started, so that the disk's queue never
+	 * holds more than a chunk of the copy ahead of the WAL's writes and
+	 * syncs; a step stops, and the next ones wait, while the commits are
+	 * more than writeback_ahead past it. Once the bulk copy is done it syncs
+	 * the copy (fdatasync of sync_fd) while the catch-up goes on, so that
+	 * the sealed checkpoint syncs little; ready waits for that sync.
+	 * Under mu: target, done, sync_wanted, stop.
+	 */
+	pthread_t writer;
+	bool writing;               /* the thread runs */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t target;            /* bytes of the file the commits reached */
+	uint64_t done;              /* written back, in file order, up to here */
+	bool sync_wanted, stop;
+	bool held;                  /* the last step waited for the writeback */
+	atomic_bool writer_gone;    /* the thread has stopped (asked to at the seal) */
+	_Atomic int synced;         /* 0 not yet, 1 done, else -errno */
 	uint8_t *keybuf;            /* defrag_keep_key's */
 	size_t keybuf_cap;
 };
@@ -165,6 +185,125 @@ static void defrag_on_write(void *arg, const uint8_t *bucket, size_t blen, const
 		d->failed = errmsg_set(rc, "stored: out of memory tracking the writes made during a defragmentation");
 }
 
+/* ---- the copy's writeback ---- */
+
+static void *defrag_writer(void *arg)
+{
+	struct defrag *d = arg;
+
+	pthread_mutex_lock(&d->mu);
+	for (;;) {
+		while (!d->stop && d->done >= d->target && !d->sync_wanted)
+			pthread_cond_wait(&d->cv, &d->mu);
+		if (d->stop)
+			break;
+		if (d->done < d->target) {
+			uint64_t off = d->done, len = d->target - off;
+			if (len > DEFRAG_WRITEBACK_CHUNK)
+				len = DEFRAG_WRITEBACK_CHUNK;
+			pthread_mutex_unlock(&d->mu);
+			/* an error here is the sync's to report */
+			(void)sync_file_range(d->sync_fd, (off_t)off, (off_t)len,
+					      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+						      SYNC_FILE_RANGE_WAIT_AFTER);
+			pthread_mutex_lock(&d->mu);
+			d->done = off + len;
+			pthread_cond_broadcast(&d->cv);
+			continue;
+		}
+		d->sync_wanted = false;
+		pthread_mutex_unlock(&d->mu);
+		int rc = fdatasync(d->sync_fd) < 0 ? -errno : 1;
+		atomic_store_explicit(&d->synced, rc, memory_order_release);
+		pthread_mutex_lock(&d->mu);
+	}
+	pthread_mutex_unlock(&d->mu);
+	atomic_store_explicit(&d->writer_gone, true, memory_order_release);
+	return NULL;
+}
+
+/* Starts the copy's writer; without it (no thread, no descriptor) the
+ * kernel writes the copy back on its own and the sealed checkpoint syncs
+ * it all. */
+static void defrag_writer_start(struct defrag *d)
+{
+	if (d->sync_fd < 0)
+		return;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	d->writing = shm_thread_start(&d->writer, false, defrag_writer, d) == 0;
+	if (!d->writing) {
+		pthread_cond_destroy(&d->cv);
+		pthread_mutex_destroy(&d->mu);
+	}
+}
+
+/* Asks the writer to stop after what it is writing: at the seal, from
+ * which on the copy's checkpoints make it durable. */
+static void defrag_writer_end(struct defrag *d)
+{
+	if (!d->writing)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->stop = true;
+	pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Whether the writer has stopped (or never ran). */
+static bool defrag_writer_gone(const struct defrag *d)
+{
+	return !d->writing || atomic_load_explicit(&d->writer_gone, memory_order_acquire);
+}
+
+static void defrag_writer_stop(struct defrag *d)
+{
+	if (!d->writing)
+		return;
+	defrag_writer_end(d);
+	pthread_join(d->writer, NULL);
+	pthread_cond_destroy(&d->cv);
+	pthread_mutex_destroy(&d->mu);
+	d->writing = false;
+}
+
+/* After a commit of the copy: its file's pages up to the high-water mark
+ * are the writer's to write back. */
+static void defrag_writeback_to(struct defrag *d)
+{
+	struct btree_db_stats st;
+
+	if (!d->writing)
+		return;
+	btree_db_stats(d->copy, &st);
+	pthread_mutex_lock(&d->mu);
+	if (!d->stop && st.hwm_pgid * st.page_size > d->target) {
+		if (st.hwm_pgid * st.page_size - d->target > d->st.commit_max)
+			d->st.commit_max = st.hwm_pgid * st.page_size - d->target;
+		d->target = st.hwm_pgid * st.page_size;
+		if (d->target - d->done > d->st.ahead_max)
+			d->st.ahead_max = d->target - d->done;
+		pthread_cond_signal(&d->cv);
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Whether the commits are so far ahead of the writeback that a step
+ * should wait (the writer catches up meanwhile). */
+static bool defrag_writeback_behind(struct defrag *d)
+{
+	bool behind;
+
+	if (!d->writing)
+		return false;
+	pthread_mutex_lock(&d->mu);
+	behind = !d->stop && d->target - d->done > d->writeback_ahead;
+	if (d->target > d->done)
+		pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	return behind;
+}
+
 /* ---- writing the copy ---- */
 
 static int defrag_copy_fail(struct defrag *d, int rc, const char *what)
@@ -191,8 +330,8 @@ static int defrag_commit(struct defrag *d, bool next)
 	d->ct_bytes = 0;
 	if (rc)
 		return defrag_copy_fail(d, rc, "commit");
-	if (d->sync_fd >= 0)
-		(void)sync_file_range(d->sync_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	defrag_writeback_to(d);
+	d->held = next && defrag_writeback_behind(d);
 	if (!next)
 		return 0;
 	rc = btree_write_begin(d->copy, &d->ct);
@@ -413,6 +552,8 @@ static int defrag_copy_step(struct defrag *d, int64_t deadline, bool *done)
 			if (rc)
 				return rc;
 			dst = NULL; /* handles end with their txn */
+			if (d->held)
+				return 0;
 		}
 	}
 }
@@ -459,6 +600,10 @@ static int defrag_round_step(struct defrag *d, int64_t deadline, bool *done)
 			rc = defrag_commit(d, true);
 			if (rc)
 				return rc;
+			if (d->held && deadline) {
+				d->round_pos++;
+				return 0;
+			}
 		}
 	}
 	defrag_set_clear(&d->round);
@@ -466,36 +611,27 @@ static int defrag_round_step(struct defrag *d, int64_t deadline, bool *done)
 	return 0;
 }
 
-static void *defrag_syncer(void *arg)
-{
-	struct defrag *d = arg;
-	int rc = fdatasync(d->sync_fd) < 0 ? -errno : 1;
-
-	atomic_store_explicit(&d->synced, rc, memory_order_release);
-	return NULL;
-}
-
-/* Starts the sync of what the bulk copy wrote; where no thread can be
- * started, the sealed checkpoint syncs it all. */
+/* Asks for the sync of what the bulk copy wrote (after the writeback
+ * reaches the commits); where no thread runs, the sealed checkpoint
+ * syncs it all. */
 static void defrag_sync_start(struct defrag *d)
 {
-	atomic_store_explicit(&d->synced, 0, memory_order_relaxed);
-	if (d->sync_fd >= 0 && shm_thread_start(&d->syncer, false, defrag_syncer, d) == 0)
-		d->syncing = true;
-	else
+	if (!d->writing) {
 		atomic_store_explicit(&d->synced, 1, memory_order_relaxed);
+		return;
+	}
+	pthread_mutex_lock(&d->mu);
+	d->sync_wanted = true;
+	pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* Whether the bulk copy's sync is over: 1, 0 (still running), or its
- * error. Joins the thread once it is over. */
+ * error. */
 static int defrag_sync_done(struct defrag *d)
 {
 	int rc = atomic_load_explicit(&d->synced, memory_order_acquire);
 
-	if (rc != 0 && d->syncing) {
-		pthread_join(d->syncer, NULL);
-		d->syncing = false;
-	}
 	if (rc < 0)
 		return errmsg_set(rc, "stored: syncing the defragmented copy %s: %s", d->tmp_path,
 				  strerror(-rc));
@@ -517,6 +653,7 @@ static int defrag_seal(struct defrag *d)
 		rc = defrag_commit(d, false);
 	if (rc)
 		return rc;
+	defrag_writer_end(d);
 	rc = btree_db_checkpoint_begin(d->copy, &started);
 	if (rc)
 		return defrag_copy_fail(d, rc, "checkpoint");
@@ -538,7 +675,8 @@ static int defrag_sealed_durable(struct defrag *d)
 
 	if (rc)
 		return defrag_copy_fail(d, rc, "checkpoint");
-	return done;
+	/* and the writer gone, so that the final step never waits for it */
+	return done && defrag_writer_gone(d);
 }
 
 int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
@@ -550,6 +688,11 @@ int defrag_step(struct defrag *d, int64_t budget_ns, bool *ready)
 	*ready = false;
 	if (d->failed)
 		return d->failed;
+	d->held = defrag_writeback_behind(d);
+	if (d->held) {
+		d->st.steps_held++;
+		return 0;
+	}
 	if (d->phase == DEFRAG_COPY) {
 		rc = defrag_copy_step(d, deadline, &done);
 		if (rc || !done)
@@ -602,10 +745,6 @@ int defrag_finish(struct defrag *d)
 		rc = defrag_copy_step(d, INT64_MAX, &done);
 		if (rc)
 			return rc;
-	}
-	if (d->syncing) {
-		pthread_join(d->syncer, NULL);
-		d->syncing = false;
 	}
 	rc = defrag_sync_done(d);
 	if (rc < 0)
@@ -661,10 +800,11 @@ bool defrag_sealed(const struct defrag *d)
 bool defrag_waits(const struct defrag *d)
 {
 	bool busy = d->phase == DEFRAG_SEALING ?
-			    btree_db_checkpoint_busy(d->copy) :
-			    d->syncing && atomic_load_explicit(&d->synced, memory_order_acquire) == 0;
+			    btree_db_checkpoint_busy(d->copy) || !defrag_writer_gone(d) :
+			    d->phase == DEFRAG_CATCHUP &&
+				    atomic_load_explicit(&d->synced, memory_order_acquire) == 0;
 
-	return busy && d->round.count == 0 && d->tracked.count <= d->final_keys;
+	return d->held || (busy && d->round.count == 0 && d->tracked.count <= d->final_keys);
 }
 
 void defrag_stats(const struct defrag *d, struct defrag_stats *out)
@@ -692,6 +832,7 @@ int defrag_begin(struct btree_db *live, const struct defrag_opts *o, struct defr
 	d->sync_fd = -1;
 	d->commit_bytes = o->commit_bytes ? o->commit_bytes : DEFRAG_COMMIT_BYTES;
 	d->final_keys = o->final_keys ? o->final_keys : DEFRAG_FINAL_KEYS;
+	d->writeback_ahead = o->writeback_ahead ? o->writeback_ahead : DEFRAG_WRITEBACK_AHEAD;
 	d->tmp_path = stored_strdup(o->tmp_path);
 	if (!d->tmp_path) {
 		stored_free(d);
@@ -712,6 +853,7 @@ int defrag_begin(struct btree_db *live, const struct defrag_opts *o, struct defr
 		goto out_abort;
 	}
 	d->sync_fd = open(d->tmp_path, O_RDONLY | O_CLOEXEC);
+	defrag_writer_start(d);
 	rc = btree_write_begin(d->copy, &d->ct);
 	if (rc) {
 		d->ct = NULL;
@@ -740,8 +882,7 @@ out_abort:
 
 static void defrag_release(struct defrag *d)
 {
-	if (d->syncing)
-		pthread_join(d->syncer, NULL);
+	defrag_writer_stop(d);
 	btree_db_track(d->live, NULL);
 	btree_txn_end(d->rt);
 	btree_txn_end(d->ct);

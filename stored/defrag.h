@@ -58,6 +58,8 @@ struct defrag_opts {
 	uint32_t commit_bytes;    /* bytes of entries per commit of the copy; 0: 1 MiB */
 	uint32_t final_keys;      /* changes left at most for the final step;
 				   * 0: DEFRAG_FINAL_KEYS */
+	uint32_t writeback_ahead; /* bytes the copy's commits may run ahead of
+				   * its writeback; 0: 8 MiB */
 	int (*io_open)(int fd, void *arg, struct diskio **out);  /* btree_db_opts' */
 	void *io_open_arg;
 };
@@ -68,6 +70,10 @@ struct defrag_stats {
 	uint64_t buckets_carried; /* changed buckets copied again */
 	uint32_t rounds;          /* catch-up rounds so far */
 	uint64_t pending;         /* changes tracked and not carried over yet */
+	uint64_t ahead_max;       /* the most bytes the commits were ahead of the
+				   * writeback (its thread's; 0 without it) */
+	uint64_t steps_held;      /* steps cut short to let the writeback catch up */
+	uint64_t commit_max;      /* the most bytes one commit added to it */
 };
 
 /*
@@ -105,10 +111,13 @@ bool defrag_sealed(const struct defrag *d);
  * caller owns from now on. */
 struct btree_db *defrag_take(struct defrag *d);
 
-/* Whether a step has nothing to do but wait for the bulk copy's data to
- * reach the disk (synced on a thread of its own once the bulk copy is
- * done, so that the final step has little to sync): the caller may sleep
- * a little instead of stepping at once. */
+/* Whether a step has nothing to do but wait for the copy's data to
+ * reach the disk: its writeback, a chunk at a time on a thread of its own,
+ * is more than writeback_ahead behind the commits (the copy is written at
+ * the pace the disk takes it, and the disk's queue never holds much of it
+ * ahead of the WAL's writes), or the bulk copy is synced on that thread
+ * once it is done (so that the final step has little to sync): the
+ * caller may sleep a little instead of stepping at once. */
 bool defrag_waits(const struct defrag *d);
 
 void defrag_stats(const struct defrag *d, struct defrag_stats *out);

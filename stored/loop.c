@@ -1574,6 +1574,8 @@ static int loop_defrag_switch(struct stored_loop *l)
 		 LOG_I64("current-db-size-in-use-bytes", in_use), LOG_STR("current-db-size-in-use", b),
 		 LOG_STR("took", took), LOG_U64("entries-copied", ds.entries_copied),
 		 LOG_U64("entries-carried-over", ds.entries_carried), LOG_U64("rounds", ds.rounds),
+		 LOG_U64("writeback-ahead-max-bytes", ds.ahead_max),
+		 LOG_U64("steps-held-for-writeback", ds.steps_held),
 		 LOG_U64("db-generation", l->pub.db_generation),
 		 LOG_I64("longest-step-us", l->defrag_longest_ns / 1000),
 		 LOG_I64("longest-step-cpu-us", l->defrag_longest_cpu_ns / 1000),

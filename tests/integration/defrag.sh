@@ -12,8 +12,10 @@
 #      and in the switch to the copy it waits for no disk: the final step
 #      waited for no sync, and its time blocked (wall-clock less CPU time
 #      less time waiting for a CPU, so what the machine's other load adds
-#      is not counted) is under 10 ms; the wall-clock figures and the
-#      probe's slowest requests before and during it are printed.
+#      is not counted) is under 10 ms; the copy's writeback ran beside its
+#      commits and never fell more than 8 MiB and a commit behind; the
+#      wall-clock figures and the probe's slowest requests before and
+#      during it are printed.
 #   2. Rounds of: a writer runs, a defragmentation starts, and stored,
 #      raftd or the launcher is SIGKILLed a random few milliseconds into
 #      it; after the restart no acknowledged put is lost, no db.tmp.* is
@@ -94,6 +96,12 @@ check "no copy step held stored's loop for 10 ms of its CPU time" \
 check "nor the final step" test "$(held final-step-cpu-us || echo 99999999)" -le 10000
 check "the final step waited for no sync of the disk" test "$(held final-step-syncs || echo 1)" -eq 0
 check "nor was it blocked for 10 ms" test "$(held final-step-blocked-us || echo 99999999)" -lt 10000
+# The copy went to the disk through its own writeback, a chunk at a time,
+# with the commits never more than 8 MiB and a commit (about 1.3 MiB of
+# pages) ahead of it.
+check "the copy's writeback ran beside its commits, at most 8 MiB and a commit behind" \
+	test "$(held writeback-ahead-max-bytes || echo 0)" -gt 0 -a \
+	"$(held writeback-ahead-max-bytes || echo 99999999)" -le $(((8 + 2) << 20))
 # The clients' view, for the record: the slowest request that overlaps
 # the defragmentation against the slowest in the 2.5 s before it.
 read -r before during n_before n_during < <(awk -v a="$t1" -v b="$t2" '

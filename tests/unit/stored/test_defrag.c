@@ -13,7 +13,8 @@
  * rounds. After the final step the copy must hold exactly what the live
  * db's newest commit holds (every bucket, key, value and sequence, in both
  * directions), pass the engine's full check, and have next to no free
- * pages where the live file had many. Also: a copy path that exists is
+ * pages where the live file had many, and the copy's commits never ran
+ * further ahead of its writeback than the limit allows. Also: a copy path that exists is
  * refused, an abort removes the copy, defrag_remove_leftovers removes
  * db.tmp.* files only, and a nested bucket is refused with -ENOTSUP.
  * A failure prints the seed; BTREE_SEED=n replays it.
@@ -26,6 +27,9 @@
 
 #define RUNS 6
 #define BUCKETS 5
+/* Bytes the copy's commits may run ahead of its writeback: small, so
+ * that the steps wait for it now and then. */
+#define WRITEBACK_AHEAD 32768u
 
 static char dir[256];
 
@@ -166,6 +170,7 @@ static void one_run(unsigned run)
 	const struct defrag_opts dopts = {
 		.tmp_path = tmp_path, .map_size = 1ull << 30,
 		.commit_bytes = 8192 + (uint32_t)t_below(65536), .final_keys = 16 + (uint32_t)t_below(64),
+		.writeback_ahead = WRITEBACK_AHEAD,
 	};
 	T_OK(defrag_begin(live, &dopts, &d));
 	while (!ready) {
@@ -207,12 +212,20 @@ static void one_run(unsigned run)
 		T_FAIL("copy: %" PRIu64 " free of %" PRIu64 " pages; live: %" PRIu64 " free of %" PRIu64
 		       "; final step at most %u changes", cs.free_pages, cs.hwm_pgid, ls.free_pages,
 		       ls.hwm_pgid, dopts.final_keys);
+	printf("run %u: writeback at most %" PRIu64 " bytes behind (largest commit %" PRIu64
+	       "), %" PRIu64 " steps held\n", run, ds.ahead_max, ds.commit_max, ds.steps_held);
 	printf("run %u: %" PRIu64 " keys; %u steps, %" PRIu64 " copied, %" PRIu64
 	       " carried over, %" PRIu64 " buckets again, %u rounds; live %" PRIu64 " pages (%" PRIu64
 	       " free) -> copy %" PRIu64 " (%" PRIu64 " free)\n",
 	       run, keys, steps, ds.entries_copied, ds.entries_carried, ds.buckets_carried, ds.rounds,
 	       ls.hwm_pgid, ls.free_pages, cs.hwm_pgid, cs.free_pages);
 	T_CHECK(ds.entries_copied > 0);
+	/* The commits never ran further ahead of the copy's writeback than
+	 * the limit and one commit (a bucket copied again whole is one) */
+	if (ds.ahead_max > WRITEBACK_AHEAD + ds.commit_max)
+		T_FAIL("copy: commits %" PRIu64 " bytes ahead of the writeback (limit %u, largest "
+		       "commit %" PRIu64 ")", ds.ahead_max, WRITEBACK_AHEAD, ds.commit_max);
+	T_CHECK(ds.ahead_max > 0);
 	btree_db_close(copy);
 	btree_db_close(live);
 	free(vbuf);
