@@ -308,6 +308,22 @@ int config_daemon_start(struct cetcd_config *c, enum config_program prog, const 
 void config_daemon_ready(void);
 void config_daemon_stopping(void);
 
+/*
+ * systemd's watchdog (WatchdogSec= in the daemon's unit), fed from the
+ * daemon's event loop, so that a loop stuck for the unit's whole watchdog
+ * time gets the daemon killed and restarted. Every turn calls
+ * config_watchdog_turn with the loop's clock; it sends WATCHDOG=1 when
+ * half the watchdog time passed since the last one and returns the
+ * milliseconds until the next one is due, which the loop's wait must not
+ * exceed (-1 when systemd asked for no watchdog: nothing to send, ever).
+ */
+struct config_watchdog {
+	int64_t every_ns; /* half of WatchdogSec; 0: no watchdog */
+	int64_t next_ns;  /* when WATCHDOG=1 is due next */
+};
+void config_watchdog_init(struct config_watchdog *w, int64_t now_ns);
+int config_watchdog_turn(struct config_watchdog *w, int64_t now_ns);
+
 /* Writes the flag list (--help) for prog. */
 void config_print_help(FILE *out, enum config_program prog);
 /* Writes the version lines (--version). */

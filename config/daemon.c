@@ -150,3 +150,33 @@ void config_daemon_stopping(void)
 {
 	(void)sd_notify(0, "STOPPING=1");
 }
+
+void config_watchdog_init(struct config_watchdog *w, int64_t now_ns)
+{
+	uint64_t usec = 0;
+
+	/* > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID, if set, is us */
+	if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) {
+		*w = (struct config_watchdog){ 0 };
+		return;
+	}
+	w->every_ns = (int64_t)(usec / 2) * 1000;
+	if (w->every_ns < 1000000)
+		w->every_ns = 1000000;
+	w->next_ns = now_ns;
+	log_info("feeding systemd's watchdog", LOG_U64("every-ms", (uint64_t)w->every_ns / 1000000));
+}
+
+int config_watchdog_turn(struct config_watchdog *w, int64_t now_ns)
+{
+	if (!w->every_ns)
+		return -1;
+	if (now_ns >= w->next_ns) {
+		int rc = sd_notify(0, "WATCHDOG=1");
+		if (rc < 0)
+			log_warn("cannot feed systemd's watchdog", LOG_ERRNO(rc));
+		w->next_ns = now_ns + w->every_ns;
+	}
+	int64_t left = (w->next_ns - now_ns + 999999) / 1000000;
+	return left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
+}

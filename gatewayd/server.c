@@ -1234,8 +1234,12 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 
 int gw_server_run(struct gw_server *s)
 {
+	struct config_watchdog wd;
+
+	config_watchdog_init(&wd, clock_now_ns());
 	for (;;) {
-		int fd = gw_server_turn(s, -1);
+		/* systemd's watchdog is fed here, by the loop itself */
+		int fd = gw_server_turn(s, config_watchdog_turn(&wd, clock_now_ns()));
 		if (fd >= 0)
 			return fd;
 	}

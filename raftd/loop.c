@@ -30,6 +30,7 @@
 #include "raftd/wal/snapwrite.h"
 #include "raftd/proposals.h"
 #include "base/diskio/diskio.h"
+#include "config/config.h"
 #include "shm/doorbell.h"
 #include "base/log/log.h"
 #include "cluster/initial_cluster.h"
@@ -848,10 +849,17 @@ int loop_run(struct loop *l)
 		(void)raft_campaign(l->raft);
 		turn(l, NULL, 0);
 	}
+	struct config_watchdog wd;
+	config_watchdog_init(&wd, clock_now_ns());
 	while (!l->stopping && !l->fatal) {
 		int n, err;
+		/* systemd's watchdog is fed here, by the loop itself */
+		int wd_ms = config_watchdog_turn(&wd, clock_now_ns());
+		int timeout = next_timeout(l);
 
-		n = epoll_wait(l->epfd, ev, 8, shm_waker_prepare(&l->waker, next_timeout(l)));
+		if (wd_ms >= 0 && (timeout < 0 || timeout > wd_ms))
+			timeout = wd_ms;
+		n = epoll_wait(l->epfd, ev, 8, shm_waker_prepare(&l->waker, timeout));
 		err = n < 0 ? errno : 0;
 		shm_waker_done(&l->waker);
 		if (n < 0) {

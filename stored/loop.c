@@ -21,6 +21,7 @@
 #include "base/thread/thread.h"
 #include "shm/bcast.h"
 #include "base/diskio/diskio.h"
+#include "config/config.h"
 #include "shm/doorbell.h"
 #include "base/log/errmsg.h"
 #include "shm/hello.h"
@@ -1691,10 +1692,15 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 {
 	int rc;
 
+	struct config_watchdog wd;
+
 	l->stop = stop;
+	config_watchdog_init(&wd, clock_now_ns());
 	while (!*stop) {
 		bool more = false;
 		int timeout_ms = SHM_DOORBELL_BACKSTOP_MS;
+		/* systemd's watchdog is fed here, by the loop itself */
+		int wd_ms = config_watchdog_turn(&wd, clock_now_ns());
 
 		rc = stored_loop_turn(l, &more);
 		if (rc)
@@ -1712,6 +1718,8 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 		int lease_ms = lessor_loop_timeout_ms(&l->lease);
 		if (lease_ms >= 0 && lease_ms < timeout_ms)
 			timeout_ms = lease_ms;
+		if (wd_ms >= 0 && wd_ms < timeout_ms)
+			timeout_ms = wd_ms;
 		shm_doorbell_wait(l->bell, l->raftd_bell, loop_has_work, l, LOOP_SPIN_US,
 				  timeout_ms);
 	}

@@ -11,7 +11,10 @@
 #     row. The daemons run as the user cetcd, with the data dir as etcd
 #     makes it. ETCD_GATEWAYS=2 and a daemon-reload give two gateways.
 #  2. SIGKILL of gatewayd@0, then of stored: systemd restarts each, and no
-#     acknowledged write is lost.
+#     acknowledged write is lost. The watchdog: raftd, stored and the
+#     gateways have WatchdogSec=; with it shortened to 2 s, an idle member
+#     lives on (each loop feeds it), and each daemon stopped with SIGSTOP
+#     is killed by systemd's watchdog and restarted.
 #  3. `systemctl stop cetcd.target` stops every unit and none is failed;
 #     the region's runtime dir is gone. A new start serves the old data.
 #     `systemctl stop cetcd-region.service` returns only once every
@@ -182,6 +185,45 @@ while read -r n; do
 	grep -qx "$n" "$IT_TMP/out/have" || lost=$((lost + 1))
 done <"$IT_TMP/out/acked"
 check "none of $(acked) acknowledged puts was lost ($lost missing)" test "$lost" == 0
+
+# The watchdog, shortened to 2 s by a drop-in for the three daemons.
+wd_units="cetcd-raftd.service cetcd-stored.service cetcd-gatewayd@0.service"
+for u in $wd_units; do
+	check "$u has WatchdogSec=30s" test "$(sd systemctl show -P WatchdogUSec "$u")" == 30s
+done
+sd sh -c 'for u in cetcd-raftd cetcd-stored cetcd-gatewayd@; do
+	mkdir -p /run/systemd/system/$u.service.d
+	printf "[Service]\nWatchdogSec=2s\n" >/run/systemd/system/$u.service.d/wd.conf
+done'
+sd systemctl daemon-reload
+sd systemctl restart cetcd.target
+all_active() {
+	local u
+	for u in $wd_units; do [[ $(sd systemctl is-active "$u") == active ]] || return 1; done
+}
+it_until 30000 all_active || true
+pids_before=$(for u in $wd_units; do main_pid "$u"; done | tr '\n' ' ')
+sleep 7
+pids_after=$(for u in $wd_units; do main_pid "$u"; done | tr '\n' ' ')
+check "with WatchdogSec=2s, an idle member's daemons live on for 7 s ($pids_before-> $pids_after)" \
+	test "$pids_before" == "$pids_after" -a "$(sd systemctl show -P NRestarts cetcd-stored.service)" == 0
+for u in $wd_units; do
+	old=$(main_pid "$u")
+	sd kill -STOP "$old"
+	if it_until 20000 restarted "$u" "$old"; then
+		ok "$u stopped with SIGSTOP was restarted by the watchdog (pid $old, now $(main_pid "$u"))"
+	else
+		fail "$u stopped with SIGSTOP was restarted by the watchdog: $(sd systemctl is-active "$u")"
+	fi
+	check "systemd logged the watchdog's timeout for $u" \
+		sd sh -c "journalctl -u '$u' -o cat | grep -q 'Watchdog timeout'"
+done
+it_until 30000 all_active || true
+wd_put() { ctl put /wd/after yes >/dev/null 2>&1; }
+check "writes go through after the watchdog's restarts" it_until 30000 wd_put
+sd sh -c 'rm -rf /run/systemd/system/cetcd-raftd.service.d /run/systemd/system/cetcd-stored.service.d \
+	/run/systemd/system/cetcd-gatewayd@.service.d'
+sd systemctl daemon-reload
 
 # ------------------------------------------------------------ 3. stop
 # systemctl stop cetcd.target returns once the target is stopped, which
