@@ -23,7 +23,9 @@
 #   the JSON gateway: h2load over HTTP/1.1 (100 connections, one request
 #   at a time each) posting to /v3/kv/range (serializable, key "foo") and
 #   /v3/kv/put (key "foo", 256-byte value), with the servers' CPU time per
-#   request and the share answered 2xx (json_run);
+#   request and the share answered 2xx, and for puts the requests per WAL
+#   sync and a sync's mean time, from the server's
+#   etcd_disk_wal_fsync_duration_seconds (json_run);
 #   etcd's benchmark tool on Watch and Lease: watch (10 conns and clients,
 #   100 streams x 100 watchers on 10 keys, 1000 watchers a key, puts as
 #   fast as they go; the figure is watch events received per second,
@@ -99,8 +101,10 @@
 # g1 etcd" BENCH_FLAGS_g1="--gateways 1" adds a one-gateway cetcd to the
 # same alternation, and BENCH_BUILD_<name> gives it another build
 # directory, e.g. an older commit's, for an A/B run; the ratios stay
-# cetcd's to etcd's), BENCH_WORKLOADS (names as measure gives them, e.g. "watch
-# watch_latency lease_keepalive"; unset runs all), BENCH_PIN ("S:C", CPU
+# cetcd's to etcd's; BENCH_FLAGS_etcd gives etcd flags of its own, e.g.
+# --unsafe-no-fsync beside a cetcd with it), BENCH_WORKLOADS (names as
+# measure gives them, e.g. "watch watch_latency lease_keepalive"; unset
+# runs all), BENCH_PIN ("S:C", CPU
 # lists for taskset: every server process runs on S and the clients, the
 # benchmark tool and h2load, on C, e.g. "0:1"; unset, all share every CPU,
 # and on a small machine the client's work is in every server's figures),
@@ -174,7 +178,7 @@ start_member() {
     local extra="BENCH_FLAGS_$kind" other="BENCH_BUILD_$kind"
     setsid "${srv_pin[@]}" "${!other:-$build}/bin/cetcd" ${margs[i]} ${!extra:-} >>"$work/$name.$i.log" 2>&1 &
   else
-    setsid "${srv_pin[@]}" etcd ${margs[i]} >>"$work/$name.$i.log" 2>&1 &
+    setsid "${srv_pin[@]}" etcd ${margs[i]} ${BENCH_FLAGS_etcd:-} >>"$work/$name.$i.log" 2>&1 &
   fi
   server_pids[i]=$!
 }
@@ -379,20 +383,38 @@ h2_run() {
     'BEGIN { printf "%s %.1f %.3f %.2f\n", q, d / clk / n * 1e6, ok / n, cli / n * 1e6 }'
 }
 
+# wal_syncs: "count sum_seconds" of the server's WAL syncs so far (etcd's
+# histogram etcd_disk_wal_fsync_duration_seconds, which cetcd keeps for a
+# batch's write and fdatasync and etcd for its fsync).
+wal_syncs() {
+  local m
+  m=$(curl -sf "http://$endpoint/metrics" || true)
+  awk '/^etcd_disk_wal_fsync_duration_seconds_count/ { c = $2 }
+       /^etcd_disk_wal_fsync_duration_seconds_sum/ { s = $2 }
+       END { print c + 0, s + 0 }' <<<"$m"
+}
+
 # json_run PATH FILE: h2load over HTTP/1.1, 100 connections each posting
 # the JSON body in FILE one request at a time to the JSON gateway; prints
-# "qps cpu_us_per_req ok_fraction" (ok: answered 2xx).
+# "qps cpu_us_per_req ok_fraction per_sync sync_ms" (ok: answered 2xx;
+# per_sync: requests per WAL sync meanwhile, sync_ms: a sync's mean time;
+# 0 when none synced).
 json_run() {
-  local path=$1 body=$2 t0 t1 out qps ok clk
+  local path=$1 body=$2 t0 t1 out qps ok clk w0 w1
   clk=$(getconf CLK_TCK)
+  w0=$(wal_syncs)
   t0=$(server_ticks)
   out=$("${cli_pin[@]}" h2load --h1 -n "$h2_total" -c 100 -m 1 -d "$body" \
         -H 'content-type: application/json' "http://$endpoint$path" 2>&1)
   t1=$(server_ticks)
+  w1=$(wal_syncs)
   qps=$(awk '/^finished in/ {gsub(",", "", $4); print $4}' <<<"$out")
   ok=$(awk '/^status codes:/ {print $3}' <<<"$out")
   awk -v q="${qps:-0}" -v d=$(( t1 - t0 )) -v clk="$clk" -v n="$h2_total" -v ok="${ok:-0}" \
-    'BEGIN { printf "%s %.1f %.3f\n", q, d / clk / n * 1e6, ok / n }'
+    -v w0="$w0" -v w1="$w1" 'BEGIN {
+      split(w0, a, " "); split(w1, b, " "); c = b[1] - a[1]; s = b[2] - a[2]
+      printf "%s %.1f %.3f %.1f %.3f\n", q, d / clk / n * 1e6, ok / n,
+        (c > 0 ? n / c : 0), (c > 0 ? s / c * 1e3 : 0) }'
 }
 
 # The gRPC status of one request (with the headers in h2_headers), to make
@@ -898,7 +920,7 @@ measure h2_range_s "h2_range_s_qps h2_range_s_cpu h2_range_s_ok" h2_run /etcdser
 measure h2_range_l "h2_range_l_qps h2_range_l_cpu h2_range_l_ok" h2_run /etcdserverpb.KV/Range "$range_l"
 measure h2_put "h2_put_qps h2_put_cpu h2_put_ok" h2_run /etcdserverpb.KV/Put "$put"
 measure json_range "json_range_qps json_range_cpu json_range_ok" json_run /v3/kv/range "$json_range"
-measure json_put "json_put_qps json_put_cpu json_put_ok" json_run /v3/kv/put "$json_put"
+measure json_put "json_put_qps json_put_cpu json_put_ok json_put_per_sync json_put_sync_ms" json_run /v3/kv/put "$json_put"
 
 # tls_conn_run: new TLS connections a second: h2load, $reps times, with
 # $tls_conns connections at once, each doing its handshake (ALPN h2) and
@@ -971,8 +993,9 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
          wire_write_p50 wire_write_p99 wire_ack_p99 keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
          h2_put_qps h2_put_cpu h2_put_ok json_range_qps json_range_cpu json_range_ok \
-         json_put_qps json_put_cpu json_put_ok big_range_ms big_range_peak_mb big_range_grew_mb \
-         big_range_pss_mb big_range_peak_pss_mb defrag_s defrag_db_before_mb defrag_db_after_mb defrag_file_before_mb defrag_file_after_mb \
+         json_put_qps json_put_cpu json_put_ok json_put_per_sync json_put_sync_ms big_range_ms big_range_peak_mb \
+         big_range_grew_mb big_range_pss_mb big_range_peak_pss_mb defrag_s defrag_db_before_mb defrag_db_after_mb \
+         defrag_file_before_mb defrag_file_after_mb \
          defrag_put_before_p99 defrag_put_during_p99 \
          defrag_put_x defrag_range_before_p99 defrag_range_during_p99 defrag_range_x defrag_probe_errors \
          snapshot_s snapshot_mb snapshot_put_before_p99 snapshot_put_during_p99 snapshot_put_x \
