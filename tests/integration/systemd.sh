@@ -22,6 +22,10 @@
 #  4. The launcher alone in a Type=notify unit shaped like Debian's
 #     etcd.service: systemctl start returns once the member published
 #     itself, and only the launcher notifies.
+#  5. A second member on the host, from /etc/cetcd/b.env: the generator
+#     makes its units (cetcd@b.target, two gateways), it runs beside the
+#     default member with a data dir and a runtime dir of its own, each
+#     serves its own data, and stopping one leaves the other serving.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/../lib/sd_boot.sh"
 
@@ -304,4 +308,52 @@ check "no daemon it started sent systemd a notification" \
 	sd sh -c '! journalctl -u cetcd-single.service -o cat | grep -q "reception only permitted for main PID"'
 sd systemctl stop cetcd-single.service
 check "the unit stopped cleanly" test "$(sd systemctl is-active cetcd-single.service)" == inactive
+
+# ------------------------------------------------------------ 5. two members
+sd mkdir -p /etc/cetcd
+sd sh -c 'cat >/etc/cetcd/b.env' <<'ENV'
+ETCD_NAME=b
+ETCD_GATEWAYS=2
+ETCD_LISTEN_CLIENT_URLS=http://127.0.0.1:22379
+ETCD_ADVERTISE_CLIENT_URLS=http://127.0.0.1:22379
+ETCD_LISTEN_PEER_URLS=http://127.0.0.1:22380
+ETCD_INITIAL_ADVERTISE_PEER_URLS=http://127.0.0.1:22380
+ETCD_INITIAL_CLUSTER=b=http://127.0.0.1:22380
+ENV
+sd systemctl daemon-reload
+b_gateways() { sd systemctl show -P Wants cetcd@b.target | tr ' ' '\n' | grep -c '^cetcd-gatewayd@b-' || true; }
+check "the generator made cetcd@b.target, wanting 2 gateways" test "$(b_gateways)" == 2
+check "and cetcd@b.target starts at boot" \
+	sd sh -c 'systemctl show -P WantedBy cetcd@b.target | grep -qw multi-user.target'
+UNITS_B="cetcd-region@b cetcd-raftd@b cetcd-stored@b cetcd-gatewayd@b-0 cetcd-gatewayd@b-1"
+b_active() {
+	local u
+	for u in $UNITS_B; do [[ $(sd systemctl is-active "$u.service") == active ]] || return 1; done
+}
+if sd systemctl start cetcd.target cetcd@b.target 2>"$IT_TMP/out/start-b"; then
+	ok "systemctl start cetcd.target cetcd@b.target returned"
+else
+	fail "systemctl start cetcd.target cetcd@b.target: $(cat "$IT_TMP/out/start-b")"
+fi
+UNITS="cetcd-region cetcd-raftd cetcd-stored$(gw_units 2)"
+check "both members' units are active" eval 'units_active && b_active'
+ctl_b() { sd etcdctl --endpoints=127.0.0.1:22379 --dial-timeout=2s --command-timeout=5s "$@"; }
+ctl put /who default >/dev/null
+ctl_b put /who b >/dev/null
+check "each member serves its own data" \
+	test "$(ctl get /who --print-value-only)/$(ctl_b get /who --print-value-only)" == default/b
+check "b's data dir is its own" test "$(sd stat -c '%a %U' /var/lib/cetcd/b/member)" == "700 cetcd"
+check "b's region is in a runtime dir of its own" sd test -f /run/cetcd-b/region -a -f /run/cetcd/region
+check "b's member name is b" sd sh -c "etcdctl --endpoints=127.0.0.1:22379 member list | grep -q ', b, '"
+sd systemctl stop cetcd@b.target
+b_none() {
+	local u
+	for u in $UNITS_B; do [[ $(sd systemctl is-active "$u.service") == inactive ]] || return 1; done
+}
+check "stopping cetcd@b.target stopped b's units" it_until 30000 b_none
+check "b's runtime dir is gone" sd test ! -e /run/cetcd-b
+check "the default member still serves" test "$(ctl get /who --print-value-only)" == default
+sd systemctl start cetcd@b.target
+check "b started again serves its data" test "$(ctl_b get /who --print-value-only)" == b
+sd systemctl stop cetcd.target cetcd@b.target
 it_summary
