@@ -161,6 +161,7 @@ static void test_defaults(void)
 	CHECK_EQ(c.experimental_warning_apply_duration_ns, 100000000);
 	CHECK(!c.unsafe_no_fsync && !c.force_new_cluster);
 	/* cetcd's own */
+	CHECK_EQ(c.raft_log_mib, 64);
 	CHECK_EQ(c.gateways, config_default_gateways(sysconf(_SC_NPROCESSORS_ONLN)));
 	CHECK_EQ(config_default_gateways(-1), 1);
 	CHECK_EQ(config_default_gateways(1), 1);
@@ -795,6 +796,8 @@ static void test_bad_values(void)
 		{ { "--logger=syslog" }, 1, "unknown logger option \"syslog\"" },
 		{ { "--log-output=stderr", "--log-outputs=stderr" }, 1, "are incompatible" },
 		{ { "--gateways=1000" }, 1, "--gateways=1000 is too many" },
+		{ { "--raft-log-mib=0" }, 1, "--raft-log-mib=0 is out of range (1 to 1048576)" },
+		{ { "--raft-log-mib=1048577" }, 1, "--raft-log-mib=1048577 is out of range" },
 		{ { "--backend-batch-interval=-1s" }, 1, "--backend-batch-interval must not be negative" },
 		{ { "--experimental-compaction-batch-limit=-1" }, 1,
 		  "--experimental-compaction-batch-limit must not be negative" },
