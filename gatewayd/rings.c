@@ -932,13 +932,19 @@ static void gw_on_result(struct gw_server *s, const struct ring_rec *rec)
 	}
 	struct grpc_call *call = gw_take(s, p);
 	s->stats.results++;
-	if (!call)
-		return;
-	if (h.status != 0) {
-		grpc_call_finish(call, gw_status(h.status), gw_text(body, h.body_len, text, sizeof(text)));
+	if (call)
+		gw_answer_result(call, h.status, body, h.body_len);
+}
+
+void gw_answer_result(struct grpc_call *call, int32_t status, const uint8_t *body, size_t len)
+{
+	char text[GRPC_MESSAGE_MAX + 1];
+
+	if (status != 0) {
+		grpc_call_finish(call, gw_status(status), gw_text(body, (uint32_t)len, text, sizeof(text)));
 		return;
 	}
-	if (grpc_call_send(call, body, h.body_len) == 0)
+	if (grpc_call_send(call, body, len) == 0)
 		grpc_call_finish(call, GRPC_STATUS_OK, NULL);
 	else
 		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");

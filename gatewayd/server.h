@@ -459,6 +459,9 @@ void gw_propose(struct gw_server *s, struct grpc_call *call, uint32_t field, con
  * many requests). call NULL: proposed for nobody; d is freed at once. */
 void gw_propose_then(struct gw_server *s, struct grpc_call *call, uint32_t field,
 		     const uint8_t *body, size_t len, struct gw_deferred *d);
+/* Answers a unary call with stored's result as gw_propose would have:
+ * status 0 and the response bytes, or etcd's status and error text. */
+void gw_answer_result(struct grpc_call *call, int32_t status, const uint8_t *body, size_t len);
 /* Proposes cc[0..len), a raftpb.ConfChange, as an EntryConfChange with the
  * call's origin appended; stored answers the call once it is applied
  * (MemberAdd, MemberRemove, MemberUpdate, MemberPromote). */

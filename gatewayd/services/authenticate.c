@@ -13,7 +13,12 @@
  *      simple_token a fresh random prefix when --auth-token is simple; no
  *      password, so that the log never holds one). stored answers it at
  *      apply with the token: "<prefix>.<index>" entered into the region's
- *      token table, or a JWT it signs.
+ *      token table, or a JWT it signs;
+ *   5. the token answered only if the auth store's revision is still the
+ *      one the password was checked at; otherwise (the password changed,
+ *      the user was deleted, auth was disabled meanwhile) from step 2
+ *      again, as etcd retries, so that no token outlives the password it
+ *      was given for.
  * A call that ends while its password is checked proposes nothing.
  */
 #include <errno.h>
@@ -44,11 +49,60 @@
 struct authn_job {
 	struct gw_offload_job base;
 	uint64_t call_id;   /* grpc_call_id; the call may be gone by the end */
+	uint64_t checked_rev; /* the auth store's revision the hash was read at */
 	bool ok;            /* the worker's answer */
 	size_t name_len, password_len, hash_len;
 	char *name, *password, *hash; /* each NUL-terminated, in bytes */
 	size_t bytes_len;
 	char bytes[];
+};
+
+/* The request, kept while its linearizable read waits and while its
+ * proposal is applied (wiped when freed). */
+struct authn_deferred {
+	struct gw_deferred base;
+	uint64_t checked_rev; /* while proposed: the revision the password was checked at */
+	size_t name_len, password_len;
+	char bytes[]; /* name, NUL, password, NUL */
+};
+
+static struct authn_deferred *authn_deferred_new(const struct gw_deferred_ops *ops, const char *name,
+						 size_t nlen, const char *pw, size_t plen)
+{
+	struct authn_deferred *a = malloc(sizeof(*a) + nlen + plen + 2);
+
+	if (!a)
+		return NULL;
+	a->base.ops = ops;
+	a->checked_rev = 0;
+	a->name_len = nlen;
+	a->password_len = plen;
+	memcpy(a->bytes, name, nlen);
+	a->bytes[nlen] = '\0';
+	memcpy(a->bytes + nlen + 1, pw, plen);
+	a->bytes[nlen + 1 + plen] = '\0';
+	return a;
+}
+
+static void authn_deferred_free(struct gw_deferred *d)
+{
+	struct authn_deferred *a = (struct authn_deferred *)d;
+
+	explicit_bzero(a->bytes, a->name_len + a->password_len + 2);
+	free(a);
+}
+
+static void authn_run(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d);
+static void authn_result(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d,
+			 int32_t status, const uint8_t *body, size_t len);
+
+static const struct gw_deferred_ops authn_deferred_ops = {
+	.run = authn_run,
+	.free = authn_deferred_free,
+};
+static const struct gw_deferred_ops authn_proposed_ops = {
+	.free = authn_deferred_free,
+	.result = authn_result,
 };
 
 static void authn_job_free(struct gw_offload_job *oj)
@@ -105,15 +159,37 @@ static void authn_job_done(struct gw_server *s, struct gw_offload_job *oj)
 		return;
 	}
 	etcdserverpb__internal_authenticate_request__pack(&r, buf);
-	gw_propose(s, call, AUTHN_IRR_AUTHENTICATE, buf, n);
+	struct authn_deferred *pd = authn_deferred_new(&authn_proposed_ops, j->name, j->name_len,
+						       j->password, j->password_len);
+	if (!pd) {
+		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		return;
+	}
+	pd->checked_rev = j->checked_rev;
+	gw_propose_then(s, call, AUTHN_IRR_AUTHENTICATE, buf, n, &pd->base);
 }
 
-/* The request, kept while its linearizable read waits (wiped when freed). */
-struct authn_deferred {
-	struct gw_deferred base;
-	size_t name_len, password_len;
-	char bytes[]; /* name, NUL, password, NUL */
-};
+/* stored's answer: the token, if the auth store did not move since the
+ * password was checked; otherwise the check again (etcd's loop). */
+static void authn_result(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d,
+			 int32_t status, const uint8_t *body, size_t len)
+{
+	struct authn_deferred *a = (struct authn_deferred *)d;
+	struct gw_read rd;
+
+	if (status == 0 && gw_read_begin(s, &rd) == 0) {
+		uint64_t rev = rd.st.auth_revision;
+		gw_read_end(s, &rd);
+		if (rev != a->checked_rev) {
+			log_info("revision when password checked became stale; retrying",
+				 LOG_U64("checked", a->checked_rev), LOG_U64("now", rev));
+			authn_run(s, call, d);
+			return;
+		}
+	}
+	gw_answer_result(call, status, body, len);
+}
+
 
 /* The user named name from the db at rd: 0 with *u (unpacked into the
  * turn's memory), or -ENOENT, or a read error. */
@@ -187,6 +263,7 @@ static void authn_run(struct gw_server *s, struct grpc_call *call, struct gw_def
 	}
 	j->bytes_len = blen;
 	j->call_id = grpc_call_id(call);
+	j->checked_rev = rd.st.auth_revision;
 	j->name = j->bytes;
 	j->name_len = a->name_len;
 	memcpy(j->name, name, a->name_len + 1);
@@ -209,19 +286,6 @@ static void authn_run(struct gw_server *s, struct grpc_call *call, struct gw_def
 	}
 }
 
-static void authn_deferred_free(struct gw_deferred *d)
-{
-	struct authn_deferred *a = (struct authn_deferred *)d;
-
-	explicit_bzero(a->bytes, a->name_len + a->password_len + 2);
-	free(a);
-}
-
-static const struct gw_deferred_ops authn_deferred_ops = {
-	.run = authn_run,
-	.free = authn_deferred_free,
-};
-
 static void authn_authenticate(struct gw_server *s, struct grpc_call *call, const uint8_t *msg,
 			       size_t len)
 {
@@ -234,17 +298,12 @@ static void authn_authenticate(struct gw_server *s, struct grpc_call *call, cons
 		return;
 	nlen = strlen(r->name);
 	plen = strlen(r->password);
-	a = malloc(sizeof(*a) + nlen + plen + 2);
+	a = authn_deferred_new(&authn_deferred_ops, r->name, nlen, r->password, plen);
+	explicit_bzero(r->password, plen);
 	if (!a) {
 		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
 		return;
 	}
-	a->base.ops = &authn_deferred_ops;
-	a->name_len = nlen;
-	a->password_len = plen;
-	memcpy(a->bytes, r->name, nlen + 1);
-	memcpy(a->bytes + nlen + 1, r->password, plen + 1);
-	explicit_bzero(r->password, plen);
 	gw_read_linearizable(s, call, &a->base);
 }
 
