@@ -13,6 +13,10 @@
 #     by a snapshot (the leader's and its log say so) and all members agree
 #     on revision, raft index and HashKV. Killed again for 200 small puts
 #     and restarted, it catches up from the log: no second snapshot.
+#  3. A member alone after 2,000 puts: a member added then (etcdctl member
+#     add, then started with --initial-cluster-state existing) catches up
+#     by a snapshot, the log it would have needed being gone, and both
+#     agree on revision, raft index and HashKV.
 # Exits 77 when the programs, etcdctl, python3 or Go with Debian's etcd
 # packages are missing.
 source "$(dirname "$0")/lib.sh"
@@ -96,4 +100,21 @@ sends=$(it_count "$(it_cl_log "$lead")" '"msg":"sent database snapshot"')
 check "2: s$lag caught up from the log (snapshots sent: $sends)" test "$sends" = 1
 check "2: no member logged an error" \
 	test "$(cat "${IT_CL_LOG[@]}" | it_count /dev/stdin '"level":"error"')" = 0
+it_cl_stop 0 1 2
+
+# 3. a member added to a member alone
+it_cl_init rlmj 2 j
+IT_CL_INITIAL=$(it_cl_initial 0)
+it_cl_start 0 cetcd
+it_cl_answers 0 || exit 1
+check "3: 2,000 puts of 1 KiB to j0 alone" load "$(it_cl_ep 0)" z 2000 1024
+check "3: j1 added" grep -q "added to cluster" \
+	<(it_cl_ctl 0 member add j1 --peer-urls "$(it_cl_purl 1)")
+it_cl_join 1 cetcd "$(it_cl_initial 0 1)"
+it_cl_answers 1 || exit 1
+check "3: j0 sent j1 a snapshot" it_wait_log "$(it_cl_log 0)" '"msg":"sent database snapshot"' 30
+check "3: j1 applied it" it_wait_log "$(it_cl_log 1)" '"msg":"applying snapshot"' 30
+check "3: both agree on revision and raft index" \
+	it_agreed 30000 it_same_state "$(it_cl_ep 0)" "$(it_cl_ep 1)"
+check "3: and on HashKV" it_agreed 20000 it_same_hashkv "$(it_cl_ep 0)" "$(it_cl_ep 1)"
 it_summary
