@@ -64,7 +64,9 @@
 #   file size before and after, and the p99 of puts and of gets during it
 #   (and the second after) and in the 3 s just before, and during/before
 #   (BENCH_PROBE_KEEP=DIR keeps every request's latency);
-#   snapshot: etcdctl snapshot save of the same db under the same probe:
+#   snapshot: etcdctl snapshot save of the same db under the same probe
+#   (into BENCH_SNAPSHOT_DIR, default the run's directory on the servers'
+#   disk; /dev/shm keeps etcdctl's own write and fsync of the file off it):
 #   its seconds, the snapshot's size, p99s during and before; both run one
 #   round per server (a db defragmented once has nothing left to move);
 #   one write + fdatasync on the data dir's disk, the latency floor;
@@ -889,7 +891,7 @@ defrag_run() {
 # range_during range_x errors".
 snapshot_run() {
   fragment_db || { echo 0; return; }
-  local snap=$work/snapshot.db t1 t2 pb pd gb gd errors size
+  local snap=${BENCH_SNAPSHOT_DIR:-$work}/snapshot.db t1 t2 pb pd gb gd errors size
   rm -f "$snap"
   probe_begin
   t1=$(date +%s%3N)
