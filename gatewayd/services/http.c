@@ -8,7 +8,8 @@
  *              answer {"health":"false"} and 503;
  *   /livez, /readyz and one subpath per check (etcd 3.4.29's
  *              etcdhttp/health.go): livez runs serializable_read; readyz
- *              data_corruption, serializable_read, linearizable_read.
+ *              data_corruption, serializable_read, non_learner (etcd
+ *              3.5's: a learner is not ready) and linearizable_read.
  *              ?exclude=CHECK skips one, ?verbose lists each; a failure
  *              answers 503 with the list.
  * A linearizable read waits for a read index (gw_read_index_http); the
@@ -33,16 +34,18 @@ static const char text_ct[] = "text/plain; charset=utf-8";
 enum http_check {
 	HTTP_CHECK_DATA_CORRUPTION,
 	HTTP_CHECK_SERIALIZABLE_READ,
+	HTTP_CHECK_NON_LEARNER,
 	HTTP_CHECK_LINEARIZABLE_READ,
 	HTTP_CHECK_COUNT
 };
 static const char *const check_names[HTTP_CHECK_COUNT] = {
-	"data_corruption", "serializable_read", "linearizable_read",
+	"data_corruption", "serializable_read", "non_learner", "linearizable_read",
 };
 #define CHECK_BIT(c) (1u << (c))
 #define LIVEZ_CHECKS CHECK_BIT(HTTP_CHECK_SERIALIZABLE_READ)
 #define READYZ_CHECKS (CHECK_BIT(HTTP_CHECK_DATA_CORRUPTION) | \
 		       CHECK_BIT(HTTP_CHECK_SERIALIZABLE_READ) | \
+		       CHECK_BIT(HTTP_CHECK_NON_LEARNER) | \
 		       CHECK_BIT(HTTP_CHECK_LINEARIZABLE_READ))
 
 /* A health answer in the making, while a linearizable read waits. */
@@ -139,6 +142,12 @@ static int health_run(struct gw_server *s, void *owner, struct http1_conn *c,
 				    "alarm activated: CORRUPT" : NULL);
 	if (h->checks & CHECK_BIT(HTTP_CHECK_SERIALIZABLE_READ))
 		health_line(h, HTTP_CHECK_SERIALIZABLE_READ, http_serializable_read(s));
+	if (h->checks & CHECK_BIT(HTTP_CHECK_NON_LEARNER)) {
+		struct status_raftd rs;
+		health_line(h, HTTP_CHECK_NON_LEARNER,
+			    status_raftd_read(s->r, &rs) ? "etcdserver: not capable" :
+			    rs.is_learner ? "not supported for learner" : NULL);
+	}
 	if (!linearizable) {
 		health_answer(s, owner, c, h);
 		return 1;

@@ -129,6 +129,11 @@ status_learner() {
 }
 check "${names[4]}'s Status says isLearner" test "$(status_learner 4)" = true
 check "a voter's Status does not" test "$(status_learner 0)" = false
+readyz() { curl -s -w ' %{http_code}' "http://127.0.0.1:${IT_CL_CPORT[$1]}/readyz$2"; }
+check "the learner's /readyz/non_learner is 503: not supported for learner" \
+	test "$(readyz 4 /non_learner)" = "$(printf '[-]non_learner failed: not supported for learner\n\n 503')"
+check "a voter's /readyz/non_learner is ok" test "$(readyz 0 /non_learner)" = "ok
+ 200"
 li=$(it_until 10000 leader_index >/dev/null && leader_index)
 fi_=$(( (li + 1) % 4 ))
 promoted() {

@@ -221,9 +221,9 @@ body() { curl -s "$1"; }
 check "the metrics listener serves /health true" test "$(body "$C/health")" = '{"health":"true"}'
 check "the metrics listener serves /livez" test "$(body "$C/livez")" = ok
 check "the metrics listener serves /readyz?verbose" test "$(body "$C/readyz?verbose")" = \
-	"$(printf '[+]data_corruption ok\n[+]serializable_read ok\n[+]linearizable_read ok\nok')"
+	"$(printf '[+]data_corruption ok\n[+]serializable_read ok\n[+]non_learner ok\n[+]linearizable_read ok\nok')"
 check "/readyz?exclude=linearizable_read&verbose leaves it out" test "$(body "$C/readyz?exclude=linearizable_read&verbose")" = \
-	"$(printf '[+]data_corruption ok\n[+]serializable_read ok\nok')"
+	"$(printf '[+]data_corruption ok\n[+]serializable_read ok\n[+]non_learner ok\nok')"
 check "/readyz/linearizable_read runs that check" test "$(body "$C/readyz/linearizable_read?verbose")" = \
 	"$(printf '[+]linearizable_read ok\nok')"
 check "/livez/linearizable_read is not a check of livez (404)" test "$(status "$C/livez/linearizable_read")" = 404
