@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "shm/barrier.h"
@@ -384,10 +385,17 @@ static void region_remove_leftovers(const char *path)
 	closedir(d);
 }
 
-/* Sizes the new file and makes the runtime dir reserve its room now, so a
- * full tmpfs is an error here rather than a SIGBUS later. */
+/*
+ * Sizes the new file. Its pages are not reserved: tmpfs allocates a page
+ * when it is first touched, so an idle member holds only the pages it
+ * uses (the rings give back what they no longer use, shm/ring.h). The
+ * runtime dir must have room for the whole region now, so that a tmpfs
+ * far too small is an error here; one that fills up later with other
+ * files is the operator's to watch.
+ */
 static int region_size_file(const char *path, int fd, uint64_t bytes)
 {
+	struct statvfs sv;
 	int rc;
 
 	if (bytes > (uint64_t)SIZE_MAX / 2 || ftruncate(fd, (off_t)bytes) != 0) {
@@ -396,13 +404,14 @@ static int region_size_file(const char *path, int fd, uint64_t bytes)
 				     "%s", path, (unsigned long long)bytes,
 				     strerror(-rc));
 	}
-	rc = posix_fallocate(fd, 0, (off_t)bytes);
-	if (rc == 0 || rc == EOPNOTSUPP || rc == EINVAL)
-		return 0;
-	return shm_set_error(rc == ENOSPC ? -ENOSPC : -rc,
-			     "shm: no room for the %llu MiB region %s: %s; make the "
-			     "runtime dir larger or lower --max-request-bytes",
-			     (unsigned long long)(bytes >> 20), path, strerror(rc));
+	if (fstatvfs(fd, &sv) == 0 && sv.f_blocks != 0 &&
+	    (uint64_t)sv.f_bavail * sv.f_frsize < bytes)
+		return shm_set_error(-ENOSPC, "shm: no room for the %llu MiB region %s: the "
+				     "runtime dir has %llu MiB free; make it larger or "
+				     "lower --max-request-bytes",
+				     (unsigned long long)(bytes >> 20), path,
+				     (unsigned long long)(((uint64_t)sv.f_bavail * sv.f_frsize) >> 20));
+	return 0;
 }
 
 /*

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "shm/barrier.h"
 #include "stored/mvcc/lcache.h"
@@ -40,6 +41,9 @@ static inline void set_write_end(struct lcache_set *s)
 	atomic_store_explicit(&s->seq, q + 1, memory_order_release);
 }
 
+/* The page of the cache's mapping: the region's (shm/layout.h). */
+#define CACHE_PAGE 4096u
+
 /* Empties every set and makes the entries describe the db file of
  * `generation`, their txids counting from base. */
 static void cache_reset(struct lcache *c, uint64_t generation, uint64_t base)
@@ -49,7 +53,23 @@ static void cache_reset(struct lcache *c, uint64_t generation, uint64_t base)
 
 	atomic_store_explicit(&h->seq, q | 1u, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
+	/* The whole pages of sets go back to the region's file system, which
+	 * reads them as zeroes: empty sets, as in a new region (a reader that
+	 * overlaps sees the header's seq move). So a cleared cache holds no
+	 * memory until keys come; the sets around them, or all of them where
+	 * the memory is not a shared file's, are emptied one by one. */
+	uint64_t lo = (LCACHE_HDR_BYTES + CACHE_PAGE - 1) / CACHE_PAGE * CACHE_PAGE;
+	uint64_t hi = lcache_footprint(c->mask + 1) / CACHE_PAGE * CACHE_PAGE;
+	uint64_t skip_lo = 0, skip_hi = 0;
+	if (hi > lo && madvise((uint8_t *)h + lo, hi - lo, MADV_REMOVE) == 0) {
+		skip_lo = (lo - LCACHE_HDR_BYTES) / LCACHE_SET_BYTES;
+		skip_hi = (hi - LCACHE_HDR_BYTES) / LCACHE_SET_BYTES;
+	}
 	for (uint64_t i = 0; i <= c->mask; i++) {
+		if (i == skip_lo)
+			i = skip_hi;
+		if (i > c->mask)
+			break;
 		struct lcache_set *s = &c->sets[i];
 		set_write_begin(s);
 		for (unsigned w = 0; w < LCACHE_WAYS; w++)
