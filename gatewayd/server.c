@@ -1224,6 +1224,8 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	gw_free_dead(s);                            /* 10 */
 	gw_arena_reset(s->arena, false);
 	int64_t mem_next = mem_idle_turn(&s->mem, s->now_ns);
+	/* the slot's rings, quiet for a second, give their pages back */
+	mem_next = gw_min(mem_next, shm_slot_trim(s->r, s->slot.index, s->now_ns));
 
 	int64_t next = gw_min(grpc_server_next_deadline_ns(s->grpc), gw_rings_next_deadline(s));
 	next = gw_min(next, gw_min(linger, s->hello_retry_ns));

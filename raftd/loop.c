@@ -712,6 +712,8 @@ static void on_timer(struct loop *l)
 	check_moves(l, true);
 	for (size_t i = 0; i < l->n_snap_acks; i++)
 		l->snap_acks[i].ticks++;
+	/* rings quiet for a second give their pages back */
+	(void)shm_role_trim(l->r, SHM_ROLE_RAFTD, clock_now_ns());
 	/* a send whose end was never reported must not stop compaction for
 	 * good: after an hour the count is dropped */
 	if (l->snaps_inflight && ++l->snaps_inflight_ticks * l->tick_ms > LOOP_SNAP_SEND_MAX_MS) {

@@ -20,6 +20,7 @@
 #include "shm/barrier.h"
 #include "shm/bcast.h"
 #include "shm/layout.h"
+#include "shm/ring.h"
 
 #define BCAST_MAGIC 0x42434153u /* "BCAS" */
 #define BCAST_REC_HDR 16u
@@ -48,7 +49,12 @@ struct bcast {
 
 	/* Producer-private. */
 	uint64_t head_off; /* head % cap */
-	uint8_t pad2[BCAST_HEADER_BYTES - 2 * SHM_LINE - 8];
+	/* bcast_trim_idle's view: head at its last look, when it last saw it
+	 * move, and head when it last gave pages back */
+	uint64_t trim_seen;
+	int64_t trim_since_ns;
+	uint64_t trimmed_at;
+	uint8_t pad2[BCAST_HEADER_BYTES - 2 * SHM_LINE - 32];
 };
 _Static_assert(sizeof(struct bcast) == BCAST_HEADER_BYTES, "bcast header");
 
@@ -159,6 +165,30 @@ int bcast_publish(struct bcast *b, uint32_t type, const void *data,
 	atomic_store_explicit(&b->next_seq, seq + 1, memory_order_relaxed);
 	atomic_store_explicit(&b->head, head + need, memory_order_release);
 	return 0;
+}
+
+int64_t bcast_trim_idle(struct bcast *b, int64_t now_ns)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+
+	if (head != b->trim_seen) {
+		b->trim_seen = head;
+		b->trim_since_ns = now_ns;
+	}
+	if (b->trimmed_at == head)
+		return INT64_MAX;
+	if (now_ns - b->trim_since_ns < SHM_TRIM_QUIET_NS)
+		return b->trim_since_ns + SHM_TRIM_QUIET_NS;
+	/* Zeroing the bytes is overwriting them: announced first, as
+	 * bcast_write does, so that a consumer still copying a record gets a
+	 * lap, never zeroes taken for a record. */
+	if (atomic_load_explicit(&b->oldest, memory_order_relaxed) < head) {
+		atomic_store_explicit(&b->oldest, head, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+	}
+	shm_pages_give_back(bcast_data(b), bcast_data(b) + b->cap);
+	b->trimmed_at = head;
+	return INT64_MAX;
 }
 
 void bcast_producer_takeover(struct bcast *b)

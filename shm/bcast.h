@@ -56,6 +56,16 @@ uint64_t bcast_capacity(const struct bcast *b);
 int bcast_publish(struct bcast *b, uint32_t type, const void *data,
 		  uint32_t len);
 
+/*
+ * Producer, at quiet times: once nothing was published for
+ * SHM_TRIM_QUIET_NS, gives the data area's pages back to the region's
+ * tmpfs (once per quiet spell). A consumer that had not read the last
+ * records by then gets a lap (-ESTALE), as if they were overwritten.
+ * Returns the time it wants to be called again (INT64_MAX: not before
+ * the next record).
+ */
+int64_t bcast_trim_idle(struct bcast *b, int64_t now_ns);
+
 /* Takeover by a new producer (a restarted stored): continue at the
  * published head; a record the dead producer left half written is
  * overwritten, and every consumer sees a lap at its next record. Only the

@@ -188,6 +188,14 @@ void ofdlock_release(int fd, off_t byte);
 int ofdlock_is_held(int fd, off_t byte);
 int ofdlock_any_from(int fd, off_t from);
 
+/*
+ * Gives the whole SHM_PAGE pages of [lo, hi) back to the file system the
+ * mapping is a file of (MADV_REMOVE, shm/ring.c): they read as zeroes from
+ * then on and hold no memory until written again. Where the memory is not
+ * a shared file's (a private mapping) nothing happens.
+ */
+void shm_pages_give_back(void *lo, void *hi);
+
 /* Wakes the doorbell if someone sleeps on it; the caller has already
  * issued the full fence after publishing (shm/doorbell.c). */
 void shm_doorbell_wake(struct shm_doorbell *d);

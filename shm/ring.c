@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #include "base/clock/clock.h"
 #include "shm/barrier.h"
@@ -59,7 +60,12 @@ struct ring {
 	uint64_t head_off;     /* head_local % cap */
 	uint64_t cached_tail;  /* a value tail had; <= tail */
 	uint64_t reserved_len; /* payload room of ring_reserve, or none */
-	uint8_t pad1[SHM_LINE - 40];
+	/* ring_trim_idle's view: head_local at its last look, the time it
+	 * last saw it move, and head_local when it last gave pages back */
+	uint64_t trim_seen;
+	int64_t trim_since_ns;
+	uint64_t trimmed_at;
+	uint8_t pad1[SHM_LINE - 64];
 
 	/* Consumer lines: only the consumer writes them.
 	 * tail <= tail_local <= cached_head <= head. */
@@ -441,6 +447,36 @@ int ring_drain(struct ring *r)
 	}
 	ring_release_consumed(r);
 	return ring_has_failed(r) ? -EIO : n;
+}
+
+void shm_pages_give_back(void *lo, void *hi)
+{
+	uintptr_t a = ((uintptr_t)lo + SHM_PAGE - 1) & ~(uintptr_t)(SHM_PAGE - 1);
+	uintptr_t b = (uintptr_t)hi & ~(uintptr_t)(SHM_PAGE - 1);
+
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_REMOVE);
+}
+
+int64_t ring_trim_idle(struct ring *r, int64_t now_ns)
+{
+	if (r->head_local != r->trim_seen) {
+		r->trim_seen = r->head_local;
+		r->trim_since_ns = now_ns;
+	}
+	if (r->trimmed_at == r->head_local || ring_has_failed(r))
+		return INT64_MAX;
+	if (now_ns - r->trim_since_ns < SHM_TRIM_QUIET_NS)
+		return r->trim_since_ns + SHM_TRIM_QUIET_NS;
+	/* Only a ring the consumer has given everything back of: then no byte
+	 * of the data area is read or written until the producer writes the
+	 * next record, and the producer is the caller. */
+	if (r->reserved_len != RING_NO_RESERVATION ||
+	    atomic_load_explicit(&r->tail, memory_order_acquire) != r->head_local)
+		return now_ns + SHM_TRIM_QUIET_NS;
+	shm_pages_give_back(ring_data(r), ring_data(r) + r->cap);
+	r->trimmed_at = r->head_local;
+	return INT64_MAX;
 }
 
 void ring_producer_takeover(struct ring *r)

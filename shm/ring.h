@@ -32,6 +32,10 @@ struct shm_doorbell;
 /* Record type reserved for padding; ring_push refuses it. */
 #define RING_TYPE_PAD UINT32_MAX
 
+/* How long a producer's ring (or the broadcast ring) stays untouched
+ * before ring_trim_idle (bcast_trim_idle) gives its pages back. */
+#define SHM_TRIM_QUIET_NS 1000000000ll
+
 /* Bytes of a ring's control block, before its data area. */
 #define RING_HEADER_BYTES 512u
 
@@ -116,6 +120,17 @@ void ring_wake_consumer(struct ring *r);
  */
 int ring_reserve(struct ring *r, uint32_t len, void **payload);
 int ring_commit(struct ring *r, uint32_t type, uint32_t used);
+
+/*
+ * Producer, at quiet times: once no record was written for
+ * SHM_TRIM_QUIET_NS and the consumer has released everything, gives the
+ * data area's pages back to the region's tmpfs (shm_pages_give_back), so
+ * that a ring holds memory for its traffic and an idle one almost none;
+ * once per quiet spell. Call it from the producer's loop every so often
+ * (a turn, a tick); returns the time it wants to be called again
+ * (INT64_MAX: not before the next record).
+ */
+int64_t ring_trim_idle(struct ring *r, int64_t now_ns);
 
 /* Whether a record of len bytes would fit now. */
 bool ring_has_space(struct ring *r, uint32_t len);

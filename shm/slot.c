@@ -81,6 +81,37 @@ static void slot_role_takeover(struct shm_region *r, enum shm_role role)
 	shm_doorbell_takeover(&shm_role_block(r, role)->doorbell);
 }
 
+static int64_t slot_min(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+int64_t shm_role_trim(struct shm_region *r, enum shm_role role, int64_t now_ns)
+{
+	int64_t next = INT64_MAX;
+	uint32_t i;
+
+	if (!slot_role_valid(role) || !r->role_held[role])
+		return INT64_MAX;
+	for (i = 0; i < r->hdr->slot_count; i++)
+		next = slot_min(next, ring_trim_idle(shm_slot_ring(r, i, role == SHM_ROLE_RAFTD ?
+								   SHM_SLOT_FROM_RAFTD :
+								   SHM_SLOT_FROM_STORED),
+						     now_ns));
+	if (role == SHM_ROLE_RAFTD)
+		return slot_min(next, ring_trim_idle(shm_daemon_ring(r, SHM_RING_COMMITTED), now_ns));
+	next = slot_min(next, ring_trim_idle(shm_daemon_ring(r, SHM_RING_STORED_PROPOSALS), now_ns));
+	return slot_min(next, bcast_trim_idle(shm_events(r), now_ns));
+}
+
+int64_t shm_slot_trim(struct shm_region *r, uint32_t index, int64_t now_ns)
+{
+	if (index >= r->hdr->slot_count || !r->slot_held[index])
+		return INT64_MAX;
+	return slot_min(ring_trim_idle(shm_slot_ring(r, index, SHM_SLOT_TO_RAFTD), now_ns),
+			ring_trim_idle(shm_slot_ring(r, index, SHM_SLOT_TO_STORED), now_ns));
+}
+
 int shm_role_claim(struct shm_region *r, enum shm_role role)
 {
 	int rc;

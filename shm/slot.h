@@ -88,4 +88,16 @@ enum shm_daemon_ring {
 /* NULL if which is out of range; valid while the region is attached. */
 struct ring *shm_daemon_ring(struct shm_region *r, enum shm_daemon_ring which);
 
+/*
+ * The region's upkeep at quiet times, by the producer of each ring: gives
+ * back the pages of the rings the holder of `role` (or of slot `index`)
+ * writes, and for stored the event ring, once each has been quiet for
+ * SHM_TRIM_QUIET_NS (ring_trim_idle, bcast_trim_idle). Only from the
+ * thread that produces on them, every so often (a tick, a turn); returns
+ * the time the next call is wanted (INT64_MAX: after the next record).
+ * Does nothing for a role or slot this handle does not hold.
+ */
+int64_t shm_role_trim(struct shm_region *r, enum shm_role role, int64_t now_ns);
+int64_t shm_slot_trim(struct shm_region *r, uint32_t index, int64_t now_ns);
+
 #endif

@@ -103,6 +103,7 @@ struct stored_loop {
 	int64_t checkpoint_ns;           /* time of the last checkpoint */
 	uint64_t checkpoint_index;       /* applied index the one being written covers */
 	int64_t reap_ns;                 /* time of the last reap */
+	int64_t trim_ns;                 /* when shm_role_trim wants a look */
 	uint64_t gap_logged;             /* applied index the last gap was logged at */
 	struct lcache cache;             /* the latest-entry cache in the region */
 	struct kvindex_feed cache_feed;  /* what keeps it, and its warming */
@@ -614,6 +615,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	l->applied = l->committed_index = ms.consistent_index;
 	l->hold = prev.applied_index;
 	l->checkpoint_ns = l->reap_ns = clock_now_ns();
+	l->trim_ns = INT64_MAX;
 	l->pub.epoch = prev.epoch + 1;
 	l->pub.durable_index = l->committed_index;
 	log_info("opened the db", LOG_STR("path", l->db_path),
@@ -1663,6 +1665,8 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	}
 	if (!ring_has_data(l->committed))
 		loop_cache_warm(l);
+	/* rings and the event ring quiet for a second give their pages back */
+	l->trim_ns = shm_role_trim(l->r, SHM_ROLE_STORED, now);
 	if (now - l->reap_ns >= (int64_t)l->o.reap_ms * 1000000) {
 		int n = readers_reap(l->r);
 		if (n > 0)
@@ -1713,6 +1717,10 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 		} else if (l->dirty) {
 			int64_t due = l->checkpoint_ns + (int64_t)l->o.checkpoint_ms * 1000000;
 			int64_t left = (due - clock_now_ns()) / 1000000 + 1;
+			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
+		}
+		if (l->trim_ns != INT64_MAX) {
+			int64_t left = (l->trim_ns - clock_now_ns()) / 1000000 + 1;
 			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
 		}
 		int lease_ms = lessor_loop_timeout_ms(&l->lease);

@@ -4,7 +4,10 @@
 # sized for the largest request, the broadcast ring, the latest-entry
 # cache, the token table), yet right after it starts, idle, the region's
 # file holds at most REGION_IDLE_MIB (16) MiB of tmpfs. A put load of
-# large values grows it past that.
+# large values grows it past that; once the load stops, the rings and the
+# event ring give their pages back (shm/ring.h, shm/bcast.h: after a quiet
+# second) and it is under the limit again, and the member still serves
+# what it stored.
 # The figure is the region file's allocated blocks (stat of the
 # launcher's descriptor of it: the file has no name).
 source "$(dirname "$0")/lib.sh"
@@ -55,4 +58,15 @@ check "48 puts of 512 KiB are acknowledged" put_all
 loaded=$(region_kib used)
 echo "  held after the puts: $loaded KiB"
 check "the puts grew the region's pages" test "$loaded" -gt $((LIMIT_MIB * 1024))
+check "quiet again, the region shrinks back to at most $LIMIT_MIB MiB within 10 s" \
+	it_until 10000 under_limit
+echo "  held once quiet: $(region_kib used) KiB"
+same_value() {
+	local got
+	got=$(etcdctl --endpoints "$ep" get big1 --print-value-only) || return 1
+	[[ $got == "$(cat "$IT_TMP/val")" ]]
+}
+check "a value put before the shrink reads back whole" same_value
+check "a put after the shrink is acknowledged" put_all
+check "and reads back whole" same_value
 it_summary

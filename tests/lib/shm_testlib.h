@@ -109,6 +109,28 @@ static inline void *test_shared(size_t len)
 	return p;
 }
 
+/* Zeroed memory that is a file's on tmpfs (a memfd), mapped shared as the
+ * region is, so that pages given back (MADV_REMOVE) really go; *fd gets
+ * the file for test_held_bytes. */
+static inline void *test_shared_file(size_t len, int *fd)
+{
+	*fd = memfd_create("cetcd-test", MFD_CLOEXEC);
+	CHECK(*fd >= 0);
+	CHECK(ftruncate(*fd, (off_t)len) == 0);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	CHECK(p != MAP_FAILED);
+	return p;
+}
+
+/* Bytes of memory the file holds (its allocated blocks). */
+static inline uint64_t test_held_bytes(int fd)
+{
+	struct stat st;
+
+	CHECK(fstat(fd, &st) == 0);
+	return (uint64_t)st.st_blocks * 512;
+}
+
 /* Removes dir and everything under it (a data dir a test ran in). */
 static inline void test_rmdir(const char *dir)
 {

@@ -9,6 +9,8 @@
 
 #include "base/clock/clock.h"
 #include "shm/bcast.h"
+#include "shm/layout.h"
+#include "shm/ring.h"
 
 #define MAXREC 1000u
 
@@ -200,12 +202,70 @@ static void test_race(void)
 	free(ra.b);
 }
 
+/*
+ * Trimming at quiet times: once nothing was published for
+ * SHM_TRIM_QUIET_NS the data pages go back. A cursor that had read
+ * everything goes on with the next record; one that had not, even one
+ * that never read a record, is told it was lapped, never handed the
+ * zeroes as a record.
+ */
+static void test_trim_idle(void)
+{
+	const uint64_t cap = 64 * 1024;
+	const int64_t q = SHM_TRIM_QUIET_NS;
+	size_t bytes = bcast_footprint(cap);
+	int fd;
+	struct bcast *b = test_shared_file(bytes, &fd);
+	struct bcast_cursor c = { 0 }, late = { 0 };
+	struct bcast_rec rec;
+	static uint8_t buf[MAXREC];
+	uint64_t seq;
+
+	CHECK_EQ(bcast_init(b, bytes, MAXREC), 0);
+	CHECK_EQ(bcast_trim_idle(b, 0), INT64_MAX);
+	bcast_cursor_init(b, &c);
+	for (seq = 1; seq <= 300; seq++) {
+		uint32_t len = test_len(seq, 900, MAXREC, 0);
+		if (seq == 280) /* less than the ring behind, and never read */
+			bcast_cursor_init(b, &late);
+		test_fill(buf, len, seq);
+		CHECK_EQ(bcast_publish(b, 1, buf, len), 0);
+		CHECK_EQ(bcast_read(b, &c, &rec, buf, sizeof(buf)), 0);
+		CHECK_EQ(test_verify(buf, rec.len, rec.seq), 0);
+	}
+	CHECK(test_held_bytes(fd) >= cap);
+	CHECK_EQ(bcast_trim_idle(b, 10 * q), 11 * q);
+	CHECK_EQ(bcast_trim_idle(b, 11 * q - 1), 11 * q);
+	CHECK(test_held_bytes(fd) >= cap);
+	CHECK_EQ(bcast_trim_idle(b, 11 * q), INT64_MAX);
+	CHECK(test_held_bytes(fd) <= 2 * SHM_PAGE); /* shared with the header, the end */
+	CHECK_EQ(bcast_read(b, &c, &rec, buf, sizeof(buf)), -EAGAIN);
+	CHECK_EQ(bcast_read(b, &late, &rec, buf, sizeof(buf)), -ESTALE);
+	/* The next records reach both (the late one re-synced). */
+	bcast_cursor_init(b, &late);
+	for (; seq <= 600; seq++) {
+		uint32_t len = test_len(seq, 900, MAXREC, 0);
+		test_fill(buf, len, seq);
+		CHECK_EQ(bcast_publish(b, 1, buf, len), 0);
+		CHECK_EQ(bcast_read(b, &c, &rec, buf, sizeof(buf)), 0);
+		CHECK_EQ(rec.seq, seq);
+		CHECK_EQ(test_verify(buf, rec.len, rec.seq), 0);
+		CHECK_EQ(bcast_read(b, &late, &rec, buf, sizeof(buf)), 0);
+		CHECK_EQ(rec.seq, seq);
+		CHECK_EQ(test_verify(buf, rec.len, rec.seq), 0);
+	}
+	CHECK_EQ(c.laps, 0);
+	munmap(b, bytes);
+	close(fd);
+}
+
 int main(void)
 {
 	test_basic();
 	test_wrap_and_lap();
 	test_producer_takeover();
 	test_race();
+	test_trim_idle();
 	printf("test_bcast: ok\n");
 	return 0;
 }

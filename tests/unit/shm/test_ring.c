@@ -9,6 +9,7 @@
 
 #include "base/clock/clock.h"
 #include "shm/doorbell.h"
+#include "shm/layout.h"
 #include "shm/ring.h"
 
 #define MAXREC 1000u
@@ -366,6 +367,74 @@ static void test_push_wait(void)
 	free(mem);
 }
 
+/*
+ * Trimming at quiet times: a ring whose data area the traffic touched
+ * holds those pages until it has been quiet for SHM_TRIM_QUIET_NS and
+ * the consumer released everything; then its data pages go back (the
+ * file holds only the control block's page), and the ring carries
+ * records as before.
+ */
+static void test_trim_idle(void)
+{
+	const uint64_t cap = 64 * 1024;
+	const int64_t q = SHM_TRIM_QUIET_NS;
+	int fd;
+	size_t bytes = ring_footprint(cap);
+	struct ring *r = test_shared_file(bytes, &fd);
+	struct ring_rec rec;
+	uint8_t buf[MAXREC];
+	uint64_t seq = 0, got = 0;
+
+	CHECK_EQ(ring_init(r, bytes, MAXREC, NULL, NULL), 0);
+	/* A new ring has nothing to give back. */
+	CHECK_EQ(ring_trim_idle(r, 0), INT64_MAX);
+	/* Traffic through the whole data area, all released. */
+	while (got < 3 * cap) {
+		uint32_t len = test_len(seq, 100, MAXREC, 7);
+		test_fill(buf, len, seq);
+		CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
+		seq++;
+		CHECK_EQ(ring_peek(r, &rec), 0);
+		got += rec.len;
+		ring_release(r, &rec);
+	}
+	CHECK(test_held_bytes(fd) >= cap);
+	/* Not quiet long enough: asked again when it will be. */
+	CHECK_EQ(ring_trim_idle(r, 10 * q), 11 * q);
+	CHECK_EQ(ring_trim_idle(r, 11 * q - 1), 11 * q);
+	CHECK(test_held_bytes(fd) >= cap);
+	/* A record the consumer holds keeps every page. */
+	test_fill(buf, 100, seq);
+	CHECK_EQ(ring_push(r, (uint32_t)seq, buf, 100), 0);
+	CHECK_EQ(ring_peek(r, &rec), 0);
+	CHECK_EQ(ring_trim_idle(r, 20 * q), 21 * q); /* it moved: quiet from now */
+	CHECK_EQ(ring_trim_idle(r, 22 * q), 23 * q); /* quiet, but not released */
+	CHECK(test_held_bytes(fd) >= cap);
+	CHECK_EQ(test_verify(rec.data, rec.len, seq), 0);
+	ring_release(r, &rec);
+	seq++;
+	/* Quiet and released: the data pages go; those it shares with the
+	 * control block and the file's end stay. */
+	CHECK_EQ(ring_trim_idle(r, 23 * q), INT64_MAX);
+	CHECK(test_held_bytes(fd) <= 2 * SHM_PAGE);
+	CHECK_EQ(ring_trim_idle(r, 30 * q), INT64_MAX); /* once a quiet spell */
+	/* Records go on where the cursors were, across the end again. */
+	for (got = 0; got < 2 * cap; seq++) {
+		uint32_t len = test_len(seq, 100, MAXREC, 7);
+		test_fill(buf, len, seq);
+		CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
+		CHECK_EQ(ring_peek(r, &rec), 0);
+		CHECK_EQ(rec.type, (uint32_t)seq);
+		CHECK_EQ(test_verify(rec.data, rec.len, seq), 0);
+		got += rec.len;
+		ring_release(r, &rec);
+	}
+	CHECK(!ring_has_failed(r));
+	CHECK(test_held_bytes(fd) >= cap);
+	munmap(r, bytes);
+	close(fd);
+}
+
 int main(void)
 {
 	test_init_limits();
@@ -379,6 +448,7 @@ int main(void)
 	test_takeover();
 	test_corruption_fails_ring();
 	test_push_wait();
+	test_trim_idle();
 	printf("test_ring: ok\n");
 	return 0;
 }
