@@ -374,7 +374,32 @@ int btree_bucket_delete(struct btree_txn *t, struct btree_bucket *parent,
  * default; 0.9 suits append-mostly buckets. Clamped to [0.1, 1.0]. */
 void btree_bucket_set_fill(struct btree_bucket *b, double fill);
 
+/* Tells this txn's splits of the bucket's leaves that keys which differ
+ * only in their last `suffix` bytes form a run, and that new keys go in at
+ * a run's front (each key's revisions, newest first). A leaf that must
+ * split is then cut right after the newest element of a run when at least
+ * half a page of that run's older elements follows it: those go to a page
+ * of their own that no later insert reaches, while the front of the run
+ * keeps the room. 0 (the default) splits at the fill alone. */
+void btree_bucket_set_runs(struct btree_bucket *b, uint32_t suffix);
+
 uint64_t btree_bucket_sequence(const struct btree_bucket *b);
+
+/* The pages of a bucket's own tree as its txn last wrote them (nested
+ * buckets not counted; a write txn's changes not yet committed neither),
+ * as bbolt's Bucket.Stats counts them: the fill of the leaves is
+ * leaf_inuse / (leaf_pages * page size), overflow pages not counted in. */
+struct btree_bucket_stats {
+	uint64_t keys;
+	uint64_t leaf_pages;
+	uint64_t branch_pages;
+	uint64_t overflow_pages;  /* the further pages of big leaves and branches */
+	uint64_t leaf_inuse;      /* header, elements, keys and values: bytes */
+	uint64_t branch_inuse;
+};
+/* 0, or -EUCLEAN for a page that is not sound. An inline bucket has no
+ * pages. */
+int btree_bucket_stats(struct btree_bucket *b, struct btree_bucket_stats *out);
 int btree_bucket_set_sequence(struct btree_bucket *b, uint64_t seq);
 
 /*

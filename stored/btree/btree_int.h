@@ -104,6 +104,7 @@ struct btree_bucket {
 	bool lg_valid;
 	uint8_t lg_key[BT_LAST_GET_KEY_MAX];
 	double fill;
+	uint32_t run_suffix;             /* btree_bucket_set_runs */
 	bool deleted;
 	bool observed;                   /* the db's observer hears of its entries */
 	struct btree_bucket *all_next;   /* every bucket handle of the txn */

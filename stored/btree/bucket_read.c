@@ -116,6 +116,49 @@ uint64_t btree_bucket_sequence(const struct btree_bucket *b)
 	return b->sequence;
 }
 
+static int bucket_stats_page(struct btree_txn *t, uint64_t pgid, unsigned depth,
+			     struct btree_bucket_stats *st)
+{
+	const uint8_t *p;
+	size_t span;
+	if (depth >= BTREE_MAX_DEPTH)
+		return bt_corrupt(t->map, pgid, "lies deeper than %d levels", BTREE_MAX_DEPTH);
+	int rc = bt_txn_page(t, pgid, &p, &span);
+	if (rc < 0)
+		return rc;
+	bool leaf = page_flags(p) == PAGE_FLAG_LEAF;
+	uint64_t used = PAGE_HDR_SIZE;
+	for (unsigned i = 0; i < page_count(p); i++) {
+		struct page_elem e;
+		if (page_elem(p, span, leaf, i, &e) < 0)
+			return bt_corrupt(t->map, pgid, "has element %u pointing outside the page", i);
+		used += PAGE_ELEM_SIZE + e.ksize + (leaf ? e.vsize : 0);
+		if (!leaf) {
+			rc = bucket_stats_page(t, e.pgid, depth + 1, st);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	st->overflow_pages += page_overflow(p);
+	if (leaf) {
+		st->keys += page_count(p);
+		st->leaf_pages++;
+		st->leaf_inuse += used;
+	} else {
+		st->branch_pages++;
+		st->branch_inuse += used;
+	}
+	return 0;
+}
+
+int btree_bucket_stats(struct btree_bucket *b, struct btree_bucket_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (b->root == 0)
+		return 0;
+	return bucket_stats_page(b->txn, b->root, 0, out);
+}
+
 /* Keeps the path of a write txn's get (see btree_bucket.lg_*). */
 static void bucket_remember_get(struct btree_bucket *b, const struct btree_cursor *c,
 				const void *key, size_t klen)

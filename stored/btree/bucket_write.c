@@ -201,6 +201,11 @@ void btree_bucket_set_fill(struct btree_bucket *b, double fill)
 	b->fill = fill < 0.1 ? 0.1 : fill > 1.0 ? 1.0 : fill;
 }
 
+void btree_bucket_set_runs(struct btree_bucket *b, uint32_t suffix)
+{
+	b->run_suffix = suffix;
+}
+
 int btree_bucket_set_sequence(struct btree_bucket *b, uint64_t seq)
 {
 	struct btree_txn *t = b->txn;

@@ -249,6 +249,40 @@ static uint32_t node_split_index(const struct bt_node *n, uint32_t start, size_t
 	return index;
 }
 
+/* True when leaf elements a and b are in one run (btree_bucket_set_runs):
+ * equal but for their last `suffix` bytes. */
+static bool node_same_run(const struct bt_inode *a, const struct bt_inode *b, uint32_t suffix)
+{
+	return a->ksize == b->ksize && a->ksize > suffix &&
+	       memcmp(a->key, b->key, a->ksize - suffix) == 0;
+}
+
+/* In a bucket of runs, the end of the piece of n from `start` that stops
+ * right after the last element this txn put in at a run's front, within a
+ * page's worth of elements, when at least half a page of the run's older
+ * elements follows it; 0 when there is none. Those older elements are
+ * never inserted into again, so the pages they go to stay as full as
+ * they are written, where a cut at the fill would leave each run's tail
+ * in a half-empty page for good. */
+static uint32_t node_run_cut(const struct bt_node *n, uint32_t start, size_t page_size)
+{
+	uint32_t suffix = n->bucket->run_suffix;
+	uint32_t full = node_split_index(n, start, page_size);
+	for (uint32_t f = full; f-- > start + NODE_MIN_KEYS_PER_PAGE - 1;) {
+		const struct bt_inode *in = &n->inodes[f];
+		if (!in->fresh || f + 1 + NODE_MIN_KEYS_PER_PAGE > n->ninodes ||
+		    !node_same_run(in, &n->inodes[f + 1], suffix))
+			continue;
+		size_t older = 0;
+		for (uint32_t i = f + 1; i < n->ninodes && !n->inodes[i].fresh &&
+		     node_same_run(in, &n->inodes[i], suffix); i++)
+			older += PAGE_ELEM_SIZE + n->inodes[i].ksize + (size_t)n->inodes[i].vsize;
+		if (older >= page_size / 2)
+			return f + 1;
+	}
+	return 0;
+}
+
 /* The end of the page-sized piece of n that starts at element `start`:
  * n->ninodes when the rest fits one page (or is too short to split). */
 static uint32_t node_piece_end(const struct bt_node *n, uint32_t start, size_t page_size)
@@ -256,6 +290,11 @@ static uint32_t node_piece_end(const struct bt_node *n, uint32_t start, size_t p
 	if (n->ninodes - start <= NODE_MIN_KEYS_PER_PAGE * 2 ||
 	    node_size_less_than(n, start, page_size))
 		return n->ninodes;
+	if (n->leaf && n->bucket->run_suffix && !(n->appends >= 2 && !n->mid_insert)) {
+		uint32_t cut = node_run_cut(n, start, page_size);
+		if (cut)
+			return cut;
+	}
 	/* A node that only grew at its end (keys written in order) is cut
 	 * into full pages: the next keys go after it, not into it. */
 	double fill = n->appends >= 2 && !n->mid_insert ? 1.0 : n->bucket->fill;

@@ -88,6 +88,24 @@ void kvindex_close(struct kvindex *x)
 int kvindex_latest_parse(const uint8_t *key, size_t klen, const uint8_t *v, size_t len,
 			 bool fields, struct kvindex_entry *e)
 {
+	if (len > 0 && v[0] == LATEST_REF_VARINT) {
+		uint64_t f[5];
+		struct proto_reader r = proto_reader_init(v + 1, len - 1);
+		for (int i = 0; i < 5; i++)
+			if (proto_read_varint(&r, &f[i]) < 0)
+				return corrupt("latest entry of a %zu-byte key ends inside field %d",
+					       klen, i);
+		if (!proto_reader_done(&r))
+			return corrupt("latest entry of a %zu-byte key has %zu bytes past its fields",
+				       klen, proto_reader_left(&r));
+		e->mod = (struct rev){ (int64_t)f[0], (int64_t)f[1] };
+		e->create_rev = (int64_t)f[2];
+		e->version = (int64_t)f[3];
+		e->lease = (int64_t)f[4];
+		e->kv = NULL;
+		e->kv_len = 0;
+		return 0;
+	}
 	if (len < LATEST_HDR)
 		return corrupt("latest entry of a %zu-byte key is %zu bytes long", klen, len);
 	e->mod.main = (int64_t)rev_get_be64(v + 1);

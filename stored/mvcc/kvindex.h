@@ -10,10 +10,16 @@
  *   order and the newest version of a key is one B+tree lookup. The value:
  *     'i' main(8) sub(8) KeyValue...   the KeyValue bytes inline, when they
  *                                      are at most KVINDEX_INLINE_MAX bytes
- *     'r' main(8) sub(8) create(8) version(8) lease(8)
+ *     'v' main sub create version lease
  *                                      larger ones: the KeyValue is read
- *                                      from the key bucket at (main, sub)
- *   (integers 8-byte big-endian). A range at the current revision is a
+ *                                      from the key bucket at (main, sub);
+ *                                      each a varint (protobuf's, of the
+ *                                      value as unsigned 64 bits)
+ *     'r' main(8) sub(8) create(8) version(8) lease(8)
+ *                                      the same, as format 2 wrote it
+ *   (other integers 8-byte big-endian). A reference is 10 or so bytes
+ *   where 'r' took 41, which in a latest bucket of 16-byte keys is a
+ *   third of its pages. A range at the current revision is a
  *   cursor walk over this bucket, and a lookup of each referenced
  *   KeyValue in the key bucket (as etcd looks each revision up). A latest
  *   read is one read of the key bucket's entry when the latest-entry cache
@@ -82,7 +88,11 @@
 #include "stored/mvcc/mvcc_kv.h"
 #include "stored/mvcc/revision.h"
 
-#define KVINDEX_FORMAT 2u
+#define KVINDEX_FORMAT 3u
+/* The oldest format this build reads: format 2 differs only in its 'r'
+ * references, which are still read (an older build rebuilds an index of
+ * format 3, whose 'v' references it cannot read). */
+#define KVINDEX_FORMAT_OLDEST 2u
 /* KeyValues up to this size are copied into the latest entry. A copy of a
  * larger one would double what the file holds for it and what a put
  * writes: with 1,000,000 random puts of 256-byte values, a threshold of

@@ -290,19 +290,22 @@ int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
 			return rc;
 	}
 	bool inl = kv_len <= KVINDEX_INLINE_MAX;
-	vlen = inl ? LATEST_HDR + kv_len : LATEST_REF_LEN;
-	rc = reserve(&x->wbuf, &x->wcap, vlen);
+	rc = reserve(&x->wbuf, &x->wcap, inl ? LATEST_HDR + kv_len : LATEST_REF_VARINT_MAX);
 	if (rc)
 		return rc;
-	x->wbuf[0] = inl ? LATEST_INLINE : LATEST_REF;
-	rev_put_be64(x->wbuf + 1, (uint64_t)r.main);
-	rev_put_be64(x->wbuf + 9, (uint64_t)r.sub);
 	if (inl) {
+		x->wbuf[0] = LATEST_INLINE;
+		rev_put_be64(x->wbuf + 1, (uint64_t)r.main);
+		rev_put_be64(x->wbuf + 9, (uint64_t)r.sub);
 		memcpy(x->wbuf + LATEST_HDR, kv_bytes, kv_len);
+		vlen = LATEST_HDR + kv_len;
 	} else {
-		rev_put_be64(x->wbuf + 17, (uint64_t)kv->create_rev);
-		rev_put_be64(x->wbuf + 25, (uint64_t)kv->version);
-		rev_put_be64(x->wbuf + 33, (uint64_t)kv->lease);
+		const uint64_t f[5] = { (uint64_t)r.main, (uint64_t)r.sub, (uint64_t)kv->create_rev,
+					(uint64_t)kv->version, (uint64_t)kv->lease };
+		x->wbuf[0] = LATEST_REF_VARINT;
+		vlen = 1;
+		for (int i = 0; i < 5; i++)
+			vlen += proto_varint_put(x->wbuf + vlen, f[i]);
 	}
 	return btree_put(x->latest, kv->key, kv->key_len, x->wbuf, vlen);
 }

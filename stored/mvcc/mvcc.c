@@ -115,7 +115,8 @@ static int index_matches(struct btree_txn *t, struct btree_bucket *key, int64_t 
 	rc = covers_now(key, scheduled, finished, &want);
 	if (rc)
 		return rc;
-	*ok = have.format == KVINDEX_FORMAT && have.covers_len == want.covers_len &&
+	*ok = have.format >= KVINDEX_FORMAT_OLDEST && have.format <= KVINDEX_FORMAT &&
+	      have.covers_len == want.covers_len &&
 	      memcmp(have.covers, want.covers, want.covers_len) == 0;
 	*rev = have.revision;
 	return 0;
@@ -343,8 +344,10 @@ int mvcc_batch_begin(struct mvcc_store *s)
 		btree_txn_end(t);
 		return rc;
 	}
-	/* The key bucket only grows at its end, as bbolt's sequential puts. */
+	/* The key bucket only grows at its end, as bbolt's sequential puts;
+	 * the history's keys go in at the front of their key's run. */
 	btree_bucket_set_fill(s->wv.key, 0.9);
+	btree_bucket_set_runs(s->wv.idx.history, HIST_SUFFIX);
 	s->wtxn = t;
 	s->wv.rev = s->c.rev;
 	s->wv.compact_rev = s->c.compact_rev;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "proto/wire.h"
 #include "stored/alloc.h"
 #include "stored/mvcc/mvcc.h"
 
@@ -200,6 +201,8 @@ static inline unsigned set_find(const struct lcache_set *s, uint64_t tag)
 #define LATEST_REF 'r'
 #define LATEST_HDR 17u            /* kind, main, sub */
 #define LATEST_REF_LEN (LATEST_HDR + 24u)
+#define LATEST_REF_VARINT 'v'
+#define LATEST_REF_VARINT_MAX (1u + 5u * PROTO_VARINT_MAX_BYTES)
 #define HIST_PUT 'p'
 #define HIST_TOMBSTONE 't'
 #define HIST_SUFFIX 16u           /* ~main, ~sub */

@@ -105,10 +105,11 @@ int mvcc_view_open(struct btree_txn *t, struct mvcc_view *v)
 		kvindex_close(&v->idx);
 		return rc;
 	}
-	if (m.format != KVINDEX_FORMAT) {
+	if (m.format < KVINDEX_FORMAT_OLDEST || m.format > KVINDEX_FORMAT) {
 		kvindex_close(&v->idx);
-		return kvindex_corrupt("cetcd index has format %llu, this build reads %u",
-				       (unsigned long long)m.format, KVINDEX_FORMAT);
+		return kvindex_corrupt("cetcd index has format %llu, this build reads %u to %u",
+				       (unsigned long long)m.format, KVINDEX_FORMAT_OLDEST,
+				       KVINDEX_FORMAT);
 	}
 	v->rev = m.revision;
 	v->compact_rev = effective_compact(scheduled, finished);

@@ -10,6 +10,8 @@
 //	                                recursively, in key order (see dump)
 //	boltcheck -text BUCKET FILE     check, then print BUCKET's keys and
 //	                                values as text, one "key value" a line
+//	boltcheck -stats FILE           check, then print each top-level bucket's
+//	                                pages as bbolt counts them (see stats)
 //	boltcheck -write FILE [-seed N] [-txns N] [-nofreelistsync] [-pagesize N]
 //	                                write a new file with bbolt: nested,
 //	                                inline and big buckets, overflow values,
@@ -37,6 +39,7 @@ func main() {
 	keys := flag.String("keys", "", "bucket whose keys to print")
 	dump := flag.Bool("dump", false, "print every bucket and key")
 	text := flag.String("text", "", "bucket whose keys and values to print as text")
+	stats := flag.Bool("stats", false, "print each bucket's pages and fill")
 	write := flag.Bool("write", false, "write a new file with bbolt")
 	modify := flag.Bool("modify", false, "change an existing file with bbolt")
 	seed := flag.Int64("seed", 1, "seed of -write and -modify")
@@ -45,7 +48,7 @@ func main() {
 	txns := flag.Int("txns", 40, "-write: number of txns")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: boltcheck [-keys BUCKET | -dump | -text BUCKET | -write | -modify] FILE")
+		fmt.Fprintln(os.Stderr, "usage: boltcheck [-keys BUCKET | -dump | -text BUCKET | -stats | -write | -modify] FILE")
 		os.Exit(2)
 	}
 	path := flag.Arg(0)
@@ -56,7 +59,7 @@ func main() {
 	case *modify:
 		err = modifyFile(path, *seed)
 	default:
-		err = checkFile(path, *keys, *dump, *text)
+		err = checkFile(path, *keys, *dump, *text, *stats)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "boltcheck:", err)
@@ -64,7 +67,7 @@ func main() {
 	}
 }
 
-func checkFile(path, keys string, dump bool, text string) error {
+func checkFile(path, keys string, dump bool, text string, stats bool) error {
 	db, err := bolt.Open(path, 0400, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		return fmt.Errorf("open: %v", err)
@@ -87,6 +90,9 @@ func checkFile(path, keys string, dump bool, text string) error {
 				fmt.Printf("%s %s\n", k, v)
 				return nil
 			})
+		}
+		if stats {
+			return printStats(db, tx)
 		}
 		if dump {
 			return dumpBucket(tx.Cursor(), nil, func(name []byte) *bolt.Bucket { return tx.Bucket(name) })
@@ -126,6 +132,42 @@ func dumpBucket(c *bolt.Cursor, path []string, open func([]byte) *bolt.Bucket) e
 		h.Write(v)
 		fmt.Printf("K %s %x %d %016x\n", p, k, len(v), h.Sum64())
 	}
+	return nil
+}
+
+// printStats prints, for each top-level bucket, one line of bbolt's
+// Bucket.Stats: keys, leaf, branch and overflow pages, the MiB they take,
+// and the fill of leaves and branches (bytes in use / bytes of their
+// pages); then the file's pages: total, free and pending (the freelist),
+// and the freelist's own pages. Inline buckets count in their parent.
+func printStats(db *bolt.DB, tx *bolt.Tx) error {
+	ps := db.Info().PageSize
+	mib := func(pages int) float64 { return float64(pages*ps) / (1 << 20) }
+	fill := func(inuse, alloc int) float64 {
+		if alloc == 0 {
+			return 0
+		}
+		return float64(inuse) / float64(alloc)
+	}
+	fmt.Printf("%-18s %9s %8s %7s %8s %8s %9s %9s\n", "bucket", "keys", "leaf", "branch",
+		"overflow", "MiB", "leaf-fill", "branch-fill")
+	used := 0
+	err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		s := b.Stats()
+		pages := s.LeafPageN + s.BranchPageN + s.LeafOverflowN + s.BranchOverflowN
+		used += pages
+		fmt.Printf("%-18s %9d %8d %7d %8d %8.1f %9.3f %9.3f\n", name, s.KeyN, s.LeafPageN,
+			s.BranchPageN, s.LeafOverflowN+s.BranchOverflowN, mib(pages),
+			fill(s.LeafInuse, s.LeafAlloc), fill(s.BranchInuse, s.BranchAlloc))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	st := db.Stats()
+	total := int(tx.Size()) / ps
+	fmt.Printf("file pages=%d (%.1f MiB) buckets=%d (%.1f MiB) free=%d pending=%d freelist-bytes=%d\n",
+		total, mib(total), used, mib(used), st.FreePageN, st.PendingPageN, st.FreelistInuse)
 	return nil
 }
 

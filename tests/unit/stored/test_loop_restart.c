@@ -276,8 +276,8 @@ static void reader_check_cache(struct reader *rd, const struct lcache *c, uint64
 			       struct mvcc_view *v, const struct mvcc_range_result *res)
 {
 	for (size_t i = 0; i < res->n && !rd->err[0]; i++) {
-		const uint8_t *lv, *tv;
-		size_t lvl, tvl;
+		const uint8_t *tv;
+		size_t tvl;
 		struct kvindex_entry ce;
 		uint8_t rk[REV_BYTES];
 		const uint8_t *key = res->kvs[i].f.key;
@@ -288,9 +288,8 @@ static void reader_check_cache(struct reader *rd, const struct lcache *c, uint64
 			continue;
 		rd->cache_hits++;
 		rev_encode(ce.mod, rk);
-		if (btree_get(v->idx.latest, key, klen, &lv, &lvl) != 0 || lvl < 17 ||
-		    (int64_t)rev_get_be64(lv + 1) != ce.mod.main ||
-		    (int64_t)rev_get_be64(lv + 9) != ce.mod.sub ||
+		struct kvindex_entry le;
+		if (kvindex_latest_get(&v->idx, key, klen, &le) != 0 || rev_cmp(le.mod, ce.mod) != 0 ||
 		    btree_get(v->idx.keyb, rk, sizeof(rk), &tv, &tvl) != 0 || tv != ce.kv ||
 		    tvl != ce.kv_len)
 			snprintf(rd->err, sizeof(rd->err),

@@ -699,7 +699,7 @@ static void check_format_rebuild(void)
 	T_OK(btree_write_begin(d.db, &t));
 	T_OK(kvindex_open(t, &x));
 	T_OK(kvindex_meta_read(&x, &m));
-	T_CHECK(m.format == 2);
+	T_CHECK(m.format == KVINDEX_FORMAT);
 	m.format = 1;
 	T_OK(kvindex_meta_write(&x, &m));
 	static const uint8_t k1_at4[] = { 'k', '1', 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
@@ -728,6 +728,78 @@ static void check_format_rebuild(void)
 	T_CHECK(!st.rebuilt);
 	tbuf_free(&before);
 	tbuf_free(&after);
+	tdb_free(&d);
+}
+
+static void be64(uint8_t *p, int64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)((uint64_t)v >> (56 - 8 * i));
+}
+
+/* Format 2 wrote references as 'r' and five 8-byte fields; this build
+ * writes varints ('v'), reads both, and takes a format 2 index as it is. A
+ * 'v' entry cut short, or with bytes past its fields, is refused. */
+static void check_format_2(void)
+{
+	struct tdb d;
+	struct btree_txn *t;
+	struct kvindex x;
+	struct kvindex_meta m;
+	struct kvindex_entry e, got;
+	struct mvcc_state st;
+	char big[200];
+	t_phase = "index of format 2";
+	memset(big, 'b', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	tdb_init(&d, NULL);
+	store_put(&d, "big", 3, big);       /* 2 */
+	store_put(&d, "big", 3, big);       /* 3: version 2 */
+
+	kvindex_init(&x);
+	T_OK(btree_write_begin(d.db, &t));
+	T_OK(kvindex_open(t, &x));
+	T_OK(kvindex_latest_get(&x, (const uint8_t *)"big", 3, &e));
+	T_CHECK(e.kv == NULL && e.mod.main == 3 && e.create_rev == 2 && e.version == 2);
+	const uint8_t *v;
+	size_t vlen;
+	T_OK(btree_get(x.latest, "big", 3, &v, &vlen));
+	T_CHECK(vlen < 16 && v[0] == 'v');
+	uint8_t r[41] = { 'r' };
+	be64(r + 1, e.mod.main);
+	be64(r + 9, e.mod.sub);
+	be64(r + 17, e.create_rev);
+	be64(r + 25, e.version);
+	be64(r + 33, e.lease);
+	T_OK(btree_put(x.latest, "big", 3, r, sizeof(r)));
+	T_OK(kvindex_meta_read(&x, &m));
+	m.format = 2;
+	T_OK(kvindex_meta_write(&x, &m));
+	T_OK(btree_commit(t, NULL));
+	kvindex_close(&x);
+
+	tdb_reopen(&d, true);
+	mvcc_store_state(d.s, &st);
+	T_CHECK(!st.rebuilt && st.rev == 3);
+	T_OK(btree_db_read_begin(d.db, NULL, &t));
+	T_OK(kvindex_open(t, &x));
+	T_OK(kvindex_latest_get(&x, (const uint8_t *)"big", 3, &got));
+	T_CHECK(got.kv == NULL && rev_cmp(got.mod, e.mod) == 0 && got.create_rev == 2 &&
+		got.version == 2 && got.lease == e.lease);
+	kvindex_close(&x);
+	btree_txn_end(t);
+
+	static const uint8_t cut[] = { 'v', 3, 0, 2, 0x80 }, extra[] = { 'v', 3, 0, 2, 2, 0, 7 };
+	const struct { const uint8_t *b; size_t n; } bad[] = { { cut, sizeof(cut) },
+								 { extra, sizeof(extra) } };
+	for (size_t i = 0; i < 2; i++) {
+		T_OK(btree_write_begin(d.db, &t));
+		T_OK(kvindex_open(t, &x));
+		T_OK(btree_put(x.latest, "big", 3, bad[i].b, bad[i].n));
+		T_RC(kvindex_latest_get(&x, (const uint8_t *)"big", 3, &got), -EUCLEAN);
+		kvindex_close(&x);
+		btree_txn_end(t);
+	}
 	tdb_free(&d);
 }
 
@@ -763,6 +835,7 @@ int main(void)
 	btree_db_close(db);
 	t_rmdir(dir);
 	check_format_rebuild();
+	check_format_2();
 	free(sorted);
 	free(recs);
 	t_no_leaks();
