@@ -70,7 +70,7 @@ run_cluster() {
 	# a 4 s lease kept alive through a follower outlives three TTLs; one
 	# left alone expires once and its key goes on every member
 	local f ka t0
-	f=$(it_cl_but "$lead" | head -n 1)
+	f=$(it_cl_other "$lead")
 	kid=$(grant "$(it_cl_ep "$lead")" 4)
 	id=$(grant "$(it_cl_ep "$lead")" 4)
 	ctl --endpoints "$(it_cl_ep "$lead")" put "k/$label/kept" v --lease "$kid" >/dev/null

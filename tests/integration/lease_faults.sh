@@ -108,7 +108,7 @@ lead=$(it_cl_current_leader)
 id=$(grant "$(it_cl_ep "$lead")" 10)
 t0=$(it_now_ms)
 ctl --endpoints "$(it_cl_ep "$lead")" put k/a v --lease "$id" >/dev/null
-f=$(it_cl_but "$lead" | head -n 1)
+f=$(it_cl_other "$lead")
 start_watcher "$(it_cl_ep "$f")" k/a "$IT_TMP/a.watch"
 check "(a) the watcher reads the key through x$f" it_wait_log "$IT_TMP/a.watch" '^there$' 10 3
 it_cl_kill "$lead"

@@ -35,7 +35,7 @@ it_cl_init lease_fwd_cap 3
 for i in 0 1 2; do it_cl_start "$i" cetcd; done
 for i in 0 1 2; do it_cl_answers "$i" || { it_summary; exit 1; }; done
 lead=$(it_cl_current_leader)
-f=$(it_cl_but "$lead" | head -n 1)
+f=$(it_cl_other "$lead")
 id=$(ctl --endpoints "$(it_cl_ep "$lead")" lease grant 60 | awk '{ print $2 }')
 renews() { ctl --endpoints "$(it_cl_ep "$f")" lease keep-alive --once "$id" 2>&1 | grep -q "keepalived with TTL"; }
 check "keep-alive through x$f renews" it_until 10000 renews

@@ -816,6 +816,14 @@ it_cl_but() {
 		[[ " $* " == *" $i "* ]] || echo "$i"
 	done
 }
+# it_cl_other I...: the first member that is none of I... (no pipe to
+# head: a writer cut off by head's exit fails the pipeline under pipefail).
+it_cl_other() {
+	local i
+	for i in 0 1 2; do
+		[[ " $* " == *" $i "* ]] || { echo "$i"; return 0; }
+	done
+}
 # it_cl_current_leader [WHAT]: the leader of members 0, 1 and 2, waiting
 # up to 10 s for one (a resumed member may call an election just then);
 # when none leads, fail "WHAT" (default "a member leads"), the summary, and

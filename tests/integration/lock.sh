@@ -47,7 +47,7 @@ it_cl_init lockc 3 f
 for i in 0 1 2; do it_cl_start "$i" cetcd --gateways 2; done
 for i in 0 1 2; do it_cl_answers "$i" || { it_summary; exit 1; }; done
 lead=$(it_cl_current_leader)
-fol=$(it_cl_but "$lead" | head -n 1)
+fol=$(it_cl_other "$lead")
 rc=0
 timeout 300 "$LC" -endpoint "$(it_cl_ep "$fol")" >"$IT_TMP/follower.out" 2>"$IT_TMP/follower.err" || rc=$?
 sed 's/^/  follower| /' "$IT_TMP/follower.out"

@@ -84,7 +84,7 @@ ok "SIGKILLed the leader x$lead"
 survivors=$(it_cl_but "$lead" | tr '\n' ' ')
 # shellcheck disable=SC2086
 check "a surviving member leads" it_until 15000 it_cl_leader $survivors
-at=$(it_revision "$(it_cl_ep "$(it_cl_but "$lead" | head -n 1)")")
+at=$(it_revision "$(it_cl_ep "$(it_cl_other "$lead")")")
 # shellcheck disable=SC2086
 check "the writer goes on through the survivors before x$lead comes back" \
 	it_until 30000 rev_past $((at + 100)) $survivors
@@ -101,7 +101,8 @@ for hop in 1 2; do
 	check "move $hop: the writer is $((hop * 600)) puts into its run" \
 		it_until 60000 rev_past $((rev0 + hop * 600)) 0 1 2
 	lead=$(it_cl_current_leader)
-	target=$(it_cl_but "$lead" | head -n "$hop" | tail -n 1)
+	mapfile -t others < <(it_cl_but "$lead")
+	target=${others[hop - 1]}
 	etcdctl --dial-timeout 2s --command-timeout 10s --endpoints "$(it_cl_ep "$lead")" \
 		move-leader "$(it_member_id "$(it_cl_ep "$target")")" >/dev/null 2>&1 || true
 	check "leadership moved from x$lead to x$target" it_until 10000 it_leads "$(it_cl_ep "$target")"
