@@ -123,6 +123,12 @@ static int bucket_stats_page(struct btree_txn *t, uint64_t pgid, unsigned depth,
 	size_t span;
 	if (depth >= BTREE_MAX_DEPTH)
 		return bt_corrupt(t->map, pgid, "lies deeper than %d levels", BTREE_MAX_DEPTH);
+	/* A sound tree reaches each page once. Branches that share children
+	 * level after level would be walked a number of times that grows
+	 * with the fan-out to the power of the depth: more visits than the
+	 * file has pages stop it. */
+	if (st->leaf_pages + st->branch_pages >= t->hwm)
+		return bt_corrupt(t->map, pgid, "is reached more often than the file has pages");
 	int rc = bt_txn_page(t, pgid, &p, &span);
 	if (rc < 0)
 		return rc;

@@ -70,7 +70,10 @@ static int dbfile_walk_bucket(struct btree_txn *t, struct btree_bucket *b, int d
 	struct btree_kv kv;
 	const uint8_t *seen[8];
 	size_t seen_len[8], nseen = 0;
-	int rc;
+	struct btree_bucket_stats bs;
+	int rc = btree_bucket_stats(b, &bs);
+	if (rc < 0)
+		return rc;
 	btree_cursor_init(&c, b);
 	for (rc = btree_cursor_first(&c, &kv); rc == 0 && *budget > 0;
 	     rc = btree_cursor_next(&c, &kv)) {
