@@ -257,10 +257,15 @@ void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *s
 		 int64_t *in_use)
 {
 	struct stat sb;
+	int64_t file = stat(s->db_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+	int64_t high = gw_db_high_water_bytes(s, st);
 
-	*size = stat(s->db_path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+	/* etcd's Size(): bbolt's Tx.Size(), the pages up to the high-water
+	 * mark, not the file, which grows ahead of them (capped at the file,
+	 * which a read of an older status may find shorter) */
+	*size = high < file ? high : file;
 	/* etcd's SizeInUse: the high-water mark's pages less the free ones */
-	*in_use = gw_db_high_water_bytes(s, st) - (int64_t)(st->free_pages * s->db_page_size);
+	*in_use = high - (int64_t)(st->free_pages * s->db_page_size);
 	if (*in_use > *size)
 		*in_use = *size;
 	if (*in_use < 0)

@@ -609,9 +609,10 @@ void gw_read_refuse(struct gw_server *s, struct grpc_call *call, int rc);
  * size is read once). */
 int64_t gw_db_high_water_bytes(struct gw_server *s, const struct status_stored *st);
 
-/* Size of the db file and of its part in use (bytes: etcd's dbSizeInUse,
- * the high-water mark's pages less the free pages stored published), 0
- * when unknown. */
+/* The db's size as etcd's Status and metrics give it (bytes: etcd's
+ * dbSize, the pages up to the high-water mark, at most the file) and its
+ * part in use (etcd's dbSizeInUse, those pages less the free pages stored
+ * published), 0 when unknown. */
 void gw_db_sizes(struct gw_server *s, const struct status_stored *st, int64_t *size,
 		 int64_t *in_use);
 
