@@ -70,6 +70,13 @@
 #   its seconds, the snapshot's size, p99s during and before; both run one
 #   round per server (a db defragmented once has nothing left to move);
 #   one write + fdatasync on the data dir's disk, the latency floor;
+#   footprint: a member of each server started for it (NAME+fp; one round,
+#   measured before every other workload, then stopped): the sum of the
+#   PSS of all its processes (/proc/PID/smaps_rollup), the tmpfs its
+#   region holds (the allocated blocks of the files on /dev/shm its
+#   processes hold open: cetcd's region; etcd has none), its db file's
+#   size and its data dir's (du), each 2 s after the start (idle), right
+#   after the put workload's load (put), and 5 s later (quiet);
 #   TLS (tls_put, tls_range_s, tls_h2_range_s, tls_h2_put, tls_conns):
 #   a second cetcd and etcd (NAME+tls) with https client URLs and the
 #   same certificates (an ECDSA P-256 CA, server and client certificates
@@ -626,18 +633,81 @@ auth_h2_run() {
 
 # The variants: NAME+tls for each server when a tls_ workload is
 # selected, NAME+auth when an auth_ one is.
-tls_servers="" auth_servers=""
+tls_servers="" auth_servers="" fp_servers=""
 for server in $servers; do
+  wants footprint && fp_servers+="${fp_servers:+ }$server+fp"
   wants tls_put tls_range_s tls_h2_range_s tls_h2_put tls_conns && tls_servers+="${tls_servers:+ }$server+tls"
   wants auth_put auth_range_s auth_h2_put auth_h2_range_s && auth_servers+="${auth_servers:+ }$server $server+auth"
 done
 [[ -z $tls_servers ]] || make_certs
-for server in $servers $tls_servers $auth_servers; do
+for server in $fp_servers $servers $tls_servers $auth_servers; do
   [[ -z ${S_PIDS[$server]:-} ]] || continue
   echo "etcd-compare: starting $server" >&2
   start_server "$server"
   ctl --endpoints "$endpoint" put foo bar >/dev/null
   save_server "$server"
+done
+# member_dir: the data dir of the member at $endpoint; member_db: its db file.
+member_dir() {
+  local i
+  for i in "${!member_eps[@]}"; do
+    [[ ${member_eps[i]} == "$endpoint" ]] || continue
+    sed -n 's|.*--data-dir \([^ ]*\).*|\1|p' <<<"${margs[i]}"
+    return 0
+  done
+}
+member_db() { echo "$(member_dir)/member/snap/db"; }
+# pss_kib PID...: the sum of the processes' PSS in KiB (a page shared by
+# several of them counted once over all; a process gone counts 0).
+pss_kib() {
+  local p sum=0 v
+  for p; do
+    v=$(awk '$1 == "Pss:" { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null) || v=0
+    sum=$(( sum + ${v:-0} ))
+  done
+  echo "$sum"
+}
+# shm_kib PID...: the tmpfs the processes hold open on /dev/shm (cetcd's
+# region, a file without a name there), in KiB: each file's allocated
+# blocks, once however many processes hold it.
+shm_kib() {
+  local p fd
+  for p; do
+    for fd in /proc/"$p"/fd/*; do
+      [[ $(readlink "$fd" 2>/dev/null) == /dev/shm/* ]] && stat -L -c '%i %b %B' "$fd" 2>/dev/null
+    done
+  done | sort -u | awk '{ s += $2 * $3 } END { printf "%d\n", s / 1024 }'
+}
+# footprint_now: "pss region db dir" of the current server, in MiB (one
+# decimal): the PSS of all its processes, the tmpfs of its region, its
+# db file's size and its whole data dir's (du: blocks allocated, WAL
+# segments preallocated included).
+footprint_now() {
+  local procs db dir
+  procs=$(server_procs)
+  db=$(member_db) dir=$(member_dir)
+  # shellcheck disable=SC2086 # a list of pids
+  awk -v p="$(pss_kib $procs)" -v r="$(shm_kib $procs)" -v d="$(stat -c %s "$db" 2>/dev/null || echo 0)" \
+      -v t="$(du -sk "$dir" | cut -f1)" 'BEGIN { printf "%.1f %.1f %.1f %.1f", p / 1024, r / 1024, d / 1048576, t / 1024 }'
+}
+# footprint: on a member started for it (NAME+fp), idle a few seconds
+# after its start, right after a put load (the put workload's), and 5 s
+# later, quiet; prints the three footprint_now figures in a row.
+footprint() {
+  local idle put
+  sleep 2
+  idle=$(footprint_now)
+  bench_tool --conns 100 --clients 1000 put --key-size 8 --sequential-keys \
+    --total "$total" --val-size 256 >/dev/null
+  put=$(footprint_now)
+  sleep 5
+  echo "$idle $put $(footprint_now)"
+}
+fp_fields="fp_idle_pss_mb fp_idle_region_mb fp_idle_db_mb fp_idle_dir_mb fp_put_pss_mb fp_put_region_mb
+  fp_put_db_mb fp_put_dir_mb fp_quiet_pss_mb fp_quiet_region_mb fp_quiet_db_mb fp_quiet_dir_mb"
+servers=$fp_servers rounds=1 measure footprint "$fp_fields" footprint
+for server in $fp_servers; do
+  use_server "$server"; stop_server; unset "S_PIDS[$server]"
 done
 measure put "put_qps put_p99 _ _ put_cpu" bench_tool_cpu "$total" --conns 100 --clients 1000 \
   put --key-size 8 --sequential-keys --total "$total" --val-size 256
@@ -707,16 +777,6 @@ if [[ -z ${BENCH_WORKLOADS:-} || " $BENCH_WORKLOADS " == *" watch_floor "* ]]; t
 fi
 measure lease_keepalive "keepalive_qps keepalive_p99 _ keepalive_errors keepalive_cpu" bench_tool_cpu "$total" --conns 10 --clients 100 \
   lease-keepalive --total "$total"
-# pss_kib PID...: the sum of the processes' PSS in KiB (a page shared by
-# several of them counted once over all; a process gone counts 0).
-pss_kib() {
-  local p sum=0 v
-  for p; do
-    v=$(awk '$1 == "Pss:" { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null) || v=0
-    sum=$(( sum + ${v:-0} ))
-  done
-  echo "$sum"
-}
 # big_range: one Range of $total keys of 1 KiB (about 105 MB; loaded once
 # per server by tests/tools/bigrange, in txns of 100 puts), read back
 # whole and checked by it; prints "ms peak_mb grew_mb pss_mb peak_pss_mb":
@@ -775,15 +835,6 @@ defrag_mb=${BENCH_DEFRAG_MB:-$defrag_mb_default}
 probe_rate=${BENCH_PROBE_RATE:-200}
 probe_before_ms=3000 probe_after_ms=1000
 dctl() { ETCDCTL_API=3 etcdctl --endpoints "$endpoint" --dial-timeout 5s --command-timeout 1200s "$@"; }
-# member_db: the db file of the member at $endpoint.
-member_db() {
-  local i
-  for i in "${!member_eps[@]}"; do
-    [[ ${member_eps[i]} == "$endpoint" ]] || continue
-    sed -n 's|.*--data-dir \([^ ]*\).*|\1/member/snap/db|p' <<<"${margs[i]}"
-    return 0
-  done
-}
 # db_status FIELD: the endpoint's Status field: revision, or dbSize (its
 # high-water mark: cetcd's file may reach past it, grown ahead of use).
 db_status() {
@@ -1002,14 +1053,16 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
          defrag_put_x defrag_range_before_p99 defrag_range_during_p99 defrag_range_x defrag_probe_errors \
          snapshot_s snapshot_mb snapshot_put_before_p99 snapshot_put_during_p99 snapshot_put_x \
          snapshot_range_before_p99 snapshot_range_during_p99 snapshot_range_x snapshot_probe_errors \
-         h2_status failover_ms; do
+         h2_status failover_ms $fp_fields; do
   unit=""
   case $k in
   *_p50|*_p99|*_avg|*_ms) unit=" (ms)";; *_cpu) unit=" (us/req)";; *_mb) unit=" (MiB)";;
   *_s) unit=" (s)";; *_x) unit=" (during/before)";;
   esac
   vals=()
-  for server in "${cols[@]}"; do vals+=("${R[$server.$k]:-0}"); done
+  for server in "${cols[@]}"; do
+    [[ $k == fp_* ]] && vals+=("${R[$server+fp.$k]:-0}") || vals+=("${R[$server.$k]:-0}")
+  done
   row "$k$unit" "${vals[@]}"
 done
 row "fdatasync_floor (us)" "$fsync_us"
@@ -1045,6 +1098,8 @@ fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "nan" }'; }
 echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
+  "fp_idle_pss_ratio=$(ratio "${R[cetcd+fp.fp_idle_pss_mb]:-0}" "${R[etcd+fp.fp_idle_pss_mb]:-0}")" \
+  "fp_put_pss_ratio=$(ratio "${R[cetcd+fp.fp_put_pss_mb]:-0}" "${R[etcd+fp.fp_put_pss_mb]:-0}")" \
   "put_p99_ratio=$(ratio "${R[cetcd.put_p99]:-0}" "${R[etcd.put_p99]:-0}")" \
   "cpu_per_bench_put_ratio=$(ratio "${R[cetcd.put_cpu]:-0}" "${R[etcd.put_cpu]:-0}")" \
   "range_l_qps_ratio=$(ratio "${R[cetcd.range_l_qps]:-0}" "${R[etcd.range_l_qps]:-0}")" \
