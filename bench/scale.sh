@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# How cetcd and Debian's etcd 3.4 grow: a benchmark of one member each
+# over many keys, side by side on loopback (not a test: it asserts
+# nothing, it reports).
+#
+#   bench/scale.sh
+#   SCALE_KEYS=5000000 bench/scale.sh
+#
+# Starts a cetcd and an etcd (one member each, data dirs in a fresh
+# directory under BENCH_DIR, both running at once) and takes both through
+# the same phases, one phase on each server in turn:
+#   load: etcd's benchmark tool puts SCALE_KEYS distinct keys (8-byte
+#     sequential keys, 256-byte values, 100 conns, 1000 clients); the put
+#     rate in each quarter of the load, from the server's revision sampled
+#     every 0.2 s (the first quarter's rate is the time from the first put
+#     to the revision a quarter on, and so on), and the whole load's;
+#   count: etcdctl get of the full key range with --limit 1, serializable
+#     (the server counts every key in the range for the answer's count;
+#     etcdctl 3.4 has no --count-only; the median of 3 runs, etcdctl's own
+#     start is in the time);
+#   range100k: etcdctl get of the first 100,000 keys (--limit 100000,
+#     serializable, written as protobuf to /dev/null; median of 3);
+#   overwrite: SCALE_OVERWRITES puts (1000000) on SCALE_OVERWRITE_KEYS
+#     keys (1000) of those loaded, with the rate per quarter;
+#   compact: etcdctl compact --physical to the current revision: the time
+#     until it answered and the db's size in use then stopped moving (a
+#     server that times the answer out goes on deleting), and the answer;
+#   regrow: the same overwrites again on the compacted db (a compacted db
+#     reuses its free pages: the file should not grow);
+#   restart: SIGTERM, start again on the same data dir, and the time until
+#     a put is acknowledged.
+# After load, overwrite, compact and regrow: the db file's size and the
+# size in use (Status's dbSize and dbSizeInUse), the WAL directory's bytes
+# and segments. For every phase: the peak resident memory of the server's
+# processes, two ways: the sum of their VmHWM (reset at the phase's start
+# through /proc/PID/clear_refs, so root; a page of shared memory counts
+# once in each process that maps it) and the peak of the sum of their
+# proportional set size (PSS, /proc/PID/smaps_rollup, where a page shared
+# by N processes counts 1/N in each; sampled every 0.2 s, so a phase
+# shorter than that may show none).
+# Prints a table (cetcd, etcd, cetcd / etcd) and the load average at the
+# start and end; the raw samples stay in the work dir with BENCH_KEEP=1.
+#
+# Environment: CETCD_BUILD (default build/), SCALE_KEYS (1000000),
+# SCALE_OVERWRITES (1000000), SCALE_OVERWRITE_KEYS (1000), SCALE_QUOTA
+# (--quota-backend-bytes of both, 8 GiB: etcd's default 2 GiB would raise
+# NOSPACE at 5,000,000 keys), BENCH_DIR (where data dirs go; /var/tmp),
+# ETCD_TOOLS (where bench/etcd-tools.sh keeps the benchmark tool),
+# BENCH_SERVERS ("cetcd etcd"; every name but etcd is a cetcd, with
+# BENCH_FLAGS_<name> and BENCH_BUILD_<name> as in bench/etcd-compare.sh),
+# BENCH_FLAGS_etcd, BENCH_LOCK (the lock bench/etcd-compare.sh takes too;
+# default /tmp/cetcd-bench.lock), BENCH_KEEP (1: keep the work dir).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${CETCD_BUILD:-$root/build}
+keys=${SCALE_KEYS:-1000000}
+over=${SCALE_OVERWRITES:-1000000}
+over_keys=${SCALE_OVERWRITE_KEYS:-1000}
+quota=${SCALE_QUOTA:-8589934592}
+servers=(${BENCH_SERVERS:-cetcd etcd})
+tools=${ETCD_TOOLS:-$HOME/.cache/cetcd-etcd-tools}
+basedir=${BENCH_DIR:-/var/tmp}
+((keys >= 100000)) || { echo "scale: SCALE_KEYS is at least 100000" >&2; exit 2; }
+((over_keys <= keys)) || { echo "scale: SCALE_OVERWRITE_KEYS is at most SCALE_KEYS" >&2; exit 2; }
+
+bash "$root/bench/etcd-tools.sh" "$tools" >&2
+bench=$tools/etcd-benchmark
+[[ -x $build/bin/cetcd ]] || { echo "scale: build cetcd first (tools/build.sh)" >&2; exit 1; }
+
+exec 8>"${BENCH_LOCK:-/tmp/cetcd-bench.lock}"
+flock 8 || { echo "scale: cannot lock ${BENCH_LOCK:-/tmp/cetcd-bench.lock}" >&2; exit 2; }
+
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+work=$(mktemp -d "$basedir/cetcd-scale.XXXXXX")
+declare -A pid=() ep=() peer=() fig=()
+stop() {
+  local p=${pid[$1]:-}
+  [[ -n $p ]] || return 0
+  if kill -0 "$p" 2>/dev/null; then
+    kill -TERM "$p" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  fi
+  pid[$1]=""
+}
+sampler_pid=""
+cleanup() {
+  local s
+  [[ -z $sampler_pid ]] || kill "$sampler_pid" 2>/dev/null || true
+  for s in "${servers[@]}"; do stop "$s"; done
+  [[ ${BENCH_KEEP:-} == 1 ]] && echo "scale: kept $work" >&2 || rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+ctl() { ETCDCTL_API=3 etcdctl --endpoints "${ep[$1]}" "${@:2}"; }
+now() { date +%s.%N; }
+
+# start S: S's server on its data dir (the ports chosen on the first start).
+start() {
+  local s=$1 t0 args
+  [[ -n ${ep[$s]:-} ]] || { ep[$s]=127.0.0.1:$(free_port); peer[$s]=127.0.0.1:$(free_port); }
+  args="--name m0 --data-dir $work/$s.data --quota-backend-bytes $quota
+    --listen-client-urls http://${ep[$s]} --advertise-client-urls http://${ep[$s]}
+    --listen-peer-urls http://${peer[$s]} --initial-advertise-peer-urls http://${peer[$s]}
+    --initial-cluster m0=http://${peer[$s]} --log-level error"
+  t0=$(now)
+  if [[ $s == etcd ]]; then
+    setsid etcd $args ${BENCH_FLAGS_etcd:-} >>"$work/$s.log" 2>&1 8>&- &
+  else
+    local flags="BENCH_FLAGS_$s" other="BENCH_BUILD_$s"
+    setsid "${!other:-$build}/bin/cetcd" $args ${!flags:-} >>"$work/$s.log" 2>&1 8>&- &
+  fi
+  pid[$s]=$!
+  for _ in $(seq 1200); do
+    if ctl "$s" --command-timeout 1s put scale-ready 1 >/dev/null 2>&1; then
+      fig[$s.restart_s]=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "scale: $s did not start; its log:" >&2; tail -n 20 "$work/$s.log" >&2
+  return 1
+}
+
+procs() { pgrep -g "${pid[$1]}" || true; }
+reset_hwm() { local p; for p in $(procs "$1"); do echo 5 >"/proc/$p/clear_refs" 2>/dev/null || true; done; }
+# hwm_mb S: the sum of VmHWM of S's processes, MiB.
+hwm_mb() {
+  local p sum=0 kb
+  for p in $(procs "$1"); do
+    kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$p/status" 2>/dev/null) || continue
+    sum=$((sum + ${kb:-0}))
+  done
+  echo $((sum / 1024))
+}
+
+# sampler S OUT: every 0.2 s a line "seconds revision pss_kb" of S (the
+# revision from a serializable Range through the JSON gateway, PSS summed
+# over S's processes), until killed.
+sampler() {
+  rm -f "$2"
+  python3 - "${ep[$1]}" "${pid[$1]}" >"$2" 8>&- <<'EOF' &
+import json, os, sys, time, urllib.request
+ep, pgid = sys.argv[1], int(sys.argv[2])
+body = json.dumps({"key": "AA==", "serializable": True}).encode()
+def pss():
+    kb = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if os.getpgid(int(d)) != pgid:
+                continue
+            with open("/proc/%s/smaps_rollup" % d) as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        kb += int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+    return kb
+while True:
+    t = time.time()
+    try:
+        r = urllib.request.urlopen("http://%s/v3/kv/range" % ep, body, timeout=2)
+        rev = int(json.load(r)["header"]["revision"])
+    except Exception:
+        rev = -1
+    print("%.3f %d %d" % (t, rev, pss()), flush=True)
+    time.sleep(max(0, 0.2 - (time.time() - t)))
+EOF
+  sampler_pid=$!
+  # The first sample before the phase begins: it is the quarters' start.
+  for _ in $(seq 100); do [[ -s $2 ]] && break; sleep 0.05; done
+}
+
+revision() { ctl "$1" endpoint status -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["revision"])'; }
+
+# phase_begin S / phase_end S NAME: around one phase of S, the sampler and
+# the peak memory (NAME.hwm_mb, NAME.pss_mb).
+phase_begin() { reset_hwm "$1"; sampler "$1" "$work/$1.samples"; }
+phase_end() {
+  local s=$1 name=$2
+  fig[$s.$name.hwm_mb]=$(hwm_mb "$s")
+  kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true
+  sampler_pid=""
+  fig[$s.$name.pss_mb]=$(awk '$3 > m { m = $3 } END { printf "%d", m / 1024 }' "$work/$s.samples")
+  cp "$work/$s.samples" "$work/$s.$name.samples"
+}
+
+# puts S NAME TOTAL SPACE: the benchmark tool's sequential puts through S;
+# NAME.qps (the tool's), NAME.q1..q4 (rate per quarter from the samples).
+puts() {
+  local s=$1 name=$2 total=$3 space=$4 rev0 out
+  rev0=$(revision "$s")
+  phase_begin "$s"
+  out=$("$bench" --endpoints "${ep[$s]}" --conns 100 --clients 1000 put --total "$total" \
+        --key-space-size "$space" --sequential-keys --key-size 8 --val-size 256 2>&1 | tr -d '\r')
+  sleep 0.5
+  phase_end "$s" "$name"
+  fig[$s.$name.qps]=$(awk '/Requests\/sec:/ { printf "%d", $2 }' <<<"$out")
+  grep -q "Error distribution" <<<"$out" && { echo "scale: $s $name had errors:" >&2; grep -A5 "Error distribution" <<<"$out" >&2; }
+  local q
+  q=($(awk -v r0="$rev0" -v n="$total" '
+    BEGIN { c = 0 }
+    $2 >= 0 { t[c] = $1; r[c] = $2; c++ }
+    function cross(x,   i) {
+      for (i = 1; i < c; i++)
+        if (r[i - 1] < x && r[i] >= x)
+          return t[i - 1] + (t[i] - t[i - 1]) * (x - r[i - 1]) / (r[i] - r[i - 1])
+      return -1
+    }
+    END {
+      for (k = 0; k <= 4; k++) x[k] = cross(r0 + (k == 0 ? 1 : k * n / 4))
+      for (k = 1; k <= 4; k++)
+        printf "%d ", (x[k] > 0 && x[k - 1] > 0 && x[k] > x[k - 1]) ? n / 4 / (x[k] - x[k - 1]) : 0
+    }' "$work/$s.$name.samples"))
+  for k in 1 2 3 4; do fig[$s.$name.q$k]=${q[k - 1]}; done
+}
+
+# sizes S NAME: the db file's MiB, dbSize and dbSizeInUse (MiB), the WAL
+# directory's MiB and segments.
+sizes() {
+  local s=$1 name=$2 d=$work/$1.data/member st
+  fig[$s.$name.db_file_mb]=$(( $(stat -c %s "$d/snap/db") / 1048576 ))
+  st=$(ctl "$s" endpoint status -w json)
+  fig[$s.$name.db_mb]=$(python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["dbSize"] // 1048576)' <<<"$st")
+  fig[$s.$name.db_inuse_mb]=$(python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["Status"]; print(s.get("dbSizeInUse", 0) // 1048576)' <<<"$st")
+  fig[$s.$name.wal_mb]=$(( $(du -sb "$d/wal" | cut -f1) / 1048576 ))
+  fig[$s.$name.wal_segments]=$(find "$d/wal" -name '*.wal' | wc -l)
+}
+
+# timed_get S NAME ARGS...: the median of 3 runs of etcdctl get ARGS, s.
+timed_get() {
+  local s=$1 name=$2 t ts=()
+  shift 2
+  phase_begin "$s"
+  for _ in 1 2 3; do
+    t=$(now)
+    ctl "$s" --command-timeout 120s get --consistency=s -w protobuf "$@" >/dev/null
+    ts+=($(awk -v a="$t" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'))
+  done
+  phase_end "$s" "$name"
+  fig[$s.$name.s]=$(printf '%s\n' "${ts[@]}" | sort -n | sed -n 2p)
+}
+
+for s in "${servers[@]}"; do start "$s"; done
+echo "scale: $keys keys; load average $load_start" >&2
+for s in "${servers[@]}"; do
+  echo "scale: $s: load" >&2; puts "$s" load "$keys" "$keys"; sizes "$s" load
+done
+for s in "${servers[@]}"; do timed_get "$s" count "" --from-key --limit 1; done
+for s in "${servers[@]}"; do timed_get "$s" range100k "" --from-key --limit 100000; done
+for s in "${servers[@]}"; do
+  echo "scale: $s: overwrite" >&2; puts "$s" overwrite "$over" "$over_keys"; sizes "$s" overwrite
+done
+# in_use S: Status's dbSizeInUse of S.
+in_use() { ctl "$1" endpoint status -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"].get("dbSizeInUse", 0))'; }
+# compact S: compact --physical to S's current revision; compact.s is the
+# time until the call returned and dbSizeInUse has then not moved for 2 s
+# (less those 2 s): a server may answer before the deletion is done, or
+# give up waiting (compact.answer: ok, or the error's first words).
+compact() {
+  local s=$1 t t_end u v same=0
+  phase_begin "$s"; t=$(now)
+  if ctl "$s" --command-timeout 600s compact --physical "$(revision "$s")" >/dev/null 2>"$work/$s.compact.err"; then
+    fig[$s.compact.answer]=ok
+  else
+    fig[$s.compact.answer]=$(grep -o 'Error: .*' "$work/$s.compact.err" | head -n1 | tr ' ' _ | cut -c1-40)
+    echo "scale: $s: compact: $(cat "$work/$s.compact.err")" >&2
+  fi
+  t_end=$(now) u=$(in_use "$s")
+  while ((same < 4)); do
+    sleep 0.5; v=$(in_use "$s")
+    if [[ $v == "$u" ]]; then same=$((same + 1)); else same=0 t_end=$(now) u=$v; fi
+  done
+  fig[$s.compact.s]=$(awk -v a="$t" -v b="$t_end" 'BEGIN { printf "%.2f", b - a }')
+  phase_end "$s" compact
+}
+for s in "${servers[@]}"; do compact "$s"; sizes "$s" compact; done
+for s in "${servers[@]}"; do
+  echo "scale: $s: regrow" >&2; puts "$s" regrow "$over" "$over_keys"; sizes "$s" regrow
+done
+for s in "${servers[@]}"; do
+  stop "$s"; start "$s"
+  fig[$s.restart.hwm_mb]=$(hwm_mb "$s")
+done
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# The table: one row a figure, a column a server, then cetcd / etcd.
+rows=()
+for p in load overwrite regrow; do
+  rows+=($p.qps $p.q1 $p.q2 $p.q3 $p.q4 $p.hwm_mb $p.pss_mb)
+done
+for p in load overwrite compact regrow; do
+  rows+=($p.db_file_mb $p.db_mb $p.db_inuse_mb $p.wal_mb $p.wal_segments)
+done
+rows+=(compact.answer compact.s count.s count.hwm_mb count.pss_mb range100k.s range100k.hwm_mb range100k.pss_mb restart_s restart.hwm_mb)
+printf '%-24s' figure; printf ' %12s' "${servers[@]}"; printf ' %12s\n' cetcd/etcd
+for r in "${rows[@]}"; do
+  printf '%-24s' "$r"
+  for s in "${servers[@]}"; do printf ' %12s' "${fig[$s.$r]:--}"; done
+  awk -v a="${fig[cetcd.$r]:-}" -v b="${fig[etcd.$r]:-}" 'BEGIN { if (a != "" && b + 0 > 0) printf " %12.2f\n", a / b; else printf " %12s\n", "-" }'
+done
+for s in "${servers[@]}"; do
+  awk -v s="$s" -v a="${fig[$s.load.q1]}" -v b="${fig[$s.load.q4]}" \
+    'BEGIN { if (a > 0) printf "%s: load rate, last quarter / first: %.2f\n", s, b / a }'
+done
+echo "keys $keys overwrites $over on $over_keys keys; load average at start $load_start, at end $load_end"
