@@ -132,7 +132,12 @@ n_pids=$(member_pids "$n_pid")
 check "their runtime dirs hold nothing" shm_clean
 used_mn=$(shm_used_kb)
 echo "  tmpfs usage with M and N: $used_mn KiB"
-check "the two regions take the tmpfs's memory (over 2 x 64 MiB)" test $((used_mn - used0)) -gt $((2 * 65536))
+# An idle member's region holds a few MiB of tmpfs pages (its rings and
+# the event ring give theirs back once quiet; about 2.7 MiB measured):
+# over 1 MiB each tells that the regions live in this tmpfs.
+region_min_kb=1024
+check "the two regions take the tmpfs's memory (over 2 x 1 MiB)" \
+	test $((used_mn - used0)) -gt $((2 * region_min_kb))
 
 # A second launcher on M's data dir is refused and takes nothing from M.
 set +e
@@ -202,7 +207,8 @@ round() {
 for kind in kill hup killall; do
 	round "$kind"
 	check "$kind: all $ROUNDS members came up and every process of them is gone" test "$ROUND_BAD" -eq 0
-	check "$kind: their regions used the tmpfs while they ran" test $((ROUND_PEAK - used_mn)) -gt 65536
+	check "$kind: their regions used the tmpfs while they ran" \
+		test $((ROUND_PEAK - used_mn)) -gt "$region_min_kb"
 	check "$kind: /dev/shm holds nothing of them" shm_clean
 	check "$kind: tmpfs usage is back to what it was ($used_mn KiB)" test "$(shm_used_kb)" -eq "$used_mn"
 done
