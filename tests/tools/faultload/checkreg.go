@@ -1,0 +1,346 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// checkLimits bound the linearizability search: per key, at most
+// maxSteps steps, and for the whole check, until deadline. A key whose
+// search hits either is reported "unknown", neither clean nor anomalous.
+type checkLimits struct {
+	maxSteps int64
+	deadline time.Time
+	text     string // the limits as the flags gave them, for the report
+}
+
+// describe names an operation in a report: its client, kind, values and
+// times relative to t0 (the history's first call), in milliseconds.
+func describe(op *Op, t0 int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "proc %d %s %s", op.Proc, op.Type, op.F)
+	if op.Key != "" {
+		fmt.Fprintf(&b, " key=%s", op.Key)
+	}
+	if op.Expect != "" {
+		fmt.Fprintf(&b, " expect=%s", op.Expect)
+	}
+	if op.Value != "" {
+		fmt.Fprintf(&b, " value=%s", op.Value)
+	}
+	if op.F == "cas" && op.Type == typeOK {
+		fmt.Fprintf(&b, " succeeded=%v", op.Succeeded)
+	}
+	if op.F == "read" || (op.F == "cas" && op.Type == typeOK && !op.Succeeded) {
+		if op.Type == typeOK {
+			fmt.Fprintf(&b, " read=%s", readText(op))
+		}
+	}
+	if op.Serializable {
+		b.WriteString(" serializable")
+	}
+	if op.Final {
+		b.WriteString(" final")
+	}
+	ret := "never"
+	if op.Type != typeInfo {
+		ret = fmt.Sprintf("%.3f", float64(op.Ret-t0)/1e6)
+	}
+	fmt.Fprintf(&b, " [%.3f..%s ms] ep=%s", float64(op.Call-t0)/1e6, ret, op.Ep)
+	if op.Err != "" {
+		fmt.Fprintf(&b, " error=%q", op.Err)
+	}
+	return b.String()
+}
+
+// stateText names a register state of regModel.
+func stateText(s string) string {
+	switch s {
+	case "":
+		return "<absent>"
+	case "?":
+		return "a value no operation reads"
+	}
+	return s
+}
+
+func readText(op *Op) string {
+	if !op.Found {
+		return "<absent>"
+	}
+	return op.Read
+}
+
+// readValue is the register state a read saw: the value, or "" when the
+// key was absent (written values are never empty).
+func readValue(op *Op) string {
+	if !op.Found {
+		return ""
+	}
+	return op.Read
+}
+
+// writes reports whether op may have written its value: an ok or
+// indeterminate write, a cas that applied or may have.
+func writes(op *Op) bool {
+	switch op.F {
+	case "write":
+		return op.Type != typeFail
+	case "cas":
+		return op.Type == typeInfo || (op.Type == typeOK && op.Succeeded)
+	}
+	return false
+}
+
+// acked reports whether op is an acknowledged write.
+func acked(op *Op) bool {
+	return op.Type == typeOK && (op.F == "write" || (op.F == "cas" && op.Succeeded))
+}
+
+// reads reports whether op read the register: an ok read, or an ok cas
+// that did not apply (its else branch read the current value).
+func reads(op *Op) bool {
+	return op.Type == typeOK && (op.F == "read" || (op.F == "cas" && !op.Succeeded))
+}
+
+// regModel is a register per key: the state is its value, "" when
+// absent. Values no operation in the search can tell apart (nobody reads
+// or expects them) are all "?", so the memo sees their states as one.
+type regModel struct {
+	steps []regStep
+}
+
+type regStep struct {
+	kind   byte // r read, w write, c cas that applied or may have, f cas that did not apply
+	in     string
+	expect string
+	out    string
+}
+
+func (m *regModel) step(s string, i int) (string, bool) {
+	st := &m.steps[i]
+	switch st.kind {
+	case 'r':
+		return s, s == st.out
+	case 'w':
+		return st.in, true
+	case 'c':
+		return st.in, s == st.expect
+	default:
+		return s, s == st.out && s != st.expect
+	}
+}
+
+// checkRegister checks a register history: every value read was written
+// by an operation that could have (called before the read returned, not
+// a definite failure); the linearizable operations of each key are
+// linearizable (keys are independent registers, so each is checked on
+// its own); and no acknowledged write is lost.
+//
+// What the search is given, per key: ok linearizable reads, ok writes,
+// ok cas (one that did not apply is a read of the value its else branch
+// saw, which must differ from the expected one), and the indeterminate
+// writes and cas whose value someone observed (a read or an expectation),
+// as operations with no return. Definite failures did not happen, and an
+// indeterminate read says nothing. An indeterminate write of a value
+// nobody observed is left out: once it takes effect only another write
+// can follow before any read or cas, so leaving it out changes no
+// verdict. Serializable reads promise only a committed value, so they
+// are checked by the first rule only.
+//
+// lost counts acknowledged writes w of a key whose final read (the last
+// ok read made after the run, with retries) shows neither w's value nor
+// one that can be linearized after w: its value differs, and no other
+// write that may have taken effect (ok, or indeterminate) returned after
+// w was called. Each such write is also a linearizability violation of
+// its key; lost names the writes themselves.
+func checkRegister(ops []Op, s *summary, lim checkLimits) {
+	t0 := int64(math.MaxInt64)
+	for i := range ops {
+		if ops[i].Call < t0 {
+			t0 = ops[i].Call
+		}
+	}
+	byKey := map[string][]*Op{}
+	var keys []string
+	for i := range ops {
+		op := &ops[i]
+		switch op.F {
+		case "read", "write", "cas":
+		default:
+			s.anomaly("operation %q is not one of the register workload's: %s", op.F, describe(op, t0))
+			continue
+		}
+		if byKey[op.Key] == nil {
+			keys = append(keys, op.Key)
+		}
+		byKey[op.Key] = append(byKey[op.Key], op)
+	}
+	sort.Strings(keys)
+
+	type keyResult struct {
+		res  linResult
+		ops  []*Op
+		took time.Duration
+	}
+	results := make([]keyResult, len(keys))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for ki, k := range keys {
+		kops := byKey[k]
+		checkValues(kops, s, t0)
+		checkLost(kops, s, t0)
+		search, m := regSearch(kops)
+		wg.Add(1)
+		go func(ki int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			start := time.Now()
+			lops := make([]linOp, len(search))
+			for i, op := range search {
+				lops[i] = linOp{call: op.Call, ret: op.Ret}
+				if op.Type == typeInfo {
+					lops[i].ret = math.MaxInt64
+				}
+			}
+			results[ki] = keyResult{linearizable(lops, m, lim.maxSteps, lim.deadline), search, time.Since(start)}
+		}(ki)
+	}
+	wg.Wait()
+	for ki, k := range keys {
+		r := &results[ki]
+		switch r.res.verdict {
+		case linUnknown:
+			s.unknown++
+			s.details = append(s.details, fmt.Sprintf("unknown: key %s: the linearizability search of %d operations gave up after %d steps, %.1f s (limits: %s)",
+				k, len(r.ops), r.res.steps, r.took.Seconds(), lim.text))
+		case linBad:
+			var b strings.Builder
+			fmt.Fprintf(&b, "key %s is not linearizable (%d operations searched, %d steps): at most %d linearized, the register then holding %s; this operation returned but cannot be placed:\n    %s",
+				k, len(r.ops), r.res.steps, r.res.best, stateText(r.res.bestState), describe(r.ops[r.res.blocker], t0))
+			if len(r.res.lastLin) > 0 {
+				b.WriteString("\n  the last operations linearized before it, latest first:")
+				for _, i := range r.res.lastLin {
+					b.WriteString("\n    " + describe(r.ops[i], t0))
+				}
+			}
+			s.anomaly("%s", b.String())
+		}
+	}
+}
+
+// checkValues reports reads of values no operation could have written.
+func checkValues(kops []*Op, s *summary, t0 int64) {
+	writers := map[string]*Op{}
+	for _, op := range kops {
+		if op.F == "write" || op.F == "cas" {
+			if w, dup := writers[op.Value]; dup && op.Value != "" {
+				s.anomaly("value %s written twice (the workload writes each value once): %s and %s",
+					op.Value, describe(w, t0), describe(op, t0))
+			}
+			writers[op.Value] = op
+		}
+	}
+	for _, op := range kops {
+		if !reads(op) || !op.Found {
+			continue
+		}
+		w := writers[op.Read]
+		switch {
+		case w == nil:
+			s.anomaly("read of a value never written: %s", describe(op, t0))
+		case !writes(w) && w.Type == typeFail:
+			s.anomaly("read of a value whose write failed definitely: %s; the write: %s", describe(op, t0), describe(w, t0))
+		case !writes(w):
+			s.anomaly("read of a value whose cas did not apply: %s; the cas: %s", describe(op, t0), describe(w, t0))
+		case w.Call > op.Ret:
+			s.anomaly("read of a value before its write was called: %s; the write: %s", describe(op, t0), describe(w, t0))
+		}
+	}
+}
+
+// checkLost counts the acknowledged writes the final read shows lost
+// (see checkRegister).
+func checkLost(kops []*Op, s *summary, t0 int64) {
+	var final *Op
+	for _, op := range kops {
+		if op.Final && op.Type == typeOK && (final == nil || op.Ret > final.Ret) {
+			final = op
+		}
+	}
+	if final == nil {
+		if len(kops) > 0 {
+			s.details = append(s.details, fmt.Sprintf("note: key %s has no ok final read; its lost writes are not counted", kops[0].Key))
+		}
+		return
+	}
+	fv := readValue(final)
+	for _, w := range kops {
+		if !acked(w) || w.Value == fv {
+			continue
+		}
+		later := false
+		for _, o := range kops {
+			if o != w && writes(o) && o.Call < final.Ret && (o.Type == typeInfo || o.Ret > w.Call) {
+				later = true
+				break
+			}
+		}
+		if !later {
+			s.lost++
+			s.details = append(s.details, fmt.Sprintf("lost: %s; no later write, and the final read shows %s: %s",
+				describe(w, t0), readText(final), describe(final, t0)))
+		}
+	}
+}
+
+// regSearch picks the operations of one key that the linearizability
+// search needs (see checkRegister), sorted by call, and their model.
+func regSearch(kops []*Op) ([]*Op, *regModel) {
+	observed := map[string]bool{"": true}
+	for _, op := range kops {
+		if reads(op) && !op.Serializable {
+			observed[readValue(op)] = true
+		}
+		if op.F == "cas" && op.Type != typeFail {
+			observed[op.Expect] = true
+		}
+	}
+	var search []*Op
+	for _, op := range kops {
+		switch {
+		case op.Type == typeFail:
+		case op.F == "read" && (op.Type == typeInfo || op.Serializable):
+		case op.Type == typeInfo && !observed[op.Value]:
+		default:
+			search = append(search, op)
+		}
+	}
+	sort.SliceStable(search, func(i, j int) bool { return search[i].Call < search[j].Call })
+	m := &regModel{steps: make([]regStep, len(search))}
+	canon := func(v string) string {
+		if observed[v] {
+			return v
+		}
+		return "?"
+	}
+	for i, op := range search {
+		st := &m.steps[i]
+		switch {
+		case op.F == "read":
+			st.kind, st.out = 'r', readValue(op)
+		case op.F == "write":
+			st.kind, st.in = 'w', canon(op.Value)
+		case op.Type == typeOK && !op.Succeeded:
+			st.kind, st.out, st.expect = 'f', readValue(op), op.Expect
+		default:
+			st.kind, st.in, st.expect = 'c', canon(op.Value), op.Expect
+		}
+	}
+	return search, m
+}

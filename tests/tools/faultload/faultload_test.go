@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/etcdserver/api/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The checkers' tests: histories made by simulating a correct register
+// must pass, and the same histories with one anomaly put in must not.
+// (tests/integration/faultload_check.sh runs these and the crafted
+// histories of tests/fault/testdata through the binary.)
+
+func limits() checkLimits {
+	return checkLimits{maxSteps: 1 << 40, deadline: time.Now().Add(time.Minute), text: "test"}
+}
+
+// simRegister makes the history of clients acting on keys of a correct
+// (linearizable) register store: each operation takes effect at a point
+// drawn inside its interval, in the order of those points. Some writes
+// and cas are indeterminate (they took effect or not, the client cannot
+// tell, and their interval has no end), some fail definitely (no effect).
+func simRegister(seed int64, clients, keys, perClient int) []Op {
+	rng := rand.New(rand.NewSource(seed))
+	type pending struct {
+		op    Op
+		at    int64 // the point it takes effect (math.MaxInt64: never)
+		index int
+	}
+	var all []*pending
+	var written []string
+	for c := 0; c < clients; c++ {
+		t := int64(rng.Intn(100))
+		proc := c
+		for i := 0; i < perClient; i++ {
+			op := Op{Proc: proc, Client: c, Ep: "e", Key: fmt.Sprintf("k%d", rng.Intn(keys))}
+			op.Call = t
+			dur := int64(1 + rng.Intn(200))
+			op.Ret = t + dur
+			p := &pending{op: op, at: t + rng.Int63n(dur+1)}
+			switch r := rng.Intn(10); {
+			case r < 4:
+				p.op.F = "read"
+			case r < 7:
+				p.op.F = "write"
+				p.op.Value = fmt.Sprintf("c%d-%d", c, i)
+			default:
+				p.op.F = "cas"
+				p.op.Value = fmt.Sprintf("c%d-%d", c, i)
+				if len(written) > 0 {
+					p.op.Expect = written[rng.Intn(len(written))]
+				}
+			}
+			if p.op.F != "read" {
+				written = append(written, p.op.Value)
+			}
+			p.op.Type = typeOK
+			switch r := rng.Intn(20); {
+			case r == 0:
+				p.op.Type = typeInfo
+				if rng.Intn(2) == 0 {
+					p.at = math.MaxInt64
+				} else {
+					p.at = t + rng.Int63n(5*dur+1) // may land after it gave up
+				}
+				proc += clients
+			case r == 1:
+				p.op.Type = typeFail
+				p.at = math.MaxInt64
+			}
+			all = append(all, p)
+			t += dur + int64(rng.Intn(50))
+		}
+	}
+	for i, p := range all {
+		p.index = i
+	}
+	order := append([]*pending(nil), all...)
+	sort.SliceStable(order, func(i, j int) bool { return order[i].at < order[j].at })
+	state := map[string]string{}
+	for _, p := range order {
+		if p.at == math.MaxInt64 {
+			continue
+		}
+		op := &p.op
+		cur, found := state[op.Key]
+		switch op.F {
+		case "read":
+			op.Read, op.Found = cur, found
+		case "write":
+			state[op.Key] = op.Value
+		case "cas":
+			if cur == op.Expect {
+				op.Succeeded = true
+				state[op.Key] = op.Value
+			} else {
+				op.Read, op.Found = cur, found
+			}
+		}
+	}
+	var ops []Op
+	end := int64(0)
+	for _, p := range all {
+		if p.op.Type == typeInfo && p.op.F == "read" {
+			p.op.Read, p.op.Found = "", false
+		}
+		ops = append(ops, p.op)
+		if p.op.Ret > end {
+			end = p.op.Ret
+		}
+	}
+	for k := 0; k < keys; k++ {
+		key := fmt.Sprintf("k%d", k)
+		v, found := state[key]
+		ops = append(ops, Op{Proc: -1, Client: -1, F: "read", Final: true, Key: key, Type: typeOK,
+			Call: end + 10000, Ret: end + 10001, Read: v, Found: found})
+	}
+	return ops
+}
+
+func checkReg(ops []Op) summary {
+	s := summary{workload: "register"}
+	s.countOps(ops)
+	checkRegister(ops, &s, limits())
+	return s
+}
+
+func TestRegisterCorrectHistoriesPass(t *testing.T) {
+	for seed := int64(1); seed <= 40; seed++ {
+		ops := simRegister(seed, 6, 2, 150)
+		s := checkReg(ops)
+		if !s.clean() || s.unknown != 0 {
+			t.Fatalf("seed %d: a correct history fails: %s\n%s", seed, s.line(), strings.Join(s.details, "\n"))
+		}
+	}
+}
+
+// pickStale finds an ok read r and two acknowledged writes w1, w2 of its
+// key with w1 returned before w2 was called and w2 returned before r was
+// called: r reading w1's value is then a stale read.
+func pickStale(ops []Op) (r int, stale string) {
+	for i := range ops {
+		if ops[i].F != "read" || ops[i].Type != typeOK || ops[i].Final {
+			continue
+		}
+		for j := range ops {
+			w2 := &ops[j]
+			if w2.Key != ops[i].Key || !acked(w2) || w2.Ret >= ops[i].Call {
+				continue
+			}
+			for k := range ops {
+				w1 := &ops[k]
+				if w1.Key == w2.Key && acked(w1) && w1.Ret < w2.Call && ops[i].Read != w1.Value {
+					return i, w1.Value
+				}
+			}
+		}
+	}
+	return -1, ""
+}
+
+func TestRegisterStaleReadFails(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		ops := simRegister(seed, 5, 2, 100)
+		r, stale := pickStale(ops)
+		if r < 0 {
+			t.Fatalf("seed %d: no read to make stale", seed)
+		}
+		ops[r].Read, ops[r].Found = stale, true
+		if s := checkReg(ops); s.anomalies == 0 {
+			t.Fatalf("seed %d: a stale read passes: %s", seed, s.line())
+		}
+	}
+}
+
+func TestRegisterLostWriteCounted(t *testing.T) {
+	tried := 0
+	for seed := int64(1); seed <= 20; seed++ {
+		ops := simRegister(seed, 5, 1, 100)
+		// the final read answers with the value of an acknowledged
+		// write before the last one, and no write that may have taken
+		// effect after the last one is left (none returned after it was
+		// called, none indeterminate)
+		last := -1
+		for i := range ops {
+			if acked(&ops[i]) && (last < 0 || ops[i].Call > ops[last].Call) {
+				last = i
+			}
+		}
+		var kept []Op
+		for i := range ops {
+			if !(writes(&ops[i]) && i != last && (ops[i].Ret > ops[last].Call || ops[i].Type == typeInfo)) {
+				kept = append(kept, ops[i])
+			}
+		}
+		prev := ""
+		for i := range kept {
+			if acked(&kept[i]) && kept[i].Ret < ops[last].Call && kept[i].Value != ops[last].Value {
+				prev = kept[i].Value
+			}
+		}
+		if prev == "" {
+			continue
+		}
+		tried++
+		final := &kept[len(kept)-1]
+		final.Read, final.Found = prev, true
+		s := checkReg(kept)
+		if s.lost == 0 || s.anomalies == 0 {
+			t.Fatalf("seed %d: a lost write is not counted: %s\n%s", seed, s.line(), strings.Join(s.details, "\n"))
+		}
+	}
+	if tried < 10 {
+		t.Fatalf("only %d of 20 histories had a write to lose", tried)
+	}
+}
+
+func TestRegisterCasOnWrongValueFails(t *testing.T) {
+	ops := []Op{
+		{Proc: 0, F: "write", Key: "k", Value: "a", Call: 0, Ret: 10, Type: typeOK},
+		{Proc: 1, F: "write", Key: "k", Value: "b", Call: 20, Ret: 30, Type: typeOK},
+		{Proc: 2, F: "cas", Key: "k", Expect: "a", Value: "c", Succeeded: true, Call: 40, Ret: 50, Type: typeOK},
+	}
+	if s := checkReg(ops); s.anomalies != 1 {
+		t.Fatalf("cas against an overwritten value: %s", s.line())
+	}
+	// the same with the second write indeterminate: it may land after
+	// the cas, so the history is linearizable
+	ops[1].Type = typeInfo
+	if s := checkReg(ops); !s.clean() {
+		t.Fatalf("cas before an indeterminate write: %s\n%s", s.line(), strings.Join(s.details, "\n"))
+	}
+}
+
+func TestRegisterIndeterminateNotBeforeCall(t *testing.T) {
+	ops := []Op{
+		{Proc: 0, F: "read", Key: "k", Read: "a", Found: true, Call: 0, Ret: 10, Type: typeOK},
+		{Proc: 1, F: "write", Key: "k", Value: "a", Call: 20, Ret: 30, Type: typeInfo},
+	}
+	if s := checkReg(ops); s.anomalies == 0 {
+		t.Fatalf("a read before the write was called passes: %s", s.line())
+	}
+	ops[1].Call = 5
+	if s := checkReg(ops); !s.clean() {
+		t.Fatalf("a read concurrent with an indeterminate write fails: %s\n%s", s.line(), strings.Join(s.details, "\n"))
+	}
+}
+
+func TestRegisterSearchLimit(t *testing.T) {
+	ops := simRegister(7, 6, 1, 400)
+	s := summary{}
+	lim := limits()
+	lim.maxSteps = 10
+	checkRegister(ops, &s, lim)
+	if s.unknown != 1 || !strings.HasPrefix(s.details[len(s.details)-1], "unknown:") {
+		t.Fatalf("the step limit does not give unknown: %s %v", s.line(), s.details)
+	}
+	s = summary{}
+	lim = limits()
+	lim.deadline = time.Now()
+	checkRegister(ops, &s, lim)
+	if s.unknown != 1 {
+		t.Fatalf("the deadline does not give unknown: %s", s.line())
+	}
+}
+
+func TestOutcome(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{nil, typeOK},
+		{context.DeadlineExceeded, typeInfo},
+		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), typeInfo},
+		{rpctypes.ErrGRPCNoLeader, typeInfo},
+		{rpctypes.ErrGRPCTimeout, typeInfo},
+		{status.Error(codes.Unavailable, "transport is closing"), typeInfo},
+		{status.Error(codes.Unknown, "raft proposal dropped"), typeFail},
+		{status.Error(codes.Unknown, "something else"), typeInfo},
+		{rpctypes.ErrGRPCRequestTooManyRequests, typeFail},
+		{rpctypes.ErrTimeout, typeInfo},
+		{rpctypes.ErrNoSpace, typeFail},
+		{rpctypes.ErrGRPCRequestTooLarge, typeFail},
+		{fmt.Errorf("not a status"), typeInfo},
+	}
+	for _, c := range cases {
+		if got, _ := outcome(c.err); got != c.want {
+			t.Errorf("outcome(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+}
+
+func TestLongestUnavail(t *testing.T) {
+	ms := int64(time.Millisecond)
+	ops := []Op{
+		{F: "read", Call: 0, Ret: 5 * ms, Type: typeOK},
+		{F: "read", Call: 6 * ms, Ret: 900 * ms, Type: typeInfo},
+		{F: "read", Call: 10 * ms, Ret: 400 * ms, Type: typeOK},
+		{F: "read", Call: 401 * ms, Ret: 450 * ms, Type: typeOK},
+		{F: "read", Call: 2000 * ms, Ret: 2001 * ms, Type: typeOK, Final: true},
+	}
+	s := summary{}
+	s.countOps(ops)
+	if s.longestUnavailMs != 450 || s.ok != 4 || s.info != 1 {
+		t.Fatalf("longest_unavail_ms %d ok %d info %d, want 450 (450..900 ms) 4 1", s.longestUnavailMs, s.ok, s.info)
+	}
+}
