@@ -17,6 +17,10 @@
 #   etcd's benchmark tool: put (100 conns, 1000 clients, 8-byte sequential
 #   keys, 256-byte values), range --consistency l and s (same conns and
 #   clients), put with 1 conn and 1 client (latency), txn-put;
+#   latency: one client, one request at a time, on the leader: the
+#   benchmark tool's put and linearizable range (mean, p50, p99) and
+#   h2load's gRPC Put and linearizable Range with -c 1 -m 1 (mean), in us;
+#   the last line gives cetcd's h2load put mean less the fdatasync floor;
 #   h2load sending raw gRPC (100 connections x 10 streams): serializable
 #   Range, linearizable Range, Put; for each the server's CPU time per
 #   request (user + sys of all its processes, from /proc);
@@ -139,6 +143,7 @@ done
 put1_total=$(( total / 50 < 500 ? 500 : total / 50 ))
 watch_puts=$(( total / 200 < 100 ? 100 : total / 200 ))
 watchl_total=$(( total / 50 < 200 ? 200 : total / 50 ))
+lat_total=$(( total / 30 < 1000 ? 1000 : total / 30 ))
 h2_total=$(( total * 2 ))
 tools=${ETCD_TOOLS:-$HOME/.cache/cetcd-etcd-tools}
 basedir=${BENCH_DIR:-/var/tmp}
@@ -717,6 +722,30 @@ measure range_s "range_s_qps _ _" bench_tool --conns 100 --clients 1000 \
   range foo --consistency s --total "$total"
 measure put1 "put1_qps _ put1_avg" bench_tool --conns 1 --clients 1 \
   put --key-size 8 --sequential-keys --total "$put1_total" --val-size 256
+# lat_run: one client, one request at a time (one connection): the
+# benchmark tool's put (8-byte sequential keys, 256-byte values) and
+# linearizable Range of "foo", each its mean, p50 and p99, then h2load's
+# gRPC Put and linearizable Range with -c 1 -m 1 (its mean); in us.
+lat_run() {
+  local t out f
+  for t in "put --key-size 8 --sequential-keys --val-size 256" "range foo --consistency l"; do
+    out=$("${cli_pin[@]}" "$bench" --endpoints "$endpoint" "${tool_args[@]}" --precise --conns 1 --clients 1 \
+          $t --total "$lat_total" 2>&1 | tr -d '\r')
+    for f in Average: " 50% in " " 99% in "; do
+      awk -v f="$f" 'index($0, f) { v = (f == "Average:" ? $2 : $3) } END { printf "%.1f ", v * 1e6 }' <<<"$out"
+    done
+  done
+  for t in "Put $put" "Range $range_l"; do
+    out=$("${cli_pin[@]}" h2load $(h2_alpn) -n "$lat_total" -c 1 -m 1 -d "${t#* }" \
+          -H 'content-type: application/grpc' -H 'te: trailers' "${h2_headers[@]}" \
+          "$scheme://$endpoint/etcdserverpb.KV/${t%% *}" 2>&1)
+    awk '/^time for request:/ { v = $6; if (v ~ /ms$/) v *= 1000; else if (v ~ /us$/) v += 0; else v *= 1e6 }
+         END { printf "%.1f ", v }' <<<"$out"
+  done
+  echo
+}
+measure latency "lat_put_avg_us lat_put_p50_us lat_put_p99_us lat_range_l_avg_us lat_range_l_p50_us lat_range_l_p99_us
+  lat_h2_put_avg_us lat_h2_range_l_avg_us" lat_run
 measure txn "txn_qps _ _" bench_tool --conns 100 --clients 1000 \
   txn-put --key-size 8 --val-size 256 --total "$total"
 bench_section="Watch events received summary"
@@ -1041,7 +1070,9 @@ fsync_us=$(fsync_floor_us)
 row() { local k=$1; shift; printf '%-28s' "$k"; printf ' %14s' "$@"; printf '\n'; }
 read -r -a cols <<<"$servers"
 row "workload" "${cols[@]}"
-for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_qps \
+for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg \
+         lat_put_avg_us lat_put_p50_us lat_put_p99_us lat_range_l_avg_us lat_range_l_p50_us lat_range_l_p99_us \
+         lat_h2_put_avg_us lat_h2_range_l_avg_us txn_qps \
          watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg \
          wire_write_p50 wire_write_p99 wire_ack_p99 keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
@@ -1056,7 +1087,7 @@ for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg txn_q
          h2_status failover_ms $fp_fields; do
   unit=""
   case $k in
-  *_p50|*_p99|*_avg|*_ms) unit=" (ms)";; *_cpu) unit=" (us/req)";; *_mb) unit=" (MiB)";;
+  *_us) unit="";; *_p50|*_p99|*_avg|*_ms) unit=" (ms)";; *_cpu) unit=" (us/req)";; *_mb) unit=" (MiB)";;
   *_s) unit=" (s)";; *_x) unit=" (during/before)";;
   esac
   vals=()
@@ -1113,6 +1144,13 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "cpu_per_watch_event_ratio=$(ratio "${R[cetcd.watch_cpu]:-0}" "${R[etcd.watch_cpu]:-0}")" \
   "cpu_per_keepalive_ratio=$(ratio "${R[cetcd.keepalive_cpu]:-0}" "${R[etcd.keepalive_cpu]:-0}")" \
   "cetcd_keepalive_errors=${R[cetcd.keepalive_errors]:-0}" "etcd_keepalive_errors=${R[etcd.keepalive_errors]:-0}" \
+  "lat_put_avg_ratio=$(ratio "${R[cetcd.lat_put_avg_us]:-0}" "${R[etcd.lat_put_avg_us]:-0}")" \
+  "lat_put_p99_ratio=$(ratio "${R[cetcd.lat_put_p99_us]:-0}" "${R[etcd.lat_put_p99_us]:-0}")" \
+  "lat_range_l_avg_ratio=$(ratio "${R[cetcd.lat_range_l_avg_us]:-0}" "${R[etcd.lat_range_l_avg_us]:-0}")" \
+  "lat_range_l_p99_ratio=$(ratio "${R[cetcd.lat_range_l_p99_us]:-0}" "${R[etcd.lat_range_l_p99_us]:-0}")" \
+  "lat_h2_put_avg_ratio=$(ratio "${R[cetcd.lat_h2_put_avg_us]:-0}" "${R[etcd.lat_h2_put_avg_us]:-0}")" \
+  "lat_h2_range_l_avg_ratio=$(ratio "${R[cetcd.lat_h2_range_l_avg_us]:-0}" "${R[etcd.lat_h2_range_l_avg_us]:-0}")" \
+  "cetcd_lat_h2_put_over_fsync_us=$(awk -v a="${R[cetcd.lat_h2_put_avg_us]:-0}" -v f="$fsync_us" 'BEGIN { printf "%.0f", a - f }')" \
   "put1_latency_ratio=$(ratio "${R[cetcd.put1_avg]:-0}" "${R[etcd.put1_avg]:-0}")" \
   "h2_range_s_qps_ratio=$(ratio "${R[cetcd.h2_range_s_qps]:-0}" "${R[etcd.h2_range_s_qps]:-0}")" \
   "h2_put_qps_ratio=$(ratio "${R[cetcd.h2_put_qps]:-0}" "${R[etcd.h2_put_qps]:-0}")" \
