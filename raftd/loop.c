@@ -801,6 +801,7 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 		pump(l);
 		publish_status(l, false);
 	}
+	shm_metric_set(l->metrics, SHM_M_RAFT_LOG_BYTES, raft_log(l->raft)->bytes);
 	if (l->peer)
 		l->peer_run_ms = peer_run(l->peer);
 	/* Wakes last: stored or a gateway woken earlier may take this CPU at

@@ -17,7 +17,7 @@
 
 /* Version of the layout this build reads and writes. Any change to the
  * header, or to a structure inside the region, bumps it. */
-#define SHM_LAYOUT_VERSION 9
+#define SHM_LAYOUT_VERSION 10
 
 /* Bytes a record may carry beyond --max-request-bytes (request identity,
  * framing of the message inside the record). */

@@ -532,6 +532,9 @@ static void cetcd_text(const struct metrics_sum *s, struct metrics_buf *b)
 	sample(b, "cetcd_ring_full_total", "ring=\"committed\"", (double)s->m[SHM_M_COMMITTED_FULL]);
 	sample(b, "cetcd_ring_full_total", "ring=\"from_stored\"", (double)s->m[SHM_M_RESULTS_FULL]);
 	sample(b, "cetcd_ring_full_total", "ring=\"to_raftd\"", (double)s->m[SHM_M_BACKLOGGED]);
+	family(b, "cetcd_raft_log_bytes", "gauge",
+	       "Bytes of Raft log entries raftd holds in memory (within --raft-log-mib once applied and durable).");
+	sample(b, "cetcd_raft_log_bytes", NULL, (double)s->m[SHM_M_RAFT_LOG_BYTES]);
 }
 
 /* The families that are one sample of one summed metric. */

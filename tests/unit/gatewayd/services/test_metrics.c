@@ -95,6 +95,7 @@ static void test_text(void)
 	s->m[SHM_M_MVCC_PUT] = 3;
 	s->m[SHM_M_MVCC_TXN] = 1;
 	s->m[SHM_M_MVCC_TXN_READ] = 2;
+	s->m[SHM_M_RAFT_LOG_BYTES] = 5000;
 	s->hist[SHM_H_WAL_FSYNC].bucket[0] = 2;
 	s->hist[SHM_H_WAL_FSYNC].bucket[3] = 1;
 	s->hist[SHM_H_WAL_FSYNC].bucket[14] = 1;
@@ -147,6 +148,8 @@ static void test_text(void)
 	EXPECT_LINE(&b, "process_cpu_seconds_total 0.5");
 	EXPECT_LINE(&b, "process_open_fds 9");
 	EXPECT_LINE(&b, "cetcd_process_open_fds{process=\"raftd\"} 9");
+	EXPECT_LINE(&b, "# TYPE cetcd_raft_log_bytes gauge");
+	EXPECT_LINE(&b, "cetcd_raft_log_bytes 5000");
 	/* basic: no handling times; v3lock not called yet: not shown */
 	CHECK(strstr(t, "grpc_server_handling_seconds") == NULL);
 	CHECK(strstr(t, "v3lockpb") == NULL);
