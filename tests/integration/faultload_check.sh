@@ -6,9 +6,9 @@
 # (each directory's expect file names the summary fields it must print:
 # a clean history, a stale read, a lost write, a read of a value never
 # written, a cas that applied against the wrong value, a read of a value
-# whose write failed), a search too big for its step bound (unknown, not
-# clean), a history that is not one (exit 2); then a short register run
-# against a 3-member cetcd cluster, which must check clean.
+# whose write failed; txn: a clean history, a stale read), a search too big for its step bound (unknown, not
+# clean), a history that is not one (exit 2); then a short run of each
+# workload against a 3-member cetcd cluster, which must check clean.
 # Exits 77 when Go or etcd's client packages are missing.
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
@@ -57,7 +57,7 @@ for dir in "$DATA"/*/; do
 		fail "$name: the anomalies file says what was found"
 	fi
 done
-check "crafted histories were checked" test "$n" -ge 6
+check "crafted histories were checked" test "$n" -ge 8
 
 # A long sequential history the search cannot finish in 1 step.
 mkdir -p "$IT_TMP/big"
@@ -86,12 +86,14 @@ it_cl_init faultload 3
 for i in 0 1 2; do it_cl_start "$i" cetcd; done
 for i in 0 1 2; do it_cl_answers "$i" || true; done
 eps=http://$(it_cl_ep 0),http://$(it_cl_ep 1),http://$(it_cl_ep 2)
-rc=0
-line=$("$FL" -endpoints "$eps" -workload register -seed 1 -duration 4s \
-	-out "$IT_TMP/run" -serializable 0.2 2>"$IT_TMP/run.err") || rc=$?
-echo "  $line"
-sed 's/^/  /' "$IT_TMP/run.err"
-check "a register run on 3 cetcd members checks clean" \
-	eval '[[ $rc == 0 ]] && summary_has "$line" "workload=register anomalies=0 lost=0 unknown=0"'
-check "it did some work" eval '[[ $(sed -n "s/.* ok=\([0-9]*\) .*/\1/p" <<<"$line") -ge 100 ]]'
+for w in register txn; do
+	rc=0
+	line=$("$FL" -endpoints "$eps" -workload $w -seed 1 -duration 4s \
+		-out "$IT_TMP/run" -serializable 0.2 2>"$IT_TMP/run.err") || rc=$?
+	echo "  $line"
+	sed 's/^/  /' "$IT_TMP/run.err"
+	check "a $w run on 3 cetcd members checks clean" \
+		eval '[[ $rc == 0 ]] && summary_has "$line" "workload=$w anomalies=0 lost=0 unknown=0"'
+	check "it did some work" eval '[[ $(sed -n "s/.* ok=\([0-9]*\) .*/\1/p" <<<"$line") -ge 100 ]]'
+done
 it_summary

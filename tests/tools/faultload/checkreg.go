@@ -35,13 +35,20 @@ func describe(op *Op, t0 int64) string {
 	if op.F == "cas" && op.Type == typeOK {
 		fmt.Fprintf(&b, " succeeded=%v", op.Succeeded)
 	}
-	if op.F == "read" || (op.F == "cas" && op.Type == typeOK && !op.Succeeded) {
-		if op.Type == typeOK {
-			fmt.Fprintf(&b, " read=%s", readText(op))
-		}
+	if reads(op) && op.Key != "" {
+		fmt.Fprintf(&b, " read=%s", readText(op))
 	}
 	if op.Serializable {
 		b.WriteString(" serializable")
+	}
+	kvsText(&b, "reads", op.Reads)
+	kvsText(&b, "writes", op.Writes)
+	kvsText(&b, "else", op.Else)
+	if op.F == "txn" && op.Type == typeOK {
+		fmt.Fprintf(&b, " succeeded=%v", op.Succeeded)
+	}
+	if op.Rev != 0 {
+		fmt.Fprintf(&b, " rev=%d", op.Rev)
 	}
 	if op.Final {
 		b.WriteString(" final")
@@ -55,6 +62,28 @@ func describe(op *Op, t0 int64) string {
 		fmt.Fprintf(&b, " error=%q", op.Err)
 	}
 	return b.String()
+}
+
+// kvsText appends " name=[key=value@mod ...]" for a non-empty list.
+func kvsText(b *strings.Builder, name string, kvs []KV) {
+	if len(kvs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, " %s=[", name)
+	for i, kv := range kvs {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		switch {
+		case kv.Found && kv.Mod != 0:
+			fmt.Fprintf(b, "%s=%s@%d", kv.Key, kv.Value, kv.Mod)
+		case kv.Found:
+			fmt.Fprintf(b, "%s=%s", kv.Key, kv.Value)
+		default:
+			fmt.Fprintf(b, "%s:absent", kv.Key)
+		}
+	}
+	b.WriteString("]")
 }
 
 // stateText names a register state of regModel.

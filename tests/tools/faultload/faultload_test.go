@@ -127,12 +127,15 @@ func simRegister(seed int64, clients, keys, perClient int) []Op {
 	return ops
 }
 
-func checkReg(ops []Op) summary {
-	s := summary{workload: "register"}
+// checkAs checks ops with the checker of workload w.
+func checkAs(w string, ops []Op) summary {
+	s := summary{workload: w}
 	s.countOps(ops)
-	checkRegister(ops, &s, limits())
+	checkers[w](ops, &s, limits())
 	return s
 }
+
+func checkReg(ops []Op) summary { return checkAs("register", ops) }
 
 func TestRegisterCorrectHistoriesPass(t *testing.T) {
 	for seed := int64(1); seed <= 40; seed++ {
@@ -312,5 +315,204 @@ func TestLongestUnavail(t *testing.T) {
 	s.countOps(ops)
 	if s.longestUnavailMs != 450 || s.ok != 4 || s.info != 1 {
 		t.Fatalf("longest_unavail_ms %d ok %d info %d, want 450 (450..900 ms) 4 1", s.longestUnavailMs, s.ok, s.info)
+	}
+}
+
+// simTxn makes the history of the txn workload on a correct store: each
+// client reads a few keys, then commits new values to them if none was
+// modified since; each operation takes effect at a point inside its
+// interval, in the order of those points, and each commit takes the next
+// revision. Some txns are indeterminate (taking effect or not, maybe
+// after the client gave up), some fail definitely.
+func simTxn(seed int64, clients, keys, perClient int) []Op {
+	rng := rand.New(rand.NewSource(seed))
+	type pending struct {
+		op   Op
+		at   int64
+		read *pending
+	}
+	var all []*pending
+	for c := 0; c < clients; c++ {
+		t := int64(rng.Intn(100))
+		proc := c
+		for i := 0; i < perClient; i++ {
+			var mine []string
+			for _, k := range rng.Perm(keys)[:1+rng.Intn(keys)] {
+				mine = append(mine, fmt.Sprintf("k%d", k))
+			}
+			dur := int64(1 + rng.Intn(100))
+			read := &pending{op: Op{Proc: proc, Client: c, F: "read", Type: typeOK, Call: t, Ret: t + dur}, at: t + rng.Int63n(dur+1)}
+			for _, k := range mine {
+				read.op.Reads = append(read.op.Reads, KV{Key: k})
+			}
+			t += dur + int64(rng.Intn(20))
+			dur = int64(1 + rng.Intn(100))
+			txn := &pending{op: Op{Proc: proc, Client: c, F: "txn", Type: typeOK, Call: t, Ret: t + dur}, at: t + rng.Int63n(dur+1), read: read}
+			for _, k := range mine {
+				txn.op.Writes = append(txn.op.Writes, KV{Key: k, Value: fmt.Sprintf("c%d-%d", c, i), Found: true})
+			}
+			switch rng.Intn(15) {
+			case 0:
+				txn.op.Type = typeInfo
+				if rng.Intn(2) == 0 {
+					txn.at = math.MaxInt64
+				} else {
+					txn.at = t + rng.Int63n(4*dur+1)
+				}
+				proc += clients
+			case 1:
+				txn.op.Type = typeFail
+				txn.at = math.MaxInt64
+			}
+			all = append(all, read, txn)
+			t += dur + int64(rng.Intn(20))
+		}
+	}
+	order := append([]*pending(nil), all...)
+	sort.SliceStable(order, func(i, j int) bool { return order[i].at < order[j].at })
+	state := map[string]KV{}
+	rev := int64(1)
+	snapshot := func(kvs []KV) []KV {
+		out := make([]KV, len(kvs))
+		for i, kv := range kvs {
+			out[i] = state[kv.Key]
+			out[i].Key = kv.Key
+		}
+		return out
+	}
+	for _, p := range order {
+		if p.at == math.MaxInt64 {
+			continue
+		}
+		op := &p.op
+		if op.F == "read" {
+			op.Reads = snapshot(op.Reads)
+			op.Rev = rev
+			continue
+		}
+		op.Reads = p.read.op.Reads
+		op.Succeeded = true
+		for _, kv := range op.Reads {
+			if state[kv.Key].Mod != kv.Mod {
+				op.Succeeded = false
+			}
+		}
+		if !op.Succeeded {
+			op.Else = snapshot(op.Reads)
+			op.Rev = rev
+			continue
+		}
+		rev++
+		for _, w := range op.Writes {
+			state[w.Key] = KV{Key: w.Key, Value: w.Value, Found: true, Mod: rev}
+		}
+		op.Rev = rev
+	}
+	var ops []Op
+	end := int64(0)
+	for _, p := range all {
+		if p.op.F == "txn" && p.op.Type != typeOK {
+			p.op.Reads = p.read.op.Reads
+			p.op.Rev, p.op.Succeeded, p.op.Else = 0, false, nil
+		}
+		ops = append(ops, p.op)
+		if p.op.Ret > end {
+			end = p.op.Ret
+		}
+	}
+	final := Op{Proc: -1, Client: -1, F: "read", Final: true, Type: typeOK, Call: end + 10, Ret: end + 11, Rev: rev}
+	for k := 0; k < keys; k++ {
+		final.Reads = append(final.Reads, KV{Key: fmt.Sprintf("k%d", k)})
+	}
+	final.Reads = snapshot(final.Reads)
+	return append(ops, final)
+}
+
+func TestTxnCorrectHistoriesPass(t *testing.T) {
+	for seed := int64(1); seed <= 40; seed++ {
+		ops := simTxn(seed, 5, 3, 100)
+		s := checkAs("txn", ops)
+		if !s.clean() {
+			t.Fatalf("seed %d: a correct history fails: %s\n%s", seed, s.line(), strings.Join(s.details, "\n"))
+		}
+		if s.info == 0 || s.fail == 0 {
+			t.Fatalf("seed %d: no indeterminate or failed txn to check", seed)
+		}
+	}
+}
+
+// Each mutation makes a correct history wrong in one way; the checker
+// must say so.
+func TestTxnAnomaliesFail(t *testing.T) {
+	committed := func(ops []Op, from int) int {
+		for i := from; i < len(ops); i++ {
+			if ops[i].F == "txn" && ops[i].Type == typeOK && ops[i].Succeeded {
+				return i
+			}
+		}
+		return -1
+	}
+	mutations := map[string]func([]Op) bool{
+		// a committed txn read an older value of a key than the one
+		// committed last before it
+		"stale read": func(ops []Op) bool {
+			for i := committed(ops, 0); i >= 0; i = committed(ops, i+1) {
+				for j := range ops[i].Reads {
+					r := &ops[i].Reads[j]
+					for k := range ops {
+						w := &ops[k]
+						if w.F == "txn" && w.Type == typeOK && w.Succeeded && w.Rev < r.Mod && len(w.Writes) > 0 && w.Writes[0].Key == r.Key {
+							r.Value, r.Mod = w.Writes[0].Value, w.Rev
+							return true
+						}
+					}
+				}
+			}
+			return false
+		},
+		// a commit the final read does not show
+		"lost commit": func(ops []Op) bool {
+			f := &ops[len(ops)-1]
+			for j := range f.Reads {
+				if f.Reads[j].Found {
+					f.Reads[j] = KV{Key: f.Reads[j].Key}
+					return true
+				}
+			}
+			return false
+		},
+		// two commits swapped against real time
+		"real time": func(ops []Op) bool {
+			for i := committed(ops, 0); i >= 0; i = committed(ops, i+1) {
+				for j := committed(ops, 0); j >= 0; j = committed(ops, j+1) {
+					if ops[i].Ret < ops[j].Call && ops[i].Rev+1 < ops[j].Rev {
+						ops[j].Call, ops[j].Ret = ops[i].Call-20, ops[i].Call-10
+						return true
+					}
+				}
+			}
+			return false
+		},
+		// a read of a value nobody wrote
+		"never written": func(ops []Op) bool {
+			for i := range ops {
+				if ops[i].F == "read" && len(ops[i].Reads) > 0 && ops[i].Reads[0].Found {
+					ops[i].Reads[0].Value = "zz"
+					return true
+				}
+			}
+			return false
+		},
+	}
+	for name, mutate := range mutations {
+		for seed := int64(1); seed <= 10; seed++ {
+			ops := simTxn(seed, 5, 3, 100)
+			if !mutate(ops) {
+				t.Fatalf("%s, seed %d: nothing to mutate", name, seed)
+			}
+			if s := checkAs("txn", ops); s.anomalies == 0 {
+				t.Fatalf("%s, seed %d: passes: %s", name, seed, s.line())
+			}
+		}
 	}
 }

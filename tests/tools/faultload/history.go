@@ -44,6 +44,22 @@ type Op struct {
 	Found        bool   `json:"found,omitempty"`
 	Succeeded    bool   `json:"succeeded,omitempty"`
 	Serializable bool   `json:"serializable,omitempty"`
+
+	// txn: the keys read (a read's snapshot; the values and mod
+	// revisions a txn compared), the values a txn put, and what the else
+	// branch of a txn whose compares failed read.
+	Reads  []KV `json:"reads,omitempty"`
+	Writes []KV `json:"writes,omitempty"`
+	Else   []KV `json:"else,omitempty"`
+}
+
+// KV is a key with its value and mod revision (found=false, mod 0: the
+// key was absent).
+type KV struct {
+	Key   string `json:"key"`
+	Value string `json:"value,omitempty"`
+	Found bool   `json:"found,omitempty"`
+	Mod   int64  `json:"mod,omitempty"`
 }
 
 const (

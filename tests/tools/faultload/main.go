@@ -23,6 +23,8 @@
 //
 //	register  linearizability of each key (checkreg.go, linear.go), reads
 //	          of values never written, acknowledged writes lost
+//	txn       strict serializability of the committed txns, by the
+//	          revisions they committed at (checktxn.go)
 //
 // A linearizability search that exceeds -check-time (the whole check)
 // or -check-steps (per key) is reported as unknown=N in the summary and
@@ -68,10 +70,12 @@ func (c *config) endpoint(client int) string { return c.endpoints[client%len(c.e
 
 var workloads = map[string]func(context.Context, *config, *recorder){
 	"register": runRegister,
+	"txn":      runTxn,
 }
 
 var checkers = map[string]func([]Op, *summary, checkLimits){
 	"register": checkRegister,
+	"txn":      checkTxn,
 }
 
 func logf(format string, a ...interface{}) {
@@ -146,7 +150,7 @@ func main() {
 	}
 
 	if *eps == "" || cfg.out == "" || workloads[cfg.workload] == nil || cfg.clients < 1 || cfg.keys < 1 {
-		usage("usage: faultload -endpoints URL[,URL...] -workload register -seed N -duration D -out DIR [-clients N] [-keys N] [-timeout D], or faultload -check DIR")
+		usage("usage: faultload -endpoints URL[,URL...] -workload register|txn -seed N -duration D -out DIR [-clients N] [-keys N] [-timeout D], or faultload -check DIR")
 	}
 	cfg.endpoints = strings.Split(*eps, ",")
 	if cfg.prefix == "" {

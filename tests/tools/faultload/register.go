@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand"
-	"sync"
-	"time"
 
 	"go.etcd.io/etcd/clientv3"
 )
@@ -18,82 +15,69 @@ import (
 // After the run each key is read once more through any member that
 // answers (the final reads the lost-write count rests on).
 func runRegister(ctx context.Context, cfg *config, rec *recorder) {
-	keys := make([]string, cfg.keys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("%sr%d", cfg.prefix, i)
-	}
-	var wg sync.WaitGroup
-	for c := 0; c < cfg.clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			registerClient(ctx, cfg, rec, c, keys)
-		}(c)
-	}
-	wg.Wait()
-	finalReads(cfg, rec, keys)
-}
-
-func registerClient(ctx context.Context, cfg *config, rec *recorder, c int, keys []string) {
-	ep := cfg.endpoint(c)
-	cli, err := dial(ep)
-	if err != nil {
-		logf("client %d: %v", c, err)
-		return
-	}
-	defer cli.Close()
-	rng := rand.New(rand.NewSource(cfg.seed*7919 + int64(c)))
-	proc := c
-	seen := map[string]string{} // the value this client last saw under each key
-	for seq := 0; ctx.Err() == nil; seq++ {
-		key := keys[rng.Intn(len(keys))]
-		op := Op{Proc: proc, Client: c, Ep: ep, Key: key}
-		r := rng.Float64()
-		expect, known := seen[key]
-		switch {
-		case r < 0.4 || (r >= 0.7 && !known):
-			op.F = "read"
-			op.Serializable = rng.Float64() < cfg.serializable
-		case r < 0.7:
-			op.F = "write"
-			op.Value = fmt.Sprintf("c%d-%d", c, seq)
-		default:
-			op.F = "cas"
-			op.Expect = expect
-			op.Value = fmt.Sprintf("c%d-%d", c, seq)
-		}
-		octx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
-		op.Call = time.Now().UnixNano()
-		switch op.F {
-		case "read":
-			var opts []clientv3.OpOption
-			if op.Serializable {
-				opts = append(opts, clientv3.WithSerializable())
-			}
-			resp, err := cli.Get(octx, key, opts...)
-			op.Ret = time.Now().UnixNano()
-			op.Type, op.Err = outcome(err)
+	keys := workloadKeys(cfg, "r")
+	runWorkers(ctx, cfg, rec, func(ctx context.Context, w *worker) { registerClient(ctx, w, keys) })
+	for _, key := range keys {
+		finalRead(cfg, rec, func(ctx context.Context, cli *clientv3.Client, op *Op) error {
+			op.Key = key
+			resp, err := cli.Get(ctx, key)
 			if err == nil {
 				op.Rev = resp.Header.Revision
 				if len(resp.Kvs) > 0 {
 					op.Found, op.Read = true, string(resp.Kvs[0].Value)
 				}
 			}
-		case "write":
-			resp, err := cli.Put(octx, key, op.Value)
-			op.Ret = time.Now().UnixNano()
-			op.Type, op.Err = outcome(err)
-			if err == nil {
-				op.Rev = resp.Header.Revision
+			return err
+		})
+	}
+}
+
+func registerClient(ctx context.Context, w *worker, keys []string) {
+	seen := map[string]string{} // the value this client last saw under each key
+	for seq := 0; ctx.Err() == nil; seq++ {
+		key := keys[w.rng.Intn(len(keys))]
+		op := Op{Key: key}
+		r := w.rng.Float64()
+		expect, known := seen[key]
+		switch {
+		case r < 0.4 || (r >= 0.7 && !known):
+			op.F = "read"
+			op.Serializable = w.rng.Float64() < w.cfg.serializable
+		case r < 0.7:
+			op.F = "write"
+			op.Value = fmt.Sprintf("c%d-%d", w.id, seq)
+		default:
+			op.F = "cas"
+			op.Expect = expect
+			op.Value = fmt.Sprintf("c%d-%d", w.id, seq)
+		}
+		w.do(&op, func(ctx context.Context) error {
+			switch op.F {
+			case "read":
+				var opts []clientv3.OpOption
+				if op.Serializable {
+					opts = append(opts, clientv3.WithSerializable())
+				}
+				resp, err := w.cli.Get(ctx, key, opts...)
+				if err == nil {
+					op.Rev = resp.Header.Revision
+					if len(resp.Kvs) > 0 {
+						op.Found, op.Read = true, string(resp.Kvs[0].Value)
+					}
+				}
+				return err
+			case "write":
+				resp, err := w.cli.Put(ctx, key, op.Value)
+				if err == nil {
+					op.Rev = resp.Header.Revision
+				}
+				return err
 			}
-		case "cas":
-			resp, err := cli.Txn(octx).
+			resp, err := w.cli.Txn(ctx).
 				If(clientv3.Compare(clientv3.Value(key), "=", expect)).
 				Then(clientv3.OpPut(key, op.Value)).
 				Else(clientv3.OpGet(key)).
 				Commit()
-			op.Ret = time.Now().UnixNano()
-			op.Type, op.Err = outcome(err)
 			if err == nil {
 				op.Rev = resp.Header.Revision
 				op.Succeeded = resp.Succeeded
@@ -103,12 +87,10 @@ func registerClient(ctx context.Context, cfg *config, rec *recorder, c int, keys
 					}
 				}
 			}
-		}
-		cancel()
-		rec.add(op)
+			return err
+		})
 		switch {
 		case op.Type == typeInfo:
-			proc += cfg.clients
 			delete(seen, key)
 		case op.Type != typeOK:
 		case op.F == "write" || (op.F == "cas" && op.Succeeded):
@@ -117,55 +99,6 @@ func registerClient(ctx context.Context, cfg *config, rec *recorder, c int, keys
 			seen[key] = op.Read
 		default:
 			delete(seen, key)
-		}
-	}
-}
-
-// finalReads reads each key once more after the run, linearizably,
-// through the members in turn until one answers (for up to -final-wait),
-// so that the checker knows each key's last value.
-func finalReads(cfg *config, rec *recorder, keys []string) {
-	clients := map[string]*clientv3.Client{}
-	defer func() {
-		for _, cli := range clients {
-			cli.Close()
-		}
-	}()
-	for _, key := range keys {
-		end := time.Now().Add(cfg.finalWait)
-		for try := 0; ; try++ {
-			ep := cfg.endpoints[try%len(cfg.endpoints)]
-			cli := clients[ep]
-			if cli == nil {
-				var err error
-				if cli, err = dial(ep); err != nil {
-					logf("final read: %v", err)
-					return
-				}
-				clients[ep] = cli
-			}
-			op := Op{Proc: -1, Client: -1, Ep: ep, Key: key, F: "read", Final: true}
-			octx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
-			op.Call = time.Now().UnixNano()
-			resp, err := cli.Get(octx, key)
-			op.Ret = time.Now().UnixNano()
-			cancel()
-			op.Type, op.Err = outcome(err)
-			if err == nil {
-				op.Rev = resp.Header.Revision
-				if len(resp.Kvs) > 0 {
-					op.Found, op.Read = true, string(resp.Kvs[0].Value)
-				}
-			}
-			rec.add(op)
-			if err == nil {
-				break
-			}
-			if time.Now().After(end) {
-				logf("final read of %s: no member answered within %v", key, cfg.finalWait)
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
 		}
 	}
 }
