@@ -18,6 +18,18 @@ type checkLimits struct {
 	text     string // the limits as the flags gave them, for the report
 }
 
+// firstCall is the time of the history's first call, where the times
+// in reports count from.
+func firstCall(ops []Op) int64 {
+	t0 := int64(math.MaxInt64)
+	for i := range ops {
+		if ops[i].Call < t0 {
+			t0 = ops[i].Call
+		}
+	}
+	return t0
+}
+
 // describe names an operation in a report: its client, kind, values and
 // times relative to t0 (the history's first call), in milliseconds.
 func describe(op *Op, t0 int64) string {
@@ -188,12 +200,7 @@ func (m *regModel) step(s string, i int) (string, bool) {
 // w was called. Each such write is also a linearizability violation of
 // its key; lost names the writes themselves.
 func checkRegister(ops []Op, s *summary, lim checkLimits) {
-	t0 := int64(math.MaxInt64)
-	for i := range ops {
-		if ops[i].Call < t0 {
-			t0 = ops[i].Call
-		}
-	}
+	t0 := firstCall(ops)
 	byKey := map[string][]*Op{}
 	var keys []string
 	for i := range ops {

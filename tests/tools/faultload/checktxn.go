@@ -23,12 +23,7 @@ import (
 // committed txn (a new revision). Two txns committed at one revision,
 // or one indeterminate txn read at two, are anomalies too.
 func checkTxn(ops []Op, s *summary, lim checkLimits) {
-	t0 := int64(math.MaxInt64)
-	for i := range ops {
-		if ops[i].Call < t0 {
-			t0 = ops[i].Call
-		}
-	}
+	t0 := firstCall(ops)
 	type kv struct{ key, value string }
 	writer := map[kv]*Op{}
 	rev := map[*Op]int64{}

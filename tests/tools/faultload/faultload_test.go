@@ -516,3 +516,143 @@ func TestTxnAnomaliesFail(t *testing.T) {
 		}
 	}
 }
+
+// simWatch makes the history of the watch workload on a correct store:
+// puts commit one revision each (some indeterminate ones too, some
+// definite failures do not), and three watchers get every event of the
+// range from revision 1 in batches, one of them with reconnections
+// (opened again from the revision after the last event) and one with a
+// cancellation for compaction (opened again from the compact revision,
+// the revisions below it not delivered), up to the end marker.
+func simWatch(seed int64, puts int) []Op {
+	rng := rand.New(rand.NewSource(seed))
+	var ops []Op
+	var events []Event
+	last := map[string]Event{}
+	rev := int64(0)
+	t := int64(0)
+	for i := 0; i < puts; i++ {
+		t += 10
+		op := Op{Proc: i % 4, Client: i % 4, F: "write", Key: fmt.Sprintf("k%d", rng.Intn(3)), Value: fmt.Sprintf("v%d", i),
+			Call: t, Ret: t + 5, Type: typeOK}
+		applied := true
+		switch rng.Intn(12) {
+		case 0:
+			op.Type = typeInfo
+			applied = rng.Intn(2) == 0
+		case 1:
+			op.Type, applied = typeFail, false
+		}
+		if applied {
+			rev++
+			if op.Type == typeOK {
+				op.Rev = rev
+			}
+			e := Event{Type: "put", Key: op.Key, Value: op.Value, Mod: rev}
+			if p, ok := last[op.Key]; ok {
+				e.PrevVal, e.PrevMod = p.Value, p.Mod
+			}
+			last[op.Key] = e
+			events = append(events, e)
+		}
+		ops = append(ops, op)
+	}
+	for w := 10; w < 13; w++ {
+		at := int64(0)
+		add := func(op Op) {
+			at++
+			op.Proc, op.Client, op.Call, op.Ret = w, w, at, at
+			ops = append(ops, op)
+		}
+		add(Op{F: "watch-open", Type: typeOK, StartRev: 1})
+		for i := 0; i < len(events); {
+			switch r := rng.Intn(20); {
+			case w == 11 && r == 0:
+				add(Op{F: "watch-cancel", Type: typeFail, Err: "Unavailable: etcdserver: no leader"})
+				add(Op{F: "watch-open", Type: typeOK, StartRev: events[i].Mod})
+			case w == 12 && r == 0 && i+3 < len(events):
+				i += 3
+				add(Op{F: "watch-cancel", Type: typeFail, CompactRev: events[i].Mod})
+				add(Op{F: "watch-open", Type: typeOK, StartRev: events[i].Mod})
+			}
+			n := 1 + rng.Intn(3)
+			if i+n > len(events) {
+				n = len(events) - i
+			}
+			add(Op{F: "watch", Type: typeOK, Events: append([]Event(nil), events[i:i+n]...)})
+			i += n
+		}
+		add(Op{F: "watch-end", Type: typeOK, Final: true, Rev: rev})
+	}
+	final := Op{Proc: -1, Client: -1, F: "read", Final: true, Type: typeOK, Call: t + 100, Ret: t + 101, Rev: rev}
+	for _, e := range last {
+		final.Reads = append(final.Reads, KV{Key: e.Key, Value: e.Value, Found: true, Mod: e.Mod})
+	}
+	return append(ops, final)
+}
+
+func TestWatchCorrectHistoriesPass(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		s := checkAs("watch", simWatch(seed, 300))
+		if !s.clean() {
+			t.Fatalf("seed %d: a correct history fails: %s\n%s", seed, s.line(), strings.Join(s.details, "\n"))
+		}
+	}
+}
+
+func TestWatchAnomaliesFail(t *testing.T) {
+	// watchOp is the index of the n-th watch answer of watcher w
+	watchOp := func(ops []Op, w, n int) int {
+		for i := range ops {
+			if ops[i].F == "watch" && ops[i].Client == w {
+				if n == 0 {
+					return i
+				}
+				n--
+			}
+		}
+		return -1
+	}
+	cases := []struct {
+		name   string
+		mutate func([]Op)
+		field  func(summary) int
+	}{
+		{"an event lost", func(ops []Op) {
+			i := watchOp(ops, 10, 20)
+			ops[i].Events = ops[i].Events[1:]
+		}, func(s summary) int { return s.watchGaps }},
+		{"an event again", func(ops []Op) {
+			i, j := watchOp(ops, 10, 20), watchOp(ops, 10, 25)
+			ops[j].Events = append(ops[j].Events, ops[i].Events[0])
+		}, func(s summary) int { return s.watchDups }},
+		{"the rest of the events lost", func(ops []Op) {
+			for i := watchOp(ops, 11, 30); i < len(ops); i++ {
+				if ops[i].F == "watch" && ops[i].Client == 11 {
+					ops[i].Events = nil
+				}
+			}
+		}, func(s summary) int { return s.watchGaps }},
+		{"a wrong prev_kv", func(ops []Op) {
+			i := watchOp(ops, 10, 40)
+			ops[i].Events[0].PrevMod, ops[i].Events[0].PrevVal = 0, ""
+		}, func(s summary) int { return s.anomalies }},
+		{"a value never written", func(ops []Op) {
+			i := watchOp(ops, 12, 10)
+			ops[i].Events[0].Value = "zz"
+		}, func(s summary) int { return s.anomalies }},
+		{"events out of order", func(ops []Op) {
+			i, j := watchOp(ops, 10, 30), watchOp(ops, 10, 31)
+			ops[i].Events, ops[j].Events = ops[j].Events, ops[i].Events
+		}, func(s summary) int { return s.anomalies }},
+	}
+	for _, c := range cases {
+		for seed := int64(1); seed <= 10; seed++ {
+			ops := simWatch(seed, 300)
+			c.mutate(ops)
+			if s := checkAs("watch", ops); c.field(s) == 0 {
+				t.Fatalf("%s, seed %d: not found: %s", c.name, seed, s.line())
+			}
+		}
+	}
+}

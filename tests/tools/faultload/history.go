@@ -51,6 +51,23 @@ type Op struct {
 	Reads  []KV `json:"reads,omitempty"`
 	Writes []KV `json:"writes,omitempty"`
 	Else   []KV `json:"else,omitempty"`
+
+	// watch: the events of one answer; the revision a watch was opened
+	// from; the compact revision a watch cancelled for compaction named.
+	Events     []Event `json:"events,omitempty"`
+	StartRev   int64   `json:"start_rev,omitempty"`
+	CompactRev int64   `json:"compact_rev,omitempty"`
+}
+
+// Event is one watch event as a watcher got it, with its prev_kv
+// (prev_mod 0: none).
+type Event struct {
+	Type    string `json:"type"` // put or delete
+	Key     string `json:"key"`
+	Value   string `json:"value,omitempty"`
+	Mod     int64  `json:"mod"`
+	PrevVal string `json:"prev_value,omitempty"`
+	PrevMod int64  `json:"prev_mod,omitempty"`
 }
 
 // KV is a key with its value and mod revision (found=false, mod 0: the

@@ -25,6 +25,8 @@
 //	          of values never written, acknowledged writes lost
 //	txn       strict serializability of the committed txns, by the
 //	          revisions they committed at (checktxn.go)
+//	watch     every watcher saw every revision of its range once, in
+//	          order, with the right prev_kv (checkwatch.go)
 //
 // A linearizability search that exceeds -check-time (the whole check)
 // or -check-steps (per key) is reported as unknown=N in the summary and
@@ -59,6 +61,7 @@ type config struct {
 	out          string
 	clients      int
 	keys         int
+	watchers     int
 	timeout      time.Duration
 	serializable float64
 	finalWait    time.Duration
@@ -71,11 +74,13 @@ func (c *config) endpoint(client int) string { return c.endpoints[client%len(c.e
 var workloads = map[string]func(context.Context, *config, *recorder){
 	"register": runRegister,
 	"txn":      runTxn,
+	"watch":    runWatch,
 }
 
 var checkers = map[string]func([]Op, *summary, checkLimits){
 	"register": checkRegister,
 	"txn":      checkTxn,
+	"watch":    checkWatch,
 }
 
 func logf(format string, a ...interface{}) {
@@ -119,6 +124,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "directory for the history and the anomalies")
 	flag.IntVar(&cfg.clients, "clients", 8, "number of clients")
 	flag.IntVar(&cfg.keys, "keys", 4, "number of keys")
+	flag.IntVar(&cfg.watchers, "watchers", 1, "watch: watchers on each member")
 	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Second, "deadline of each operation")
 	flag.Float64Var(&cfg.serializable, "serializable", 0, "share of register reads made serializable")
 	flag.DurationVar(&cfg.finalWait, "final-wait", 20*time.Second, "how long the final reads try the members")
@@ -150,7 +156,7 @@ func main() {
 	}
 
 	if *eps == "" || cfg.out == "" || workloads[cfg.workload] == nil || cfg.clients < 1 || cfg.keys < 1 {
-		usage("usage: faultload -endpoints URL[,URL...] -workload register|txn -seed N -duration D -out DIR [-clients N] [-keys N] [-timeout D], or faultload -check DIR")
+		usage("usage: faultload -endpoints URL[,URL...] -workload register|txn|watch -seed N -duration D -out DIR [-clients N] [-keys N] [-timeout D], or faultload -check DIR")
 	}
 	cfg.endpoints = strings.Split(*eps, ",")
 	if cfg.prefix == "" {

@@ -79,29 +79,36 @@ func workloadKeys(cfg *config, tag string) []string {
 	return keys
 }
 
-// finalRead makes one read after the run, linearizable, through the
-// members in turn until one answers (for up to -final-wait), recording
-// each try as a final operation; read makes the request and fills op
-// from its answer.
-func finalRead(cfg *config, rec *recorder, read func(context.Context, *clientv3.Client, *Op) error) {
+// finalRead makes one read after the run (see finalOp).
+func finalRead(cfg *config, rec *recorder, read func(context.Context, *clientv3.Client, *Op) error) error {
+	return finalOp(cfg, rec, "read", read)
+}
+
+// finalOp makes one operation f after the run, through the members in
+// turn until one answers (for up to -final-wait), recording each try as
+// a final operation (none when rec is nil); call makes the request and
+// fills op from its answer. Returns the last try's error.
+func finalOp(cfg *config, rec *recorder, f string, call func(context.Context, *clientv3.Client, *Op) error) error {
 	end := time.Now().Add(cfg.finalWait)
 	for try := 0; ; try++ {
 		ep := cfg.endpoints[try%len(cfg.endpoints)]
 		cli, err := dial(ep)
 		if err != nil {
-			logf("final read: %v", err)
-			return
+			logf("final %s: %v", f, err)
+			return err
 		}
-		op := Op{Proc: -1, Client: -1, Ep: ep, F: "read", Final: true}
-		err = timed(cfg, &op, func(ctx context.Context) error { return read(ctx, cli, &op) })
+		op := Op{Proc: -1, Client: -1, Ep: ep, F: f, Final: true}
+		err = timed(cfg, &op, func(ctx context.Context) error { return call(ctx, cli, &op) })
 		cli.Close()
-		rec.add(op)
+		if rec != nil {
+			rec.add(op)
+		}
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(end) {
-			logf("final read: no member answered within %v", cfg.finalWait)
-			return
+			logf("final %s: no member answered within %v", f, cfg.finalWait)
+			return err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
