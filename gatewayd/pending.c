@@ -56,10 +56,34 @@ static void pending_link_after(struct pending_table *t, uint32_t i, uint32_t aft
 		t->v[after].next = i;
 }
 
+/* Links entry i into the deadline list by its deadline: from the tail
+ * back to the last entry due no later than it (at the tail when deadlines
+ * come in order, the usual case). */
+static void pending_link_sorted(struct pending_table *t, uint32_t i)
+{
+	uint32_t after = t->tail;
+	while (after != PENDING_NONE && t->v[after].deadline_ns > t->v[i].deadline_ns)
+		after = t->v[after].prev;
+	pending_link_after(t, i, after);
+}
+
+/* Takes entry p off the deadline list. */
+static void pending_unlink(struct pending_table *t, struct pending_req *p)
+{
+	if (p->prev == PENDING_NONE)
+		t->head = p->next;
+	else
+		t->v[p->prev].next = p->next;
+	if (p->next == PENDING_NONE)
+		t->tail = p->prev;
+	else
+		t->v[p->next].prev = p->prev;
+}
+
 struct pending_req *pending_add(struct pending_table *t, enum pending_kind kind,
 				uint64_t call_id, int64_t deadline_ns)
 {
-	uint32_t i = t->free_head, after;
+	uint32_t i = t->free_head;
 	struct pending_req *p;
 
 	if (i == PENDING_NONE)
@@ -76,11 +100,7 @@ struct pending_req *pending_add(struct pending_table *t, enum pending_kind kind,
 	p->kind = (uint8_t)kind;
 	if (kind == PENDING_PROPOSE)
 		t->proposals++;
-	/* From the tail back to the last entry due no later than this one. */
-	after = t->tail;
-	while (after != PENDING_NONE && t->v[after].deadline_ns > deadline_ns)
-		after = t->v[after].prev;
-	pending_link_after(t, i, after);
+	pending_link_sorted(t, i);
 	t->count++;
 	return p;
 }
@@ -120,6 +140,13 @@ void pending_set_kind(struct pending_table *t, struct pending_req *p, enum pendi
 	p->kind = (uint8_t)kind;
 }
 
+void pending_set_deadline(struct pending_table *t, struct pending_req *p, int64_t deadline_ns)
+{
+	pending_unlink(t, p);
+	p->deadline_ns = deadline_ns;
+	pending_link_sorted(t, (uint32_t)(p - t->v));
+}
+
 void pending_origin(const struct pending_table *t, const struct pending_req *p,
 		    struct msg_origin *o)
 {
@@ -131,14 +158,7 @@ void pending_remove(struct pending_table *t, struct pending_req *p)
 {
 	uint32_t i = (uint32_t)(p - t->v);
 
-	if (p->prev == PENDING_NONE)
-		t->head = p->next;
-	else
-		t->v[p->prev].next = p->next;
-	if (p->next == PENDING_NONE)
-		t->tail = p->prev;
-	else
-		t->v[p->next].prev = p->prev;
+	pending_unlink(t, p);
 	if (p->kind == PENDING_PROPOSE)
 		t->proposals--;
 	p->kind = 0;

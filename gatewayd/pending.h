@@ -100,6 +100,9 @@ struct pending_req *pending_match(struct pending_table *t, const struct msg_orig
 
 /* Changes what p waits for (keeps t->proposals right). */
 void pending_set_kind(struct pending_table *t, struct pending_req *p, enum pending_kind kind);
+/* Gives p another deadline (later or earlier) and moves it to its place
+ * in the deadline order. */
+void pending_set_deadline(struct pending_table *t, struct pending_req *p, int64_t deadline_ns);
 /* Fills o with this table's identity and the entry's request id. */
 void pending_origin(const struct pending_table *t, const struct pending_req *p,
 		    struct msg_origin *o);

@@ -859,6 +859,10 @@ static const struct gw_reply_fmt gw_fmt_reject = {
 	"rejection", sizeof(struct msg_reject), offsetof(struct msg_reject, text_len),
 	1u << PENDING_PROPOSE | 1u << PENDING_READ_INDEX,
 };
+static const struct gw_reply_fmt gw_fmt_interim = {
+	"interim result", sizeof(struct msg_result_interim), GW_NO_TAIL,
+	1u << PENDING_PROPOSE,
+};
 static const struct gw_reply_fmt gw_fmt_read_index = {
 	"read index", sizeof(struct msg_read_index_reply), GW_NO_TAIL,
 	1u << PENDING_READ_INDEX,
@@ -934,6 +938,26 @@ static void gw_on_result(struct gw_server *s, const struct ring_rec *rec)
 	s->stats.results++;
 	if (call)
 		gw_answer_result(call, h.status, body, h.body_len);
+}
+
+/* stored still works on a request it applied (a physical compaction's
+ * deletion): its deadline starts again from now, and it waits on. Only a
+ * unary call's proposal waits this way; nothing is answered here. */
+static void gw_on_interim(struct gw_server *s, const struct ring_rec *rec)
+{
+	struct msg_result_interim h;
+	struct pending_req *p = gw_reply(s, rec, &gw_fmt_interim, &h);
+	int64_t deadline = s->now_ns + s->request_timeout_ns;
+
+	if (!p)
+		return;
+	if (p->tag != 0) {
+		gw_drop(s, gw_fmt_interim.what, &h.origin, PENDING_MISS_UNKNOWN);
+		return;
+	}
+	s->stats.interims++;
+	if (deadline > p->deadline_ns)
+		pending_set_deadline(&s->pending, p, deadline);
 }
 
 void gw_answer_result(struct grpc_call *call, int32_t status, const uint8_t *body, size_t len)
@@ -1019,6 +1043,12 @@ static void gw_on_record(struct gw_server *s, enum shm_role from, const struct r
 		 * serves itself (MoveLeader) */
 		gw_on_result(s, rec);
 		return;
+	case MSG_RESULT_INTERIM:
+		if (from == SHM_ROLE_STORED) {
+			gw_on_interim(s, rec);
+			return;
+		}
+		break;
 	case MSG_READ_INDEX_REPLY:
 		if (from == SHM_ROLE_RAFTD) {
 			gw_on_read_index(s, rec);

@@ -178,6 +178,7 @@ struct gw_stats {
 	uint64_t proposals;        /* MSG_PROPOSE sent (ring or backlog) */
 	uint64_t read_indexes;     /* MSG_READ_INDEX sent */
 	uint64_t results;          /* answers delivered to a call */
+	uint64_t interims;         /* interim results that moved a deadline on */
 	uint64_t dropped;          /* records from the rings not delivered */
 	uint64_t malformed;        /* records whose length did not add up */
 	uint64_t timeouts;         /* requests answered "request timed out" */

@@ -29,7 +29,7 @@
  *   raftd -> stored     SHM_RING_COMMITTED     MSG_COMMITTED,
  *                                              MSG_SNAPSHOT_INSTALL
  *   stored -> raftd     SHM_RING_STORED_PROPOSALS  MSG_PROPOSE
- *   stored -> gatewayd  SHM_SLOT_FROM_STORED   MSG_RESULT
+ *   stored -> gatewayd  SHM_SLOT_FROM_STORED   MSG_RESULT, MSG_RESULT_INTERIM
  *   gatewayd -> stored  SHM_SLOT_TO_STORED     MSG_KEEPALIVE, MSG_DEFRAG
  */
 #ifndef CETCD_SHM_MSG_H
@@ -67,6 +67,9 @@ enum msg_type {
 				   * defragment the db (Maintenance.
 				   * Defragment); stored answers with a
 				   * MSG_RESULT once the new file is the db */
+	MSG_RESULT_INTERIM = 13,  /* msg_result_interim: stored still works
+				   * on the request (a physical compaction's
+				   * deletion); its MSG_RESULT comes later */
 };
 
 /* Field number of the origin appended to proposal bytes; far above any
@@ -147,6 +150,20 @@ struct msg_result {
 	uint64_t revision; /* store revision after it */
 	int32_t status;
 	uint32_t body_len;
+};
+
+/*
+ * MSG_RESULT_INTERIM: the request origin names is applied and its answer
+ * waits for work that goes on (a physical compaction's deletion: stored
+ * sends one about every second while it runs). It answers nothing: the
+ * gateway only moves the request's deadline on, so that a long deletion
+ * is not answered "request timed out" while one that stopped (stored
+ * hung or dead) still is. The same identity rules as for MSG_RESULT
+ * apply; a gateway that matches no waiting request drops it.
+ */
+struct msg_result_interim {
+	struct msg_origin origin;
+	uint64_t index;    /* Raft index of the entry */
 };
 
 /* MSG_MOVE_LEADER (Maintenance.MoveLeader). */

@@ -57,6 +57,11 @@
 /* Time a defragmentation's step takes per turn. */
 #define LOOP_DEFRAG_STEP_NS 1000000
 
+/* How often the requests of physical compactions under way hear that
+ * their answer is still coming (MSG_RESULT_INTERIM): well within the
+ * gateways' request timeout, which each one starts again. */
+#define LOOP_INTERIM_NS 1000000000ll
+
 /* A physical compaction whose answer waits for the deletion to finish. */
 struct loop_waiting {
 	struct msg_origin origin;
@@ -90,6 +95,7 @@ struct stored_loop {
 	size_t nres, res_cap;
 	struct loop_waiting *waiting;    /* physical compactions under way */
 	size_t nwaiting, waiting_cap;
+	int64_t interim_ns;              /* when they were last told (or began) */
 
 	struct status_stored pub;        /* the record as last published */
 	uint64_t delivered;              /* the delivered index as last published */
@@ -888,6 +894,8 @@ static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
 				    sizeof(*l->waiting), 64);
 		if (rc)
 			return rc;
+		if (l->nwaiting == 0)
+			l->interim_ns = clock_now_ns();
 		l->waiting[l->nwaiting++] = (struct loop_waiting){
 			.origin = res->origin, .index = res->index, .term = res->term,
 		};
@@ -909,7 +917,8 @@ static void loop_stage(struct stored_loop *l, const struct msg_origin *o, uint64
 
 /* Sends the batch's answers, and those of physical compactions that are
  * done now (after a checkpoint, as etcd commits a finished compaction
- * before answering). */
+ * before answering); to those still under way, an interim result about
+ * every LOOP_INTERIM_NS. */
 static int loop_deliver(struct stored_loop *l)
 {
 	struct mvcc_state ms;
@@ -937,6 +946,13 @@ static int loop_deliver(struct stored_loop *l)
 			loop_stage(l, &w->origin, w->index, (uint64_t)ms.rev, 0, body, len);
 		}
 		l->nwaiting = 0;
+	}
+	/* the deletion goes on: the requests' deadlines move on with it */
+	if (l->nwaiting && clock_now_ns() - l->interim_ns >= LOOP_INTERIM_NS) {
+		for (size_t i = 0; i < l->nwaiting; i++)
+			stored_results_stage_interim(&l->results, &l->waiting[i].origin,
+						     l->waiting[i].index);
+		l->interim_ns = clock_now_ns();
 	}
 	stored_results_publish(&l->results);
 	/* after the results: a gateway that sees the index has them all

@@ -91,25 +91,65 @@ static enum stored_results_verdict results_count(struct stored_results *rs,
 	return v;
 }
 
+/* The result ring of the slot o names, or NULL with the verdict that
+ * drops a record for it (counted). */
+static struct ring *results_ring(struct stored_results *rs, const struct msg_origin *o,
+				 struct stored_results_slot **out, enum stored_results_verdict *v)
+{
+	struct stored_results_slot *sl;
+
+	*v = STORED_RESULT_STAGED;
+	if (o->member_id != rs->member_id)
+		*v = STORED_RESULT_FOREIGN;
+	else if (o->slot >= rs->nslots)
+		*v = STORED_RESULT_NO_SLOT;
+	if (*v != STORED_RESULT_STAGED) {
+		results_count(rs, *v);
+		return NULL;
+	}
+	sl = results_slot(rs, o->slot);
+	if (!sl->live)
+		*v = STORED_RESULT_DEAD_SLOT;
+	else if (o->generation != sl->generation)
+		*v = STORED_RESULT_OLD_GENERATION;
+	if (*v != STORED_RESULT_STAGED) {
+		results_count(rs, *v);
+		return NULL;
+	}
+	*out = sl;
+	return shm_slot_ring(rs->r, o->slot, SHM_SLOT_FROM_STORED);
+}
+
+/* The verdict of a push that returned rc (0 staged). */
+static enum stored_results_verdict results_pushed(struct stored_results *rs,
+						  struct stored_results_slot *sl,
+						  const struct msg_origin *o, uint64_t index,
+						  enum stored_results_verdict v, int rc)
+{
+	if (rc == -EAGAIN) {
+		sl->dropped_full++;
+		shm_metric_add(shm_metrics_block(rs->r, SHM_METRICS_STORED), SHM_M_RESULTS_FULL, 1);
+		return results_count(rs, STORED_RESULT_RING_FULL);
+	}
+	if (rc) {
+		log_warn("dropped a result: the slot's result ring failed",
+			 LOG_U64("slot", o->slot), LOG_U64("index", index), LOG_ERRNO(rc));
+		return results_count(rs, STORED_RESULT_RING_FAILED);
+	}
+	sl->staged = true;
+	return results_count(rs, v);
+}
+
 enum stored_results_verdict stored_results_stage(struct stored_results *rs,
 						 const struct msg_result *h, const void *body)
 {
-	enum stored_results_verdict v = STORED_RESULT_STAGED;
+	enum stored_results_verdict v;
 	struct stored_results_slot *sl;
-	struct ring *ring;
+	struct ring *ring = results_ring(rs, &h->origin, &sl, &v);
 	int rc;
 
-	if (h->origin.member_id != rs->member_id)
-		return results_count(rs, STORED_RESULT_FOREIGN);
-	if (h->origin.slot >= rs->nslots)
-		return results_count(rs, STORED_RESULT_NO_SLOT);
-	sl = results_slot(rs, h->origin.slot);
-	if (!sl->live)
-		return results_count(rs, STORED_RESULT_DEAD_SLOT);
-	if (h->origin.generation != sl->generation)
-		return results_count(rs, STORED_RESULT_OLD_GENERATION);
-	ring = shm_slot_ring(rs->r, h->origin.slot, SHM_SLOT_FROM_STORED);
-
+	if (!ring)
+		return v;
 	rc = results_push(ring, h, body);
 	if (rc == -EMSGSIZE) {
 		struct msg_result e = *h;
@@ -122,18 +162,22 @@ enum stored_results_verdict stored_results_stage(struct stored_results *rs,
 		v = STORED_RESULT_TOO_LARGE;
 		rc = results_push(ring, &e, results_msg_too_large);
 	}
-	if (rc == -EAGAIN) {
-		sl->dropped_full++;
-		shm_metric_add(shm_metrics_block(rs->r, SHM_METRICS_STORED), SHM_M_RESULTS_FULL, 1);
-		return results_count(rs, STORED_RESULT_RING_FULL);
-	}
-	if (rc) {
-		log_warn("dropped a result: the slot's result ring failed",
-			 LOG_U64("slot", h->origin.slot), LOG_U64("index", h->index), LOG_ERRNO(rc));
-		return results_count(rs, STORED_RESULT_RING_FAILED);
-	}
-	sl->staged = true;
-	return results_count(rs, v);
+	return results_pushed(rs, sl, &h->origin, h->index, v, rc);
+}
+
+enum stored_results_verdict stored_results_stage_interim(struct stored_results *rs,
+							 const struct msg_origin *o,
+							 uint64_t index)
+{
+	struct msg_result_interim m = { .origin = *o, .index = index };
+	enum stored_results_verdict v;
+	struct stored_results_slot *sl;
+	struct ring *ring = results_ring(rs, o, &sl, &v);
+
+	if (!ring)
+		return v;
+	return results_pushed(rs, sl, o, index, v,
+			      ring_stage(ring, MSG_RESULT_INTERIM, &m, sizeof(m)));
 }
 
 void stored_results_publish(struct stored_results *rs)

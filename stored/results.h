@@ -71,6 +71,15 @@ enum stored_results_verdict stored_results_stage(struct stored_results *rs,
 						 const struct msg_result *h, const void *body);
 
 /*
+ * Stages a MSG_RESULT_INTERIM for the request o names (applied as entry
+ * index, its answer still to come), under the same rules as a result.
+ * Never blocks. Returns the verdict, which is also counted.
+ */
+enum stored_results_verdict stored_results_stage_interim(struct stored_results *rs,
+							 const struct msg_origin *o,
+							 uint64_t index);
+
+/*
  * Ends a round in two steps. stored_results_publish makes what was staged
  * visible to the gateways and logs the round's drops for full rings;
  * stored_results_wake, which must follow before the next round stages

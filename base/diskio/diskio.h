@@ -276,6 +276,10 @@ struct diskio_fault_opts {
 	 * of many that share the options); with it, the file stays, and
 	 * ops go through again once someone removes it. */
 	const char *trigger_path;
+	/* Every write call (a batch of writes, a chain) first waits this
+	 * many milliseconds, as a slow device would: while the trigger file
+	 * exists when one is set (it is never removed for this). 0 = never. */
+	long delay_ms;
 };
 
 enum {
@@ -312,13 +316,15 @@ int diskio_fault_open_arg(int fd, void *arg, struct diskio **out);
  *   file=wal|db      the file it is for (required)
  *   write=N, sync=N, allocate=N
  *                    the Nth (0-based) write, sync or allocate of the
- *                    file fails (at least one is required)
+ *                    file fails (one of them or delay= is required)
  *   errno=EIO|ENOSPC|EDQUOT|EROFS   the error (default EIO)
  *   repeat           every such op from the Nth on fails
  *   trigger=PATH     count only the ops made while PATH exists; without
  *                    repeat, the process whose fault fires removes PATH,
  *                    so a restarted process runs without the fault
  *   chain=submit|reap   when chained writes run (default submit)
+ *   delay=MS         every write call waits MS milliseconds first (with
+ *                    trigger: while PATH exists); a slow disk, no failure
  * e.g. CETCD_TEST_DISKIO_FAULT=file=wal,sync=0,trigger=/tmp/t fails the
  * first fdatasync of the WAL after /tmp/t is created, once.
  */

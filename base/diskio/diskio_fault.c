@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -91,6 +92,18 @@ static bool fault_fires(struct fault_io *f, long idx, long *armed, long at)
 	if (at < 0 || (f->opts.fail_repeat ? idx < at : idx != at))
 		return false;
 	return !trigger || f->opts.fail_repeat || unlink(trigger) == 0;
+}
+
+/* A slow device: the write call waits opts.delay_ms first (while the
+ * trigger file exists, when one is set). */
+static void fault_delay(const struct fault_io *f)
+{
+	const char *trigger = f->opts.trigger_path;
+	if (f->opts.delay_ms <= 0 || (trigger && access(trigger, F_OK) != 0))
+		return;
+	struct timespec ts = { f->opts.delay_ms / 1000, f->opts.delay_ms % 1000 * 1000000 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }
 
 /* xorshift64*: the faults' random choices, reproducible from the seed. */
@@ -237,6 +250,7 @@ static int fault_write_batch(struct diskio *d, const struct diskio_write *w,
 			     size_t n, bool sync)
 {
 	struct fault_io *f = (struct fault_io *)d;
+	fault_delay(f);
 	for (size_t i = 0; i < n; i++) {
 		int rc = fault_write_one(f, &w[i]);
 		if (rc < 0)
@@ -284,6 +298,7 @@ static void fault_destroy(struct diskio *d)
 /* A chain's ops, in order, through the same faults as any other op. */
 static int fault_chain_run(struct fault_io *f, const struct diskio_write *w, size_t n)
 {
+	fault_delay(f);
 	for (size_t i = 0; i < n; i++) {
 		int rc = fault_write_one(f, &w[i]);
 		if (rc == 0)

@@ -76,6 +76,11 @@ static int testenv_parse(char *spec, struct diskio_fault_opts *o, const char **f
 			else
 				o->fail_allocate_at = n;
 			op = true;
+		} else if (strcmp(item, "delay") == 0) {
+			if ((n = testenv_count(v)) <= 0)
+				return -EINVAL;
+			o->delay_ms = n;
+			op = true;
 		} else if (strcmp(item, "errno") == 0) {
 			if ((o->fail_errno = testenv_errno(v)) == 0)
 				return -EINVAL;
@@ -94,7 +99,7 @@ static int testenv_parse(char *spec, struct diskio_fault_opts *o, const char **f
 			return -EINVAL;
 		}
 	}
-	*bad = "file= and one of write=, sync=, allocate= are required";
+	*bad = "file= and one of write=, sync=, allocate=, delay= are required";
 	return *file && op ? 0 : -EINVAL;
 }
 

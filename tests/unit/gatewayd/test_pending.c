@@ -2,7 +2,8 @@
  * Unit tests for gatewayd/pending.c: request ids (unique, never reused,
  * found in O(1), dead once removed), request identity (an answer is
  * matched only when member id, slot, generation and request id all
- * match), the deadline order, the bound, and a randomized run against a
+ * match), the deadline order (also after pending_set_deadline moves an
+ * entry later or earlier), the bound, and a randomized run against a
  * plain model.
  */
 #include "shm_testlib.h"
@@ -92,6 +93,29 @@ static void test_bound_and_order(void)
 	CHECK(pending_first(&t) == v[1]);
 	pending_remove(&t, v[1]);
 	CHECK(pending_first(&t) == v[2]);
+	/* a deadline moved on: the head goes to the tail, its id stays */
+	uint64_t id2 = v[2]->request_id;
+	pending_set_deadline(&t, v[2], 1000);
+	CHECK(v[2]->request_id == id2 && pending_find(&t, id2) == v[2]);
+	CHECK(pending_first(&t) == v[4]);
+	CHECK_EQ(pending_next_deadline(&t), 140);
+	{
+		struct pending_req *p = pending_first(&t), *prev = NULL;
+		int n = 0;
+		for (; p; prev = p, p = pending_next(&t, p), n++)
+			CHECK(!prev || prev->deadline_ns <= p->deadline_ns);
+		CHECK(prev == v[2]);
+		CHECK_EQ(n, 5); /* v[4..7] and v[2] */
+	}
+	/* moved into the middle, then to the head */
+	pending_set_deadline(&t, v[2], 155);
+	CHECK(pending_next(&t, v[5]) == v[2] && pending_next(&t, v[2]) == v[6]);
+	pending_set_deadline(&t, v[2], 1);
+	CHECK(pending_first(&t) == v[2]);
+	CHECK(pending_next(&t, v[2]) == v[4]);
+	pending_remove(&t, v[2]);
+	CHECK(pending_first(&t) == v[4]);
+	CHECK_EQ(t.count, 4);
 	pending_fini(&t);
 
 	/* ids stay unique across many reuses */
@@ -141,6 +165,17 @@ static void test_model(void)
 			m[n].live = true;
 			n++;
 			live++;
+		} else if (op == 5 && n > 0) {
+			/* a deadline moved on (or back) */
+			int i = (int)((seed >> 12) % (uint64_t)n);
+			struct pending_req *p = pending_find(&t, m[i].id);
+			CHECK((p != NULL) == m[i].live);
+			if (p) {
+				int64_t dl = now + (int64_t)((seed >> 20) % 100);
+				pending_set_deadline(&t, p, dl);
+				m[i].deadline = dl;
+				CHECK(pending_find(&t, m[i].id) == p);
+			}
 		} else if (op < 8 && n > 0) {
 			int i = (int)((seed >> 12) % (uint64_t)n);
 			struct pending_req *p = pending_find(&t, m[i].id);
@@ -162,6 +197,12 @@ static void test_model(void)
 				continue;
 			}
 			CHECK_EQ(p->deadline_ns, best);
+			/* and the whole list is in order, every live entry on it */
+			int on = 0;
+			for (const struct pending_req *q = p, *prev = NULL; q;
+			     prev = q, q = pending_next(&t, q), on++)
+				CHECK(!prev || prev->deadline_ns <= q->deadline_ns);
+			CHECK_EQ(on, live);
 			for (int i = 0; i < n; i++)
 				if (m[i].id == p->request_id && m[i].live) {
 					m[i].live = false;

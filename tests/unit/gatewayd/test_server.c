@@ -13,6 +13,10 @@
  * bytes sent as they are); request identity (results for another member,
  * slot, generation, an unknown id or of a bad length are dropped and the
  * call still gets its own); rejections; error results; request timeouts;
+ * interim results (a physical compaction still under way) that move a
+ * request's deadline on and answer nothing, dropped when they name another
+ * member, slot generation or request, or come of the wrong length or from
+ * raftd;
  * client cancels; validation with etcd's messages; "request is too
  * large"; "too many requests" from a full pending table and from a full
  * backlog, and the backlog draining into the ring; linearizable reads
@@ -211,6 +215,122 @@ static void test_errors(void)
 	push_result(&o, 0, "", 0);
 	spin(2);
 	CHECK_EQ(srv->stats.dropped, dropped + 2);
+	free_recs(&r, 1);
+}
+
+static void push_interim(const struct msg_origin *o)
+{
+	struct msg_result_interim h = { .origin = *o, .index = 9 };
+	push(SHM_SLOT_FROM_STORED, MSG_RESULT_INTERIM, &h, sizeof(h), NULL, 0);
+}
+
+static struct tc_stream *compact(int64_t revision)
+{
+	Etcdserverpb__CompactionRequest req;
+	etcdserverpb__compaction_request__init(&req);
+	req.revision = revision;
+	req.physical = 1;
+	return call("/etcdserverpb.KV/Compact", &req.base);
+}
+
+/* Turns for ms, pushing an interim result for o every quarter of the
+ * request timeout, until s closed. */
+static void interims_for(struct tc_stream *s, const struct msg_origin *o, int64_t ms)
+{
+	int64_t end = clock_now_ns() + ms * 1000000, next = 0;
+	while (!s->closed && clock_now_ns() < end) {
+		if (clock_now_ns() >= next) {
+			push_interim(o);
+			next = clock_now_ns() + TIMEOUT_NS / 4;
+		}
+		spin(1);
+	}
+}
+
+static void test_interim(void)
+{
+	struct tc_stream *s = compact(5);
+	struct rec r = one_proposal();
+	struct msg_origin o = proposal_origin(&r), bad;
+	uint64_t interims = srv->stats.interims, dropped = srv->stats.dropped;
+	uint64_t malformed = srv->stats.malformed, timeouts = srv->stats.timeouts;
+
+	/* three request timeouts of interim results: still waiting */
+	interims_for(s, &o, 3 * TIMEOUT_NS / 1000000);
+	CHECK(!s->closed);
+	CHECK(srv->stats.interims - interims >= 8);
+	CHECK_EQ(srv->pending.count, 1);
+	CHECK_EQ(srv->stats.timeouts, timeouts);
+	/* the answer comes as any result does */
+	const uint8_t resp[] = { 0x0a, 0x04, 0x18, 0x07, 0x20, 0x01 }; /* header{revision 7, term 1} */
+	push_result(&o, 0, resp, sizeof(resp));
+	size_t len;
+	const uint8_t *m = answer(s, &len);
+	CHECK(m != NULL && len == sizeof(resp) && memcmp(m, resp, len) == 0);
+	CHECK_EQ(srv->pending.count, 0);
+	/* an interim result for the finished request is dropped */
+	interims = srv->stats.interims;
+	push_interim(&o);
+	spin(2);
+	CHECK_EQ(srv->stats.interims, interims);
+	CHECK_EQ(srv->stats.dropped, dropped + 1);
+	free_recs(&r, 1);
+
+	/* when they stop (stored hung or gone), the deadline holds again */
+	s = compact(6);
+	r = one_proposal();
+	o = proposal_origin(&r);
+	interims_for(s, &o, TIMEOUT_NS / 1000000);
+	CHECK(!s->closed);
+	int64_t t0 = clock_now_ns();
+	wait_closed(s);
+	check_status(s, 14, "etcdserver: request timed out");
+	CHECK(clock_now_ns() - t0 >= TIMEOUT_NS / 2);
+	CHECK_EQ(srv->stats.timeouts, timeouts + 1);
+	free_recs(&r, 1);
+
+	/* interim results that name another holder of the slot, another
+	 * member, another request, that are malformed or come from raftd
+	 * move nothing: the request times out meanwhile */
+	s = compact(7);
+	r = one_proposal();
+	o = proposal_origin(&r);
+	interims = srv->stats.interims;
+	dropped = srv->stats.dropped;
+	int64_t end = clock_now_ns() + 3 * TIMEOUT_NS;
+	for (int i = 0; !s->closed && clock_now_ns() < end; i++) {
+		struct msg_result_interim h = { .origin = o, .index = 9 };
+		bad = o;
+		switch (i % 5) {
+		case 0:
+			bad.generation = o.generation - 1;
+			push_interim(&bad);
+			break;
+		case 1:
+			bad.member_id = o.member_id + 1;
+			push_interim(&bad);
+			break;
+		case 2:
+			bad.request_id = o.request_id + (1u << srv->pending.index_bits);
+			push_interim(&bad);
+			break;
+		case 3:
+			push(SHM_SLOT_FROM_STORED, MSG_RESULT_INTERIM, &h, sizeof(h), "x", 1);
+			break;
+		default:
+			push(SHM_SLOT_FROM_RAFTD, MSG_RESULT_INTERIM, &h, sizeof(h), NULL, 0);
+			break;
+		}
+		for (int64_t until = clock_now_ns() + TIMEOUT_NS / 8;
+		     !s->closed && clock_now_ns() < until;)
+			spin(1);
+	}
+	CHECK(s->closed);
+	check_status(s, 14, "etcdserver: request timed out");
+	CHECK_EQ(srv->stats.interims, interims);
+	CHECK(srv->stats.dropped - dropped >= 4);
+	CHECK(srv->stats.malformed > malformed);
+	CHECK_EQ(srv->pending.count, 0);
 	free_recs(&r, 1);
 }
 
@@ -1124,6 +1244,7 @@ int main(void)
 	test_put();
 	test_identity();
 	test_errors();
+	test_interim();
 	test_settled();
 	test_propose_term();
 	test_wire_types();

@@ -11,7 +11,9 @@
  *   status record per batch; the delivered index follows each batch
  * - checkpoints when due publish the durable index
  * - a physical compaction is answered only when its deletion is done, and
- *   the delivered index stays below it until then, past later answers
+ *   the delivered index stays below it until then, past later answers;
+ *   while it runs, its request gets an interim result (MSG_RESULT_INTERIM,
+ *   its origin and index) about every second, and only then
  * - with the loop running, a gateway that reads the delivered index and
  *   then drains its ring has every result up to it, each result coming
  *   after the root that holds its write
@@ -330,8 +332,25 @@ static void test_batch_wakes(void)
 	env_fini(&e);
 }
 
+/* The next record of the result ring, if it is an interim result, in *m:
+ * 0; -EAGAIN when the ring is empty, -ENOMSG for another record (left). */
+static int take_interim(struct ring *ring, struct msg_result_interim *m)
+{
+	struct ring_rec rec;
+
+	if (ring_peek(ring, &rec) != 0)
+		return -EAGAIN;
+	if (rec.type != MSG_RESULT_INTERIM)
+		return -ENOMSG;
+	CHECK_EQ(rec.len, sizeof(*m));
+	memcpy(m, rec.data, sizeof(*m));
+	ring_release(ring, &rec);
+	return 0;
+}
+
 static void test_physical_compaction(void)
 {
+	struct msg_result_interim im;
 	struct env e;
 	struct tst_result r = { 0 };
 	struct msg_origin o;
@@ -368,6 +387,17 @@ static void test_physical_compaction(void)
 	CHECK_EQ(tst_take_result(e.t.results, &r), 0);
 	CHECK_EQ(r.h.index, idx);
 	CHECK_EQ(status_stored_delivered(e.t.gw), compact_idx - 1);
+	/* a turn within the second says nothing more; one after it tells the
+	 * request its answer is still coming, and answers nothing */
+	env_turn(&e);
+	CHECK_EQ(take_interim(e.t.results, &im), -EAGAIN);
+	usleep(1050 * 1000);
+	env_turn(&e);
+	CHECK_EQ(take_interim(e.t.results, &im), 0);
+	CHECK(memcmp(&im.origin, &o, sizeof(o)) == 0);
+	CHECK_EQ(im.index, compact_idx);
+	CHECK_EQ(take_interim(e.t.results, &im), -EAGAIN);
+	CHECK_EQ(status_stored_delivered(e.t.gw), compact_idx - 1);
 	for (;;) {
 		bool more;
 		CHECK_EQ(stored_loop_turn(e.t.l, &more), 0);
@@ -377,7 +407,7 @@ static void test_physical_compaction(void)
 		CHECK(more);
 		CHECK(turns < 100);
 	}
-	CHECK(turns >= 4); /* 36 deletions in steps of 5 key entries */
+	CHECK(turns >= 4); /* 40 key entries in steps of 5: 4 of them above */
 	CHECK_EQ(r.h.origin.request_id, o.request_id);
 	CHECK_EQ(status_stored_delivered(e.t.gw), idx);
 	CHECK_EQ(r.h.status, 0);

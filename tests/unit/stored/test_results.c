@@ -5,7 +5,9 @@
  * request and an index out of range are dropped; a full ring drops the
  * result at once instead of blocking; a result too large for the ring
  * becomes an error result; staged results reach the gateway in order at
- * publish. Separate region handles stand for separate processes; one slot
+ * publish. Interim results (MSG_RESULT_INTERIM) follow the same rules:
+ * the reclaimed slot's old generation and another member get none.
+ * Separate region handles stand for separate processes; one slot
  * holder is a forked child that is killed.
  *
  * Breaks two invariants (docs/invariants.md) on purpose: invariant 2 with
@@ -146,6 +148,30 @@ static void test_routing(void)
 		CHECK_EQ(got.h.origin.request_id, 9);
 		CHECK_EQ(tst_take_result(shm_slot_ring(gw2, again.index, SHM_SLOT_FROM_STORED), &got),
 			 -EAGAIN);
+		/* interim results: the old generation and another member get
+		 * none, the new holder its own, as it was staged */
+		struct msg_origin io = tst_origin(dead.index, dead.generation, 10);
+		CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, stored_results_stage_interim(&rs, &io, 10),
+				   STORED_RESULT_OLD_GENERATION);
+		io = tst_origin(again.index, again.generation, 11);
+		io.member_id++;
+		CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, stored_results_stage_interim(&rs, &io, 11),
+				   STORED_RESULT_FOREIGN);
+		io = tst_origin(again.index, again.generation, 12);
+		CHECK_EQ(stored_results_stage_interim(&rs, &io, 12), STORED_RESULT_STAGED);
+		stored_results_publish(&rs);
+		stored_results_wake(&rs);
+		struct ring *r2 = shm_slot_ring(gw2, again.index, SHM_SLOT_FROM_STORED);
+		struct ring_rec rec;
+		struct msg_result_interim im;
+		CHECK_EQ(ring_peek(r2, &rec), 0);
+		CHECK_EQ(rec.type, MSG_RESULT_INTERIM);
+		CHECK_EQ(rec.len, sizeof(im));
+		memcpy(&im, rec.data, sizeof(im));
+		CHECK(memcmp(&im.origin, &io, sizeof(io)) == 0);
+		CHECK_EQ(im.index, 12);
+		ring_release(r2, &rec);
+		CHECK_EQ(ring_peek(r2, &rec), -EAGAIN);
 		shm_region_detach(gw2);
 	}
 
@@ -235,13 +261,14 @@ static void test_routing(void)
 		CHECK_EQ(got.h.origin.request_id, 600);
 	}
 
-	CHECK_EQ(rs.counts[STORED_RESULT_FOREIGN], 1);
-	CHECK_EQ(rs.counts[STORED_RESULT_OLD_GENERATION], 3);
+	/* with the interim results' */
+	CHECK_EQ(rs.counts[STORED_RESULT_FOREIGN], 1 + 1);
+	CHECK_EQ(rs.counts[STORED_RESULT_OLD_GENERATION], 3 + 1);
 	CHECK_EQ(rs.counts[STORED_RESULT_DEAD_SLOT], 1);
 	CHECK_EQ(rs.counts[STORED_RESULT_NO_SLOT], 1);
 	CHECK_EQ(rs.counts[STORED_RESULT_RING_FULL], 1 + FULL_STAGES);
 	CHECK_EQ(rs.counts[STORED_RESULT_TOO_LARGE], 1);
-	CHECK_EQ(rs.counts[STORED_RESULT_STAGED], 3 + staged + 2);
+	CHECK_EQ(rs.counts[STORED_RESULT_STAGED], 3 + staged + 2 + 1);
 	CHECK(strcmp(stored_results_verdict_name(STORED_RESULT_RING_FULL), "ring-full") == 0);
 
 	stored_results_fini(&rs);

@@ -14,12 +14,15 @@
  * - with repeat, every write fails with the errno while the trigger
  *   exists (a full disk: the file stays usable), and goes through once it
  *   is removed
+ * - delay=MS alone is a fault spec (no op fails): every write call waits
+ *   MS while the trigger exists, and none does once it is gone
  */
 #include <fcntl.h>
 #include <stdlib.h>
 
 #include "shm_testlib.h"
 
+#include "base/clock/clock.h"
 #include "base/diskio/diskio.h"
 
 static int parse(const char *spec, const char *file, struct diskio_fault_opts *o, bool *on)
@@ -64,11 +67,17 @@ static void test_parse(void)
 	CHECK_EQ(o.chain, DISKIO_FAULT_CHAIN_AT_REAP);
 	CHECK_EQ(parse("file=db,write=0,errno=EDQUOT", "db", &o, &on), 0);
 	CHECK_EQ(o.fail_errno, EDQUOT);
+	CHECK_EQ(o.delay_ms, 0);
+	CHECK_EQ(parse("file=db,delay=40", "db", &o, &on), 0);
+	CHECK(on);
+	CHECK_EQ(o.delay_ms, 40);
+	CHECK(o.fail_write_at == -1 && o.fail_sync_at == -1 && o.fail_allocate_at == -1);
 
 	static const char *const bad[] = {
 		"file=wal", "sync=0", "file=log,sync=0", "file=wal,sync=-1", "file=wal,sync=x",
 		"file=wal,sync=", "file=wal,sync=0,errno=EBOGUS", "file=wal,sync=0,bogus=1",
 		"file=wal,sync=0,chain=held", "file=wal,sync=0,trigger=", "file=wal,sync=0,again",
+		"file=wal,delay=0", "file=wal,delay=x", "file=wal,delay=",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		on = true;
@@ -85,20 +94,30 @@ static void touch(const char *path)
 	close(fd);
 }
 
+/* A file to write and a trigger path beside it, in a new temp dir (each
+ * buffer FILE_PATH_MAX bytes); the file's descriptor. */
+#define FILE_PATH_MAX 300
+static int open_file(char *path, char *trigger)
+{
+	char dir[256];
+	test_tmpdir(dir, sizeof(dir));
+	snprintf(path, FILE_PATH_MAX, "%s/file", dir);
+	snprintf(trigger, FILE_PATH_MAX, "%s/trigger", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	return fd;
+}
+
 static void test_trigger(void)
 {
-	char dir[256], path[300], trigger[300];
+	char path[FILE_PATH_MAX], trigger[FILE_PATH_MAX];
 	struct diskio_fault_opts o;
 	struct diskio *a, *b;
 	bool on;
 	char spec[400];
 	uint8_t buf[512] = { 1 };
 
-	test_tmpdir(dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/file", dir);
-	snprintf(trigger, sizeof(trigger), "%s/trigger", dir);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	CHECK(fd >= 0);
+	int fd = open_file(path, trigger);
 
 	/* one-shot: the second sync made while the trigger exists fails */
 	snprintf(spec, sizeof(spec), "file=wal,sync=1,trigger=%s", trigger);
@@ -146,10 +165,47 @@ static void test_trigger(void)
 	CHECK_EQ(unsetenv(DISKIO_TEST_FAULT_ENV), 0);
 }
 
+/* How long one write of buf through d takes, in ms. */
+static int64_t write_ms(struct diskio *d, const uint8_t *buf, size_t len)
+{
+	int64_t t0 = clock_now_ns();
+	CHECK_EQ(diskio_write(d, buf, len, 0), 0);
+	return (clock_now_ns() - t0) / 1000000;
+}
+
+static void test_delay(void)
+{
+	char path[FILE_PATH_MAX], trigger[FILE_PATH_MAX], spec[400];
+	struct diskio_fault_opts o;
+	struct diskio *d;
+	uint8_t buf[512] = { 2 };
+	bool on;
+
+	int fd = open_file(path, trigger);
+	snprintf(spec, sizeof(spec), "file=db,delay=200,trigger=%s", trigger);
+	CHECK_EQ(parse(spec, "db", &o, &on), 0);
+	CHECK(on);
+	CHECK_EQ(diskio_fault_open(fd, &o, &d), 0);
+	CHECK(write_ms(d, buf, sizeof(buf)) < 200);
+	touch(trigger);
+	for (int i = 0; i < 2; i++)
+		CHECK(write_ms(d, buf, sizeof(buf)) >= 200);
+	CHECK(access(trigger, F_OK) == 0); /* a delay never removes it */
+	CHECK_EQ(diskio_sync(d), 0);
+	CHECK_EQ(diskio_failed(d), 0);
+	CHECK_EQ(unlink(trigger), 0);
+	CHECK(write_ms(d, buf, sizeof(buf)) < 200);
+	diskio_close(d);
+	close(fd);
+	unlink(path);
+	CHECK_EQ(unsetenv(DISKIO_TEST_FAULT_ENV), 0);
+}
+
 int main(void)
 {
 	test_parse();
 	test_trigger();
+	test_delay();
 	printf("test_diskio_testenv: ok\n");
 	return 0;
 }
