@@ -171,10 +171,15 @@ it_cleanup() {
 			kill -9 "$p" 2>/dev/null || true
 		fi
 	done
-	# a child the launcher started after it was registered
+	# a child the launcher started after it was registered; never this
+	# shell or one that runs it (their command lines may name the dirs)
+	local mine=" $$ " up=$$
+	while up=$(awk '/^PPid:/ { print $2 }' "/proc/$up/status" 2>/dev/null) && ((up > 1)); do
+		mine+="$up "
+	done
 	for p in /proc/[0-9]*; do
 		p=${p#/proc/}
-		if it_ours "$p"; then
+		if [[ $mine != *" $p "* ]] && it_ours "$p"; then
 			kill -9 "$p" 2>/dev/null || true
 		fi
 	done
@@ -271,11 +276,13 @@ it_has_lines() { (($(it_lines "$1") >= $2)); }
 # it_healthy PORT: /health says true and a linearizable get answers, as
 # user IT_AUTH (user:password) when that is set: a member with auth
 # enabled refuses a get without a user.
+# PORT may also be HOST:PORT (a member on another address).
 it_healthy() {
-	local h
-	h=$(curl -s --max-time 2 "http://127.0.0.1:$1/health" 2>/dev/null) || return 1
+	local h ep=$1
+	[[ $ep == *:* ]] || ep=127.0.0.1:$ep
+	h=$(curl -s --max-time 2 "http://$ep/health" 2>/dev/null) || return 1
 	[[ $h == *'"health":"true"'* ]] &&
-		etcdctl --endpoints "127.0.0.1:$1" --dial-timeout 1s --command-timeout 2s \
+		etcdctl --endpoints "$ep" --dial-timeout 1s --command-timeout 2s \
 			${IT_AUTH:+"--user=$IT_AUTH"} get health-probe >/dev/null 2>&1
 }
 
@@ -676,6 +683,9 @@ it_etcd_on_cetcd() {
 # its runtime dir in IT_RT/STEM<name> and its log in IT_CL_LOG[I]
 # (IT_TMP/STEM<name>.log; a test may point it elsewhere before a start).
 # It advertises the peer URL on IT_CL_APORT[I] (default: its peer port).
+# It listens on IT_CL_HOST[I] (default 127.0.0.1) and runs under the
+# words of IT_CL_PREFIX[I] when set (say "ip netns exec NS env VAR=..."):
+# a test may set both before the members start.
 # Members 0, 1 and 2 (or all, when fewer) make the initial cluster,
 # IT_CL_INITIAL, with
 # --initial-cluster-token TOKEN.
@@ -684,6 +694,7 @@ it_cl_init() {
 	IT_CL_TOKEN=$1
 	IT_CL_STEM=${4:-}
 	IT_CL_NAMES=() IT_CL_CPORT=() IT_CL_PPORT=() IT_CL_APORT=() IT_CL_LOG=() IT_CL_PIDS=()
+	IT_CL_HOST=() IT_CL_PREFIX=()
 	read -r -a IT_CL_PORTS < <(it_free_ports $((2 * $2)))
 	for ((i = 0; i < $2; i++)); do
 		IT_CL_NAMES[i]=${3:-x}$i
@@ -720,8 +731,8 @@ it_cl_proxy() {
 
 # it_cl_ep I: member I's client endpoint (host:port); it_cl_purl I: the
 # peer URL it advertises; it_cl_log I: its log.
-it_cl_ep() { echo "127.0.0.1:${IT_CL_CPORT[$1]}"; }
-it_cl_purl() { echo "http://127.0.0.1:${IT_CL_APORT[$1]}"; }
+it_cl_ep() { echo "${IT_CL_HOST[$1]:-127.0.0.1}:${IT_CL_CPORT[$1]}"; }
+it_cl_purl() { echo "http://${IT_CL_HOST[$1]:-127.0.0.1}:${IT_CL_APORT[$1]}"; }
 it_cl_log() { echo "${IT_CL_LOG[$1]}"; }
 # it_cl_ctl I ARGS...: etcdctl ARGS at member I (2 s to dial, 10 s a
 # command), stdout and stderr without the client's JSON log lines; never
@@ -779,10 +790,11 @@ it_cl_run() {
 		chmod 700 "$IT_RT/$stem"
 		extra=(--runtime-dir "$IT_RT/$stem")
 	fi
-	"$bin" --name "${IT_CL_NAMES[i]}" --data-dir "$IT_TMP/$stem" "${extra[@]}" \
+	# shellcheck disable=SC2086 # the prefix's words
+	${IT_CL_PREFIX[i]:-} "$bin" --name "${IT_CL_NAMES[i]}" --data-dir "$IT_TMP/$stem" "${extra[@]}" \
 		--listen-client-urls "http://$(it_cl_ep "$i")" \
 		--advertise-client-urls "http://$(it_cl_ep "$i")" \
-		--listen-peer-urls "http://127.0.0.1:${IT_CL_PPORT[i]}" \
+		--listen-peer-urls "http://${IT_CL_HOST[i]:-127.0.0.1}:${IT_CL_PPORT[i]}" \
 		--initial-advertise-peer-urls "$(it_cl_purl "$i")" \
 		--initial-cluster-token "$IT_CL_TOKEN" "$@" 2>>"${IT_CL_LOG[i]}" >&2 &
 	IT_CL_PIDS[i]=$!
@@ -793,7 +805,7 @@ it_cl_run() {
 # when it does not, fail "WHAT" (default: "member NAME answers") and the
 # end of its log are shown, and it returns 1.
 it_cl_answers() {
-	it_wait_healthy "${IT_CL_CPORT[$1]}" 60 && return 0
+	it_wait_healthy "$(it_cl_ep "$1")" 60 && return 0
 	fail "${2:-member ${IT_CL_NAMES[$1]} answers}"
 	tail -n 30 "${IT_CL_LOG[$1]}"
 	return 1

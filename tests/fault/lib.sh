@@ -1,0 +1,496 @@
+# shellcheck shell=bash
+# The fault suite's harness (tests/fault/run.sh sources it): a 3-member
+# cluster in network namespaces of its own, the nemeses that break it,
+# and the run's verdict. The workload and its checkers are faultload's
+# (tests/tools/faultload): the harness gives it the endpoints, the seed,
+# the duration and the run's dir, and reads its summary line and its
+# history (DIR/<workload>.jsonl: call_ns, ret_ns, type, f of each
+# operation) beside faults.log (README.md, "Fault suite").
+#
+# The network (nothing outside the namespaces is touched):
+#   namespace FN_BR     a bridge br0 at $FN_NET.1/24; the harness and the
+#                       workload run here
+#   namespace FN_NS[I]  member I: eth0 at $FN_NET.(11+I), the other end
+#                       of the veth (vm<I>) in the bridge
+# Nemeses (kinds, as faults.log names them):
+#   isolate      a member (the leader 2 times in 3) cut from the other two,
+#                both ways; targets "mI | mJ mK"
+#   split        the same with the member drawn evenly (a minority of one)
+#   bridge       two members cut from each other, the third sees both;
+#                targets "mI | mJ | mK" (mJ in the middle)
+#   oneway       every packet from one member to another dropped, the
+#                other way untouched; targets "mI -> mJ"
+#   loss         a share of a member's packets dropped, both ways;
+#                targets "mI P%"
+#   reorder      a share of a member's packets through a 64 kbit/s lane,
+#                so they arrive behind later ones; targets "mI P%"
+#   slow         a member's link at a low rate (queueing delay, tail
+#                drops); targets "mI RATE"
+#   kill         SIGKILL of a whole member, restarted on its data dir
+#   pause        SIGSTOP of a whole member, then SIGCONT
+#   kill-daemon  SIGKILL of one of a cetcd member's daemons (raftd,
+#                stored, gatewayd-N); the launcher restarts it, the stop
+#                line is logged once it runs again
+#   pause-daemon SIGSTOP of one daemon, then SIGCONT
+#   clock        a cetcd member's wall clock stepped by +-N s, then back
+#                (tests/tools/clockstep, preloaded: libfaketime cannot
+#                start in a program linked with jemalloc); targets
+#                "mI +Ns"
+# This kernel has no netem (CONFIG_NET_SCH_NETEM) and no gact action:
+# loss and reordering are an htb qdisc whose second class a classic BPF
+# filter feeds with a random share of the packets (ld rand), dropped by
+# a pfifo of limit 0 (loss) or held in a slow lane (reorder); delay is a
+# rate limit.
+source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
+
+FN_NET=10.77.0
+FN_CLOCKSTEP=$IT_BUILD/tests/libclockstep.so
+FN_KINDS_NET="isolate split bridge oneway loss reorder slow"
+FN_KINDS_PROC="kill pause kill-daemon pause-daemon"
+FN_KINDS_ALL="$FN_KINDS_NET $FN_KINDS_PROC clock"
+
+# ------------------------------------------------------------ randomness
+# Every choice the harness makes comes from bash's RANDOM, seeded once
+# with the run's seed (fn_seed). fn_rand N sets FN_R to a number in
+# [0, N): never call it in $(...), whose draw a subshell would lose.
+fn_seed() { RANDOM=$1; }
+fn_rand() { FN_R=$((((RANDOM << 15) | RANDOM) % $1)); }
+# fn_pick WORD...: FN_P = one of the words.
+fn_pick() {
+	local w=("$@")
+	fn_rand $#
+	FN_P=${w[FN_R]}
+}
+
+# ------------------------------------------------------------ faults.log
+# fn_log start|stop KIND [TARGETS...]: a line of the run's faults.log
+# (FN_OUT), CLOCK_REALTIME ns first; echoed to the harness's log.
+fn_log() {
+	local line
+	line="$(date +%s%N) $*"
+	echo "$line" >>"$FN_OUT/faults.log"
+	echo "  $line"
+}
+
+# ------------------------------------------------------------ network
+# fn_net_names TAG: FN_BR and FN_NS[0..2], namespace names for run TAG.
+fn_net_names() {
+	FN_BR=cetcd-fault-$1-br
+	FN_NS=("cetcd-fault-$1-m0" "cetcd-fault-$1-m1" "cetcd-fault-$1-m2")
+}
+
+# fn_net_up: the bridge's namespace and one per member (fn_net_names
+# first). Every interface is created inside them.
+fn_net_up() {
+	local i
+	ip netns add "$FN_BR"
+	ip -n "$FN_BR" link set lo up
+	ip -n "$FN_BR" link add br0 type bridge
+	ip -n "$FN_BR" addr add "$FN_NET.1/24" dev br0
+	ip -n "$FN_BR" link set br0 up
+	for i in 0 1 2; do
+		ip netns add "${FN_NS[i]}"
+		ip -n "${FN_NS[i]}" link set lo up
+		ip -n "$FN_BR" link add "vm$i" type veth peer name eth0 netns "${FN_NS[i]}"
+		ip -n "$FN_BR" link set "vm$i" master br0 up
+		ip -n "${FN_NS[i]}" addr add "$(fn_addr "$i")/24" dev eth0
+		ip -n "${FN_NS[i]}" link set eth0 up
+	done
+}
+
+# fn_net_down: SIGKILL of whatever still runs in the namespaces (only
+# this run starts processes there), then they go.
+fn_net_down() {
+	local ns p
+	for ns in "${FN_NS[@]}" "$FN_BR"; do
+		[[ -e /run/netns/$ns ]] || continue
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -CONT "$p" 2>/dev/null || true
+			kill -9 "$p" 2>/dev/null || true
+		done
+		ip netns del "$ns" 2>/dev/null || true
+	done
+}
+
+fn_addr() { echo "$FN_NET.$((11 + $1))"; }
+fn_name() { echo "${IT_CL_NAMES[$1]}"; }
+
+# fn_cut I J: member I's packets to member J go nowhere (a blackhole
+# route in I's namespace); fn_uncut I J takes it back.
+fn_cut() { ip -n "${FN_NS[$1]}" route add blackhole "$(fn_addr "$2")/32"; }
+fn_uncut() { ip -n "${FN_NS[$1]}" route del blackhole "$(fn_addr "$2")/32" 2>/dev/null || true; }
+
+# fn_lane NS DEV PCT RATE LEAF: on DEV's egress in NS, an htb qdisc whose
+# class 1:1 (10 Gbit/s) takes every packet but PCT % of them (drawn by a
+# classic BPF filter on a random number: ld rand, jge), which go to class
+# 1:2 at RATE with the leaf qdisc LEAF (words of tc); PCT 100: all go to
+# 1:2. fn_unlane NS DEV removes it.
+fn_lane() {
+	local ns=$1 dev=$2 pct=$3 rate=$4 def=1
+	shift 4
+	((pct >= 100)) && def=2
+	tc -n "$ns" qdisc replace dev "$dev" root handle 1: htb default "$def"
+	tc -n "$ns" class add dev "$dev" parent 1: classid 1:1 htb rate 10gbit quantum 60000
+	tc -n "$ns" class add dev "$dev" parent 1: classid 1:2 htb rate "$rate" ceil "$rate" \
+		burst 1600 cburst 1600 quantum 1514
+	tc -n "$ns" qdisc add dev "$dev" parent 1:2 handle 20: "$@"
+	((pct >= 100)) && return 0
+	# A = a random u32; A < PCT% of 2^32: -1, the filter's class (1:2);
+	# else 0, no match (the default, 1:1)
+	tc -n "$ns" filter add dev "$dev" parent 1: protocol ip prio 1 bpf \
+		bytecode "4,32 0 0 4294963256,53 0 1 $((pct * 42949672)),6 0 0 0,6 0 0 4294967295" flowid 1:2
+}
+fn_unlane() { tc -n "$1" qdisc del dev "$2" root 2>/dev/null || true; }
+
+# fn_link_lane I PCT RATE LEAF...: fn_lane on both ends of member I's
+# link (so its packets suffer both ways); fn_link_unlane I.
+fn_link_lane() {
+	local i=$1
+	shift
+	fn_lane "${FN_NS[i]}" eth0 "$@" && fn_lane "$FN_BR" "vm$i" "$@"
+}
+fn_link_unlane() {
+	fn_unlane "${FN_NS[$1]}" eth0
+	fn_unlane "$FN_BR" "vm$1"
+}
+
+# ------------------------------------------------------------ members
+# fn_cluster_init KIND0 KIND1 KIND2 CLOCK: the three members' settings
+# (it_cl_init), each on its own address in its own namespace, on etcd's
+# ports; with CLOCK=1 cetcd members run with tests/tools/clockstep
+# preloaded, their wall clock offset read from IT_TMP/<name>.clock at
+# every call (monotonic clocks untouched, as a real clock step leaves
+# them; fn_clock_set writes it).
+fn_cluster_init() {
+	local i
+	FN_KIND=("$1" "$2" "$3")
+	it_cl_init "fault-$FN_SEED" 3 m
+	for i in 0 1 2; do
+		IT_CL_HOST[i]=$(fn_addr "$i")
+		IT_CL_CPORT[i]=2379 IT_CL_PPORT[i]=2380 IT_CL_APORT[i]=2380
+		IT_CL_PREFIX[i]="ip netns exec ${FN_NS[i]}"
+		if [[ $4 == 1 && ${FN_KIND[i]} == cetcd ]]; then
+			fn_clock_set "$i" 0
+			IT_CL_PREFIX[i]+=" env LD_PRELOAD=$FN_CLOCKSTEP CLOCKSTEP_FILE=$IT_TMP/$(fn_name "$i").clock"
+		fi
+	done
+	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
+}
+
+# fn_start I: member I (again, on its data dir), etcd's log as JSON lines.
+fn_start() {
+	local zap=()
+	[[ ${FN_KIND[$1]} == etcd ]] && zap=(--logger zap --log-outputs stderr)
+	it_cl_start "$1" "${FN_KIND[$1]}" "${zap[@]}"
+}
+
+# fn_procs I: the pids of member I, its launcher first then its daemons
+# (etcd: its one process).
+fn_procs() {
+	echo "${IT_CL_PIDS[$1]}"
+	pgrep -P "${IT_CL_PIDS[$1]}" 2>/dev/null || true
+}
+
+# fn_daemons I: the names of member I's running daemons (raftd, stored,
+# gatewayd-N), one a line.
+fn_daemons() {
+	local p args
+	for p in $(pgrep -P "${IT_CL_PIDS[$1]}" 2>/dev/null); do
+		args=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) || continue
+		case $args in
+		*/gatewayd\ --gateway-index=*) args=${args#*--gateway-index=} && echo "gatewayd-${args%% *}" ;;
+		*/raftd\ *) echo raftd ;;
+		*/stored\ *) echo stored ;;
+		esac
+	done
+}
+fn_daemon_pid() { IT_CETCD_PID=${IT_CL_PIDS[$1]} it_cetcd_child "$2"; }
+
+# fn_ids: FN_ID[I], each member's id (hex), asked once all answer.
+fn_ids() {
+	local i
+	for i in 0 1 2; do FN_ID[i]=$(it_member_id "$(it_cl_ep "$i")"); done
+}
+
+# fn_leader: FN_LEADER, the index of the member the first member to
+# answer (within 1 s) names as leader; -1 when none does.
+fn_leader() {
+	local i id j
+	FN_LEADER=-1
+	for i in 0 1 2; do
+		id=$(etcdctl --dial-timeout 300ms --command-timeout 1s --endpoints "$(it_cl_ep "$i")" \
+			endpoint status -w json 2>/dev/null |
+			python3 -c 'import json,sys; print("%x" % json.load(sys.stdin)[0]["Status"]["leader"])' 2>/dev/null) || continue
+		for j in 0 1 2; do
+			[[ ${FN_ID[j]} == "$id" ]] && { FN_LEADER=$j; return 0; }
+		done
+	done
+}
+
+# fn_target: FN_T, a member: the leader 2 times in 3 when there is one,
+# else one drawn evenly. fn_target_cetcd: the same among cetcd members
+# (FN_T=-1 when there is none).
+fn_target() {
+	fn_leader
+	fn_rand 3
+	if ((FN_R < 2 && FN_LEADER >= 0)); then FN_T=$FN_LEADER; else fn_rand 3 && FN_T=$FN_R; fi
+}
+fn_target_cetcd() {
+	local c=() i
+	for i in 0 1 2; do [[ ${FN_KIND[i]} == cetcd ]] && c+=("$i"); done
+	FN_T=-1
+	((${#c[@]})) || return 0
+	fn_target
+	[[ ${FN_KIND[FN_T]} == cetcd ]] && return 0
+	fn_pick "${c[@]}"
+	FN_T=$FN_P
+}
+
+# ------------------------------------------------------------ nemeses
+# fn_fault_KIND: applies the fault, logs its start, and sets FN_HEAL to
+# the command that heals it (run by fn_heal, which logs the stop);
+# FN_HEAL stays empty when the fault heals itself (kill-daemon) or could
+# not be applied (no cetcd member for a daemon fault).
+fn_others() { it_cl_but "$1" | tr '\n' ' '; }
+
+fn_fault_isolate() {
+	fn_target
+	fn_isolate "$FN_T" isolate
+}
+fn_fault_split() {
+	fn_rand 3
+	fn_isolate "$FN_R" split
+}
+fn_isolate() {
+	local i=$1 j
+	for j in $(fn_others "$i"); do fn_cut "$i" "$j" && fn_cut "$j" "$i"; done
+	fn_log start "$2" "$(fn_name "$i")" "|" $(for j in $(fn_others "$i"); do fn_name "$j"; done)
+	FN_HEAL="fn_unisolate $i"
+}
+fn_unisolate() {
+	local j
+	for j in $(fn_others "$1"); do fn_uncut "$1" "$j" && fn_uncut "$j" "$1"; done
+}
+
+fn_fault_bridge() {
+	local a b m
+	fn_target
+	a=$FN_T
+	fn_rand 2
+	m=$(fn_others "$a")
+	read -r -a m <<<"$m"
+	b=${m[FN_R]} m=${m[1 - FN_R]}
+	fn_cut "$a" "$b" && fn_cut "$b" "$a"
+	fn_log start bridge "$(fn_name "$a")" "|" "$(fn_name "$m")" "|" "$(fn_name "$b")"
+	FN_HEAL="fn_uncut $a $b && fn_uncut $b $a"
+}
+
+fn_fault_oneway() {
+	local a b o
+	fn_target
+	read -r -a o <<<"$(fn_others "$FN_T")"
+	# the leader's packets lost on the way out, or on the way in
+	fn_rand 2
+	if ((FN_R)); then a=$FN_T b=${o[0]}; else a=${o[1]} b=$FN_T; fi
+	fn_cut "$a" "$b"
+	fn_log start oneway "$(fn_name "$a")" "->" "$(fn_name "$b")"
+	FN_HEAL="fn_uncut $a $b"
+}
+
+fn_fault_loss() {
+	fn_target
+	fn_pick 5 10 20 35 50
+	fn_link_lane "$FN_T" "$FN_P" 10gbit pfifo limit 0
+	fn_log start loss "$(fn_name "$FN_T")" "$FN_P%"
+	FN_HEAL="fn_link_unlane $FN_T"
+}
+fn_fault_reorder() {
+	fn_target
+	fn_pick 10 25 50
+	fn_link_lane "$FN_T" "$FN_P" 64kbit pfifo limit 200
+	fn_log start reorder "$(fn_name "$FN_T")" "$FN_P%"
+	FN_HEAL="fn_link_unlane $FN_T"
+}
+fn_fault_slow() {
+	fn_target
+	fn_pick 256kbit 1mbit 4mbit
+	fn_link_lane "$FN_T" 100 "$FN_P" pfifo limit 50
+	fn_log start slow "$(fn_name "$FN_T")" "$FN_P"
+	FN_HEAL="fn_link_unlane $FN_T"
+}
+
+fn_fault_kill() {
+	local p
+	fn_target
+	# every process of the member at once, as a power cut
+	for p in $(fn_procs "$FN_T"); do kill -9 "$p" 2>/dev/null || true; done
+	fn_log start kill "$(fn_name "$FN_T")"
+	FN_HEAL="fn_restart $FN_T"
+}
+# fn_restart I: member I started again on its data dir once its old
+# processes are gone.
+fn_restart() {
+	local p
+	for p in $(fn_procs "$1"); do it_wait_gone "$p" 10000 || true; done
+	wait "${IT_CL_PIDS[$1]}" 2>/dev/null || true
+	fn_start "$1"
+}
+
+fn_fault_pause() {
+	local p
+	fn_target
+	FN_PAUSED=$(fn_procs "$FN_T" | tr '\n' ' ')
+	for p in $FN_PAUSED; do kill -STOP "$p" 2>/dev/null || true; done
+	fn_log start pause "$(fn_name "$FN_T")"
+	FN_HEAL="fn_resume"
+}
+fn_resume() {
+	local p
+	for p in $FN_PAUSED; do kill -CONT "$p" 2>/dev/null || true; done
+	FN_PAUSED=
+}
+
+# fn_daemon_target: FN_T a cetcd member (the leader 2 times in 3) and
+# FN_D one of its daemons; 1 when there is none.
+fn_daemon_target() {
+	local d
+	fn_target_cetcd
+	((FN_T >= 0)) || return 1
+	d=$(fn_daemons "$FN_T" | sort)
+	[[ -n $d ]] || return 1
+	# shellcheck disable=SC2086 # one word a daemon
+	fn_pick $d
+	FN_D=$FN_P
+}
+fn_fault_kill-daemon() {
+	local pid
+	fn_daemon_target && pid=$(fn_daemon_pid "$FN_T" "$FN_D") || {
+		echo "  (no cetcd daemon to kill)"
+		return 0
+	}
+	kill -9 "$pid"
+	fn_log start kill-daemon "$(fn_name "$FN_T")" "$FN_D"
+	# the launcher heals it: the stop is when the new one runs
+	if IT_CETCD_PID=${IT_CL_PIDS[FN_T]} it_wait_child "$FN_D" "$pid" 30 >/dev/null; then
+		fn_log stop kill-daemon
+	else
+		fn_log stop kill-daemon
+		echo "  FAIL: the launcher did not restart $FN_D of $(fn_name "$FN_T") in 30 s"
+		FN_BROKEN+="${FN_BROKEN:+,}daemon-not-restarted"
+	fi
+}
+fn_fault_pause-daemon() {
+	fn_daemon_target && FN_PAUSED=$(fn_daemon_pid "$FN_T" "$FN_D") || {
+		echo "  (no cetcd daemon to pause)"
+		return 0
+	}
+	kill -STOP "$FN_PAUSED"
+	fn_log start pause-daemon "$(fn_name "$FN_T")" "$FN_D"
+	FN_HEAL="fn_resume"
+}
+
+fn_fault_clock() {
+	local f
+	fn_target_cetcd
+	if ((FN_T < 0)) || [[ ! -f $IT_TMP/$(fn_name "$FN_T").clock ]]; then
+		echo "  (no member runs with clockstep)"
+		return 0
+	fi
+	fn_pick + -
+	f=$FN_P
+	fn_pick 5 30 90 600
+	f+=$FN_P
+	fn_clock_set "$FN_T" "$f"
+	fn_log start clock "$(fn_name "$FN_T")" "${f}s"
+	FN_HEAL="fn_clock_set $FN_T 0"
+}
+# fn_clock_set I OFFSET: member I's clock offset (seconds, signed),
+# written in place, padded (clockstep maps the file).
+fn_clock_set() { printf '%-15s\n' "$2" 1<>"$IT_TMP/$(fn_name "$1").clock"; }
+
+# fn_heal: the current fault healed (FN_HEAL), its stop logged.
+fn_heal() {
+	[[ -n ${FN_HEAL:-} ]] || return 0
+	eval "$FN_HEAL" || echo "  FAIL: healing failed: $FN_HEAL"
+	fn_log stop "$FN_KIND_NOW"
+	FN_HEAL=
+}
+
+# fn_nemesis KINDS UNTIL: until epoch ms UNTIL, a fault drawn from KINDS
+# (a word each), held 1 to 6 s (never past UNTIL), healed, then 0.5 to
+# 2.5 s of quiet.
+fn_nemesis() {
+	local kinds=$1 until=$2 hold left
+	# shellcheck disable=SC2086 # one word a kind
+	while (($(it_now_ms) < until - 2000)); do
+		fn_pick $kinds
+		FN_KIND_NOW=$FN_P
+		"fn_fault_$FN_KIND_NOW"
+		fn_rand 5000
+		hold=$((1000 + FN_R))
+		left=$((until - $(it_now_ms)))
+		((hold > left)) && hold=$((left > 0 ? left : 0))
+		sleep "$((hold / 1000)).$(printf '%03d' $((hold % 1000)))"
+		fn_heal
+		fn_rand 2000
+		FN_R=$((FN_R + 500))
+		sleep "$((FN_R / 1000)).$(printf '%03d' $((FN_R % 1000)))"
+	done
+}
+
+# ------------------------------------------------------------ verdict
+# fn_recovery FAULTS HISTORY: per "stop" line of FAULTS, the ms from it
+# until an operation other than a read or a watch returned ok through
+# every endpoint of HISTORY after it (clients are pinned to members, so
+# writes through the members the fault spared say little); prints their
+# median (-1 when no stop was followed by one through every endpoint).
+# Says on stderr which stops were not.
+fn_recovery() {
+	python3 - "$1" "$2" <<'EOF'
+import bisect, json, sys
+stops = []
+for line in open(sys.argv[1]):
+    w = line.split()
+    if len(w) >= 3 and w[1] == "stop":
+        stops.append((int(w[0]), w[2]))
+writes = {}
+try:
+    for line in open(sys.argv[2]):
+        try:
+            op = json.loads(line)
+        except ValueError:
+            continue
+        writes.setdefault(op.get("ep"), [])
+        if op.get("type") == "ok" and op.get("f") not in ("read", "watch", "get"):
+            writes[op.get("ep")].append(op["ret_ns"])
+except FileNotFoundError:
+    pass
+for w in writes.values():
+    w.sort()
+got = []
+for at, kind in stops:
+    firsts = []
+    for ep, w in writes.items():
+        k = bisect.bisect_left(w, at)
+        if k == len(w):
+            print("no ok write through %s after the %s healed at %d" % (ep, kind, at), file=sys.stderr)
+            break
+        firsts.append(w[k] - at)
+    else:
+        if firsts:
+            got.append(max(firsts) // 1000000)
+got.sort()
+print("recovery_ms per heal, sorted:", *got, file=sys.stderr)
+print(got[len(got) // 2] if got else -1)
+EOF
+}
+
+# fn_field LINE NAME: the value of NAME=V in faultload's summary LINE
+# ("?" when absent).
+fn_field() {
+	local w
+	for w in $1; do
+		[[ $w == "$2="* ]] && { echo "${w#*=}"; return 0; }
+	done
+	echo "?"
+}
