@@ -258,7 +258,7 @@ static void test_interim(void)
 	/* three request timeouts of interim results: still waiting */
 	interims_for(s, &o, 3 * TIMEOUT_NS / 1000000);
 	CHECK(!s->closed);
-	CHECK(srv->stats.interims - interims >= 8);
+	CHECK(srv->stats.interims - interims >= 3);
 	CHECK_EQ(srv->pending.count, 1);
 	CHECK_EQ(srv->stats.timeouts, timeouts);
 	/* the answer comes as any result does */
@@ -298,29 +298,19 @@ static void test_interim(void)
 	interims = srv->stats.interims;
 	dropped = srv->stats.dropped;
 	int64_t end = clock_now_ns() + 3 * TIMEOUT_NS;
-	for (int i = 0; !s->closed && clock_now_ns() < end; i++) {
+	while (!s->closed && clock_now_ns() < end) {
 		struct msg_result_interim h = { .origin = o, .index = 9 };
 		bad = o;
-		switch (i % 5) {
-		case 0:
-			bad.generation = o.generation - 1;
-			push_interim(&bad);
-			break;
-		case 1:
-			bad.member_id = o.member_id + 1;
-			push_interim(&bad);
-			break;
-		case 2:
-			bad.request_id = o.request_id + (1u << srv->pending.index_bits);
-			push_interim(&bad);
-			break;
-		case 3:
-			push(SHM_SLOT_FROM_STORED, MSG_RESULT_INTERIM, &h, sizeof(h), "x", 1);
-			break;
-		default:
-			push(SHM_SLOT_FROM_RAFTD, MSG_RESULT_INTERIM, &h, sizeof(h), NULL, 0);
-			break;
-		}
+		bad.generation = o.generation - 1;
+		push_interim(&bad);
+		bad = o;
+		bad.member_id = o.member_id + 1;
+		push_interim(&bad);
+		bad = o;
+		bad.request_id = o.request_id + (1u << srv->pending.index_bits);
+		push_interim(&bad);
+		push(SHM_SLOT_FROM_STORED, MSG_RESULT_INTERIM, &h, sizeof(h), "x", 1);
+		push(SHM_SLOT_FROM_RAFTD, MSG_RESULT_INTERIM, &h, sizeof(h), NULL, 0);
 		for (int64_t until = clock_now_ns() + TIMEOUT_NS / 8;
 		     !s->closed && clock_now_ns() < until;)
 			spin(1);
