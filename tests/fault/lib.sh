@@ -32,6 +32,12 @@
 #                stored, gatewayd-N); the launcher restarts it, the stop
 #                line is logged once it runs again
 #   pause-daemon SIGSTOP of one daemon, then SIGCONT
+#   disk         the next fdatasync of a cetcd member's WAL or db (which
+#                one is drawn per member at start) fails with EIO, through
+#                the disk I/O layer's test fault backend
+#                (CETCD_TEST_DISKIO_FAULT, base/diskio/diskio.h): the
+#                daemon fails the file for good and the launcher restarts
+#                it; targets "mI wal|db"
 #   clock        a cetcd member's wall clock stepped by +-N s, then back
 #                (tests/tools/clockstep, preloaded: libfaketime cannot
 #                start in a program linked with jemalloc); targets
@@ -47,7 +53,7 @@ FN_NET=10.77.0
 FN_CLOCKSTEP=$IT_BUILD/tests/libclockstep.so
 FN_KINDS_NET="isolate split bridge oneway loss reorder slow"
 FN_KINDS_PROC="kill pause kill-daemon pause-daemon"
-FN_KINDS_ALL="$FN_KINDS_NET $FN_KINDS_PROC clock"
+FN_KINDS_ALL="$FN_KINDS_NET $FN_KINDS_PROC disk clock"
 
 # ------------------------------------------------------------ randomness
 # Every choice the harness makes comes from bash's RANDOM, seeded once
@@ -155,12 +161,15 @@ fn_link_unlane() {
 }
 
 # ------------------------------------------------------------ members
-# fn_cluster_init KIND0 KIND1 KIND2 CLOCK: the three members' settings
-# (it_cl_init), each on its own address in its own namespace, on etcd's
-# ports; with CLOCK=1 cetcd members run with tests/tools/clockstep
+# fn_cluster_init KIND0 KIND1 KIND2 CLOCK DISK: the three members'
+# settings (it_cl_init), each on its own address in its own namespace, on
+# etcd's ports. With CLOCK=1 cetcd members run with tests/tools/clockstep
 # preloaded, their wall clock offset read from IT_TMP/<name>.clock at
 # every call (monotonic clocks untouched, as a real clock step leaves
-# them; fn_clock_set writes it).
+# them; fn_clock_set writes it). With DISK=1 each cetcd member's WAL or
+# db (FN_DISK[I], drawn) fails its first fdatasync made while
+# IT_TMP/<name>.disk exists, once (the daemon it fails in removes the
+# file, so the one restarted runs clean).
 fn_cluster_init() {
 	local i
 	FN_KIND=("$1" "$2" "$3")
@@ -168,10 +177,16 @@ fn_cluster_init() {
 	for i in 0 1 2; do
 		IT_CL_HOST[i]=$(fn_addr "$i")
 		IT_CL_CPORT[i]=2379 IT_CL_PPORT[i]=2380 IT_CL_APORT[i]=2380
-		IT_CL_PREFIX[i]="ip netns exec ${FN_NS[i]}"
-		if [[ $4 == 1 && ${FN_KIND[i]} == cetcd ]]; then
+		IT_CL_PREFIX[i]="ip netns exec ${FN_NS[i]} env"
+		[[ ${FN_KIND[i]} == cetcd ]] || continue
+		if [[ $4 == 1 ]]; then
 			fn_clock_set "$i" 0
-			IT_CL_PREFIX[i]+=" env LD_PRELOAD=$FN_CLOCKSTEP CLOCKSTEP_FILE=$IT_TMP/$(fn_name "$i").clock"
+			IT_CL_PREFIX[i]+=" LD_PRELOAD=$FN_CLOCKSTEP CLOCKSTEP_FILE=$IT_TMP/$(fn_name "$i").clock"
+		fi
+		if [[ $5 == 1 ]]; then
+			fn_pick wal db
+			FN_DISK[i]=$FN_P
+			IT_CL_PREFIX[i]+=" CETCD_TEST_DISKIO_FAULT=file=$FN_P,sync=0,trigger=$IT_TMP/$(fn_name "$i").disk"
 		fi
 	done
 	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
@@ -407,6 +422,29 @@ fn_fault_clock() {
 # fn_clock_set I OFFSET: member I's clock offset (seconds, signed),
 # written in place, padded (clockstep maps the file).
 fn_clock_set() { printf '%-15s\n' "$2" 1<>"$IT_TMP/$(fn_name "$1").clock"; }
+
+fn_fault_disk() {
+	fn_target_cetcd
+	if ((FN_T < 0)) || [[ -z ${FN_DISK[FN_T]:-} ]]; then
+		echo "  (no member runs with a disk fault backend)"
+		return 0
+	fi
+	: >"$IT_TMP/$(fn_name "$FN_T").disk"
+	fn_log start disk "$(fn_name "$FN_T")" "${FN_DISK[FN_T]}"
+	FN_HEAL="fn_disk_heal $FN_T"
+}
+# fn_disk_heal I: says whether member I's disk fault fired (its trigger
+# file is gone), and disarms it if not.
+fn_disk_heal() {
+	local t
+	t=$IT_TMP/$(fn_name "$1").disk
+	if [[ -e $t ]]; then
+		rm -f "$t"
+		echo "  (no fdatasync of $(fn_name "$1")'s ${FN_DISK[$1]} came while armed)"
+	else
+		echo "  ($(fn_name "$1")'s ${FN_DISK[$1]} fdatasync failed)"
+	fi
+}
 
 # fn_heal: the current fault healed (FN_HEAL), its stop logged.
 fn_heal() {

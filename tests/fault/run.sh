@@ -125,9 +125,10 @@ mixed)
 	kinds[FN_R]=etcd
 	;;
 esac
-clock=0
+clock=0 disk=0
 [[ " $FN_KINDS " == *" clock "* ]] && clock=1
-fn_cluster_init "${kinds[@]}" "$clock"
+[[ " $FN_KINDS " == *" disk "* ]] && disk=1
+fn_cluster_init "${kinds[@]}" "$clock" "$disk"
 echo "# members: ${kinds[*]} at $(it_cl_ep 0) $(it_cl_ep 1) $(it_cl_ep 2); faults: ${FN_KINDS:-none}"
 for i in 0 1 2; do fn_start "$i"; done
 for i in 0 1 2; do
