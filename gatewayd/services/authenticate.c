@@ -43,27 +43,28 @@
 /* etcd's ErrNoPasswordUser, which its gRPC layer passes through as it is. */
 #define AUTHN_NO_PASSWORD_TEXT "auth: authentication failed, password was given for no password user"
 
+/* The request, kept while its linearizable read waits, while its
+ * password is checked and while its proposal is applied (wiped when
+ * freed): the one copy of the name and password. */
+struct authn_deferred {
+	struct gw_deferred base;
+	uint64_t checked_rev; /* while proposed: the revision the password was checked at */
+	bool in_job;          /* a job holds it: its free is the job's */
+	size_t name_len, password_len;
+	char bytes[]; /* name, NUL, password, NUL */
+};
+
 /* A password to check for a call (a job of the gateway's worker,
- * offload.h). name, password and hash are one allocation after the
- * struct, wiped when freed. */
+ * offload.h): the request, which the job holds from the read of the hash
+ * until its proposal takes it, and the hash, wiped when freed. */
 struct authn_job {
 	struct gw_offload_job base;
 	uint64_t call_id;   /* grpc_call_id; the call may be gone by the end */
 	uint64_t checked_rev; /* the auth store's revision the hash was read at */
 	bool ok;            /* the worker's answer */
-	size_t name_len, password_len, hash_len;
-	char *name, *password, *hash; /* each NUL-terminated, in bytes */
-	size_t bytes_len;
-	char bytes[];
-};
-
-/* The request, kept while its linearizable read waits and while its
- * proposal is applied (wiped when freed). */
-struct authn_deferred {
-	struct gw_deferred base;
-	uint64_t checked_rev; /* while proposed: the revision the password was checked at */
-	size_t name_len, password_len;
-	char bytes[]; /* name, NUL, password, NUL */
+	struct authn_deferred *req; /* NULL once proposed */
+	size_t hash_len;
+	char hash[]; /* NUL-terminated */
 };
 
 static struct authn_deferred *authn_deferred_new(const struct gw_deferred_ops *ops, const char *name,
@@ -75,6 +76,7 @@ static struct authn_deferred *authn_deferred_new(const struct gw_deferred_ops *o
 		return NULL;
 	a->base.ops = ops;
 	a->checked_rev = 0;
+	a->in_job = false;
 	a->name_len = nlen;
 	a->password_len = plen;
 	memcpy(a->bytes, name, nlen);
@@ -88,6 +90,8 @@ static void authn_deferred_free(struct gw_deferred *d)
 {
 	struct authn_deferred *a = (struct authn_deferred *)d;
 
+	if (a->in_job)
+		return; /* the job's now (authn_run) */
 	explicit_bzero(a->bytes, a->name_len + a->password_len + 2);
 	free(a);
 }
@@ -109,7 +113,11 @@ static void authn_job_free(struct gw_offload_job *oj)
 {
 	struct authn_job *j = (struct authn_job *)oj;
 
-	explicit_bzero(j->bytes, j->bytes_len);
+	if (j->req) {
+		j->req->in_job = false;
+		authn_deferred_free(&j->req->base);
+	}
+	explicit_bzero(j->hash, j->hash_len + 1);
 	free(j);
 }
 
@@ -117,8 +125,9 @@ static void authn_job_free(struct gw_offload_job *oj)
 static void authn_job_check(struct gw_offload_job *oj)
 {
 	struct authn_job *j = (struct authn_job *)oj;
+	const struct authn_deferred *a = j->req;
 
-	j->ok = bcrypt_verify(j->password, j->password_len, j->hash, j->hash_len);
+	j->ok = bcrypt_verify(a->bytes + a->name_len + 1, a->password_len, j->hash, j->hash_len);
 }
 
 static void authn_refuse(struct grpc_call *call, int err)
@@ -131,6 +140,7 @@ static void authn_refuse(struct grpc_call *call, int err)
 static void authn_job_done(struct gw_server *s, struct gw_offload_job *oj)
 {
 	struct authn_job *j = (struct authn_job *)oj;
+	struct authn_deferred *a = j->req;
 	Etcdserverpb__InternalAuthenticateRequest r =
 		ETCDSERVERPB__INTERNAL_AUTHENTICATE_REQUEST__INIT;
 	struct grpc_call *call = grpc_call_find(s->grpc, j->call_id);
@@ -141,7 +151,7 @@ static void authn_job_done(struct gw_server *s, struct gw_offload_job *oj)
 	if (!call)
 		return;
 	if (!j->ok) {
-		log_info("invalid password", LOG_BYTES("user-name", j->name, j->name_len));
+		log_info("invalid password", LOG_BYTES("user-name", a->bytes, a->name_len));
 		authn_refuse(call, AUTH_ERR_AUTH_FAILED);
 		return;
 	}
@@ -150,7 +160,7 @@ static void authn_job_done(struct gw_server *s, struct gw_offload_job *oj)
 		grpc_call_finish(call, GRPC_STATUS_UNKNOWN, "etcdserver: no random bytes for a token");
 		return;
 	}
-	r.name = j->name;
+	r.name = a->bytes;
 	r.simple_token = prefix;
 	n = etcdserverpb__internal_authenticate_request__get_packed_size(&r);
 	buf = gw_scratch(s, n ? n : 1);
@@ -159,14 +169,12 @@ static void authn_job_done(struct gw_server *s, struct gw_offload_job *oj)
 		return;
 	}
 	etcdserverpb__internal_authenticate_request__pack(&r, buf);
-	struct authn_deferred *pd = authn_deferred_new(&authn_proposed_ops, j->name, j->name_len,
-						       j->password, j->password_len);
-	if (!pd) {
-		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
-		return;
-	}
-	pd->checked_rev = j->checked_rev;
-	gw_propose_then(s, call, AUTHN_IRR_AUTHENTICATE, buf, n, &pd->base);
+	/* the request goes on with the proposal, which frees it */
+	j->req = NULL;
+	a->in_job = false;
+	a->base.ops = &authn_proposed_ops;
+	a->checked_rev = j->checked_rev;
+	gw_propose_then(s, call, AUTHN_IRR_AUTHENTICATE, buf, n, &a->base);
 }
 
 /* stored's answer: the token, if the auth store did not move since the
@@ -212,12 +220,13 @@ static int authn_user(struct gw_server *s, struct gw_read *rd, const char *name,
 	return *u ? 0 : -EUCLEAN;
 }
 
-/* After the read index: etcd's CheckPassword up to the hash comparison,
- * which goes to the worker. */
+/* After the read index, or again after a proposal whose check went
+ * stale: etcd's CheckPassword up to the hash comparison, which goes to
+ * the worker with d (its caller's free of d then leaves it to the job). */
 static void authn_run(struct gw_server *s, struct grpc_call *call, struct gw_deferred *d)
 {
 	struct authn_deferred *a = (struct authn_deferred *)d;
-	const char *name = a->bytes, *pw = a->bytes + a->name_len + 1;
+	const char *name = a->bytes;
 	Authpb__User *u = NULL;
 	struct authn_job *j;
 	struct gw_read rd;
@@ -254,23 +263,14 @@ static void authn_run(struct gw_server *s, struct grpc_call *call, struct gw_def
 		return;
 	}
 	size_t hlen = u->password.len;
-	size_t blen = a->name_len + 1 + a->password_len + 1 + hlen + 1;
-	j = calloc(1, sizeof(*j) + blen);
+	j = calloc(1, sizeof(*j) + hlen + 1);
 	if (!j) {
 		gw_read_end(s, &rd);
 		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
 		return;
 	}
-	j->bytes_len = blen;
 	j->call_id = grpc_call_id(call);
 	j->checked_rev = rd.st.auth_revision;
-	j->name = j->bytes;
-	j->name_len = a->name_len;
-	memcpy(j->name, name, a->name_len + 1);
-	j->password = j->name + a->name_len + 1;
-	j->password_len = a->password_len;
-	memcpy(j->password, pw, a->password_len + 1);
-	j->hash = j->password + a->password_len + 1;
 	j->hash_len = hlen;
 	if (hlen)
 		memcpy(j->hash, u->password.data, hlen);
@@ -278,8 +278,12 @@ static void authn_run(struct gw_server *s, struct grpc_call *call, struct gw_def
 	j->base.work = authn_job_check;
 	j->base.done = authn_job_done;
 	j->base.free = authn_job_free;
+	j->req = a; /* before the worker can see the job */
+	a->in_job = true;
 	rc = gw_offload_queue(s, &j->base);
 	if (rc) {
+		j->req = NULL; /* still d's caller's */
+		a->in_job = false;
 		authn_job_free(&j->base);
 		s->stats.too_many++;
 		grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "etcdserver: too many requests");
