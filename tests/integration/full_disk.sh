@@ -27,13 +27,7 @@
 source "$(dirname "$0")/lib.sh"
 it_need_cetcd
 it_need_etcdctl
-if [[ -z ${FULL_DISK_NS:-} ]]; then
-	[[ $(id -u) == 0 ]] || it_skip "mounting a small tmpfs for the data dir needs root"
-	it_need_program unshare "Debian package util-linux"
-	unshare -m --propagation private true 2>/dev/null ||
-		it_skip "cannot make a private mount namespace here (unshare -m)"
-	FULL_DISK_NS=1 exec unshare -m --propagation private bash "$0" "$@"
-fi
+it_mount_ns "mounting a small tmpfs for the data dir" "$@"
 it_build_kvclient
 it_build_go_tool boltcheck go.etcd.io/bbolt
 BOLTCHECK=$IT_BUILD/tests/boltcheck
@@ -42,9 +36,7 @@ it_init full-disk
 # The WAL preallocates two 64 MB segments (the tail and the next one):
 # the file system holds them and some room for the db.
 disk=$IT_TMP/disk
-mkdir "$disk"
-mount -t tmpfs -o size=176m,mode=0700 tmpfs "$disk"
-it_on_exit+=("umount -l '$disk'")
+it_tmpfs "$disk" 176m
 data=$disk/data
 db=$data/member/snap/db
 log=$IT_TMP/cetcd.log

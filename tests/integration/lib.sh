@@ -110,6 +110,26 @@ it_need_etcdctl() {
 it_need_etcd() {
 	it_need_program etcd "Debian package etcd-server"
 }
+# it_mount_ns WHY "$@": the test again, from its start, in a private mount
+# namespace of its own (unshare -m), so that what it mounts is its alone;
+# returns once in it. Exits 77 when not root (WHY: what the mounts are
+# for) or when no such namespace can be made here.
+it_mount_ns() {
+	[[ -z ${IT_MOUNT_NS:-} ]] || return 0
+	[[ $(id -u) == 0 ]] || it_skip "$1 needs root"
+	shift
+	it_need_program unshare "Debian package util-linux"
+	unshare -m --propagation private true 2>/dev/null ||
+		it_skip "cannot make a private mount namespace here (unshare -m)"
+	IT_MOUNT_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+}
+# it_tmpfs DIR SIZE: a tmpfs of SIZE (mount's size=, e.g. 8m) made at DIR
+# (in it_mount_ns's namespace), unmounted at exit.
+it_tmpfs() {
+	mkdir -p "$1"
+	mount -t tmpfs -o "size=$2,mode=0700" tmpfs "$1"
+	it_on_exit+=("umount -l '$1'")
+}
 
 # ------------------------------------------------------------ setup, exit
 # it_init NAME: IT_TMP (logs, data dirs) and IT_RT (runtime dirs, on tmpfs).
