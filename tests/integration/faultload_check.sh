@@ -7,7 +7,9 @@
 # history, a stale read, a lost write, a read of a value never written,
 # a cas that applied against the wrong value, a read of a value whose
 # write failed; txn: a clean history, a stale read; watch: a clean
-# history with a cancellation for compaction, a gap), a search too big
+# history with a cancellation for compaction, a gap; lock: a clean
+# history where a lease stopped being kept alive before its unlock, two
+# holders at once), a search too big
 # for its step bound (unknown, not clean), a history that is not one
 # (exit 2); then a short run of each workload against a 3-member cetcd
 # cluster, which must check clean.
@@ -59,7 +61,7 @@ for dir in "$DATA"/*/; do
 		fail "$name: the anomalies file says what was found"
 	fi
 done
-check "crafted histories were checked" test "$n" -ge 10
+check "crafted histories were checked" test "$n" -ge 12
 
 # A long sequential history the search cannot finish in 1 step.
 mkdir -p "$IT_TMP/big"
@@ -88,7 +90,7 @@ it_cl_init faultload 3
 for i in 0 1 2; do it_cl_start "$i" cetcd; done
 for i in 0 1 2; do it_cl_answers "$i" || true; done
 eps=http://$(it_cl_ep 0),http://$(it_cl_ep 1),http://$(it_cl_ep 2)
-for w in register txn watch; do
+for w in register txn watch lock; do
 	rc=0
 	line=$("$FL" -endpoints "$eps" -workload $w -seed 1 -duration 4s \
 		-out "$IT_TMP/run" -serializable 0.2 2>"$IT_TMP/run.err") || rc=$?
@@ -96,6 +98,6 @@ for w in register txn watch; do
 	sed 's/^/  /' "$IT_TMP/run.err"
 	check "a $w run on 3 cetcd members checks clean" \
 		eval '[[ $rc == 0 ]] && summary_has "$line" "workload=$w anomalies=0 lost=0 unknown=0"'
-	check "it did some work" eval '[[ $(sed -n "s/.* ok=\([0-9]*\) .*/\1/p" <<<"$line") -ge 100 ]]'
+	check "it did some work" eval '[[ $(sed -n "s/.* ok=\([0-9]*\) .*/\1/p" <<<"$line") -ge 50 ]]'
 done
 it_summary

@@ -30,6 +30,18 @@ func firstCall(ops []Op) int64 {
 	return t0
 }
 
+// perClient lists the clients of groups (operations by client) in
+// order, after sorting each one's operations by call.
+func perClient(groups map[int][]*Op) []int {
+	ids := make([]int, 0, len(groups))
+	for id, g := range groups {
+		ids = append(ids, id)
+		sort.SliceStable(g, func(i, j int) bool { return g[i].Call < g[j].Call })
+	}
+	sort.Ints(ids)
+	return ids
+}
+
 // describe names an operation in a report: its client, kind, values and
 // times relative to t0 (the history's first call), in milliseconds.
 func describe(op *Op, t0 int64) string {
@@ -61,6 +73,12 @@ func describe(op *Op, t0 int64) string {
 	}
 	if op.Rev != 0 {
 		fmt.Fprintf(&b, " rev=%d", op.Rev)
+	}
+	if op.LockKey != "" {
+		fmt.Fprintf(&b, " lock_key=%s", op.LockKey)
+	}
+	if op.ValidNs != 0 {
+		fmt.Fprintf(&b, " lease alive until %.3f ms", float64(op.ValidNs-t0)/1e6)
 	}
 	if op.Final {
 		b.WriteString(" final")

@@ -96,14 +96,8 @@ func checkWatch(ops []Op, s *summary, lim checkLimits) {
 		return rs[i-1]
 	}
 
-	ids := make([]int, 0, len(watchers))
-	for id := range watchers {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	for _, id := range ids {
+	for _, id := range perClient(watchers) {
 		wops := watchers[id]
-		sort.SliceStable(wops, func(i, j int) bool { return wops[i].Call < wops[j].Call })
 		start, last, end := int64(-1), int64(0), int64(-1)
 		seen := map[int64]bool{}
 		var excused [][2]int64

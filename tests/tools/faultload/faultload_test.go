@@ -127,6 +127,19 @@ func simRegister(seed int64, clients, keys, perClient int) []Op {
 	return ops
 }
 
+// nthOp is the index of the n-th operation (from 0) that is, or -1.
+func nthOp(ops []Op, n int, is func(*Op) bool) int {
+	for i := range ops {
+		if is(&ops[i]) {
+			if n == 0 {
+				return i
+			}
+			n--
+		}
+	}
+	return -1
+}
+
 // checkAs checks ops with the checker of workload w.
 func checkAs(w string, ops []Op) summary {
 	s := summary{workload: w}
@@ -603,15 +616,7 @@ func TestWatchCorrectHistoriesPass(t *testing.T) {
 func TestWatchAnomaliesFail(t *testing.T) {
 	// watchOp is the index of the n-th watch answer of watcher w
 	watchOp := func(ops []Op, w, n int) int {
-		for i := range ops {
-			if ops[i].F == "watch" && ops[i].Client == w {
-				if n == 0 {
-					return i
-				}
-				n--
-			}
-		}
-		return -1
+		return nthOp(ops, n, func(op *Op) bool { return op.F == "watch" && op.Client == w })
 	}
 	cases := []struct {
 		name   string
@@ -653,6 +658,140 @@ func TestWatchAnomaliesFail(t *testing.T) {
 			if s := checkAs("watch", ops); c.field(s) == 0 {
 				t.Fatalf("%s, seed %d: not found: %s", c.name, seed, s.line())
 			}
+		}
+	}
+}
+
+// simLock makes the history of the lock workload on a correct server:
+// holds one after the other, by clients drawn at random; now and then a
+// holder whose lease was not surely alive to the end (valid_ns before
+// its unlock) with the next holder taking the lock after that point but
+// before the unlock, and now and then a lock that timed out.
+func simLock(seed int64, holds int) []Op {
+	rng := rand.New(rand.NewSource(seed))
+	var ops []Op
+	t := int64(0)
+	busy := map[int]int64{} // when each client's last operation returns
+	for i := 0; i < holds; i++ {
+		var free []int
+		for len(free) == 0 {
+			for c := 0; c < 4; c++ {
+				if busy[c] <= t {
+					free = append(free, c)
+				}
+			}
+			t++
+		}
+		c := free[rng.Intn(len(free))]
+		key := fmt.Sprintf("lock/%d-%d", c, i)
+		add := func(op Op, call, ret int64) {
+			op.Proc, op.Client, op.Call, op.Ret = c, c, call, ret
+			busy[c] = ret
+			if op.Type == "" {
+				op.Type = typeOK
+			}
+			ops = append(ops, op)
+		}
+		if rng.Intn(10) == 0 {
+			add(Op{F: "lock", Type: typeInfo}, t, t+50)
+			t += 5
+			continue
+		}
+		add(Op{F: "lock", LockKey: key}, t, t+5)
+		add(Op{F: "marker-write", Key: "marker", Value: key}, t+6, t+7)
+		add(Op{F: "holder-read", Key: key, Found: true}, t+8, t+9)
+		add(Op{F: "marker-read", Key: "marker", Read: key, Found: true}, t+10, t+11)
+		if rng.Intn(8) == 0 {
+			// the lease went unseen from t+12: the next holder may come
+			// in before this one's unlock
+			add(Op{F: "unlock", LockKey: key, ValidNs: t + 12}, t+40, t+41)
+			t += 13
+			continue
+		}
+		add(Op{F: "unlock", LockKey: key, ValidNs: t + 20}, t+20, t+21)
+		t += 21 + int64(rng.Intn(3))
+	}
+	return ops
+}
+
+func TestLockCorrectHistoriesPass(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		if s := checkAs("lock", simLock(seed, 300)); !s.clean() {
+			t.Fatalf("seed %d: a correct history fails: %s\n%s", seed, s.line(), strings.Join(s.details, "\n"))
+		}
+	}
+}
+
+func TestLockAnomaliesFail(t *testing.T) {
+	nth := func(ops []Op, f string, n int) int {
+		return nthOp(ops, n, func(op *Op) bool { return op.F == f && op.Type == typeOK })
+	}
+	cases := []struct {
+		name   string
+		mutate func([]Op) bool
+		field  func(summary) int
+	}{
+		{"a lock taken while another client held it", func(ops []Op) bool {
+			for n := 10; n < 200; n++ {
+				a, b := nth(ops, "lock", n), nth(ops, "lock", n+1)
+				if ops[a].Client != ops[b].Client {
+					ops[b].Ret = ops[a].Ret + 1
+					return true
+				}
+			}
+			return false
+		}, func(s summary) int { return s.doubleHolders }},
+		{"a lease kept alive past the next holder's lock", func(ops []Op) bool {
+			for i := range ops {
+				if ops[i].F == "unlock" && ops[i].ValidNs < ops[i].Call {
+					for j := i + 1; j < len(ops); j++ {
+						if ops[j].F == "lock" && ops[j].Type == typeOK && ops[j].Ret < ops[i].Call {
+							ops[i].ValidNs = ops[i].Call
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}, func(s summary) int { return s.doubleHolders }},
+		{"a holder's key gone", func(ops []Op) bool {
+			ops[nth(ops, "holder-read", 30)].Found = false
+			return true
+		}, func(s summary) int { return s.anomalies }},
+		{"a marker no holder wrote", func(ops []Op) bool {
+			ops[nth(ops, "marker-read", 30)].Read = "zz"
+			return true
+		}, func(s summary) int { return s.anomalies }},
+	}
+	for _, c := range cases {
+		for seed := int64(1); seed <= 10; seed++ {
+			ops := simLock(seed, 300)
+			if !c.mutate(ops) {
+				t.Fatalf("%s, seed %d: nothing to mutate", c.name, seed)
+			}
+			if s := checkAs("lock", ops); c.field(s) == 0 {
+				t.Fatalf("%s, seed %d: not found: %s", c.name, seed, s.line())
+			}
+		}
+	}
+}
+
+func TestLeaseValidUntil(t *testing.T) {
+	s := int64(time.Second)
+	cases := []struct {
+		acks           []int64
+		from, to, want int64
+	}{
+		{[]int64{0, 3 * s / 2, 3 * s}, s, 6 * s, 6 * s},        // answers often enough
+		{[]int64{0, 3 * s / 2}, s, 7 * s, 11 * s / 2},          // no answer after 1.5 s
+		{[]int64{0, 5 * s, 6 * s}, s, 6 * s, 4 * s},            // a 5 s gap
+		{[]int64{0}, 5 * s, 6 * s, 5 * s},                      // gone before the hold
+		{[]int64{0, 2 * s, 4 * s, 9 * s}, 3 * s, 5 * s, 5 * s}, // a later gap does not matter
+	}
+	for i, c := range cases {
+		l := &lease{ttl: 5 * time.Second, acks: c.acks}
+		if got := l.validUntil(c.from, c.to); got != c.want {
+			t.Errorf("case %d: validUntil(%d, %d) = %d, want %d (ttl 5 s, margin %v)", i, c.from, c.to, got, c.want, lockMargin)
 		}
 	}
 }

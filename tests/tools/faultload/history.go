@@ -57,6 +57,14 @@ type Op struct {
 	Events     []Event `json:"events,omitempty"`
 	StartRev   int64   `json:"start_rev,omitempty"`
 	CompactRev int64   `json:"compact_rev,omitempty"`
+
+	// lock: the lease a holder kept alive and its TTL in seconds, the key
+	// that held the lock, and for an unlock the end of the hold's part
+	// during which the lease was surely alive.
+	Lease   int64  `json:"lease,omitempty"`
+	TTL     int64  `json:"ttl,omitempty"`
+	LockKey string `json:"lock_key,omitempty"`
+	ValidNs int64  `json:"valid_ns,omitempty"`
 }
 
 // Event is one watch event as a watcher got it, with its prev_kv

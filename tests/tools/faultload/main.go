@@ -27,6 +27,8 @@
 //	          revisions they committed at (checktxn.go)
 //	watch     every watcher saw every revision of its range once, in
 //	          order, with the right prev_kv (checkwatch.go)
+//	lock      no two holders at once while their leases lived, no
+//	          holder's key gone while its lease lived (checklock.go)
 //
 // A linearizability search that exceeds -check-time (the whole check)
 // or -check-steps (per key) is reported as unknown=N in the summary and
@@ -62,6 +64,8 @@ type config struct {
 	clients      int
 	keys         int
 	watchers     int
+	lockTTL      int64
+	lockWait     time.Duration
 	timeout      time.Duration
 	serializable float64
 	finalWait    time.Duration
@@ -75,12 +79,14 @@ var workloads = map[string]func(context.Context, *config, *recorder){
 	"register": runRegister,
 	"txn":      runTxn,
 	"watch":    runWatch,
+	"lock":     runLock,
 }
 
 var checkers = map[string]func([]Op, *summary, checkLimits){
 	"register": checkRegister,
 	"txn":      checkTxn,
 	"watch":    checkWatch,
+	"lock":     checkLock,
 }
 
 func logf(format string, a ...interface{}) {
@@ -125,6 +131,8 @@ func main() {
 	flag.IntVar(&cfg.clients, "clients", 8, "number of clients")
 	flag.IntVar(&cfg.keys, "keys", 4, "number of keys")
 	flag.IntVar(&cfg.watchers, "watchers", 1, "watch: watchers on each member")
+	flag.Int64Var(&cfg.lockTTL, "lock-ttl", 5, "lock: TTL of each holder's lease, seconds (more than 1)")
+	flag.DurationVar(&cfg.lockWait, "lock-wait", 10*time.Second, "lock: deadline of taking the lock")
 	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Second, "deadline of each operation")
 	flag.Float64Var(&cfg.serializable, "serializable", 0, "share of register reads made serializable")
 	flag.DurationVar(&cfg.finalWait, "final-wait", 20*time.Second, "how long the final reads try the members")
@@ -155,8 +163,8 @@ func main() {
 		os.Exit(finish(&cfg, ops, lim))
 	}
 
-	if *eps == "" || cfg.out == "" || workloads[cfg.workload] == nil || cfg.clients < 1 || cfg.keys < 1 {
-		usage("usage: faultload -endpoints URL[,URL...] -workload register|txn|watch -seed N -duration D -out DIR [-clients N] [-keys N] [-timeout D], or faultload -check DIR")
+	if *eps == "" || cfg.out == "" || workloads[cfg.workload] == nil || cfg.clients < 1 || cfg.keys < 1 || cfg.lockTTL < 2 {
+		usage("usage: faultload -endpoints URL[,URL...] -workload register|txn|watch|lock -seed N -duration D -out DIR [-clients N] [-keys N] [-timeout D], or faultload -check DIR")
 	}
 	cfg.endpoints = strings.Split(*eps, ",")
 	if cfg.prefix == "" {

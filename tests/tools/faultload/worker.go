@@ -46,9 +46,9 @@ func runWorkers(ctx context.Context, cfg *config, rec *recorder, body func(conte
 }
 
 // timed makes one request (call, which fills op from the answer) under
-// the -timeout deadline and sets op's times and outcome.
-func timed(cfg *config, op *Op, call func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+// a deadline d away and sets op's times and outcome.
+func timed(d time.Duration, op *Op, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	op.Call = time.Now().UnixNano()
 	err := call(ctx)
@@ -57,12 +57,17 @@ func timed(cfg *config, op *Op, call func(context.Context) error) error {
 	return err
 }
 
-// do makes one operation of the worker (see timed) and records it. The
-// operation does not end with the run: one under way when the run ends
-// has its deadline to finish.
+// do makes one operation of the worker under the -timeout deadline (see
+// timed) and records it. The operation does not end with the run: one
+// under way when the run ends has its deadline to finish.
 func (w *worker) do(op *Op, call func(context.Context) error) error {
+	return w.doWithin(w.cfg.timeout, op, call)
+}
+
+// doWithin is do with a deadline d away.
+func (w *worker) doWithin(d time.Duration, op *Op, call func(context.Context) error) error {
 	op.Proc, op.Client, op.Ep = w.proc, w.id, w.ep
-	err := timed(w.cfg, op, call)
+	err := timed(d, op, call)
 	w.rec.add(*op)
 	if op.Type == typeInfo {
 		w.proc += w.cfg.clients
@@ -98,7 +103,7 @@ func finalOp(cfg *config, rec *recorder, f string, call func(context.Context, *c
 			return err
 		}
 		op := Op{Proc: -1, Client: -1, Ep: ep, F: f, Final: true}
-		err = timed(cfg, &op, func(ctx context.Context) error { return call(ctx, cli, &op) })
+		err = timed(cfg.timeout, &op, func(ctx context.Context) error { return call(ctx, cli, &op) })
 		cli.Close()
 		if rec != nil {
 			rec.add(op)
