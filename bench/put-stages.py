@@ -11,7 +11,10 @@ seen:
   decode+propose       gatewayd's read until it rings raftd
   raftd wakes          ring until raftd runs
   raftd -> WAL         raftd runs until the WAL's fdatasync is submitted
-  WAL write+sync       fdatasync submitted until it completes (io_uring)
+                       (with the batch's copy into the page cache, when
+                       raftd makes it itself: base/diskio/diskio_uring.c)
+  WAL write+sync       fdatasync submitted until it completes (io_uring;
+                       with the copy when the worker thread makes it)
   raftd wakes again    sync completion until raftd runs
   raftd commit         raftd runs until it rings stored
   stored wakes         ring until stored runs

@@ -62,6 +62,20 @@ static void test_uring_chain(void)
 		memcmp(back, a, sizeof(a)) == 0);
 	T_CHECK(pread(fd, back, sizeof(b), 0) == (ssize_t)sizeof(b) &&
 		memcmp(back, b, sizeof(b)) == 0);
+	/* A small first write is copied before the chain goes to the kernel:
+	 * it is in the file as soon as submit returns, before any reap; a
+	 * large one goes with the chain, and is there once it is reaped. */
+	static uint8_t big[200 << 10], bigback[sizeof(big)];
+	fill(big, sizeof(big), 'g');
+	struct diskio_write wc = { big, 512, 16384 };
+	T_OK(diskio_chain_submit(d, &wc, 1));
+	T_CHECK(pread(fd, bigback, 512, 16384) == 512 && memcmp(bigback, big, 512) == 0);
+	T_OK(diskio_chain_reap(d, true));
+	wc = (struct diskio_write){ big, sizeof(big), 32768 };
+	T_OK(diskio_chain_submit(d, &wc, 1));
+	T_OK(diskio_chain_reap(d, true));
+	T_CHECK(pread(fd, bigback, sizeof(big), 32768) == (ssize_t)sizeof(big) &&
+		memcmp(bigback, big, sizeof(big)) == 0);
 	T_RC(diskio_chain_submit(d, w, 0), -EINVAL);
 	T_RC(diskio_chain_submit(d, w, DISKIO_CHAIN_MAX + 1), -EINVAL);
 	/* Reaping with nothing in flight. */
