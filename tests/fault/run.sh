@@ -104,7 +104,17 @@ fi
 IT_TMP=$FN_OUT
 IT_RT=$(mktemp -d /dev/shm/cetcd-fault.XXXXXX)
 IT_KEEP=1
+# faultload first, given time to check what it recorded (an interrupted
+# run's history is still read), then the rest
 fn_inner_exit() {
+	local rc=$?
+	set +e
+	if [[ -n ${fl:-} ]] && ! it_gone "$fl"; then
+		kill -TERM "$fl" 2>/dev/null
+		it_wait_gone "$fl" 30000
+	fi
+	# it_cleanup reads the exit status from $?
+	(exit "$rc")
 	it_cleanup
 	rm -rf "$IT_RT"
 }
@@ -175,7 +185,7 @@ fi
 rec=$(fn_recovery "$FN_OUT/faults.log" "$FN_OUT/$FN_WORKLOAD.jsonl")
 
 out="seed=$FN_SEED cluster=$FN_CLUSTER faults=${FN_FAULTS} duration_s=$FN_SECS workload=$FN_WORKLOAD"
-for f in ops anomalies lost watch_gaps watch_dups double_holders longest_unavail_ms; do
+for f in ops anomalies lost watch_gaps watch_dups double_holders longest_unavail_ms unknown; do
 	out+=" $f=$(fn_field "$line" "$f")"
 done
 out+=" recovery_ms_median=$rec converged=$converged dir=$FN_OUT"
