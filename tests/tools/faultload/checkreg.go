@@ -268,6 +268,7 @@ func checkRegister(ops []Op, s *summary, lim checkLimits) {
 	wg.Wait()
 	for ki, k := range keys {
 		r := &results[ki]
+		logf("key %s: %d operations searched, %d steps, %.2f s", k, len(r.ops), r.res.steps, r.took.Seconds())
 		switch r.res.verdict {
 		case linUnknown:
 			s.unknown++
@@ -334,18 +335,34 @@ func checkLost(kops []*Op, s *summary, t0 int64) {
 		return
 	}
 	fv := readValue(final)
+	// the two latest returns of the writes that may have happened before
+	// the final read (an indeterminate one never returns), so that each
+	// write can ask about the latest of the others
+	var top *Op
+	topRet, nextRet := int64(math.MinInt64), int64(math.MinInt64)
+	for _, o := range kops {
+		if !writes(o) || o.Call >= final.Ret {
+			continue
+		}
+		r := o.Ret
+		if o.Type == typeInfo {
+			r = math.MaxInt64
+		}
+		if r > topRet {
+			top, topRet, nextRet = o, r, topRet
+		} else if r > nextRet {
+			nextRet = r
+		}
+	}
 	for _, w := range kops {
 		if !acked(w) || w.Value == fv {
 			continue
 		}
-		later := false
-		for _, o := range kops {
-			if o != w && writes(o) && o.Call < final.Ret && (o.Type == typeInfo || o.Ret > w.Call) {
-				later = true
-				break
-			}
+		later := topRet
+		if top == w {
+			later = nextRet
 		}
-		if !later {
+		if later <= w.Call {
 			s.lost++
 			s.details = append(s.details, fmt.Sprintf("lost: %s; no later write, and the final read shows %s: %s",
 				describe(w, t0), readText(final), describe(final, t0)))
