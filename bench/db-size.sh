@@ -21,6 +21,7 @@
 # BENCH_DIR (data dirs; default /var/tmp), BENCH_LOCK (as etcd-compare.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/lib.sh"
 build=${CETCD_BUILD:-$root/build}
 tools=${ETCD_TOOLS:-$HOME/.cache/cetcd-etcd-tools}
 keys=${BENCH_KEYS:-200000}
@@ -29,22 +30,17 @@ rounds=${BENCH_ROUNDS:-3}
 workloads=("$@")
 ((${#workloads[@]})) || workloads=(seq rand over)
 
-exec 8>"${BENCH_LOCK:-${TMPDIR:-/tmp}/cetcd-bench.lock}"
-flock 8 || { echo "db-size: cannot lock the bench lock" >&2; exit 2; }
+bench_lock db-size
 [[ -x $tools/etcd-benchmark ]] || bash "$root/bench/etcd-tools.sh" "$tools" >&2
 work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/cetcd-db-size.XXXXXX")
 pid=""
 cleanup() {
-  [[ -z $pid ]] || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }
+  [[ -z $pid ]] || stop_pid "$pid"
   rm -rf "$work"
 }
 trap cleanup EXIT
-(cd "$root/tests/tools/boltcheck" && GO111MODULE=off GOFLAGS= GOPATH=/usr/share/gocode \
-  GOCACHE="$work/gocache" go build -o "$work/boltcheck" .)
+build_go "$work/boltcheck" "$root/tests/tools/boltcheck"
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 ctl() { ETCDCTL_API=3 etcdctl --endpoints "$ep" --command-timeout 600s "$@"; }
 status_field() { ctl endpoint status -w json | python3 -c "import json, sys; print(json.load(sys.stdin)[0]$1)"; }
 bench() {
@@ -56,17 +52,15 @@ bench() {
 run() {
   local kind=$1 w=$2 cp pp dir
   cp=$(free_port) pp=$(free_port) dir=$work/$kind-$w
-  local args="--name m0 --data-dir $dir --log-level error
-    --listen-client-urls http://127.0.0.1:$cp --advertise-client-urls http://127.0.0.1:$cp
-    --listen-peer-urls http://127.0.0.1:$pp --initial-advertise-peer-urls http://127.0.0.1:$pp
-    --initial-cluster m0=http://127.0.0.1:$pp"
+  local args
+  args=$(member_args "$dir" "$cp" "$pp")
   if [[ $kind == etcd ]]; then
     setsid etcd $args >"$work/$kind.log" 2>&1 &
   else
     setsid "$build/bin/cetcd" $args >"$work/$kind.log" 2>&1 &
   fi
   pid=$! ep=127.0.0.1:$cp
-  for _ in $(seq 150); do ctl put db-size-ready 1 >/dev/null 2>&1 && break; sleep 0.2; done
+  wait_ready "$ep" 300 || { echo "db-size: $kind did not start" >&2; tail -n 20 "$work/$kind.log" >&2; exit 1; }
   local db=$dir/member/snap/db
   case $w in
   seq) bench --sequential-keys --key-space-size "$keys" --total "$keys" ;;
@@ -80,7 +74,7 @@ run() {
   esac
   echo "$kind $w: dbSize $(status_field '["Status"]["dbSize"]') file $(stat -c %s "$db")"
   size=$(stat -c %s "$db")
-  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+  stop_pid "$pid"; pid=""
   "$work/boltcheck" -stats "$db" | awk 'NR == 1 || $2 != 0 || $3 != 0 || /^file/'
   rm -rf "$dir"
 }

@@ -128,6 +128,7 @@
 # each other; default /tmp/cetcd-bench.lock).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/lib.sh"
 build=${CETCD_BUILD:-$root/build}
 total=${BENCH_TOTAL:-100000}
 defrag_mb_default=1024
@@ -160,30 +161,16 @@ command -v h2load >/dev/null || { echo "etcd-compare: h2load missing (nghttp2-cl
 [[ -x $build/bin/cetcd ]] || { echo "etcd-compare: build cetcd first (tools/build.sh)" >&2; exit 1; }
 
 # one run at a time on a machine: a second waits for the first
-exec 8>"${BENCH_LOCK:-${TMPDIR:-/tmp}/cetcd-bench.lock}"
-flock 8 || { echo "etcd-compare: cannot lock ${BENCH_LOCK:-${TMPDIR:-/tmp}/cetcd-bench.lock}" >&2; exit 2; }
+bench_lock etcd-compare
 
 work=$(mktemp -d "$basedir/cetcd-compare.XXXXXX")
 server_pids=()
-stop_pid() {
-  local p=$1
-  if kill -0 "$p" 2>/dev/null; then
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  fi
-}
 stop_server() {
   local p
   for p in "${server_pids[@]}"; do stop_pid "$p"; done
   server_pids=()
 }
 trap 'stop_server; rm -rf "$work"' EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # start_member KIND I: member I of the current cluster (flags in margs).
 start_member() {
@@ -204,9 +191,7 @@ scheme=http ctl_args=() tool_args=()
 ctl() { ETCDCTL_API=3 etcdctl "${ctl_args[@]}" "$@"; }
 
 # ready EP: a put through EP is acknowledged.
-ready() {
-  ctl --endpoints "$1" --command-timeout 1s put bench-ready 1 >/dev/null 2>&1
-}
+ready() { put_ready "$1" "${ctl_args[@]}"; }
 
 # start_server NAME: starts cetcd or etcd ($members members) on fresh
 # ports and data dirs; sets server_pids, endpoints (all), endpoint (the
@@ -527,9 +512,6 @@ scrape_end() {
   wait "$scrape_pid" 2>/dev/null || true
   scrape_pid=""
 }
-
-# median: the middle of the numbers on stdin
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : 0) }'; }
 
 # measure NAME FIELDS CMD...: runs CMD (printing space-separated figures)
 # against every server, $rounds times; R[server.FIELD] gets each figure's

@@ -17,24 +17,13 @@ set -euo pipefail
 out=${1:-$HOME/.cache/cetcd-etcd-tools}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-src=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/lib.sh"
 
-# build_go NAME SRC: OUT/NAME built from SRC (one .go file, or a folder
-# of them) over Debian's Go packages, unless it is newer than SRC.
-build_go() {
-  local name=$1 from=$2 dir=$2 what=. cache
-  if [[ -f $from ]]; then dir=$(dirname "$from") what=$(basename "$from"); fi
-  [[ -x $out/$name && -z $(find "$from" -newer "$out/$name") ]] && return 0
-  cache=$(mktemp -d)
-  (cd "$dir" && GO111MODULE=off GOFLAGS= GOPATH=/usr/share/gocode GOCACHE="$cache" \
-    go build -o "$out/$name" "$what")
-  rm -rf "$cache"
-  echo "etcd-tools: built $out/$name"
-}
 build_tools() {
-  build_go watch-floor "$src/bench/watch-floor/main.go"
-  build_go bigrange "$src/tests/tools/bigrange"
-  build_go latprobe "$src/tests/tools/latprobe"
+  build_go "$out/watch-floor" "$root/bench/watch-floor/main.go"
+  build_go "$out/bigrange" "$root/tests/tools/bigrange"
+  build_go "$out/latprobe" "$root/tests/tools/latprobe"
 }
 if [[ -x $out/etcd-benchmark && -x /usr/bin/etcd ]]; then
   build_tools

@@ -52,6 +52,7 @@
 # default /tmp/cetcd-bench.lock), BENCH_KEEP (1: keep the work dir).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/lib.sh"
 build=${CETCD_BUILD:-$root/build}
 keys=${SCALE_KEYS:-1000000}
 over=${SCALE_OVERWRITES:-1000000}
@@ -67,21 +68,13 @@ bash "$root/bench/etcd-tools.sh" "$tools" >&2
 bench=$tools/etcd-benchmark
 [[ -x $build/bin/cetcd ]] || { echo "scale: build cetcd first (tools/build.sh)" >&2; exit 1; }
 
-exec 8>"${BENCH_LOCK:-/tmp/cetcd-bench.lock}"
-flock 8 || { echo "scale: cannot lock ${BENCH_LOCK:-/tmp/cetcd-bench.lock}" >&2; exit 2; }
+bench_lock scale
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 work=$(mktemp -d "$basedir/cetcd-scale.XXXXXX")
 declare -A pid=() ep=() peer=() fig=()
 stop() {
-  local p=${pid[$1]:-}
-  [[ -n $p ]] || return 0
-  if kill -0 "$p" 2>/dev/null; then
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  fi
+  [[ -z ${pid[$1]:-} ]] || stop_pid "${pid[$1]}" 100
   pid[$1]=""
 }
 sampler_pid=""
@@ -93,9 +86,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 ctl() { ETCDCTL_API=3 etcdctl --endpoints "${ep[$1]}" "${@:2}"; }
 now() { date +%s.%N; }
 
@@ -103,10 +93,7 @@ now() { date +%s.%N; }
 start() {
   local s=$1 t0 args
   [[ -n ${ep[$s]:-} ]] || { ep[$s]=127.0.0.1:$(free_port); peer[$s]=127.0.0.1:$(free_port); }
-  args="--name m0 --data-dir $work/$s.data --quota-backend-bytes $quota
-    --listen-client-urls http://${ep[$s]} --advertise-client-urls http://${ep[$s]}
-    --listen-peer-urls http://${peer[$s]} --initial-advertise-peer-urls http://${peer[$s]}
-    --initial-cluster m0=http://${peer[$s]} --log-level error"
+  args="$(member_args "$work/$s.data" "${ep[$s]#*:}" "${peer[$s]#*:}") --quota-backend-bytes $quota"
   t0=$(now)
   if [[ $s == etcd ]]; then
     setsid etcd $args ${BENCH_FLAGS_etcd:-} >>"$work/$s.log" 2>&1 8>&- &
@@ -115,13 +102,10 @@ start() {
     setsid "${!other:-$build}/bin/cetcd" $args ${!flags:-} >>"$work/$s.log" 2>&1 8>&- &
   fi
   pid[$s]=$!
-  for _ in $(seq 1200); do
-    if ctl "$s" --command-timeout 1s put scale-ready 1 >/dev/null 2>&1; then
-      fig[$s.restart_s]=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
-      return 0
-    fi
-    sleep 0.1
-  done
+  if wait_ready "${ep[$s]}" 1200; then
+    fig[$s.restart_s]=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+    return 0
+  fi
   echo "scale: $s did not start; its log:" >&2; tail -n 20 "$work/$s.log" >&2
   return 1
 }

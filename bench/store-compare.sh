@@ -23,9 +23,11 @@
 # huge=within_size the cache gets 2 MiB pages; default: anonymous shared
 # memory),
 # BOLTBENCH_CACHE (where boltbench is built; default
-# ~/.cache/cetcd-boltbench).
+# ~/.cache/cetcd-boltbench), BENCH_LOCK (the lock that keeps benchmark
+# runs apart, as etcd-compare.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/lib.sh"
 build=${CETCD_BUILD:-$root/build}
 n=${BENCH_N:-1000000}
 [[ ${1:-} == --quick ]] && n=${BENCH_N:-100000}
@@ -43,16 +45,9 @@ command -v go >/dev/null || { echo "store-compare: go missing (golang-go)" >&2; 
 [[ -d /usr/share/gocode/src/go.etcd.io/bbolt ]] ||
   { echo "store-compare: bbolt missing (golang-github-coreos-bbolt-dev)" >&2; exit 1; }
 
-# boltbench, rebuilt when its source is newer than the binary.
-mkdir -p "$cache"
 boltbench=$cache/boltbench
-src=$root/tests/tools/boltbench/main.go
-if [[ ! -x $boltbench || $src -nt $boltbench ]]; then
-  echo "store-compare: building boltbench into $cache" >&2
-  (cd "$root/tests/tools/boltbench" &&
-    GOCACHE="$cache/gocache" GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS='' \
-      go build -o "$boltbench.tmp" . && mv "$boltbench.tmp" "$boltbench")
-fi
+build_go "$boltbench" "$root/tests/tools/boltbench"
+bench_lock store-compare
 
 work=$(mktemp -d "$basedir/cetcd-store-compare.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -88,7 +83,7 @@ for order in seq rand; do
   done
 done
 
-median() { # NAME METRIC
+result_median() { # NAME METRIC
   awk -v name="$1" -v m="$2" '$1 == name && $2 == m { print $3 }' "$work/results" |
     sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2];
       else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
@@ -98,7 +93,7 @@ metrics=(put-seq get-rand/seq put-rand get-rand/rand size/seq size/rand)
 printf '%-16s %14s %14s %8s\n' "median of $runs" cetcd bbolt ratio
 ratios=()
 for m in "${metrics[@]}"; do
-  c=$(median cetcd "$m"); b=$(median bbolt "$m")
+  c=$(result_median cetcd "$m"); b=$(result_median bbolt "$m")
   r=$(awk -v c="$c" -v b="$b" 'BEGIN { printf "%.2f", (b > 0 ? c / b : 0) }')
   unit=ops/s; [[ $m == size/* ]] && unit=bytes
   printf '%-16s %14s %14s %8s  %s\n' "$m" "$c" "$b" "$r" "$unit"

@@ -26,9 +26,11 @@
 # Environment: CETCD_BUILD (default build/), BENCH_DIR (data dirs;
 # default /var/tmp), BENCH_ROUNDS (3), BENCH_SERVERS ("cetcd etcd"),
 # WATCHMEM_CACHE (where watchmem is built; ~/.cache/cetcd-watchmem),
-# SETTLE_S (seconds to wait before each reading; 5).
+# SETTLE_S (seconds to wait before each reading; 5), BENCH_LOCK (the lock
+# that keeps benchmark runs apart, as etcd-compare.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/bench/lib.sh"
 build=${CETCD_BUILD:-$root/build}
 basedir=${BENCH_DIR:-/var/tmp}
 rounds=${BENCH_ROUNDS:-3}
@@ -50,16 +52,9 @@ command -v etcd >/dev/null || { echo "watch-memory: etcd missing (bench/etcd-too
 command -v fincore >/dev/null || { echo "watch-memory: fincore missing (util-linux)" >&2; exit 1; }
 command -v go >/dev/null || { echo "watch-memory: go missing (golang-go)" >&2; exit 1; }
 
-# watchmem, rebuilt when its source is newer than the binary.
-mkdir -p "$cache"
 watchmem=$cache/watchmem
-src=$root/tests/tools/watchmem/main.go
-if [[ ! -x $watchmem || $src -nt $watchmem ]]; then
-  echo "watch-memory: building watchmem into $cache" >&2
-  (cd "$root/tests/tools/watchmem" &&
-    GOCACHE="$cache/gocache" GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS='' \
-      go build -o "$watchmem.tmp" . && mv "$watchmem.tmp" "$watchmem")
-fi
+build_go "$watchmem" "$root/tests/tools/watchmem"
+bench_lock watch-memory
 
 work=$(mktemp -d "$basedir/cetcd-watchmem.XXXXXX")
 server_pid=""
@@ -67,13 +62,7 @@ client_pid=""
 stop_server() {
   local p=$server_pid
   server_pid=""
-  [[ -n $p ]] || return 0
-  if kill -0 "$p" 2>/dev/null; then
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
-  fi
-  wait "$p" 2>/dev/null || true
+  [[ -z $p ]] || stop_pid "$p"
 }
 stop_client() {
   local p=$client_pid
@@ -84,18 +73,11 @@ stop_client() {
 }
 trap 'stop_client; stop_server; rm -rf "$work"' EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 # start_server KIND N: a fresh single member; sets server_pid, endpoint.
 start_server() {
   local kind=$1 n=$2 cport pport args
   cport=$(free_port); pport=$(free_port)
-  args="--name m0 --data-dir $work/$kind.$n
-    --listen-client-urls http://127.0.0.1:$cport --advertise-client-urls http://127.0.0.1:$cport
-    --listen-peer-urls http://127.0.0.1:$pport --initial-advertise-peer-urls http://127.0.0.1:$pport
-    --initial-cluster m0=http://127.0.0.1:$pport --log-level error"
+  args=$(member_args "$work/$kind.$n" "$cport" "$pport")
   if [[ $kind == cetcd ]]; then
     setsid "$build/bin/cetcd" $args >>"$work/$kind.log" 2>&1 &
   else
@@ -103,10 +85,7 @@ start_server() {
   fi
   server_pid=$!
   endpoint=127.0.0.1:$cport
-  for _ in $(seq 150); do
-    ETCDCTL_API=3 etcdctl --endpoints "$endpoint" --command-timeout 1s put ready 1 >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
+  wait_ready "$endpoint" 300 && return 0
   echo "watch-memory: $kind did not start; its log:" >&2
   tail -n 20 "$work/$kind.log" >&2
   return 1
@@ -182,7 +161,6 @@ one_round() {
   echo "${b3[0]} ${s3[0]} ${w3[0]} ${b3[1]} ${s3[1]} ${w3[1]}"
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : 0) }'; }
 
 declare -A got=()
 for ((k = 0; k < rounds; k++)); do
