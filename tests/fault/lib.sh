@@ -339,6 +339,8 @@ fn_fault_kill() {
 	fn_target
 	# every process of the member at once, as a power cut
 	for p in $(fn_procs "$FN_T"); do kill -9 "$p" 2>/dev/null || true; done
+	# reaped at once, or the shell reports the kill in the log
+	wait "${IT_CL_PIDS[FN_T]}" 2>/dev/null || true
 	fn_log start kill "$(fn_name "$FN_T")"
 	FN_HEAL="fn_restart $FN_T"
 }
