@@ -244,11 +244,17 @@ fn_leader() {
 
 # fn_target: FN_T, a member: the leader 2 times in 3 when there is one,
 # else one drawn evenly. fn_target_cetcd: the same among cetcd members
-# (FN_T=-1 when there is none).
+# (FN_T=-1 when there is none). Each draws as many numbers whatever it
+# finds, so a replay of a seed draws the same faults at the same times
+# even where the cluster answered otherwise.
 fn_target() {
+	local lead
 	fn_leader
 	fn_rand 3
-	if ((FN_R < 2 && FN_LEADER >= 0)); then FN_T=$FN_LEADER; else fn_rand 3 && FN_T=$FN_R; fi
+	lead=$FN_R
+	fn_rand 3
+	((lead < 2 && FN_LEADER >= 0)) && FN_R=$FN_LEADER
+	FN_T=$FN_R
 }
 fn_target_cetcd() {
 	local c=() i
@@ -256,9 +262,8 @@ fn_target_cetcd() {
 	FN_T=-1
 	((${#c[@]})) || return 0
 	fn_target
-	[[ ${FN_KIND[FN_T]} == cetcd ]] && return 0
 	fn_pick "${c[@]}"
-	FN_T=$FN_P
+	[[ ${FN_KIND[FN_T]} == cetcd ]] || FN_T=$FN_P
 }
 
 # ------------------------------------------------------------ nemeses
