@@ -64,7 +64,9 @@ func (w *worker) do(op *Op, call func(context.Context) error) error {
 	return w.doWithin(w.cfg.timeout, op, call)
 }
 
-// doWithin is do with a deadline d away.
+// doWithin is do with a deadline d away. After an error the worker
+// waits errorPause: a member that refuses at once (no leader) would
+// otherwise be asked, and the history grow, thousands of times a second.
 func (w *worker) doWithin(d time.Duration, op *Op, call func(context.Context) error) error {
 	op.Proc, op.Client, op.Ep = w.proc, w.id, w.ep
 	err := timed(d, op, call)
@@ -72,8 +74,13 @@ func (w *worker) doWithin(d time.Duration, op *Op, call func(context.Context) er
 	if op.Type == typeInfo {
 		w.proc += w.cfg.clients
 	}
+	if err != nil {
+		time.Sleep(errorPause)
+	}
 	return err
 }
+
+const errorPause = 50 * time.Millisecond
 
 // workloadKeys names the run's -keys keys: the prefix, tag, a number.
 func workloadKeys(cfg *config, tag string) []string {
