@@ -580,6 +580,13 @@ static void take_ready(struct loop *l)
 	loop_maybe_snapshot(l);
 	loop_maybe_compact(l);
 	if (must_submit) {
+		/* Alone, raftd copies a small batch itself and only the sync
+		 * waits for io_uring's worker; with peers the copy stays on the
+		 * worker, so that the messages to the followers, sent later in
+		 * the turn, never wait behind it. */
+		struct raft_conf_state cs;
+		raft_conf_state(l->raft, &cs);
+		wal_set_inline_writes(l->wal, cs.n_voters + cs.n_learners <= 1);
 		rc = wal_submit(l->wal);
 		if (rc)
 			loop_fail(l, rc, "cannot write to the WAL");

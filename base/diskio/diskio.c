@@ -211,6 +211,7 @@ int diskio_base_init(struct diskio *d, const struct diskio_ops *ops, int fd)
 	d->chain_busy = false;
 	d->chain_unsynced = false;
 	d->chains = d->chain_bytes = 0;
+	d->inline_first = false;
 	d->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	return d->event_fd < 0 ? -errno : 0;
 }
@@ -220,6 +221,11 @@ void diskio_signal(struct diskio *d)
 	uint64_t one = 1;
 	while (write(d->event_fd, &one, sizeof(one)) < 0 && errno == EINTR)
 		;
+}
+
+void diskio_set_inline_first_write(struct diskio *d, bool on)
+{
+	d->inline_first = on;
 }
 
 /* ---- plain helpers ---- */

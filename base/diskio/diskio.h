@@ -95,6 +95,7 @@ struct diskio {
 	int chain_rc;
 	uint64_t chains;     /* statistic: chains submitted */
 	uint64_t chain_bytes; /* statistic: bytes in them */
+	bool inline_first;   /* diskio_set_inline_first_write */
 };
 
 /* ---- use ---- */
@@ -190,6 +191,14 @@ int diskio_uring_open(int fd, unsigned entries, struct diskio **out);
  * cap bytes (0 = no cap), so that larger writes complete short and are
  * resubmitted. Ignored by other backends. */
 void diskio_uring_set_write_cap(struct diskio *d, size_t cap);
+
+/* io_uring backend: whether a chain's first write, when small (up to
+ * 64 KiB), is copied into the page cache by pwrite at submit, so that the
+ * chain's first sync starts as soon as a worker thread takes it and the
+ * write's completion wakes nobody. The caller then waits for the copy,
+ * which a busy journal can stretch; off (the default), the whole chain
+ * goes to the worker. Ignored by other backends. */
+void diskio_set_inline_first_write(struct diskio *d, bool on);
 
 /* io_uring when the kernel allows it, else plain (whatever the reason,
  * -ENOMEM from the ring's setup included); the fallback is logged once per

@@ -14,7 +14,8 @@
  * diskio's eventfd. Writes without a sync go through plain pwrite: they
  * only copy into the page cache, which pwrite does inline where io_uring
  * would hand buffered writes to its worker threads. So does a chain's
- * first write when it is small (URING_INLINE_WRITE_MAX): the chain's
+ * first write when it is small (URING_INLINE_WRITE_MAX) and the caller
+ * asked for it (diskio_set_inline_first_write): the chain's
  * first sync then starts as soon as a worker takes it, instead of after
  * the worker's wake-up and copy, and the write's completion does not wake
  * the caller once more before the sync's does.
@@ -227,7 +228,7 @@ static int uring_chain_submit(struct diskio *d, const struct diskio_write *w, si
 	}
 	list_start(l, u->chain_ops, 2 * n);
 	struct uring_op *first = &l->ops[0];
-	if (!u->write_cap && first->left <= URING_INLINE_WRITE_MAX) {
+	if (u->base.inline_first && !u->write_cap && first->left <= URING_INLINE_WRITE_MAX) {
 		int rc = diskio_pwrite_all(u->base.fd, first->buf, first->left, first->off);
 		if (rc < 0) {
 			/* reported by the reap, as the chain's own errors are */

@@ -755,6 +755,11 @@ int wal_sync(struct wal *w)
 	return w->err;
 }
 
+void wal_set_inline_writes(struct wal *w, bool on)
+{
+	diskio_set_inline_first_write(w->io, on);
+}
+
 int wal_event_fd(const struct wal *w)
 {
 	return diskio_event_fd(w->io);

@@ -149,6 +149,11 @@ int wal_save_snapshot(struct wal *w, uint64_t index, uint64_t term);
  * full segment). 0 or the failure error. */
 int wal_submit(struct wal *w);
 
+/* Whether a small batch is copied by the caller's own pwrite at submit,
+ * only its fdatasync going to io_uring's worker
+ * (diskio_set_inline_first_write); off at open. */
+void wal_set_inline_writes(struct wal *w, bool on);
+
 /* Collects a finished batch, if any, without blocking, and submits the
  * next one. Returns the number of batches that became durable (0 or 1),
  * or the failure error. */

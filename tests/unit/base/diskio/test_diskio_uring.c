@@ -62,12 +62,14 @@ static void test_uring_chain(void)
 		memcmp(back, a, sizeof(a)) == 0);
 	T_CHECK(pread(fd, back, sizeof(b), 0) == (ssize_t)sizeof(b) &&
 		memcmp(back, b, sizeof(b)) == 0);
-	/* A small first write is copied before the chain goes to the kernel:
-	 * it is in the file as soon as submit returns, before any reap; a
-	 * large one goes with the chain, and is there once it is reaped. */
+	/* Asked to, the backend copies a small first write before the chain
+	 * goes to the kernel: it is in the file as soon as submit returns,
+	 * before any reap; a large one goes with the chain, and is there once
+	 * it is reaped. */
 	static uint8_t big[200 << 10], bigback[sizeof(big)];
 	fill(big, sizeof(big), 'g');
 	struct diskio_write wc = { big, 512, 16384 };
+	diskio_set_inline_first_write(d, true);
 	T_OK(diskio_chain_submit(d, &wc, 1));
 	T_CHECK(pread(fd, bigback, 512, 16384) == 512 && memcmp(bigback, big, 512) == 0);
 	T_OK(diskio_chain_reap(d, true));
@@ -90,6 +92,13 @@ static void test_uring_chain(void)
 	T_RC(diskio_chain_reap(d, true), -EBADF);
 	T_CHECK(diskio_failed(d) == -EBADF);
 	T_RC(diskio_chain_submit(d, w, 1), -EBADF);
+	diskio_close(d);
+	/* The same when the first write is copied at submit: the reap says so. */
+	T_OK(diskio_uring_open(ro, 8, &d));
+	diskio_set_inline_first_write(d, true);
+	T_OK(diskio_chain_submit(d, w, 2));
+	T_RC(diskio_chain_reap(d, true), -EBADF);
+	T_CHECK(diskio_failed(d) == -EBADF);
 	diskio_close(d);
 	/* A chain left in flight is reaped when the backend closes. */
 	T_OK(diskio_uring_open(ro, 8, &d));
