@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proto/wire.h"
@@ -27,17 +28,54 @@ int kvindex_corrupt(const char *fmt, ...)
 	return errmsg_set(-EUCLEAN, "stored: %s", what);
 }
 
-static size_t esc_len(const uint8_t *key, size_t len)
+_Static_assert(LONG_ENTRY_KEY == PAGE_MAX_KEY, "a long key's entry key is a whole B+tree key");
+_Static_assert(LONG_PREFIX + HIST_TERM + HIST_SUFFIX == PAGE_MAX_KEY,
+	       "a whole key's history key fits a B+tree key");
+
+static void put_tag(uint8_t *out, const uint8_t *key, size_t len)
 {
-	size_t n = len;
-	for (size_t i = 0; i < len; i++)
-		n += key[i] == 0;
-	return n;
+	uint16_t t = long_tag(key, len);
+	out[0] = (uint8_t)(t >> 8);
+	out[1] = (uint8_t)t;
 }
 
-bool kvindex_key_fits(const uint8_t *key, size_t len)
+void long_latest_key(uint8_t *out, const uint8_t *key, size_t len, struct rev r)
 {
-	return len > 0 && esc_len(key, len) + HIST_TERM + HIST_SUFFIX <= PAGE_MAX_KEY;
+	memcpy(out, key, LONG_PREFIX);
+	put_tag(out + LONG_PREFIX, key, len);
+	rev_put_be64(out + LONG_PREFIX + LONG_TAG, (uint64_t)r.main);
+	rev_put_be64(out + LONG_PREFIX + LONG_TAG + 8, (uint64_t)r.sub);
+}
+
+void long_hist_key(uint8_t *out, const uint8_t *key, size_t len, struct rev r)
+{
+	size_t w = 0;
+	for (size_t i = 0; w < LONG_PREFIX; i++) {
+		out[w++] = key[i];
+		if (key[i] == 0 && w < LONG_PREFIX)
+			out[w++] = 0xff;
+	}
+	put_tag(out + LONG_PREFIX, key, len);
+	rev_put_be64(out + LONG_PREFIX + LONG_TAG, ~(uint64_t)r.main);
+	rev_put_be64(out + LONG_PREFIX + LONG_TAG + 8, ~(uint64_t)r.sub);
+}
+
+bool kvindex_user_key(const uint8_t *val, size_t vlen, const uint8_t **key, size_t *len)
+{
+	struct proto_reader r = proto_reader_init(val, vlen);
+	struct proto_field f;
+	if (proto_read_field(&r, &f) == 0 && f.num == 1 && f.wire == PROTO_WIRE_BYTES &&
+	    f.len > 0) {
+		*key = f.data;
+		*len = f.len;
+		return true;
+	}
+	struct mvcc_kv kv;
+	if (mvcc_kv_decode(val, vlen, &kv) || kv.key_len == 0)
+		return false;
+	*key = kv.key;
+	*len = kv.key_len;
+	return true;
 }
 
 static int open_one(struct btree_txn *t, const char *name, size_t len,
@@ -80,8 +118,11 @@ void kvindex_close(struct kvindex *x)
 	stored_free(x->wbuf);
 	stored_free(x->seekbuf);
 	stored_free(x->endbuf);
+	stored_free(x->lgrp);
+	stored_free(x->hgrp);
 	x->wbuf = x->seekbuf = x->endbuf = NULL;
-	x->wcap = x->seekcap = x->endcap = 0;
+	x->lgrp = x->hgrp = NULL;
+	x->wcap = x->seekcap = x->endcap = x->lgcap = x->hgcap = 0;
 	x->npre = x->pre_next = 0;
 }
 
@@ -208,6 +249,9 @@ int kvindex_latest_prefetch(struct kvindex *x, size_t n, const uint8_t *const *k
 		return -EINVAL;
 	if (n == 0 || btree_txn_writable(btree_bucket_txn(x->latest)))
 		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (lens[i] > LONG_PREFIX)
+			return 0;  /* a long key is looked up on its own */
 	/* The cache first, in stages so that the misses of different keys
 	 * overlap: every key's set, then every place found, then the
 	 * entries; the tree for the keys it did not give. */
@@ -276,6 +320,108 @@ static const struct kvindex_pre *prefetched(struct kvindex *x, const uint8_t *ke
 	return NULL;
 }
 
+/* The user key of the KeyValue at revision r (a tombstone's when tomb) in
+ * the key bucket: how an entry of a long key is told from the others of
+ * its group. */
+static int key_at(struct kvindex *x, struct rev r, bool tomb, const uint8_t **key, size_t *len)
+{
+	uint8_t rk[REV_MARKED_BYTES];
+	const uint8_t *v;
+	size_t vlen, kl = tomb ? REV_MARKED_BYTES : REV_BYTES;
+	if (tomb)
+		rev_encode_tombstone(r, rk);
+	else
+		rev_encode(r, rk);
+	int rc = x->keyb ? btree_get(x->keyb, rk, kl, &v, &vlen) : -ENOENT;
+	if (rc == -ENOENT || rc == -EISDIR)
+		return corrupt("an entry of a long key names revision %lld_%lld, which the key "
+			       "bucket lacks", (long long)r.main, (long long)r.sub);
+	if (rc)
+		return rc;
+	if (!kvindex_user_key(v, vlen, key, len))
+		return corrupt("key bucket value at %lld_%lld is not a KeyValue", (long long)r.main,
+			       (long long)r.sub);
+	return 0;
+}
+
+/* The key a latest entry is of: from its inline KeyValue, or the key
+ * bucket's. */
+static int entry_key(struct kvindex *x, const struct kvindex_entry *e, const uint8_t **key,
+		     size_t *len)
+{
+	if (!e->kv)
+		return key_at(x, e->mod, false, key, len);
+	if (!kvindex_user_key(e->kv, e->kv_len, key, len))
+		return corrupt("latest entry at %lld holds a malformed KeyValue",
+			       (long long)e->mod.main);
+	return 0;
+}
+
+/* Whether a latest-bucket key is a long key's entry (a whole key is at
+ * most LONG_PREFIX bytes, a long one's entry LONG_ENTRY_KEY). */
+static int latest_long(const struct btree_kv *kv, bool *is_long)
+{
+	if (kv->flags & BTREE_KV_BUCKET)
+		return corrupt("latest bucket holds a nested bucket");
+	*is_long = kv->key_len > LONG_PREFIX;
+	if (*is_long && kv->key_len != LONG_ENTRY_KEY)
+		return corrupt("latest bucket key of %zu bytes", kv->key_len);
+	return 0;
+}
+
+/* Seeks c to the first entry of a long key's prefix and tag: in the
+ * history (hist) from revision `at` down, else in the latest bucket. The
+ * prefix and tag stay in seekbuf. */
+static int long_seek(struct kvindex *x, bool hist, const uint8_t *key, size_t len, int64_t at,
+		     struct btree_cursor *c, struct btree_kv *kv)
+{
+	int rc = reserve(&x->seekbuf, &x->seekcap, LONG_ENTRY_KEY);
+	if (rc)
+		return rc;
+	if (hist)
+		long_hist_key(x->seekbuf, key, len, (struct rev){ at, -1 });
+	else
+		long_latest_key(x->seekbuf, key, len, (struct rev){ 0, 0 });
+	btree_cursor_init(c, hist ? x->history : x->latest);
+	return btree_cursor_seek(c, x->seekbuf, LONG_ENTRY_KEY, kv);
+}
+
+/* A long key's latest entry: the first one of its prefix and tag whose
+ * KeyValue names key. */
+static int long_latest_get(struct kvindex *x, const uint8_t *key, size_t len, bool fields,
+			   struct kvindex_entry *out)
+{
+	struct btree_cursor c;
+	struct btree_kv kv;
+	const size_t pl = LONG_PREFIX + LONG_TAG;
+	int rc;
+	for (rc = long_seek(x, false, key, len, 0, &c, &kv); !rc;
+	     rc = btree_cursor_next(&c, &kv)) {
+		const uint8_t *k;
+		size_t kl;
+		bool is_long;
+		rc = latest_long(&kv, &is_long);
+		if (rc)
+			return rc;
+		if (!is_long || memcmp(kv.key, x->seekbuf, pl) != 0)
+			return -ENOENT;
+		rc = kvindex_latest_parse(key, len, kv.val, kv.val_len, false, out);
+		if (!rc)
+			rc = entry_key(x, out, &k, &kl);
+		if (rc)
+			return rc;
+		if (mvcc_bytes_cmp(k, kl, key, len) != 0)
+			continue;
+		if (out->mod.main != (int64_t)rev_get_be64(kv.key + pl) ||
+		    out->mod.sub != (int64_t)rev_get_be64(kv.key + pl + 8))
+			return corrupt("latest entry of a %zu-byte key at %lld is filed under "
+				       "another revision", len, (long long)out->mod.main);
+		return fields && out->kv ? kvindex_latest_parse(key, len, kv.val, kv.val_len,
+								 true, out) : 0;
+	}
+	return rc;
+}
+
 /* Looks key up in the latest bucket (or the prefetched answers, or the
  * latest-entry cache); `fields` as for kvindex_latest_parse. */
 static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool fields,
@@ -284,8 +430,14 @@ static int latest_lookup(struct kvindex *x, const uint8_t *key, size_t len, bool
 	const uint8_t *v = NULL;
 	size_t vlen = 0;
 	int rc;
-	if (len == 0 || len > PAGE_MAX_KEY)
+	if (len == 0)
 		return -ENOENT;
+	if (len > LONG_PREFIX) {
+		if (x->lc && x->keyb &&
+		    kvindex_cache_get(x->lc, x->lc_generation, x->keyb, key, len, out) == 0)
+			return 0;
+		return long_latest_get(x, key, len, fields, out);
+	}
 	const struct kvindex_pre *p = prefetched(x, key, len);
 	if (p && p->cached) {
 		*out = p->entry;
@@ -312,7 +464,16 @@ int kvindex_latest_get(struct kvindex *x, const uint8_t *key, size_t len,
 	return latest_lookup(x, key, len, true, out);
 }
 
-/* Splits a history key: the length of esc(key) 0x00 0x01 and the revision. */
+/* Whether a history key is a long key's: LONG_ENTRY_KEY bytes with a tag,
+ * whose top bit is set, where a whole key's of that length has the 0x00 of
+ * its terminator. */
+static bool hist_long(const struct btree_kv *kv)
+{
+	return kv->key_len == LONG_ENTRY_KEY && (kv->key[LONG_PREFIX] & 0x80);
+}
+
+/* Splits a history key: the length of esc(key) 0x00 0x01 (of a long key's,
+ * its prefix and tag) and the revision. */
 static int hist_split(const struct btree_kv *kv, size_t *prefix_len, struct rev *r, bool *tomb)
 {
 	if (kv->flags & BTREE_KV_BUCKET)
@@ -322,7 +483,7 @@ static int hist_split(const struct btree_kv *kv, size_t *prefix_len, struct rev 
 		return corrupt("history entry of %zu bytes with a %zu-byte value is malformed",
 			       kv->key_len, kv->val_len);
 	size_t pl = kv->key_len - HIST_SUFFIX;
-	if (kv->key[pl - 2] != 0x00 || kv->key[pl - 1] != 0x01)
+	if (!hist_long(kv) && (kv->key[pl - 2] != 0x00 || kv->key[pl - 1] != 0x01))
 		return corrupt("history key of %zu bytes lacks its terminator", kv->key_len);
 	*prefix_len = pl;
 	r->main = (int64_t)~rev_get_be64(kv->key + pl);
@@ -346,10 +507,41 @@ static int seek_at(struct kvindex *x, struct btree_cursor *c, const uint8_t *pre
 	return btree_cursor_seek(c, x->seekbuf, plen + HIST_SUFFIX, kv);
 }
 
-/* The newest history entry of key at or below at (a key that fits). */
+/* The newest history entry of a long key at or below at: the first one of
+ * its prefix and tag, from ~at on, whose KeyValue names key. */
+static int long_hist_find(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
+			  struct rev *rev, bool *tombstone)
+{
+	struct btree_cursor c;
+	struct btree_kv kv;
+	const size_t pl = LONG_PREFIX + LONG_TAG;
+	int rc;
+	for (rc = long_seek(x, true, key, len, at, &c, &kv); !rc;
+	     rc = btree_cursor_next(&c, &kv)) {
+		const uint8_t *k;
+		size_t kl, hpl;
+		if (!hist_long(&kv) || memcmp(kv.key, x->seekbuf, pl) != 0)
+			return -ENOENT;
+		rc = hist_split(&kv, &hpl, rev, tombstone);
+		if (!rc && rev->main > at)
+			rc = corrupt("history seek at %lld found revision %lld", (long long)at,
+				     (long long)rev->main);
+		if (!rc)
+			rc = key_at(x, *rev, *tombstone, &k, &kl);
+		if (rc)
+			return rc;
+		if (mvcc_bytes_cmp(k, kl, key, len) == 0)
+			return 0;
+	}
+	return rc;
+}
+
+/* The newest history entry of key at or below at. */
 static int hist_find(struct kvindex *x, const uint8_t *key, size_t len, int64_t at,
 		     struct rev *rev, bool *tombstone)
 {
+	if (!hist_whole(key, len))
+		return long_hist_find(x, key, len, at, rev, tombstone);
 	int rc = reserve(&x->seekbuf, &x->seekcap, 2 * len + HIST_TERM + HIST_SUFFIX);
 	if (rc)
 		return rc;
@@ -379,7 +571,7 @@ static int find_at(struct kvindex *x, const uint8_t *key, size_t len, int64_t at
 		   struct kvindex_entry *e, bool *in_latest, struct rev *rev, bool *tombstone)
 {
 	*in_latest = false;
-	if (!kvindex_key_fits(key, len) || at < 0)
+	if (len == 0 || at < 0)
 		return -ENOENT;  /* revisions are never negative */
 	int rc = latest_lookup(x, key, len, false, e);
 	if (rc && rc != -ENOENT)
@@ -447,6 +639,8 @@ void kvindex_iter_begin(struct kvindex_iter *it, struct kvindex *x,
 	it->state = IT_START;
 	it->endlen = it->nextlen = 0;
 	it->lstate = it->hstate = STREAM_END;
+	it->lpend = it->hlong_start = false;
+	it->lgn = it->lgpos = it->hgn = it->hgpos = 0;
 }
 
 static void hit_latest(struct kvindex_hit *h, const uint8_t *key, size_t len,
@@ -501,38 +695,6 @@ static bool past_raw_end(const struct kvindex_iter *it, const struct btree_kv *k
 	       mvcc_bytes_cmp(kv->key, kv->key_len, it->r.end, it->r.end_len) >= 0;
 }
 
-static int iter_latest(struct kvindex_iter *it, struct kvindex_hit *h)
-{
-	struct btree_kv kv;
-	struct kvindex_entry e;
-	int rc;
-	if (it->state == IT_START) {
-		btree_cursor_init(&it->c, it->x->latest);
-		rc = btree_cursor_seek(&it->c, it->r.key, it->r.key_len, &kv);
-	} else {
-		rc = btree_cursor_next(&it->c, &kv);
-	}
-	if (rc)
-		goto out_done;
-	if (kv.flags & BTREE_KV_BUCKET) {
-		rc = corrupt("latest bucket holds a nested bucket");
-		goto out_done;
-	}
-	if (past_raw_end(it, &kv)) {
-		rc = -ENOENT;
-		goto out_done;
-	}
-	rc = kvindex_latest_parse(kv.key, kv.key_len, kv.val, kv.val_len, false, &e);
-	if (rc)
-		goto out_done;
-	it->state = IT_EMITTED;
-	hit_latest(h, kv.key, kv.key_len, &e);
-	return 0;
-out_done:
-	it->state = IT_DONE;
-	return rc;
-}
-
 /*
  * Compares esc(key) 0x00 0x01 with p, the plen-byte prefix of a history
  * key, as memcmp orders the two encodings: the order of the user keys,
@@ -566,25 +728,255 @@ static int esc_cmp(const uint8_t *key, size_t len, const uint8_t *p, size_t plen
 	}
 }
 
-/* Takes the latest stream's positioning result rc (its entry in lkv). */
-static int latest_landed(struct kvindex_iter *it, int rc)
+static int grp_cmp(const void *a, const void *b)
 {
-	if (!rc && (it->lkv.flags & BTREE_KV_BUCKET))
-		rc = corrupt("latest bucket holds a nested bucket");
-	if (!rc && past_raw_end(it, &it->lkv))
-		rc = -ENOENT;
-	it->lstate = rc ? STREAM_END : STREAM_ON;
+	const struct kvindex_grp *ga = a, *gb = b;
+	int c = mvcc_bytes_cmp(ga->key, ga->len, gb->key, gb->len);
+	if (c)
+		return c;
+	return rev_cmp(gb->e.mod, ga->e.mod);  /* newest first */
+}
+
+/* Adds g to the n members of a group being read, when its key lies in
+ * the walk's range. */
+static int grp_keep(const struct kvindex_iter *it, struct kvindex_grp **v, size_t *cap,
+		    size_t *n, const struct kvindex_grp *g)
+{
+	if (!kvindex_range_contains(&it->r, g->key, g->len))
+		return 0;
+	int rc = stored_reserve((void **)v, cap, *n + 1, sizeof(**v), 16);
+	if (!rc)
+		(*v)[(*n)++] = *g;
+	return rc;
+}
+
+/* Ends the reading of a group whose last step said rc (-ENOENT: the
+ * bucket ended): sorts its n members in v. */
+static int grp_sort(int rc, struct kvindex_grp *v, size_t n)
+{
+	if (rc && rc != -ENOENT)
+		return rc;
+	qsort(v, n, sizeof(*v), grp_cmp);
+	return 0;
+}
+
+/*
+ * The latest stream is on the first entry of a group of long keys (lkv):
+ * reads the whole group and keeps its keys that lie in the range, sorted;
+ * the cursor is left on the entry after the group (lpend).
+ */
+static int lgroup_collect(struct kvindex_iter *it)
+{
+	struct kvindex *x = it->x;
+	const uint8_t *p = it->lkv.key;  /* the txn's bytes: they stay */
+	size_t n = 0;
+	int rc = 0;
+	for (;;) {
+		struct kvindex_grp g = { .tomb = false };
+		bool is_long;
+		rc = latest_long(&it->lkv, &is_long);
+		if (rc)
+			return rc;
+		if (!is_long || memcmp(it->lkv.key, p, LONG_PREFIX) != 0)
+			break;
+		rc = kvindex_latest_parse(it->lkv.key, it->lkv.key_len, it->lkv.val,
+					  it->lkv.val_len, false, &g.e);
+		if (!rc)
+			rc = entry_key(x, &g.e, &g.key, &g.len);
+		if (rc)
+			return rc;
+		if (g.len <= LONG_PREFIX || memcmp(g.key, p, LONG_PREFIX) != 0)
+			return corrupt("latest entry at %lld names a %zu-byte key outside its group",
+				       (long long)g.e.mod.main, g.len);
+		rc = grp_keep(it, &x->lgrp, &x->lgcap, &n, &g);
+		if (!rc)
+			rc = btree_cursor_next(&it->lc, &it->lkv);
+		if (rc)
+			break;
+	}
+	int next = rc;
+	rc = grp_sort(rc, x->lgrp, n);
+	if (rc)
+		return rc;
+	it->lgn = n;
+	it->lgpos = 0;
+	it->lpend = true;
+	it->lpend_rc = next;
+	return 0;
+}
+
+/*
+ * Moves the latest stream to its next key in the range (lkey, lent; lstate
+ * STREAM_ON) or to its end (STREAM_END); `first` seeks the range's start.
+ * A whole key's entry is the key; a group of long keys is read and sorted
+ * first.
+ */
+static int lstream_next(struct kvindex_iter *it, bool first)
+{
+	bool long_start = it->r.key_len > LONG_PREFIX;
+	int rc;
+	for (;;) {
+		if (it->lgpos < it->lgn) {
+			const struct kvindex_grp *g = &it->x->lgrp[it->lgpos++];
+			it->lkey = g->key;
+			it->lkey_len = g->len;
+			it->lent = g->e;
+			it->lstate = STREAM_ON;
+			return 0;
+		}
+		if (first) {
+			btree_cursor_init(&it->lc, it->x->latest);
+			rc = btree_cursor_seek(&it->lc, it->r.key,
+					       long_start ? LONG_PREFIX : it->r.key_len, &it->lkv);
+			first = false;
+		} else if (it->lpend) {
+			rc = it->lpend_rc;
+			it->lpend = false;
+		} else {
+			rc = btree_cursor_next(&it->lc, &it->lkv);
+		}
+		bool is_long = false;
+		if (!rc)
+			rc = latest_long(&it->lkv, &is_long);
+		if (rc)
+			break;
+		if (is_long) {
+			/* every key of the group sorts above its prefix */
+			if (it->r.kind == KVINDEX_RANGE_TO &&
+			    mvcc_bytes_cmp(it->lkv.key, LONG_PREFIX, it->r.end, it->r.end_len) >= 0) {
+				rc = -ENOENT;
+				break;
+			}
+			rc = lgroup_collect(it);
+			if (rc)
+				break;
+			continue;
+		}
+		if (past_raw_end(it, &it->lkv)) {
+			rc = -ENOENT;
+			break;
+		}
+		if (long_start &&
+		    mvcc_bytes_cmp(it->lkv.key, it->lkv.key_len, it->r.key, it->r.key_len) < 0)
+			continue;  /* the start's prefix itself */
+		rc = kvindex_latest_parse(it->lkv.key, it->lkv.key_len, it->lkv.val,
+					  it->lkv.val_len, false, &it->lent);
+		if (rc)
+			break;
+		it->lkey = it->lkv.key;
+		it->lkey_len = it->lkv.key_len;
+		it->lstate = STREAM_ON;
+		return 0;
+	}
+	it->lstate = STREAM_END;
 	return rc == -ENOENT ? 0 : rc;
+}
+
+static int iter_latest(struct kvindex_iter *it, struct kvindex_hit *h)
+{
+	int rc = lstream_next(it, it->state == IT_START);
+	if (!rc && it->lstate != STREAM_ON)
+		rc = -ENOENT;
+	if (rc) {
+		it->state = IT_DONE;
+		return rc;
+	}
+	it->state = IT_EMITTED;
+	hit_latest(h, it->lkey, it->lkey_len, &it->lent);
+	return 0;
+}
+
+/*
+ * The history stream is on the first entry of a group of long keys (hkv):
+ * reads the whole group and keeps, for each of its keys in the range, its
+ * newest revision at or below `at` (a key with none is left out), in key
+ * order; *next is the result of the step past the group (hkv its entry).
+ */
+static int hgroup_collect(struct kvindex_iter *it, int *next)
+{
+	struct kvindex *x = it->x;
+	const uint8_t *p = it->hkv.key;  /* the txn's bytes: they stay */
+	size_t n = 0, kept = 0;
+	int rc = 0;
+	for (;;) {
+		struct kvindex_grp g;
+		size_t pl;
+		if (!hist_long(&it->hkv) || memcmp(it->hkv.key, p, LONG_PREFIX) != 0)
+			break;
+		rc = hist_split(&it->hkv, &pl, &g.e.mod, &g.tomb);
+		if (rc)
+			return rc;
+		if (g.e.mod.main <= it->at) {
+			rc = key_at(x, g.e.mod, g.tomb, &g.key, &g.len);
+			if (rc)
+				return rc;
+			rc = grp_keep(it, &x->hgrp, &x->hgcap, &n, &g);
+		}
+		if (!rc)
+			rc = btree_cursor_next(&it->c, &it->hkv);
+		if (rc)
+			break;
+	}
+	*next = rc;
+	/* a key's revisions newest first: the first one of each key answers */
+	rc = grp_sort(rc, x->hgrp, n);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (kept == 0 || mvcc_bytes_cmp(x->hgrp[i].key, x->hgrp[i].len,
+						x->hgrp[kept - 1].key, x->hgrp[kept - 1].len) != 0)
+			x->hgrp[kept++] = x->hgrp[i];
+	it->hgn = kept;
+	it->hgpos = 0;
+	return 0;
 }
 
 /* Takes the history stream's positioning result rc (its entry in hkv). */
 static int hist_landed(struct kvindex_iter *it, int rc)
 {
-	/* esc(end) 0x00 0x01 in endbuf: a history key sorts below it exactly
-	 * when its user key sorts below end. */
-	if (!rc && it->r.kind == KVINDEX_RANGE_TO &&
-	    mvcc_bytes_cmp(it->hkv.key, it->hkv.key_len, it->x->endbuf, it->endlen) >= 0)
-		rc = -ENOENT;
+	struct kvindex *x = it->x;
+	for (it->hgn = it->hgpos = 0; !rc; it->hgn = it->hgpos = 0) {
+		if (hist_long(&it->hkv)) {
+			/* every key of the group sorts above its prefix */
+			if (it->r.kind == KVINDEX_RANGE_TO &&
+			    mvcc_bytes_cmp(it->hkv.key, LONG_PREFIX, x->endbuf, it->endlen) >= 0) {
+				rc = -ENOENT;
+				break;
+			}
+			int next;
+			rc = hgroup_collect(it, &next);
+			if (rc)
+				break;
+			if (it->hgn) {
+				it->hpend_rc = next;
+				break;
+			}
+			rc = next;
+			continue;
+		}
+		/* esc(end) 0x00 0x01 in endbuf: a history key sorts below it
+		 * exactly when its user key sorts below end. */
+		if (it->r.kind == KVINDEX_RANGE_TO &&
+		    mvcc_bytes_cmp(it->hkv.key, it->hkv.key_len, x->endbuf, it->endlen) >= 0) {
+			rc = -ENOENT;
+			break;
+		}
+		if (!it->hlong_start)
+			break;
+		/* a long start: the key of its prefix, below it, is skipped */
+		size_t pl;
+		struct rev r;
+		bool tomb;
+		rc = hist_split(&it->hkv, &pl, &r, &tomb);
+		if (rc || esc_cmp(it->r.key, it->r.key_len, it->hkv.key, pl) <= 0)
+			break;
+		rc = reserve(&x->seekbuf, &x->seekcap, pl);
+		if (rc)
+			break;
+		memmove(x->seekbuf, it->hkv.key, pl);
+		x->seekbuf[pl - 1] = 0x02;
+		rc = btree_cursor_seek(&it->c, x->seekbuf, pl, &it->hkv);
+	}
 	it->hstate = rc ? STREAM_END : STREAM_ON;
 	return rc == -ENOENT ? 0 : rc;
 }
@@ -609,32 +1001,38 @@ static int merge_start(struct kvindex_iter *it)
 		return rc;
 	btree_cursor_init(&it->c, x->history);
 	size_t plen = esc_put(x->seekbuf, it->r.key, it->r.key_len);
-	if (kvindex_key_fits(it->r.key, it->r.key_len)) {
+	it->hlong_start = !hist_whole(it->r.key, it->r.key_len);
+	if (!it->hlong_start) {
 		rc = seek_at(x, &it->c, x->seekbuf, plen, it->at, &it->hkv);
 	} else {
-		/* No such key can be stored; esc(key) alone sorts below every
-		 * stored key above it and above every one below. */
-		rc = btree_cursor_seek(&it->c, x->seekbuf, plen - HIST_TERM, &it->hkv);
+		/* The group of the key's escaped prefix, and the key of that
+		 * prefix itself (below the start: hist_landed skips it). */
+		rc = btree_cursor_seek(&it->c, x->seekbuf, LONG_PREFIX, &it->hkv);
 	}
 	rc = hist_landed(it, rc);
 	if (rc)
 		return rc;
-	btree_cursor_init(&it->lc, x->latest);
-	rc = btree_cursor_seek(&it->lc, it->r.key, it->r.key_len, &it->lkv);
-	return latest_landed(it, rc);
+	return lstream_next(it, true);
 }
 
 /* Moves the streams past the entries they used: the latest one to its
- * next entry, the history to the seek in seekbuf (the next key's). */
+ * next key, the history to the next key of its group, or the seek in
+ * seekbuf (the next key's). */
 static int merge_step(struct kvindex_iter *it)
 {
 	int rc = 0;
 	if (it->lstate == STREAM_STEP)
-		rc = latest_landed(it, btree_cursor_next(&it->lc, &it->lkv));
-	if (!rc && it->hstate == STREAM_STEP)
-		rc = hist_landed(it, btree_cursor_seek(&it->c, it->x->seekbuf, it->nextlen,
-						       &it->hkv));
-	return rc;
+		rc = lstream_next(it, false);
+	if (rc || it->hstate != STREAM_STEP)
+		return rc;
+	if (it->hgn == 0)
+		return hist_landed(it, btree_cursor_seek(&it->c, it->x->seekbuf, it->nextlen,
+							 &it->hkv));
+	if (++it->hgpos < it->hgn) {
+		it->hstate = STREAM_ON;
+		return 0;
+	}
+	return hist_landed(it, it->hpend_rc);
 }
 
 /* Makes the history stream step to the key after the one whose prefix
@@ -656,11 +1054,11 @@ static int hist_skip_key(struct kvindex_iter *it, size_t plen)
  * The walk at an old revision: the latest bucket and the history in one
  * key order. A key's latest entry answers when it is at or below `at`
  * (all of its history is older); otherwise its newest history entry at or
- * below `at` does, found with one seek when the first one is too new.
+ * below `at` does, found with one seek when the first one is too new (a
+ * group of long keys has it already).
  */
 static int iter_merge(struct kvindex_iter *it, struct kvindex_hit *h)
 {
-	struct kvindex_entry e;
 	struct rev r = { 0, 0 };
 	size_t pl = 0;
 	bool tomb = false;
@@ -669,36 +1067,44 @@ static int iter_merge(struct kvindex_iter *it, struct kvindex_hit *h)
 	rc = it->state == IT_START ? merge_start(it) : merge_step(it);
 	for (; !rc; rc = merge_step(it)) {
 		bool lon = it->lstate == STREAM_ON, hon = it->hstate == STREAM_ON;
+		const struct kvindex_grp *hg = hon && it->hgn ? &it->x->hgrp[it->hgpos] : NULL;
 		if (!lon && !hon) {
 			rc = -ENOENT;
 			break;
 		}
-		if (hon) {
+		if (hon && !hg) {
 			rc = hist_split(&it->hkv, &pl, &r, &tomb);
 			if (rc)
 				break;
 		}
-		int c = !hon ? -1 : !lon ? 1 : esc_cmp(it->lkv.key, it->lkv.key_len,
-						       it->hkv.key, pl);
+		int c = !hon ? -1 : !lon ? 1 :
+			hg ? mvcc_bytes_cmp(it->lkey, it->lkey_len, hg->key, hg->len) :
+			esc_cmp(it->lkey, it->lkey_len, it->hkv.key, pl);
 		if (c <= 0) {
-			rc = kvindex_latest_parse(it->lkv.key, it->lkv.key_len, it->lkv.val,
-						  it->lkv.val_len, false, &e);
-			if (rc)
-				break;
 			it->lstate = STREAM_STEP;
-			if (e.mod.main <= it->at) {
-				if (c == 0)
+			if (it->lent.mod.main <= it->at) {
+				if (c == 0 && hg)
+					it->hstate = STREAM_STEP;
+				else if (c == 0)
 					rc = hist_skip_key(it, pl);
 				if (rc)
 					break;
 				it->state = IT_EMITTED;
-				hit_latest(h, it->lkv.key, it->lkv.key_len, &e);
+				hit_latest(h, it->lkey, it->lkey_len, &it->lent);
 				return 0;
 			}
 			if (c < 0)
 				continue;  /* created after `at`, no history */
 		}
 		/* The history answers for this key. */
+		if (hg) {
+			it->hstate = STREAM_STEP;
+			if (hg->tomb)
+				continue;
+			it->state = IT_EMITTED;
+			hit_history(h, hg->e.mod);
+			return 0;
+		}
 		if (r.main > it->at) {
 			/* its newest revision is too new: find the newest one
 			 * at or below `at`, or land on the next key */

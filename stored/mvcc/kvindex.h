@@ -6,7 +6,8 @@
  * Three buckets (names in schema.h):
  *
  * cetcd_kv_latest: one entry per live key (a key whose newest revision is
- *   a put), keyed by the user key itself, so that byte order is etcd's key
+ *   a put), keyed by the user key itself (a long key: see "Long keys"
+ *   below), so that byte order is etcd's key
  *   order and the newest version of a key is one B+tree lookup. The value:
  *     'i' main(8) sub(8) KeyValue...   the KeyValue bytes inline, when they
  *                                      are at most KVINDEX_INLINE_MAX bytes
@@ -52,7 +53,8 @@
  *   the latest bucket (raw keys) with the history (esc(key) 0x00 0x01
  *   prefixes, which sort as the raw keys do).
  *
- * cetcd_kv_meta: format (8 bytes BE, KVINDEX_FORMAT), revision (the
+ * cetcd_kv_meta: format (8 bytes BE, KVINDEX_FORMAT_WHOLE, or
+ *   KVINDEX_FORMAT once the index holds a long key's entry), revision (the
  *   current main revision, 8 bytes BE), covers (scheduledCompactRev and
  *   finishedCompactRev mains, 8 bytes BE each, then the last key of the key
  *   bucket): what the index was built from. A file whose key or meta bucket
@@ -70,8 +72,43 @@
  * which would make each commit re-place every entry of every leaf it
  * touches.
  *
- * Keys: a key is indexable when esc(key) plus 18 bytes fits a B+tree key
- * (32768 bytes): up to 32750 bytes, each 0x00 byte counting twice.
+ * Long keys. A B+tree key is at most 32768 bytes (bbolt's MaxKeySize),
+ *   and etcd takes keys of any length its request limit lets through. A
+ *   key of at most 32750 bytes (KVINDEX_WHOLE_KEY_BYTES) is its own latest
+ *   key, one whose esc() is at most 32750 bytes is in its history keys
+ *   whole, as above: nothing else changes for them. Longer ones are long
+ *   keys, and their entries are filed under the first 32750 bytes and a
+ *   tag, in 32768-byte B+tree keys:
+ *     latest:   key[0..32750) tag(2) main(8) sub(8)
+ *     history:  esc(key)[0..32750) tag(2) ~main(8) ~sub(8)
+ *   where tag is 15 bits of the key's FNV-1a hash with the top bit set
+ *   (long_tag in mvcc_int.h) and the revision is the entry's own (the
+ *   latest entry's, whose value is as above). The history's cut may fall
+ *   between 0x00 and its 0xff. Every whole key is at most 32750 bytes, and
+ *   in the history ends in 0x00 0x01 and a revision, whose 0x00 is where a
+ *   long key's tag (>= 0x80) is: so no whole key's entry sorts among the
+ *   entries of the long keys that share a prefix (a group), a whole key
+ *   sorts before or after a group as it does before or after each of its
+ *   keys, and groups sort as their keys do; a 32768-byte history key is a
+ *   long key's exactly when its byte 32750 is >= 0x80. Within a group only
+ *   the full keys order the entries: they are read from the KeyValues in
+ *   the key bucket (the latest entry's, or the history entry's revision,
+ *   with its tombstone mark), which etcd keeps anyway. So:
+ *     a lookup of a long key seeks its prefix and tag (and ~at in the
+ *       history) and reads the KeyValue of each entry there until one
+ *       names the key: one, unless keys of the same prefix share a tag;
+ *     a walk reads a group whole when it comes to it, keeps its keys in
+ *       the range (at an old revision, each key's newest revision at or
+ *       below `at`), sorts them by full key and gives them in that order;
+ *       the two streams of a walk at an old revision compare full keys;
+ *     a write files the entry under the revision it has: a put of a live
+ *       long key deletes the latest entry of prev's revision and adds one
+ *       of its own, with no lookup; the history's keys are computed.
+ *   A key of at most 32750 bytes with many 0x00 bytes is whole in the
+ *   latest bucket and long in the history. A long key's entries make the
+ *   meta format 4 (kvindex_meta_write, from `long_keys`); builds before
+ *   format 4 do not read such a file (they rebuild the index, and refuse
+ *   the long key they find), and a file without long keys stays format 3.
  *
  * Errors: 0 or negative errno of the B+tree (btree.h); -EUCLEAN when an
  * index entry is malformed (errmsg_get(-EUCLEAN) names it).
@@ -88,7 +125,11 @@
 #include "stored/mvcc/mvcc_kv.h"
 #include "stored/mvcc/revision.h"
 
-#define KVINDEX_FORMAT 3u
+/* The newest format this build reads: format 4 is format 3 with entries of
+ * long keys, written only once a long key's entry is (see "Long keys"). */
+#define KVINDEX_FORMAT 4u
+/* The format of an index that holds no long key's entry. */
+#define KVINDEX_FORMAT_WHOLE 3u
 /* The oldest format this build reads: format 2 differs only in its 'r'
  * references, which are still read (an older build rebuilds an index of
  * format 3, whose 'v' references it cannot read). */
@@ -100,8 +141,10 @@
  * 231k puts/s. A reference costs a reader a second lookup only when the
  * latest-entry cache does not answer. */
 #define KVINDEX_INLINE_MAX 64u
-/* Largest key whose encoding fits, for a key without 0x00 bytes. */
-#define KVINDEX_MAX_KEY_BYTES 32750u
+/* The longest key kept whole in the latest bucket, and the longest
+ * esc(key) kept whole in the history: 32768 bytes of a B+tree key less
+ * the terminator and revision. */
+#define KVINDEX_WHOLE_KEY_BYTES 32750u
 
 /* The newest version of a live key. */
 struct kvindex_entry {
@@ -145,6 +188,22 @@ struct kvindex {
 	const struct lcache *lc;
 	uint64_t lc_generation;
 	struct btree_bucket *keyb;
+	/* The sorted groups of long keys a walk is in: the latest bucket's
+	 * and the history's (kvindex_iter's lg and hg count and step them). */
+	struct kvindex_grp *lgrp, *hgrp;
+	size_t lgcap, hgcap;
+	/* An entry of a long key was written through x, or the file held one
+	 * (the caller's to set): kvindex_meta_write writes format 4. */
+	bool long_keys;
+};
+
+/* A long key of a group, in a walk: the key (its KeyValue's bytes), and
+ * its latest entry, or its history revision at the walk's `at`. */
+struct kvindex_grp {
+	const uint8_t *key;
+	size_t len;
+	struct kvindex_entry e;
+	bool tomb;
 };
 
 /* Zeroes x before its first use. */
@@ -194,9 +253,6 @@ int kvindex_feed_cache(struct btree_db *db, struct kvindex_feed *f, struct lcach
 int kvindex_feed_warm(struct kvindex_feed *f, size_t max, bool *done);
 void kvindex_feed_close(struct kvindex_feed *f);
 
-/* Whether key can be indexed (non-empty, encoding fits). */
-bool kvindex_key_fits(const uint8_t *key, size_t len);
-
 /*
  * The latest entry of key through lc alone, in the read txn of key_bucket
  * (its `key` bucket): 0 with *out (kv the bytes in the key bucket, valid
@@ -239,8 +295,9 @@ int kvindex_history_find(struct kvindex *x, const uint8_t *key, size_t len, int6
  * it in this txn, or NULL when that said -ENOENT: a put with the wrong
  * prev breaks the index. Moves prev's revision into the history and makes
  * r the latest entry. Only prev->mod is read, so prev's bytes may have gone
- * stale through writes to other buckets. Write txns only. -EINVAL when the
- * key cannot be indexed; -EUCLEAN when r is not newer than prev.
+ * stale through writes to other buckets. Write txns only. -EINVAL for the
+ * empty key; -EUCLEAN when r is not newer than prev (or, for a long key,
+ * prev's latest entry is missing).
  */
 int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
 		const uint8_t *kv_bytes, size_t kv_len, const struct kvindex_entry *prev);
@@ -299,8 +356,17 @@ struct kvindex_iter {
 	 * or past the end of the range. */
 	int lstate, hstate;
 	struct btree_kv lkv, hkv;
-	struct btree_cursor c;   /* the latest bucket (latest), or the history */
-	struct btree_cursor lc;  /* the latest bucket, at an old revision */
+	struct btree_cursor c;   /* the history */
+	struct btree_cursor lc;  /* the latest bucket */
+	/* The latest stream's item: its key, entry; lpend: the cursor already
+	 * stands on the next entry (lkv, lpend_rc), read past a group. */
+	const uint8_t *lkey;
+	size_t lkey_len;
+	struct kvindex_entry lent;
+	bool lpend;
+	bool hlong_start;        /* the start's esc() is over the history's limit */
+	int lpend_rc, hpend_rc;  /* hpend_rc: the history's, past its group */
+	size_t lgn, lgpos, hgn, hgpos;  /* groups in x->lgrp, x->hgrp */
 };
 
 struct kvindex_hit {

@@ -27,8 +27,16 @@ static void inv_put(uint8_t *out, int64_t main, int64_t sub)
 static int hist_key(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
 		    size_t *out_len)
 {
-	if (!kvindex_key_fits(key, len))
+	if (len == 0)
 		return -EINVAL;
+	if (!hist_whole(key, len)) {
+		int rc = reserve(&x->wbuf, &x->wcap, LONG_ENTRY_KEY);
+		if (rc)
+			return rc;
+		long_hist_key(x->wbuf, key, len, r);
+		*out_len = LONG_ENTRY_KEY;
+		return 0;
+	}
 	int rc = reserve(&x->wbuf, &x->wcap, 2 * len + HIST_TERM + HIST_SUFFIX);
 	if (rc)
 		return rc;
@@ -63,28 +71,6 @@ int kvindex_drop(struct btree_txn *t)
 	return 0;
 }
 
-/* The etcd key a key-bucket entry's KeyValue names. etcd and cetcd write
- * the key (field 1) first, and reading only it keeps the rest of the
- * value's lines out of the writer's cache; any other layout is decoded
- * whole. */
-static bool feed_user_key(const uint8_t *val, size_t vlen, const uint8_t **key, size_t *len)
-{
-	struct proto_reader r = proto_reader_init(val, vlen);
-	struct proto_field f;
-	if (proto_read_field(&r, &f) == 0 && f.num == 1 && f.wire == PROTO_WIRE_BYTES &&
-	    f.len > 0) {
-		*key = f.data;
-		*len = f.len;
-		return true;
-	}
-	struct mvcc_kv kv;
-	if (mvcc_kv_decode(val, vlen, &kv) || kv.key_len == 0)
-		return false;
-	*key = kv.key;
-	*len = kv.key_len;
-	return true;
-}
-
 /* Whether the cache's place for the key of hash h is the key-bucket entry
  * of revision key rk (so that rk's move or removal concerns it). */
 static bool feed_holds(struct kvindex_feed *f, uint64_t h, const uint8_t *rk)
@@ -115,7 +101,7 @@ static void feed_placed(void *arg, uint64_t pgid, uint64_t txid, const struct bt
 		size_t len;
 		bool live = p->ksize == REV_BYTES;
 		if ((!live && p->ksize != REV_MARKED_BYTES) || (!live && !p->fresh) ||
-		    !feed_user_key(p->val, p->vsize, &key, &len))
+		    !kvindex_user_key(p->val, p->vsize, &key, &len))
 			continue;
 		uint64_t h = lcache_hash(key, len);
 		struct lcache_loc loc = { .pgid = pgid, .txid = txid, .index = p->index,
@@ -143,7 +129,7 @@ static void feed_gone(void *arg, const uint8_t *rk, uint32_t ksize, const uint8_
 	struct kvindex_feed *f = arg;
 	const uint8_t *key;
 	size_t len;
-	if (ksize != REV_BYTES || !feed_user_key(val, vsize, &key, &len))
+	if (ksize != REV_BYTES || !kvindex_user_key(val, vsize, &key, &len))
 		return;
 	uint64_t h = lcache_hash(key, len);
 	if (feed_holds(f, h, rk))
@@ -262,6 +248,8 @@ static int hist_add(struct kvindex *x, const uint8_t *key, size_t len, struct re
 	int rc = hist_key(x, key, len, r, &hlen);
 	if (rc)
 		return rc;
+	if (hlen == LONG_ENTRY_KEY && (x->wbuf[LONG_PREFIX] & 0x80))
+		x->long_keys = true;
 	return btree_put(x->history, x->wbuf, hlen, &mark, 1);
 }
 
@@ -277,49 +265,79 @@ static int supersede(struct kvindex *x, const uint8_t *key, size_t len,
 	return hist_add(x, key, len, prev->mod, HIST_PUT);
 }
 
+_Static_assert(LATEST_REF_VARINT_MAX <= LATEST_HDR + KVINDEX_INLINE_MAX,
+	       "a reference fits the buffer of an inline entry");
+
+/* Removes the latest entry of a long key (at prev's revision) from the
+ * latest bucket. */
+static int long_latest_del(struct kvindex *x, const uint8_t *key, size_t len,
+			   const struct kvindex_entry *prev)
+{
+	int rc = reserve(&x->wbuf, &x->wcap, LONG_ENTRY_KEY);
+	if (rc)
+		return rc;
+	long_latest_key(x->wbuf, key, len, prev->mod);
+	rc = btree_del(x->latest, x->wbuf, LONG_ENTRY_KEY);
+	if (rc == -ENOENT)
+		return corrupt("latest entry of a %zu-byte key at %lld_%lld is missing", len,
+			       (long long)prev->mod.main, (long long)prev->mod.sub);
+	return rc;
+}
+
 int kvindex_put(struct kvindex *x, const struct mvcc_kv *kv, struct rev r,
 		const uint8_t *kv_bytes, size_t kv_len, const struct kvindex_entry *prev)
 {
+	uint8_t val[LATEST_HDR + KVINDEX_INLINE_MAX];
 	size_t vlen;
 	int rc;
-	if (!kvindex_key_fits(kv->key, kv->key_len))
+	if (kv->key_len == 0)
 		return -EINVAL;
 	if (prev) {
 		rc = supersede(x, kv->key, kv->key_len, prev, r);
 		if (rc)
 			return rc;
 	}
-	bool inl = kv_len <= KVINDEX_INLINE_MAX;
-	rc = reserve(&x->wbuf, &x->wcap, inl ? LATEST_HDR + kv_len : LATEST_REF_VARINT_MAX);
-	if (rc)
-		return rc;
-	if (inl) {
-		x->wbuf[0] = LATEST_INLINE;
-		rev_put_be64(x->wbuf + 1, (uint64_t)r.main);
-		rev_put_be64(x->wbuf + 9, (uint64_t)r.sub);
-		memcpy(x->wbuf + LATEST_HDR, kv_bytes, kv_len);
+	if (kv_len <= KVINDEX_INLINE_MAX) {
+		val[0] = LATEST_INLINE;
+		rev_put_be64(val + 1, (uint64_t)r.main);
+		rev_put_be64(val + 9, (uint64_t)r.sub);
+		memcpy(val + LATEST_HDR, kv_bytes, kv_len);
 		vlen = LATEST_HDR + kv_len;
 	} else {
 		const uint64_t f[5] = { (uint64_t)r.main, (uint64_t)r.sub, (uint64_t)kv->create_rev,
 					(uint64_t)kv->version, (uint64_t)kv->lease };
-		x->wbuf[0] = LATEST_REF_VARINT;
+		val[0] = LATEST_REF_VARINT;
 		vlen = 1;
 		for (int i = 0; i < 5; i++)
-			vlen += proto_varint_put(x->wbuf + vlen, f[i]);
+			vlen += proto_varint_put(val + vlen, f[i]);
 	}
-	return btree_put(x->latest, kv->key, kv->key_len, x->wbuf, vlen);
+	if (kv->key_len <= LONG_PREFIX)
+		return btree_put(x->latest, kv->key, kv->key_len, val, vlen);
+	/* a long key: filed under its prefix, tag and revision */
+	x->long_keys = true;
+	if (prev) {
+		rc = long_latest_del(x, kv->key, kv->key_len, prev);
+		if (rc)
+			return rc;
+	}
+	rc = reserve(&x->wbuf, &x->wcap, LONG_ENTRY_KEY);
+	if (rc)
+		return rc;
+	long_latest_key(x->wbuf, kv->key, kv->key_len, r);
+	return btree_put(x->latest, x->wbuf, LONG_ENTRY_KEY, val, vlen);
 }
 
 int kvindex_tombstone(struct kvindex *x, const uint8_t *key, size_t len, struct rev r,
 		      const struct kvindex_entry *prev)
 {
 	int rc;
-	if (!kvindex_key_fits(key, len))
+	if (len == 0)
 		return -EINVAL;
 	if (prev) {
 		rc = supersede(x, key, len, prev, r);
 		if (!rc)
-			rc = btree_del(x->latest, key, len);
+			rc = len <= LONG_PREFIX ? btree_del(x->latest, key, len)
+						: long_latest_del(x, key, len, prev);
 		if (rc)
 			return rc;
 	}
@@ -344,7 +362,10 @@ static int meta_put64(struct kvindex *x, const char *name, uint64_t v)
 
 int kvindex_meta_write(struct kvindex *x, const struct kvindex_meta *m)
 {
-	int rc = meta_put64(x, SCHEMA_KV_META_FORMAT, m->format);
+	uint64_t format = m->format;
+	if (x->long_keys && format < KVINDEX_FORMAT)
+		format = KVINDEX_FORMAT;  /* builds before it must not read long keys' entries */
+	int rc = meta_put64(x, SCHEMA_KV_META_FORMAT, format);
 	if (!rc)
 		rc = meta_put64(x, SCHEMA_KV_META_REVISION, (uint64_t)m->revision);
 	if (!rc)

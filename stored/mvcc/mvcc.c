@@ -98,7 +98,7 @@ static int covers_now(struct btree_bucket *key, int64_t scheduled, int64_t finis
 
 /* Whether the index of t exists and matches the key and meta buckets. */
 static int index_matches(struct btree_txn *t, struct btree_bucket *key, int64_t scheduled,
-			 int64_t finished, int64_t *rev, bool *ok)
+			 int64_t finished, int64_t *rev, uint64_t *format, bool *ok)
 {
 	struct kvindex x;
 	struct kvindex_meta have, want;
@@ -119,6 +119,7 @@ static int index_matches(struct btree_txn *t, struct btree_bucket *key, int64_t 
 	      have.covers_len == want.covers_len &&
 	      memcmp(have.covers, want.covers, want.covers_len) == 0;
 	*rev = have.revision;
+	*format = have.format;
 	return 0;
 }
 
@@ -138,10 +139,6 @@ static int rebuild_entry(struct kvindex *x, const struct btree_kv *kv, int64_t *
 	if (r.main < 1)
 		return 0;  /* etcd's restore starts at revision 1 */
 	*last_main = r.main;
-	if (!kvindex_key_fits(f.key, f.key_len))
-		return kvindex_corrupt("key bucket holds a %zu-byte key at %lld_%lld, too large "
-				       "for the cetcd index", f.key_len, (long long)r.main,
-				       (long long)r.sub);
 	/* In revision order, as the writes made them: the latest entry so far
 	 * is the revision this one supersedes. */
 	struct kvindex_entry prev;
@@ -204,7 +201,7 @@ static int rebuild(struct mvcc_store *s, int64_t scheduled, int64_t finished)
 			rc = btree_cursor_next(&c, &kv);
 		}
 		if (rc == -ENOENT) {
-			struct kvindex_meta m = { .format = KVINDEX_FORMAT };
+			struct kvindex_meta m = { .format = KVINDEX_FORMAT_WHOLE };
 			m.revision = last_main > finished ? last_main : finished;
 			rc = covers_now(key, scheduled, finished, &m);
 			if (!rc)
@@ -228,6 +225,7 @@ out_end_txn:
 		btree_txn_end(t);
 		break;
 	}
+	s->wv.idx.long_keys = x.long_keys;
 	kvindex_close(&x);
 	return rc;
 }
@@ -238,6 +236,7 @@ static int store_load(struct mvcc_store *s)
 	struct btree_txn *t;
 	struct btree_bucket *key, *meta;
 	int64_t scheduled = 0, finished = 0, rev = 1;
+	uint64_t format = KVINDEX_FORMAT_WHOLE;
 	bool ok;
 	int rc = btree_write_begin(s->db, &t);
 	if (rc)
@@ -254,7 +253,7 @@ static int store_load(struct mvcc_store *s)
 	if (!rc)
 		rc = meta_rev(meta, SCHEMA_META_FINISHED_COMPACT, &finished);
 	if (!rc)
-		rc = index_matches(t, key, scheduled, finished, &rev, &ok);
+		rc = index_matches(t, key, scheduled, finished, &rev, &format, &ok);
 	if (rc) {
 		btree_txn_end(t);
 		return rc;
@@ -269,6 +268,8 @@ static int store_load(struct mvcc_store *s)
 		s->rebuilt = true;
 	} else {
 		s->c.rev = rev;
+		/* its next commits keep the format that reads its entries */
+		s->wv.idx.long_keys = format >= KVINDEX_FORMAT;
 	}
 	s->c.finished_compact = finished;
 	s->c.compact_rev = effective_compact(scheduled, finished);
@@ -396,7 +397,7 @@ static int batch_finish(struct mvcc_store *s)
 	}
 	if (!rc && s->kv_dirty) {
 		int64_t scheduled = 0, finished = 0;
-		struct kvindex_meta m = { .format = KVINDEX_FORMAT, .revision = s->c.rev };
+		struct kvindex_meta m = { .format = KVINDEX_FORMAT_WHOLE, .revision = s->c.rev };
 		rc = meta_rev(s->meta, SCHEMA_META_SCHEDULED_COMPACT, &scheduled);
 		if (!rc)
 			rc = meta_rev(s->meta, SCHEMA_META_FINISHED_COMPACT, &finished);

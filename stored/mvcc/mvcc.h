@@ -67,9 +67,6 @@
  *        "etcdserver: too many operations in txn request"
  *   MVCC_ERR_DUPLICATE_KEY   INVALID_ARGUMENT (3)
  *        "etcdserver: duplicate key given in txn request"
- *   MVCC_ERR_KEY_TOO_LARGE   INVALID_ARGUMENT (3) (cetcd only: a key the
- *        index cannot hold, see kvindex.h)
- *        "etcdserver: key is too large (at most 32750 bytes, a 0x00 byte counting twice)"
  */
 enum mvcc_err {
 	MVCC_ERR_COMPACTED = -5001,
@@ -81,7 +78,6 @@ enum mvcc_err {
 	MVCC_ERR_LEASE_PROVIDED = -5007,
 	MVCC_ERR_TOO_MANY_OPS = -5008,
 	MVCC_ERR_DUPLICATE_KEY = -5009,
-	MVCC_ERR_KEY_TOO_LARGE = -5010,
 };
 
 /* Whether err is one of the MVCC_ERR_* (the request was refused and
@@ -105,8 +101,7 @@ int mvcc_grpc_code(int err);
  * ops, an op with nothing set ("etcdserver: key not found"), then puts
  * that collide with another put or a delete of the same branch ("duplicate
  * key given in txn request"; a delete with range_end "\0" never collides,
- * as in etcd). After etcd's checks, puts whose key the index cannot hold
- * give MVCC_ERR_KEY_TOO_LARGE. -ENOMEM.
+ * as in etcd). -ENOMEM.
  */
 int mvcc_validate_range(const Etcdserverpb__RangeRequest *r);
 int mvcc_validate_put(const Etcdserverpb__PutRequest *r);
@@ -413,8 +408,7 @@ int mvcc_apply_begin(struct mvcc_store *s, uint64_t index);
  * fills cluster, member and term) and returns 0, an MVCC_ERR_* (nothing
  * written, *out untouched), or a batch-failing error.
  *   Put: MVCC_ERR_LEASE_NOT_FOUND, MVCC_ERR_KEY_NOT_FOUND (ignore_value or
- *        ignore_lease on a missing key), MVCC_ERR_EMPTY_KEY,
- *        MVCC_ERR_KEY_TOO_LARGE.
+ *        ignore_lease on a missing key), MVCC_ERR_EMPTY_KEY.
  *   DeleteRange: deleted count, prev_kvs.
  *   Txn: compares at the txn's start (nested ones too), then the checks
  *        of etcd (puts: lease, ignore_* keys; ranges: revisions), then the

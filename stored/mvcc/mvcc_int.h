@@ -230,6 +230,48 @@ static inline size_t esc_put(uint8_t *out, const uint8_t *key, size_t len)
 	return w;
 }
 
+/* Long keys (kvindex.h): the bytes of a key, or of its escaped form, that
+ * their entries' B+tree keys hold, the tag after them, and those keys'
+ * length (PAGE_MAX_KEY). */
+#define LONG_PREFIX KVINDEX_WHOLE_KEY_BYTES
+#define LONG_TAG 2u
+#define LONG_ENTRY_KEY (LONG_PREFIX + LONG_TAG + HIST_SUFFIX)
+
+/* The length of esc(key) without its terminator. */
+static inline size_t esc_len(const uint8_t *key, size_t len)
+{
+	size_t n = len;
+	for (size_t i = 0; i < len; i++)
+		n += key[i] == 0;
+	return n;
+}
+
+/* Whether key's history entries hold it whole (esc(key) fits). */
+static inline bool hist_whole(const uint8_t *key, size_t len)
+{
+	return esc_len(key, len) <= LONG_PREFIX;
+}
+
+/* The tag of a long key: 15 bits of its FNV-1a hash with the top bit set
+ * (part of the file format: it must never change). */
+static inline uint16_t long_tag(const uint8_t *key, size_t len)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ key[i]) * 16777619u;
+	return (uint16_t)(0x8000u | ((h ^ (h >> 15)) & 0x7fffu));
+}
+
+/* Writes the latest-bucket key of the long key `key` whose latest
+ * revision is r (LONG_ENTRY_KEY bytes), or the history key of its
+ * revision r (LONG_ENTRY_KEY bytes, the revision complemented). */
+void long_latest_key(uint8_t *out, const uint8_t *key, size_t len, struct rev r);
+void long_hist_key(uint8_t *out, const uint8_t *key, size_t len, struct rev r);
+
+/* The etcd key a KeyValue names (field 1, which etcd and cetcd write
+ * first; any other layout is decoded whole); false when it has none. */
+bool kvindex_user_key(const uint8_t *val, size_t vlen, const uint8_t **key, size_t *len);
+
 /* Parses a latest-bucket value of key. Without `fields` an inline entry's
  * create revision, version and lease are left unset (walks need only the
  * revision and the bytes, which the caller decodes anyway). */

@@ -144,16 +144,13 @@ static int compare_to_path(struct txn_exec *x, const TxnRequest *r, unsigned dep
 }
 
 /*
- * etcd's checkRequestPut, at the txn's starting state. Keys the store
- * cannot write are refused here too (the gateway refuses them before), so
- * that no op can fail once the txn has started writing.
+ * etcd's checkRequestPut, at the txn's starting state, so that no op can
+ * fail once the txn has started writing.
  */
 static int check_put(struct txn_exec *x, const Etcdserverpb__PutRequest *p)
 {
 	if (!p || p->key.len == 0)
 		return MVCC_ERR_EMPTY_KEY;
-	if (!kvindex_key_fits(p->key.data, p->key.len))
-		return MVCC_ERR_KEY_TOO_LARGE;
 	if (p->ignore_value || p->ignore_lease) {
 		struct kvindex_entry e;
 		int rc = kvindex_latest_get(&x->v->idx, p->key.data, p->key.len, &e);

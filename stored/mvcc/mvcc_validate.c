@@ -45,10 +45,7 @@ static int check_put(const Etcdserverpb__PutRequest *r)
 
 int mvcc_validate_put(const Etcdserverpb__PutRequest *r)
 {
-	int rc = check_put(r);
-	if (!rc && !kvindex_key_fits(r->key.data, r->key.len))
-		rc = MVCC_ERR_KEY_TOO_LARGE;
-	return rc;
+	return check_put(r);
 }
 
 int mvcc_validate_delete_range(const Etcdserverpb__DeleteRangeRequest *r)

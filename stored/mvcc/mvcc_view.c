@@ -36,15 +36,13 @@ static const struct {
 	  "etcdserver: too many operations in txn request" },
 	{ MVCC_ERR_DUPLICATE_KEY, GRPC_INVALID_ARGUMENT,
 	  "etcdserver: duplicate key given in txn request" },
-	{ MVCC_ERR_KEY_TOO_LARGE, GRPC_INVALID_ARGUMENT,
-	  "etcdserver: key is too large (at most 32750 bytes, a 0x00 byte counting twice)" },
 };
 
 #define N_ERRORS (sizeof(mvcc_errors) / sizeof(mvcc_errors[0]))
 
 bool mvcc_is_request_error(int err)
 {
-	return err <= MVCC_ERR_COMPACTED && err >= MVCC_ERR_KEY_TOO_LARGE;
+	return err <= MVCC_ERR_COMPACTED && err >= MVCC_ERR_DUPLICATE_KEY;
 }
 
 const char *mvcc_strerror(int err)

@@ -134,8 +134,6 @@ int mvcc_put_op(struct mvcc_store *s, const Etcdserverpb__PutRequest *r, bool st
 
 	if (r->key.len == 0)
 		return MVCC_ERR_EMPTY_KEY;
-	if (!kvindex_key_fits(r->key.data, r->key.len))
-		return MVCC_ERR_KEY_TOO_LARGE;
 	Etcdserverpb__PutResponse *resp = arena_alloc(a, sizeof(*resp));
 	if (!resp)
 		return -ENOMEM;
@@ -278,8 +276,6 @@ int mvcc_put(struct mvcc_store *s, const Etcdserverpb__PutRequest *r, struct are
 		return rc;
 	if (r->key.len == 0)
 		return MVCC_ERR_EMPTY_KEY;
-	if (!kvindex_key_fits(r->key.data, r->key.len))
-		return MVCC_ERR_KEY_TOO_LARGE;
 	if (r->lease != 0) {
 		rc = mvcc_lease_exists(s, r->lease);
 		if (rc < 0)

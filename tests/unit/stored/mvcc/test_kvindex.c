@@ -15,7 +15,9 @@
  *  - a small history written by hand, its buckets and walks spelled out;
  *  - key size limits, range starts too long to be keys, the meta record;
  *  - a store whose index has another format is rebuilt into this one (and
- *    readers refuse the old one until then).
+ *    readers refuse the old one until then);
+ *  - long keys' entries as the test reads the format, and the format 4
+ *    they bring (and only they).
  * MVCC_SEED=n replays.
  */
 #include "mvcc_util.h"
@@ -566,28 +568,22 @@ static void check_limits(struct btree_db *db)
 	t_phase = "key limits";
 	static uint8_t big[40000];
 	memset(big, 'k', sizeof(big));
-	T_CHECK(kvindex_key_fits(big, KVINDEX_MAX_KEY_BYTES));
-	T_CHECK(!kvindex_key_fits(big, KVINDEX_MAX_KEY_BYTES + 1));
-	T_CHECK(!kvindex_key_fits(big, 0));
-	big[0] = 0;
-	T_CHECK(!kvindex_key_fits(big, KVINDEX_MAX_KEY_BYTES));
-	T_CHECK(kvindex_key_fits(big, KVINDEX_MAX_KEY_BYTES - 1));
-	big[0] = 'k';
 
-	/* the largest key, written, superseded and found; a range starting
-	 * with a longer (unstorable) key still finds the keys after it */
+	/* the largest whole key, written, superseded and found; a range
+	 * starting with a longer key (none stored) finds the keys after it;
+	 * only the empty key is refused */
 	struct btree_txn *t;
 	struct kvindex x;
 	kvindex_init(&x);
 	T_OK(btree_write_begin(db, &t));
 	T_OK(kvindex_drop(t));
 	T_OK(kvindex_create(t, &x));
-	struct mvcc_kv kv = { big, KVINDEX_MAX_KEY_BYTES, (const uint8_t *)"v", 1, 5, 5, 1, 0 };
+	struct mvcc_kv kv = { big, KVINDEX_WHOLE_KEY_BYTES, (const uint8_t *)"v", 1, 5, 5, 1, 0 };
 	uint8_t *enc = malloc(mvcc_kv_encoded_len(&kv));
 	size_t n = mvcc_kv_encode(&kv, enc);
 	T_OK(kvindex_put(&x, &kv, (struct rev){ 5, 0 }, enc, n, NULL));
 	struct kvindex_entry e;
-	T_OK(kvindex_latest_get(&x, big, KVINDEX_MAX_KEY_BYTES, &e));
+	T_OK(kvindex_latest_get(&x, big, KVINDEX_WHOLE_KEY_BYTES, &e));
 	kv.mod_rev = 7;
 	kv.version = 2;
 	n = mvcc_kv_encode(&kv, enc);
@@ -596,17 +592,18 @@ static void check_limits(struct btree_db *db)
 	uint8_t enc2[64];
 	size_t n2 = mvcc_kv_encode(&kv2, enc2);
 	T_OK(kvindex_put(&x, &kv2, (struct rev){ 6, 0 }, enc2, n2, NULL));
-	kv.key_len = KVINDEX_MAX_KEY_BYTES + 1;
+	kv.key_len = 0;
 	T_RC(kvindex_put(&x, &kv, (struct rev){ 8, 0 }, enc, n, NULL), -EINVAL);
-	T_RC(kvindex_tombstone(&x, big, KVINDEX_MAX_KEY_BYTES + 1, (struct rev){ 8, 0 }, NULL),
-	     -EINVAL);
+	kv.key_len = KVINDEX_WHOLE_KEY_BYTES;
+	T_RC(kvindex_tombstone(&x, big, 0, (struct rev){ 8, 0 }, NULL), -EINVAL);
+	T_CHECK(!x.long_keys);
 	struct rev r;
 	bool tomb;
-	T_OK(kvindex_history_find(&x, big, KVINDEX_MAX_KEY_BYTES, 9, &r, &tomb));
+	T_OK(kvindex_history_find(&x, big, KVINDEX_WHOLE_KEY_BYTES, 9, &r, &tomb));
 	T_CHECK(r.main == 7 && !tomb);
-	T_OK(kvindex_history_find(&x, big, KVINDEX_MAX_KEY_BYTES, 6, &r, &tomb));
+	T_OK(kvindex_history_find(&x, big, KVINDEX_WHOLE_KEY_BYTES, 6, &r, &tomb));
 	T_CHECK(r.main == 5 && !tomb);
-	T_RC(kvindex_history_find(&x, big, KVINDEX_MAX_KEY_BYTES + 1, 9, &r, &tomb), -ENOENT);
+	T_RC(kvindex_history_find(&x, big, KVINDEX_WHOLE_KEY_BYTES + 1, 9, &r, &tomb), -ENOENT);
 	for (int latest = 0; latest < 2; latest++) {
 		struct kvindex_range kr;
 		struct kvindex_iter it;
@@ -618,24 +615,24 @@ static void check_limits(struct btree_db *db)
 		T_CHECK(h.rev.main == 6);
 		T_RC(kvindex_iter_next(&it, &h), -ENOENT);
 		/* from one byte shorter: the big key itself is first */
-		kvindex_range_from_request(&kr, big, KVINDEX_MAX_KEY_BYTES - 1, (const uint8_t *)"", 1);
+		kvindex_range_from_request(&kr, big, KVINDEX_WHOLE_KEY_BYTES - 1, (const uint8_t *)"", 1);
 		kvindex_iter_begin(&it, &x, &kr, at, latest);
 		T_OK(kvindex_iter_next(&it, &h));
 		T_CHECK(h.rev.main == (latest ? 7 : 5));
 		/* a longer end than any key: [big, big + 'k') holds the big key */
-		kvindex_range_from_request(&kr, big, KVINDEX_MAX_KEY_BYTES, big, sizeof(big));
+		kvindex_range_from_request(&kr, big, KVINDEX_WHOLE_KEY_BYTES, big, sizeof(big));
 		kvindex_iter_begin(&it, &x, &kr, at, latest);
 		T_OK(kvindex_iter_next(&it, &h));
 		T_CHECK(h.rev.main == (latest ? 7 : 5));
 		T_RC(kvindex_iter_next(&it, &h), -ENOENT);
 	}
 	/* compaction removes superseded revisions; the latest entry stays */
-	T_OK(kvindex_history_del(&x, big, KVINDEX_MAX_KEY_BYTES, (struct rev){ 5, 0 }));
-	T_RC(kvindex_history_find(&x, big, KVINDEX_MAX_KEY_BYTES, 6, &r, &tomb), -ENOENT);
-	T_OK(kvindex_history_find(&x, big, KVINDEX_MAX_KEY_BYTES, 9, &r, &tomb));
+	T_OK(kvindex_history_del(&x, big, KVINDEX_WHOLE_KEY_BYTES, (struct rev){ 5, 0 }));
+	T_RC(kvindex_history_find(&x, big, KVINDEX_WHOLE_KEY_BYTES, 6, &r, &tomb), -ENOENT);
+	T_OK(kvindex_history_find(&x, big, KVINDEX_WHOLE_KEY_BYTES, 9, &r, &tomb));
 	T_CHECK(r.main == 7);
-	T_RC(kvindex_history_del(&x, big, KVINDEX_MAX_KEY_BYTES, (struct rev){ 5, 0 }), -ENOENT);
-	T_RC(kvindex_history_del(&x, big, KVINDEX_MAX_KEY_BYTES, (struct rev){ 7, 0 }), -ENOENT);
+	T_RC(kvindex_history_del(&x, big, KVINDEX_WHOLE_KEY_BYTES, (struct rev){ 5, 0 }), -ENOENT);
+	T_RC(kvindex_history_del(&x, big, KVINDEX_WHOLE_KEY_BYTES, (struct rev){ 7, 0 }), -ENOENT);
 	free(enc);
 
 	t_phase = "meta";
@@ -699,7 +696,7 @@ static void check_format_rebuild(void)
 	T_OK(btree_write_begin(d.db, &t));
 	T_OK(kvindex_open(t, &x));
 	T_OK(kvindex_meta_read(&x, &m));
-	T_CHECK(m.format == KVINDEX_FORMAT);
+	T_CHECK(m.format == KVINDEX_FORMAT_WHOLE);
 	m.format = 1;
 	T_OK(kvindex_meta_write(&x, &m));
 	static const uint8_t k1_at4[] = { 'k', '1', 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
@@ -726,6 +723,110 @@ static void check_format_rebuild(void)
 	tdb_reopen(&d, true);
 	mvcc_store_state(d.s, &st);
 	T_CHECK(!st.rebuilt);
+	tbuf_free(&before);
+	tbuf_free(&after);
+	tdb_free(&d);
+}
+
+/* The format in the index meta of d's file. */
+static uint64_t meta_format(struct tdb *d)
+{
+	struct btree_txn *t;
+	struct kvindex x;
+	struct kvindex_meta m;
+	kvindex_init(&x);
+	T_OK(btree_db_read_begin(d->db, NULL, &t));
+	T_OK(kvindex_open(t, &x));
+	T_OK(kvindex_meta_read(&x, &m));
+	btree_txn_end(t);
+	kvindex_close(&x);
+	return m.format;
+}
+
+/* Checks the one entry of bucket b whose key is len bytes long and
+ * starts with p (plen bytes): its tag (returned) and revision. */
+static unsigned long_entry(struct btree_bucket *b, size_t len, const uint8_t *p, size_t plen,
+			   uint64_t main, uint64_t sub, uint8_t val0)
+{
+	struct btree_cursor c;
+	struct btree_kv kv;
+	int n = 0;
+	unsigned tag = 0;
+	btree_cursor_init(&c, b);
+	for (int rc = btree_cursor_first(&c, &kv); rc == 0; rc = btree_cursor_next(&c, &kv)) {
+		if (kv.key_len != len)
+			continue;
+		n++;
+		T_CHECK(memcmp(kv.key, p, plen) == 0);
+		tag = (unsigned)kv.key[plen] << 8 | kv.key[plen + 1];
+		T_CHECK(tag & 0x8000);
+		T_CHECK(rev_get_be64(kv.key + plen + 2) == main);
+		T_CHECK(rev_get_be64(kv.key + plen + 10) == sub);
+		T_CHECK(kv.val_len > 0 && kv.val[0] == val0);
+	}
+	T_CHECK(n == 1);
+	return tag;
+}
+
+/*
+ * Long keys: a key over 32,750 bytes is filed under its first 32,750
+ * bytes, a tag and the revision (escaped and complemented in the
+ * history), 32768 bytes; the meta format is 3 until such an entry is
+ * written, 4 from then on (also after a reopen, and when the index is
+ * rebuilt from the key bucket).
+ */
+static void check_format_long(void)
+{
+	struct tdb d;
+	struct tbuf before = { 0 }, after = { 0 };
+	struct btree_txn *t;
+	struct kvindex x;
+	struct mvcc_state st;
+	static uint8_t lk[40000], esc[32750];
+	t_phase = "long keys' entries and format";
+	memset(lk, 'L', sizeof(lk));
+	lk[100] = 0;  /* escaped: 0x00 0xff, so the history's prefix is one byte shorter */
+	memcpy(esc, lk, 101);
+	esc[101] = 0xff;
+	memcpy(esc + 102, lk + 101, sizeof(esc) - 102);
+	tdb_init(&d, NULL);
+	store_put(&d, "a", 1, "1");                          /* 2 */
+	T_CHECK(meta_format(&d) == KVINDEX_FORMAT_WHOLE);
+	store_put(&d, (const char *)lk, sizeof(lk), "2");   /* 3 */
+	store_put(&d, (const char *)lk, sizeof(lk), "3");   /* 4 */
+	T_CHECK(meta_format(&d) == KVINDEX_FORMAT);
+
+	kvindex_init(&x);
+	T_OK(btree_db_read_begin(d.db, NULL, &t));
+	T_OK(kvindex_open(t, &x));
+	unsigned lt = long_entry(x.latest, 32768, lk, KVINDEX_WHOLE_KEY_BYTES, 4, 0, 'v');
+	unsigned ht = long_entry(x.history, 32768, esc, KVINDEX_WHOLE_KEY_BYTES, ~3ull, ~0ull, 'p');
+	T_CHECK(lt == ht);
+	btree_txn_end(t);
+	kvindex_close(&x);
+
+	/* a reopened store keeps format 4 through commits of short keys */
+	tdb_reopen(&d, true);
+	store_put(&d, "b", 1, "4");                          /* 5 */
+	T_CHECK(meta_format(&d) == KVINDEX_FORMAT);
+	tdb_dump(&d, tm_is_index_bucket, &before);
+
+	/* an index of format 1 is rebuilt as format 4, entry for entry */
+	kvindex_init(&x);
+	T_OK(btree_write_begin(d.db, &t));
+	T_OK(kvindex_open(t, &x));
+	T_OK(btree_put(x.meta, SCHEMA_KV_META_FORMAT, SCHEMA_LEN(SCHEMA_KV_META_FORMAT),
+		       "\0\0\0\0\0\0\0\1", 8));
+	T_OK(btree_commit(t, NULL));
+	kvindex_close(&x);
+	T_OK(btree_db_checkpoint(d.db, NULL));
+	T_CHECK(meta_format(&d) == 1);
+	tdb_reopen(&d, true);
+	mvcc_store_state(d.s, &st);
+	T_CHECK(st.rebuilt && st.rev == 5);
+	T_CHECK(meta_format(&d) == KVINDEX_FORMAT);
+	tdb_dump(&d, tm_is_index_bucket, &after);
+	tm_same_dump(&after, &before, "index of long keys rebuilt");
 	tbuf_free(&before);
 	tbuf_free(&after);
 	tdb_free(&d);
@@ -836,6 +937,7 @@ int main(void)
 	t_rmdir(dir);
 	check_format_rebuild();
 	check_format_2();
+	check_format_long();
 	free(sorted);
 	free(recs);
 	t_no_leaks();

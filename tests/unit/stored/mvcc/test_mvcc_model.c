@@ -689,7 +689,20 @@ static void mm_free(void)
 /* ------------------------------------------------------------ generator */
 
 #define NKEYS 40
-static uint8_t pool[NKEYS][6];
+#ifndef MODEL_KEY_MAX
+/* The keys: 1 to 4 bytes of an alphabet of edge bytes (test_mvcc_model_longkey.c
+ * brings its own). */
+#define MODEL_KEY_MAX 6
+#define MODEL_OPS 100000
+static void pool_key(uint8_t *k, size_t *len)
+{
+	static const uint8_t alphabet[] = { 0x00, 0x01, 'a', 'b', 0xfe, 0xff };
+	*len = 1 + t_below(4);
+	for (size_t j = 0; j < *len; j++)
+		k[j] = alphabet[t_below(sizeof(alphabet))];
+}
+#endif
+static uint8_t pool[NKEYS][MODEL_KEY_MAX];
 static size_t pool_len[NKEYS];
 static struct arena ra;  /* requests of one op */
 static uint8_t bigval[3000];
@@ -704,12 +717,9 @@ static void *ra_alloc(size_t n)
 
 static void make_pool(void)
 {
-	static const uint8_t alphabet[] = { 0x00, 0x01, 'a', 'b', 0xfe, 0xff };
 	for (size_t i = 0; i < NKEYS; i++) {
 again:
-		pool_len[i] = 1 + t_below(4);
-		for (size_t j = 0; j < pool_len[i]; j++)
-			pool[i][j] = alphabet[t_below(sizeof(alphabet))];
+		pool_key(pool[i], &pool_len[i]);
 		for (size_t k = 0; k < i; k++)
 			if (m_cmp(pool[k], pool_len[k], pool[i], pool_len[i]) == 0)
 				goto again;
@@ -1155,7 +1165,7 @@ static void commit_batch(void)
 
 int main(void)
 {
-	long ops = tm_env_long("MVCC_OPS", 100000);
+	long ops = tm_env_long("MVCC_OPS", MODEL_OPS);
 	t_set_seed(tm_pick_seed());
 	memset(bigval, 'B', sizeof(bigval));
 	arena_init(&ma);
