@@ -42,6 +42,24 @@
 #                (tests/tools/clockstep, preloaded: libfaketime cannot
 #                start in a program linked with jemalloc); targets
 #                "mI +Ns"
+# Membership (the group "member"; each heals to three voters again):
+#   move-leader  leadership moved (etcdctl move-leader, asked of the
+#                leader) to one of the other two, drawn; targets
+#                "mI -> mJ"; the stop is logged once it answered
+#   remove-readd a member (the leader 2 times in 3) removed through the
+#                others, stopped (it should stop by itself), its data
+#                and runtime dirs wiped; healed as an operator does: added
+#                back as a learner on the same name, namespace and
+#                address, started with --initial-cluster-state existing,
+#                promoted once etcd's check lets it (retried while the
+#                learner is not ready); targets "mI"
+#   replace      the same, but the member comes back as the other kind
+#                (cetcd for etcd and the reverse; mixed clusters only):
+#                one of the two members of the same kind is drawn, so
+#                both kinds stay and over a run the kinds move between
+#                members; targets "mI KIND->KIND"
+# A member that is not a voter again within 60 s of its heal is a
+# failed run (FN_BROKEN).
 # This kernel has no netem (CONFIG_NET_SCH_NETEM) and no gact action:
 # loss and reordering are an htb qdisc whose second class a classic BPF
 # filter feeds with a random share of the packets (ld rand), dropped by
@@ -54,6 +72,7 @@ FN_CLOCKSTEP=$IT_BUILD/tests/libclockstep.so
 FN_KINDS_NET="isolate split bridge oneway loss reorder slow"
 FN_KINDS_PROC="kill pause kill-daemon pause-daemon"
 FN_KINDS_ALL="$FN_KINDS_NET $FN_KINDS_PROC disk clock"
+FN_KINDS_MEMBER="move-leader remove-readd replace"
 
 # ------------------------------------------------------------ randomness
 # Every choice the harness makes comes from bash's RANDOM, seeded once
@@ -173,30 +192,47 @@ fn_link_unlane() {
 fn_cluster_init() {
 	local i
 	FN_KIND=("$1" "$2" "$3")
+	FN_CLOCK=$4
 	it_cl_init "fault-$FN_SEED" 3 m
 	for i in 0 1 2; do
 		IT_CL_HOST[i]=$(fn_addr "$i")
 		IT_CL_CPORT[i]=2379 IT_CL_PPORT[i]=2380 IT_CL_APORT[i]=2380
-		IT_CL_PREFIX[i]="ip netns exec ${FN_NS[i]} env"
-		[[ ${FN_KIND[i]} == cetcd ]] || continue
-		if [[ $4 == 1 ]]; then
-			fn_clock_set "$i" 0
-			IT_CL_PREFIX[i]+=" LD_PRELOAD=$FN_CLOCKSTEP CLOCKSTEP_FILE=$IT_TMP/$(fn_name "$i").clock"
-		fi
-		if [[ $5 == 1 ]]; then
+		if [[ ${FN_KIND[i]} == cetcd && $5 == 1 ]]; then
 			fn_pick wal db
 			FN_DISK[i]=$FN_P
-			IT_CL_PREFIX[i]+=" CETCD_TEST_DISKIO_FAULT=file=$FN_P,sync=0,trigger=$IT_TMP/$(fn_name "$i").disk"
 		fi
+		fn_prefix "$i"
 	done
 	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
 }
+# fn_prefix I: IT_CL_PREFIX[I] for member I's kind (FN_KIND[I]): its
+# namespace, and for cetcd clockstep (FN_CLOCK=1) and the disk fault
+# backend (FN_DISK[I] drawn) as fn_cluster_init says.
+fn_prefix() {
+	local i=$1 name
+	name=$(fn_name "$i")
+	IT_CL_PREFIX[i]="ip netns exec ${FN_NS[i]} env"
+	[[ ${FN_KIND[i]} == cetcd ]] || return 0
+	if [[ $FN_CLOCK == 1 ]]; then
+		fn_clock_set "$i" 0
+		IT_CL_PREFIX[i]+=" LD_PRELOAD=$FN_CLOCKSTEP CLOCKSTEP_FILE=$IT_TMP/$name.clock"
+	fi
+	if [[ -n ${FN_DISK[i]:-} ]]; then
+		IT_CL_PREFIX[i]+=" CETCD_TEST_DISKIO_FAULT=file=${FN_DISK[i]},sync=0,trigger=$IT_TMP/$name.disk"
+	fi
+}
 
-# fn_start I: member I (again, on its data dir), etcd's log as JSON lines.
+# fn_start I [join]: member I (again, on its data dir), etcd's log as
+# JSON lines; with join, a member added to the running cluster
+# (--initial-cluster-state existing).
 fn_start() {
 	local zap=()
 	[[ ${FN_KIND[$1]} == etcd ]] && zap=(--logger zap --log-outputs stderr)
-	it_cl_start "$1" "${FN_KIND[$1]}" "${zap[@]}"
+	if [[ ${2:-} == join ]]; then
+		it_cl_join "$1" "${FN_KIND[$1]}" "$IT_CL_INITIAL" "${zap[@]}"
+	else
+		it_cl_start "$1" "${FN_KIND[$1]}" "${zap[@]}"
+	fi
 }
 
 # fn_procs I: the pids of member I, its launcher first then its daemons
@@ -451,6 +487,161 @@ fn_disk_heal() {
 	else
 		echo "  ($(fn_name "$1")'s ${FN_DISK[$1]} fdatasync failed)"
 	fi
+}
+
+# ------------------------------------------------------------ membership
+# fn_eps_but I: the client endpoints of the members but I,
+# comma-separated.
+fn_eps_but() {
+	local j s=
+	for j in $(fn_others "$1"); do s+="${s:+,}$(it_cl_ep "$j")"; done
+	echo "$s"
+}
+# fn_ctl EPS ARGS...: etcdctl ARGS at EPS (1 s to dial, 5 s a command),
+# its output without the client's JSON log lines; etcdctl's status.
+fn_ctl() {
+	local eps=$1
+	shift
+	etcdctl --dial-timeout 1s --command-timeout 5s --endpoints "$eps" "$@" </dev/null 2>&1 |
+		{ grep -v '^{"level"' || true; }
+	return "${PIPESTATUS[0]}"
+}
+# fn_members EPS: the members as EPS list them, one a line: "ID NAME
+# LEARNER PEER-URL" (ID hex, NAME "?" before it started, LEARNER 0 or 1).
+fn_members() {
+	etcdctl --dial-timeout 1s --command-timeout 3s --endpoints "$1" member list -w json 2>/dev/null </dev/null |
+		python3 -c 'import json, sys
+for m in json.load(sys.stdin)["members"]:
+    print("%x" % m["ID"], m.get("name") or "?", int(bool(m.get("isLearner"))), (m.get("peerURLs") or ["?"])[0])'
+}
+
+fn_fault_move-leader() {
+	local o to
+	fn_leader
+	fn_rand 2
+	if ((FN_LEADER < 0)); then
+		echo "  (no leader to move)"
+		return 0
+	fi
+	read -r -a o <<<"$(fn_others "$FN_LEADER")"
+	to=${o[FN_R]}
+	fn_log start move-leader "$(fn_name "$FN_LEADER")" "->" "$(fn_name "$to")"
+	fn_ctl "$(it_cl_ep "$FN_LEADER")" move-leader "${FN_ID[to]}" | sed 's/^/  /' || true
+	fn_log stop move-leader
+}
+
+fn_fault_remove-readd() {
+	fn_target
+	fn_remove "$FN_T" remove-readd
+	FN_HEAL="fn_rejoin $FN_T ${FN_KIND[FN_T]}"
+}
+fn_fault_replace() {
+	local i same=() other
+	fn_target
+	fn_rand 2
+	if [[ " ${FN_KIND[*]} " != *" cetcd "* || " ${FN_KIND[*]} " != *" etcd "* ]]; then
+		echo "  (replace needs a mixed cluster)"
+		return 0
+	fi
+	# one of the two members of a kind is replaced, so both kinds stay:
+	# the target when it is one of them, else one of them drawn
+	for i in 0 1 2; do [[ ${FN_KIND[i]} == "${FN_KIND[FN_T]}" ]] && same+=("$i"); done
+	((${#same[@]} == 2)) || FN_T=$(fn_others "$FN_T" | cut -d' ' -f$((FN_R + 1)))
+	other=cetcd
+	[[ ${FN_KIND[FN_T]} == cetcd ]] && other=etcd
+	fn_remove "$FN_T" replace "${FN_KIND[FN_T]}->$other"
+	FN_HEAL="fn_rejoin $FN_T $other"
+}
+
+# fn_remove I KIND [TARGETS...]: the start of KIND logged, member I
+# removed through the others (retried for 15 s, as an answer may be
+# lost), then stopped (SIGKILL when it has not stopped by itself within
+# 10 s). When the others never removed it, it is left as it was
+# (fn_rejoin finds it still running).
+fn_remove() {
+	local i=$1 kind=$2 eps p procs
+	shift 2
+	eps=$(fn_eps_but "$i")
+	fn_log start "$kind" "$(fn_name "$i")" "$@"
+	((i != FN_LEADER)) || echo "  ($(fn_name "$i") leads)"
+	if ! it_until 15000 fn_removed "$eps" "${FN_ID[i]}"; then
+		echo "  ($(fn_name "$i") was not removed in 15 s)"
+		return 0
+	fi
+	procs=$(fn_procs "$i" | tr '\n' ' ')
+	if it_wait_gone "${IT_CL_PIDS[i]}" 10000; then
+		echo "  ($(fn_name "$i") stopped by itself once removed)"
+	else
+		echo "  ($(fn_name "$i") still runs 10 s after its removal: SIGKILL)"
+	fi
+	for p in $procs; do kill -9 "$p" 2>/dev/null || true; done
+	for p in $procs; do it_wait_gone "$p" 10000 || true; done
+	wait "${IT_CL_PIDS[i]}" 2>/dev/null || true
+}
+# fn_removed EPS ID: asks EPS to remove member ID unless their list no
+# longer has it; 0 once it does not (a follower's list may lag).
+fn_removed() {
+	local m
+	m=$(fn_members "$1") || return 1
+	[[ $'\n'$m != *$'\n'"$2 "* ]] && return 0
+	fn_ctl "$1" member remove "$2" >/dev/null || sleep 0.2
+	return 1
+}
+
+# fn_rejoin I KIND: member I (removed and stopped by fn_remove), its
+# data and runtime dirs wiped, added back through the others as a learner on its name and peer URL, started as
+# KIND with --initial-cluster-state existing, promoted once the leader
+# finds it caught up; FN_ID[I] its new id. A member never removed is
+# left alone. One that is not a voter within 60 s breaks the run.
+fn_rejoin() {
+	local i=$1 kind=$2 eps stem
+	eps=$(fn_eps_but "$i")
+	if ! it_gone "${IT_CL_PIDS[i]}"; then
+		echo "  ($(fn_name "$i") is still a member: nothing to add back)"
+		return 0
+	fi
+	stem=$IT_CL_STEM$(fn_name "$i")
+	rm -rf "${IT_TMP:?}/$stem" "${IT_RT:?}/$stem"
+	if ! it_until 20000 fn_added "$eps" "$i"; then
+		echo "  FAIL: $(fn_name "$i") could not be added back as a learner in 20 s: $FN_CTL_LAST"
+		FN_BROKEN+="${FN_BROKEN:+,}not-added"
+		return 0
+	fi
+	FN_KIND[i]=$kind
+	fn_prefix "$i"
+	fn_start "$i" join
+	if ! it_until 60000 fn_promoted "$eps" "$FN_NEW_ID"; then
+		echo "  FAIL: learner $(fn_name "$i") ($FN_NEW_ID) not promoted in 60 s: $FN_CTL_LAST"
+		FN_BROKEN+="${FN_BROKEN:+,}not-promoted"
+		return 0
+	fi
+	echo "  ($(fn_name "$i") is back as $kind, id $FN_NEW_ID, after $FN_PROMOTE_TRIES promote calls)"
+	FN_ID[i]=$FN_NEW_ID
+}
+# fn_added EPS I: FN_NEW_ID the id of the member on I's peer URL in the
+# list of EPS (asking them to add it as a learner first when there is
+# none); 0 once it is there.
+fn_added() {
+	local m id name learner url
+	m=$(fn_members "$1") || return 1
+	while read -r id name learner url; do
+		[[ $url == "$(it_cl_purl "$2")" ]] || continue
+		FN_NEW_ID=$id FN_PROMOTE_TRIES=0
+		return 0
+	done <<<"$m"
+	FN_CTL_LAST=$(fn_ctl "$1" member add "$(fn_name "$2")" --learner --peer-urls "$(it_cl_purl "$2")" | tail -n 1) ||
+		sleep 0.2
+	return 1
+}
+# fn_promoted EPS ID: member ID a voter in the list of EPS (asking them
+# to promote it first when it is a learner, then 0.5 s to catch up).
+fn_promoted() {
+	local m
+	m=$(fn_members "$1") || return 1
+	awk -v id="$2" '$1 == id && $3 == 0 { v = 1 } END { exit !v }' <<<"$m" && return 0
+	FN_PROMOTE_TRIES=$((FN_PROMOTE_TRIES + 1))
+	FN_CTL_LAST=$(fn_ctl "$1" member promote "$2" | tail -n 1) || sleep 0.5
+	return 1
 }
 
 # fn_heal: the current fault healed (FN_HEAL), its stop logged.

@@ -14,7 +14,7 @@
 #   -s  the seed of every random choice of the harness, and faultload's;
 #       a fresh one when not given (printed on stderr first)
 #   -f  fault kinds (lib.sh's names), or the groups net, proc, all
-#       (default), or none
+#       (default: every kind but the membership ones), member, or none
 #   -w  faultload's workload (default register)
 #   -o  the run's directory (default a new /tmp/cetcd-fault.XXXXXX): the
 #       history, faults.log, the members' logs and data, harness.log
@@ -52,9 +52,18 @@ for k in ${FN_FAULTS//,/ }; do
 	all) FN_KINDS+=" $FN_KINDS_ALL" ;;
 	net) FN_KINDS+=" $FN_KINDS_NET" ;;
 	proc) FN_KINDS+=" $FN_KINDS_PROC" ;;
+	member)
+		# replace needs both kinds
+		if [[ $FN_CLUSTER == mixed ]]; then
+			FN_KINDS+=" $FN_KINDS_MEMBER"
+		else
+			FN_KINDS+=" ${FN_KINDS_MEMBER/ replace/}"
+		fi
+		;;
 	none) ;;
 	*)
-		[[ " $FN_KINDS_ALL " == *" $k "* ]] || { echo "unknown fault kind: $k (kinds: $FN_KINDS_ALL)" >&2; exit 2; }
+		[[ " $FN_KINDS_ALL $FN_KINDS_MEMBER " == *" $k "* ]] ||
+			{ echo "unknown fault kind: $k (kinds: $FN_KINDS_ALL $FN_KINDS_MEMBER)" >&2; exit 2; }
 		FN_KINDS+=" $k"
 		;;
 	esac
@@ -159,7 +168,7 @@ if [[ -n $FN_KINDS ]]; then
 	fn_nemesis "$FN_KINDS" $((t0 + (FN_SECS - settle) * 1000))
 fi
 fn_heal
-echo "# nemeses done at $((($(it_now_ms) - t0) / 1000)) s; waiting for faultload"
+echo "# nemeses done at $((($(it_now_ms) - t0) / 1000)) s (members: ${FN_KIND[*]}); waiting for faultload"
 if ! it_until $(((FN_SECS + 90) * 1000 - ($(it_now_ms) - t0))) it_gone "$fl"; then
 	echo "faultload still runs $((FN_SECS + 90)) s after its start: SIGTERM"
 	kill -TERM "$fl" 2>/dev/null || true
