@@ -203,13 +203,10 @@ func (m *regModel) step(s string, i int) (string, bool) {
 // What the search is given, per key: ok linearizable reads, ok writes,
 // ok cas (one that did not apply is a read of the value its else branch
 // saw, which must differ from the expected one), and the indeterminate
-// writes and cas whose value someone observed (a read or an expectation),
-// as operations with no return. Definite failures did not happen, and an
-// indeterminate read says nothing. An indeterminate write of a value
-// nobody observed is left out: once it takes effect only another write
-// can follow before any read or cas, so leaving it out changes no
-// verdict. Serializable reads promise only a committed value, so they
-// are checked by the first rule only.
+// writes and cas whose value is needed (see regSearch). Definite
+// failures did not happen, and an indeterminate read says nothing.
+// Serializable reads promise only a committed value, so they are
+// checked by the first rule only.
 //
 // lost counts acknowledged writes w of a key whose final read (the last
 // ok read made after the run, with retries) shows neither w's value nor
@@ -248,20 +245,13 @@ func checkRegister(ops []Op, s *summary, lim checkLimits) {
 		kops := byKey[k]
 		checkValues(kops, s, t0)
 		checkLost(kops, s, t0)
-		search, m := regSearch(kops)
+		search, lops, m := regSearch(kops)
 		wg.Add(1)
 		go func(ki int) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			start := time.Now()
-			lops := make([]linOp, len(search))
-			for i, op := range search {
-				lops[i] = linOp{call: op.Call, ret: op.Ret}
-				if op.Type == typeInfo {
-					lops[i].ret = math.MaxInt64
-				}
-			}
 			results[ki] = keyResult{linearizable(lops, m, lim.maxSteps, lim.deadline), search, time.Since(start)}
 		}(ki)
 	}
@@ -371,15 +361,35 @@ func checkLost(kops []*Op, s *summary, t0 int64) {
 }
 
 // regSearch picks the operations of one key that the linearizability
-// search needs (see checkRegister), sorted by call, and their model.
-func regSearch(kops []*Op) ([]*Op, *regModel) {
-	observed := map[string]bool{"": true}
+// search needs (see checkRegister), sorted by call, with their calls and
+// returns for the search, and their model.
+//
+// A value is needed when an ok operation of the search can only be
+// linearized in a state holding it (an ok read or a cas that did not
+// apply saw it, an ok cas that applied expected it), or when an
+// indeterminate cas whose value is needed expected it. An indeterminate
+// write or cas of a value not needed is left out: once it takes effect
+// no operation that must be linearized can follow until an ok write
+// resets the register (the states it leads to are needed by no one), so
+// leaving it out changes no verdict, and the search does not carry
+// operations that may take effect at any point but need not.
+func regSearch(kops []*Op) ([]*Op, []linOp, *regModel) {
+	needed := map[string]bool{}
 	for _, op := range kops {
-		if reads(op) && !op.Serializable {
-			observed[readValue(op)] = true
+		switch {
+		case op.Type != typeOK || op.Serializable:
+		case reads(op) && op.Found:
+			needed[op.Read] = true
+		case op.F == "cas" && op.Succeeded:
+			needed[op.Expect] = true
 		}
-		if op.F == "cas" && op.Type != typeFail {
-			observed[op.Expect] = true
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, op := range kops {
+			if op.F == "cas" && op.Type == typeInfo && needed[op.Value] && !needed[op.Expect] {
+				needed[op.Expect], changed = true, true
+			}
 		}
 	}
 	var search []*Op
@@ -387,7 +397,7 @@ func regSearch(kops []*Op) ([]*Op, *regModel) {
 		switch {
 		case op.Type == typeFail:
 		case op.F == "read" && (op.Type == typeInfo || op.Serializable):
-		case op.Type == typeInfo && !observed[op.Value]:
+		case op.Type == typeInfo && !needed[op.Value]:
 		default:
 			search = append(search, op)
 		}
@@ -395,11 +405,12 @@ func regSearch(kops []*Op) ([]*Op, *regModel) {
 	sort.SliceStable(search, func(i, j int) bool { return search[i].Call < search[j].Call })
 	m := &regModel{steps: make([]regStep, len(search))}
 	canon := func(v string) string {
-		if observed[v] {
+		if needed[v] {
 			return v
 		}
 		return "?"
 	}
+	lops := make([]linOp, len(search))
 	for i, op := range search {
 		st := &m.steps[i]
 		switch {
@@ -412,6 +423,10 @@ func regSearch(kops []*Op) ([]*Op, *regModel) {
 		default:
 			st.kind, st.in, st.expect = 'c', canon(op.Value), op.Expect
 		}
+		lops[i] = linOp{call: op.Call, ret: op.Ret}
+		if op.Type == typeInfo {
+			lops[i].ret = math.MaxInt64
+		}
 	}
-	return search, m
+	return search, lops, m
 }

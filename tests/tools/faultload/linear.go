@@ -3,6 +3,7 @@ package main
 import (
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"math/rand"
 	"sort"
 	"time"
@@ -125,9 +126,14 @@ func (s *linSet) remove(i int) {
 func (s *linSet) extra() []int32 {
 	want := s.count - s.low
 	out := make([]int32, 0, want)
-	for i := s.low + 1; len(out) < want; i++ {
-		if s.has(i) {
-			out = append(out, int32(i))
+	first := s.low + 1
+	for w := first >> 6; len(out) < want; w++ {
+		word := s.bits[w]
+		if w == first>>6 {
+			word &^= 1<<(uint(first)&63) - 1
+		}
+		for ; word != 0; word &= word - 1 {
+			out = append(out, int32(w<<6+bits.TrailingZeros64(word)))
 		}
 	}
 	return out
