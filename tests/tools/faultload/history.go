@@ -16,9 +16,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Op is one line of a history (tests/fault's interface file names the
-// common fields; the others belong to one workload or another and are
-// left out when empty).
+// Op is one line of a history. Every line has proc, f, call_ns, ret_ns,
+// type and ep (tests/fault/lib.sh reads them to time recoveries); the
+// other fields belong to one workload or another and are left out when
+// empty.
 type Op struct {
 	Proc   int    `json:"proc"`
 	F      string `json:"f"`

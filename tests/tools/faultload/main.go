@@ -14,8 +14,10 @@
 // The history goes to DIR/<workload>.jsonl as it is made; SIGTERM or
 // SIGINT ends the run early, and what was recorded is still checked.
 // The second form checks a saved history again. Both print one summary
-// line on stdout (key=value pairs, docs in tests/fault's interface file)
-// and write the details of every anomaly to DIR/<workload>.anomalies.
+// line on stdout, key=value pairs (summary.line: workload, ops, ok,
+// fail, info, anomalies, lost, watch_gaps, watch_dups, double_holders,
+// longest_unavail_ms, unknown), which tests/fault/run.sh reads, and
+// write the details of every anomaly to DIR/<workload>.anomalies.
 // Exit status: 0 clean, 1 anomaly, 2 usage or setup error (no endpoint
 // ever answered, a history that cannot be read).
 //
