@@ -289,6 +289,9 @@ struct diskio_fault_opts {
 	 * many milliseconds, as a slow device would: while the trigger file
 	 * exists when one is set (it is never removed for this). 0 = never. */
 	long delay_ms;
+	/* Keeps the crash journal of each file it writes beside it (see
+	 * "crash journal" below). */
+	bool crashlog;
 };
 
 enum {
@@ -334,6 +337,11 @@ int diskio_fault_open_arg(int fd, void *arg, struct diskio **out);
  *   chain=submit|reap   when chained writes run (default submit)
  *   delay=MS         every write call waits MS milliseconds first (with
  *                    trigger: while PATH exists); a slow disk, no failure
+ *   crashlog         keeps the crash journal of each file it writes
+ *                    (below), so that a test can kill the process and
+ *                    turn the file into what a power cut could have left
+ *                    (tests/tools/crashrevert); alone, no failure
+ * file=both names the WAL and the db (each process its own).
  * e.g. CETCD_TEST_DISKIO_FAULT=file=wal,sync=0,trigger=/tmp/t fails the
  * first fdatasync of the WAL after /tmp/t is created, once.
  */
@@ -356,6 +364,83 @@ enum diskio_crash_mode {
 /* Rewrites the file as a power cut at this moment could leave it, and
  * marks the device gone. 0 or -errno of the repair writes. */
 int diskio_fault_crash(struct diskio *d, enum diskio_crash_mode mode, uint64_t seed);
+
+/*
+ * Crash journal. A killed process cannot lose its unsynced writes: the
+ * page cache keeps them. With the option crashlog, the fault backend keeps
+ * beside each file it writes (the file's path, as /proc/self/fd names it
+ * at the first write after a sync, + DISKIO_CRASHLOG_SUFFIX) an undo
+ * journal of every op since the file's last completed sync: a write's
+ * offset and the bytes it overwrote, a truncate's cut-off bytes, an
+ * allocate, and the file's size at that sync. A record is appended (not
+ * synced: the page cache outlives a kill) before its op touches the file,
+ * so the journal is whole at any kill point; a record (or the header)
+ * cut short ends it.
+ * A completed sync removes the journal: fdatasync through diskio_sync, a
+ * batch with sync, each sync of a chain (the backend's chains sync each
+ * write; io_uring's chained fsyncs are these ops on the real backend). A
+ * failed sync (which reverts the file) and closing the diskio remove it
+ * too. Not simulated: ops outside the backend (the WAL's fallocate of a
+ * new segment and ftruncate of a full one, a file's creation or rename,
+ * stored's sync_file_range, which syncs nothing durable by itself), and
+ * names not yet made durable by a directory fsync: every name counts as
+ * durable. diskio_crashlog_revert, after the kill and before the restart,
+ * rewrites the file as a power cut could have left it.
+ */
+#define DISKIO_CRASHLOG_SUFFIX ".crashlog"
+#define DISKIO_CRASHLOG_PATH_MAX 4096
+/* Bounds of what a journal may name: offsets and sizes up to 1 TiB, and
+ * at most 1 GiB of unsynced writes. */
+#define DISKIO_CRASHLOG_MAX_OFF (1ull << 40)
+#define DISKIO_CRASHLOG_MAX_BYTES (1ull << 30)
+
+enum diskio_crashlog_kind {
+	DISKIO_CRASHLOG_WRITE = 1,
+	DISKIO_CRASHLOG_TRUNCATE = 2,
+	DISKIO_CRASHLOG_ALLOCATE = 3,
+};
+
+struct diskio_crashlog {
+	int fd;   /* the journal, -1 while none is open */
+	char path[DISKIO_CRASHLOG_PATH_MAX];
+};
+
+/* Opens (truncating) the journal of the file file_fd refers to, when none
+ * is open, with the size the file had at its last sync. No journal for a
+ * file already unlinked. -ENAMETOOLONG, -errno. */
+int diskio_crashlog_begin(struct diskio_crashlog *l, int file_fd, uint64_t synced_size);
+/* Appends one record (nothing when no journal is open). -errno. */
+int diskio_crashlog_append(struct diskio_crashlog *l, enum diskio_crashlog_kind kind,
+			   uint64_t off, uint64_t len, const void *old, size_t old_len);
+/* The file was synced (or is done with): removes the journal. */
+void diskio_crashlog_end(struct diskio_crashlog *l);
+
+struct diskio_crashlog_info {
+	uint64_t synced_size;
+	size_t records;       /* whole records */
+	size_t used;          /* bytes of header and whole records */
+	uint64_t write_bytes; /* bytes the writes wrote */
+	uint64_t end;         /* the furthest byte any record touches */
+	bool headless;        /* the header was cut short: no op had begun
+			       * (synced_size unknown, nothing to undo) */
+};
+
+/* Reads a journal's bytes: 0 and info, or -EBADMSG when they are not a
+ * journal (a bad header, a record of no known kind or out of bounds). */
+int diskio_crashlog_parse(const uint8_t *buf, size_t size, struct diskio_crashlog_info *info);
+
+/* Rewrites the file fd as the power cut mode describes, from its journal
+ * buf: DROP_ALL undoes every op and truncates the file to its synced
+ * size; RANDOM then replays each op kept, lost, or (a write) torn at a
+ * 512-byte boundary of the file, at random (seed); KEEP_ALL leaves the
+ * file. Then fdatasyncs it. -EBADMSG (the file untouched), -EFBIG (more
+ * than DISKIO_CRASHLOG_MAX_BYTES of writes), -ENOMEM, -errno. */
+int diskio_crashlog_revert(const uint8_t *buf, size_t size, int fd,
+			   enum diskio_crash_mode mode, uint64_t seed);
+
+/* xorshift64*: the fault backend's random choices, reproducible from
+ * the seed. */
+uint64_t diskio_fault_rand(uint64_t *state);
 
 /* Cuts the device after n more ops (n = 0: now). */
 void diskio_fault_cut_after(struct diskio *d, long n);

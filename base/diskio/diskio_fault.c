@@ -45,6 +45,7 @@ struct fault_io {
 	bool chain_pending;     /* submitted, not yet reaped */
 	bool chain_ran;         /* its ops have run (chain_rc is its result) */
 	int chain_rc;
+	struct diskio_crashlog log; /* opts.crashlog: the file's crash journal */
 };
 
 static void fault_forget(struct fault_io *f)
@@ -106,28 +107,36 @@ static void fault_delay(const struct fault_io *f)
 		;
 }
 
-/* xorshift64*: the faults' random choices, reproducible from the seed. */
-static uint64_t fault_rand(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 2685821657736338717ull;
-}
-
-/* Records what w is about to overwrite (and the bytes it writes). */
-static int fault_record(struct fault_io *f, const struct diskio_write *w)
+/* Before an op that changes the file: when d was pointed at another
+ * file (the WAL's next segment) with nothing pending, that file's durable
+ * size is its size now; with opts.crashlog, its journal is opened. */
+static int fault_track(struct fault_io *f)
 {
 	if (f->synced_fd != f->base.fd) {
-		/* Pointed at another file (the WAL's next segment) with
-		 * nothing pending: its durable size is its size now. */
+		diskio_crashlog_end(&f->log);
 		int rc = fault_file_size(f->base.fd, &f->synced_size);
 		if (rc < 0)
 			return rc;
 		f->synced_fd = f->base.fd;
 	}
+	return f->opts.crashlog ? diskio_crashlog_begin(&f->log, f->base.fd, f->synced_size) : 0;
+}
+
+/* The last good sync moved (or the file is done with): what the journal
+ * holds no longer needs undoing. */
+static void fault_forget_all(struct fault_io *f)
+{
+	fault_forget(f);
+	diskio_crashlog_end(&f->log);
+}
+
+/* Records what w is about to overwrite (and the bytes it writes), in
+ * memory and in the crash journal, before it reaches the file. */
+static int fault_record(struct fault_io *f, const struct diskio_write *w)
+{
+	int rc = fault_track(f);
+	if (rc < 0)
+		return rc;
 	if (f->nundo == f->undo_cap) {
 		size_t cap = f->undo_cap ? f->undo_cap * 2 : 16;
 		struct fault_undo *u = diskio_zalloc(cap * sizeof(*u));
@@ -141,7 +150,7 @@ static int fault_record(struct fault_io *f, const struct diskio_write *w)
 	}
 	struct fault_undo *u = &f->undo[f->nundo];
 	uint64_t size;
-	int rc = fault_file_size(f->base.fd, &size);
+	rc = fault_file_size(f->base.fd, &size);
 	if (rc < 0)
 		return rc;
 	u->off = w->off;
@@ -153,6 +162,9 @@ static int fault_record(struct fault_io *f, const struct diskio_write *w)
 		goto out_free;
 	memcpy(u->data, w->buf, w->len);
 	rc = diskio_pread_all(f->base.fd, u->old, u->old_len, w->off);
+	if (rc == 0)
+		rc = diskio_crashlog_append(&f->log, DISKIO_CRASHLOG_WRITE, w->off, w->len,
+					    u->old, u->old_len);
 	if (rc < 0)
 		goto out_free;
 	f->nundo++;
@@ -174,7 +186,7 @@ static int fault_tear(struct fault_io *f, const struct diskio_write *w)
 		uint64_t next = (off / FAULT_SECTOR + 1) * FAULT_SECTOR;
 		if (next > end)
 			next = end;
-		if (fault_rand(&f->rng) & 1) {
+		if (diskio_fault_rand(&f->rng) & 1) {
 			int rc = diskio_pwrite_all(f->base.fd, p + (off - w->off), next - off, off);
 			if (rc < 0)
 				return rc;
@@ -236,12 +248,12 @@ static int fault_sync(struct diskio *d)
 		/* Writeback failed: the kernel may drop the dirty pages, and
 		 * what the file reads is what the disk holds. */
 		int rc = fault_revert(f, false);
-		fault_forget(f);
+		fault_forget_all(f);
 		return rc < 0 ? rc : -f->opts.fail_errno;
 	}
 	if (fdatasync(d->fd) < 0)
 		return -errno;
-	fault_forget(f);
+	fault_forget_all(f);
 	f->synced_fd = d->fd;
 	return fault_file_size(d->fd, &f->synced_size);
 }
@@ -264,11 +276,38 @@ static int fault_read(struct diskio *d, void *buf, size_t len, uint64_t off)
 	return diskio_pread_all(d->fd, buf, len, off);
 }
 
+/* Journals a truncate to size with the bytes it cuts off. (The in-memory
+ * undo records do not: a failed sync keeps the size, and
+ * diskio_fault_crash cuts to the synced size.) */
+static int fault_crashlog_truncate(struct fault_io *f, uint64_t size)
+{
+	uint64_t cur;
+	int rc = fault_track(f);
+	if (rc == 0)
+		rc = fault_file_size(f->base.fd, &cur);
+	if (rc < 0)
+		return rc;
+	size_t cut = cur > size ? (size_t)(cur - size) : 0;
+	uint8_t *old = diskio_zalloc(cut ? cut : 1);
+	if (!old)
+		return -ENOMEM;
+	rc = diskio_pread_all(f->base.fd, old, cut, size);
+	if (rc == 0)
+		rc = diskio_crashlog_append(&f->log, DISKIO_CRASHLOG_TRUNCATE, size, 0, old, cut);
+	diskio_free(old);
+	return rc;
+}
+
 static int fault_truncate(struct diskio *d, uint64_t size)
 {
 	struct fault_io *f = (struct fault_io *)d;
 	if (!fault_op(f))
 		return -EIO;
+	if (f->opts.crashlog) {
+		int rc = fault_crashlog_truncate(f, size);
+		if (rc < 0)
+			return rc;
+	}
 	if (ftruncate(d->fd, (off_t)size) < 0)
 		return -errno;
 	return 0;
@@ -282,6 +321,11 @@ static int fault_allocate(struct diskio *d, uint64_t off, uint64_t len)
 	long idx = f->allocates++;
 	if (fault_fires(f, idx, &f->armed_allocates, f->opts.fail_allocate_at))
 		return -f->opts.fail_errno;
+	int rc = f->opts.crashlog ? fault_track(f) : 0;
+	if (rc == 0)
+		rc = diskio_crashlog_append(&f->log, DISKIO_CRASHLOG_ALLOCATE, off, len, NULL, 0);
+	if (rc < 0)
+		return rc;
 	if (fallocate(d->fd, 0, (off_t)off, (off_t)len) < 0)
 		return -errno;
 	return 0;
@@ -290,7 +334,7 @@ static int fault_allocate(struct diskio *d, uint64_t off, uint64_t len)
 static void fault_destroy(struct diskio *d)
 {
 	struct fault_io *f = (struct fault_io *)d;
-	fault_forget(f);
+	fault_forget_all(f);
 	diskio_free(f->undo);
 	diskio_free(f);
 }
@@ -366,6 +410,7 @@ int diskio_fault_open(int fd, const struct diskio_fault_opts *o, struct diskio *
 		f->opts.fail_errno = EIO;
 	f->rng = f->opts.seed * 0x9E3779B97F4A7C15ull + 1;
 	f->synced_fd = fd;
+	f->log.fd = -1;
 	int rc = fd >= 0 ? fault_file_size(fd, &f->synced_size) : 0;
 	if (rc < 0)
 		goto out_free;
@@ -434,13 +479,13 @@ int diskio_fault_crash(struct diskio *d, enum diskio_crash_mode mode, uint64_t s
 		uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
 		for (size_t i = 0; i < f->nundo; i++) {
 			struct fault_undo *u = &f->undo[i];
-			uint64_t r = fault_rand(&s) % 3;
+			uint64_t r = diskio_fault_rand(&s) % 3;
 			size_t keep = 0;
 			if (r == 0) {
 				keep = u->len;
 			} else if (r == 1) {
 				size_t sectors = (u->len + FAULT_SECTOR - 1) / FAULT_SECTOR;
-				keep = (size_t)(fault_rand(&s) % (sectors + 1)) * FAULT_SECTOR;
+				keep = (size_t)(diskio_fault_rand(&s) % (sectors + 1)) * FAULT_SECTOR;
 				if (keep > u->len)
 					keep = u->len;
 			}
@@ -452,7 +497,7 @@ int diskio_fault_crash(struct diskio *d, enum diskio_crash_mode mode, uint64_t s
 out_forget:
 	if (fdatasync(fd) < 0)
 		return -errno;
-	fault_forget(f);
+	fault_forget_all(f);
 	return 0;
 }
 

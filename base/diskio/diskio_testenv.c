@@ -55,14 +55,19 @@ static int testenv_parse(char *spec, struct diskio_fault_opts *o, const char **f
 		long n = 0;
 		*bad = item;
 		if (!v) {
-			if (strcmp(item, "repeat") != 0)
+			if (strcmp(item, "repeat") == 0) {
+				o->fail_repeat = true;
+			} else if (strcmp(item, "crashlog") == 0) {
+				o->crashlog = true;
+				op = true;
+			} else {
 				return -EINVAL;
-			o->fail_repeat = true;
+			}
 			continue;
 		}
 		*v++ = '\0';
 		if (strcmp(item, "file") == 0) {
-			if (strcmp(v, "wal") != 0 && strcmp(v, "db") != 0)
+			if (strcmp(v, "wal") != 0 && strcmp(v, "db") != 0 && strcmp(v, "both") != 0)
 				return -EINVAL;
 			*file = v;
 		} else if (strcmp(item, "write") == 0 || strcmp(item, "sync") == 0 ||
@@ -99,7 +104,7 @@ static int testenv_parse(char *spec, struct diskio_fault_opts *o, const char **f
 			return -EINVAL;
 		}
 	}
-	*bad = "file= and one of write=, sync=, allocate=, delay= are required";
+	*bad = "file= and one of write=, sync=, allocate=, delay=, crashlog are required";
 	return *file && op ? 0 : -EINVAL;
 }
 
@@ -128,7 +133,7 @@ int diskio_test_fault(const char *file, struct diskio_fault_opts *o, bool *on)
 			  LOG_STR("at", bad));
 		return rc;
 	}
-	if (strcmp(named, file) != 0)
+	if (strcmp(named, file) != 0 && strcmp(named, "both") != 0)
 		return 0;
 	*on = true;
 	log_warn("injecting disk faults into this file, as the test-only variable asks",

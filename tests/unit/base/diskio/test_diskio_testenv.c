@@ -14,6 +14,8 @@
  * - with repeat, every write fails with the errno while the trigger
  *   exists (a full disk: the file stays usable), and goes through once it
  *   is removed
+ * - crashlog alone is a fault spec (crash journals, no failure), and
+ *   file=both gives it (or any fault) to the WAL and the db
  * - delay=MS alone is a fault spec (no op fails): every write call waits
  *   MS while the trigger exists, and none does once it is gone
  */
@@ -72,12 +74,23 @@ static void test_parse(void)
 	CHECK(on);
 	CHECK_EQ(o.delay_ms, 40);
 	CHECK(o.fail_write_at == -1 && o.fail_sync_at == -1 && o.fail_allocate_at == -1);
+	CHECK(!o.crashlog);
+
+	/* crashlog alone is a spec (no op fails); both names either file */
+	CHECK_EQ(parse("file=both,crashlog", "wal", &o, &on), 0);
+	CHECK(on && o.crashlog);
+	CHECK(o.fail_write_at == -1 && o.fail_sync_at == -1 && o.fail_allocate_at == -1);
+	CHECK_EQ(parse("file=both,crashlog", "db", &o, &on), 0);
+	CHECK(on && o.crashlog);
+	CHECK_EQ(parse("file=wal,crashlog", "db", &o, &on), 0);
+	CHECK(!on);
 
 	static const char *const bad[] = {
 		"file=wal", "sync=0", "file=log,sync=0", "file=wal,sync=-1", "file=wal,sync=x",
 		"file=wal,sync=", "file=wal,sync=0,errno=EBOGUS", "file=wal,sync=0,bogus=1",
 		"file=wal,sync=0,chain=held", "file=wal,sync=0,trigger=", "file=wal,sync=0,again",
 		"file=wal,delay=0", "file=wal,delay=x", "file=wal,delay=",
+		"file=all,crashlog", "file=wal,crashlog=1", "crashlog",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		on = true;

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Nothing acknowledged is lost when a crash drops or tears every write
+# since the last completed sync. The member runs with its WAL and db on
+# the disk I/O layer's fault backend with crash journals
+# (CETCD_TEST_DISKIO_FAULT=file=both,crashlog, base/diskio/diskio.h):
+# beside each file, the undo record of every write since its last sync.
+# A writer (tests/tools/kvclient) records every acknowledged put; at a
+# random moment raftd, stored or the whole member is SIGKILLed (for a
+# single process the launcher is stopped first, so that it restarts the
+# process only afterwards), tests/tools/crashrevert turns each journaled
+# file of the killed processes into what a power cut could have left
+# (drop: every unsynced write lost; random: each kept, lost or torn at a
+# 512-byte boundary; keep: all kept), and the member starts again. Every
+# acknowledged put must then be there with its value and mod revision,
+# and the member must take writes again. The seed is printed; CRASH_SEED
+# repeats a run.
+# Exits 77 when the programs, crashrevert, etcdctl, python3, curl or Go
+# with Debian's clientv3 are missing.
+source "$(dirname "$0")/lib.sh"
+it_need_cetcd
+it_need_etcdctl
+it_build_kvclient
+REVERT=$IT_BUILD/tests/crashrevert
+[[ -x $REVERT ]] || it_skip "$REVERT is not built"
+it_init crash-unsynced
+
+seed=${CRASH_SEED:-$(($(date +%s%N) % 100000))}
+echo "  seed $seed (CRASH_SEED=$seed repeats the kills and reverts)"
+RANDOM=$seed
+
+data=$IT_TMP/data
+export CETCD_TEST_DISKIO_FAULT=file=both,crashlog
+it_cetcd_start c1 "$data" "$IT_TMP/cetcd.log"
+if ! it_wait_healthy "$IT_CPORT" 30; then
+	fail "the member answers with crash journals on its WAL and db"
+	tail -20 "$IT_TMP/cetcd.log"
+	exit 1
+fi
+ep=127.0.0.1:$IT_CPORT
+
+# stopped: the pid is gone or a zombie (its files are closed)
+it_exited() {
+	local st
+	st=$({ cut -d' ' -f3 "/proc/$1/stat"; } 2>/dev/null) || return 0
+	[[ $st == Z ]]
+}
+
+# revert MODE SEED DIR...: crashrevert on every journal under DIRs; sets
+# reverted to the number of files.
+reverted=0
+revert() {
+	local mode=$1 s=$2 j
+	shift 2
+	reverted=0
+	while IFS= read -r j; do
+		"$REVERT" --mode "$mode" --seed "$s" "$j" "${j%.crashlog}" | sed 's/^/    /' || return 1
+		rm -f "$j"
+		reverted=$((reverted + 1))
+		s=$((s + 1))
+	done < <(find "$@" -name '*.crashlog' 2>/dev/null)
+}
+
+victims=(member raftd stored member raftd stored member)
+modes=(drop random keep random drop random drop)
+acks_all=""
+total=0
+for r in "${!victims[@]}"; do
+	victim=${victims[r]} mode=${modes[r]} rseed=$((seed * 100 + r))
+	acks=$IT_TMP/acks$r
+	it_kv_start "$IT_TMP/writer$r.out" write -endpoint "$ep" -prefix "kv/r$r" -acks "$acks" -writers 3 -per-conn 1
+	w=$IT_KV_PID
+	check "round $r: writers get acknowledgements" it_wait_lines "$acks" 50 30
+	sleep "0.$((RANDOM % 400 + 100))"
+	at=$(it_lines "$acks")
+	case $victim in
+	member)
+		check "round $r: SIGKILL of the member at $at acks" it_cetcd_kill
+		check "round $r: crashrevert --mode $mode --seed $rseed on the WAL and the db" \
+			revert "$mode" "$rseed" "$data/member"
+		echo "    $reverted journaled files reverted"
+		it_cetcd_restart "$IT_TMP/cetcd$r.log"
+		;;
+	*)
+		kill -STOP "$IT_CETCD_PID"
+		pid=$(it_cetcd_child "$victim") || pid=
+		[[ -n $pid ]] && kill -9 "$pid"
+		check "round $r: SIGKILL of $victim ($pid) at $at acks" it_until 5000 it_exited "${pid:-0}"
+		dir=$data/member/wal
+		[[ $victim == stored ]] && dir=$data/member/snap
+		check "round $r: crashrevert --mode $mode --seed $rseed on its $([[ $victim == raftd ]] && echo WAL || echo db)" \
+			revert "$mode" "$rseed" "$dir"
+		echo "    $reverted journaled files reverted"
+		kill -CONT "$IT_CETCD_PID"
+		;;
+	esac
+	check "round $r: the member answers again" it_wait_healthy "$IT_CPORT" 30
+	check "round $r: and takes writes again" it_wait_lines "$acks" $((at + 50)) 30
+	check "round $r: the writers saw no violation" it_kv_stop "$w" "$IT_TMP/writer$r.out"
+	n=$(it_lines "$acks")
+	total=$((total + n))
+	acks_all=${acks_all:+$acks_all,}$acks
+	check "round $r: all $total acknowledged puts of rounds 0-$r are there (value, mod revision)" \
+		it_acked_at "$ep" kv "$acks_all" "$total"
+done
+
+st=0
+it_cetcd_stop || st=$?
+check "SIGTERM stops the member (exit 0)" test "$st" -eq 0
+it_summary
