@@ -26,6 +26,7 @@
 #include "gatewayd/services/metrics.h"
 #include "proto/check.h"
 #include "config/config.h"
+#include "gatewayd/noleader.h"
 #include "shm/doorbell.h"
 #include "base/sock/gwsock.h"
 #include "shm/hello.h"
@@ -1147,8 +1148,10 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     that a record answering a call of this turn is seen in this turn.
  *     Then conc_turn: locks and elections that wait recheck the store
  *     if stored published a new revision.
- *  6. Expiries: gRPC deadlines, lingering connections, handed connections
- *     whose client fell silent, TLS handshakes not done in time.
+ *  6. Expiries: gRPC deadlines, the look for a leader of the streams
+ *     that require one (noleader.h), lingering connections, handed
+ *     connections whose client fell silent, TLS handshakes not done in
+ *     time.
  *  7. gw_rings_publish: everything staged in steps 2-6 goes to raftd with
  *     one publish and at most one wake-up; the backlog first, in order.
  *  8. gw_flush_all: every connection that got output in steps 2-6, the
@@ -1207,6 +1210,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	shm_metric_set(s->metrics, SHM_M_PROPOSALS_PENDING, s->pending.proposals);
 	shm_metric_add(s->metrics, SHM_M_LOOP_TURNS, 1);
 	grpc_server_expire(s->grpc);                /* 6 */
+	int64_t noleader = gw_noleader_turn(s);
 	int64_t linger = gw_min(gw_linger_expire(s), gw_handed_expire(s));
 	linger = gw_min(linger, gw_keepalive_expire(s));
 	linger = gw_min(linger, gw_handshake_expire(s));
@@ -1230,6 +1234,7 @@ int gw_server_turn(struct gw_server *s, int timeout_ms)
 	int64_t next = gw_min(grpc_server_next_deadline_ns(s->grpc), gw_rings_next_deadline(s));
 	next = gw_min(next, gw_min(linger, s->hello_retry_ns));
 	next = gw_min(next, gw_min(watch_next_deadline(s), mem_next));
+	next = gw_min(next, noleader);
 	gw_timer_arm(s, gw_min(next, s->accept_resume_ns)); /* 11 */
 	return s->watch_fired;
 }
@@ -1391,6 +1396,7 @@ int gw_server_new(struct shm_region *r, const struct shm_slot_ref *slot,
 	s->metrics = shm_metrics_block(r, SHM_METRICS_GATEWAY + slot->index);
 	grpc_server_set_metrics(s->grpc, s->metrics, metrics_grpc_index,
 				strcmp(p->cfg->metrics, "extensive") == 0);
+	gw_noleader_init(s);
 	rc = kv_register(s);
 	if (!rc)
 		rc = maint_register(s);

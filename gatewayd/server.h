@@ -253,6 +253,9 @@ struct gw_server {
 	struct dlist handshaking;       /* TLS connections, the oldest first, until
 					 * their handshake is done (server.c) */
 	bool draining;
+	int64_t noleader_next_ns;       /* the next look for a leader (noleader.h);
+					 * INT64_MAX: no stream requires one */
+	uint32_t noleader_checks;       /* looks in a row that found none */
 
 	struct grpc_server *grpc;
 	struct http1_ops http1;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/clock/clock.h"
+#include "gatewayd/dlist.h"
 #include "proto/registry.h"
 #include "shm/metrics.h"
 
@@ -73,6 +74,8 @@ struct grpc_call {
 			      * grpc_call_send_begin still to come */
 	uint64_t handler_state[GRPC_CALL_STATE_BYTES / 8]; /* grpc_call_state */
 	int64_t started_ns;  /* when dispatched, if handling times are kept */
+	struct dlist tag;    /* in srv->tagged while tagged (grpc_call_tag) */
+	bool tagged;
 	struct grpc_call *next_free; /* pool link */
 };
 
@@ -95,6 +98,12 @@ struct grpc_server {
 	struct shm_metrics *metrics;
 	int (*metric_of)(const char *path);
 	bool handling_hist;
+	/* the admission check (grpc_server_set_admit), or NULL */
+	enum grpc_status (*admit)(void *arg, struct grpc_call *call, const char *path,
+				  const char **message);
+	void *admit_arg;
+	struct dlist tagged; /* the calls grpc_call_tag marked, while live */
+	uint32_t ntagged;
 };
 
 static const uint8_t grpc_empty[1];
@@ -368,6 +377,7 @@ static struct grpc_call *grpc_call_alloc(struct grpc_conn *conn)
 	call->nmd = 0;
 	call->deadline_ns = INT64_MAX;
 	call->heap_idx = GRPC_NONE;
+	call->tagged = false;
 	call->prefix_len = 0;
 	call->in.len = 0;
 	call->send_left = 0;
@@ -449,6 +459,11 @@ static void grpc_call_retire(struct grpc_call *call)
 		grpc_slot_put(srv, call);
 	if (call->heap_idx != GRPC_NONE)
 		grpc_heap_remove(srv, call);
+	if (call->tagged) {
+		dlist_remove(&call->tag);
+		call->tagged = false;
+		srv->ntagged--;
+	}
 	call->conn->buffered -= call->in.len;
 	call->in.len = 0;
 	call->prefix_len = 0;
@@ -676,6 +691,15 @@ static void grpc_on_request(struct h2_stream *s, uint32_t flags)
 		grpc_call_abort(call, GRPC_STATUS_UNIMPLEMENTED, msg, GRPC_CANCEL_BAD_MESSAGE);
 		return;
 	}
+	if (srv->admit) {
+		const char *refusal = NULL;
+		enum grpc_status code = srv->admit(srv->admit_arg, call, srv->entries[e].path,
+						   &refusal);
+		if (code != GRPC_STATUS_OK) {
+			grpc_call_abort(call, code, refusal, GRPC_CANCEL_BAD_MESSAGE);
+			return;
+		}
+	}
 
 	if (grpc_slot_take(srv, call) < 0)
 		goto out_no_memory;
@@ -876,6 +900,7 @@ int grpc_server_new(const struct grpc_server_config *cfg, struct grpc_server **o
 		srv->cfg.now_ns = grpc_clock_monotonic;
 	srv->mem = mem;
 	srv->free_slot = GRPC_NONE;
+	dlist_init(&srv->tagged);
 	struct h2_config h2cfg = cfg->h2;
 	if (!h2cfg.now_ns) { /* one clock for the deadlines and the keepalive */
 		h2cfg.now_ns = cfg->now_ns;
@@ -990,6 +1015,43 @@ unsigned grpc_server_expire(struct grpc_server *srv)
 	while (srv->heap_len > 0 && srv->heap[0]->deadline_ns <= now) {
 		grpc_call_abort(srv->heap[0], GRPC_STATUS_DEADLINE_EXCEEDED, "context deadline exceeded",
 				GRPC_CANCEL_DEADLINE);
+		n++;
+	}
+	return n;
+}
+
+void grpc_server_set_admit(struct grpc_server *srv,
+			   enum grpc_status (*admit)(void *arg, struct grpc_call *call,
+						     const char *path, const char **message),
+			   void *arg)
+{
+	srv->admit = admit;
+	srv->admit_arg = arg;
+}
+
+void grpc_call_tag(struct grpc_call *call)
+{
+	struct grpc_server *srv = grpc_call_srv(call);
+	if (call->tagged || call->state == GRPC_C_DONE)
+		return;
+	dlist_insert_tail(&srv->tagged, &call->tag);
+	call->tagged = true;
+	srv->ntagged++;
+}
+
+uint32_t grpc_server_tagged_count(const struct grpc_server *srv)
+{
+	return srv->ntagged;
+}
+
+unsigned grpc_server_cancel_tagged(struct grpc_server *srv, enum grpc_status code,
+				   const char *message)
+{
+	unsigned n = 0;
+	/* an on_cancel may end other calls: take the first one each time */
+	while (!dlist_empty(&srv->tagged)) {
+		struct grpc_call *call = dlist_entry(dlist_first(&srv->tagged), struct grpc_call, tag);
+		grpc_call_abort(call, code, message, GRPC_CANCEL_SERVER);
 		n++;
 	}
 	return n;

@@ -71,6 +71,7 @@ enum grpc_cancel_reason {
 	GRPC_CANCEL_CONN = 3,     /* the connection closed */
 	GRPC_CANCEL_BAD_MESSAGE = 4, /* the server refused the request (a bad message, a
 					limit); its status was sent */
+	GRPC_CANCEL_SERVER = 5,  /* grpc_server_cancel_tagged ended it; its status was sent */
 };
 
 struct grpc_handler {
@@ -141,6 +142,26 @@ int grpc_server_timeout_ms(const struct grpc_server *srv);
 /* Ends the calls whose deadline passed: DEADLINE_EXCEEDED to the client,
  * on_cancel(GRPC_CANCEL_DEADLINE) to the handler. Returns how many. */
 unsigned grpc_server_expire(struct grpc_server *srv);
+
+/* Sets the check every call with a known path and a handler passes
+ * before its handler sees it (what grpc-go calls an interceptor): admit
+ * returns GRPC_STATUS_OK to let the call in, or the status to end it with
+ * (and *message its text); it may read the call's metadata and tag it.
+ * NULL: every call comes in. */
+void grpc_server_set_admit(struct grpc_server *srv,
+			   enum grpc_status (*admit)(void *arg, struct grpc_call *call,
+						     const char *path, const char **message),
+			   void *arg);
+
+/* Tags a live call, so that grpc_server_cancel_tagged can end it later;
+ * it leaves the tagged set when it ends, whichever way. */
+void grpc_call_tag(struct grpc_call *call);
+/* Tagged calls still live. */
+uint32_t grpc_server_tagged_count(const struct grpc_server *srv);
+/* Ends every tagged call: the status (code, message) to the client,
+ * on_cancel(GRPC_CANCEL_SERVER) to its handler. Returns how many. */
+unsigned grpc_server_cancel_tagged(struct grpc_server *srv, enum grpc_status code,
+				   const char *message);
 
 /* Calls alive in srv (started and not yet released): for tests and
  * metrics. */

@@ -772,6 +772,71 @@ static void test_client_cancel(void)
 	fx_fini(&f);
 }
 
+/* The admission check (grpc_server_set_admit): a call with "refuse"
+ * metadata is refused before its handler sees it; one with "tag" is
+ * tagged, and grpc_server_cancel_tagged ends exactly the tagged calls
+ * still live, with the status given and on_cancel(GRPC_CANCEL_SERVER). */
+static int admit_paths;
+
+static enum grpc_status test_admit(void *arg, struct grpc_call *call, const char *path,
+				   const char **message)
+{
+	size_t len;
+
+	CHECK(arg == &admit_paths);
+	if (strcmp(path, "/etcdserverpb.KV/Put") == 0)
+		admit_paths++;
+	if (grpc_call_metadata(call, "refuse", &len)) {
+		*message = "etcdserver: no leader";
+		return GRPC_STATUS_UNAVAILABLE;
+	}
+	if (grpc_call_metadata(call, "tag", &len))
+		grpc_call_tag(call);
+	return GRPC_STATUS_OK;
+}
+
+static void test_admit_and_cancel_tagged(void)
+{
+	struct fx f;
+	fx_init(&f);
+	admit_paths = 0;
+	grpc_server_set_admit(f.srv, test_admit, &admit_paths);
+	struct tc_stream *a = tc_request(&f.tc, "/etcdserverpb.KV/Put", "tag", "1", NULL);
+	tc_queue_message(&f.tc, a, 0, "x", 1, false);
+	struct tc_stream *b = tc_request(&f.tc, "/etcdserverpb.KV/Put", NULL);
+	tc_queue_message(&f.tc, b, 0, "x", 1, false);
+	struct tc_stream *c = tc_request(&f.tc, "/etcdserverpb.KV/Put", "refuse", "1", NULL);
+	tc_end(&f.tc, c);
+	struct tc_stream *d = tc_request(&f.tc, "/etcdserverpb.KV/Put", "tag", "1", NULL);
+	tc_queue_message(&f.tc, d, 0, "x", 1, false);
+	fx_pump(&f);
+	CHECK_EQ(admit_paths, 4);
+	expect_status(c, 200, GRPC_STATUS_UNAVAILABLE, "etcdserver: no leader");
+	CHECK_EQ(hs.starts, 3); /* the refused call never reached its handler */
+	CHECK_EQ(grpc_server_tagged_count(f.srv), 2);
+
+	/* A tagged call that ends otherwise leaves the set. */
+	tc_cancel(&f.tc, d);
+	fx_pump(&f);
+	CHECK_EQ(hs.cancels, 1);
+	CHECK_EQ(grpc_server_tagged_count(f.srv), 1);
+
+	CHECK_EQ(grpc_server_cancel_tagged(f.srv, GRPC_STATUS_UNAVAILABLE, "etcdserver: no leader"),
+		 1);
+	CHECK_EQ(hs.cancels, 2);
+	CHECK_EQ(hs.last_reason, GRPC_CANCEL_SERVER);
+	CHECK_EQ(grpc_server_tagged_count(f.srv), 0);
+	CHECK(grpc_call_find(f.srv, hs.held[0]) == NULL);
+	fx_pump(&f);
+	expect_status(a, 200, GRPC_STATUS_UNAVAILABLE, "etcdserver: no leader");
+	CHECK(!b->closed);
+	CHECK_EQ(grpc_server_cancel_tagged(f.srv, GRPC_STATUS_UNAVAILABLE, "x"), 0);
+	CHECK_EQ(answer(f.srv, hs.held[1], "done", GRPC_STATUS_OK, NULL), 0);
+	fx_pump(&f);
+	expect_status(b, 200, GRPC_STATUS_OK, "");
+	fx_fini(&f);
+}
+
 /* Graceful shutdown: notice, PING round trip, final GOAWAY naming the
  * last stream taken; the call in flight completes. */
 static void test_goaway_drain(void)
@@ -968,6 +1033,7 @@ int main(void)
 	test_conn_buffer_limit();
 	test_deadline();
 	test_client_cancel();
+	test_admit_and_cancel_tagged();
 	test_goaway_drain();
 	test_goaway_refuses_new_streams();
 	test_concurrent_stream_limit();
