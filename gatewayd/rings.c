@@ -302,14 +302,16 @@ static bool gw_propose_pending(struct gw_server *s, struct grpc_call *call, stru
  * on later proposals. A term older than raftd's by the time it reads the
  * proposal only costs a "leader changed" refusal, which clients retry;
  * never newer than raftd's, it cannot make gw_settle take a proposal of
- * the new term for lost. 0 when the status could not be read.
+ * the new term for lost. 0 when the status could not be read, or raftd
+ * knows no leader: it holds the proposal until one is known and proposes
+ * it in that leader's term, which the stamp would take for lost.
  */
 static uint64_t gw_propose_term(struct gw_server *s)
 {
 	struct status_raftd rs;
 
 	if (!s->propose_term_read) {
-		s->propose_term = status_raftd_read(s->r, &rs) == 0 ? rs.term : 0;
+		s->propose_term = status_raftd_read(s->r, &rs) == 0 && rs.leader_id ? rs.term : 0;
 		s->propose_term_read = true;
 	}
 	return s->propose_term;

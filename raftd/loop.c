@@ -1158,12 +1158,13 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->member_id = bs.member_id;
 	l->cluster_id = bs.cluster_id;
 	l->saved = bs.hs;
+	uint64_t request_timeout_ms = o->request_timeout_ms ? o->request_timeout_ms :
+							      5000 + 2 * o->election_ms;
 	rc = proposals_init(&l->props, l->r);
+	l->props.hold_ticks = request_timeout_ms / o->tick_ms;
 	if (!rc)
 		rc = roster_init(&l->roster, l->member_id, l->cluster_id, o->name, o->client_urls,
-				 o->request_timeout_ms ? o->request_timeout_ms :
-							  5000 + 2 * o->election_ms,
-				  o->tick_ms);
+				 request_timeout_ms, o->tick_ms);
 	if (rc)
 		goto out_free_state;
 	rc = build_core(l, o, &bs);

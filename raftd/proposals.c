@@ -1,4 +1,4 @@
-/* Draining the request rings into the Raft core (see proposals.h). */
+
 #include "raftd/proposals.h"
 
 #include <errno.h>
@@ -46,8 +46,20 @@ int proposals_init(struct proposals *p, struct shm_region *r)
 	return 0;
 }
 
+static void held_clear(struct proposals *p)
+{
+	for (size_t i = 0; i < p->n_held; i++)
+		raftd_free(p->held[i].data);
+	p->n_held = 0;
+	p->held_bytes = 0;
+}
+
 void proposals_free(struct proposals *p)
 {
+	held_clear(p);
+	raftd_free(p->held);
+	p->held = NULL;
+	p->cap_held = 0;
 	raftd_free(p->ents);
 	raftd_free(p->origins);
 	raftd_free(p->reads);
@@ -186,6 +198,92 @@ static void propose_batch(struct proposals *p, struct raft *raft, size_t n, bool
 		reject(p, slot, &p->origins[i], status, text);
 }
 
+/* ---- proposals held while no leader is known ---- */
+
+/* Copies a gateway's proposal into the hold queue; false when holding is
+ * off, the queue is full or memory is short (it is refused as before). */
+static bool hold(struct proposals *p, uint32_t slot, const struct msg_propose *h,
+		 const struct raft_entry *e)
+{
+	uint8_t *data = NULL;
+
+	if (!p->hold_ticks)
+		return false;
+	if (p->n_held >= PROPOSALS_HOLD_MAX || p->held_bytes + e->len > PROPOSALS_HOLD_BYTES) {
+		p->stats.held_full++;
+		return false;
+	}
+	if (raftd_reserve((void **)&p->held, &p->cap_held, p->n_held + 1, sizeof(*p->held), 64))
+		return false;
+	if (e->len) {
+		data = raftd_malloc(e->len);
+		if (!data)
+			return false;
+		memcpy(data, e->data, e->len);
+	}
+	p->held[p->n_held++] = (struct proposals_held){
+		.origin = h->origin, .slot = slot, .flags = h->flags, .term = h->term,
+		.held_at = p->ticks, .data = data, .len = e->len,
+	};
+	p->held_bytes += e->len;
+	p->stats.held++;
+	return true;
+}
+
+/* A leader is known (or raftd stops): the held proposals go to the core
+ * (or the leader) in arrival order, a run of one slot's per batch. */
+static void release_held(struct proposals *p, struct raft *raft, bool stopping)
+{
+	size_t i = 0;
+
+	while (i < p->n_held) {
+		uint32_t slot = p->held[i].slot;
+		size_t n = 0;
+		for (; i < p->n_held && p->held[i].slot == slot && n < PROPOSALS_BATCH; i++) {
+			const struct proposals_held *q = &p->held[i];
+			if (stopping) {
+				reject(p, slot, &q->origin, PROPOSALS_GRPC_UNAVAILABLE,
+				       PROPOSALS_MSG_STOPPED);
+			} else if ((q->flags & MSG_PROPOSE_F_SEEN_TERM) && q->term != raft_term(raft)) {
+				/* as take_proposal: its stamp is of a term gone */
+				p->stats.stale_term++;
+				reject(p, slot, &q->origin, PROPOSALS_GRPC_UNAVAILABLE,
+				       PROPOSALS_MSG_LEADER_CHANGED);
+			} else {
+				p->ents[n] = (struct raft_entry){
+					.type = (q->flags & MSG_PROPOSE_F_CONF_CHANGE) ?
+							RAFT_ENTRY_CONF_CHANGE : RAFT_ENTRY_NORMAL,
+					.len = q->len,
+					.data = q->data,
+				};
+				p->origins[n++] = q->origin;
+			}
+		}
+		p->stats.held_released += n;
+		propose_batch(p, raft, n, false, slot);
+	}
+	held_clear(p);
+}
+
+/* Answers the held proposals older than the request timeout. */
+static void expire_held(struct proposals *p)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < p->n_held; i++) {
+		struct proposals_held *q = &p->held[i];
+		if (p->ticks - q->held_at <= p->hold_ticks) {
+			p->held[k++] = *q;
+			continue;
+		}
+		reject(p, q->slot, &q->origin, PROPOSALS_GRPC_UNAVAILABLE, PROPOSALS_MSG_TIMEOUT);
+		p->stats.held_expired++;
+		p->held_bytes -= q->len;
+		raftd_free(q->data);
+	}
+	p->n_held = k;
+}
+
 static void malformed(struct proposals *p, uint32_t slot, const struct ring_rec *rec,
 		      const char *why)
 {
@@ -241,6 +339,8 @@ static void take_proposal(struct proposals *p, struct raft *raft, const struct r
 		status = PROPOSALS_GRPC_INVALID_ARGUMENT;
 		text = PROPOSALS_MSG_TOO_LARGE;
 	} else if (!raft_is_leader(raft) && !(p->forward && raft_leader(raft) && !from_stored)) {
+		if (!from_stored && raft_leader(raft) == 0 && hold(p, slot, &h, &e))
+			return;
 		refusal(raft, -EAGAIN, &status, &text);
 	}
 	if (status) {
@@ -396,6 +496,8 @@ void proposals_tick(struct proposals *p, uint64_t expire_ticks)
 {
 	p->ticks++;
 	sweep_reads(p, expired, &expire_ticks);
+	if (p->n_held)
+		expire_held(p);
 }
 
 /* ---- draining ---- */
@@ -529,6 +631,9 @@ int proposals_drain(struct proposals *p, struct raft *raft, bool stopping)
 	int total = 0, failed = 0;
 
 	p->more = false;
+	/* before anything newer, so that they keep their order */
+	if (p->n_held && (stopping || raft_leader(raft)))
+		release_held(p, raft, stopping);
 	for (uint32_t i = 0; i < p->n_slots; i++) {
 		struct ring *ring = shm_slot_ring(p->r, i, SHM_SLOT_TO_RAFTD);
 		if (!has_requests(ring))

@@ -14,6 +14,19 @@
  * MSG_PROPOSE_REJECT carrying etcd's status code and message; stored's are
  * dropped (it proposes them again).
  *
+ * Held proposals: a gatewayd's proposal that comes while this member knows
+ * no leader waits for one, as in etcd, whose raft node takes no proposal
+ * then, so that the request waits until its deadline. It is copied
+ * into a queue bounded by count and bytes (past the bound it is refused
+ * "no leader" as before); the first drain that knows a leader proposes
+ * (or forwards) the queue in arrival order before anything newer. One held
+ * longer than the request timeout is answered "etcdserver: request timed
+ * out" (gatewayd has answered it at its own deadline by then; the late
+ * reply finds no pending request and is dropped: invariant 2,
+ * docs/invariants.md). A held proposal stamped with a term (MSG_PROPOSE_F_SEEN_TERM) is refused
+ * "leader changed" on release if the term has moved on, as when it comes;
+ * gatewayd does not stamp what it sends while raftd reports no leader.
+ *
  * Reads: the MSG_READ_INDEX records of a turn share one ReadIndex round
  * (one context). They are asked only once the leader has committed an
  * entry of its term (before that its commit index may be behind what an
@@ -56,6 +69,11 @@ struct shm_region;
 #define PROPOSALS_MSG_TOO_LARGE "etcdserver: request is too large"
 #define PROPOSALS_MSG_TOO_MANY "etcdserver: too many requests"
 #define PROPOSALS_MSG_LEADER_CHANGED "etcdserver: leader changed"
+#define PROPOSALS_MSG_TIMEOUT "etcdserver: request timed out"
+
+/* Bounds of the proposals held while no leader is known. */
+#define PROPOSALS_HOLD_MAX 4096u
+#define PROPOSALS_HOLD_BYTES (16u << 20)
 
 /* Records taken from one ring per drain, at most. */
 #define PROPOSALS_BATCH 512u
@@ -75,6 +93,21 @@ struct proposals_stats {
 	uint64_t reads_failed;   /* MSG_READ_INDEX_REPLY with a status */
 	uint64_t replies_stale;  /* replies for a previous slot generation */
 	uint64_t replies_full;   /* replies dropped on a full ring */
+	uint64_t held;           /* proposals held while no leader was known */
+	uint64_t held_released;  /* held proposals released to a leader */
+	uint64_t held_expired;   /* held proposals answered "request timed out" */
+	uint64_t held_full;      /* refused "no leader": the hold queue was full */
+};
+
+/* One gateway proposal waiting for a leader: its record's entry, copied. */
+struct proposals_held {
+	struct msg_origin origin;
+	uint32_t slot;
+	uint32_t flags;    /* its msg_propose flags */
+	uint64_t term;     /* its msg_propose term */
+	uint64_t held_at;  /* tick count when held */
+	uint8_t *data;
+	uint32_t len;
 };
 
 /* One read waiting for its index. */
@@ -98,6 +131,12 @@ struct proposals {
 	uint64_t ticks;                /* proposals_tick calls */
 	uint64_t *staged;              /* bitmap of slots with staged replies */
 	bool more;                     /* a ring held more than one batch */
+	struct proposals_held *held;   /* waiting for a leader, arrival order */
+	size_t n_held;
+	size_t cap_held;
+	size_t held_bytes;             /* their data's bytes */
+	uint64_t hold_ticks;           /* the request timeout in ticks; 0: no
+					* holding (refused "no leader") */
 	/* on a follower, proposals go to the leader through this (0: sent;
 	 * the result comes from stored once they commit); NULL: refused
 	 * with "not leader" */
@@ -151,7 +190,8 @@ void proposals_read_state(struct proposals *p, const struct raft_read_state *rs)
  * stops. */
 void proposals_fail_reads(struct proposals *p, int32_t status, bool all);
 
-/* One tick: asked reads older than expire_ticks are answered Unavailable. */
+/* One tick: asked reads older than expire_ticks are answered Unavailable,
+ * held proposals older than hold_ticks "request timed out". */
 void proposals_tick(struct proposals *p, uint64_t expire_ticks);
 
 /* Publishes the replies staged since the last flush. */

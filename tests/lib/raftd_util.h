@@ -9,6 +9,7 @@
 
 #include "wal_util.h"
 
+#include "raftd/raft/raft.h"
 #include "shm/msg.h"
 #include "shm/region.h"
 #include "shm/ring.h"
@@ -130,6 +131,24 @@ static inline void rt_stored_status(struct shm_region *r, uint64_t epoch, uint64
 	struct status_stored st = { .epoch = epoch, .applied_index = applied,
 				    .durable_index = durable };
 	status_stored_write(r, &st);
+}
+
+/* A Raft core for member id among voters, its hard state at term, its log
+ * empty. */
+static inline struct raft *rt_core_at(uint64_t id, const uint64_t *voters, size_t n,
+				      uint64_t term)
+{
+	struct raft_config cfg;
+	struct raft *raft;
+	struct raft_hardstate hs = { .term = term };
+
+	raft_config_defaults(&cfg);
+	cfg.id = id;
+	cfg.voters = voters;
+	cfg.n_voters = n;
+	cfg.seed = 1;
+	CHECK_EQ(raft_new(&cfg, &hs, 0, 0, NULL, 0, 0, &raft), 0);
+	return raft;
 }
 
 #endif

@@ -219,6 +219,9 @@ static void *runner_main(void *arg)
 	return NULL;
 }
 
+/* The request timeout runner_start gives raftd (0: etcd's default). */
+static uint64_t runner_request_timeout_ms;
+
 static void runner_start(struct runner *u, const char *wal_dir, const struct initial_cluster *c,
 			 uint64_t member)
 {
@@ -227,6 +230,7 @@ static void runner_start(struct runner *u, const char *wal_dir, const struct ini
 	struct loop_options o = {
 		.region = u->r, .wal_dir = wal_dir, .cluster = c, .member_id = member,
 		.tick_ms = 10, .election_ms = 100, .signal_fd = -1,
+		.request_timeout_ms = runner_request_timeout_ms,
 	};
 	CHECK_EQ(loop_new(&o, &u->loop), 0);
 	CHECK_EQ(pthread_create(&u->thread, NULL, runner_main, u), 0);
@@ -395,19 +399,28 @@ static void test_no_leader(void)
 	CHECK_EQ(initial_cluster_parse("a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,"
 				       "c=http://10.0.0.3:2380", "tok", &c), 0);
 	wt_path(wal_dir, sizeof(wal_dir), "three");
+	runner_request_timeout_ms = 300;
 	runner_start(&u, wal_dir, &c, c.v[1].id);
 
+	/* the read is refused at once; the proposal waits for a leader until
+	 * the request timeout (30 ticks) */
 	struct ring *in = shm_slot_ring(r, s.index, SHM_SLOT_TO_RAFTD);
 	CHECK_EQ(rt_propose(in, &s, 1, 0), 0);
 	CHECK_EQ(rt_read_index(in, &s, 2), 0);
-	for (uint64_t want = 1; want <= 2; want++) {
+	uint64_t sent_ms = clock_now_ns() / 1000000;
+	static const char *const texts[] = { "etcdserver: no leader",
+					     "etcdserver: request timed out" };
+	for (uint64_t want = 2; want >= 1; want--) {
 		struct rt_rec rec = wait_reply(r, &s);
 		struct msg_reject h;
 		CHECK_EQ(rec.type, MSG_PROPOSE_REJECT);
 		memcpy(&h, rec.data, sizeof(h));
 		CHECK(h.status == 14 && h.origin.request_id == want);
-		CHECK(h.text_len == 21 && memcmp(rec.data + sizeof(h), "etcdserver: no leader", 21) == 0);
+		const char *text = texts[2 - want];
+		CHECK(h.text_len == strlen(text) && memcmp(rec.data + sizeof(h), text, h.text_len) == 0);
 	}
+	CHECK(clock_now_ns() / 1000000 - sent_ms >= 300);
+	runner_request_timeout_ms = 0;
 	/* the bootstrap entries are committed (the log says so) and fed */
 	struct ring *committed = shm_daemon_ring(r, SHM_RING_COMMITTED);
 	struct rt_rec rec;

@@ -19,24 +19,9 @@
 
 static char path[512];
 
-static struct raft *new_core_at(uint64_t id, const uint64_t *voters, size_t n, uint64_t term)
-{
-	struct raft_config cfg;
-	struct raft *raft;
-	struct raft_hardstate hs = { .term = term };
-
-	raft_config_defaults(&cfg);
-	cfg.id = id;
-	cfg.voters = voters;
-	cfg.n_voters = n;
-	cfg.seed = 1;
-	CHECK_EQ(raft_new(&cfg, &hs, 0, 0, NULL, 0, 0, &raft), 0);
-	return raft;
-}
-
 static struct raft *new_core(uint64_t id, const uint64_t *voters, size_t n)
 {
-	return new_core_at(id, voters, n, 0);
+	return rt_core_at(id, voters, n, 0);
 }
 
 /* Plays the WAL for the core: every ready's entries are durable at once.
@@ -256,7 +241,7 @@ static void test_term_carrying(void)
 
 	CHECK_EQ(proposals_init(&p, r), 0);
 	struct ring *sp = shm_daemon_ring(r, SHM_RING_STORED_PROPOSALS);
-	struct raft *raft = new_core_at(1, one, 1, 3);
+	struct raft *raft = rt_core_at(1, one, 1, 3);
 	CHECK_EQ(raft_campaign(raft), 0);
 	uint64_t term = raft_term(raft);
 	CHECK_EQ(term, 4);
@@ -293,7 +278,7 @@ static void test_seen_term(void)
 	CHECK_EQ(shm_slot_claim(r, &s), 0);
 	CHECK_EQ(proposals_init(&p, r), 0);
 	struct ring *in = shm_slot_ring(r, s.index, SHM_SLOT_TO_RAFTD);
-	struct raft *raft = new_core_at(1, one, 1, 3);
+	struct raft *raft = rt_core_at(1, one, 1, 3);
 	CHECK_EQ(raft_campaign(raft), 0);
 	settle(raft, &p);
 	uint64_t term = raft_term(raft), last = raft_last_index(raft);
