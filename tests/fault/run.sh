@@ -18,14 +18,23 @@
 #   -w  faultload's workload (default register)
 #   -o  the run's directory (default a new /tmp/cetcd-fault.XXXXXX): the
 #       history, faults.log, the members' logs and data, harness.log
-# Prints one line on stdout (fault-interface.md's run line). Exit status:
+# Prints one line on stdout, key=value pairs: seed cluster faults
+# duration_s workload, faultload's ops anomalies lost watch_gaps
+# watch_dups double_holders longest_unavail_ms unknown, then
+# recovery_ms_median (lib.sh's fn_recovery; -1 when no heal was followed
+# by an acknowledged write through every endpoint), converged (1 when
+# every member answers and all agree on HashKV and revision) and dir.
+# Exit status:
 # 0 clean; 1 an anomaly, a member that did not come back or members that
 # disagree; 2 a setup error; 77 a missing tool (root, ip, tc, etcdctl,
 # the programs, etcd for mixed and etcd, tests/tools/clockstep for clock).
 # FAULTLOAD=path runs that program instead of building tests/tools/faultload.
 source "$(dirname "$0")/lib.sh"
 
-FN_SECS=60 FN_SEED= FN_FAULTS=all FN_CLUSTER=cetcd FN_WORKLOAD=register FN_OUT=
+# inside the bridge's namespace the seed and the run's dir come from the
+# outside run's environment (the options given may name neither)
+FN_SECS=60 FN_FAULTS=all FN_CLUSTER=cetcd FN_WORKLOAD=register
+FN_SEED=${FN_INSIDE:+$FN_SEED} FN_OUT=${FN_INSIDE:+$FN_OUT}
 usage() {
 	sed -n '/^# usage:/,/^# FAULTLOAD/p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
@@ -110,6 +119,7 @@ if [[ -z ${FN_INSIDE:-} ]]; then
 fi
 
 # ------------------------------------------------------------ inside the bridge's namespace
+[[ -d $FN_OUT && -n $FN_SEED ]] || { echo "fault run: no run dir or seed inside" >&2; exit 2; }
 IT_TMP=$FN_OUT
 IT_RT=$(mktemp -d /dev/shm/cetcd-fault.XXXXXX)
 IT_KEEP=1

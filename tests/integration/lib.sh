@@ -169,7 +169,10 @@ it_until() {
 it_wait_gone() { it_until "$2" it_gone "$1"; }
 
 # Whether process $1 still runs a command line naming this test's dirs.
+# (never true while either dir is unset: an empty pattern matches every
+# process of the machine)
 it_ours() {
+	[[ -n ${IT_TMP:-} && -n ${IT_RT:-} ]] || return 1
 	{ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -qF -e "$IT_TMP" -e "$IT_RT"
 }
 
@@ -1127,6 +1130,13 @@ EOF
 	sleep 0.2 &
 	p=$!
 	check "it_wait_gone sees a process end" it_wait_gone "$p" 5000
+	# (the cleanup kills every process it_ours names, so an unset dir must
+	# name none, this shell included)
+	bash -c 'sleep 10; :' ours "$IT_TMP" &
+	p=$!
+	check "it_ours names a process of this test's" it_ours "$p"
+	check "it_ours names none while a dir is unset" eval '! (IT_TMP=; it_ours "$p") && ! (IT_RT=; it_ours "$p")'
+	kill "$p"
 	printf 'acks 12\nconns gatewayd-0 3\nput-error Unavailable: x 2\n' >"$IT_TMP/kv.out"
 	check "it_kv_val reads kvclient's counts" \
 		test "$(it_kv_val "$IT_TMP/kv.out" acks)/$(it_kv_val "$IT_TMP/kv.out" "conns gatewayd-0")" = 12/3
