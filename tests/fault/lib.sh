@@ -676,11 +676,14 @@ fn_nemesis() {
 
 # ------------------------------------------------------------ verdict
 # fn_recovery FAULTS HISTORY: per "stop" line of FAULTS, the ms from it
-# until an operation other than a read or a watch returned ok through
-# every endpoint of HISTORY after it (clients are pinned to members, so
-# writes through the members the fault spared say little); prints their
-# median (-1 when no stop was followed by one through every endpoint).
-# Says on stderr which stops were not.
+# until a write was acknowledged through every endpoint of HISTORY after
+# it (clients are pinned to members, so writes through the members the
+# fault spared say little); prints their median (-1 when no stop was
+# followed by one through every endpoint). Says on stderr which stops
+# were not. An acknowledged write is an ok write, a cas or txn that
+# applied, a lock taken or a lock's marker written, made during the run:
+# a read, a cas or txn that did not apply, a watcher's own events and the
+# checks made after the run are not.
 fn_recovery() {
 	python3 - "$1" "$2" <<'EOF'
 import bisect, json, sys
@@ -697,7 +700,10 @@ try:
         except ValueError:
             continue
         writes.setdefault(op.get("ep"), [])
-        if op.get("type") == "ok" and op.get("f") not in ("read", "watch", "get"):
+        f = op.get("f")
+        if op.get("type") != "ok" or op.get("final"):
+            continue
+        if f in ("write", "lock", "marker-write") or (f in ("cas", "txn") and op.get("succeeded")):
             writes[op.get("ep")].append(op["ret_ns"])
 except FileNotFoundError:
     pass
