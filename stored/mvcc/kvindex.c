@@ -756,7 +756,9 @@ static int grp_sort(int rc, struct kvindex_grp *v, size_t n)
 {
 	if (rc && rc != -ENOENT)
 		return rc;
-	qsort(v, n, sizeof(*v), grp_cmp);
+	/* (v is NULL while no member lies in the range: qsort must not see it) */
+	if (n > 1)
+		qsort(v, n, sizeof(*v), grp_cmp);
 	return 0;
 }
 
