@@ -94,9 +94,8 @@ check "the job's mapping is gone once the answer is sent" it_until 5000 maps_are
 # turn
 pids=()
 for i in 1 2 3; do
-	"$BR" get "${args[@]}" -rate 40000000 >"$IT_TMP/three.$i.out" 2>&1 &
-	pids+=($!)
-	it_track $!
+	it_bg "$IT_TMP/three.$i.out" "$BR" get "${args[@]}" -rate 40000000
+	pids+=("$IT_BG_PID")
 done
 most=0
 while kill -0 "${pids[@]}" 2>/dev/null; do

@@ -20,6 +20,7 @@
 #   it_wait_healthy PORT    until /health says true and a gRPC get answers
 #                           (as IT_AUTH=user:password when set)
 #   it_member_answers PORT LOG WHAT   the same as a check, the log shown if not
+#   it_bg OUT CMD...        a tool in the background, output in OUT, tracked
 #   it_until, it_wait_*     polling with a deadline, never a fixed sleep
 #   it_build_go_tool NAME PKG  tests/tools/NAME, built with Debian's Go packages
 #   it_build_kvclient       tests/tools/kvclient, built with Debian's clientv3
@@ -145,6 +146,16 @@ it_init() {
 
 # Registers pid $1 to be killed at exit.
 it_track() { it_pids+=("$1"); }
+
+# it_bg OUT CMD [ARG...]: CMD in the background, its output (stdout and
+# stderr) in OUT, registered to be killed at exit; its pid in IT_BG_PID.
+it_bg() {
+	local out=$1
+	shift
+	"$@" >"$out" 2>&1 &
+	IT_BG_PID=$!
+	it_track "$IT_BG_PID"
+}
 
 # Whether process $1 is gone (or a zombie nobody reaped yet).
 it_gone() {
@@ -654,14 +665,13 @@ it_etcd_start() {
 			--initial-advertise-peer-urls "http://127.0.0.1:$IT_ETCD_PPORT" >"$log.restore" 2>&1 ||
 			{ echo "  (snapshot restore of $snap failed: $(tail -1 "$log.restore"))"; return 1; }
 	fi
-	etcd --name "$name" --data-dir "$data" \
+	it_bg "$log" etcd --name "$name" --data-dir "$data" \
 		--listen-client-urls "http://127.0.0.1:$IT_ETCD_PORT" \
 		--advertise-client-urls "http://127.0.0.1:$IT_ETCD_PORT" \
 		--listen-peer-urls "http://127.0.0.1:$IT_ETCD_PPORT" \
 		--initial-advertise-peer-urls "http://127.0.0.1:$IT_ETCD_PPORT" \
-		--initial-cluster "$name=http://127.0.0.1:$IT_ETCD_PPORT" "${extra[@]}" >"$log" 2>&1 &
-	IT_ETCD_PID=$!
-	it_track "$IT_ETCD_PID"
+		--initial-cluster "$name=http://127.0.0.1:$IT_ETCD_PPORT" "${extra[@]}"
+	IT_ETCD_PID=$IT_BG_PID
 }
 
 # it_same_on_both FN: FN PORT run against the cetcd member (IT_CPORT) and
@@ -688,14 +698,13 @@ it_same_on_both() {
 it_etcd_on_cetcd() {
 	local log=$1 name=${IT_CETCD_ARGS[1]} data=${IT_CETCD_ARGS[3]}
 	shift
-	etcd --name "$name" --data-dir "$data" \
+	it_bg "$log" etcd --name "$name" --data-dir "$data" \
 		--listen-client-urls "http://127.0.0.1:$IT_CPORT" \
 		--advertise-client-urls "http://127.0.0.1:$IT_CPORT" \
 		--listen-peer-urls "http://127.0.0.1:$IT_PPORT" \
 		--initial-advertise-peer-urls "http://127.0.0.1:$IT_PPORT" \
-		--initial-cluster "$name=http://127.0.0.1:$IT_PPORT" "$@" >"$log" 2>&1 &
-	IT_ETCD_PID=$!
-	it_track "$IT_ETCD_PID"
+		--initial-cluster "$name=http://127.0.0.1:$IT_PPORT" "$@"
+	IT_ETCD_PID=$IT_BG_PID
 }
 
 # ------------------------------------------------------------ cluster members
@@ -966,8 +975,7 @@ while True:
     flags = 0x8180 if qname in srv or qname in hosts else 0x8183
     s.sendto(q[:2] + struct.pack(">HHHHH", flags, 1, len(answers), 0, 0) + question + b"".join(answers), peer)
 EOF
-	python3 "$IT_TMP/dns.py" "$@" >"$log" 2>&1 &
-	it_track $!
+	it_bg "$log" python3 "$IT_TMP/dns.py" "$@"
 	it_until 10000 grep -q '^ready' "$log" && return 0
 	fail "the name server starts"
 	cat "$log"
@@ -1032,9 +1040,8 @@ it_lines() { { wc -l <"$1"; } 2>/dev/null || echo 0; }
 it_kv_start() {
 	local out=$1
 	shift
-	"$KVCLIENT" "$@" >"$out" 2>&1 &
-	IT_KV_PID=$!
-	it_track "$IT_KV_PID"
+	it_bg "$out" "$KVCLIENT" "$@"
+	IT_KV_PID=$IT_BG_PID
 }
 
 # it_kv_stop PID OUT [REGEX]: SIGTERM to kvclient PID (started by

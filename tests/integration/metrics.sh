@@ -138,11 +138,10 @@ side_by_side() {
 	read -r EPORT pport < <(it_free_ports 2)
 	it_cetcd_start "$name" "$IT_TMP/$name" "$IT_TMP/$name.log" \
 		--listen-metrics-urls "http://127.0.0.1:$mport" "$@"
-	etcd --name "e$name" --data-dir "$IT_TMP/e$name" "$@" \
+	it_bg "$IT_TMP/e$name.log" etcd --name "e$name" --data-dir "$IT_TMP/e$name" "$@" \
 		--listen-client-urls "http://127.0.0.1:$EPORT" --advertise-client-urls "http://127.0.0.1:$EPORT" \
 		--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-		--initial-cluster "e$name=http://127.0.0.1:$pport" >"$IT_TMP/e$name.log" 2>&1 &
-	it_track $!
+		--initial-cluster "e$name=http://127.0.0.1:$pport"
 	it_wait_healthy "$IT_CPORT"
 	it_wait_healthy "$EPORT"
 }

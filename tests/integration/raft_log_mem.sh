@@ -39,10 +39,9 @@ load() {
 	local ep=$1 prefix=$2 n=$3 size=$4 i rc=0
 	local -a pids=()
 	for i in 0 1 2 3 4 5 6 7; do
-		"$BR" load -endpoint "$ep" -prefix "$prefix$i" -n $((n / 8)) -size "$size" \
-			-batch 1 >"$IT_TMP/load.$prefix$i.out" 2>&1 &
-		pids+=($!)
-		it_track $!
+		it_bg "$IT_TMP/load.$prefix$i.out" "$BR" load -endpoint "$ep" -prefix "$prefix$i" \
+			-n $((n / 8)) -size "$size" -batch 1
+		pids+=("$IT_BG_PID")
 	done
 	for i in "${pids[@]}"; do wait "$i" || rc=1; done
 	return $rc

@@ -159,13 +159,12 @@ IT_CETCD_ARGS=(--name m --data-dir "$IT_TMP/m" --runtime-dir "$IT_RT/m"
 	--initial-cluster "m=$purl" "${flags[@]}")
 it_cetcd_restart "$IT_TMP/cetcd.log"
 epurl="http://127.0.0.1:$IT_ETCD_PPORT"
-etcd --name e --data-dir "$IT_TMP/e" \
+it_bg "$IT_TMP/etcd.log" etcd --name e --data-dir "$IT_TMP/e" \
 	--listen-client-urls "https://127.0.0.1:$IT_ETCD_PORT,http://127.0.0.1:$ETCD_HTTP_PORT" \
 	--advertise-client-urls "https://127.0.0.1:$IT_ETCD_PORT" \
 	--listen-peer-urls "$epurl" --initial-advertise-peer-urls "$epurl" \
-	--initial-cluster "e=$epurl" "${flags[@]}" >"$IT_TMP/etcd.log" 2>&1 &
-IT_ETCD_PID=$!
-it_track "$IT_ETCD_PID"
+	--initial-cluster "e=$epurl" "${flags[@]}"
+IT_ETCD_PID=$IT_BG_PID
 check "cetcd: a good client is served" it_until 20000 good_fast cetcd
 check "etcd: a good client is served" it_until 20000 good_fast etcd
 

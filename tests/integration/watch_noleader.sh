@@ -29,9 +29,8 @@ ET=500 # election timeout, ms
 lw() {
 	local name=$1
 	shift
-	"$LW" "$@" >"$IT_TMP/$name.out" 2>&1 &
-	LW_PID=$!
-	it_track "$LW_PID"
+	it_bg "$IT_TMP/$name.out" "$LW" "$@"
+	LW_PID=$IT_BG_PID
 }
 has() { grep -q -- "$2" "$IT_TMP/$1.out" 2>/dev/null; }
 show() { sed 's/^/    /' "$IT_TMP/$1.out"; }

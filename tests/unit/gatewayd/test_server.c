@@ -13,7 +13,8 @@
  * bytes sent as they are); request identity (results for another member,
  * slot, generation, an unknown id or of a bad length are dropped and the
  * call still gets its own); rejections; error results; request timeouts;
- * interim results (a physical compaction still under way) that move a
+ * proposals stamped with the term raftd was in, and with none while it
+ * knows no leader; interim results (a physical compaction still under way) that move a
  * request's deadline on and answer nothing, dropped when they name another
  * member, slot generation or request, or come of the wrong length or from
  * raftd;
@@ -470,6 +471,44 @@ static void test_propose_term(void)
 	CHECK_EQ(srv->pending.count, 0);
 	free_recs(v, 3);
 	free_recs(&r, 1);
+}
+
+/*
+ * A proposal sent while raftd knows no leader carries no term: raftd
+ * holds it and proposes it in the term of the leader elected next, so a
+ * stamp of the leaderless term would let gw_settle take it for lost
+ * (answered "leader changed" though it commits) once that term settles.
+ */
+static void test_propose_term_no_leader(void)
+{
+	const uint8_t ok[] = { 0x0a, 0x00 };
+	uint32_t flags;
+	const int64_t timeout_ns = srv->request_timeout_ns;
+	srv->request_timeout_ns = 600ll * 1000000000;
+
+	struct status_raftd rs = { .leader_id = 0, .term = 11, .commit_index = 20,
+				   .settled_term = 10, .settled_index = 20 };
+	status_raftd_write(harn, &rs);
+	set_delivered(20);
+	struct tc_stream *a = put("held", (const uint8_t *)"1", 1);
+	struct rec ra = one_proposal();
+	CHECK_EQ(seen_term(&ra, &flags), 0);
+	CHECK(!(flags & MSG_PROPOSE_F_SEEN_TERM));
+
+	/* term 12 elects a leader and settles its first entry at 21, before
+	 * the held proposal's result (it was proposed in term 12, at 22) */
+	set_raftd(12, 12, 21);
+	set_delivered(21);
+	spin(4);
+	CHECK(!a->closed);
+	struct msg_origin o = proposal_origin(&ra);
+	push_result(&o, 0, ok, sizeof(ok));
+	set_delivered(22);
+	CHECK(closed_within(a, 60000));
+	check_status(a, 0, NULL);
+	CHECK_EQ(srv->pending.count, 0);
+	srv->request_timeout_ns = timeout_ns;
+	free_recs(&ra, 1);
 }
 
 /* A call whose body is the given bytes, as they are. */
@@ -1237,6 +1276,7 @@ int main(void)
 	test_interim();
 	test_settled();
 	test_propose_term();
+	test_propose_term_no_leader();
 	test_wire_types();
 	test_validation();
 	test_too_many();
