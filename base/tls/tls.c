@@ -448,6 +448,11 @@ static int tls_ctx_setup(struct tls_ctx *ctx, const struct tls_info *info)
 		 * every handshake, and with the system's store that reads all of
 		 * /etc/ssl/certs for each new connection. */
 		SSL_CTX_set_mode(ctx->ssl, SSL_MODE_NO_AUTO_CHAIN);
+		/* As Go's server: one TLS 1.3 ticket (OpenSSL sends two), and
+		 * resumption by tickets only, with no server-side cache of
+		 * sessions for OpenSSL to keep, look up and sweep */
+		SSL_CTX_set_num_tickets(ctx->ssl, 1);
+		SSL_CTX_set_session_cache_mode(ctx->ssl, SSL_SESS_CACHE_OFF);
 		/* Go's RequireAndVerifyClientCert; an allowed CN or hostname
 		 * needs a verified client certificate too */
 		if (tls_given(info->trusted_ca_file) || info->client_cert_auth ||

@@ -12,6 +12,8 @@
 #   --insecure-skip-tls-verify accepts
 # - http and https at once: one address serving both schemes (the client's
 #   first byte tells), and a second https address
+# - one TLS 1.3 session ticket a connection, as Go's server sends, and a
+#   session resumed from it
 # - https client URLs without certificates or auto TLS: the launcher
 #   refuses them with etcd's message
 # Exits 77 when the programs, etcdctl 3.4, curl or openssl are missing.
@@ -108,6 +110,14 @@ check "files: curl /version over TLS" grep -q '"etcdserver":"3.4' <<<"$v"
 alpn=$(openssl s_client -connect "127.0.0.1:$IT_CPORT" -alpn h2 </dev/null 2>&1 || true)
 check "files: a client offering only h2 (gRPC) gets h2" grep -q 'ALPN protocol: h2' <<<"$alpn"
 check "files: TLS 1.2 at least" grep -qE '(New, |Protocol *: )TLSv1\.[23]' <<<"$alpn"
+# resumption as Go's server offers it: one TLS 1.3 ticket a connection
+# (OpenSSL's default is two), and a session resumed from it
+tickets=$(sleep 1 | openssl s_client -connect "127.0.0.1:$IT_CPORT" -tls1_3 -msg \
+	-sess_out "$IT_TMP/tls.sess" 2>&1 | grep -c '<<< .*NewSessionTicket' || true)
+check "files: one session ticket a connection, as etcd's server ($tickets)" [ "$tickets" = 1 ]
+resumed=$(openssl s_client -connect "127.0.0.1:$IT_CPORT" -tls1_3 -sess_in "$IT_TMP/tls.sess" \
+	</dev/null 2>&1 || true)
+check "files: a session resumes from that ticket" grep -q '^Reused, TLSv1.3' <<<"$resumed"
 check "files: plain HTTP to the https port gets no answer" no_health "$IT_CPORT" --http
 check "files: gatewayd logs the rejected connection" \
 	it_wait_log "$IT_TMP/files.log" '"msg":"rejected connection"' 10
