@@ -101,13 +101,16 @@ if [[ -z ${FN_INSIDE:-} ]]; then
 	fi
 	FN_OUT=$(cd "$FN_OUT" && pwd)
 	echo "fault run: seed=$FN_SEED cluster=$FN_CLUSTER faults=${FN_FAULTS} t=${FN_SECS}s dir=$FN_OUT" >&2
-	fn_net_names "$$"
+	# the namespaces' names: random, not the pid, which is the same (1)
+	# in every run made in a PID namespace of its own
+	FN_TAG=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+	fn_net_names "$FN_TAG"
 	inner=
 	trap 'fn_net_down' EXIT
 	# an interrupted run stops the harness inside, which stops its own
 	trap '[[ -n $inner ]] && kill -TERM "$inner" 2>/dev/null' INT TERM
 	fn_net_up
-	ip netns exec "$FN_BR" env FN_INSIDE=1 FN_TAG=$$ FN_SEED="$FN_SEED" FN_OUT="$FN_OUT" FAULTLOAD="$FAULTLOAD" \
+	ip netns exec "$FN_BR" env FN_INSIDE=1 FN_TAG="$FN_TAG" FN_SEED="$FN_SEED" FN_OUT="$FN_OUT" FAULTLOAD="$FAULTLOAD" \
 		bash "$0" "$@" >"$FN_OUT/harness.log" 2>&1 &
 	inner=$!
 	st=
