@@ -41,6 +41,7 @@
 #   it_same_hashkv EP..., it_same_hash EP...   HashKV, Maintenance.Hash agree
 #   it_acked_at EP PREFIX ACKS N   no acknowledged put lost
 #   it_elected_after LOG MS ms from MS to a leader elected in LOG
+#   it_parts PART...        the test's independent parts, run at once
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
 # and only while it still runs a command line naming this test's dirs
@@ -238,6 +239,35 @@ it_stopped_early() {
 	done
 	echo "FAIL - ${0##*/} stopped (exit $1) before its summary: '$BASH_COMMAND'" \
 		"at ${it_err_at:-?} in ${FUNCNAME[2]:-main}${from:+, called from$from}"
+}
+
+# it_parts PART...: the test script run again once per PART (its words
+# are that run's arguments), all at once, each a process of its own with
+# its own it_init dirs, checks, summary and cleanup; then each one's
+# output in turn, and its checks and failures counted here. A part that
+# exits other than 0 with no failed check counted (one stopped before its
+# summary) fails here too. For parts that are independent of each other and spend their
+# time waiting (lease TTLs, elections), so that they need not wait in turn.
+it_parts() {
+	local part k rc line n m
+	local -a pids=()
+	for part in "$@"; do
+		# shellcheck disable=SC2086 # the part's words
+		bash "$0" $part >"$IT_TMP/part.${#pids[@]}.out" 2>&1 &
+		pids+=($!)
+	done
+	for k in "${!pids[@]}"; do
+		rc=0
+		wait "${pids[k]}" || rc=$?
+		cat "$IT_TMP/part.$k.out"
+		line=$(grep -E '^[0-9]+ checks, [0-9]+ failed$' "$IT_TMP/part.$k.out" | tail -n 1) || true
+		n=0 m=0
+		[[ -z $line ]] || read -r n _ m _ <<<"$line"
+		it_checks=$((it_checks + n))
+		it_failures=$((it_failures + m))
+		# (a part whose failed checks were counted has said why)
+		((rc == 0 || m > 0)) || fail "part '${*:k+1:1}' exited $rc"
+	done
 }
 
 # it_free_ports N: N distinct free loopback ports on one line; fails,
@@ -1208,10 +1238,19 @@ EOF
 		eval '! out=$(it_agreed 100 agree a e) && grep -qx "    e no well-formed answer (nothing)" <<<"$out" &&
 			it_agreed 100 agree a b >/dev/null'
 	read -r -a dead < <(it_free_ports 2)
-	check "it_same_state, it_same_hashkv, it_same_hash fail where nothing listens" \
-		eval 'fails it_same_state 127.0.0.1:${dead[0]} 127.0.0.1:${dead[1]} &&
-			fails it_same_hashkv 127.0.0.1:${dead[0]} 127.0.0.1:${dead[1]} &&
-			fails it_same_hash 127.0.0.1:${dead[0]} 127.0.0.1:${dead[1]}'
+	# (the three at once: each waits out etcdctl's command timeout twice)
+	dead_fails() { fails "$1" "127.0.0.1:${dead[0]}" "127.0.0.1:${dead[1]}"; }
+	all_dead_fail() {
+		local f st=0
+		local -a pids=()
+		for f in it_same_state it_same_hashkv it_same_hash; do
+			dead_fails "$f" &
+			pids+=($!)
+		done
+		for f in "${pids[@]}"; do wait "$f" || st=1; done
+		return "$st"
+	}
+	check "it_same_state, it_same_hashkv, it_same_hash fail where nothing listens" all_dead_fail
 	# a test that set -e stops outside a check says where, and fails
 	cat >"$IT_TMP/stops.sh" <<EOF
 source "${BASH_SOURCE[0]}"
@@ -1235,5 +1274,33 @@ EOF
 		stops function 1 "at stops.sh:4 in inner, called from outer:5 main:7"
 	check "a skip or a summary says nothing more" \
 		eval 'stops skip 77 SKIP && ! stops skip 77 stopped && stops pass 0 "1 checks, 0 failed" && ! stops pass 0 stopped'
+	# it_parts: a stand-in test whose parts pass, fail a check or stop
+	# before their summary
+	cat >"$IT_TMP/parts.sh" <<EOF
+source "${BASH_SOURCE[0]}"
+if ((\$#)); then
+	it_init lib-part
+	check "part \$1 ran" test "\$1" != bad
+	[[ \$1 != stops ]] || false
+	it_summary
+	exit
+fi
+it_init lib-parts
+it_parts \$PARTS
+it_summary
+EOF
+	# parts RC SUMMARY PART...: the stand-in with those parts exits RC, ends
+	# with SUMMARY and shows each part's check in the order given
+	parts() {
+		local out rc want=$1 sum=$2
+		shift 2
+		out=$(PARTS="$*" bash "$IT_TMP/parts.sh" 2>&1) && rc=0 || rc=$?
+		[[ $rc == "$want" && $(tail -n 1 <<<"$out") == "$sum" ]] &&
+			[[ $(grep -oE '^(ok  |FAIL) - part [a-z]+' <<<"$out" | awk '{ print $4 }' | tr '\n' ' ') == "$* " ]]
+	}
+	check "it_parts: the parts' checks add up, their output in order" parts 0 "3 checks, 0 failed" a b c
+	check "it_parts: a part's failed check fails the test" parts 1 "3 checks, 1 failed" a bad c
+	check "it_parts: a part stopped before its summary fails the test" \
+		parts 1 "2 checks, 1 failed" a stops
 	it_summary
 fi
