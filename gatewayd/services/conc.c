@@ -47,10 +47,16 @@ static void conc_unwait(struct gw_server *s, struct conc_op *op)
 	watch_release(s);
 }
 
-static void conc_op_free(struct gw_server *s, struct conc_op *op)
+/* Takes op out of the waiters and the list: nothing finds it any more. */
+static void conc_op_unlink(struct gw_server *s, struct conc_op *op)
 {
 	conc_unwait(s, op);
 	dlist_remove(&op->node);
+}
+
+static void conc_op_free(struct gw_server *s, struct conc_op *op)
+{
+	conc_op_unlink(s, op);
 	free(op);
 }
 
@@ -74,8 +80,12 @@ struct conc_op *conc_op_new(struct gw_server *s, struct grpc_call *call,
 void conc_answer(struct gw_server *s, struct grpc_call *call, struct conc_op *op,
 		 const ProtobufCMessage *m)
 {
-	conc_op_free(s, op);
+	/* m's bytes may live in op (a Lock's key, a Campaign's name and
+	 * key): op is freed only once m is encoded, and unlinked before, so
+	 * that nothing answers or abandons it meanwhile */
+	conc_op_unlink(s, op);
 	gw_answer(s, call, m);
+	free(op);
 }
 
 void conc_fail(struct gw_server *s, struct grpc_call *call, struct conc_op *op,

@@ -74,7 +74,8 @@ int conc_handle(struct gw_server *s, const char *path, conc_start_fn start);
 struct conc_op *conc_op_new(struct gw_server *s, struct grpc_call *call,
 			    const struct conc_vt *vt, size_t size);
 
-/* Answers call with m (OK) or an error, and frees op. */
+/* Answers call with m (OK) or an error, and frees op (conc_answer after
+ * encoding m, which may point into op). */
 void conc_answer(struct gw_server *s, struct grpc_call *call, struct conc_op *op,
 		 const ProtobufCMessage *m);
 void conc_fail(struct gw_server *s, struct grpc_call *call, struct conc_op *op,

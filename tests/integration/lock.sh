@@ -3,7 +3,8 @@
 # cetcd, driven by tests/tools/lockclient (etcd 3.4's client stubs): two
 # clients contend for one lock and get it in order, Unlock hands it over,
 # a holder whose lease expires loses it, a cancelled waiter leaves no key
-# behind; Campaign, Proclaim, Leader, Observe and Resign with two
+# behind, Lock and Campaign answer the key (and name) whole for names of
+# every length up to 200 bytes; Campaign, Proclaim, Leader, Observe and Resign with two
 # candidates, Observe seeing every leader and value in order. The same
 # script runs against Debian's etcd 3.4, and the two transcripts must be
 # the same line for line; then once more through a follower of a

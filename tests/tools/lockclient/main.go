@@ -89,7 +89,7 @@ func main() {
 	}
 
 	// ---- Lock: two clients contend, in order; Unlock hands it over
-	l1, l2 := grant(30), grant(30)
+	l1, l2, l1b := grant(30), grant(30), grant(30)
 	r1, err := lk.Lock(bg, &lpb.LockRequest{Name: []byte("lk"), Lease: int64(l1)})
 	check(err == nil && string(r1.GetKey()) == keyOf("lk", l1), "first Lock holds at once with key <name>/<lease hex> (%s)", errText(err))
 	check(err == nil && r1.Header.Revision > 0 && r1.Header.ClusterId != 0, "the LockResponse has a header")
@@ -123,6 +123,21 @@ func main() {
 	check(!exists(keyOf("lk", l1)), "the first key is gone")
 	r1b, err := lk.Lock(bg, &lpb.LockRequest{Name: []byte("lk"), Lease: int64(l2)})
 	check(err == nil && string(r1b.GetKey()) == keyOf("lk", l2), "Lock again with the holder's lease: held at once (%s)", errText(err))
+	// names of every length up to 200 bytes: each answer's key whole,
+	// and Unlock with it deletes it
+	bad := ""
+	for n := 1; n <= 200 && bad == ""; n++ {
+		name := strings.Repeat("n", n)
+		rl, err := lk.Lock(bg, &lpb.LockRequest{Name: []byte(name), Lease: int64(l1b)})
+		if err != nil || string(rl.GetKey()) != keyOf(name, l1b) {
+			bad = fmt.Sprintf(": a %d-byte name: %q (%s)", n, rl.GetKey(), errText(err))
+			break
+		}
+		if _, err = lk.Unlock(bg, &lpb.UnlockRequest{Key: rl.GetKey()}); err != nil || exists(keyOf(name, l1b)) {
+			bad = fmt.Sprintf(": Unlock of a %d-byte name's key (%s)", n, errText(err))
+		}
+	}
+	check(bad == "", "Lock answers the key whole for names of 1 to 200 bytes, Unlock deletes it%s", bad)
 	_, err = lk.Unlock(bg, &lpb.UnlockRequest{Key: nil})
 	say("Unlock without a key: %s", errText(err))
 	_, err = lk.Lock(bg, &lpb.LockRequest{Name: []byte("lk9"), Lease: 0x1234567})
@@ -179,7 +194,16 @@ func main() {
 	}()
 	_, err = el.Leader(bg, &epb.LeaderRequest{Name: []byte("el")})
 	say("Leader before any candidate: %s", errText(err))
-	la, lb := grant(30), grant(30)
+	la, lb, ll := grant(30), grant(30), grant(30)
+	bad = ""
+	for n := 1; n <= 200 && bad == ""; n++ {
+		name := "e" + strings.Repeat("n", n-1)
+		cl, err := el.Campaign(bg, &epb.CampaignRequest{Name: []byte(name), Lease: int64(ll), Value: []byte("l")})
+		if err != nil || cl.Leader == nil || string(cl.Leader.Key) != keyOf(name, ll) || string(cl.Leader.Name) != name {
+			bad = fmt.Sprintf(": a %d-byte name: %v (%s)", n, cl.GetLeader(), errText(err))
+		}
+	}
+	check(bad == "", "Campaign answers the name and key whole for names of 1 to 200 bytes%s", bad)
 	ca, err := el.Campaign(bg, &epb.CampaignRequest{Name: []byte("el"), Lease: int64(la), Value: []byte("a")})
 	check(err == nil && ca.Leader != nil && string(ca.Leader.Key) == keyOf("el", la) &&
 		string(ca.Leader.Name) == "el" && ca.Leader.Lease == int64(la) && ca.Leader.Rev == ca.Header.Revision,
