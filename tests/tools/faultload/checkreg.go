@@ -77,6 +77,18 @@ func describe(op *Op, t0 int64) string {
 	if op.LockKey != "" {
 		fmt.Fprintf(&b, " lock_key=%s", op.LockKey)
 	}
+	if op.RPC {
+		b.WriteString(" (Lock RPC)")
+	}
+	if op.Lease != 0 && op.F != "lock" && op.F != "holder-read" && op.F != "unlock" {
+		fmt.Fprintf(&b, " lease=%x", op.Lease)
+	}
+	if op.TTL != 0 && (op.F == "grant" || op.F == "keepalive") {
+		fmt.Fprintf(&b, " ttl=%d", op.TTL)
+	}
+	if op.Gone {
+		b.WriteString(" lease not found")
+	}
 	if op.ValidNs != 0 {
 		fmt.Fprintf(&b, " lease alive until %.3f ms", float64(op.ValidNs-t0)/1e6)
 	}

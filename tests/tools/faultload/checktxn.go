@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"sort"
 )
@@ -22,17 +23,14 @@ import (
 // another returned has a revision at least as high, higher if it is a
 // committed txn (a new revision). Two txns committed at one revision,
 // or one indeterminate txn read at two, are anomalies too.
+//
+// Acknowledged txns lost are counted in lost (see checkTxnLost).
 func checkTxn(ops []Op, s *summary, lim checkLimits) {
 	t0 := firstCall(ops)
 	type kv struct{ key, value string }
 	writer := map[kv]*Op{}
 	rev := map[*Op]int64{}
-	type obs struct {
-		op  *Op
-		kvs []KV
-		at  int64
-	}
-	var seen []obs
+	var seen []txnObs
 	for i := range ops {
 		op := &ops[i]
 		switch {
@@ -43,13 +41,13 @@ func checkTxn(ops []Op, s *summary, lim checkLimits) {
 			switch {
 			case op.Type == typeOK && op.Succeeded:
 				rev[op] = op.Rev
-				seen = append(seen, obs{op, op.Reads, op.Rev - 1})
+				seen = append(seen, txnObs{op, op.Reads, op.Rev - 1})
 			case op.Type == typeOK:
-				seen = append(seen, obs{op, op.Else, op.Rev})
+				seen = append(seen, txnObs{op, op.Else, op.Rev})
 			}
 		case op.F == "read":
 			if op.Type == typeOK {
-				seen = append(seen, obs{op, op.Reads, op.Rev})
+				seen = append(seen, txnObs{op, op.Reads, op.Rev})
 			}
 		default:
 			s.anomaly("operation %q is not one of the txn workload's: %s", op.F, describe(op, t0))
@@ -132,6 +130,98 @@ func checkTxn(ops []Op, s *summary, lim checkLimits) {
 		}
 	}
 	checkRealTime(ops, rev, s, t0)
+	checkTxnLost(ops, seen, rev, s, t0)
+}
+
+// txnObs is one observation of keys at a revision: a read's snapshot at
+// its header revision, a committed txn's compared values at its
+// revision - 1, an aborted txn's else reads at its header revision.
+type txnObs struct {
+	op  *Op
+	kvs []KV
+	at  int64
+}
+
+// checkTxnLost counts the acknowledged txns (ok, succeeded) that are
+// lost: for one of its keys, the latest observation, at or above its
+// revision, shows an older mod revision (or none) while no later known
+// commit wrote the key, so neither the txn's value nor a later commit's
+// is there (the workload never deletes) - the final snapshot read after
+// the run catches those; or no observation ever showed the txn's value
+// while one at or above its revision shows an older one - a txn a later
+// one overwrote without ever seeing it. An indeterminate txn never counts
+// (it may not have applied), though a read seeing its value makes it a
+// commit for the checks above. Each lost txn counts once, however many
+// of its keys are missing; each is a stale read of those checks too.
+func checkTxnLost(ops []Op, seen []txnObs, rev map[*Op]int64, s *summary, t0 int64) {
+	final := false
+	// per key, its observations by revision, and from each the lowest
+	// mod revision (0: absent) seen at that revision or above
+	type view struct {
+		at, mod int64
+		op      *Op
+	}
+	views := map[string][]view{}
+	type kmod struct {
+		key string
+		mod int64
+	}
+	shown := map[kmod]bool{}
+	for _, o := range seen {
+		final = final || o.op.Final
+		for _, r := range o.kvs {
+			views[r.Key] = append(views[r.Key], view{o.at, r.Mod, o.op})
+			shown[kmod{r.Key, r.Mod}] = true
+		}
+	}
+	if !final {
+		s.details = append(s.details, "note: no ok final read; a lost txn no later one overwrote is not counted")
+	}
+	// the latest known commit of each key
+	latest := map[string]int64{}
+	for op, r := range rev {
+		for _, w := range op.Writes {
+			if r > latest[w.Key] {
+				latest[w.Key] = r
+			}
+		}
+	}
+	low := map[string][]view{}
+	for k, vs := range views {
+		sort.SliceStable(vs, func(i, j int) bool { return vs[i].at < vs[j].at })
+		m := make([]view, len(vs))
+		for i := len(vs) - 1; i >= 0; i-- {
+			m[i] = vs[i]
+			if i+1 < len(vs) && m[i+1].mod < m[i].mod {
+				m[i] = m[i+1]
+			}
+		}
+		views[k], low[k] = vs, m
+	}
+	for i := range ops {
+		op := &ops[i]
+		if op.F != "txn" || op.Type != typeOK || !op.Succeeded {
+			continue
+		}
+		for _, w := range op.Writes {
+			vs := views[w.Key]
+			if len(vs) == 0 {
+				continue
+			}
+			v, why := vs[len(vs)-1], "the latest observation of"
+			if v.at < op.Rev || v.mod >= op.Rev || latest[w.Key] > op.Rev {
+				j := sort.Search(len(vs), func(j int) bool { return vs[j].at >= op.Rev })
+				if j == len(vs) || shown[kmod{w.Key, op.Rev}] || low[w.Key][j].mod >= op.Rev {
+					continue
+				}
+				v, why = low[w.Key][j], "never seen, and"
+			}
+			s.lost++
+			s.details = append(s.details, fmt.Sprintf("lost: %s; %s %s, at revision %d, has mod revision %d: %s",
+				describe(op, t0), why, w.Key, v.at, v.mod, describe(v.op, t0)))
+			break
+		}
+	}
 }
 
 // checkRealTime checks that revisions agree with real time: an ok read

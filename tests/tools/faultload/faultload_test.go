@@ -837,3 +837,284 @@ func TestRegisterSearchSteps(t *testing.T) {
 		t.Fatalf("over 2,000,000 steps: %s %v", s.line(), s.details)
 	}
 }
+
+// A committed txn the final read does not show is lost; an indeterminate
+// one is not, whether or not the final read shows it.
+func TestTxnLostCounted(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		ops := simTxn(seed, 5, 3, 100)
+		f := &ops[len(ops)-1]
+		mutated := false
+		for j := range f.Reads {
+			r := &f.Reads[j]
+			for i := range ops {
+				w := &ops[i]
+				if !mutated && r.Found && w.F == "txn" && w.Type == typeOK && w.Succeeded && w.Rev == r.Mod {
+					f.Reads[j] = KV{Key: r.Key}
+					mutated = true
+				}
+			}
+		}
+		if !mutated {
+			continue
+		}
+		if s := checkAs("txn", ops); s.lost != 1 || s.anomalies == 0 {
+			t.Fatalf("seed %d: a lost txn is not counted once: %s\n%s", seed, s.line(), strings.Join(s.details, "\n"))
+		}
+	}
+	write := func(v string) []KV { return []KV{{Key: "a", Value: v, Found: true}} }
+	base := []Op{
+		{Proc: 0, F: "txn", Call: 10, Ret: 20, Type: typeOK, Rev: 2, Succeeded: true, Reads: []KV{{Key: "a"}}, Writes: write("v1")},
+		{Proc: 1, F: "txn", Call: 30, Ret: 900, Type: typeInfo, Reads: []KV{{Key: "a", Value: "v1", Found: true, Mod: 2}}, Writes: write("v2")},
+	}
+	final := func(kv KV, rev int64) Op {
+		return Op{Proc: -1, F: "read", Final: true, Call: 1000, Ret: 1010, Type: typeOK, Rev: rev, Reads: []KV{kv}}
+	}
+	for name, c := range map[string]struct {
+		final Op
+		lost  int
+	}{
+		"indeterminate not applied":          {final(KV{Key: "a", Value: "v1", Found: true, Mod: 2}, 2), 0},
+		"indeterminate applied":              {final(KV{Key: "a", Value: "v2", Found: true, Mod: 3}, 3), 0},
+		"the committed txn and its key gone": {final(KV{Key: "a"}, 3), 1},
+	} {
+		ops := append(append([]Op(nil), base...), c.final)
+		if s := checkAs("txn", ops); s.lost != c.lost || (c.lost == 0) != s.clean() {
+			t.Errorf("%s: %s\n%s", name, s.line(), strings.Join(s.details, "\n"))
+		}
+	}
+	// a committed txn no one saw, overwritten by one that compared the
+	// key as it was before it
+	ops := []Op{base[0],
+		{Proc: 1, F: "txn", Call: 30, Ret: 40, Type: typeOK, Rev: 3, Succeeded: true, Reads: []KV{{Key: "a"}}, Writes: write("v2")},
+		final(KV{Key: "a", Value: "v2", Found: true, Mod: 3}, 3)}
+	if s := checkAs("txn", ops); s.lost != 1 || !strings.Contains(strings.Join(s.details, "\n"), "never seen") {
+		t.Errorf("a txn overwritten unseen: %s\n%s", s.line(), strings.Join(s.details, "\n"))
+	}
+}
+
+// simLease makes the history of the lease workload on a correct server:
+// leases granted, one or two keys attached, some kept alive (a few
+// keepalives each, now and then an indeterminate one that renewed or
+// not), each revoked some time after its last renewal + TTL (its keys
+// deleted at one revision, seen by a watcher a little later), then
+// probed (a keepalive and a write told the lease is gone); the final
+// read finds nothing.
+func simLease(seed int64, n int) []Op {
+	rng := rand.New(rand.NewSource(seed))
+	const s = int64(time.Second)
+	type event struct {
+		at    int64
+		keys  []string
+		put   bool
+		value string
+	}
+	var ops []Op
+	var events []event
+	t := int64(0)
+	end := int64(0)
+	for i := 0; i < n; i++ {
+		c := i % 4
+		id := int64(100 + i)
+		ttl := int64(2 + rng.Intn(3))
+		t += int64(rng.Intn(int(s)))
+		add := func(op Op, call, ret int64) {
+			op.Proc, op.Client, op.Call, op.Ret, op.Lease = c, c, call, ret, id
+			if op.Type == "" {
+				op.Type = typeOK
+			}
+			ops = append(ops, op)
+		}
+		at := t
+		handled := at + int64(rng.Intn(int(s/50)))
+		add(Op{F: "grant", TTL: ttl}, at, handled+int64(rng.Intn(int(s/50))))
+		expiry := handled + ttl*s
+		var keys []string
+		for k := 0; k <= rng.Intn(2); k++ {
+			at += s / 20
+			key := fmt.Sprintf("k%d-%d", id, k)
+			keys = append(keys, key)
+			add(Op{F: "write", Key: key, Value: key}, at, at+s/100)
+			events = append(events, event{at: at + s/200, keys: []string{key}, put: true, value: key})
+		}
+		if rng.Intn(5) < 3 {
+			for k := 1 + rng.Intn(6); k > 0; k-- {
+				at += ttl * s / 3
+				h := at + int64(rng.Intn(int(s/10)))
+				if rng.Intn(8) == 0 {
+					add(Op{F: "keepalive", Type: typeInfo}, at, at+2*s)
+					if rng.Intn(2) == 0 {
+						expiry = h + ttl*s
+					}
+					at += 2 * s
+					break // the client goes on; a correct server may have let it lapse
+				}
+				add(Op{F: "keepalive", TTL: ttl}, at, h+int64(rng.Intn(int(s/10))))
+				expiry = h + ttl*s
+			}
+		}
+		gone := expiry + int64(rng.Intn(int(s)))
+		events = append(events, event{at: gone, keys: keys})
+		probe := gone + s/2 + int64(rng.Intn(int(s)))
+		add(Op{F: "keepalive", Type: typeFail, Gone: true}, probe, probe+s/100)
+		add(Op{F: "write", Key: fmt.Sprintf("k%d-late", id), Value: "late", Type: typeFail, Gone: true}, probe+s/50, probe+s/50+s/100)
+		if probe > end {
+			end = probe
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].at < events[j].at })
+	rev := int64(1)
+	for _, e := range events {
+		rev++
+		w := Op{Proc: 50, Client: 50, F: "watch", Type: typeOK, Rev: rev}
+		w.Call = e.at + int64(rng.Intn(int(s/20)))
+		w.Ret = w.Call
+		for _, k := range e.keys {
+			ev := Event{Type: "delete", Key: k, Mod: rev}
+			if e.put {
+				ev = Event{Type: "put", Key: k, Value: e.value, Mod: rev}
+			}
+			w.Events = append(w.Events, ev)
+		}
+		ops = append(ops, w)
+	}
+	final := end + 15*s
+	return append(ops, Op{Proc: -1, Client: -1, F: "read", Final: true, Type: typeOK, Call: final, Ret: final + 1, Rev: rev})
+}
+
+func TestLeaseCorrectHistoriesPass(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		s := checkAs("lease", simLease(seed, 60))
+		if !s.clean() || len(s.details) != 0 {
+			t.Fatalf("seed %d: a correct history fails: %s\n%s", seed, s.line(), strings.Join(s.details, "\n"))
+		}
+	}
+}
+
+func TestLeaseAnomaliesFail(t *testing.T) {
+	// deleteOf is the index of the watch answer deleting key, or -1
+	deleteOf := func(ops []Op, key string) int {
+		return nthOp(ops, 0, func(op *Op) bool {
+			return op.F == "watch" && len(op.Events) > 0 && op.Events[0].Type == "delete" && op.Events[0].Key == key
+		})
+	}
+	keysOf := func(ops []Op, lease int64) []string {
+		var keys []string
+		for i := range ops {
+			if ops[i].F == "write" && ops[i].Lease == lease && ops[i].Type == typeOK {
+				keys = append(keys, ops[i].Key)
+			}
+		}
+		return keys
+	}
+	cases := []struct {
+		name   string
+		want   string // in the report
+		mutate func([]Op) []Op
+	}{
+		{"a key deleted before its lease's renewal ran out", "while the lease was surely alive", func(ops []Op) []Op {
+			for i := range ops {
+				if ops[i].F == "keepalive" && ops[i].Type == typeOK {
+					// the lease said to live a minute more
+					ops[i].TTL = 60
+					return ops
+				}
+			}
+			return nil
+		}},
+		{"a lease said gone while surely alive", "said gone while surely alive", func(ops []Op) []Op {
+			for i := range ops {
+				if ops[i].F == "grant" && ops[i].Type == typeOK {
+					j := nthOp(ops, 0, func(op *Op) bool { return op.Lease == ops[i].Lease && op.F == "write" })
+					ops[j].Type, ops[j].Gone = typeFail, true
+					return ops
+				}
+			}
+			return nil
+		}},
+		{"a lease renewed after it was gone", "used after it was gone", func(ops []Op) []Op {
+			for i := range ops {
+				if ops[i].F == "keepalive" && ops[i].Gone {
+					ops[i].Type, ops[i].Gone, ops[i].TTL = typeOK, false, 3
+					return ops
+				}
+			}
+			return nil
+		}},
+		{"a key attached to a lease after it was gone", "used after it was gone", func(ops []Op) []Op {
+			for i := range ops {
+				if ops[i].F == "write" && ops[i].Gone {
+					ops[i].Type, ops[i].Gone = typeOK, false
+					// the other probe says nothing
+					for j := range ops {
+						if ops[j].F == "keepalive" && ops[j].Lease == ops[i].Lease && ops[j].Gone {
+							ops[j].Type, ops[j].Gone = typeInfo, false
+						}
+					}
+					return ops
+				}
+			}
+			return nil
+		}},
+		{"a key put again after its lease's delete", "put again", func(ops []Op) []Op {
+			k := keysOf(ops, 100)[0]
+			d := ops[deleteOf(ops, k)]
+			ops = append(ops[:len(ops)-1], Op{Proc: 50, Client: 50, F: "watch", Type: typeOK, Call: d.Call + 1, Ret: d.Call + 1,
+				Events: []Event{{Type: "put", Key: k, Value: k, Mod: d.Events[0].Mod + 1000}}}, ops[len(ops)-1])
+			return ops
+		}},
+		{"a key deleted twice", "deleted twice", func(ops []Op) []Op {
+			k := keysOf(ops, 100)[0]
+			d := ops[deleteOf(ops, k)]
+			return append(ops[:len(ops)-1], Op{Proc: 51, Client: 51, F: "watch", Type: typeOK, Call: d.Call + 1, Ret: d.Call + 1,
+				Events: []Event{{Type: "delete", Key: k, Mod: d.Events[0].Mod + 1000}}}, ops[len(ops)-1])
+		}},
+		{"a lease's keys deleted at two revisions", "deleted at 2 revisions", func(ops []Op) []Op {
+			for id := int64(100); id < 160; id++ {
+				if keys := keysOf(ops, id); len(keys) == 2 {
+					d := &ops[deleteOf(ops, keys[0])]
+					d.Events[1].Mod += 1000
+					return ops
+				}
+			}
+			return nil
+		}},
+		{"a lapsed lease's key still there at the final read", "still there at the final read", func(ops []Op) []Op {
+			f := &ops[len(ops)-1]
+			f.Reads = append(f.Reads, KV{Key: keysOf(ops, 101)[0], Value: "x", Found: true, Mod: 1})
+			return ops
+		}},
+	}
+	for _, c := range cases {
+		for seed := int64(1); seed <= 10; seed++ {
+			ops := c.mutate(simLease(seed, 60))
+			if ops == nil {
+				t.Fatalf("%s, seed %d: nothing to mutate", c.name, seed)
+			}
+			s := checkAs("lease", ops)
+			if text := strings.Join(s.details, "\n"); s.anomalies == 0 || !strings.Contains(text, c.want) {
+				t.Fatalf("%s, seed %d: not found: %s\n%s", c.name, seed, s.line(), text)
+			}
+		}
+	}
+}
+
+func TestUsesLockRPC(t *testing.T) {
+	for _, c := range []struct {
+		share   float64
+		clients int
+		want    string
+	}{{0.5, 8, "01010101"}, {0, 4, "0000"}, {1, 4, "1111"}, {0.25, 8, "00010001"}} {
+		got := ""
+		for id := 0; id < c.clients; id++ {
+			if usesLockRPC(id, c.share) {
+				got += "1"
+			} else {
+				got += "0"
+			}
+		}
+		if got != c.want {
+			t.Errorf("share %v of %d clients: %s, want %s", c.share, c.clients, got, c.want)
+		}
+	}
+}

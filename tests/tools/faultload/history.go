@@ -66,6 +66,14 @@ type Op struct {
 	TTL     int64  `json:"ttl,omitempty"`
 	LockKey string `json:"lock_key,omitempty"`
 	ValidNs int64  `json:"valid_ns,omitempty"`
+	// RPC marks a lock or unlock made through etcd's Lock RPC (v3lock)
+	// rather than clientv3's concurrency.Mutex.
+	RPC bool `json:"rpc,omitempty"`
+
+	// lease: the lease of a grant, keepalive or write (lease above; ttl:
+	// as granted or answered); gone when the server said the lease does
+	// not exist.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // Event is one watch event as a watcher got it, with its prev_kv

@@ -7,14 +7,19 @@ import (
 
 	"go.etcd.io/etcd/clientv3"
 	"go.etcd.io/etcd/clientv3/concurrency"
+	"go.etcd.io/etcd/etcdserver/api/v3lock/v3lockpb"
 )
 
 // runLock is the lock workload: each client holds a lease of -lock-ttl
-// seconds, kept alive, and in turn takes one lock (clientv3's
-// concurrency.Mutex, etcd's v3lock recipe), writes a marker (its lock
-// key) to a key of its own, reads its lock key (it must be there while
-// the lease lives), reads the marker, holds a few milliseconds and
-// releases the lock.
+// seconds, kept alive, and in turn takes one lock, writes a marker (its
+// lock key) to a key of its own, reads its lock key (it must be there
+// while the lease lives), reads the marker, holds a few milliseconds and
+// releases the lock. A share -lock-rpc of the clients, spread evenly
+// over them, take and release it through etcd's Lock RPC (the v3lock
+// service: Lock with the lease, Unlock with the key it returned, as
+// `etcdctl lock` does); the others with clientv3's concurrency.Mutex
+// (the same recipe run by the client). Both name the same lock, so the
+// two kinds contend with each other.
 //
 // A lease the client cannot show alive no longer protects the hold: the
 // client takes its lease for alive up to lockMargin before -lock-ttl
@@ -27,23 +32,80 @@ import (
 // History lines: grant (lease, ttl), lock (lock_key, lease; rev: the
 // revision it was taken at), marker-write and marker-read (key: the
 // marker key, value: the lock key written, read: what was read),
-// holder-read (key: the lock key, found), unlock (valid_ns).
+// holder-read (key: the lock key, found), unlock (valid_ns); lock and
+// unlock have rpc=true when made through the Lock RPC.
 func runLock(ctx context.Context, cfg *config, rec *recorder) {
 	pfx := cfg.prefix + "lock"
 	marker := cfg.prefix + "marker"
 	runWorkers(ctx, cfg, rec, func(ctx context.Context, w *worker) {
+		rpc := usesLockRPC(w.id, cfg.lockRPC)
 		for ctx.Err() == nil {
 			l, err := newLease(w)
 			if err != nil {
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
-			for ctx.Err() == nil && holdOnce(w, l, pfx, marker) {
+			var lk locker = &mutexLocker{m: concurrency.NewMutex(l.sess, pfx)}
+			if rpc {
+				lk = &rpcLocker{c: v3lockpb.NewLockClient(w.cli.ActiveConnection()), name: pfx, lease: int64(l.id)}
+			}
+			for ctx.Err() == nil && holdOnce(w, l, lk, marker) {
 			}
 			l.close()
 		}
 	})
 }
+
+// usesLockRPC reports whether client id of the lock workload takes the
+// lock through the Lock RPC: share of the clients, spread evenly.
+func usesLockRPC(id int, share float64) bool {
+	return int(float64(id+1)*share) > int(float64(id)*share)
+}
+
+// locker takes and releases the lock for one holder.
+type locker interface {
+	// lock waits for the lock; it returns the holder's key and the
+	// revision the lock was taken at.
+	lock(ctx context.Context) (string, int64, error)
+	unlock(ctx context.Context, key string) error
+	rpc() bool
+}
+
+// mutexLocker is clientv3's concurrency.Mutex on the holder's session.
+type mutexLocker struct{ m *concurrency.Mutex }
+
+func (l *mutexLocker) lock(ctx context.Context) (string, int64, error) {
+	if err := l.m.Lock(ctx); err != nil {
+		return "", 0, err
+	}
+	return l.m.Key(), l.m.Header().Revision, nil
+}
+
+func (l *mutexLocker) unlock(ctx context.Context, key string) error { return l.m.Unlock(ctx) }
+func (l *mutexLocker) rpc() bool                                    { return false }
+
+// rpcLocker is etcd's Lock RPC: the server runs the recipe with the
+// holder's lease and names the key, which Unlock then deletes.
+type rpcLocker struct {
+	c     v3lockpb.LockClient
+	name  string
+	lease int64
+}
+
+func (l *rpcLocker) lock(ctx context.Context) (string, int64, error) {
+	resp, err := l.c.Lock(ctx, &v3lockpb.LockRequest{Name: []byte(l.name), Lease: l.lease})
+	if err != nil {
+		return "", 0, err
+	}
+	return string(resp.Key), resp.GetHeader().GetRevision(), nil
+}
+
+func (l *rpcLocker) unlock(ctx context.Context, key string) error {
+	_, err := l.c.Unlock(ctx, &v3lockpb.UnlockRequest{Key: []byte(key)})
+	return err
+}
+
+func (l *rpcLocker) rpc() bool { return true }
 
 // lockMargin is how long before -lock-ttl after its last keep-alive
 // answer a client stops counting on its lease: the answer comes after
@@ -142,27 +204,24 @@ func (l *lease) close() {
 // holdOnce takes the lock, works under it and releases it; false when
 // something failed or the lease was not surely alive throughout (the
 // caller then starts again with a new lease).
-func holdOnce(w *worker, l *lease, pfx, marker string) bool {
-	m := concurrency.NewMutex(l.sess, pfx)
-	lk := Op{F: "lock", Lease: int64(l.id), TTL: w.cfg.lockTTL}
+func holdOnce(w *worker, l *lease, lkr locker, marker string) bool {
+	lk := Op{F: "lock", Lease: int64(l.id), TTL: w.cfg.lockTTL, RPC: lkr.rpc()}
 	if err := w.doWithin(w.cfg.lockWait, &lk, func(ctx context.Context) error {
-		err := m.Lock(ctx)
-		if err == nil {
-			lk.LockKey, lk.Rev = m.Key(), m.Header().Revision
-		}
+		key, rev, err := lkr.lock(ctx)
+		lk.LockKey, lk.Rev = key, rev
 		return err
 	}); err != nil {
 		return false
 	}
 	ok := true
-	mw := Op{F: "marker-write", Key: marker, Value: m.Key()}
+	mw := Op{F: "marker-write", Key: marker, Value: lk.LockKey}
 	ok = w.do(&mw, func(ctx context.Context) error {
-		_, err := w.cli.Put(ctx, marker, m.Key())
+		_, err := w.cli.Put(ctx, marker, lk.LockKey)
 		return err
 	}) == nil && ok
-	hr := Op{F: "holder-read", Key: m.Key(), Lease: int64(l.id)}
+	hr := Op{F: "holder-read", Key: lk.LockKey, Lease: int64(l.id)}
 	ok = w.do(&hr, func(ctx context.Context) error {
-		resp, err := w.cli.Get(ctx, m.Key())
+		resp, err := w.cli.Get(ctx, lk.LockKey)
 		if err == nil && len(resp.Kvs) > 0 && resp.Kvs[0].Lease == int64(l.id) {
 			hr.Found = true
 		}
@@ -177,10 +236,10 @@ func holdOnce(w *worker, l *lease, pfx, marker string) bool {
 		return err
 	}) == nil && ok
 	time.Sleep(time.Duration(w.rng.Intn(20)) * time.Millisecond)
-	un := Op{F: "unlock", LockKey: m.Key(), Lease: int64(l.id)}
+	un := Op{F: "unlock", LockKey: lk.LockKey, Lease: int64(l.id), RPC: lkr.rpc()}
 	ok = w.do(&un, func(ctx context.Context) error {
 		un.ValidNs = l.validUntil(lk.Ret, un.Call)
-		return m.Unlock(ctx)
+		return lkr.unlock(ctx, lk.LockKey)
 	}) == nil && ok
 	return ok && un.ValidNs >= un.Call
 }

@@ -6,7 +6,7 @@
 // afterwards. It runs on etcd 3.4's clientv3 (Debian's
 // golang-etcd-server-dev), against cetcd or etcd alike.
 //
-//	faultload -endpoints URL[,URL...] -workload register|txn|watch|lock \
+//	faultload -endpoints URL[,URL...] -workload register|txn|watch|lock|lease \
 //	          -seed N -duration 30s -out DIR [-clients 8] [-keys 4] [-timeout 2s]
 //	faultload -check DIR [-workload W]
 //
@@ -26,11 +26,16 @@
 //	register  linearizability of each key (checkreg.go, linear.go), reads
 //	          of values never written, acknowledged writes lost
 //	txn       strict serializability of the committed txns, by the
-//	          revisions they committed at (checktxn.go)
+//	          revisions they committed at, acknowledged txns lost
+//	          (checktxn.go)
 //	watch     every watcher saw every revision of its range once, in
 //	          order, with the right prev_kv (checkwatch.go)
 //	lock      no two holders at once while their leases lived, no
-//	          holder's key gone while its lease lived (checklock.go)
+//	          holder's key gone while its lease lived (checklock.go),
+//	          holders on clientv3's Mutex and on etcd's Lock RPC alike
+//	lease     no key gone while its lease was surely alive, a lease gone
+//	          once and never back, a lapsed lease's keys gone by the
+//	          final read (checklease.go)
 //
 // A linearizability search that exceeds -check-time (the whole check)
 // or -check-steps (per key) is reported as unknown=N in the summary and
@@ -68,6 +73,7 @@ type config struct {
 	watchers     int
 	lockTTL      int64
 	lockWait     time.Duration
+	lockRPC      float64
 	timeout      time.Duration
 	serializable float64
 	finalWait    time.Duration
@@ -82,6 +88,7 @@ var workloads = map[string]func(context.Context, *config, *recorder){
 	"txn":      runTxn,
 	"watch":    runWatch,
 	"lock":     runLock,
+	"lease":    runLease,
 }
 
 var checkers = map[string]func([]Op, *summary, checkLimits){
@@ -89,6 +96,7 @@ var checkers = map[string]func([]Op, *summary, checkLimits){
 	"txn":      checkTxn,
 	"watch":    checkWatch,
 	"lock":     checkLock,
+	"lease":    checkLease,
 }
 
 func logf(format string, a ...interface{}) {
@@ -126,15 +134,16 @@ func dial(ep string) (*clientv3.Client, error) {
 func main() {
 	var cfg config
 	eps := flag.String("endpoints", "", "client URLs of the members, comma separated")
-	flag.StringVar(&cfg.workload, "workload", "", "register, txn, watch or lock")
+	flag.StringVar(&cfg.workload, "workload", "", "register, txn, watch, lock or lease")
 	flag.Int64Var(&cfg.seed, "seed", 1, "seed of the clients' random choices")
 	flag.DurationVar(&cfg.duration, "duration", 30*time.Second, "how long the clients run")
 	flag.StringVar(&cfg.out, "out", "", "directory for the history and the anomalies")
 	flag.IntVar(&cfg.clients, "clients", 8, "number of clients")
 	flag.IntVar(&cfg.keys, "keys", 4, "number of keys")
-	flag.IntVar(&cfg.watchers, "watchers", 1, "watch: watchers on each member")
+	flag.IntVar(&cfg.watchers, "watchers", 1, "watch, lease: watchers on each member")
 	flag.Int64Var(&cfg.lockTTL, "lock-ttl", 5, "lock: TTL of each holder's lease, seconds (more than 1)")
 	flag.DurationVar(&cfg.lockWait, "lock-wait", 10*time.Second, "lock: deadline of taking the lock")
+	flag.Float64Var(&cfg.lockRPC, "lock-rpc", 0.5, "lock: share of the clients that lock through etcd's Lock RPC (the others: concurrency.Mutex)")
 	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Second, "deadline of each operation")
 	flag.Float64Var(&cfg.serializable, "serializable", 0, "share of register reads made serializable")
 	flag.DurationVar(&cfg.finalWait, "final-wait", 20*time.Second, "how long the final reads try the members")
@@ -166,7 +175,7 @@ func main() {
 	}
 
 	if *eps == "" || cfg.out == "" || workloads[cfg.workload] == nil || cfg.clients < 1 || cfg.keys < 1 || cfg.lockTTL < 2 {
-		usage("usage: faultload -endpoints URL[,URL...] -workload register|txn|watch|lock -seed N -duration D -out DIR [-clients N] [-keys N] [-timeout D], or faultload -check DIR")
+		usage("usage: faultload -endpoints URL[,URL...] -workload register|txn|watch|lock|lease -seed N -duration D -out DIR [-clients N] [-keys N] [-timeout D], or faultload -check DIR")
 	}
 	cfg.endpoints = strings.Split(*eps, ",")
 	if cfg.prefix == "" {

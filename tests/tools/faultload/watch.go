@@ -35,17 +35,7 @@ func runWatch(ctx context.Context, cfg *config, rec *recorder) {
 		logf("no member told the current revision: %v", err)
 		return
 	}
-	n := len(cfg.endpoints) * cfg.watchers
-	last := make([]int64, n)
-	wctx, stopWatchers := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			watchLoop(wctx, cfg, rec, cfg.clients+i, cfg.endpoints[i%len(cfg.endpoints)], prefix, start, &last[i])
-		}(i)
-	}
+	last, stopWatchers := startWatchers(cfg, rec, prefix, start)
 	runWorkers(ctx, cfg, rec, func(ctx context.Context, w *worker) {
 		for seq := 0; ctx.Err() == nil; seq++ {
 			op := Op{F: "write", Key: keys[w.rng.Intn(len(keys))], Value: fmt.Sprintf("c%d-%d", w.id, seq)}
@@ -80,7 +70,6 @@ func runWatch(ctx context.Context, cfg *config, rec *recorder) {
 		}
 	}
 	stopWatchers()
-	wg.Wait()
 	for i := range last {
 		op := Op{Proc: cfg.clients + i, Client: cfg.clients + i, Ep: cfg.endpoints[i%len(cfg.endpoints)],
 			F: "watch-end", Final: true, Rev: endRev, Type: typeOK}
@@ -94,6 +83,34 @@ func runWatch(ctx context.Context, cfg *config, rec *recorder) {
 		op.Ret = time.Now().UnixNano()
 		rec.add(op)
 	}
+	finalPrefixRead(cfg, rec, prefix)
+}
+
+// startWatchers starts -watchers watchers on every member (watchLoop;
+// their numbers follow the clients'), watching prefix from revision
+// start. last holds the revision of the last event each saw; stop ends
+// them and waits for them.
+func startWatchers(cfg *config, rec *recorder, prefix string, start int64) (last []int64, stop func()) {
+	n := len(cfg.endpoints) * cfg.watchers
+	last = make([]int64, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			watchLoop(ctx, cfg, rec, cfg.clients+i, cfg.endpoints[i%len(cfg.endpoints)], prefix, start, &last[i])
+		}(i)
+	}
+	return last, func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// finalPrefixRead reads every key under prefix after the run (see
+// finalRead), as the op's reads.
+func finalPrefixRead(cfg *config, rec *recorder, prefix string) {
 	finalRead(cfg, rec, func(ctx context.Context, cli *clientv3.Client, op *Op) error {
 		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 		if err == nil {
