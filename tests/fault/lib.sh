@@ -37,11 +37,38 @@
 #                the disk I/O layer's test fault backend
 #                (CETCD_TEST_DISKIO_FAULT, base/diskio/diskio.h): the
 #                daemon fails the file for good and the launcher restarts
-#                it; targets "mI wal|db"
+#                it; targets "mI wal|db" ("mI both" in a run with
+#                crash: whichever syncs first)
 #   clock        a cetcd member's wall clock stepped by +-N s, then back
 #                (tests/tools/clockstep, preloaded: libfaketime cannot
 #                start in a program linked with jemalloc); targets
 #                "mI +Ns"
+# Storage (the group "storage"; cetcd members run with the backend's
+# items for them from the start: fn_cluster_init):
+#   slowdisk     every write call of a cetcd member's WAL and db waits
+#                N ms (N drawn per member at start: 5, 20, 100 or 300),
+#                through the same backend (delay=, while a trigger file
+#                exists); targets "mI Nms"
+#   full         a member's data dir (a tmpfs of its own, FN_FULL_SIZE,
+#                in the run's private mount namespace) filled to the
+#                last byte by a filler file, so that its db meets ENOSPC
+#                (its WAL only when it must preallocate a segment: both
+#                etcd and cetcd write into preallocated 64 MB ones);
+#                healed by removing the filler and starting the member
+#                again if it exited (etcd 3.4 exits on the first failed
+#                bbolt commit or WAL save: lg.Fatal in
+#                mvcc/backend/batch_tx.go and etcdserver/raft.go; a
+#                cetcd daemon exits and its launcher restarts it);
+#                targets "mI NMB" (the filler's size)
+#   crash        a power cut: a cetcd member (1 time in 3 every cetcd
+#                member at once: a majority in a mixed cluster), its
+#                launcher stopped first, then every process SIGKILLed;
+#                then tests/tools/crashrevert turns its WAL and db into
+#                what the disk could have kept (the crash journals of
+#                the backend's crashlog item: drop, every write since
+#                the last sync lost, or random, each kept, lost or
+#                torn); healed by starting it again; targets
+#                "mI... drop|random"
 # Membership (the group "member"; each heals to three voters again):
 #   move-leader  leadership moved (etcdctl move-leader, asked of the
 #                leader) to one of the other two, drawn; targets
@@ -72,6 +99,12 @@ FN_CLOCKSTEP=$IT_BUILD/tests/libclockstep.so
 FN_KINDS_NET="isolate split bridge oneway loss reorder slow"
 FN_KINDS_PROC="kill pause kill-daemon pause-daemon"
 FN_KINDS_ALL="$FN_KINDS_NET $FN_KINDS_PROC disk clock"
+FN_KINDS_STORAGE="slowdisk full crash"
+FN_CRASHREVERT=$IT_BUILD/tests/crashrevert
+# each member's data dir when the kind full runs: two preallocated 64 MB
+# WAL segments (the tail and the next, as etcd and cetcd both keep) and
+# room for the db
+FN_FULL_SIZE=192m
 FN_KINDS_MEMBER="move-leader remove-readd replace"
 
 # ------------------------------------------------------------ randomness
@@ -180,36 +213,63 @@ fn_link_unlane() {
 }
 
 # ------------------------------------------------------------ members
-# fn_cluster_init KIND0 KIND1 KIND2 CLOCK DISK: the three members'
-# settings (it_cl_init), each on its own address in its own namespace, on
-# etcd's ports. With CLOCK=1 cetcd members run with tests/tools/clockstep
-# preloaded, their wall clock offset read from IT_TMP/<name>.clock at
-# every call (monotonic clocks untouched, as a real clock step leaves
-# them; fn_clock_set writes it). With DISK=1 each cetcd member's WAL or
-# db (FN_DISK[I], drawn) fails its first fdatasync made while
-# IT_TMP/<name>.disk exists, once (the daemon it fails in removes the
-# file, so the one restarted runs clean).
+# fn_cluster_init KIND0 KIND1 KIND2 FAULTS: the three members' settings
+# (it_cl_init), each on its own address in its own namespace, on etcd's
+# ports, ready for the fault kinds among FAULTS (words) that need the
+# members started in a way of their own:
+#   clock     cetcd members run with tests/tools/clockstep preloaded,
+#             their wall clock offset read from IT_TMP/<name>.clock at
+#             every call (monotonic clocks untouched, as a real clock
+#             step leaves them; fn_clock_set writes it)
+#   disk      each cetcd member's WAL or db (FN_DISK[I], drawn) fails its
+#             first fdatasync made while IT_TMP/<name>.disk exists, once
+#             (the daemon it fails in removes the file, so the one
+#             restarted runs clean)
+#   slowdisk  each cetcd member's writes wait FN_SLOW[I] ms (drawn)
+#             while IT_TMP/<name>.slowdisk exists; the backend has one
+#             trigger file a member, so with disk too each cetcd member
+#             gets one of the two, drawn
+#   crash     cetcd members keep crash journals of their WAL and db
+#             (FN_CRASH=1); disk then fails whichever of the two syncs
+#             first while armed (FN_DISK[I] "both")
+#   full      each member's data dir is a tmpfs of FN_FULL_SIZE of its
+#             own (FN_FULL=1), unmounted at exit
+# Every draw happens whatever the cluster's kinds, so a seed's later
+# draws stay the same.
 fn_cluster_init() {
-	local i
+	local i f=" $4 "
 	FN_KIND=("$1" "$2" "$3")
-	FN_CLOCK=$4
+	FN_CLOCK=0 FN_CRASH=0 FN_FULL=0
+	[[ $f == *" clock "* ]] && FN_CLOCK=1
+	[[ $f == *" crash "* ]] && FN_CRASH=1
+	[[ $f == *" full "* ]] && FN_FULL=1
 	it_cl_init "fault-$FN_SEED" 3 m
 	for i in 0 1 2; do
 		IT_CL_HOST[i]=$(fn_addr "$i")
 		IT_CL_CPORT[i]=2379 IT_CL_PPORT[i]=2380 IT_CL_APORT[i]=2380
-		if [[ ${FN_KIND[i]} == cetcd && $5 == 1 ]]; then
+		if [[ ${FN_KIND[i]} == cetcd && $f == *" disk "* ]]; then
 			fn_pick wal db
 			FN_DISK[i]=$FN_P
+			((FN_CRASH)) && FN_DISK[i]=both
 		fi
+		if [[ ${FN_KIND[i]} == cetcd && $f == *" slowdisk "* ]]; then
+			fn_pick 5 20 100 300
+			FN_SLOW[i]=$FN_P
+			if [[ -n ${FN_DISK[i]:-} ]]; then
+				fn_rand 2
+				if ((FN_R)); then FN_DISK[i]=; else FN_SLOW[i]=; fi
+			fi
+		fi
+		((FN_FULL)) && it_tmpfs "$IT_TMP/$(fn_name "$i")" "$FN_FULL_SIZE"
 		fn_prefix "$i"
 	done
 	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
 }
 # fn_prefix I: IT_CL_PREFIX[I] for member I's kind (FN_KIND[I]): its
 # namespace, and for cetcd clockstep (FN_CLOCK=1) and the disk fault
-# backend (FN_DISK[I] drawn) as fn_cluster_init says.
+# backend (FN_DISK[I], FN_SLOW[I], FN_CRASH) as fn_cluster_init says.
 fn_prefix() {
-	local i=$1 name
+	local i=$1 name items="" file=both
 	name=$(fn_name "$i")
 	IT_CL_PREFIX[i]="ip netns exec ${FN_NS[i]} env"
 	[[ ${FN_KIND[i]} == cetcd ]] || return 0
@@ -218,20 +278,30 @@ fn_prefix() {
 		IT_CL_PREFIX[i]+=" LD_PRELOAD=$FN_CLOCKSTEP CLOCKSTEP_FILE=$IT_TMP/$name.clock"
 	fi
 	if [[ -n ${FN_DISK[i]:-} ]]; then
-		IT_CL_PREFIX[i]+=" CETCD_TEST_DISKIO_FAULT=file=${FN_DISK[i]},sync=0,trigger=$IT_TMP/$name.disk"
+		file=${FN_DISK[i]}
+		items+=",sync=0,trigger=$IT_TMP/$name.disk"
 	fi
+	[[ -n ${FN_SLOW[i]:-} ]] && items+=",delay=${FN_SLOW[i]},trigger=$IT_TMP/$name.slowdisk"
+	[[ $FN_CRASH == 1 ]] && items+=",crashlog"
+	[[ -z $items ]] || IT_CL_PREFIX[i]+=" CETCD_TEST_DISKIO_FAULT=file=$file$items"
 }
 
 # fn_start I [join]: member I (again, on its data dir), etcd's log as
-# JSON lines; with join, a member added to the running cluster
-# (--initial-cluster-state existing).
+# JSON lines, cetcd with the flags of FAULT_CETCD_FLAGS (run.sh); with
+# join, a member added to the running cluster (--initial-cluster-state
+# existing).
 fn_start() {
-	local zap=()
-	[[ ${FN_KIND[$1]} == etcd ]] && zap=(--logger zap --log-outputs stderr)
-	if [[ ${2:-} == join ]]; then
-		it_cl_join "$1" "${FN_KIND[$1]}" "$IT_CL_INITIAL" "${zap[@]}"
+	local extra=()
+	if [[ ${FN_KIND[$1]} == etcd ]]; then
+		extra=(--logger zap --log-outputs stderr)
 	else
-		it_cl_start "$1" "${FN_KIND[$1]}" "${zap[@]}"
+		# shellcheck disable=SC2206 # words of flags
+		extra=(${FAULT_CETCD_FLAGS:-})
+	fi
+	if [[ ${2:-} == join ]]; then
+		it_cl_join "$1" "${FN_KIND[$1]}" "$IT_CL_INITIAL" "${extra[@]}"
+	else
+		it_cl_start "$1" "${FN_KIND[$1]}" "${extra[@]}"
 	fi
 }
 
@@ -279,10 +349,11 @@ fn_leader() {
 }
 
 # fn_target: FN_T, a member: the leader 2 times in 3 when there is one,
-# else one drawn evenly. fn_target_cetcd: the same among cetcd members
-# (FN_T=-1 when there is none). Each draws as many numbers whatever it
-# finds, so a replay of a seed draws the same faults at the same times
-# even where the cluster answered otherwise.
+# else one drawn evenly. fn_target_in I...: the same among members I...
+# (FN_T=-1 when none is given); fn_target_cetcd among cetcd members.
+# Each draws as many numbers whatever it finds, so a replay of a seed
+# draws the same faults at the same times even where the cluster
+# answered otherwise.
 fn_target() {
 	local lead
 	fn_leader
@@ -292,14 +363,27 @@ fn_target() {
 	((lead < 2 && FN_LEADER >= 0)) && FN_R=$FN_LEADER
 	FN_T=$FN_R
 }
-fn_target_cetcd() {
-	local c=() i
-	for i in 0 1 2; do [[ ${FN_KIND[i]} == cetcd ]] && c+=("$i"); done
+fn_target_in() {
 	FN_T=-1
-	((${#c[@]})) || return 0
+	(($#)) || return 0
 	fn_target
-	fn_pick "${c[@]}"
-	[[ ${FN_KIND[FN_T]} == cetcd ]] || FN_T=$FN_P
+	fn_pick "$@"
+	[[ " $* " == *" $FN_T "* ]] || FN_T=$FN_P
+}
+# shellcheck disable=SC2046 # one word a member
+fn_target_cetcd() { fn_target_in $(fn_cetcd_members "$@"); }
+# fn_cetcd_members [ARRAY]: the cetcd members (those whose ARRAY[I] is
+# set, when ARRAY is named), one a line.
+fn_cetcd_members() {
+	local i
+	for i in 0 1 2; do
+		[[ ${FN_KIND[i]} == cetcd ]] || continue
+		if (($#)); then
+			local -n a=$1
+			[[ -n ${a[i]:-} ]] || continue
+		fi
+		echo "$i"
+	done
 }
 
 # ------------------------------------------------------------ nemeses
@@ -385,13 +469,15 @@ fn_fault_kill() {
 	fn_log start kill "$(fn_name "$FN_T")"
 	FN_HEAL="fn_restart $FN_T"
 }
-# fn_restart I: member I started again on its data dir once its old
-# processes are gone.
+# fn_restart I...: members I... started again on their data dirs once
+# their old processes are gone.
 fn_restart() {
-	local p
-	for p in $(fn_procs "$1"); do it_wait_gone "$p" 10000 || true; done
-	wait "${IT_CL_PIDS[$1]}" 2>/dev/null || true
-	fn_start "$1"
+	local i p
+	for i in "$@"; do
+		for p in $(fn_procs "$i"); do it_wait_gone "$p" 10000 || true; done
+		wait "${IT_CL_PIDS[i]}" 2>/dev/null || true
+		fn_start "$i"
+	done
 }
 
 fn_fault_pause() {
@@ -466,14 +552,22 @@ fn_fault_clock() {
 # written in place, padded (clockstep maps the file).
 fn_clock_set() { printf '%-15s\n' "$2" 1<>"$IT_TMP/$(fn_name "$1").clock"; }
 
-fn_fault_disk() {
-	fn_target_cetcd
-	if ((FN_T < 0)) || [[ -z ${FN_DISK[FN_T]:-} ]]; then
-		echo "  (no member runs with a disk fault backend)"
-		return 0
+# fn_arm KIND ARRAY [UNIT]: a cetcd member whose ARRAY[I] is set drawn
+# (fn_target_cetcd), its trigger IT_TMP/<name>.KIND made (the disk fault
+# backend's trigger=, fn_prefix), the start logged with targets "mI
+# ARRAY[I]UNIT"; 1 when no member has it.
+fn_arm() {
+	local -n v=$2
+	fn_target_cetcd "$2"
+	if ((FN_T < 0)); then
+		echo "  (no member runs with the backend's $1 fault)"
+		return 1
 	fi
-	: >"$IT_TMP/$(fn_name "$FN_T").disk"
-	fn_log start disk "$(fn_name "$FN_T")" "${FN_DISK[FN_T]}"
+	: >"$IT_TMP/$(fn_name "$FN_T").$1"
+	fn_log start "$1" "$(fn_name "$FN_T")" "${v[FN_T]}${3:-}"
+}
+fn_fault_disk() {
+	fn_arm disk FN_DISK || return 0
 	FN_HEAL="fn_disk_heal $FN_T"
 }
 # fn_disk_heal I: says whether member I's disk fault fired (its trigger
@@ -487,6 +581,70 @@ fn_disk_heal() {
 	else
 		echo "  ($(fn_name "$1")'s ${FN_DISK[$1]} fdatasync failed)"
 	fi
+}
+
+fn_fault_slowdisk() {
+	fn_arm slowdisk FN_SLOW ms || return 0
+	FN_HEAL="rm -f $IT_TMP/$(fn_name "$FN_T").slowdisk"
+}
+
+# fn_filler I: the file that fills member I's data dir (full).
+fn_filler() { echo "$IT_TMP/$(fn_name "$1")/filler"; }
+fn_fault_full() {
+	local f
+	fn_target
+	if [[ $FN_FULL != 1 ]]; then
+		echo "  (the members' data dirs are no file systems of their own)"
+		return 0
+	fi
+	f=$(fn_filler "$FN_T")
+	# dd stops at ENOSPC, the last block cut short: no byte is left
+	dd if=/dev/zero of="$f" bs=1M 2>/dev/null || true
+	fn_log start full "$(fn_name "$FN_T")" "$(du -m "$f" | cut -f1)MB"
+	FN_HEAL="fn_full_heal $FN_T"
+}
+# fn_full_heal I: member I's filler removed, the member started again if
+# it exited meanwhile.
+fn_full_heal() {
+	rm -f "$(fn_filler "$1")"
+	if it_gone "${IT_CL_PIDS[$1]}"; then
+		echo "  ($(fn_name "$1") exited while its disk was full: started again)"
+		fn_restart "$1"
+	fi
+}
+
+fn_fault_crash() {
+	local mode t i p procs=() s
+	fn_target_cetcd
+	fn_rand 3
+	t=$FN_T
+	((FN_R == 0 && FN_T >= 0)) && t=$(fn_cetcd_members | tr '\n' ' ')
+	fn_pick drop random
+	mode=$FN_P
+	if ((FN_T < 0)) || [[ $FN_CRASH != 1 ]]; then
+		echo "  (no member keeps crash journals)"
+		return 0
+	fi
+	# the launchers stopped first, so that none restarts a daemon, then
+	# every process at once
+	for i in $t; do
+		kill -STOP "${IT_CL_PIDS[i]}" 2>/dev/null || true
+		mapfile -t -O "${#procs[@]}" procs < <(fn_procs "$i")
+	done
+	for p in "${procs[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	# the launchers reaped at once (or the shell reports their kill)
+	for i in $t; do wait "${IT_CL_PIDS[i]}" 2>/dev/null || true; done
+	for p in "${procs[@]}"; do it_wait_gone "$p" 10000 || true; done
+	# shellcheck disable=SC2046,SC2086 # one word a member
+	fn_log start crash $(for i in $t; do fn_name "$i"; done) "$mode"
+	for i in $t; do
+		fn_rand 1000000
+		s=$FN_R
+		it_crashrevert "$mode" "$s" "$IT_TMP/$(fn_name "$i")/member" ||
+			echo "  FAIL: crashrevert on $(fn_name "$i")"
+		echo "  ($(fn_name "$i"): $IT_REVERTED journaled files reverted, $mode, seed $s)"
+	done
+	FN_HEAL="fn_restart $t"
 }
 
 # ------------------------------------------------------------ membership
@@ -601,7 +759,13 @@ fn_rejoin() {
 		return 0
 	fi
 	stem=$IT_CL_STEM$(fn_name "$i")
-	rm -rf "${IT_TMP:?}/$stem" "${IT_RT:?}/$stem"
+	rm -rf "${IT_RT:?}/$stem"
+	# a data dir that is a file system of its own (full) stays, empty
+	if mountpoint -q "$IT_TMP/$stem"; then
+		find "$IT_TMP/$stem" -mindepth 1 -delete
+	else
+		rm -rf "${IT_TMP:?}/$stem"
+	fi
 	if ! it_until 20000 fn_added "$eps" "$i"; then
 		echo "  FAIL: $(fn_name "$i") could not be added back as a learner in 20 s: $FN_CTL_LAST"
 		FN_BROKEN+="${FN_BROKEN:+,}not-added"

@@ -14,7 +14,8 @@
 #   -s  the seed of every random choice of the harness, and faultload's;
 #       a fresh one when not given (printed on stderr first)
 #   -f  fault kinds (lib.sh's names), or the groups net, proc, all
-#       (default: every kind but the membership ones), member, or none
+#       (default: every kind but the membership and storage ones),
+#       member, storage (slowdisk, full, crash), or none
 #   -w  faultload's workload (default register)
 #   -o  the run's directory (default a new /tmp/cetcd-fault.XXXXXX): the
 #       history, faults.log, the members' logs and data, harness.log
@@ -27,8 +28,11 @@
 # Exit status:
 # 0 clean; 1 an anomaly, a member that did not come back or members that
 # disagree; 2 a setup error; 77 a missing tool (root, ip, tc, etcdctl,
-# the programs, etcd for mixed and etcd, tests/tools/clockstep for clock).
-# FAULTLOAD=path runs that program instead of building tests/tools/faultload.
+# the programs, etcd for mixed and etcd, tests/tools/clockstep for clock,
+# tests/tools/crashrevert for crash, unshare -m for full).
+# FAULTLOAD=path runs that program instead of building tests/tools/faultload;
+# FAULT_CETCD_FLAGS adds flags to every cetcd member (e.g.
+# --unsafe-no-fsync, with which the crash kind fails a run).
 source "$(dirname "$0")/lib.sh"
 
 # inside the bridge's namespace the seed and the run's dir come from the
@@ -61,6 +65,7 @@ for k in ${FN_FAULTS//,/ }; do
 	all) FN_KINDS+=" $FN_KINDS_ALL" ;;
 	net) FN_KINDS+=" $FN_KINDS_NET" ;;
 	proc) FN_KINDS+=" $FN_KINDS_PROC" ;;
+	storage) FN_KINDS+=" $FN_KINDS_STORAGE" ;;
 	member)
 		# replace needs both kinds
 		if [[ $FN_CLUSTER == mixed ]]; then
@@ -71,8 +76,8 @@ for k in ${FN_FAULTS//,/ }; do
 		;;
 	none) ;;
 	*)
-		[[ " $FN_KINDS_ALL $FN_KINDS_MEMBER " == *" $k "* ]] ||
-			{ echo "unknown fault kind: $k (kinds: $FN_KINDS_ALL $FN_KINDS_MEMBER)" >&2; exit 2; }
+		[[ " $FN_KINDS_ALL $FN_KINDS_STORAGE $FN_KINDS_MEMBER " == *" $k "* ]] ||
+			{ echo "unknown fault kind: $k (kinds: $FN_KINDS_ALL $FN_KINDS_STORAGE $FN_KINDS_MEMBER)" >&2; exit 2; }
 		FN_KINDS+=" $k"
 		;;
 	esac
@@ -89,6 +94,10 @@ if [[ -z ${FN_INSIDE:-} ]]; then
 	[[ $FN_CLUSTER == cetcd ]] || it_need_etcd
 	[[ " $FN_KINDS " != *" clock "* || -f $FN_CLOCKSTEP ]] ||
 		it_skip "$FN_CLOCKSTEP is not built"
+	[[ " $FN_KINDS " != *" crash "* || -x $FN_CRASHREVERT ]] ||
+		it_skip "$FN_CRASHREVERT is not built"
+	# full mounts a tmpfs a member: in a mount namespace of the run's own
+	[[ " $FN_KINDS " != *" full "* ]] || it_mount_ns "the fault kind full" "$@"
 	if [[ -z ${FAULTLOAD:-} ]]; then
 		it_build_go_tool faultload go.etcd.io/etcd/clientv3 >&2
 		FAULTLOAD=$IT_BUILD/tests/faultload
@@ -157,10 +166,7 @@ mixed)
 	kinds[FN_R]=etcd
 	;;
 esac
-clock=0 disk=0
-[[ " $FN_KINDS " == *" clock "* ]] && clock=1
-[[ " $FN_KINDS " == *" disk "* ]] && disk=1
-fn_cluster_init "${kinds[@]}" "$clock" "$disk"
+fn_cluster_init "${kinds[@]}" "$FN_KINDS"
 echo "# members: ${kinds[*]} at $(it_cl_ep 0) $(it_cl_ep 1) $(it_cl_ep 2); faults: ${FN_KINDS:-none}"
 for i in 0 1 2; do fn_start "$i"; done
 for i in 0 1 2; do

@@ -46,21 +46,6 @@ it_exited() {
 	[[ $st == Z ]]
 }
 
-# revert MODE SEED DIR...: crashrevert on every journal under DIRs; sets
-# reverted to the number of files.
-reverted=0
-revert() {
-	local mode=$1 s=$2 j
-	shift 2
-	reverted=0
-	while IFS= read -r j; do
-		"$REVERT" --mode "$mode" --seed "$s" "$j" "${j%.crashlog}" | sed 's/^/    /' || return 1
-		rm -f "$j"
-		reverted=$((reverted + 1))
-		s=$((s + 1))
-	done < <(find "$@" -name '*.crashlog' 2>/dev/null)
-}
-
 victims=(member raftd stored member raftd stored member)
 modes=(drop random keep random drop random drop)
 acks_all=""
@@ -77,8 +62,8 @@ for r in "${!victims[@]}"; do
 	member)
 		check "round $r: SIGKILL of the member at $at acks" it_cetcd_kill
 		check "round $r: crashrevert --mode $mode --seed $rseed on the WAL and the db" \
-			revert "$mode" "$rseed" "$data/member"
-		echo "    $reverted journaled files reverted"
+			it_crashrevert "$mode" "$rseed" "$data/member"
+		echo "    $IT_REVERTED journaled files reverted"
 		it_cetcd_restart "$IT_TMP/cetcd$r.log"
 		;;
 	*)
@@ -90,8 +75,8 @@ for r in "${!victims[@]}"; do
 		dir=$data/member/wal
 		[[ $victim == stored ]] && dir=$data/member/snap
 		check "round $r: crashrevert --mode $mode --seed $rseed on its $([[ $victim == raftd ]] && echo WAL || echo db)" \
-			revert "$mode" "$rseed" "$dir"
-		echo "    $reverted journaled files reverted"
+			it_crashrevert "$mode" "$rseed" "$dir"
+		echo "    $IT_REVERTED journaled files reverted"
 		kill -CONT "$IT_CETCD_PID"
 		;;
 	esac
@@ -139,8 +124,8 @@ for r in 0 1; do
 		kids_gone
 	for i in 0 1 2; do
 		check "3 members, round $r: crashrevert --mode $mode --seed $((rseed + i)) on its WAL and db" \
-			revert "$mode" "$((rseed + i))" "$IT_TMP/${IT_CL_NAMES[i]}/member"
-		echo "    $reverted journaled files reverted"
+			it_crashrevert "$mode" "$((rseed + i))" "$IT_TMP/${IT_CL_NAMES[i]}/member"
+		echo "    $IT_REVERTED journaled files reverted"
 	done
 	for i in 0 1 2; do it_cl_start "$i" cetcd; done
 	for i in 0 1 2; do it_cl_answers "$i" "3 members, round $r: ${IT_CL_NAMES[i]} answers again" || exit 1; done

@@ -61,19 +61,19 @@ faults() {
 	(($1 / 4 % 3)) || FAULTS=all,member
 }
 workloads=(register txn watch lock)
-seed=$(fresh)
-w=${workloads[seed % 4]}
-faults "$seed"
-echo "# cetcd, seed $seed, $w, $FAULTS"
-fault_run "cetcd: $SECS s of $w under $FAULTS, seed $seed: no anomaly, all members back and agreeing" \
-	-s "$seed" -c cetcd -f "$FAULTS" -t "$SECS" -w "$w"
-if command -v etcd >/dev/null; then
+# one_run CLUSTER: a run with a fresh seed on CLUSTER (cetcd or mixed)
+one_run() {
+	local seed w
 	seed=$(fresh)
 	w=${workloads[seed % 4]}
 	faults "$seed"
-	echo "# mixed, seed $seed, $w, $FAULTS"
-	fault_run "mixed: $SECS s of $w under $FAULTS, seed $seed: no anomaly, all members back and agreeing" \
-		-s "$seed" -c mixed -f "$FAULTS" -t "$SECS" -w "$w"
+	echo "# $1, seed $seed, $w, $FAULTS"
+	fault_run "$1: $SECS s of $w under $FAULTS, seed $seed: no anomaly, all members back and agreeing" \
+		-s "$seed" -c "$1" -f "$FAULTS" -t "$SECS" -w "$w"
+}
+one_run cetcd
+if command -v etcd >/dev/null; then
+	one_run mixed
 else
 	echo "# no mixed run: etcd is not installed"
 fi

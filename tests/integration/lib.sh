@@ -508,6 +508,24 @@ it_kill_child() {
 	echo "  SIGKILL of $what at $at acknowledgements: pid $pid -> $newpid, $more more after $(($(it_now_ms) - t0)) ms"
 }
 
+# it_crashrevert MODE SEED DIR...: tests/tools/crashrevert --mode MODE
+# (drop, random, keep) on each file with a crash journal under DIRs
+# (the fault backend's crashlog item, base/diskio/diskio.h), with seeds
+# SEED, SEED+1, ... a file, each journal removed after; its lines shown
+# indented. IT_REVERTED is the number of files; 1 when crashrevert fails.
+it_crashrevert() {
+	local mode=$1 s=$2 j
+	shift 2
+	IT_REVERTED=0
+	while IFS= read -r j; do
+		"$IT_BUILD/tests/crashrevert" --mode "$mode" --seed "$s" "$j" "${j%.crashlog}" |
+			sed 's/^/    /' || return 1
+		rm -f "$j"
+		IT_REVERTED=$((IT_REVERTED + 1))
+		s=$((s + 1))
+	done < <(find "$@" -name '*.crashlog' 2>/dev/null)
+}
+
 # ------------------------------------------------------------ clusters
 # it_leads EP: the member at client endpoint EP says it leads.
 it_leads() {
