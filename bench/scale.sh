@@ -13,7 +13,11 @@
 #     sequential keys, 256-byte values, 100 conns, 1000 clients); the put
 #     rate in each quarter of the load, from the server's revision sampled
 #     every 0.2 s (the first quarter's rate is the time from the first put
-#     to the revision a quarter on, and so on), and the whole load's;
+#     to the revision a quarter on, and so on), and the whole load's; and
+#     in each quarter the CPU time of the server's processes per put, and
+#     the benchmark client's in the first and last (the machine's 2
+#     cores are busy throughout: a rate that falls while the server's CPU
+#     per put stays flat was taken by something else);
 #   count: etcdctl get of the full key range with --limit 1, serializable
 #     (the server counts every key in the range for the answer's count;
 #     etcdctl 3.4 has no --count-only; the median of 3 runs, etcdctl's own
@@ -38,8 +42,8 @@
 # proportional set size (PSS, /proc/PID/smaps_rollup, where a page shared
 # by N processes counts 1/N in each; sampled every 0.2 s, so a phase
 # shorter than that may show none).
-# Prints a table (cetcd, etcd, cetcd / etcd) and the load average at the
-# start and end; the raw samples stay in the work dir with BENCH_KEEP=1.
+# Prints a table (cetcd, etcd, cetcd / etcd: the first server over the
+# last) and the load average at the start and end; the raw samples stay in the work dir with BENCH_KEEP=1.
 #
 # Environment: CETCD_BUILD (default build/), SCALE_KEYS (1000000),
 # SCALE_OVERWRITES (1000000), SCALE_OVERWRITE_KEYS (1000), SCALE_QUOTA
@@ -48,8 +52,11 @@
 # ETCD_TOOLS (where bench/etcd-tools.sh keeps the benchmark tool),
 # BENCH_SERVERS ("cetcd etcd"; every name but etcd is a cetcd, with
 # BENCH_FLAGS_<name> and BENCH_BUILD_<name> as in bench/etcd-compare.sh),
-# BENCH_FLAGS_etcd, BENCH_LOCK (the lock bench/etcd-compare.sh takes too;
-# default /tmp/cetcd-bench.lock), BENCH_KEEP (1: keep the work dir).
+# BENCH_FLAGS_etcd, SCALE_LOAD_ONLY (1: the load phase and its sizes
+# only, e.g. for an A/B run BENCH_SERVERS="cetcd old" with
+# BENCH_BUILD_old=<a build of main>), BENCH_LOCK (the lock
+# bench/etcd-compare.sh takes too; default /tmp/cetcd-bench.lock),
+# BENCH_KEEP (1: keep the work dir).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/bench/lib.sh"
@@ -122,30 +129,44 @@ hwm_mb() {
   echo $((sum / 1024))
 }
 
-# sampler S OUT: every 0.2 s a line "seconds revision pss_kb" of S (the
-# revision from a serializable Range through the JSON gateway, PSS summed
-# over S's processes), until killed.
+# sampler S OUT: every 0.2 s a line "seconds revision pss_kb cpu client"
+# of S (the revision from a serializable Range through the JSON gateway,
+# PSS summed over S's processes, their CPU time in clock ticks, and the
+# CPU ticks of the benchmark client whose pid is in $work/client.pid, 0
+# without one), until killed.
 sampler() {
-  rm -f "$2"
-  python3 - "${ep[$1]}" "${pid[$1]}" >"$2" 8>&- <<'EOF' &
+  rm -f "$2" "$work/client.pid"
+  python3 - "${ep[$1]}" "${pid[$1]}" "$work/client.pid" >"$2" 8>&- <<'EOF' &
 import json, os, sys, time, urllib.request
-ep, pgid = sys.argv[1], int(sys.argv[2])
+ep, pgid, client_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 body = json.dumps({"key": "AA==", "serializable": True}).encode()
-def pss():
-    kb = 0
+def ticks(d):
+    with open("/proc/%s/stat" % d) as f:
+        st = f.read()
+    v = st[st.rindex(")") + 2:].split()
+    return int(v[11]) + int(v[12])
+def usage():
+    kb = cpu = 0
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             if os.getpgid(int(d)) != pgid:
                 continue
+            cpu += ticks(d)
             with open("/proc/%s/smaps_rollup" % d) as f:
                 for line in f:
                     if line.startswith("Pss:"):
                         kb += int(line.split()[1])
         except (OSError, ValueError):
             pass
-    return kb
+    return kb, cpu
+def client():
+    try:
+        with open(client_file) as f:
+            return ticks(f.read().strip())
+    except (OSError, ValueError):
+        return 0
 while True:
     t = time.time()
     try:
@@ -153,7 +174,8 @@ while True:
         rev = int(json.load(r)["header"]["revision"])
     except Exception:
         rev = -1
-    print("%.3f %d %d" % (t, rev, pss()), flush=True)
+    kb, cpu = usage()
+    print("%.3f %d %d %d %d" % (t, rev, kb, cpu, client()), flush=True)
     time.sleep(max(0, 0.2 - (time.time() - t)))
 EOF
   sampler_pid=$!
@@ -176,33 +198,54 @@ phase_end() {
 }
 
 # puts S NAME TOTAL SPACE: the benchmark tool's sequential puts through S;
-# NAME.qps (the tool's), NAME.q1..q4 (rate per quarter from the samples).
+# NAME.qps (the tool's), NAME.q1..q4 (rate per quarter from the samples),
+# NAME.cpu_q1..q4 (the CPU time of S's processes per put in each quarter,
+# microseconds) and NAME.client_q1, NAME.client_q4 (the benchmark
+# client's): with the machine's 2 cores busy, a rate that falls while
+# the server's CPU per put stays flat is not the server's.
 puts() {
   local s=$1 name=$2 total=$3 space=$4 rev0 out
   rev0=$(revision "$s")
   phase_begin "$s"
-  out=$("$bench" --endpoints "${ep[$s]}" --conns 100 --clients 1000 put --total "$total" \
-        --key-space-size "$space" --sequential-keys --key-size 8 --val-size 256 2>&1 | tr -d '\r')
+  "$bench" --endpoints "${ep[$s]}" --conns 100 --clients 1000 put --total "$total" \
+    --key-space-size "$space" --sequential-keys --key-size 8 --val-size 256 >"$work/bench.out" 2>&1 &
+  echo $! >"$work/client.pid"
+  wait $! || true
+  out=$(tr -d '\r' <"$work/bench.out")
   sleep 0.5
   phase_end "$s" "$name"
   fig[$s.$name.qps]=$(awk '/Requests\/sec:/ { printf "%d", $2 }' <<<"$out")
   grep -q "Error distribution" <<<"$out" && { echo "scale: $s $name had errors:" >&2; grep -A5 "Error distribution" <<<"$out" >&2; }
   local q
-  q=($(awk -v r0="$rev0" -v n="$total" '
+  q=($(awk -v r0="$rev0" -v n="$total" -v hz="$(getconf CLK_TCK)" '
     BEGIN { c = 0 }
-    $2 >= 0 { t[c] = $1; r[c] = $2; c++ }
-    function cross(x,   i) {
+    # (the client gone, its last ticks stand)
+    $2 >= 0 { t[c] = $1; r[c] = $2; cpu[c] = $4; cl[c] = ($5 > 0 || c == 0) ? $5 : cl[c - 1]; c++ }
+    # the sample at which the revision first reached x (-1: none)
+    function at(x,   i) {
       for (i = 1; i < c; i++)
         if (r[i - 1] < x && r[i] >= x)
-          return t[i - 1] + (t[i] - t[i - 1]) * (x - r[i - 1]) / (r[i] - r[i - 1])
+          return i
       return -1
     }
+    function cross(x,   i) {
+      i = at(x)
+      return i < 0 ? -1 : t[i - 1] + (t[i] - t[i - 1]) * (x - r[i - 1]) / (r[i] - r[i - 1])
+    }
+    # CPU microseconds a put from the sample i to j of the ticks in v
+    function per_put(v, i, j) {
+      return (i >= 0 && j > i && r[j] > r[i]) ? (v[j] - v[i]) * 1e6 / hz / (r[j] - r[i]) : 0
+    }
     END {
-      for (k = 0; k <= 4; k++) x[k] = cross(r0 + (k == 0 ? 1 : k * n / 4))
+      for (k = 0; k <= 4; k++) { x[k] = cross(r0 + (k == 0 ? 1 : k * n / 4)); s[k] = at(r0 + (k == 0 ? 1 : k * n / 4)) }
       for (k = 1; k <= 4; k++)
         printf "%d ", (x[k] > 0 && x[k - 1] > 0 && x[k] > x[k - 1]) ? n / 4 / (x[k] - x[k - 1]) : 0
+      for (k = 1; k <= 4; k++)
+        printf "%.1f ", per_put(cpu, s[k - 1], s[k])
+      printf "%.1f %.1f", per_put(cl, s[0], s[1]), per_put(cl, s[3], s[4])
     }' "$work/$s.$name.samples"))
-  for k in 1 2 3 4; do fig[$s.$name.q$k]=${q[k - 1]}; done
+  for k in 1 2 3 4; do fig[$s.$name.q$k]=${q[k - 1]} fig[$s.$name.cpu_q$k]=${q[k + 3]}; done
+  fig[$s.$name.client_q1]=${q[8]} fig[$s.$name.client_q4]=${q[9]}
 }
 
 # sizes S NAME: the db file's MiB, dbSize and dbSizeInUse (MiB), the WAL
@@ -236,6 +279,7 @@ echo "scale: $keys keys; load average $load_start" >&2
 for s in "${servers[@]}"; do
   echo "scale: $s: load" >&2; puts "$s" load "$keys" "$keys"; sizes "$s" load
 done
+if [[ ${SCALE_LOAD_ONLY:-} != 1 ]]; then
 for s in "${servers[@]}"; do timed_get "$s" count "" --from-key --limit 1; done
 for s in "${servers[@]}"; do timed_get "$s" range100k "" --from-key --limit 100000; done
 for s in "${servers[@]}"; do
@@ -272,22 +316,26 @@ for s in "${servers[@]}"; do
   stop "$s"; start "$s"
   fig[$s.restart.hwm_mb]=$(hwm_mb "$s")
 done
+fi
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
-# The table: one row a figure, a column a server, then cetcd / etcd.
+# The table: one row a figure, a column a server, then the first server's
+# figure over the last's (cetcd / etcd; cetcd / old in an A/B run).
 rows=()
 for p in load overwrite regrow; do
-  rows+=($p.qps $p.q1 $p.q2 $p.q3 $p.q4 $p.hwm_mb $p.pss_mb)
+  rows+=($p.qps $p.q1 $p.q2 $p.q3 $p.q4 $p.cpu_q1 $p.cpu_q2 $p.cpu_q3 $p.cpu_q4 $p.client_q1
+         $p.client_q4 $p.hwm_mb $p.pss_mb)
 done
 for p in load overwrite compact regrow; do
   rows+=($p.db_file_mb $p.db_mb $p.db_inuse_mb $p.wal_mb $p.wal_segments)
 done
 rows+=(compact.answer compact.s count.s count.hwm_mb count.pss_mb range100k.s range100k.hwm_mb range100k.pss_mb restart_s restart.hwm_mb)
-printf '%-24s' figure; printf ' %12s' "${servers[@]}"; printf ' %12s\n' cetcd/etcd
+first=${servers[0]} last=${servers[-1]}
+printf '%-24s' figure; printf ' %12s' "${servers[@]}"; printf ' %12s\n' "$first/$last"
 for r in "${rows[@]}"; do
   printf '%-24s' "$r"
   for s in "${servers[@]}"; do printf ' %12s' "${fig[$s.$r]:--}"; done
-  awk -v a="${fig[cetcd.$r]:-}" -v b="${fig[etcd.$r]:-}" 'BEGIN { if (a != "" && b + 0 > 0) printf " %12.2f\n", a / b; else printf " %12s\n", "-" }'
+  awk -v a="${fig[$first.$r]:-}" -v b="${fig[$last.$r]:-}" 'BEGIN { if (a != "" && b + 0 > 0) printf " %12.2f\n", a / b; else printf " %12s\n", "-" }'
 done
 for s in "${servers[@]}"; do
   awk -v s="$s" -v a="${fig[$s.load.q1]}" -v b="${fig[$s.load.q4]}" \
