@@ -383,6 +383,16 @@ void btree_bucket_set_fill(struct btree_bucket *b, double fill);
  * keeps the room. 0 (the default) splits at the fill alone. */
 void btree_bucket_set_runs(struct btree_bucket *b, uint32_t suffix);
 
+/* Lets this txn write a leaf of the bucket that only grew at its end (keys
+ * put in order) as pieces of up to `pages` pages each (a leaf page and its
+ * overflow pages, which bbolt reads as one node), of at most max_elems
+ * elements, where a page a piece would leave every page's tail unused: 12
+ * elements of 323 bytes fill a 4 KiB page to 0.95, 50 fill four pages to
+ * 0.99. A piece spans only the whole pages its elements fill, so a txn
+ * that appends less than two pages' worth still writes single pages. 0
+ * or 1 (the default): one page a piece. */
+void btree_bucket_set_append_pages(struct btree_bucket *b, uint32_t pages, uint32_t max_elems);
+
 uint64_t btree_bucket_sequence(const struct btree_bucket *b);
 
 /* The pages of a bucket's own tree as its txn last wrote them (nested

@@ -105,6 +105,8 @@ struct btree_bucket {
 	uint8_t lg_key[BT_LAST_GET_KEY_MAX];
 	double fill;
 	uint32_t run_suffix;             /* btree_bucket_set_runs */
+	uint32_t append_pages;           /* btree_bucket_set_append_pages */
+	uint32_t append_elems;           /* the most elements such a piece holds */
 	bool deleted;
 	bool observed;                   /* the db's observer hears of its entries */
 	struct btree_bucket *all_next;   /* every bucket handle of the txn */

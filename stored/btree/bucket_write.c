@@ -206,6 +206,12 @@ void btree_bucket_set_runs(struct btree_bucket *b, uint32_t suffix)
 	b->run_suffix = suffix;
 }
 
+void btree_bucket_set_append_pages(struct btree_bucket *b, uint32_t pages, uint32_t max_elems)
+{
+	b->append_pages = pages;
+	b->append_elems = max_elems;
+}
+
 int btree_bucket_set_sequence(struct btree_bucket *b, uint64_t seq)
 {
 	struct btree_txn *t = b->txn;

@@ -19,7 +19,14 @@
 #include "stored/btree/btree_int.h"
 #include "stored/btree/pagewrite.h"
 
-#define DB_GROW_STEP (16ull << 20)  /* grow the file by at most this much beyond need */
+/* The file grows ahead of the pages it needs by 1/DB_GROW_DIV of them,
+ * within [DB_GROW_MIN, DB_GROW_MAX]: one metadata update per 64 pages
+ * written at the end or more, and beyond 16 MiB no more than 1/64 of the
+ * file past its high-water mark (bbolt under etcd 3.4, which keeps no
+ * freelist page, grows its file no further than its last page). */
+#define DB_GROW_MIN (256ull << 10)
+#define DB_GROW_MAX (16ull << 20)
+#define DB_GROW_DIV 64u
 
 /* Writes bbolt's initial layout into the empty file: two metas, an empty
  * freelist (page 2), an empty root leaf (page 3); then syncs it (unless
@@ -71,10 +78,10 @@ int bt_db_grow(struct btree_db *db, uint64_t pages)
 	if (pages > m->map_size / ps)
 		return bt_error(-ENOSPC, "stored: db %s: the file would grow past the map size %llu",
 				m->path, (unsigned long long)m->map_size);
-	/* Grow ahead (double, at most DB_GROW_STEP beyond) to spare metadata
-	 * updates, but never past the mapping. */
-	uint64_t step = size < DB_GROW_STEP ? size : DB_GROW_STEP;
-	uint64_t target = need > size + step ? need : size + step;
+	/* Grow ahead to spare metadata updates, but never past the mapping. */
+	uint64_t step = need / DB_GROW_DIV;
+	step = step < DB_GROW_MIN ? DB_GROW_MIN : step > DB_GROW_MAX ? DB_GROW_MAX : step;
+	uint64_t target = need + step;
 	target = (target + ps - 1) / ps * ps;
 	if (target > m->map_size)
 		target = m->map_size;

@@ -192,16 +192,18 @@ size_t bt_node_size(const struct bt_node *n)
 	return sz;
 }
 
-/* True when n serializes to fewer than limit bytes (stops counting early). */
-static bool node_size_less_than(const struct bt_node *n, uint32_t start, size_t limit)
+/* The bytes up to max_elems of n's elements from `start` take as a page
+ * of their own, or limit once they reach it (it stops counting there). */
+static size_t node_size_upto(const struct bt_node *n, uint32_t start, size_t limit,
+			     uint32_t max_elems)
 {
 	size_t sz = PAGE_HDR_SIZE;
-	for (uint32_t i = start; i < n->ninodes; i++) {
+	for (uint32_t i = start; i < n->ninodes && i - start < max_elems; i++) {
 		sz += PAGE_ELEM_SIZE + n->inodes[i].ksize + (size_t)n->inodes[i].vsize;
 		if (sz >= limit)
-			return false;
+			return limit;
 	}
-	return true;
+	return sz;
 }
 
 void bt_node_write(const struct bt_node *n, uint8_t *page, uint64_t id, uint32_t overflow)
@@ -234,12 +236,13 @@ void bt_node_write(const struct bt_node *n, uint8_t *page, uint64_t id, uint32_t
 
 /* Where the piece of n that starts at element `start` ends so that it
  * fills threshold bytes, keeping at least NODE_MIN_KEYS_PER_PAGE elements
- * on each side. */
-static uint32_t node_split_index(const struct bt_node *n, uint32_t start, size_t threshold)
+ * in it and min_after after it. */
+static uint32_t node_split_index(const struct bt_node *n, uint32_t start, size_t threshold,
+				 uint32_t min_after)
 {
 	size_t sz = PAGE_HDR_SIZE;
 	uint32_t index = start;
-	for (uint32_t i = start; i + NODE_MIN_KEYS_PER_PAGE < n->ninodes; i++) {
+	for (uint32_t i = start; i + min_after < n->ninodes; i++) {
 		index = i;
 		size_t elsize = PAGE_ELEM_SIZE + n->inodes[i].ksize + (size_t)n->inodes[i].vsize;
 		if (i - start >= NODE_MIN_KEYS_PER_PAGE && sz + elsize > threshold)
@@ -267,7 +270,7 @@ static bool node_same_run(const struct bt_inode *a, const struct bt_inode *b, ui
 static uint32_t node_run_cut(const struct bt_node *n, uint32_t start, size_t page_size)
 {
 	uint32_t suffix = n->bucket->run_suffix;
-	uint32_t full = node_split_index(n, start, page_size);
+	uint32_t full = node_split_index(n, start, page_size, NODE_MIN_KEYS_PER_PAGE);
 	for (uint32_t f = full; f-- > start + NODE_MIN_KEYS_PER_PAGE - 1;) {
 		const struct bt_inode *in = &n->inodes[f];
 		if (!in->fresh || f + 1 + NODE_MIN_KEYS_PER_PAGE > n->ninodes ||
@@ -287,22 +290,39 @@ static uint32_t node_run_cut(const struct bt_node *n, uint32_t start, size_t pag
  * n->ninodes when the rest fits one page (or is too short to split). */
 static uint32_t node_piece_end(const struct bt_node *n, uint32_t start, size_t page_size)
 {
+	const struct btree_bucket *b = n->bucket;
+	bool appended = n->appends >= 2 && !n->mid_insert;
 	if (n->ninodes - start <= NODE_MIN_KEYS_PER_PAGE * 2 ||
-	    node_size_less_than(n, start, page_size))
+	    node_size_upto(n, start, page_size, UINT32_MAX) < page_size)
 		return n->ninodes;
-	if (n->leaf && n->bucket->run_suffix && !(n->appends >= 2 && !n->mid_insert)) {
+	if (n->leaf && b->run_suffix && !appended) {
 		uint32_t cut = node_run_cut(n, start, page_size);
 		if (cut)
 			return cut;
 	}
-	/* A node that only grew at its end (keys written in order) is cut
-	 * into full pages: the next keys go after it, not into it. */
-	double fill = n->appends >= 2 && !n->mid_insert ? 1.0 : n->bucket->fill;
+	double fill = b->fill;
+	if (appended) {
+		/* A node that only grew at its end (keys written in order) is
+		 * cut into full pieces: the next keys go after it, not into
+		 * it. A leaf piece spans as many whole pages as the rest (at
+		 * most append_elems of it) fills, up to append_pages, so that
+		 * only its last page's tail stays unused
+		 * (btree_bucket_set_append_pages); and it may leave a single
+		 * element after it, which the next appends join, where two
+		 * would cut a page of a trickle of appends two elements short
+		 * each time (0.80 full for 324-byte elements, 0.95 now). */
+		size_t pages = 1;
+		if (n->leaf && b->append_pages > 1)
+			pages = node_size_upto(n, start, (size_t)b->append_pages * page_size,
+					       b->append_elems) / page_size;
+		return node_split_index(n, start, (pages > 1 ? pages : 1) * page_size,
+					n->leaf ? 1 : NODE_MIN_KEYS_PER_PAGE);
+	}
 	if (fill < 0.1)
 		fill = 0.1;
 	if (fill > 1.0)
 		fill = 1.0;
-	return node_split_index(n, start, (size_t)(page_size * fill));
+	return node_split_index(n, start, (size_t)(page_size * fill), NODE_MIN_KEYS_PER_PAGE);
 }
 
 /* Gives n a parent when it is a root that is about to split. */

@@ -12,6 +12,8 @@
 #include "stored/alloc.h"
 #include "stored/mvcc/schema.h"
 
+#define KEY_LEAF_PAGES 4u  /* the most pages a leaf of appended revisions spans */
+
 /* ---- meta bucket ---- */
 
 static int meta_ci(struct btree_bucket *meta, uint64_t *out)
@@ -345,9 +347,13 @@ int mvcc_batch_begin(struct mvcc_store *s)
 		btree_txn_end(t);
 		return rc;
 	}
-	/* The key bucket only grows at its end, as bbolt's sequential puts;
-	 * the history's keys go in at the front of their key's run. */
+	/* The key bucket only grows at its end, as bbolt's sequential puts,
+	 * and a batch's appends go to leaves of up to 4 pages, which leave
+	 * less of each page unused than single pages (at most as many
+	 * elements as the latest-entry cache can point at); the history's
+	 * keys go in at the front of their key's run. */
 	btree_bucket_set_fill(s->wv.key, 0.9);
+	btree_bucket_set_append_pages(s->wv.key, KEY_LEAF_PAGES, LCACHE_MAX_INDEX + 1);
 	btree_bucket_set_runs(s->wv.idx.history, HIST_SUFFIX);
 	s->wtxn = t;
 	s->wv.rev = s->c.rev;

@@ -228,6 +228,26 @@ static void op_put(struct run *r)
 	log_op(r, OP_PUT, bi, key, kl, r->valbuf, vl);
 }
 
+/* Puts a run of keys after every key the model test makes otherwise, in
+ * order: a leaf that only grew at its end, which a bucket set to append
+ * pages (btree_bucket_set_append_pages) writes in leaves of several pages. */
+static void op_append(struct run *r)
+{
+	int bi = pick_bucket(r, false);
+	if (bi < 0)
+		return;
+	if (t_chance(500))
+		btree_bucket_set_append_pages(whandle(r, bi), 4, 1 + (uint32_t)t_below(300));
+	for (uint64_t j = 0, n = 2 + t_below(200); j < n; j++) {
+		char key[24];
+		size_t kl = (size_t)sprintf(key, "z%013" PRIu64, (uint64_t)r->ops * 256 + j);
+		size_t vl = t_below(400);
+		T_OK(btree_put(whandle(r, bi), key, kl, r->valbuf, vl));
+		m_put(&r->work, bi, key, kl, r->valbuf, vl);
+		log_op(r, OP_PUT, bi, key, kl, r->valbuf, vl);
+	}
+}
+
 static void op_del(struct run *r)
 {
 	int bi = pick_bucket(r, false);
@@ -471,8 +491,12 @@ static void run_one(uint64_t seed, uint32_t page_size, uint64_t nops)
 			txn_end(&r, !t_chance(100));
 		} else if (p < 859 + 17) {
 			int bi = pick_bucket(&r, false);
-			if (bi > 0)
+			if (bi > 0) {
 				btree_bucket_set_fill(whandle(&r, bi), t_chance(500) ? 0.9 : 0.5);
+				btree_bucket_set_append_pages(whandle(&r, bi), 1, 0);
+			}
+		} else if (p < 859 + 19) {
+			op_append(&r);
 		}
 	}
 	if (r.txn)
