@@ -9,14 +9,18 @@
 #include "shm/msg.h"
 #include "shm/ring.h"
 
-void feed_init(struct feed *f, struct ring *ring, const struct status_stored *st,
-	       bool stored_live)
+void feed_init(struct feed *f, struct ring *ring, const struct status_stored *st)
 {
 	memset(f, 0, sizeof(*f));
 	f->ring = ring;
 	f->epoch = st->epoch;
 	f->durable = st->durable_index;
-	f->next = (stored_live ? st->applied_index : st->durable_index) + 1;
+	/* Not after its applied index, even while stored runs: a stored that
+	 * restarted keeps the applied index of the root it holds published
+	 * (its predecessor's) until it has replayed that far, and takes
+	 * entries only from its own applied index on; what it already
+	 * applied comes again as duplicates, which it skips. */
+	f->next = st->durable_index + 1;
 }
 
 uint64_t feed_start_after(const struct feed *f)

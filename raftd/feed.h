@@ -62,12 +62,11 @@ struct feed {
 };
 
 /*
- * A feed on ring that starts after stored's state st: after applied_index
- * when stored_live, else after durable_index. The epoch in st counts as
+ * A feed on ring that starts after stored's state st: after its
+ * durable_index, whether stored runs or not. The epoch in st counts as
  * seen (no replay for it).
  */
-void feed_init(struct feed *f, struct ring *ring, const struct status_stored *st,
-	       bool stored_live);
+void feed_init(struct feed *f, struct ring *ring, const struct status_stored *st);
 
 /* The index before the first one the feed will push (the core's
  * "applied" at start). */

@@ -970,8 +970,7 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 	}
 	if (status_stored_read(l->r, &st))
 		memset(&st, 0, sizeof(st));
-	feed_init(&l->feed, shm_daemon_ring(l->r, SHM_RING_COMMITTED), &st,
-		  shm_role_is_live(l->r, SHM_ROLE_STORED));
+	feed_init(&l->feed, shm_daemon_ring(l->r, SHM_RING_COMMITTED), &st);
 	uint64_t snap_index = bs->has_snap ? bs->snap.index : 0;
 	uint64_t snap_term = bs->has_snap ? bs->snap.term : 0;
 	if (bs->has_snap) {

@@ -437,12 +437,19 @@ static void test_no_leader(void)
 	CHECK_EQ(stats.rejected, 2);
 	CHECK(stats.msgs_dropped > 0); /* its vote requests had nowhere to go */
 
-	/* restarted while stored (alive, applied 3) waits: nothing is sent;
-	 * stored then restarts from a checkpoint at 1: 2 and 3 come again,
-	 * though nothing new commits without a leader */
+	/* restarted while stored runs, publishing applied 3 and durable 0:
+	 * 1..3 come again from its durable index (a stored that restarted
+	 * publishes the applied index of the root it holds, not what it
+	 * applied; one that applied them skips them); stored then restarts
+	 * from a checkpoint at 1: 2 and 3 come again, though nothing new
+	 * commits without a leader */
 	CHECK_EQ(shm_role_claim(r, SHM_ROLE_STORED), 0);
 	rt_stored_status(r, 1, 3, 0);
 	runner_start(&u, wal_dir, &c, c.v[1].id);
+	for (uint64_t i = 1; i <= 3; i++) {
+		CHECK(TEST_WAIT_FOR(rt_take(committed, &rec), WAIT_MS));
+		CHECK_EQ(rt_committed(&rec).index, i);
+	}
 	rt_stored_status(r, 2, 1, 1);
 	for (uint64_t i = 2; i <= 3; i++) {
 		CHECK(TEST_WAIT_FOR(rt_take(committed, &rec), WAIT_MS));
@@ -450,7 +457,7 @@ static void test_no_leader(void)
 	}
 	runner_stop(&u, &stats);
 	CHECK_EQ(stats.replays, 1);
-	CHECK_EQ(stats.commits_pushed, 2);
+	CHECK_EQ(stats.commits_pushed, 5);
 	CHECK(!ring_has_data(committed));
 	initial_cluster_free(&c);
 	shm_region_detach(r);
@@ -650,7 +657,9 @@ static void test_kill_and_restart(void)
 		ts_wait_rid(&t, i);
 	rt_stored_status(r, 1, t.applied, 0);
 
-	/* quiet kill: every pushed entry was taken; nothing comes twice */
+	/* quiet kill: every pushed entry was taken; the new raftd feeds
+	 * again from stored's durable index (0 here), so what stored applied
+	 * comes once more (skipped) and nothing after it twice */
 	CHECK_EQ(end_child(pid, SIGKILL), 128 + SIGKILL);
 	uint64_t a1 = t.applied, m1 = t.members;
 	pid = spawn();
@@ -659,7 +668,7 @@ static void test_kill_and_restart(void)
 		push(&t, r, k % 2 ? &s0 : &s1, rid);
 	for (uint64_t i = rid - 100; i < rid; i++)
 		ts_wait_rid(&t, i);
-	CHECK_EQ(t.dups, 0);
+	CHECK_EQ(t.dups, a1);
 	/* a1 + 1 is the new term's empty entry; the proposals follow it,
 	 * with the restarted member's publish among them */
 	CHECK(t.members - m1 <= 1);
