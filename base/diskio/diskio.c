@@ -212,6 +212,7 @@ int diskio_base_init(struct diskio *d, const struct diskio_ops *ops, int fd)
 	d->chain_unsynced = false;
 	d->chains = d->chain_bytes = 0;
 	d->inline_first = false;
+	d->separate = false;
 	d->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	return d->event_fd < 0 ? -errno : 0;
 }
@@ -226,6 +227,11 @@ void diskio_signal(struct diskio *d)
 void diskio_set_inline_first_write(struct diskio *d, bool on)
 {
 	d->inline_first = on;
+}
+
+void diskio_set_separate_writes(struct diskio *d, bool on)
+{
+	d->separate = on;
 }
 
 /* ---- plain helpers ---- */
@@ -297,6 +303,18 @@ int diskio_pwrite_batch(int fd, const struct diskio_write *w, size_t n)
 	return 0;
 }
 
+int diskio_pwrite_unsynced(struct diskio *d, const struct diskio_write *w, size_t n)
+{
+	if (!d->separate)
+		return diskio_pwrite_batch(d->fd, w, n);
+	for (size_t i = 0; i < n; i++) {
+		int rc = diskio_pwrite_all(d->fd, w[i].buf, w[i].len, w[i].off);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int diskio_pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
 	uint8_t *p = buf;
@@ -332,7 +350,7 @@ static int plain_sync(struct diskio *d)
 
 static int plain_write_batch(struct diskio *d, const struct diskio_write *w, size_t n, bool sync)
 {
-	int rc = diskio_pwrite_batch(d->fd, w, n);
+	int rc = diskio_pwrite_unsynced(d, w, n);
 	if (rc < 0)
 		return rc;
 	return sync ? plain_sync(d) : 0;

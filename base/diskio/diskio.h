@@ -96,6 +96,7 @@ struct diskio {
 	uint64_t chains;     /* statistic: chains submitted */
 	uint64_t chain_bytes; /* statistic: bytes in them */
 	bool inline_first;   /* diskio_set_inline_first_write */
+	bool separate;       /* diskio_set_separate_writes */
 };
 
 /* ---- use ---- */
@@ -200,6 +201,16 @@ void diskio_uring_set_write_cap(struct diskio *d, size_t cap);
  * goes to the worker. Ignored by other backends. */
 void diskio_set_inline_first_write(struct diskio *d, bool on);
 
+/* Whether the writes of a batch without a sync go out one pwrite each,
+ * adjacent ones too (off, the default: runs of adjacent writes share a
+ * pwritev, diskio_pwrite_batch). For a file rewritten a page here and a
+ * page there, as the db is: the kernel gives a write's new page cache a
+ * folio of the write's size, and a later 4 KiB write into a large folio
+ * costs the copy, the dirtying and the writeback of buffer heads for all
+ * of it (on ext4, 2-3 times the CPU of a write into a folio of one page).
+ * Every backend. */
+void diskio_set_separate_writes(struct diskio *d, bool on);
+
 /* io_uring when the kernel allows it, else plain (whatever the reason,
  * -ENOMEM from the ring's setup included); the fallback is logged once per
  * process, naming what (e.g. "the WAL", "the db") it is for. -ENOMEM,
@@ -214,6 +225,9 @@ int diskio_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
  * (in the order given) go together in one pwritev of up to DISKIO_RUN_MAX. */
 #define DISKIO_RUN_MAX 256
 int diskio_pwrite_batch(int fd, const struct diskio_write *w, size_t n);
+/* A backend's writes of a batch without a sync: diskio_pwrite_batch, or
+ * one pwrite each under diskio_set_separate_writes. */
+int diskio_pwrite_unsynced(struct diskio *d, const struct diskio_write *w, size_t n);
 /* pread of exactly len bytes: -ENODATA if the file ends first. */
 int diskio_pread_all(int fd, void *buf, size_t len, uint64_t off);
 /* fdatasync of a file no diskio holds yet (a WAL segment being made or

@@ -190,7 +190,7 @@ static int uring_write_batch(struct diskio *d, const struct diskio_write *w, siz
 {
 	struct uring_io *u = (struct uring_io *)d;
 	if (!sync)
-		return diskio_pwrite_batch(d->fd, w, n);
+		return diskio_pwrite_unsynced(d, w, n);
 	if (!u->batch.ready) {
 		/* Made on first use (the WAL never needs it); where the kernel
 		 * refuses another ring, the batch goes through plain syscalls. */

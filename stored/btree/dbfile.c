@@ -234,6 +234,13 @@ int btree_db_open(const char *path, const struct btree_db_opts *o, struct btree_
 		rc = bt_error(rc, "stored: db %s: opening its I/O backend: %s", path, strerror(-rc));
 		goto out_free_db;
 	}
+	/* A live db's pages are rewritten one here and one there (a leaf
+	 * copied into a page freed elsewhere): written a page at a time,
+	 * its page cache stays in folios of a page, each of which such a
+	 * write dirties alone (diskio_set_separate_writes). A scratch file
+	 * (a defragmentation's copy) is written front to back once, in
+	 * runs. */
+	diskio_set_separate_writes(db->io, !o->scratch);
 
 	rc = bt_db_fstat_size(path, fd, &size);
 	if (rc < 0)

@@ -117,6 +117,22 @@ static inline void t_no_leaks(void)
 		T_FAIL("%ld stored allocations still live at the end", live);
 }
 
+/* The write syscalls this process has made, all its threads (syscw of
+ * /proc/self/io). */
+static inline uint64_t t_write_syscalls(void)
+{
+	FILE *f = fopen("/proc/self/io", "r");
+	T_CHECK(f != NULL);
+	char line[128];
+	unsigned long long n = 0;
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "syscw: %llu", &n) == 1;
+	fclose(f);
+	T_CHECK(found);
+	return n;
+}
+
 /* ---- tagged keys in bucket "b" ---- */
 
 /* One write txn putting keys "<tag>-<i>" (i < n) with vlen-byte values of

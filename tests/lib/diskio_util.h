@@ -1,6 +1,7 @@
 /*
- * Helpers of the disk I/O layer's tests: a scratch file, its size, and a
- * batch of out-of-order writes read back.
+ * Helpers of the disk I/O layer's tests: a scratch file, its size, a
+ * batch of out-of-order writes read back, and the write syscalls a batch
+ * of adjacent writes takes (t_write_syscalls, btree_util.h).
  */
 #ifndef CETCD_TEST_DISKIO_UTIL_H
 #define CETCD_TEST_DISKIO_UTIL_H
@@ -57,6 +58,31 @@ static void batch_roundtrip(struct diskio *d, int fd, size_t n, size_t len, uint
 static void fill(uint8_t *b, size_t n, uint8_t v)
 {
 	memset(b, v, n);
+}
+
+/* Writes 8 adjacent pages in one batch without a sync, each page
+ * separately (diskio_set_separate_writes) or not, and checks the file and
+ * the write syscalls: one pwritev for the run, or one pwrite a page. */
+static inline void separate_roundtrip(struct diskio *d, int fd, bool separate)
+{
+	enum { N = 8, LEN = 4096 };
+	uint8_t *buf = t_xmalloc(N * LEN), back[LEN];
+	struct diskio_write w[N];
+	for (size_t i = 0; i < N; i++) {
+		memset(buf + i * LEN, (int)(uint8_t)(i + 40), LEN);
+		w[i] = (struct diskio_write){ buf + i * LEN, LEN, (uint64_t)i * LEN };
+	}
+	diskio_set_separate_writes(d, separate);
+	uint64_t before = t_write_syscalls();
+	T_OK(diskio_write_batch(d, w, N, false));
+	T_CHECK(t_write_syscalls() - before == (separate ? N : 1));
+	for (size_t i = 0; i < N; i++) {
+		T_OK(diskio_read(d, back, LEN, (uint64_t)i * LEN));
+		T_CHECK(memcmp(back, buf + i * LEN, LEN) == 0);
+	}
+	T_CHECK(file_size(fd) >= N * LEN);
+	diskio_set_separate_writes(d, false);
+	free(buf);
 }
 
 #endif

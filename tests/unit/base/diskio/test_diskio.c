@@ -25,6 +25,8 @@ static void test_plain(void)
 	T_OK(diskio_plain_open(fd, &d));
 	T_CHECK(strcmp(diskio_name(d), "plain") == 0);
 	batch_roundtrip(d, fd, 50, 4096, 1);
+	separate_roundtrip(d, fd, false);
+	separate_roundtrip(d, fd, true);
 	T_OK(diskio_sync(d));
 	T_OK(diskio_allocate(d, 0, 1 << 20));
 	T_CHECK(file_size(fd) == 1 << 20);

@@ -16,6 +16,8 @@ static void test_uring(void)
 	T_CHECK(strcmp(diskio_name(d), "io_uring") == 0);
 	/* Larger than the ring: several chains. */
 	batch_roundtrip(d, fd, 100, 4096, 3);
+	separate_roundtrip(d, fd, false);
+	separate_roundtrip(d, fd, true);
 	/* Every write completes short and is resubmitted in pieces. */
 	diskio_uring_set_write_cap(d, 1000);
 	batch_roundtrip(d, fd, 20, 8192, 9);

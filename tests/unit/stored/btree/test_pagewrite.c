@@ -18,7 +18,8 @@
  *    the committing thread; a commit whose spill fails halfway (the map is
  *    full) returns only once the page writer has stopped touching its
  *    pages (a slow backend keeps it busy), and the sanitizer build checks
- *    that no buffer is freed while the writer may still read it.
+ *    that no buffer is freed while the writer may still read it;
+ *  - a commit's pages go out one write syscall each, adjacent ones too.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -341,6 +342,32 @@ static void test_commits(void)
 	btree_db_close(db);
 }
 
+/* A commit's pages go out one write each, adjacent ones too (the db sets
+ * diskio_set_separate_writes): a fresh db's first big commit takes every
+ * page from the high-water mark, one run of adjacent pages that a
+ * pwritev would otherwise write a few hundred at a time. */
+static void test_separate_writes(void)
+{
+	t_phase = "a commit's pages, one write each";
+	unlink(path);
+	struct btree_db_opts o = { .create = true, .map_size = 1ull << 30 };
+	struct btree_db *db;
+	T_OK(btree_db_open(path, &o, &db));
+	struct btree_db_stats before, after;
+	btree_db_stats(db, &before);
+	uint64_t writes = t_write_syscalls();
+	T_OK(t_put_tagged(db, 'a', 20000, 200, false));
+	writes = t_write_syscalls() - writes;
+	btree_db_stats(db, &after);
+	uint64_t pages = after.hwm_pgid - before.hwm_pgid;
+	T_CHECK(pages > 1000);
+	if (writes < pages)
+		T_FAIL("%llu pages written in %llu write syscalls",
+		       (unsigned long long)pages, (unsigned long long)writes);
+	T_CHECK(count_keys(db, 'a', 20000) == 20000);
+	btree_db_close(db);
+}
+
 static void test_spill_fails(void)
 {
 	t_phase = "a spill that fails halfway";
@@ -373,6 +400,7 @@ int main(void)
 	test_alone();
 	test_paths();
 	test_commits();
+	test_separate_writes();
 	test_spill_fails();
 	t_rmdir(dir);
 	t_no_leaks();
