@@ -677,8 +677,10 @@ int lessor_renew(struct lessor *l, int64_t id, int64_t now_ns, int64_t *ttl,
 	if (!l->primary)
 		return LESSOR_ERR_NOT_PRIMARY;
 	e = lessor_find(l, id);
-	if (!e || e->expiry_ns <= now_ns)
+	if (!e)
 		return LESSOR_ERR_NOT_FOUND;
+	if (e->expiry_ns <= now_ns)
+		return LESSOR_RENEW_EXPIRED;
 	*clear_checkpoint = l->o.checkpoint && e->remaining > 0;
 	/* the new expiry counts from the full TTL, as etcd's refresh after
 	 * its checkpoint of 0 clears the remaining TTL */
@@ -687,6 +689,11 @@ int lessor_renew(struct lessor *l, int64_t id, int64_t now_ns, int64_t *ttl,
 	lessor_heap_fix(l, LESSOR_BY_EXPIRY, e);
 	*ttl = e->ttl;
 	return 0;
+}
+
+bool lessor_exists(const struct lessor *l, int64_t id)
+{
+	return lessor_find(l, id) != NULL;
 }
 
 int lessor_time_to_live(struct lessor *l, int64_t id, int64_t now_ns, bool keys, struct arena *a,

@@ -107,10 +107,16 @@ bool lessor_set_primary(struct lessor *l, bool leader, uint64_t term, int64_t no
 bool lessor_is_primary(const struct lessor *l);
 uint64_t lessor_term(const struct lessor *l);
 
+/* lessor_renew's answer for a lease that expired and waits for its
+ * revoke: etcd's Renew waits for the revoke (then NOT_FOUND) or for the
+ * lessor's demotion (then NOT_PRIMARY), so that a client told "not
+ * found" can no longer use the lease. */
+#define LESSOR_RENEW_EXPIRED 1
+
 /* etcd's Renew: the lease's TTL in *ttl and its expiry moved to now +
  * TTL. *clear_checkpoint: a checkpointed remaining TTL must be reset
- * through Raft (a checkpoint of 0). NOT_FOUND (also for an expired lease
- * waiting for its revoke), NOT_PRIMARY. */
+ * through Raft (a checkpoint of 0). NOT_FOUND, NOT_PRIMARY,
+ * LESSOR_RENEW_EXPIRED. */
 int lessor_renew(struct lessor *l, int64_t id, int64_t now_ns, int64_t *ttl,
 		 bool *clear_checkpoint);
 
@@ -122,6 +128,8 @@ int lessor_time_to_live(struct lessor *l, int64_t id, int64_t now_ns, bool keys,
 /* Every lease id, into arena a. 0 or -ENOMEM. */
 int lessor_ids(struct lessor *l, struct arena *a, int64_t **ids, size_t *n);
 size_t lessor_count(const struct lessor *l);
+/* Whether lease id exists (granted and not yet revoked). */
+bool lessor_exists(const struct lessor *l, int64_t id);
 
 /* Up to max expired leases (primary only), soonest expired first; each is
  * not returned again for LESSOR_RETRY_NS. */

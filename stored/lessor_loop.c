@@ -109,6 +109,40 @@ static void ll_refuse(struct lessor_loop *ll, const struct msg_origin *o, int er
  * the remaining TTL of every member (invariant 8, docs/invariants.md). */
 static void ll_propose_checkpoints(struct lessor_loop *ll, const struct lessor_cp *cps, size_t n);
 
+/* The answer to a keepalive of lease id: its TTL, 0 for a lease that is
+ * gone (etcd's v3rpc turns ErrLeaseNotFound into TTL 0). */
+static void ll_keepalive_answer(struct lessor_loop *ll, const struct msg_origin *o, int64_t id,
+				int64_t ttl, int64_t revision)
+{
+	Etcdserverpb__ResponseHeader hdr;
+	Etcdserverpb__LeaseKeepAliveResponse r = ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
+
+	ll_header(ll, revision, &hdr);
+	r.header = &hdr;
+	r.id = id;
+	r.ttl = ttl;
+	ll_answer(ll, o, revision, &r.base);
+}
+
+/* Answers the keepalives that waited for a lease now revoked, or for a
+ * lessor now demoted; the others wait on. */
+static void ll_settle_waiters(struct lessor_loop *ll, int64_t revision)
+{
+	size_t keep = 0;
+	bool primary = lessor_is_primary(ll->lessor);
+
+	for (size_t i = 0; i < ll->nwaiters; i++) {
+		struct lessor_waiter *w = &ll->waiters[i];
+		if (!primary)
+			ll_refuse(ll, &w->origin, LESSOR_ERR_NOT_PRIMARY);
+		else if (!lessor_exists(ll->lessor, w->id))
+			ll_keepalive_answer(ll, &w->origin, w->id, 0, revision);
+		else
+			ll->waiters[keep++] = *w;
+	}
+	ll->nwaiters = keep;
+}
+
 static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, int64_t revision)
 {
 	Etcdserverpb__ResponseHeader hdr;
@@ -117,7 +151,6 @@ static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, 
 	ll_header(ll, revision, &hdr);
 	switch (m->op) {
 	case MSG_LEASE_KEEPALIVE: {
-		Etcdserverpb__LeaseKeepAliveResponse r = ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
 		int64_t ttl = 0;
 		bool clear = false;
 		int rc = lessor_renew(ll->lessor, m->lease_id, now, &ttl, &clear);
@@ -125,15 +158,16 @@ static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, 
 			ll_refuse(ll, &m->origin, rc);
 			return;
 		}
+		if (rc == LESSOR_RENEW_EXPIRED && ll->nwaiters < LESSOR_WAITERS_MAX) {
+			ll->waiters[ll->nwaiters++] = (struct lessor_waiter){ m->origin, m->lease_id };
+			return;
+		}
 		if (clear) {
 			struct lessor_cp cp = { m->lease_id, 0 };
 			ll_propose_checkpoints(ll, &cp, 1);
 		}
 		/* etcd answers an unknown lease with TTL 0 */
-		r.header = &hdr;
-		r.id = m->lease_id;
-		r.ttl = rc == 0 ? ttl : 0;
-		ll_answer(ll, &m->origin, revision, &r.base);
+		ll_keepalive_answer(ll, &m->origin, m->lease_id, rc == 0 ? ttl : 0, revision);
 		return;
 	}
 	case MSG_LEASE_TIME_TO_LIVE: {
@@ -193,8 +227,13 @@ static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, 
 void lessor_loop_requests(struct lessor_loop *ll, int64_t revision)
 {
 	uint32_t n = shm_slot_count(ll->r);
+	size_t waiting = ll->nwaiters;
 	bool any = false;
 
+	if (waiting) {
+		ll_settle_waiters(ll, revision);
+		any = ll->nwaiters != waiting;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct ring *in = shm_slot_ring(ll->r, i, SHM_SLOT_TO_STORED);
 		struct ring_rec rec;
@@ -310,11 +349,14 @@ int lessor_loop_timeout_ms(const struct lessor_loop *ll)
 {
 	int64_t next = lessor_next_deadline(ll->lessor);
 	int64_t now = clock_now_ns();
+	/* keepalives waiting for a revoke or a demotion: look again soon
+	 * (a revoke's apply wakes the loop; a demotion may not) */
+	int cap = ll->nwaiters ? (int)(LESSOR_TICK_NS / 5 / 1000000) : 60000;
 
 	if (next == INT64_MAX)
-		return -1;
+		return ll->nwaiters ? cap : -1;
 	if (next < ll->tick_ns + LESSOR_TICK_NS)
 		next = ll->tick_ns + LESSOR_TICK_NS;
 	int64_t ms = (next - now) / 1000000 + 1;
-	return ms < 1 ? 1 : ms > 60000 ? 60000 : (int)ms;
+	return ms < 1 ? 1 : ms > cap ? cap : (int)ms;
 }

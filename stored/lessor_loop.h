@@ -27,6 +27,16 @@ struct ring_rec;
 
 struct stored_auth_check;
 
+/* Keepalives that wait for an expired lease's revoke, at most. */
+#define LESSOR_WAITERS_MAX 256
+
+/* A keepalive of a lease that expired and waits for its revoke
+ * (LESSOR_RENEW_EXPIRED). */
+struct lessor_waiter {
+	struct msg_origin origin;
+	int64_t id;
+};
+
 struct lessor_loop {
 	struct shm_region *r;
 	struct lessor *lessor;          /* not owned */
@@ -42,6 +52,11 @@ struct lessor_loop {
 	/* The auth store's state, for the header of the revokes of expired
 	 * leases (stored/auth_check.h); NULL: no user in it. */
 	const struct stored_auth_check *auth;
+	/* Answered as etcd's Renew answers once it stops waiting: TTL 0 once
+	 * the lease is gone, "not leader" once the lessor is demoted. Past
+	 * LESSOR_WAITERS_MAX, a keepalive is answered TTL 0 at once. */
+	struct lessor_waiter waiters[LESSOR_WAITERS_MAX];
+	size_t nwaiters;
 };
 
 void lessor_loop_init(struct lessor_loop *ll, struct shm_region *r, struct lessor *l,
