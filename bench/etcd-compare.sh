@@ -20,7 +20,13 @@
 #   latency: one client, one request at a time, on the leader: the
 #   benchmark tool's put and linearizable range (mean, p50, p99) and
 #   h2load's gRPC Put and linearizable Range with -c 1 -m 1 (mean), in us;
-#   the last line gives cetcd's h2load put mean less the fdatasync floor;
+#   beside them each server's own mean WAL sync during each put run
+#   (etcd_disk_wal_fsync_duration_seconds: etcd's fdatasync, cetcd's
+#   batch from its submission to its reaping); the last line gives
+#   cetcd's h2load put mean less the fdatasync floor, and cetcd's to
+#   etcd's of each put mean less that server's own mean sync
+#   (lat_put_over_sync_ratio, lat_h2_put_over_sync_ratio): the time
+#   spent besides the disk's, which both pay;
 #   h2load sending raw gRPC (100 connections x 10 streams): serializable
 #   Range, linearizable Range, Put; for each the server's CPU time per
 #   request (user + sys of all its processes, from /proc);
@@ -707,27 +713,36 @@ measure put1 "put1_qps _ put1_avg" bench_tool --conns 1 --clients 1 \
 # lat_run: one client, one request at a time (one connection): the
 # benchmark tool's put (8-byte sequential keys, 256-byte values) and
 # linearizable Range of "foo", each its mean, p50 and p99, then h2load's
-# gRPC Put and linearizable Range with -c 1 -m 1 (its mean); in us.
+# gRPC Put and linearizable Range with -c 1 -m 1 (its mean); in us; then
+# the server's own mean WAL sync (wal_syncs) during the tool's puts and
+# during h2load's, in us.
 lat_run() {
-  local t out f
+  local t out f s0 s1 syncs=()
   for t in "put --key-size 8 --sequential-keys --val-size 256" "range foo --consistency l"; do
+    s0=$(wal_syncs)
     out=$("${cli_pin[@]}" "$bench" --endpoints "$endpoint" "${tool_args[@]}" --precise --conns 1 --clients 1 \
           $t --total "$lat_total" 2>&1 | tr -d '\r')
+    [[ $t == put* ]] && syncs+=("$s0 $(wal_syncs)")
     for f in Average: " 50% in " " 99% in "; do
       awk -v f="$f" 'index($0, f) { v = (f == "Average:" ? $2 : $3) } END { printf "%.1f ", v * 1e6 }' <<<"$out"
     done
   done
   for t in "Put $put" "Range $range_l"; do
+    s0=$(wal_syncs)
     out=$("${cli_pin[@]}" h2load $(h2_alpn) -n "$lat_total" -c 1 -m 1 -d "${t#* }" \
           -H 'content-type: application/grpc' -H 'te: trailers' "${h2_headers[@]}" \
           "$scheme://$endpoint/etcdserverpb.KV/${t%% *}" 2>&1)
+    [[ $t == Put* ]] && syncs+=("$s0 $(wal_syncs)")
     awk '/^time for request:/ { v = $6; if (v ~ /ms$/) v *= 1000; else if (v ~ /us$/) v += 0; else v *= 1e6 }
          END { printf "%.1f ", v }' <<<"$out"
+  done
+  for s1 in "${syncs[@]}"; do
+    awk '{ printf "%.1f ", $3 > $1 ? ($4 - $2) / ($3 - $1) * 1e6 : 0 }' <<<"$s1"
   done
   echo
 }
 measure latency "lat_put_avg_us lat_put_p50_us lat_put_p99_us lat_range_l_avg_us lat_range_l_p50_us lat_range_l_p99_us
-  lat_h2_put_avg_us lat_h2_range_l_avg_us" lat_run
+  lat_h2_put_avg_us lat_h2_range_l_avg_us lat_put_sync_us lat_h2_put_sync_us" lat_run
 measure txn "txn_qps _ _" bench_tool --conns 100 --clients 1000 \
   txn-put --key-size 8 --val-size 256 --total "$total"
 bench_section="Watch events received summary"
@@ -1054,7 +1069,7 @@ read -r -a cols <<<"$servers"
 row "workload" "${cols[@]}"
 for k in put_qps put_p99 put_cpu range_l_qps range_s_qps put1_qps put1_avg \
          lat_put_avg_us lat_put_p50_us lat_put_p99_us lat_range_l_avg_us lat_range_l_p50_us lat_range_l_p99_us \
-         lat_h2_put_avg_us lat_h2_range_l_avg_us txn_qps \
+         lat_h2_put_avg_us lat_h2_range_l_avg_us lat_put_sync_us lat_h2_put_sync_us txn_qps \
          watch_events_qps watch_cpu watch_latency_p99 watch_latency_avg \
          wire_write_p50 wire_write_p99 wire_ack_p99 keepalive_qps keepalive_p99 keepalive_cpu keepalive_errors \
          h2_range_s_qps h2_range_s_cpu h2_range_s_ok h2_range_l_qps h2_range_l_cpu h2_range_l_ok \
@@ -1110,6 +1125,13 @@ if [[ -n ${R[floor.0.p99]:-} ]]; then
 fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "nan" }'; }
+# over_sync_ratio MEAN SYNC: cetcd's to etcd's of each one's mean less
+# its own mean WAL sync in the same run: the time each spends besides
+# the disk's.
+over_sync_ratio() {
+  ratio "$(awk -v a="${R[cetcd.$1]:-0}" -v s="${R[cetcd.$2]:-0}" 'BEGIN { print s > 0 ? a - s : 0 }')" \
+        "$(awk -v a="${R[etcd.$1]:-0}" -v s="${R[etcd.$2]:-0}" 'BEGIN { print s > 0 ? a - s : 0 }')"
+}
 echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "fp_idle_pss_ratio=$(ratio "${R[cetcd+fp.fp_idle_pss_mb]:-0}" "${R[etcd+fp.fp_idle_pss_mb]:-0}")" \
   "fp_put_pss_ratio=$(ratio "${R[cetcd+fp.fp_put_pss_mb]:-0}" "${R[etcd+fp.fp_put_pss_mb]:-0}")" \
@@ -1133,6 +1155,8 @@ echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "lat_h2_put_avg_ratio=$(ratio "${R[cetcd.lat_h2_put_avg_us]:-0}" "${R[etcd.lat_h2_put_avg_us]:-0}")" \
   "lat_h2_range_l_avg_ratio=$(ratio "${R[cetcd.lat_h2_range_l_avg_us]:-0}" "${R[etcd.lat_h2_range_l_avg_us]:-0}")" \
   "cetcd_lat_h2_put_over_fsync_us=$(awk -v a="${R[cetcd.lat_h2_put_avg_us]:-0}" -v f="$fsync_us" 'BEGIN { printf "%.0f", a - f }')" \
+  "lat_put_over_sync_ratio=$(over_sync_ratio lat_put_avg_us lat_put_sync_us)" \
+  "lat_h2_put_over_sync_ratio=$(over_sync_ratio lat_h2_put_avg_us lat_h2_put_sync_us)" \
   "put1_latency_ratio=$(ratio "${R[cetcd.put1_avg]:-0}" "${R[etcd.put1_avg]:-0}")" \
   "h2_range_s_qps_ratio=$(ratio "${R[cetcd.h2_range_s_qps]:-0}" "${R[etcd.h2_range_s_qps]:-0}")" \
   "h2_put_qps_ratio=$(ratio "${R[cetcd.h2_put_qps]:-0}" "${R[etcd.h2_put_qps]:-0}")" \

@@ -580,15 +580,18 @@ static void take_ready(struct loop *l)
 	loop_maybe_snapshot(l);
 	loop_maybe_compact(l);
 	if (must_submit) {
-		/* Alone, raftd copies a small batch itself and only the sync
-		 * waits for io_uring's worker; with peers the copy stays on the
-		 * worker, so that the messages to the followers, sent later in
-		 * the turn, never wait behind it. */
+		/* Alone, raftd writes and syncs a small batch itself, as etcd
+		 * does, at the end of the turn (turn), once what the turn made
+		 * committed is handed on; with peers io_uring's worker does,
+		 * so that the messages to the followers never wait behind the
+		 * disk. */
 		struct raft_conf_state cs;
 		raft_conf_state(l->raft, &cs);
-		wal_set_inline_writes(l->wal, cs.n_voters + cs.n_learners <= 1);
-		rc = wal_submit(l->wal);
-		if (rc)
+		bool alone = cs.n_voters + cs.n_learners <= 1;
+		wal_set_inline_writes(l->wal, alone);
+		if (alone)
+			wal_submit_later(l->wal);
+		else if ((rc = wal_submit(l->wal)))
 			loop_fail(l, rc, "cannot write to the WAL");
 	}
 }
@@ -818,6 +821,10 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 	proposals_flush(&l->props);
 	if (woke)
 		shm_waker_drained(&l->waker);
+	/* a lone member's WAL sync, on this thread: last, as it holds it */
+	int rc = l->fatal ? 0 : wal_submit_owed(l->wal);
+	if (rc)
+		loop_fail(l, rc, "cannot write to the WAL");
 }
 
 /* Stopping: refuse what still arrives, make the WAL durable, hand stored

@@ -211,7 +211,7 @@ int diskio_base_init(struct diskio *d, const struct diskio_ops *ops, int fd)
 	d->chain_busy = false;
 	d->chain_unsynced = false;
 	d->chains = d->chain_bytes = 0;
-	d->inline_first = false;
+	d->inline_chain = false;
 	d->separate = false;
 	d->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	return d->event_fd < 0 ? -errno : 0;
@@ -224,9 +224,9 @@ void diskio_signal(struct diskio *d)
 		;
 }
 
-void diskio_set_inline_first_write(struct diskio *d, bool on)
+void diskio_set_inline_chain(struct diskio *d, bool on)
 {
-	d->inline_first = on;
+	d->inline_chain = on;
 }
 
 void diskio_set_separate_writes(struct diskio *d, bool on)

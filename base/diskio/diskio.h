@@ -95,7 +95,7 @@ struct diskio {
 	int chain_rc;
 	uint64_t chains;     /* statistic: chains submitted */
 	uint64_t chain_bytes; /* statistic: bytes in them */
-	bool inline_first;   /* diskio_set_inline_first_write */
+	bool inline_chain;   /* diskio_set_inline_chain */
 	bool separate;       /* diskio_set_separate_writes */
 };
 
@@ -193,13 +193,20 @@ int diskio_uring_open(int fd, unsigned entries, struct diskio **out);
  * resubmitted. Ignored by other backends. */
 void diskio_uring_set_write_cap(struct diskio *d, size_t cap);
 
-/* io_uring backend: whether a chain's first write, when small (up to
- * 64 KiB), is copied into the page cache by pwrite at submit, so that the
- * chain's first sync starts as soon as a worker thread takes it and the
- * write's completion wakes nobody. The caller then waits for the copy,
- * which a busy journal can stretch; off (the default), the whole chain
- * goes to the worker. Ignored by other backends. */
-void diskio_set_inline_first_write(struct diskio *d, bool on);
+/* The largest write of a chain run by the caller itself: a few
+ * microseconds of copying (a WAL batch of a few puts). Larger ones, a busy
+ * WAL's batches and its zero padding, go to the worker threads, where the
+ * caller goes on with its work while they are written. */
+#define DISKIO_INLINE_CHAIN_MAX (64u << 10)
+
+/* io_uring backend: whether a chain of one small write (up to
+ * DISKIO_INLINE_CHAIN_MAX) is run at submit on the caller's thread, pwrite
+ * then fdatasync, instead of on a worker thread that must be woken to
+ * start it and that wakes the caller when it ends. The caller then
+ * waits for the write and the sync (a slow disk's too), and the event fd
+ * is signalled before submit returns; off (the default), every chain goes
+ * to the worker. Ignored by other backends. */
+void diskio_set_inline_chain(struct diskio *d, bool on);
 
 /* Whether the writes of a batch without a sync go out one pwrite each,
  * adjacent ones too (off, the default: runs of adjacent writes share a

@@ -13,12 +13,12 @@
  * write, fsync, ...) on a ring of its own whose completions signal the
  * diskio's eventfd. Writes without a sync go through plain pwrite: they
  * only copy into the page cache, which pwrite does inline where io_uring
- * would hand buffered writes to its worker threads. So does a chain's
- * first write when it is small (URING_INLINE_WRITE_MAX) and the caller
- * asked for it (diskio_set_inline_first_write): the chain's
- * first sync then starts as soon as a worker takes it, instead of after
- * the worker's wake-up and copy, and the write's completion does not wake
- * the caller once more before the sync's does.
+ * would hand buffered writes to its worker threads. A chain of one small
+ * write (DISKIO_INLINE_CHAIN_MAX) runs on the caller's thread, pwrite and
+ * fdatasync, when the caller asked for it (diskio_set_inline_chain): no
+ * worker thread is woken to start the sync, and no completion wakes the
+ * caller, two hand-offs that can each cost as much as the copy and more
+ * when the other CPU sleeps.
  */
 #include "base/diskio/diskio.h"
 
@@ -27,12 +27,6 @@
 #include <unistd.h>
 
 enum { OP_WRITE, OP_SYNC };
-
-/* The largest first write of a chain copied by pwrite before the chain is
- * submitted: a few microseconds of copying (a WAL batch of a few puts).
- * Larger ones, a busy WAL's batches and its zero padding, go to the
- * worker threads with the rest of the chain. */
-#define URING_INLINE_WRITE_MAX (64u << 10)
 
 struct uring_op {
 	int kind;
@@ -227,17 +221,16 @@ static int uring_chain_submit(struct diskio *d, const struct diskio_write *w, si
 		op_sync(&u->chain_ops[2 * i + 1]);
 	}
 	list_start(l, u->chain_ops, 2 * n);
-	struct uring_op *first = &l->ops[0];
-	if (u->base.inline_first && !u->write_cap && first->left <= URING_INLINE_WRITE_MAX) {
-		int rc = diskio_pwrite_all(u->base.fd, first->buf, first->left, first->off);
-		if (rc < 0) {
-			/* reported by the reap, as the chain's own errors are */
-			l->err = rc;
-			diskio_signal(&u->base);
-			return 0;
-		}
-		first->left = 0;
-		l->next = 1;
+	if (u->base.inline_chain && !u->write_cap && n == 1 && w[0].len <= DISKIO_INLINE_CHAIN_MAX) {
+		/* the caller's own write and fdatasync; the reap reports it,
+		 * as it does the worker's */
+		int rc = diskio_pwrite_all(u->base.fd, w[0].buf, w[0].len, w[0].off);
+		if (rc == 0 && fdatasync(u->base.fd) < 0)
+			rc = -errno;
+		l->err = rc;
+		l->next = l->n;
+		diskio_signal(&u->base);
+		return 0;
 	}
 	int rc = list_queue(u, l);
 	/* Part of it may have gone in: it is reaped, and reports rc. */

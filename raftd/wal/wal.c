@@ -104,6 +104,8 @@ struct wal {
 	int err;              /* failure error, sticky */
 	struct shm_metrics *metrics; /* raftd's block, or NULL (wal_set_metrics) */
 	int64_t submit_ns;    /* when the batch in flight was submitted */
+	bool inline_writes;   /* wal_set_inline_writes */
+	bool submit_owed;     /* inline: a submit left to wal_submit_owed */
 };
 
 void wal_set_metrics(struct wal *w, struct shm_metrics *m)
@@ -661,15 +663,15 @@ int wal_submit(struct wal *w)
 		memset(p->buf + p->len, 0, pad);
 	}
 	struct diskio_write req = { p->buf, p->len + pad, p->off };
+	/* before the submit, which may write and sync the batch itself */
+	w->submit_ns = w->metrics ? clock_now_ns() : 0;
 	int rc = diskio_set_fd(w->io, fd);
 	if (!rc)
 		rc = diskio_chain_submit(w->io, &req, 1);
 	if (rc)
 		return wal_fail(w, rc, "submitting a write");
-	if (w->metrics) {
-		w->submit_ns = clock_now_ns();
+	if (w->metrics)
 		shm_metric_add(w->metrics, SHM_M_WAL_WRITE_BYTES, p->len);
-	}
 	if (p->off + p->len + pad > w->zeroed_end)
 		w->zeroed_end = p->off + p->len + pad;
 	struct wal_batch t = w->inflight;
@@ -725,7 +727,12 @@ static int finish(struct wal *w, bool wait)
 	if (w->metrics)
 		shm_metric_observe(w->metrics, SHM_H_WAL_FSYNC, (uint64_t)(clock_now_ns() - w->submit_ns));
 	rc = complete_inflight(w);
-	if (!rc)
+	if (!rc && w->inline_writes && w->pending.len <= DISKIO_INLINE_CHAIN_MAX)
+		/* the next sync would hold the caller here; what is pending
+		 * now is owed, not what the caller saves later (a hard state
+		 * whose commit alone moved waits for the next batch) */
+		w->submit_owed |= w->pending.len > 0 || w->cut_next;
+	else if (!rc)
 		rc = wal_submit(w);
 	return rc ? rc : 1;
 }
@@ -735,10 +742,23 @@ int wal_reap(struct wal *w)
 	if (w->err)
 		return w->err;
 	int done = finish(w, false);
-	if (done)
+	if (done || w->inline_writes)
 		return done;
 	int rc = wal_submit(w);
 	return rc ? rc : 0;
+}
+
+void wal_submit_later(struct wal *w)
+{
+	w->submit_owed = true;
+}
+
+int wal_submit_owed(struct wal *w)
+{
+	if (!w->submit_owed)
+		return w->err;
+	w->submit_owed = false;
+	return wal_submit(w);
 }
 
 int wal_sync(struct wal *w)
@@ -757,7 +777,8 @@ int wal_sync(struct wal *w)
 
 void wal_set_inline_writes(struct wal *w, bool on)
 {
-	diskio_set_inline_first_write(w->io, on);
+	w->inline_writes = on;
+	diskio_set_inline_chain(w->io, on);
 }
 
 int wal_event_fd(const struct wal *w)

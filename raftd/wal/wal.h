@@ -149,10 +149,17 @@ int wal_save_snapshot(struct wal *w, uint64_t index, uint64_t term);
  * full segment). 0 or the failure error. */
 int wal_submit(struct wal *w);
 
-/* Whether a small batch is copied by the caller's own pwrite at submit,
- * only its fdatasync going to io_uring's worker
- * (diskio_set_inline_first_write); off at open. */
+/* Whether a small batch is written and synced by the caller's own pwrite
+ * and fdatasync at submit rather than by io_uring's worker
+ * (diskio_set_inline_chain): no thread hand-off on either side of the
+ * sync, while the caller waits for it; off at open. While on, wal_reap
+ * submits nothing (the next batch's sync would hold the caller before it
+ * handed on what the last one made durable): it owes the submit, and so
+ * does wal_submit_later; wal_submit_owed pays it, where the caller has
+ * nothing left to do first. */
 void wal_set_inline_writes(struct wal *w, bool on);
+void wal_submit_later(struct wal *w);
+int wal_submit_owed(struct wal *w);
 
 /* Collects a finished batch, if any, without blocking, and submits the
  * next one. Returns the number of batches that became durable (0 or 1),
