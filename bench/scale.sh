@@ -275,6 +275,8 @@ timed_get() {
 }
 
 for s in "${servers[@]}"; do start "$s"; done
+# restart_s is the restart's (a first start on an empty dir is not it)
+for s in "${servers[@]}"; do unset "fig[$s.restart_s]"; done
 echo "scale: $keys keys; load average $load_start" >&2
 for s in "${servers[@]}"; do
   echo "scale: $s: load" >&2; puts "$s" load "$keys" "$keys"; sizes "$s" load
