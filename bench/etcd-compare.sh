@@ -737,7 +737,9 @@ lat_run() {
          END { printf "%.1f ", v }' <<<"$out"
   done
   for s1 in "${syncs[@]}"; do
-    awk '{ printf "%.1f ", $3 > $1 ? ($4 - $2) / ($3 - $1) * 1e6 : 0 }' <<<"$s1"
+    # (the comparison in parentheses: a bare > in printf's arguments is
+    # awk's output redirection)
+    awk '{ printf "%.1f ", ($3 > $1) ? ($4 - $2) / ($3 - $1) * 1e6 : 0 }' <<<"$s1"
   done
   echo
 }
@@ -1129,8 +1131,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 # its own mean WAL sync in the same run: the time each spends besides
 # the disk's.
 over_sync_ratio() {
-  ratio "$(awk -v a="${R[cetcd.$1]:-0}" -v s="${R[cetcd.$2]:-0}" 'BEGIN { print s > 0 ? a - s : 0 }')" \
-        "$(awk -v a="${R[etcd.$1]:-0}" -v s="${R[etcd.$2]:-0}" 'BEGIN { print s > 0 ? a - s : 0 }')"
+  ratio "$(awk -v a="${R[cetcd.$1]:-0}" -v s="${R[cetcd.$2]:-0}" 'BEGIN { print (s > 0 ? a - s : 0) }')" \
+        "$(awk -v a="${R[etcd.$1]:-0}" -v s="${R[etcd.$2]:-0}" 'BEGIN { print (s > 0 ? a - s : 0) }')"
 }
 echo "put_qps_ratio=$(ratio "${R[cetcd.put_qps]:-0}" "${R[etcd.put_qps]:-0}")" \
   "fp_idle_pss_ratio=$(ratio "${R[cetcd+fp.fp_idle_pss_mb]:-0}" "${R[etcd+fp.fp_idle_pss_mb]:-0}")" \
