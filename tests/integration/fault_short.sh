@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fault suite in short (tests/fault/run.sh): one of faultload's
-# workloads (register, txn, watch, lock: the seed picks it) for 50 s
+# workloads (register, txn, watch, lock, lease: the seed picks it) for 50 s
 # against a 3-member cetcd cluster in network namespaces of its own under
 # every nemesis of the group all, and one time in three the membership
 # ones too (the seed says), with a fresh seed, then the same against a mixed cluster
@@ -60,12 +60,12 @@ faults() {
 	FAULTS=all
 	(($1 / 4 % 3)) || FAULTS=all,member
 }
-workloads=(register txn watch lock)
+workloads=(register txn watch lock lease)
 # one_run CLUSTER: a run with a fresh seed on CLUSTER (cetcd or mixed)
 one_run() {
 	local seed w
 	seed=$(fresh)
-	w=${workloads[seed % 4]}
+	w=${workloads[seed % ${#workloads[@]}]}
 	faults "$seed"
 	echo "# $1, seed $seed, $w, $FAULTS"
 	fault_run "$1: $SECS s of $w under $FAULTS, seed $seed: no anomaly, all members back and agreeing" \
