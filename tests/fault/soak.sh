@@ -40,7 +40,10 @@
 # raftd, stored, gatewayd-N, corrupt-check, auto-compact; etcd), pid,
 # age_s (the process's age, from /proc/PID/stat), rss_kb, pss_kb, fds,
 # tmpfs_kb (a launcher's row only: the blocks of the files of its
-# runtime dir and of the unnamed region its descriptors hold). Sampling
+# runtime dir and of the unnamed region its descriptors hold), anon_kb,
+# file_kb, shmem_kb (the RSS by kind, /proc/PID/status: RssAnon, the
+# memory the process allocated; RssFile, file pages it maps; RssShmem,
+# the region). Sampling
 # stops when the workload's -t seconds are over, so the quiet end (final
 # reads, checks, shutdown) is no part of it.
 #
@@ -142,7 +145,15 @@ def memory(pid):
                 rss = int(line.split()[1])
             elif line.startswith("Pss:"):
                 pss = int(line.split()[1])
-    return rss, pss
+    # RSS by kind: what the process allocated, the file pages it maps
+    # (the db, WAL segments read back), the shared memory (the region)
+    kinds = {"RssAnon:": 0, "RssFile:": 0, "RssShmem:": 0}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            w = line.split()
+            if w and w[0] in kinds:
+                kinds[w[0]] = int(w[1])
+    return rss, pss, kinds["RssAnon:"], kinds["RssFile:"], kinds["RssShmem:"]
 
 def tmpfs_kb(pid, rt):
     # the blocks of the files in the runtime dir, and of the files there
@@ -211,14 +222,15 @@ def sample(t, out):
         else:
             name = os.path.basename(args[0])
         try:
-            rss, pss = memory(pid)
+            rss, pss, anon, filekb, shmem = memory(pid)
             fds = len(os.listdir("/proc/%d/fd" % pid))
             tm = ""
             if name == "cetcd" and flag(args, "--runtime-dir"):
                 tm = str(tmpfs_kb(pid, flag(args, "--runtime-dir")))
         except OSError:
             continue  # gone meanwhile
-        rows.append("%d,%s,%s,%d,%d,%d,%d,%d,%s\n" % (t, member, name, pid, age, rss, pss, fds, tm))
+        rows.append("%d,%s,%s,%d,%d,%d,%d,%d,%s,%d,%d,%d\n" %
+                    (t, member, name, pid, age, rss, pss, fds, tm, anon, filekb, shmem))
     out.writelines(sorted(rows, key=lambda r: r.split(",")[1:3]))
     out.flush()
 
@@ -229,7 +241,7 @@ while not glob.glob(os.path.join(rundir, "*.jsonl")):
     time.sleep(0.2)
 t0 = time.monotonic()
 with open(csv, "w") as out:
-    out.write("t_s,member,daemon,pid,age_s,rss_kb,pss_kb,fds,tmpfs_kb\n")
+    out.write("t_s,member,daemon,pid,age_s,rss_kb,pss_kb,fds,tmpfs_kb,anon_kb,file_kb,shmem_kb\n")
     n = 0
     while alive(runpid):
         t = time.monotonic() - t0
@@ -251,7 +263,7 @@ soak_judge() {
 import csv, statistics, sys
 
 path, W, restarts, levels = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
-FLOOR = {"rss_kb": 1024, "pss_kb": 1024, "fds": 5, "tmpfs_kb": 1024}
+FLOOR = {"rss_kb": 1024, "pss_kb": 1024, "fds": 5, "tmpfs_kb": 1024, "anon_kb": 1024}
 SHARE = 0.10
 FEWEST = 3  # samples that make a window
 
