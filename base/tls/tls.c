@@ -453,6 +453,12 @@ static int tls_ctx_setup(struct tls_ctx *ctx, const struct tls_info *info)
 		 * sessions for OpenSSL to keep, look up and sweep */
 		SSL_CTX_set_num_tickets(ctx->ssl, 1);
 		SSL_CTX_set_session_cache_mode(ctx->ssl, SSL_SESS_CACHE_OFF);
+		/* A session is bound to the context that made it; OpenSSL
+		 * refuses, with a fatal alert, to resume a session on a server
+		 * that verifies peers and names no context. */
+		static const unsigned char sid_ctx[] = "cetcd";
+		if (SSL_CTX_set_session_id_context(ctx->ssl, sid_ctx, sizeof(sid_ctx) - 1) != 1)
+			return tls_ssl_error(-EPROTO, "tls: cannot set the session id context");
 		/* Go's RequireAndVerifyClientCert; an allowed CN or hostname
 		 * needs a verified client certificate too */
 		if (tls_given(info->trusted_ca_file) || info->client_cert_auth ||
