@@ -41,6 +41,7 @@ void peer_queue_push(struct peer_queue *q, struct peer_qmsg *m)
 	*q->tail = m;
 	q->tail = &m->next;
 	q->n++;
+	q->bytes += m->len;
 }
 
 void peer_queue_free(struct peer_queue *q)
@@ -55,6 +56,7 @@ void peer_queue_free(struct peer_queue *q)
 	q->head = NULL;
 	q->tail = &q->head;
 	q->n = 0;
+	q->bytes = 0;
 }
 
 /* ---- events ---- */
@@ -451,12 +453,18 @@ static struct peer_qmsg *peer_qmsg_new(const struct raftmsg *m, size_t len)
 	return q;
 }
 
+/* Whether a stream queue is too full to take len more bytes. */
+static bool peer_stream_full(const struct peer *p, const struct peer_queue *q, size_t len)
+{
+	return q->n >= p->queue_msgs || (q->n && q->bytes + len > p->queue_bytes);
+}
+
 int peer_send(struct peer *p, const struct raftmsg *m)
 {
 	struct peer_remote *r;
 	struct peer_queue *q;
 	struct peer_qmsg *qm;
-	size_t cap;
+	size_t len;
 	int rc = 0;
 
 	if (m->to == 0)
@@ -472,19 +480,21 @@ int peer_send(struct peer *p, const struct raftmsg *m)
 	 * MsgSnap, which would hold a stream for long) */
 	if (m->type == RAFT_MSG_APP && r->working[PEER_STREAM_MSGAPP]) {
 		q = &r->wq[PEER_STREAM_MSGAPP];
-		cap = p->queue_msgs;
-		if (q->n >= cap)
+		/* (the size first: a message dropped must not move the
+		 * encoder's state) */
+		len = msgappv2_encoded_size(&r->enc, m);
+		if (peer_stream_full(p, q, len))
 			goto out_drop;
-		qm = peer_qmsg_new(m, msgappv2_encoded_size(&r->enc, m));
+		qm = peer_qmsg_new(m, len);
 		if (!qm)
 			goto out_nomem;
 		msgappv2_encode(&r->enc, m, qm->data);
 	} else if (m->type != RAFT_MSG_SNAP && r->working[PEER_STREAM_MESSAGE]) {
 		q = &r->wq[PEER_STREAM_MESSAGE];
-		cap = p->queue_msgs;
-		if (q->n >= cap)
+		len = msgframe_size(m);
+		if (peer_stream_full(p, q, len))
 			goto out_drop;
-		qm = peer_qmsg_new(m, msgframe_size(m));
+		qm = peer_qmsg_new(m, len);
 		if (!qm)
 			goto out_nomem;
 		msgframe_encode(m, qm->data);
@@ -773,6 +783,7 @@ int peer_start(const struct peer_opts *o, struct peer **out)
 	p->server_tls = o->server_tls;
 	p->client_tls = o->client_tls;
 	p->queue_msgs = o->queue_msgs ? o->queue_msgs : PEER_STREAM_QUEUE;
+	p->queue_bytes = o->queue_bytes ? o->queue_bytes : PEER_STREAM_QUEUE_BYTES;
 	p->epfd = p->wake_fd = p->event_fd = -1;
 	p->ev_tail = &p->ev_head;
 	pthread_mutex_init(&p->mu, NULL);

@@ -67,6 +67,8 @@ struct peer_opts {
 	const char *server_version;         /* "3.4.0" */
 	const char *min_cluster_version;    /* "3.0.0" */
 	size_t queue_msgs;                  /* per peer; 0 = etcd's 4096 */
+	size_t queue_bytes;                 /* per stream of a peer; 0 =
+					     * PEER_STREAM_QUEUE_BYTES */
 	const char *snap_dir;               /* where a received snapshot's db
 					     * file is written (member/snap);
 					     * NULL: snapshots are refused */

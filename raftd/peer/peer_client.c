@@ -626,26 +626,46 @@ void peer_writer_closed(struct peer_conn *c)
 	peer_status_deactivate(p, r, peer_stream_name(c->stream), "write", "connection closed");
 }
 
+/* Takes the frames at the head of q, up to room bytes (the first one
+ * whatever its size), off it: the list of them, their bytes in *total.
+ * Under p->mu. */
+static struct peer_qmsg *peer_queue_take(struct peer_queue *q, size_t room, size_t *total)
+{
+	struct peer_qmsg *head = q->head, **link = &q->head;
+	size_t n = 0, bytes = 0;
+
+	while (*link && (!n || bytes + (*link)->len <= room)) {
+		bytes += (*link)->len;
+		n++;
+		link = &(*link)->next;
+	}
+	q->head = *link;
+	*link = NULL;
+	if (!q->head)
+		q->tail = &q->head;
+	q->n -= n;
+	q->bytes -= bytes;
+	*total = bytes;
+	return n ? head : NULL;
+}
+
 /* Moves r's queued frames for stream s into its connection as one chunk,
- * and a link heartbeat when the stream has been quiet. */
+ * as many as keep it under PEER_OUT_HIGH_WATER (the rest stay queued,
+ * where the queue's limits hold them), and a link heartbeat when the
+ * stream has been quiet. */
 static void peer_writer_fill(struct peer *p, struct peer_remote *r, enum peer_stream s,
 			     uint64_t now)
 {
 	struct peer_conn *c = r->writer[s];
 	struct peer_qmsg *m, *head = NULL;
-	size_t total = 0;
+	size_t total = 0, held = peer_buf_size(&c->out);
 	int rc = 0;
 
-	if (peer_buf_size(&c->out) < PEER_OUT_HIGH_WATER) {
+	if (held < PEER_OUT_HIGH_WATER) {
 		pthread_mutex_lock(&p->mu);
-		head = r->wq[s].head;
-		r->wq[s].head = NULL;
-		r->wq[s].tail = &r->wq[s].head;
-		r->wq[s].n = 0;
+		head = peer_queue_take(&r->wq[s], PEER_OUT_HIGH_WATER - held, &total);
 		pthread_mutex_unlock(&p->mu);
 	}
-	for (m = head; m; m = m->next)
-		total += m->len;
 	if (head)
 		rc = peer_buf_chunk_head(&c->out, total);
 	while (head) {
@@ -713,6 +733,7 @@ uint64_t peer_client_tick(struct peer *p, struct peer_remote *r, uint64_t now)
 			if (!r->pipeq.head)
 				r->pipeq.tail = &r->pipeq.head;
 			r->pipeq.n--;
+			r->pipeq.bytes -= m->len;
 		}
 		pthread_mutex_unlock(&p->mu);
 		if (!m)

@@ -53,6 +53,13 @@
 #define PEER_REDIAL_NS (100ull * 1000 * 1000)
 /* etcd's streamBufSize and pipelineBufSize, and connPerPipeline. */
 #define PEER_STREAM_QUEUE 4096u
+/* Bytes a stream's queue may hold besides. etcd's channel holds
+ * messages that share their entries with the Raft log; ours holds each
+ * one encoded, so 4096 MsgApps of up to 1 MiB (a follower catching up,
+ * the same entries sent again after each probe) could hold gigabytes.
+ * Past this the queue drops as when it is full (the leader probes the
+ * follower again). A message alone in an empty queue is always taken. */
+#define PEER_STREAM_QUEUE_BYTES (32u << 20)
 #define PEER_PIPELINE_QUEUE 64u
 #define PEER_PIPELINE_CONNS 4u
 /* Bytes a stream writer's connection may hold unwritten before the
@@ -92,6 +99,7 @@ struct peer_queue {
 	struct peer_qmsg *head;
 	struct peer_qmsg **tail;
 	size_t n;
+	size_t bytes;  /* the sum of the messages' len */
 };
 
 struct peer_conn;
@@ -229,6 +237,7 @@ struct peer {
 	struct tls_ctx *server_tls;
 	struct tls_ctx *client_tls;
 	size_t queue_msgs;
+	size_t queue_bytes;
 
 	int lfds[16];                     /* listeners */
 	bool ltls[16];

@@ -32,6 +32,7 @@ struct pt_node {
 	char snap_dir[256];
 	bool driven;                /* started with peer_opts.driven: the
 				     * test's thread drives it */
+	size_t queue_bytes;         /* peer_opts.queue_bytes (0: default) */
 };
 
 /* Starts n listening on listen_url ("http://127.0.0.1:0" takes a free
@@ -55,6 +56,7 @@ static inline int pt_start(struct pt_node *n, uint64_t id, uint64_t cluster_id,
 	o.min_cluster_version = "3.0.0";
 	o.snap_dir = n->snap_dir[0] ? n->snap_dir : NULL;
 	o.driven = n->driven;
+	o.queue_bytes = n->queue_bytes;
 	rc = peer_start(&o, &n->p);
 	if (rc) {
 		config_urls_free(&n->listen);

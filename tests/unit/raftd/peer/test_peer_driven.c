@@ -4,7 +4,10 @@
  * that polls both, runs both, sends and takes events, with no thread of
  * the transports' own. Messages of every kind go over the pipeline and
  * then over both streams, a big entry and a snapshot too, and a peer
- * that stops is reported unreachable. One transport knows the other by a host name,
+ * that stops is reported unreachable. A peer that stops reading holds
+ * the sender's memory to its limits: the stream's queue to its bytes,
+ * the connection's buffer to its high water and a message. One
+ * transport knows the other by a host name,
  * which its resolver thread looks up while the drive goes on. Every
  * raftd allocation is counted and none may be left at the end.
  */
@@ -34,6 +37,17 @@ static void drive(struct pt_node *const *v, size_t n, int max_ms)
 	for (size_t i = 0; i < n; i++)
 		if (pf[i].revents & POLLIN)
 			peer_poll(v[i]->p);
+}
+
+/* The bytes a's stream s to id has queued, and its connection holds
+ * unwritten. */
+static void stream_held(struct pt_node *a, uint64_t id, int s, size_t *queued, size_t *out)
+{
+	pthread_mutex_lock(&a->p->mu);
+	struct peer_remote *r = peer_remote_find(a->p, id);
+	*queued = r ? r->wq[s].bytes : 0;
+	pthread_mutex_unlock(&a->p->mu);
+	*out = r && r->writer[s] ? peer_buf_size(&r->writer[s]->out) : 0;
 }
 
 /* The next event of to, driving every transport meanwhile: 0 or
@@ -123,7 +137,7 @@ static void test_numeric(void)
 
 int main(void)
 {
-	struct pt_node a = { .driven = true }, b = { .driven = true };
+	struct pt_node a = { .driven = true, .queue_bytes = 1 << 20 }, b = { .driven = true };
 	struct pt_node *pa = &a, *pb = &b, *const both[] = { &a, &b };
 	struct peer_event ev;
 	struct raftmsg m;
@@ -195,6 +209,59 @@ int main(void)
 		}
 		CHECK(done);
 		free(data);
+	}
+
+	/* b stops reading (is not driven) while a sends it 64 MiB of
+	 * MsgApps, 64 KiB each: past what the sockets take, a's connection
+	 * holds at most its high water and a message, its queue at most
+	 * queue_bytes, and what does not fit is dropped and reported. Then
+	 * b reads again, and the stream goes on (the encoder's state is
+	 * that of the last message queued, not of one dropped). */
+	{
+		size_t entry = 64 << 10, queued, out, max_queued = 0, max_out = 0;
+		int drops = 0, sent = 0;
+
+		for (uint64_t i = 0; i < 1024; i++) {
+			m = pt_msg(RAFT_MSG_APP, 1, 2, 5, 6000 + i, 1, entry, &blk);
+			CHECK_EQ(peer_send(a.p, &m), 0);
+			free(blk);
+			sent++;
+			drive(&pa, 1, 0);
+			while (peer_recv(a.p, &ev) == 0) {
+				drops += ev.kind == PEER_EV_UNREACHABLE && ev.id == 2;
+				peer_event_release(&ev);
+			}
+			stream_held(&a, 2, PEER_STREAM_MSGAPP, &queued, &out);
+			if (queued > max_queued)
+				max_queued = queued;
+			if (out > max_out)
+				max_out = out;
+		}
+		printf("test_peer_driven: a stalled peer: %d MsgApps sent, %d drops reported, "
+		       "at most %zu bytes queued and %zu in the connection\n",
+		       sent, drops, max_queued, max_out);
+		CHECK(drops > 0);
+		CHECK(max_queued <= a.queue_bytes);
+		CHECK(max_out <= PEER_OUT_HIGH_WATER + entry + 1024);
+		/* b reads again: what was queued arrives, then a new one */
+		int got = 0;
+		for (;;) {
+			stream_held(&a, 2, PEER_STREAM_MSGAPP, &queued, &out);
+			if (!queued && !out)
+				break;
+			if (driven_next(both, 2, &b, &ev, 5000) != 0)
+				break;
+			got += ev.kind == PEER_EV_MESSAGE;
+			peer_event_release(&ev);
+		}
+		CHECK(!queued && !out);
+		CHECK(got > 0);
+		while (driven_next(both, 2, &b, &ev, 200) == 0)
+			peer_event_release(&ev);
+		m = pt_msg(RAFT_MSG_APP, 1, 2, 5, 9000, 2, 100, &blk);
+		driven_exchange(both, &a, &b, &m, 1);
+		free(blk);
+		CHECK(pt_stream_up(&a, 2, PEER_STREAM_MSGAPP));
 	}
 
 	/* b gone: a's messages to it are reported unreachable */
