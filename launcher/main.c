@@ -8,7 +8,7 @@
  * stops the member in order on SIGTERM or SIGINT: the gateways first (no
  * new requests), then stored, then raftd, each with SIGTERM and, after a
  * grace period, SIGKILL. SIGHUP (a closed terminal) stops it the same
- * way. A daemon that exits with CONFIG_EXIT_FATAL (or cannot be executed)
+ * way, unless it was started with SIGHUP ignored (nohup). A daemon that exits with CONFIG_EXIT_FATAL (or cannot be executed)
  * is not restarted: the launcher stops the member and exits 1, as etcd
  * exits when it cannot start. One that exits with CONFIG_EXIT_REMOVED (the
  * member was removed from its cluster) stops the member too, and the
@@ -686,12 +686,11 @@ int main(int argc, char **argv)
 		return compactor_main(argc, argv);
 
 	/* signals are read from a signalfd; blocked from the start so that
-	 * none is lost, and children unblock them before exec */
-	sigemptyset(&set);
+	 * none is lost, and children unblock them before exec. SIGHUP is
+	 * not among them when it was ignored at start (nohup), as it then
+	 * stays ignored in etcd (Go's runtime leaves it so) */
+	config_stop_signals(&set);
 	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
