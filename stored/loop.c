@@ -115,6 +115,8 @@ struct stored_loop {
 	struct kvindex_feed cache_feed;  /* what keeps it, and its warming */
 	bool cache_on;                   /* kept up to date by the db */
 	bool cache_warm_failed;          /* warming stopped on an error */
+	int64_t cache_warm_next_ns;      /* no warming step before (the last
+					  * one's rest) */
 	struct stored_loop_stats st;
 	struct stored_events events;     /* the batch's watch events (events.h) */
 	uint64_t db_ino;                 /* inode of the db file open */
@@ -378,15 +380,22 @@ static bool loop_cache_cold(const struct stored_loop *l)
 
 /* Tells the cache of a chunk of the keys it has not heard of, between
  * batches. A failure only stops the warming: the cache then fills as keys
- * are written. */
-static void loop_cache_warm(struct stored_loop *l)
+ * are written. Each step is followed by a rest as long as it took, so
+ * that warming (after a start, a defragmentation or an install, seconds
+ * of a CPU at a million keys) takes at most half of a CPU from the
+ * member's other processes and its clients; point reads go down the tree
+ * meanwhile. */
+static void loop_cache_warm(struct stored_loop *l, int64_t now)
 {
 	bool done;
 	int rc;
 
-	if (!loop_cache_cold(l))
+	if (!loop_cache_cold(l) || now < l->cache_warm_next_ns)
 		return;
+	int64_t start = clock_now_ns();
 	rc = kvindex_feed_warm(&l->cache_feed, LOOP_CACHE_WARM_STEP, &done);
+	int64_t end = clock_now_ns();
+	l->cache_warm_next_ns = end + (end - start);
 	if (rc) {
 		log_warn("cannot fill the latest-entry cache from the db; it fills as keys are written",
 			 LOG_STR("reason", errmsg_get(rc)), LOG_ERRNO(rc));
@@ -1680,7 +1689,7 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 			return rc;
 	}
 	if (!ring_has_data(l->committed))
-		loop_cache_warm(l);
+		loop_cache_warm(l, now);
 	/* rings and the event ring quiet for a second give their pages back */
 	l->trim_ns = shm_role_trim(l->r, SHM_ROLE_STORED, now);
 	if (now - l->reap_ns >= (int64_t)l->o.reap_ms * 1000000) {
@@ -1694,7 +1703,6 @@ int stored_loop_turn(struct stored_loop *l, bool *more)
 	if (more) {
 		mvcc_store_state(l->store, &ms);
 		*more = ms.compacting || ring_has_data(l->committed) ||
-			loop_cache_cold(l) ||
 			(l->defrag && !defrag_waits(l->defrag) && !l->defrag_put_off) ||
 			l->ndefrag_waiting;
 	}
@@ -1744,6 +1752,11 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 			timeout_ms = lease_ms;
 		if (wd_ms >= 0 && wd_ms < timeout_ms)
 			timeout_ms = wd_ms;
+		if (loop_cache_cold(l)) {
+			/* the next warming step after its rest */
+			int64_t left = (l->cache_warm_next_ns - clock_now_ns()) / 1000000 + 1;
+			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
+		}
 		shm_doorbell_wait(l->bell, l->raftd_bell, loop_has_work, l, LOOP_SPIN_US,
 				  timeout_ms);
 	}
