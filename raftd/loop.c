@@ -517,6 +517,26 @@ static int loop_forward(void *arg, uint64_t leader, const struct raft_entry *ent
 	return outbox_send(&l->outbox, &m);
 }
 
+/* Alone, raftd writes and syncs a small batch itself, as etcd does, at
+ * the end of the turn (turn, wal_submit_owed), once what the turn made
+ * committed is handed on; with peers io_uring's worker does, started now,
+ * so that the messages to the followers never wait behind the disk. */
+int loop_submit_wal(struct loop *l)
+{
+	struct raft_conf_state cs;
+	raft_conf_state(l->raft, &cs);
+	bool alone = cs.n_voters + cs.n_learners <= 1;
+	wal_set_inline_writes(l->wal, alone);
+	int rc = 0;
+	if (alone)
+		wal_submit_later(l->wal);
+	else
+		rc = wal_submit(l->wal);
+	if (rc)
+		loop_fail(l, rc, "cannot write to the WAL");
+	return rc;
+}
+
 /* Takes one ready out of the core. */
 static void take_ready(struct loop *l)
 {
@@ -579,21 +599,8 @@ static void take_ready(struct loop *l)
 		update_peers(l);
 	loop_maybe_snapshot(l);
 	loop_maybe_compact(l);
-	if (must_submit) {
-		/* Alone, raftd writes and syncs a small batch itself, as etcd
-		 * does, at the end of the turn (turn), once what the turn made
-		 * committed is handed on; with peers io_uring's worker does,
-		 * so that the messages to the followers never wait behind the
-		 * disk. */
-		struct raft_conf_state cs;
-		raft_conf_state(l->raft, &cs);
-		bool alone = cs.n_voters + cs.n_learners <= 1;
-		wal_set_inline_writes(l->wal, alone);
-		if (alone)
-			wal_submit_later(l->wal);
-		else if ((rc = wal_submit(l->wal)))
-			loop_fail(l, rc, "cannot write to the WAL");
-	}
+	if (must_submit)
+		(void)loop_submit_wal(l);
 }
 
 static void handle_ready(struct loop *l)

@@ -148,6 +148,12 @@ struct loop {
 /* Ends the loop with rc (the first error only; logged with what). */
 void loop_fail(struct loop *l, int rc, const char *what);
 
+/* Starts writing what the WAL holds: with peers now, through io_uring's
+ * worker; alone, at the end of the turn (wal_submit_later), where raftd
+ * writes and syncs a small batch itself. 0, or the WAL's error, with
+ * which the loop failed. */
+int loop_submit_wal(struct loop *l);
+
 /* ---- loop_snap.c ---- */
 
 /* A .snap file once --snapshot-count entries were applied since the last

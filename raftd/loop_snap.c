@@ -89,12 +89,14 @@ void loop_on_snapshot_written(struct loop *l)
 		return;
 	}
 	rc = wal_save_snapshot(l->wal, index, term);
-	if (!rc)
-		rc = wal_submit(l->wal);
 	if (rc) {
 		loop_fail(l, rc, "cannot write the snapshot record to the WAL");
 		return;
 	}
+	/* as every write of the loop: a lone member's inline write and sync
+	 * waits for the end of the turn */
+	if (loop_submit_wal(l))
+		return;
 	l->purge_seq = wal_last_seq(l->wal);
 	l->purge_index = index;
 	log_info("saved snapshot", LOG_U64("snapshot-index", index), LOG_U64("snapshot-term", term));
