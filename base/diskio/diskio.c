@@ -229,6 +229,11 @@ void diskio_set_inline_chain(struct diskio *d, bool on)
 	d->inline_chain = on;
 }
 
+bool diskio_chain_runs_inline(const struct diskio *d, size_t n, size_t len)
+{
+	return d->inline_chain && n == 1 && len <= DISKIO_INLINE_CHAIN_MAX;
+}
+
 void diskio_set_separate_writes(struct diskio *d, bool on)
 {
 	d->separate = on;

@@ -190,7 +190,8 @@ int diskio_uring_open(int fd, unsigned entries, struct diskio **out);
 
 /* Test knob of the io_uring backend: each submitted write carries at most
  * cap bytes (0 = no cap), so that larger writes complete short and are
- * resubmitted. Ignored by other backends. */
+ * resubmitted. A chain run at submit (diskio_chain_runs_inline) is not
+ * submitted to the kernel, and so not capped. Ignored by other backends. */
 void diskio_uring_set_write_cap(struct diskio *d, size_t cap);
 
 /* The largest write of a chain run by the caller itself: a few
@@ -207,6 +208,12 @@ void diskio_uring_set_write_cap(struct diskio *d, size_t cap);
  * is signalled before submit returns; off (the default), every chain goes
  * to the worker. Ignored by other backends. */
 void diskio_set_inline_chain(struct diskio *d, bool on);
+
+/* Whether a chain of n writes, len bytes in all, is one that runs at
+ * submit on the caller's thread (diskio_set_inline_chain on, one write,
+ * len up to DISKIO_INLINE_CHAIN_MAX). The one rule for it: the backends
+ * follow it, and a caller that must know before it submits asks it. */
+bool diskio_chain_runs_inline(const struct diskio *d, size_t n, size_t len);
 
 /* Whether the writes of a batch without a sync go out one pwrite each,
  * adjacent ones too (off, the default: runs of adjacent writes share a

@@ -14,8 +14,8 @@
  * diskio's eventfd. Writes without a sync go through plain pwrite: they
  * only copy into the page cache, which pwrite does inline where io_uring
  * would hand buffered writes to its worker threads. A chain of one small
- * write (DISKIO_INLINE_CHAIN_MAX) runs on the caller's thread, pwrite and
- * fdatasync, when the caller asked for it (diskio_set_inline_chain): no
+ * write runs on the caller's thread, pwrite and fdatasync, when the
+ * caller asked for it (diskio_chain_runs_inline says which): no
  * worker thread is woken to start the sync, and no completion wakes the
  * caller, two hand-offs that can each cost as much as the copy and more
  * when the other CPU sleeps.
@@ -221,7 +221,7 @@ static int uring_chain_submit(struct diskio *d, const struct diskio_write *w, si
 		op_sync(&u->chain_ops[2 * i + 1]);
 	}
 	list_start(l, u->chain_ops, 2 * n);
-	if (u->base.inline_chain && !u->write_cap && n == 1 && w[0].len <= DISKIO_INLINE_CHAIN_MAX) {
+	if (diskio_chain_runs_inline(d, n, w[0].len)) {
 		/* the caller's own write and fdatasync; the reap reports it,
 		 * as it does the worker's */
 		int rc = diskio_pwrite_all(u->base.fd, w[0].buf, w[0].len, w[0].off);

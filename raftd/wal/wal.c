@@ -468,18 +468,46 @@ static int batch_reserve(struct wal_batch *b, size_t more)
 	return raftd_reserve((void **)&b->buf, &b->cap, b->len + more, 1, 64 * 1024);
 }
 
-/* How many zeros b's write carries after its records (WAL_ZERO_AHEAD):
- * none while it stays in written space, and never past the segment's
- * preallocated size. */
-static size_t zero_pad(const struct wal *w, const struct wal_batch *b)
+/* How many zeros a write that ends at end carries after its records
+ * (WAL_ZERO_AHEAD), in a file written up to zeroed_end: none while it
+ * stays in written space, and never past the segment's preallocated
+ * size. */
+static size_t pad_after(const struct wal *w, uint64_t end, uint64_t zeroed_end)
 {
-	uint64_t end = b->off + b->len;
-	if (end <= w->zeroed_end || end >= w->segment_bytes)
+	if (end <= zeroed_end || end >= w->segment_bytes)
 		return 0;
 	uint64_t to = (end + WAL_ZERO_AHEAD) & ~(uint64_t)4095;
 	if (to > w->segment_bytes)
 		to = w->segment_bytes;
 	return to > end ? (size_t)(to - end) : 0;
+}
+
+/* The zeros b's write carries. */
+static size_t zero_pad(const struct wal *w, const struct wal_batch *b)
+{
+	/* a new segment is a fresh file, allocated only */
+	return pad_after(w, b->off + b->len, b->new_segment ? 0 : w->zeroed_end);
+}
+
+/* The most a new segment's header records (crc, metadata, hard state)
+ * take. */
+static size_t segment_head_max(const struct wal *w)
+{
+	return 2 * WALREC_SMALL_MAX + walrec_metadata_size(w->metadata, w->metadata_len);
+}
+
+/* The bytes wal_submit would write now: the pending batch and its zeros,
+ * or, with nothing pending but a cut due, a new segment's header records
+ * (at their most) and their zeros; 0 when it would write nothing. */
+static size_t submit_len(const struct wal *w)
+{
+	const struct wal_batch *p = &w->pending;
+	if (p->len)
+		return p->len + zero_pad(w, p);
+	if (!w->cut_next)
+		return 0;
+	size_t head = segment_head_max(w);
+	return head + pad_after(w, head, 0);
 }
 
 /* Room for more bytes in the pending batch; begins the batch if it is
@@ -501,8 +529,7 @@ static int pending_prepare(struct wal *w, size_t more)
 		p->off = busy ? w->inflight.off + w->inflight.len : w->tail_end;
 		return batch_reserve(p, more);
 	}
-	size_t head = 2 * WALREC_SMALL_MAX + walrec_metadata_size(w->metadata, w->metadata_len);
-	int rc = batch_reserve(p, head + more);
+	int rc = batch_reserve(p, segment_head_max(w) + more);
 	if (rc)
 		return rc;
 	w->cut_next = false;
@@ -727,11 +754,12 @@ static int finish(struct wal *w, bool wait)
 	if (w->metrics)
 		shm_metric_observe(w->metrics, SHM_H_WAL_FSYNC, (uint64_t)(clock_now_ns() - w->submit_ns));
 	rc = complete_inflight(w);
-	if (!rc && w->inline_writes && w->pending.len <= DISKIO_INLINE_CHAIN_MAX)
+	size_t next = rc ? 0 : submit_len(w);
+	if (next && diskio_chain_runs_inline(w->io, 1, next))
 		/* the next sync would hold the caller here; what is pending
 		 * now is owed, not what the caller saves later (a hard state
 		 * whose commit alone moved waits for the next batch) */
-		w->submit_owed |= w->pending.len > 0 || w->cut_next;
+		w->submit_owed = true;
 	else if (!rc)
 		rc = wal_submit(w);
 	return rc ? rc : 1;

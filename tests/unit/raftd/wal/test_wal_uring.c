@@ -57,6 +57,71 @@ static void test_uring_short_writes(void)
 	diskio_close(auto_io);
 }
 
+/* Inline writes over io_uring: the WAL owes the next submit exactly when
+ * the diskio layer will run that write on the caller's thread. A new
+ * segment's first write carries its zeros (past DISKIO_INLINE_CHAIN_MAX)
+ * and goes to the worker at once, from the reap; a small batch in space
+ * already written is owed, and runs (written, synced, signalled) inside
+ * wal_submit_owed. */
+static void test_inline_owed(void)
+{
+	char dir[512];
+	struct wal *w;
+	struct wal_replay r;
+	struct wal_options o = { .segment_bytes = 256 * 1024 };
+
+	CHECK_EQ(diskio_uring_open(-1, 4, &o.io), 0);
+	struct diskio *io = o.io;
+	wt_path(dir, sizeof(dir), "inline");
+	CHECK_EQ(wal_create(dir, NULL, 0, &o, &w), 0);
+	wal_set_inline_writes(w, true);
+
+	/* one batch past the segment size: its write goes to the worker,
+	 * and a cut follows it */
+	uint64_t i = 1;
+	static uint8_t big[192][2048];
+	struct raft_entry ents[192];
+	for (int k = 0; k < 192; k++, i++)
+		ents[k] = wt_entry(i, 2, 2000, big[k]);
+	struct raft_hardstate hs = { 2, 1, 0 };
+	CHECK_EQ(wal_save(w, &hs, ents, 192), 0);
+	CHECK_EQ(wal_submit(w), 0);
+	CHECK(diskio_chain_busy(io));
+	uint64_t first = wal_last_seq(w);
+	while (wal_durable_seq(w) < first) {
+		wt_wait_event(w);
+		CHECK(wal_reap(w) >= 0);
+	}
+	/* the cut: the new segment's write was submitted by the reap */
+	CHECK(diskio_chain_busy(io));
+	CHECK_EQ(wal_submit_owed(w), 0);
+	while (diskio_chain_busy(io)) {
+		wt_wait_event(w);
+		CHECK(wal_reap(w) >= 0);
+	}
+
+	/* two small batches: the first inline at submit, the second saved
+	 * while it is unreaped, owed by the reap, run by wal_submit_owed */
+	struct raft_entry e = wt_entry(i, 2, 100, bufs[0]);
+	CHECK_EQ(wal_save(w, NULL, &e, 1), 0);
+	i++;
+	CHECK_EQ(wal_submit(w), 0);
+	e = wt_entry(i, 2, 100, bufs[1]);
+	CHECK_EQ(wal_save(w, NULL, &e, 1), 0);
+	CHECK_EQ(wal_reap(w), 1);
+	CHECK(!diskio_chain_busy(io));
+	CHECK(wal_durable_seq(w) < wal_last_seq(w));
+	CHECK_EQ(wal_submit_owed(w), 0);
+	struct pollfd p = { .fd = wal_event_fd(w), .events = POLLIN };
+	CHECK_EQ(poll(&p, 1, 0), 1);
+	CHECK_EQ(wal_reap(w), 1);
+	CHECK_EQ(wal_durable_seq(w), wal_last_seq(w));
+	CHECK_EQ(wal_close(w), 0);
+	CHECK_EQ(wal_read(dir, 0, 0, &r), 0);
+	CHECK_EQ(r.n_entries, i);
+	wal_replay_free(&r);
+}
+
 int main(void)
 {
 	struct diskio *probe;
@@ -69,6 +134,7 @@ int main(void)
 	log_set_level(LOG_LEVEL_FATAL);
 	wt_count_allocs();
 	test_uring_short_writes();
+	test_inline_owed();
 	CHECK_EQ(wt_live_allocs(), 0);
 	printf("test_wal_uring: ok\n");
 	return 0;
