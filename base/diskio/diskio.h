@@ -200,13 +200,14 @@ void diskio_uring_set_write_cap(struct diskio *d, size_t cap);
  * caller goes on with its work while they are written. */
 #define DISKIO_INLINE_CHAIN_MAX (64u << 10)
 
-/* io_uring backend: whether a chain of one small write (up to
- * DISKIO_INLINE_CHAIN_MAX) is run at submit on the caller's thread, pwrite
- * then fdatasync, instead of on a worker thread that must be woken to
- * start it and that wakes the caller when it ends. The caller then
- * waits for the write and the sync (a slow disk's too), and the event fd
- * is signalled before submit returns; off (the default), every chain goes
- * to the worker. Ignored by other backends. */
+/* Whether a chain of one small write (up to DISKIO_INLINE_CHAIN_MAX) is
+ * run at submit on the caller's thread, pwrite then fdatasync, instead of
+ * on io_uring's worker thread that must be woken to start it and that
+ * wakes the caller when it ends. The caller then waits for the write and
+ * the sync (a slow disk's too), and the event fd is signalled before
+ * submit returns; off (the default), every chain goes to the worker. The
+ * fault backend runs such a chain at submit too (unless it holds chains);
+ * the plain backend runs every chain at submit anyway. */
 void diskio_set_inline_chain(struct diskio *d, bool on);
 
 /* Whether a chain of n writes, len bytes in all, is one that runs at
@@ -326,7 +327,9 @@ enum {
 	DISKIO_FAULT_CHAIN_NONE,       /* refused: the caller writes synchronously */
 	DISKIO_FAULT_CHAIN_AT_SUBMIT,  /* its ops run as it is submitted */
 	DISKIO_FAULT_CHAIN_AT_REAP,    /* its ops run only when it is reaped, after
-					* whatever the caller wrote meanwhile */
+					* whatever the caller wrote meanwhile;
+					* one that diskio_chain_runs_inline
+					* runs at submit */
 	DISKIO_FAULT_CHAIN_HELD,       /* its ops run at diskio_fault_release;
 					* reaping with wait before then: -EDEADLK */
 };
@@ -362,7 +365,9 @@ int diskio_fault_open_arg(int fd, void *arg, struct diskio **out);
  *   trigger=PATH     count only the ops made while PATH exists; without
  *                    repeat, the process whose fault fires removes PATH,
  *                    so a restarted process runs without the fault
- *   chain=submit|reap   when chained writes run (default submit)
+ *   chain=submit|reap   when chained writes run (default submit; with
+ *                    reap, a chain run on the caller's thread,
+ *                    diskio_set_inline_chain, still runs at submit)
  *   delay=MS         every write call waits MS milliseconds first (with
  *                    trigger: while PATH exists); a slow disk, no failure
  *   crashlog         keeps the crash journal of each file it writes

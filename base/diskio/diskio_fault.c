@@ -360,9 +360,17 @@ static int fault_chain_submit(struct diskio *d, const struct diskio_write *w, si
 		return -EOPNOTSUPP;
 	if (f->chain_pending)
 		return -EBUSY;
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++)
+		len += w[i].len;
+	/* a chain that runs on the caller's thread runs at submit, as the
+	 * io_uring backend runs it; a held one stays held (the test holds
+	 * it on purpose) */
+	bool now = f->opts.chain == DISKIO_FAULT_CHAIN_AT_SUBMIT ||
+		   (f->opts.chain == DISKIO_FAULT_CHAIN_AT_REAP && diskio_chain_runs_inline(d, n, len));
 	f->chain_pending = true;
 	f->chain_ran = false;
-	if (f->opts.chain == DISKIO_FAULT_CHAIN_AT_SUBMIT) {
+	if (now) {
 		f->chain_rc = fault_chain_run(f, w, n);
 		f->chain_ran = true;
 	} else {

@@ -2,8 +2,9 @@
  * The disk I/O layer: plain syscalls, its error rule (a failed write or
  * sync fails the file for good, and nothing reaches the file after it),
  * the fault backend (failed writes and syncs, a failed sync that drops
- * every write since the last good one, held chains, the device cut after
- * n ops, and power-cut rebuilds that drop, keep or tear unsynced writes),
+ * every write since the last good one, held chains, chains run at submit
+ * when the caller's thread runs them, the device cut after n ops, and
+ * power-cut rebuilds that drop, keep or tear unsynced writes),
  * --unsafe-no-fsync (syncs skipped), and the directory fsyncs. test_diskio_uring covers io_uring.
  *
  * test_failed_sync and test_dirs break invariant 12 (docs/invariants.md)
@@ -261,6 +262,65 @@ static void test_chains(void)
 	close(fd);
 }
 
+/* The fault backend and diskio_set_inline_chain: with chains run at
+ * reap, a chain the caller's thread runs (diskio_chain_runs_inline) is
+ * written, synced and signalled by the submit, as io_uring runs it; a
+ * larger one, or any with the setting off, still waits for the reap. A
+ * held chain stays held. */
+static void test_fault_inline_chain(void)
+{
+	t_phase = "fault inline chain";
+	static uint8_t big[DISKIO_INLINE_CHAIN_MAX + 4096];
+	uint8_t back[4096];
+	struct diskio_write small = { a, sizeof(a), 0 };
+	struct diskio_write large = { big, sizeof(big), 8192 };
+	struct pollfd p = { .fd = -1, .events = POLLIN };
+	int fd = open_file();
+	struct diskio *d;
+	struct diskio_fault_opts o = diskio_fault_defaults();
+	o.chain = DISKIO_FAULT_CHAIN_AT_REAP;
+	T_OK(diskio_fault_open(fd, &o, &d));
+	p.fd = diskio_event_fd(d);
+
+	/* off: at reap */
+	T_CHECK(!diskio_chain_runs_inline(d, 1, sizeof(a)));
+	T_OK(diskio_chain_submit(d, &small, 1));
+	T_CHECK(file_size(fd) == 0);
+	T_OK(diskio_chain_reap(d, true));
+	T_CHECK(file_size(fd) == sizeof(a));
+
+	/* on: the small chain is done when submit returns */
+	diskio_set_inline_chain(d, true);
+	T_CHECK(diskio_chain_runs_inline(d, 1, sizeof(a)));
+	T_CHECK(!diskio_chain_runs_inline(d, 1, sizeof(big)));
+	T_CHECK(!diskio_chain_runs_inline(d, 2, sizeof(a)));
+	small.buf = b;
+	long ops = diskio_fault_ops(d);
+	T_OK(diskio_chain_submit(d, &small, 1));
+	T_CHECK(diskio_fault_ops(d) == ops + 2); /* its write and its sync */
+	T_CHECK(pread(fd, back, sizeof(back), 0) == 4096 && memcmp(back, b, 4096) == 0);
+	T_CHECK(poll(&p, 1, 0) == 1);
+	T_OK(diskio_chain_reap(d, false));
+	T_CHECK(!diskio_chain_busy(d));
+
+	/* on, but too large: at reap */
+	T_OK(diskio_chain_submit(d, &large, 1));
+	T_CHECK(diskio_fault_ops(d) == ops + 2 && file_size(fd) == sizeof(a));
+	T_OK(diskio_chain_reap(d, true));
+	T_CHECK(file_size(fd) == 8192 + sizeof(big));
+
+	/* held chains stay held */
+	diskio_fault_set_chain(d, DISKIO_FAULT_CHAIN_HELD);
+	small.off = 4096;
+	T_OK(diskio_chain_submit(d, &small, 1));
+	T_CHECK(diskio_fault_is_held(d));
+	T_CHECK(diskio_fault_release(d));
+	T_OK(diskio_chain_reap(d, true));
+	T_CHECK(pread(fd, back, sizeof(back), 4096) == 4096 && memcmp(back, b, 4096) == 0);
+	diskio_close(d);
+	close(fd);
+}
+
 /* --unsafe-no-fsync: every sync fails on this file, yet nothing fails,
  * because none is made: a synced batch, a sync and a chain (written at
  * submit, ended at once) write their bytes only. Off again, the first
@@ -381,6 +441,7 @@ int main(void)
 	test_fault();
 	test_failed_sync();
 	test_chains();
+	test_fault_inline_chain();
 	test_unsafe_no_sync();
 	test_dirs();
 	t_rmdir(dir);
