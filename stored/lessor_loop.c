@@ -125,15 +125,19 @@ static void ll_keepalive_answer(struct lessor_loop *ll, const struct msg_origin 
 }
 
 /* Answers the keepalives that waited for a lease now revoked, or for a
- * lessor now demoted; the others wait on. */
+ * lessor now demoted or in another term than theirs; the others wait on.
+ * etcd's Renew waits on the demotion of the promotion it was asked in: a
+ * later promotion extends every lease, the expired one too, so a waiter of
+ * an earlier term would wait for a revoke nobody proposes. */
 static void ll_settle_waiters(struct lessor_loop *ll, int64_t revision)
 {
 	size_t keep = 0;
 	bool primary = lessor_is_primary(ll->lessor);
+	uint64_t term = lessor_term(ll->lessor);
 
 	for (size_t i = 0; i < ll->nwaiters; i++) {
 		struct lessor_waiter *w = &ll->waiters[i];
-		if (!primary)
+		if (!primary || w->term != term)
 			ll_refuse(ll, &w->origin, LESSOR_ERR_NOT_PRIMARY);
 		else if (!lessor_exists(ll->lessor, w->id))
 			ll_keepalive_answer(ll, &w->origin, w->id, 0, revision);
@@ -159,7 +163,9 @@ static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, 
 			return;
 		}
 		if (rc == LESSOR_RENEW_EXPIRED && ll->nwaiters < LESSOR_WAITERS_MAX) {
-			ll->waiters[ll->nwaiters++] = (struct lessor_waiter){ m->origin, m->lease_id };
+			ll->waiters[ll->nwaiters++] = (struct lessor_waiter){
+				m->origin, m->lease_id, lessor_term(ll->lessor)
+			};
 			return;
 		}
 		if (clear) {

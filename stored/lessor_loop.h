@@ -35,6 +35,8 @@ struct stored_auth_check;
 struct lessor_waiter {
 	struct msg_origin origin;
 	int64_t id;
+	uint64_t term;  /* the lessor's term when it was parked: only the
+			 * primary of that term revokes the lease for it */
 };
 
 struct lessor_loop {
@@ -53,7 +55,9 @@ struct lessor_loop {
 	 * leases (stored/auth_check.h); NULL: no user in it. */
 	const struct stored_auth_check *auth;
 	/* Answered as etcd's Renew answers once it stops waiting: TTL 0 once
-	 * the lease is gone, "not leader" once the lessor is demoted. Past
+	 * the lease is gone, "not leader" once the lessor is demoted or has
+	 * moved to another term (a new term's promotion extended the lease,
+	 * so no revoke comes for the waiter). Past
 	 * LESSOR_WAITERS_MAX, a keepalive is answered TTL 0 at once. */
 	struct lessor_waiter waiters[LESSOR_WAITERS_MAX];
 	size_t nwaiters;

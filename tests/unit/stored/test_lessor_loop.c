@@ -1,0 +1,141 @@
+/*
+ * Unit tests for stored/lessor_loop.c's keepalives that wait: a keepalive
+ * of a lease that expired and waits for its revoke is parked, not
+ * answered; it is answered when the lessor moves to another term (a new
+ * promotion extended the lease, so no revoke comes for it).
+ *
+ * Region handles of their own play stored (the loop's), raftd (its status
+ * record) and a gateway (a slot, its request and result rings). Leases are
+ * granted with a grant time in the past, so they are expired at once
+ * without waiting.
+ *
+ * Breaks invariant 8 (docs/invariants.md) on purpose: a leader change
+ * under a waiting keepalive (test_new_term).
+ */
+#include "stored_util.h"
+
+#include "etcdserverpb/rpc.pb-c.h"
+#include "stored/alloc.h"
+#include "stored/lessor.h"
+#include "stored/lessor_loop.h"
+#include "stored/results.h"
+
+#define SEC 1000000000LL
+
+struct fix {
+	struct tst_loop e;              /* the region's handles; no stored loop */
+	struct ring *requests;
+	struct tst_store store;
+	struct lessor *lessor;
+	struct stored_results rs;
+	struct lessor_loop ll;
+	uint64_t rid;                   /* the last request id sent */
+	struct tst_result got;
+};
+
+static void fix_init(struct fix *f)
+{
+	struct lessor_opts lo = { .min_ttl = 1, .extend_ns = SEC };
+	char dir[256];
+
+	memset(f, 0, sizeof(*f));
+	tst_loop_init(&f->e, 0);
+	f->requests = shm_slot_ring(f->e.gw, f->e.slot.index, SHM_SLOT_TO_STORED);
+	/* the store, for the grants' txn, in the member's directory (a copy
+	 * the size the store's path leaves room for) */
+	CHECK(strlen(f->e.m.dir) < sizeof(dir));
+	memcpy(dir, f->e.m.dir, strlen(f->e.m.dir) + 1);
+	tst_store_open(&f->store, dir);
+	CHECK_EQ(lessor_new(&lo, &f->lessor), 0);
+	CHECK_EQ(stored_results_init(&f->rs, f->e.st, TST_MEMBER), 0);
+	lessor_loop_init(&f->ll, f->e.st, f->lessor, &f->rs, TST_MEMBER, TST_CLUSTER);
+}
+
+static void fix_fini(struct fix *f)
+{
+	lessor_loop_fini(&f->ll);
+	stored_results_fini(&f->rs);
+	lessor_free(f->lessor);
+	tst_store_close(&f->store);
+	tbuf_free(&f->got.body);
+	tst_loop_fini(&f->e);
+}
+
+/* raftd's status: this member leads (or not) in term; the loop's tick
+ * follows it. */
+static void fix_raftd(struct fix *f, bool leader, uint64_t term)
+{
+	struct status_raftd rs = { .leader_id = leader ? TST_MEMBER : 2, .term = term,
+				   .is_leader = leader };
+
+	status_raftd_write(f->e.rf, &rs);
+	lessor_loop_tick(&f->ll);
+	CHECK_EQ(lessor_is_primary(f->lessor), leader);
+	CHECK_EQ(lessor_term(f->lessor), term);
+}
+
+/* Grants lease id (TTL ttl seconds) as granted long ago: expired. */
+static void fix_grant_expired(struct fix *f, int64_t id, int64_t ttl)
+{
+	int64_t granted;
+
+	CHECK_EQ(lessor_grant(f->lessor, mvcc_batch_txn(f->store.s), id, ttl,
+			      clock_now_ns() - 1000 * SEC, &granted), 0);
+}
+
+/* A gateway's keepalive of lease id, then one turn of the loop. */
+static void fix_keepalive(struct fix *f, int64_t id)
+{
+	struct msg_keepalive m = {
+		.origin = tst_origin(f->e.slot.index, f->e.slot.generation, ++f->rid),
+		.lease_id = id, .op = MSG_LEASE_KEEPALIVE,
+	};
+
+	CHECK_EQ(ring_push(f->requests, MSG_KEEPALIVE, &m, sizeof(m)), 0);
+	lessor_loop_requests(&f->ll, 1);
+}
+
+/* The next answer must be "not leader" to request rid. */
+static void fix_expect_not_primary(struct fix *f, uint64_t rid)
+{
+	CHECK_EQ(tst_take_result(f->e.results, &f->got), 0);
+	CHECK_EQ(f->got.h.origin.request_id, rid);
+	CHECK_EQ(f->got.h.status, 14);
+	CHECK(tst_body_is(&f->got, "etcdserver: not leader"));
+}
+
+/* No answer waits on the gateway's ring. */
+static void fix_expect_none(struct fix *f)
+{
+	CHECK_EQ(tst_take_result(f->e.results, &f->got), -EAGAIN);
+}
+
+/* A waiter of term 2 whose member leads again in term 3 (the promotion
+ * extended its lease: no revoke comes) is answered "not leader" at once,
+ * as etcd's Renew is on the demotion that ended its term. */
+static void test_new_term(void)
+{
+	struct fix f;
+
+	fix_init(&f);
+	fix_raftd(&f, true, 2);
+	fix_grant_expired(&f, 7, 5);
+	fix_keepalive(&f, 7);
+	CHECK_EQ(f.ll.nwaiters, 1);
+	fix_expect_none(&f);
+
+	fix_raftd(&f, true, 3);
+	CHECK(lessor_exists(f.lessor, 7));
+	lessor_loop_requests(&f.ll, 1);
+	CHECK_INVARIANT_EQ(INV8_LEASES, f.ll.nwaiters, 0);
+	fix_expect_not_primary(&f, f.rid);
+	fix_fini(&f);
+}
+
+int main(void)
+{
+	test_new_term();
+	CHECK_EQ(stored_alloc_live(), 0);
+	printf("stored/test_lessor_loop: ok\n");
+	return 0;
+}
