@@ -97,12 +97,23 @@ static void ll_answer(struct lessor_loop *ll, const struct msg_origin *o, int64_
 	stored_results_stage(ll->results, &h, p);
 }
 
-static void ll_refuse(struct lessor_loop *ll, const struct msg_origin *o, int err)
+static int64_t ll_now(const struct lessor_loop *ll)
 {
-	const char *text = lessor_strerror(err);
-	struct msg_result h = { .origin = *o, .status = lessor_grpc_code(err),
+	return ll->clock ? ll->clock() : clock_now_ns();
+}
+
+/* Answers o with gRPC status code and its text. */
+static void ll_fail(struct lessor_loop *ll, const struct msg_origin *o, int32_t code,
+		    const char *text)
+{
+	struct msg_result h = { .origin = *o, .status = code,
 				.body_len = (uint32_t)strlen(text) };
 	stored_results_stage(ll->results, &h, text);
+}
+
+static void ll_refuse(struct lessor_loop *ll, const struct msg_origin *o, int err)
+{
+	ll_fail(ll, o, lessor_grpc_code(err), lessor_strerror(err));
 }
 
 /* A checkpoint of 0 for id: the first renewal after a checkpoint resets
@@ -128,19 +139,31 @@ static void ll_keepalive_answer(struct lessor_loop *ll, const struct msg_origin 
  * lessor now demoted or in another term than theirs; the others wait on.
  * etcd's Renew waits on the demotion of the promotion it was asked in: a
  * later promotion extends every lease, the expired one too, so a waiter of
- * an earlier term would wait for a revoke nobody proposes. */
+ * an earlier term would wait for a revoke nobody proposes. A waiter whose
+ * gateway's slot was claimed again is dropped (its answer would be too:
+ * stored_results_stage), and one that waited as long as its gateway
+ * does is answered as the gateway has answered it (gatewayd/rings.c,
+ * gw_expire): request ids are never reused within a slot's generation
+ * (gatewayd/pending.h), so that answer reaches no other request. */
 static void ll_settle_waiters(struct lessor_loop *ll, int64_t revision)
 {
+	static const char timed_out[] = "etcdserver: request timed out";
 	size_t keep = 0;
 	bool primary = lessor_is_primary(ll->lessor);
 	uint64_t term = lessor_term(ll->lessor);
+	int64_t now = ll_now(ll);
+	int64_t life = ll->waiter_life_ns > 0 ? ll->waiter_life_ns : LESSOR_WAITER_LIFE_NS;
 
 	for (size_t i = 0; i < ll->nwaiters; i++) {
 		struct lessor_waiter *w = &ll->waiters[i];
+		if (w->origin.generation != shm_slot_generation(ll->r, w->origin.slot))
+			continue;
 		if (!primary || w->term != term)
 			ll_refuse(ll, &w->origin, LESSOR_ERR_NOT_PRIMARY);
 		else if (!lessor_exists(ll->lessor, w->id))
 			ll_keepalive_answer(ll, &w->origin, w->id, 0, revision);
+		else if (now - w->parked_ns >= life)
+			ll_fail(ll, &w->origin, 14, timed_out); /* UNAVAILABLE */
 		else
 			ll->waiters[keep++] = *w;
 	}
@@ -150,7 +173,7 @@ static void ll_settle_waiters(struct lessor_loop *ll, int64_t revision)
 static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, int64_t revision)
 {
 	Etcdserverpb__ResponseHeader hdr;
-	int64_t now = clock_now_ns();
+	int64_t now = ll_now(ll);
 
 	ll_header(ll, revision, &hdr);
 	switch (m->op) {
@@ -164,7 +187,7 @@ static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, 
 		}
 		if (rc == LESSOR_RENEW_EXPIRED && ll->nwaiters < LESSOR_WAITERS_MAX) {
 			ll->waiters[ll->nwaiters++] = (struct lessor_waiter){
-				m->origin, m->lease_id, lessor_term(ll->lessor)
+				m->origin, m->lease_id, lessor_term(ll->lessor), now
 			};
 			return;
 		}
@@ -322,7 +345,7 @@ static void ll_propose_checkpoints(struct lessor_loop *ll, const struct lessor_c
 void lessor_loop_tick(struct lessor_loop *ll)
 {
 	struct status_raftd rs;
-	int64_t now = clock_now_ns();
+	int64_t now = ll_now(ll);
 
 	if (status_raftd_read(ll->r, &rs) != 0)
 		return;
@@ -354,7 +377,7 @@ void lessor_loop_tick(struct lessor_loop *ll)
 int lessor_loop_timeout_ms(const struct lessor_loop *ll)
 {
 	int64_t next = lessor_next_deadline(ll->lessor);
-	int64_t now = clock_now_ns();
+	int64_t now = ll_now(ll);
 	/* keepalives waiting for a revoke or a demotion: look again soon
 	 * (a revoke's apply wakes the loop; a demotion may not) */
 	int cap = ll->nwaiters ? (int)(LESSOR_TICK_NS / 5 / 1000000) : 60000;

@@ -29,6 +29,10 @@ struct stored_auth_check;
 
 /* Keepalives that wait for an expired lease's revoke, at most. */
 #define LESSOR_WAITERS_MAX 256
+/* How long a keepalive waits at most when lessor_loop.waiter_life_ns is
+ * 0: etcd's request timeout with its default election timeout (5 s + 2 *
+ * 1 s), gatewayd's (config_request_timeout_ms). */
+#define LESSOR_WAITER_LIFE_NS 7000000000LL
 
 /* A keepalive of a lease that expired and waits for its revoke
  * (LESSOR_RENEW_EXPIRED). */
@@ -37,6 +41,7 @@ struct lessor_waiter {
 	int64_t id;
 	uint64_t term;  /* the lessor's term when it was parked: only the
 			 * primary of that term revokes the lease for it */
+	int64_t parked_ns; /* when it was parked */
 };
 
 struct lessor_loop {
@@ -58,9 +63,18 @@ struct lessor_loop {
 	 * the lease is gone, "not leader" once the lessor is demoted or has
 	 * moved to another term (a new term's promotion extended the lease,
 	 * so no revoke comes for the waiter). Past
-	 * LESSOR_WAITERS_MAX, a keepalive is answered TTL 0 at once. */
+	 * LESSOR_WAITERS_MAX, a keepalive is answered TTL 0 at once.
+	 * A waiter does not outlive its request (invariant 2,
+	 * docs/invariants.md): one whose slot was claimed again (a new
+	 * generation) is dropped, and one that waited waiter_life_ns, after
+	 * which its gateway has answered the client "request timed out", is
+	 * answered so too, so that stale ones do not fill the table. */
 	struct lessor_waiter waiters[LESSOR_WAITERS_MAX];
 	size_t nwaiters;
+	int64_t waiter_life_ns;         /* gatewayd's request timeout; 0:
+					 * LESSOR_WAITER_LIFE_NS */
+	/* Tests only: the monotonic clock, in ns; NULL: clock_now_ns. */
+	int64_t (*clock)(void);
 };
 
 void lessor_loop_init(struct lessor_loop *ll, struct shm_region *r, struct lessor *l,

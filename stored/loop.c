@@ -584,6 +584,7 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 		goto out_free;
 	lessor_loop_init(&l->lease, r, l->lessor, &l->results, o->member_id, o->cluster_id);
 	l->lease.auth = &l->auth_check;
+	l->lease.waiter_life_ns = o->request_timeout_ns;
 	l->lease.other = loop_defrag_request;
 	l->lease.other_arg = l;
 	l->db_path = stored_malloc(dlen + sizeof("/member/snap/db"));

@@ -96,6 +96,9 @@ struct stored_loop_opts {
 					* (--experimental-warning-apply-duration) */
 	uint64_t map_size;             /* db address space; 0: btree's default */
 	struct lessor_opts lease;      /* the lessor's (minimum TTL, checkpoints) */
+	int64_t request_timeout_ns;    /* gatewayd's: a keepalive waits for an
+					* expired lease's revoke no longer; 0:
+					* LESSOR_WAITER_LIFE_NS */
 	/* --auth-token and --auth-token-ttl, parsed (auth/token.h); NULL in
 	 * tests that need no tokens. Kept by reference: outlives the loop. */
 	const struct auth_token_opts *auth_tokens;

@@ -127,6 +127,7 @@ int main(int argc, char **argv)
 	o.lease.extend_ns = (int64_t)cfg.election_timeout_ms * 1000000;
 	o.lease.checkpoint_ns = cfg.lease_checkpoint_interval_ns;
 	o.lease.checkpoint = true;
+	o.request_timeout_ns = (int64_t)config_request_timeout_ms(&cfg) * 1000000;
 	o.bcrypt_cost = bcrypt_cost_or_default(cfg.bcrypt_cost);
 	if ((uint64_t)o.bcrypt_cost != cfg.bcrypt_cost)
 		log_warn("use default bcrypt cost instead of the invalid given cost",

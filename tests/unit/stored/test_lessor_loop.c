@@ -2,15 +2,17 @@
  * Unit tests for stored/lessor_loop.c's keepalives that wait: a keepalive
  * of a lease that expired and waits for its revoke is parked, not
  * answered; it is answered when the lessor moves to another term (a new
- * promotion extended the lease, so no revoke comes for it).
+ * promotion extended the lease, so no revoke comes for it); it does not
+ * outlive its request (a gateway's timeout, a slot claimed again).
  *
  * Region handles of their own play stored (the loop's), raftd (its status
  * record) and a gateway (a slot, its request and result rings). Leases are
  * granted with a grant time in the past, so they are expired at once
  * without waiting.
  *
- * Breaks invariant 8 (docs/invariants.md) on purpose: a leader change
- * under a waiting keepalive (test_new_term).
+ * Breaks invariants 8 and 2 (docs/invariants.md) on purpose: a leader
+ * change under a waiting keepalive (test_new_term), a slot claimed again
+ * under one (test_stale).
  */
 #include "stored_util.h"
 
@@ -21,6 +23,15 @@
 #include "stored/results.h"
 
 #define SEC 1000000000LL
+#define LIFE (10 * SEC) /* the loop's waiter_life_ns here */
+
+/* The loop's clock: the tests move it. */
+static int64_t fake_now_ns;
+
+static int64_t fake_clock(void)
+{
+	return fake_now_ns;
+}
 
 struct fix {
 	struct tst_loop e;              /* the region's handles; no stored loop */
@@ -49,6 +60,9 @@ static void fix_init(struct fix *f)
 	CHECK_EQ(lessor_new(&lo, &f->lessor), 0);
 	CHECK_EQ(stored_results_init(&f->rs, f->e.st, TST_MEMBER), 0);
 	lessor_loop_init(&f->ll, f->e.st, f->lessor, &f->rs, TST_MEMBER, TST_CLUSTER);
+	fake_now_ns = 10000 * SEC;
+	f->ll.clock = fake_clock;
+	f->ll.waiter_life_ns = LIFE;
 }
 
 static void fix_fini(struct fix *f)
@@ -80,7 +94,15 @@ static void fix_grant_expired(struct fix *f, int64_t id, int64_t ttl)
 	int64_t granted;
 
 	CHECK_EQ(lessor_grant(f->lessor, mvcc_batch_txn(f->store.s), id, ttl,
-			      clock_now_ns() - 1000 * SEC, &granted), 0);
+			      fake_now_ns - 1000 * SEC, &granted), 0);
+}
+
+/* The fixture, leading in term 2, with lease 7 expired. */
+static void fix_start(struct fix *f)
+{
+	fix_init(f);
+	fix_raftd(f, true, 2);
+	fix_grant_expired(f, 7, 5);
 }
 
 /* A gateway's keepalive of lease id, then one turn of the loop. */
@@ -95,13 +117,13 @@ static void fix_keepalive(struct fix *f, int64_t id)
 	lessor_loop_requests(&f->ll, 1);
 }
 
-/* The next answer must be "not leader" to request rid. */
-static void fix_expect_not_primary(struct fix *f, uint64_t rid)
+/* The next answer must be Unavailable with text to request rid. */
+static void fix_expect_unavailable(struct fix *f, uint64_t rid, const char *text)
 {
 	CHECK_EQ(tst_take_result(f->e.results, &f->got), 0);
 	CHECK_EQ(f->got.h.origin.request_id, rid);
 	CHECK_EQ(f->got.h.status, 14);
-	CHECK(tst_body_is(&f->got, "etcdserver: not leader"));
+	CHECK(tst_body_is(&f->got, text));
 }
 
 /* No answer waits on the gateway's ring. */
@@ -117,9 +139,7 @@ static void test_new_term(void)
 {
 	struct fix f;
 
-	fix_init(&f);
-	fix_raftd(&f, true, 2);
-	fix_grant_expired(&f, 7, 5);
+	fix_start(&f);
 	fix_keepalive(&f, 7);
 	CHECK_EQ(f.ll.nwaiters, 1);
 	fix_expect_none(&f);
@@ -128,13 +148,56 @@ static void test_new_term(void)
 	CHECK(lessor_exists(f.lessor, 7));
 	lessor_loop_requests(&f.ll, 1);
 	CHECK_INVARIANT_EQ(INV8_LEASES, f.ll.nwaiters, 0);
-	fix_expect_not_primary(&f, f.rid);
+	fix_expect_unavailable(&f, f.rid, "etcdserver: not leader");
+	fix_fini(&f);
+}
+
+/* A waiter does not outlive its request (invariant 2): once it has
+ * waited as long as its gateway waits (which has answered the client
+ * "request timed out" by then) it is answered so and leaves the table,
+ * and one whose slot was claimed again (a restarted gateway, a new
+ * generation) leaves it at once, unanswered. */
+static void test_stale(void)
+{
+	struct fix f;
+
+	fix_start(&f);
+	fix_keepalive(&f, 7);
+	uint64_t first = f.rid;
+	fake_now_ns += SEC;
+	fix_keepalive(&f, 7);
+	CHECK_EQ(f.ll.nwaiters, 2);
+
+	/* the first one's life is over, not the second one's */
+	fake_now_ns += LIFE - SEC - 1;
+	lessor_loop_requests(&f.ll, 1);
+	CHECK_EQ(f.ll.nwaiters, 2);
+	fix_expect_none(&f);
+	fake_now_ns += 1;
+	lessor_loop_requests(&f.ll, 1);
+	CHECK_EQ(f.ll.nwaiters, 1);
+	fix_expect_unavailable(&f, first, "etcdserver: request timed out");
+	fix_expect_none(&f);
+
+	/* the gateway's slot is claimed again: its waiter goes unanswered */
+	shm_slot_release(f.e.gw, &f.e.slot);
+	CHECK_EQ(shm_slot_claim(f.e.gw, &f.e.slot), 0);
+	lessor_loop_requests(&f.ll, 1);
+	CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, f.ll.nwaiters, 0);
+	CHECK_INVARIANT_EQ(INV2_REQUEST_IDENTITY, tst_take_result(f.e.results, &f.got), -EAGAIN);
+	CHECK(lessor_exists(f.lessor, 7));
+
+	/* the new holder's keepalive waits as any */
+	fix_keepalive(&f, 7);
+	CHECK_EQ(f.ll.nwaiters, 1);
+	fix_expect_none(&f);
 	fix_fini(&f);
 }
 
 int main(void)
 {
 	test_new_term();
+	test_stale();
 	CHECK_EQ(stored_alloc_live(), 0);
 	printf("stored/test_lessor_loop: ok\n");
 	return 0;
