@@ -1,9 +1,12 @@
 /*
  * Unit tests for stored/lessor_loop.c's keepalives that wait: a keepalive
  * of a lease that expired and waits for its revoke is parked, not
- * answered; it is answered when the lessor moves to another term (a new
- * promotion extended the lease, so no revoke comes for it); it does not
- * outlive its request (a gateway's timeout, a slot claimed again).
+ * answered, while others are answered at once; the revoke answers its
+ * waiters TTL 0; a demotion answers them "not leader", and so does a move
+ * to another term (a new promotion extended the lease, so no revoke
+ * comes for it); past LESSOR_WAITERS_MAX a keepalive is answered TTL 0 at
+ * once; a waiter does not outlive its request (a gateway's timeout, a
+ * slot claimed again).
  *
  * Region handles of their own play stored (the loop's), raftd (its status
  * record) and a gateway (a slot, its request and result rings). Leases are
@@ -126,6 +129,31 @@ static void fix_expect_unavailable(struct fix *f, uint64_t rid, const char *text
 	CHECK(tst_body_is(&f->got, text));
 }
 
+/* The next answer must be a LeaseKeepAliveResponse to request rid: lease
+ * id, TTL ttl, this member's header. */
+static void fix_expect_ttl(struct fix *f, uint64_t rid, int64_t id, int64_t ttl)
+{
+	Etcdserverpb__LeaseKeepAliveResponse *r;
+
+	CHECK_EQ(tst_take_result(f->e.results, &f->got), 0);
+	CHECK_EQ(f->got.h.origin.request_id, rid);
+	CHECK_EQ(f->got.h.status, 0);
+	r = etcdserverpb__lease_keep_alive_response__unpack(NULL, f->got.body.len, f->got.body.p);
+	CHECK(r != NULL);
+	CHECK_EQ(r->id, id);
+	CHECK_EQ(r->ttl, ttl);
+	CHECK(r->header != NULL);
+	CHECK_EQ(r->header->member_id, TST_MEMBER);
+	CHECK_EQ(r->header->cluster_id, TST_CLUSTER);
+	etcdserverpb__lease_keep_alive_response__free_unpacked(r, NULL);
+}
+
+/* Revokes lease id as its applied revoke does (the lessor's part). */
+static void fix_revoke(struct fix *f, int64_t id)
+{
+	CHECK_EQ(lessor_remove(f->lessor, mvcc_batch_txn(f->store.s), id), 0);
+}
+
 /* No answer waits on the gateway's ring. */
 static void fix_expect_none(struct fix *f)
 {
@@ -194,8 +222,105 @@ static void test_stale(void)
 	fix_fini(&f);
 }
 
+/* A keepalive of an expired lease waits, turn after turn, while the
+ * loop asks to be run again soon; keepalives of a live lease and of an
+ * unknown one are answered at once meanwhile; the revoke answers every
+ * waiter of the lease TTL 0, in the order they came, and only them. */
+static void test_park_and_revoke(void)
+{
+	struct fix f;
+	int64_t granted;
+
+	fix_start(&f);
+	fix_grant_expired(&f, 8, 5);
+	CHECK_EQ(lessor_grant(f.lessor, mvcc_batch_txn(f.store.s), 9, 60, fake_now_ns, &granted), 0);
+	fix_keepalive(&f, 7);
+	fix_keepalive(&f, 8);
+	fix_keepalive(&f, 7);
+	CHECK_EQ(f.ll.nwaiters, 3);
+	fix_expect_none(&f);
+	/* it looks again before a tick's time: a demotion may wake nothing */
+	CHECK(lessor_loop_timeout_ms(&f.ll) >= 1);
+	CHECK(lessor_loop_timeout_ms(&f.ll) <= LESSOR_TICK_NS / 1000000);
+
+	fix_keepalive(&f, 9);
+	fix_expect_ttl(&f, f.rid, 9, 60);
+	fix_keepalive(&f, 10);
+	fix_expect_ttl(&f, f.rid, 10, 0);
+	for (int i = 0; i < 3; i++) {
+		fake_now_ns += SEC;
+		lessor_loop_tick(&f.ll);
+		lessor_loop_requests(&f.ll, 1);
+	}
+	CHECK_EQ(f.ll.nwaiters, 3);
+	fix_expect_none(&f);
+
+	fix_revoke(&f, 7);
+	lessor_loop_requests(&f.ll, 1);
+	CHECK_EQ(f.ll.nwaiters, 1);
+	fix_expect_ttl(&f, 1, 7, 0);
+	fix_expect_ttl(&f, 3, 7, 0);
+	fix_expect_none(&f);
+	fix_revoke(&f, 8);
+	lessor_loop_requests(&f.ll, 1);
+	CHECK_EQ(f.ll.nwaiters, 0);
+	fix_expect_ttl(&f, 2, 8, 0);
+	fix_expect_none(&f);
+	fix_fini(&f);
+}
+
+/* Waiters are answered "not leader" when their member stops leading, and
+ * a keepalive that comes then too, at once. */
+static void test_demotion(void)
+{
+	struct fix f;
+
+	fix_start(&f);
+	fix_keepalive(&f, 7);
+	fix_keepalive(&f, 7);
+	CHECK_EQ(f.ll.nwaiters, 2);
+	fix_raftd(&f, false, 2);
+	lessor_loop_requests(&f.ll, 1);
+	CHECK_EQ(f.ll.nwaiters, 0);
+	fix_expect_unavailable(&f, 1, "etcdserver: not leader");
+	fix_expect_unavailable(&f, 2, "etcdserver: not leader");
+	fix_expect_none(&f);
+	fix_keepalive(&f, 7);
+	CHECK_EQ(f.ll.nwaiters, 0);
+	fix_expect_unavailable(&f, 3, "etcdserver: not leader");
+	fix_fini(&f);
+}
+
+/* A full table: the keepalive past LESSOR_WAITERS_MAX is answered TTL 0
+ * at once, and those that wait still get their answer at the revoke. */
+static void test_full_table(void)
+{
+	struct fix f;
+
+	fix_start(&f);
+	for (int i = 0; i < LESSOR_WAITERS_MAX; i++)
+		fix_keepalive(&f, 7);
+	CHECK_EQ(f.ll.nwaiters, LESSOR_WAITERS_MAX);
+	fix_expect_none(&f);
+	fix_keepalive(&f, 7);
+	CHECK_EQ(f.ll.nwaiters, LESSOR_WAITERS_MAX);
+	fix_expect_ttl(&f, f.rid, 7, 0);
+	fix_expect_none(&f);
+
+	fix_revoke(&f, 7);
+	lessor_loop_requests(&f.ll, 1);
+	CHECK_EQ(f.ll.nwaiters, 0);
+	for (uint64_t rid = 1; rid <= LESSOR_WAITERS_MAX; rid++)
+		fix_expect_ttl(&f, rid, 7, 0);
+	fix_expect_none(&f);
+	fix_fini(&f);
+}
+
 int main(void)
 {
+	test_park_and_revoke();
+	test_demotion();
+	test_full_table();
 	test_new_term();
 	test_stale();
 	CHECK_EQ(stored_alloc_live(), 0);
