@@ -680,7 +680,7 @@ int lessor_renew(struct lessor *l, int64_t id, int64_t now_ns, int64_t *ttl,
 	if (!e)
 		return LESSOR_ERR_NOT_FOUND;
 	if (e->expiry_ns <= now_ns)
-		return LESSOR_RENEW_EXPIRED;
+		return LESSOR_ERR_EXPIRED;
 	*clear_checkpoint = l->o.checkpoint && e->remaining > 0;
 	/* the new expiry counts from the full TTL, as etcd's refresh after
 	 * its checkpoint of 0 clears the remaining TTL */

@@ -48,6 +48,12 @@ enum lessor_err {
 	LESSOR_ERR_EXISTS = -5102,        /* FAILED_PRECONDITION "etcdserver: lease already exists" */
 	LESSOR_ERR_TTL_TOO_LARGE = -5103, /* OUT_OF_RANGE "etcdserver: too large lease TTL" */
 	LESSOR_ERR_NOT_PRIMARY = -5104,   /* UNAVAILABLE "etcdserver: not leader" */
+	/* lessor_renew's answer for a lease that expired and waits for its
+	 * revoke: etcd's Renew waits for the revoke (then NOT_FOUND) or for
+	 * the lessor's demotion (then NOT_PRIMARY), so that a client told
+	 * "not found" can no longer use the lease. Never a request's answer
+	 * (not a lessor_is_request_error): the caller waits as etcd does. */
+	LESSOR_ERR_EXPIRED = -5105,
 };
 bool lessor_is_request_error(int err);
 const char *lessor_strerror(int err);
@@ -107,16 +113,10 @@ bool lessor_set_primary(struct lessor *l, bool leader, uint64_t term, int64_t no
 bool lessor_is_primary(const struct lessor *l);
 uint64_t lessor_term(const struct lessor *l);
 
-/* lessor_renew's answer for a lease that expired and waits for its
- * revoke: etcd's Renew waits for the revoke (then NOT_FOUND) or for the
- * lessor's demotion (then NOT_PRIMARY), so that a client told "not
- * found" can no longer use the lease. */
-#define LESSOR_RENEW_EXPIRED 1
-
-/* etcd's Renew: the lease's TTL in *ttl and its expiry moved to now +
- * TTL. *clear_checkpoint: a checkpointed remaining TTL must be reset
- * through Raft (a checkpoint of 0). NOT_FOUND, NOT_PRIMARY,
- * LESSOR_RENEW_EXPIRED. */
+/* etcd's Renew: 0, the lease's TTL in *ttl and its expiry moved to now +
+ * TTL; *clear_checkpoint: a checkpointed remaining TTL must be reset
+ * through Raft (a checkpoint of 0). NOT_FOUND, NOT_PRIMARY, EXPIRED (the
+ * lease expired and waits for its revoke). */
 int lessor_renew(struct lessor *l, int64_t id, int64_t now_ns, int64_t *ttl,
 		 bool *clear_checkpoint);
 

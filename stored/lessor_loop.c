@@ -185,7 +185,7 @@ static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, 
 			ll_refuse(ll, &m->origin, rc);
 			return;
 		}
-		if (rc == LESSOR_RENEW_EXPIRED && ll->nwaiters < LESSOR_WAITERS_MAX) {
+		if (rc == LESSOR_ERR_EXPIRED && ll->nwaiters < LESSOR_WAITERS_MAX) {
 			ll->waiters[ll->nwaiters++] = (struct lessor_waiter){
 				m->origin, m->lease_id, lessor_term(ll->lessor), now
 			};

@@ -35,7 +35,7 @@ struct stored_auth_check;
 #define LESSOR_WAITER_LIFE_NS 7000000000LL
 
 /* A keepalive of a lease that expired and waits for its revoke
- * (LESSOR_RENEW_EXPIRED). */
+ * (LESSOR_ERR_EXPIRED). */
 struct lessor_waiter {
 	struct msg_origin origin;
 	int64_t id;

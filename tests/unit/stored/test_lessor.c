@@ -162,10 +162,14 @@ static void test_expiry_and_promote(void)
 	CHECK_EQ(lessor_expired(L, now + 7 * SEC, ids, 4), 0);
 	CHECK_EQ(lessor_expired(L, now + 6 * SEC + 1 + LESSOR_RETRY_NS, ids, 4), 1);
 	/* a renewal moves the expiry; an expired lease is not renewed, and
-	 * is told apart from one that is gone */
+	 * is told apart from one that is gone by an error code of its own,
+	 * negative as every error (STYLE), that no request is answered with */
 	int64_t ttl;
 	bool clear;
-	CHECK_EQ(lessor_renew(L, 2, now + 12 * SEC, &ttl, &clear), LESSOR_RENEW_EXPIRED);
+	int rc = lessor_renew(L, 2, now + 12 * SEC, &ttl, &clear);
+	CHECK(rc < 0);
+	CHECK_EQ(rc, LESSOR_ERR_EXPIRED);
+	CHECK(!lessor_is_request_error(rc));
 	CHECK_EQ(lessor_renew(L, 77, now + 12 * SEC, &ttl, &clear), LESSOR_ERR_NOT_FOUND);
 	CHECK_EQ(lessor_renew(L, 1, now + 10 * SEC, &ttl, &clear), 0);
 	CHECK_EQ(ttl, 10);
@@ -271,7 +275,7 @@ static void test_random_expiry(void)
 				m[i].retry = 0;
 				renewed++;
 			} else {
-				CHECK_EQ(rc, m[i].alive ? LESSOR_RENEW_EXPIRED : LESSOR_ERR_NOT_FOUND);
+				CHECK_EQ(rc, m[i].alive ? LESSOR_ERR_EXPIRED : LESSOR_ERR_NOT_FOUND);
 			}
 		} else if (op < 45) {
 			int i = (int)(t_rand() % RL_N);
