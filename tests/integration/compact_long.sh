@@ -6,7 +6,11 @@
 # shm/msg.h), and the gateway moves the request's deadline on. When those
 # stop because stored is stopped (SIGSTOP) in the middle of one, the
 # client does get the timeout, and the compaction finishes once stored
-# runs again (SIGCONT).
+# runs again (SIGCONT). When stored is killed in the middle of one, the
+# restarted stored resumes the deletion but does not know the request any
+# more (it applied the entry before its last checkpoint): the client gets
+# the timeout all the same, never a request that hangs, and the
+# compaction finishes.
 #
 # The deletion is made slow, and so longer than the request timeout
 # (5 s + 2 * --election-timeout: 5.2 s here), by a slow disk: the disk
@@ -45,6 +49,40 @@ compacted() {
 	grep -q 'required revision has been compacted' <<<"$out" && ctl get k0 --rev="$1" >/dev/null
 }
 finished() { it_count "$IT_CETCD_LOG" '"msg":"finished compaction"'; }
+# compact_waiting N FIRST: the Nth compaction: 16 txns from FIRST, then a
+# physical compaction at the revision (r) on the slow disk, in the
+# background (pid cpid, started at t0, output in out_file), checked to
+# wait past its first deadline with its deletion under way
+compact_waiting() {
+	check "16 more txns are applied" txns "$2" 16
+	r=$(rev)
+	touch "$slow"
+	out_file="$IT_TMP/compact$1.out"
+	t0=$(it_now_ms)
+	ctl compact "$r" --physical >"$out_file" 2>&1 &
+	cpid=$!
+	it_track "$cpid"
+	# etcdctl writes its one line when it returns
+	waits_on() { [[ ! -s $out_file ]] && (($(it_now_ms) - t0 > TIMEOUT_MS + 500)); }
+	check "compaction $1's request still waits past its first deadline" \
+		it_until 20000 waits_on
+	check "the deletion is still under way" test "$(finished)" -eq $(($1 - 1))
+}
+# signal_stored SIG: sends stored (pid: stored) SIG, waits for the
+# compaction's client (exit status st, its output out, took ms after the
+# signal) and makes the disk fast again
+signal_stored() {
+	local at
+	stored=$(it_cetcd_child stored)
+	at=$(it_now_ms)
+	kill -"$1" "$stored"
+	st=0
+	wait "$cpid" || st=$?
+	took=$(($(it_now_ms) - at))
+	rm -f "$slow"
+	out=$(cat "$out_file")
+	echo "  compact --physical at $r, SIG$1 to stored after $((at - t0)) ms: exit $st $took ms later: $out"
+}
 
 export CETCD_TEST_DISKIO_FAULT="file=db,delay=40,trigger=$slow"
 it_cetcd_start s1 "$IT_TMP/data" "$IT_TMP/cetcd.log" --gateways 1 \
@@ -74,29 +112,10 @@ check "reads below the revision are refused as compacted" compacted "$r1"
 
 # 2. stored stopped in the middle of one, past the request's first
 # deadline: no more interim results, and the deadline holds again
-check "16 more txns are applied" txns 17 16
-r2=$(rev)
-touch "$slow"
-out2="$IT_TMP/compact2.out"
-t0=$(it_now_ms)
-ctl compact "$r2" --physical >"$out2" 2>&1 &
-cpid=$!
-it_track "$cpid"
-# etcdctl writes its one line when it returns
-waits_on() { [[ ! -s $out2 ]] && (($(it_now_ms) - t0 > TIMEOUT_MS + 500)); }
-check "the second compaction's request still waits past its first deadline" \
-	it_until 20000 waits_on
-check "the deletion is still under way" test "$(finished)" -eq 1
-stored=$(it_cetcd_child stored)
-stopped=$(it_now_ms)
-kill -STOP "$stored"
-st=0
-wait "$cpid" || st=$?
-took=$(($(it_now_ms) - stopped))
+compact_waiting 2 17
+r2=$r
+signal_stored STOP
 kill -CONT "$stored"
-rm -f "$slow"
-out=$(cat "$out2")
-echo "  compact --physical at $r2, stored stopped after $((stopped - t0)) ms: exit $st $took ms later: $out"
 check "the client got an error" test "$st" -ne 0
 check "etcd's request timeout" grep -q 'etcdserver: request timed out' <<<"$out"
 check "within a request timeout of the stop (and the last interim result)" \
@@ -105,5 +124,22 @@ check "stored, running again, finishes the compaction" it_wait_log "$IT_CETCD_LO
 	'"msg":"finished compaction".*"compact-revision":'"$r2" 30
 check "reads below the second revision are refused as compacted" compacted "$r2"
 check "it is the same stored that was stopped" test "$(it_cetcd_child stored)" = "$stored"
+
+# 3. stored killed (SIGKILL) in the middle of one, past the request's
+# first deadline: the restarted stored resumes the deletion from the db
+# (scheduledCompactRev) but no longer knows the request, which its
+# gateway answers "request timed out" once the interim results stop,
+# never later; the compaction then finishes
+compact_waiting 3 33
+r3=$r
+signal_stored KILL
+check "the client got an answer within a request timeout of the kill (and the last interim result)" \
+	test "$took" -le $((TIMEOUT_MS + 2000))
+timed_out() { test "$st" -ne 0 && grep -q 'etcdserver: request timed out' <<<"$out"; }
+check "an error: etcd's request timeout" timed_out
+check "the launcher runs a new stored" it_wait_child stored "$stored" 30
+check "which finishes the compaction" it_wait_log "$IT_CETCD_LOG" \
+	'"msg":"finished compaction".*"compact-revision":'"$r3" 30
+check "reads below the third revision are refused as compacted" compacted "$r3"
 check "cetcd stops cleanly" it_cetcd_stop
 it_summary
