@@ -26,6 +26,11 @@
 #                so they arrive behind later ones; targets "mI P%"
 #   slow         a member's link at a low rate (queueing delay, tail
 #                drops); targets "mI RATE"
+#   clientcut    a member's client port cut from the bridge's namespace
+#                (the workload's clients, the harness's etcdctl), both
+#                ways, its peers untouched: the member stays in the
+#                cluster, its clients time out and fail over (faultload's
+#                worker.go); targets "mI"
 #   kill         SIGKILL of a whole member, restarted on its data dir
 #   pause        SIGSTOP of a whole member, then SIGCONT
 #   kill-daemon  SIGKILL of one of a cetcd member's daemons (raftd,
@@ -96,7 +101,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
 
 FN_NET=10.77.0
 FN_CLOCKSTEP=$IT_BUILD/tests/libclockstep.so
-FN_KINDS_NET="isolate split bridge oneway loss reorder slow"
+FN_KINDS_NET="isolate split bridge oneway loss reorder slow clientcut"
 FN_KINDS_PROC="kill pause kill-daemon pause-daemon"
 FN_KINDS_ALL="$FN_KINDS_NET $FN_KINDS_PROC disk clock"
 FN_KINDS_STORAGE="slowdisk full crash"
@@ -187,11 +192,7 @@ fn_lane() {
 	local ns=$1 dev=$2 pct=$3 rate=$4 def=1
 	shift 4
 	((pct >= 100)) && def=2
-	tc -n "$ns" qdisc replace dev "$dev" root handle 1: htb default "$def"
-	tc -n "$ns" class add dev "$dev" parent 1: classid 1:1 htb rate 10gbit quantum 60000
-	tc -n "$ns" class add dev "$dev" parent 1: classid 1:2 htb rate "$rate" ceil "$rate" \
-		burst 1600 cburst 1600 quantum 1514
-	tc -n "$ns" qdisc add dev "$dev" parent 1:2 handle 20: "$@"
+	fn_lanes "$ns" "$dev" "$def" "$rate" "$@"
 	((pct >= 100)) && return 0
 	# A = a random u32; A < PCT% of 2^32: -1, the filter's class (1:2);
 	# else 0, no match (the default, 1:1)
@@ -199,6 +200,27 @@ fn_lane() {
 		bytecode "4,32 0 0 4294963256,53 0 1 $((pct * 42949672)),6 0 0 0,6 0 0 4294967295" flowid 1:2
 }
 fn_unlane() { tc -n "$1" qdisc del dev "$2" root 2>/dev/null || true; }
+# fn_lanes NS DEV DEFAULT RATE LEAF...: fn_lane's qdisc and classes, the
+# class DEFAULT (1 or 2) taking what no filter sends elsewhere.
+fn_lanes() {
+	local ns=$1 dev=$2 def=$3 rate=$4
+	shift 4
+	tc -n "$ns" qdisc replace dev "$dev" root handle 1: htb default "$def"
+	tc -n "$ns" class add dev "$dev" parent 1: classid 1:1 htb rate 10gbit quantum 60000
+	tc -n "$ns" class add dev "$dev" parent 1: classid 1:2 htb rate "$rate" ceil "$rate" \
+		burst 1600 cburst 1600 quantum 1514
+	tc -n "$ns" qdisc add dev "$dev" parent 1:2 handle 20: "$@"
+}
+# fn_drop NS DEV MATCH...: on DEV's egress in NS, the IPv4 packets that
+# the u32 selectors MATCH (words of tc, e.g. match ip dport 2379 0xffff)
+# dropped (a class whose pfifo holds none), the others untouched;
+# fn_unlane NS DEV removes it.
+fn_drop() {
+	local ns=$1 dev=$2
+	shift 2
+	fn_lanes "$ns" "$dev" 1 10gbit pfifo limit 0
+	tc -n "$ns" filter add dev "$dev" parent 1: protocol ip prio 1 u32 "$@" flowid 1:2
+}
 
 # fn_link_lane I PCT RATE LEAF...: fn_lane on both ends of member I's
 # link (so its packets suffer both ways); fn_link_unlane I.
@@ -457,6 +479,20 @@ fn_fault_slow() {
 	fn_link_lane "$FN_T" 100 "$FN_P" pfifo limit 50
 	fn_log start slow "$(fn_name "$FN_T")" "$FN_P"
 	FN_HEAL="fn_link_unlane $FN_T"
+}
+
+fn_fault_clientcut() {
+	fn_target
+	fn_client_cut "$FN_T"
+	fn_log start clientcut "$(fn_name "$FN_T")"
+	FN_HEAL="fn_link_unlane $FN_T"
+}
+# fn_client_cut I: the bridge's namespace (the workload, the harness)
+# cut from member I's client port both ways, its peer port untouched.
+fn_client_cut() {
+	local port=${IT_CL_CPORT[$1]}
+	fn_drop "$FN_BR" "vm$1" match ip src "$FN_NET.1/32" match ip dport "$port" 0xffff &&
+		fn_drop "${FN_NS[$1]}" eth0 match ip dst "$FN_NET.1/32" match ip sport "$port" 0xffff
 }
 
 fn_fault_kill() {

@@ -21,7 +21,7 @@
 #       history, faults.log, the members' logs and data, harness.log
 # Prints one line on stdout, key=value pairs: seed cluster faults
 # duration_s workload, faultload's ops anomalies lost watch_gaps
-# watch_dups double_holders longest_unavail_ms unknown, then
+# watch_dups double_holders longest_unavail_ms unknown failovers, then
 # recovery_ms_median (lib.sh's fn_recovery; -1 when no heal was followed
 # by an acknowledged write through every endpoint), converged (1 when
 # every member answers and all agree on HashKV and revision) and dir.
@@ -213,7 +213,7 @@ fi
 rec=$(fn_recovery "$FN_OUT/faults.log" "$FN_OUT/$FN_WORKLOAD.jsonl")
 
 out="seed=$FN_SEED cluster=$FN_CLUSTER faults=${FN_FAULTS} duration_s=$FN_SECS workload=$FN_WORKLOAD"
-for f in ops anomalies lost watch_gaps watch_dups double_holders longest_unavail_ms unknown; do
+for f in ops anomalies lost watch_gaps watch_dups double_holders longest_unavail_ms unknown failovers; do
 	out+=" $f=$(fn_field "$line" "$f")"
 done
 out+=" recovery_ms_median=$rec converged=$converged dir=$FN_OUT"

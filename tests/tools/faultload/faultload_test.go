@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand"
@@ -1116,5 +1117,33 @@ func TestUsesLockRPC(t *testing.T) {
 		if got != c.want {
 			t.Errorf("share %v of %d clients: %s, want %s", c.share, c.clients, got, c.want)
 		}
+	}
+}
+
+// A client's moves away from its home and between the others are
+// failovers; its way back home is not; watchers never move.
+func TestFailoversCounted(t *testing.T) {
+	var ops []Op
+	for _, ep := range []string{"a", "a", "b", "c", "a", "b", "b"} {
+		ops = append(ops, Op{Client: 0, Ep: ep, Type: typeOK, Call: 1, Ret: 2})
+	}
+	ops = append(ops, Op{Client: 1, Ep: "b", Type: typeOK, Call: 1, Ret: 2},
+		Op{Client: 1, Ep: "b", Type: typeOK, Call: 1, Ret: 2},
+		Op{Client: -1, Ep: "c", Type: typeOK, Final: true})
+	s := summary{}
+	s.countOps(ops)
+	if s.failovers != 3 {
+		t.Fatalf("failovers=%d, want 3", s.failovers)
+	}
+}
+
+// Only the client's own deadline is a timeout: an answer of the member
+// (no leader, a refused connection) is not.
+func TestTimedOut(t *testing.T) {
+	if !timedOut(context.DeadlineExceeded) || !timedOut(status.Error(codes.DeadlineExceeded, "x")) {
+		t.Fatal("a deadline is not a timeout")
+	}
+	if timedOut(status.Error(codes.Unavailable, "x")) || timedOut(errors.New("x")) {
+		t.Fatal("an answer is a timeout")
 	}
 }

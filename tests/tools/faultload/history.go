@@ -237,6 +237,7 @@ type summary struct {
 	doubleHolders                         int
 	unknown                               int
 	longestUnavailMs                      int64
+	failovers                             int
 	details                               []string
 }
 
@@ -246,23 +247,26 @@ func (s *summary) anomaly(format string, a ...interface{}) {
 }
 
 func (s *summary) line() string {
-	return fmt.Sprintf("workload=%s ops=%d ok=%d fail=%d info=%d anomalies=%d lost=%d watch_gaps=%d watch_dups=%d double_holders=%d longest_unavail_ms=%d unknown=%d",
+	return fmt.Sprintf("workload=%s ops=%d ok=%d fail=%d info=%d anomalies=%d lost=%d watch_gaps=%d watch_dups=%d double_holders=%d longest_unavail_ms=%d unknown=%d failovers=%d",
 		s.workload, s.ops, s.ok, s.fail, s.info, s.anomalies, s.lost, s.watchGaps, s.watchDups,
-		s.doubleHolders, s.longestUnavailMs, s.unknown)
+		s.doubleHolders, s.longestUnavailMs, s.unknown, s.failovers)
 }
 
 func (s *summary) clean() bool {
 	return s.anomalies == 0 && s.lost == 0 && s.watchGaps == 0 && s.watchDups == 0 && s.doubleHolders == 0
 }
 
-// countOps fills the counts and longest_unavail_ms: the longest stretch,
+// countOps fills the counts, longest_unavail_ms: the longest stretch,
 // between the first call and the last return of the run's operations
 // (the final reads left out), in which no operation of any client
-// returned ok.
+// returned ok, and failovers: how many times a client's operation went
+// through another member than its previous one and than its first one
+// (its home; the move back home is not counted).
 func (s *summary) countOps(ops []Op) {
 	s.ops = len(ops)
 	var rets []int64
 	first, last := int64(0), int64(0)
+	home, was := map[int]string{}, map[int]string{}
 	for i := range ops {
 		op := &ops[i]
 		switch op.Type {
@@ -276,6 +280,12 @@ func (s *summary) countOps(ops []Op) {
 		if op.Final {
 			continue
 		}
+		if h, seen := home[op.Client]; !seen {
+			home[op.Client] = op.Ep
+		} else if op.Ep != was[op.Client] && op.Ep != h {
+			s.failovers++
+		}
+		was[op.Client] = op.Ep
 		if first == 0 || op.Call < first {
 			first = op.Call
 		}

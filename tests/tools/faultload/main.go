@@ -10,14 +10,17 @@
 //	          -seed N -duration 30s -out DIR [-clients 8] [-keys 4] [-timeout 2s]
 //	faultload -check DIR [-workload W]
 //
-// Each client is pinned to one endpoint (client i to endpoint i mod n).
+// Each client is pinned to one endpoint (client i to endpoint i mod n),
+// its home: after 2 timeouts in a row it fails over to the next endpoint,
+// and 3 s later tries its home again (worker.go); each operation's ep
+// says which member it went through.
 // The history goes to DIR/<workload>.jsonl as it is made; SIGTERM or
 // SIGINT ends the run early, and what was recorded is still checked.
 // The second form checks a saved history again. Both print one summary
 // line on stdout, key=value pairs (summary.line: workload, ops, ok,
 // fail, info, anomalies, lost, watch_gaps, watch_dups, double_holders,
-// longest_unavail_ms, unknown), which tests/fault/run.sh reads, and
-// write the details of every anomaly to DIR/<workload>.anomalies.
+// longest_unavail_ms, unknown, failovers), which tests/fault/run.sh
+// reads, and write the details of every anomaly to DIR/<workload>.anomalies.
 // Exit status: 0 clean, 1 anomaly, 2 usage or setup error (no endpoint
 // ever answered, a history that cannot be read).
 //
@@ -79,9 +82,6 @@ type config struct {
 	finalWait    time.Duration
 	prefix       string
 }
-
-// endpoint is the member client c is pinned to.
-func (c *config) endpoint(client int) string { return c.endpoints[client%len(c.endpoints)] }
 
 var workloads = map[string]func(context.Context, *config, *recorder){
 	"register": runRegister,

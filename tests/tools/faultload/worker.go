@@ -2,25 +2,97 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/clientv3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// worker is one client of a workload: pinned to one member, with a
-// connection and a random source of its own, and its current proc
-// number (a new one after each indeterminate outcome).
+// worker is one client of a workload: pinned to one member (its home),
+// with a random source of its own and its current proc number (a new one
+// after each indeterminate outcome). It fails over as a client of a
+// member it cannot reach does: after failoverAfter timeouts in a row it
+// talks to the next member (ep, cli), and failoverBack after that it
+// tries its home again (so it comes back once its home answers). Other
+// errors (a refusal, no leader) keep it where it is.
 type worker struct {
-	id   int
-	ep   string
-	cli  *clientv3.Client
-	rng  *rand.Rand
-	proc int
-	cfg  *config
-	rec  *recorder
+	id       int
+	home, at int // the members' indexes in cfg.endpoints
+	ep       string
+	cli      *clientv3.Client
+	clis     []*clientv3.Client // a connection per member, dialled when first used
+	timeouts int                // in a row, at the current member
+	away     time.Time          // when it last moved
+	rng      *rand.Rand
+	proc     int
+	cfg      *config
+	rec      *recorder
+}
+
+const (
+	failoverAfter = 2
+	failoverBack  = 3 * time.Second
+)
+
+// use makes member i the worker's current one, dialling it if needed;
+// false (the worker staying where it was) when it cannot be dialled.
+func (w *worker) use(i int) bool {
+	if w.clis[i] == nil {
+		cli, err := dial(w.cfg.endpoints[i])
+		if err != nil {
+			logf("client %d: %v", w.id, err)
+			return false
+		}
+		w.clis[i] = cli
+	}
+	w.at, w.ep, w.cli = i, w.cfg.endpoints[i], w.clis[i]
+	w.timeouts, w.away = 0, time.Now()
+	return true
+}
+
+// steer counts an operation's timeout, and after failoverAfter in a row
+// moves the worker on to the next member.
+func (w *worker) steer(err error) {
+	if err == nil {
+		w.timeouts = 0
+		return
+	}
+	if !timedOut(err) || len(w.clis) < 2 {
+		return
+	}
+	if w.timeouts++; w.timeouts >= failoverAfter {
+		next := (w.at + 1) % len(w.clis)
+		if w.use(next) {
+			logf("client %d: %d timeouts in a row: fails over to %s", w.id, failoverAfter, w.ep)
+		}
+	}
+}
+
+// steerHome moves the worker back to its home member once its time away
+// is over.
+func (w *worker) steerHome() {
+	if w.at != w.home && time.Since(w.away) >= failoverBack {
+		w.use(w.home)
+	}
+}
+
+// timedOut reports whether err is the client's own deadline passing (no
+// answer in time), not an answer of the member.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
+}
+
+func (w *worker) close() {
+	for _, cli := range w.clis {
+		if cli != nil {
+			cli.Close()
+		}
+	}
 }
 
 // runWorkers runs body on each of the -clients workers at once and waits
@@ -31,15 +103,13 @@ func runWorkers(ctx context.Context, cfg *config, rec *recorder, body func(conte
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			ep := cfg.endpoint(c)
-			cli, err := dial(ep)
-			if err != nil {
-				logf("client %d: %v", c, err)
+			w := &worker{id: c, home: c % len(cfg.endpoints), clis: make([]*clientv3.Client, len(cfg.endpoints)),
+				proc: c, cfg: cfg, rec: rec, rng: rand.New(rand.NewSource(cfg.seed*7919 + int64(c)))}
+			defer w.close()
+			if !w.use(w.home) {
 				return
 			}
-			defer cli.Close()
-			body(ctx, &worker{id: c, ep: ep, cli: cli, proc: c, cfg: cfg, rec: rec,
-				rng: rand.New(rand.NewSource(cfg.seed*7919 + int64(c)))})
+			body(ctx, w)
 		}(c)
 	}
 	wg.Wait()
@@ -68,12 +138,14 @@ func (w *worker) do(op *Op, call func(context.Context) error) error {
 // waits errorPause: a member that refuses at once (no leader) would
 // otherwise be asked, and the history grow, thousands of times a second.
 func (w *worker) doWithin(d time.Duration, op *Op, call func(context.Context) error) error {
+	w.steerHome()
 	op.Proc, op.Client, op.Ep = w.proc, w.id, w.ep
 	err := timed(d, op, call)
 	w.rec.add(*op)
 	if op.Type == typeInfo {
 		w.proc += w.cfg.clients
 	}
+	w.steer(err)
 	if err != nil {
 		time.Sleep(errorPause)
 	}
