@@ -12,7 +12,11 @@
 #                       workload run here
 #   namespace FN_NS[I]  member I: eth0 at $FN_NET.(11+I), the other end
 #                       of the veth (vm<I>) in the bridge
-# Nemeses (kinds, as faults.log names them):
+# Nemeses (kinds, as faults.log names them). This is where the kinds
+# are listed and described, by group; the groups' lists are the
+# FN_KINDS_* below (run.sh's -f takes kinds and groups, and -h prints
+# the groups), and README.md and docs/design.md cite this list.
+# Network (the group net, FN_KINDS_NET):
 #   isolate      a member (the leader 2 times in 3) cut from the other two,
 #                both ways; targets "mI | mJ mK"
 #   split        the same with the member drawn evenly (a minority of one)
@@ -31,12 +35,14 @@
 #                ways, its peers untouched: the member stays in the
 #                cluster, its clients time out and fail over (faultload's
 #                worker.go); targets "mI"
+# Processes (the group proc, FN_KINDS_PROC):
 #   kill         SIGKILL of a whole member, restarted on its data dir
 #   pause        SIGSTOP of a whole member, then SIGCONT
 #   kill-daemon  SIGKILL of one of a cetcd member's daemons (raftd,
 #                stored, gatewayd-N); the launcher restarts it, the stop
 #                line is logged once it runs again
 #   pause-daemon SIGSTOP of one daemon, then SIGCONT
+# In the group all (FN_KINDS_ALL: net, proc and these two):
 #   disk         the next fdatasync of a cetcd member's WAL or db (which
 #                one is drawn per member at start) fails with EIO, through
 #                the disk I/O layer's test fault backend
@@ -48,8 +54,8 @@
 #                (tests/tools/clockstep, preloaded: libfaketime cannot
 #                start in a program linked with jemalloc); targets
 #                "mI +Ns"
-# Storage (the group "storage"; cetcd members run with the backend's
-# items for them from the start: fn_cluster_init):
+# Storage (the group storage, FN_KINDS_STORAGE; cetcd members run with
+# the backend's items for them from the start: fn_cluster_init):
 #   slowdisk     every write call of a cetcd member's WAL and db waits
 #                N ms (N drawn per member at start: 5, 20, 100 or 300),
 #                through the same backend (delay=, while a trigger file
@@ -74,7 +80,8 @@
 #                the last sync lost, or random, each kept, lost or
 #                torn); healed by starting it again; targets
 #                "mI... drop|random"
-# Membership (the group "member"; each heals to three voters again):
+# Membership (the group member, FN_KINDS_MEMBER; each heals to three
+# voters again; replace only in a mixed cluster):
 #   move-leader  leadership moved (etcdctl move-leader, asked of the
 #                leader) to one of the other two, drawn; targets
 #                "mI -> mJ"; the stop is logged once it answered
@@ -101,16 +108,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
 
 FN_NET=10.77.0
 FN_CLOCKSTEP=$IT_BUILD/tests/libclockstep.so
+# the groups (the header above describes each kind)
 FN_KINDS_NET="isolate split bridge oneway loss reorder slow clientcut"
 FN_KINDS_PROC="kill pause kill-daemon pause-daemon"
 FN_KINDS_ALL="$FN_KINDS_NET $FN_KINDS_PROC disk clock"
 FN_KINDS_STORAGE="slowdisk full crash"
+FN_KINDS_MEMBER="move-leader remove-readd replace"
 FN_CRASHREVERT=$IT_BUILD/tests/crashrevert
 # each member's data dir when the kind full runs: two preallocated 64 MB
 # WAL segments (the tail and the next, as etcd and cetcd both keep) and
 # room for the db
 FN_FULL_SIZE=192m
-FN_KINDS_MEMBER="move-leader remove-readd replace"
 
 # ------------------------------------------------------------ randomness
 # Every choice the harness makes comes from bash's RANDOM, seeded once

@@ -13,9 +13,10 @@
 #       4/5 of it (5 s before the end at least)
 #   -s  the seed of every random choice of the harness, and faultload's;
 #       a fresh one when not given (printed on stderr first)
-#   -f  fault kinds (lib.sh's names), or the groups net, proc, all
-#       (default: every kind but the membership and storage ones),
-#       member, storage (slowdisk, full, crash), or none
+#   -f  fault kinds, or the groups net, proc, all (default: every kind
+#       but the membership and storage ones), member, storage, or none
+#       (lib.sh's header describes each kind by group; -h prints the
+#       groups)
 #   -w  faultload's workload (default register)
 #   -o  the run's directory (default a new /tmp/cetcd-fault.XXXXXX): the
 #       history, faults.log, the members' logs and data, harness.log
@@ -41,6 +42,8 @@ FN_SECS=60 FN_FAULTS=all FN_CLUSTER=cetcd FN_WORKLOAD=register
 FN_SEED=${FN_INSIDE:+$FN_SEED} FN_OUT=${FN_INSIDE:+$FN_OUT}
 usage() {
 	sed -n '/^# usage:/,/^# FAULTLOAD/p' "$0" | sed 's/^# \{0,1\}//' >&2
+	printf 'the groups of -f (lib.sh):\n  net: %s\n  proc: %s\n  all: %s\n  member: %s\n  storage: %s\n' \
+		"$FN_KINDS_NET" "$FN_KINDS_PROC" "$FN_KINDS_ALL" "$FN_KINDS_MEMBER" "$FN_KINDS_STORAGE" >&2
 	exit 2
 }
 while getopts "t:s:f:c:w:o:h" o; do
