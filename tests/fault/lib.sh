@@ -59,7 +59,9 @@
 #   slowdisk     every write call of a cetcd member's WAL and db waits
 #                N ms (N drawn per member at start: 5, 20, 100 or 300),
 #                through the same backend (delay=, while a trigger file
-#                exists); targets "mI Nms"
+#                exists); targets "mI Nms"; the heal checks on the
+#                member's WAL fsync histogram that its syncs were slow
+#                meanwhile (fn_slowdisk_heal)
 #   full         a member's data dir (a tmpfs of its own, FN_FULL_SIZE,
 #                in the run's private mount namespace) filled to the
 #                last byte by a filler file, so that its db meets ENOSPC
@@ -628,8 +630,44 @@ fn_disk_heal() {
 }
 
 fn_fault_slowdisk() {
+	local at
 	fn_arm slowdisk FN_SLOW ms || return 0
-	FN_HEAL="rm -f $IT_TMP/$(fn_name "$FN_T").slowdisk"
+	at=$(fn_wal_syncs "$FN_T") || at=
+	FN_HEAL="fn_slowdisk_heal $FN_T '$at'"
+}
+# fn_slowdisk_heal I AT: member I's slow disk disarmed, once its WAL's
+# syncs since it was armed (AT: fn_wal_syncs then) are shown slow: their
+# mean, on the WAL fsync histogram of its /metrics, under half the delay
+# breaks the run (the backend's delay did not reach the WAL). No sync
+# meanwhile, or metrics that cannot be read, are only said.
+fn_slowdisk_heal() {
+	local i=$1 now
+	now=$(fn_wal_syncs "$i") || now=
+	rm -f "$IT_TMP/$(fn_name "$i").slowdisk"
+	if [[ -z $2 || -z $now ]]; then
+		echo "  ($(fn_name "$i")'s WAL fsync histogram could not be read)"
+		return 0
+	fi
+	# shellcheck disable=SC2086 # "SUM COUNT" twice
+	set -- $2 $now "${FN_SLOW[i]}"
+	awk -v name="$(fn_name "$i")" -v s0="$1" -v c0="$2" -v s1="$3" -v c1="$4" -v d="$5" 'BEGIN {
+		n = c1 - c0
+		if (n <= 0) { printf "  (no WAL sync of %s while its disk was slow)\n", name; exit 0 }
+		m = (s1 - s0) * 1000 / n
+		printf "  (%s: %d WAL syncs while its disk was slow, %.1f ms each on average, delay %d ms)\n", name, n, m, d
+		exit m < d / 2
+	}' && return 0
+	echo "  FAIL: $(fn_name "$i")'s WAL syncs were not slowed by its slow disk"
+	FN_BROKEN+="${FN_BROKEN:+,}slowdisk-not-slow"
+}
+# fn_wal_syncs I: "SUM COUNT" of member I's WAL fsync histogram
+# (etcd_disk_wal_fsync_duration_seconds on its /metrics); 1 when it
+# cannot be read.
+fn_wal_syncs() {
+	curl -sf --max-time 2 "http://$(it_cl_ep "$1")/metrics" 2>/dev/null |
+		awk '$1 == "etcd_disk_wal_fsync_duration_seconds_sum" { s = $2 }
+			$1 == "etcd_disk_wal_fsync_duration_seconds_count" { c = $2 }
+			END { if (s == "" || c == "") exit 1; print s, c }'
 }
 
 # fn_filler I: the file that fills member I's data dir (full).
