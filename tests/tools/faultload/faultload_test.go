@@ -842,6 +842,7 @@ func TestRegisterSearchSteps(t *testing.T) {
 // A committed txn the final read does not show is lost; an indeterminate
 // one is not, whether or not the final read shows it.
 func TestTxnLostCounted(t *testing.T) {
+	tried := 0
 	for seed := int64(1); seed <= 20; seed++ {
 		ops := simTxn(seed, 5, 3, 100)
 		f := &ops[len(ops)-1]
@@ -859,9 +860,13 @@ func TestTxnLostCounted(t *testing.T) {
 		if !mutated {
 			continue
 		}
+		tried++
 		if s := checkAs("txn", ops); s.lost != 1 || s.anomalies == 0 {
 			t.Fatalf("seed %d: a lost txn is not counted once: %s\n%s", seed, s.line(), strings.Join(s.details, "\n"))
 		}
+	}
+	if tried < 10 {
+		t.Fatalf("only %d of 20 histories had a committed txn the final read shows", tried)
 	}
 	write := func(v string) []KV { return []KV{{Key: "a", Value: v, Found: true}} }
 	base := []Op{
