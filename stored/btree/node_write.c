@@ -236,7 +236,8 @@ void bt_node_write(const struct bt_node *n, uint8_t *page, uint64_t id, uint32_t
 
 /* Where the piece of n that starts at element `start` ends so that it
  * fills threshold bytes, keeping at least NODE_MIN_KEYS_PER_PAGE elements
- * in it and min_after after it. */
+ * in it and more than min_after after it (min_after + 1 at least, as
+ * bbolt's splitIndex leaves minKeysPerPage + 1). */
 static uint32_t node_split_index(const struct bt_node *n, uint32_t start, size_t threshold,
 				 uint32_t min_after)
 {
@@ -307,10 +308,13 @@ static uint32_t node_piece_end(const struct bt_node *n, uint32_t start, size_t p
 		 * it. A leaf piece spans as many whole pages as the rest (at
 		 * most append_elems of it) fills, up to append_pages, so that
 		 * only its last page's tail stays unused
-		 * (btree_bucket_set_append_pages); and it may leave a single
-		 * element after it, which the next appends join, where two
-		 * would cut a page of a trickle of appends two elements short
-		 * each time (0.80 full for 324-byte elements, 0.95 now). */
+		 * (btree_bucket_set_append_pages); and it leaves as few as two
+		 * elements after it (min_after 1), which the next appends
+		 * join, where three (min_after 2, bbolt's) would cut a page of
+		 * a trickle of appends two elements short each time: 324-byte
+		 * elements (12 fill a page, 0.95) appended 5 a txn make pages
+		 * of 10, 0.80 full, where here they hold 11 (cut from 13) or
+		 * 12, 0.93 (test_btree_fill). */
 		size_t pages = 1;
 		if (n->leaf && b->append_pages > 1)
 			pages = node_size_upto(n, start, (size_t)b->append_pages * page_size,
