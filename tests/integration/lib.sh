@@ -44,9 +44,10 @@
 #   it_parts PART...        the test's independent parts, run at once
 #   check / ok / fail / it_summary   counted assertions
 # Every process started here is registered and, at exit, killed by pid,
-# and only while it still runs a command line naming this test's dirs
-# (pids get reused). Run on its own (it sits in the folder the tests are
-# collected from), it checks its own functions.
+# and only while it still runs a command line naming this test's dirs or
+# is one of its parts (it_parts) or started by one (pids get reused). Run
+# on its own (it sits in the folder the tests are collected from), it
+# checks its own functions.
 set -euo pipefail
 export ETCDCTL_API=3
 
@@ -57,6 +58,7 @@ IT_BIN=${CETCD_BIN:-$IT_BUILD/bin}
 it_checks=0
 it_failures=0
 it_pids=()
+it_part_pids=() # it_parts's, in it_pids too
 it_on_exit=()
 
 ok() {
@@ -180,16 +182,19 @@ it_until() {
 # Waits up to $2 ms for process $1 to be gone.
 it_wait_gone() { it_until "$2" it_gone "$1"; }
 
-# Whether process $1 still runs a command line naming this test's dirs.
-# (never true while either dir is unset: an empty pattern matches every
-# process of the machine)
+# Whether process $1 still runs a command line naming this test's dirs,
+# or, once the test ran parts (it_parts), has IT_PART_OF=IT_TMP in its
+# environment: a part, or a process it started. (never true while either
+# dir is unset: an empty pattern matches every process of the machine)
 it_ours() {
 	[[ -n ${IT_TMP:-} && -n ${IT_RT:-} ]] || return 1
-	{ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -qF -e "$IT_TMP" -e "$IT_RT"
+	{ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -qF -e "$IT_TMP" -e "$IT_RT" && return 0
+	((${#it_part_pids[@]})) &&
+		{ tr '\0' '\n' <"/proc/$1/environ"; } 2>/dev/null | grep -qxF "IT_PART_OF=$IT_TMP"
 }
 
 it_cleanup() {
-	local rc=$? p c
+	local rc=$? p c ms
 	it_stopped_early "$rc"
 	for c in "${it_on_exit[@]}"; do
 		eval "$c" || true
@@ -202,7 +207,11 @@ it_cleanup() {
 		fi
 	done
 	for p in "${it_pids[@]}"; do
-		if it_ours "$p" && ! it_wait_gone "$p" 5000; then
+		# a part stops what it started, then looks through every
+		# process for its own, which takes seconds on a busy machine
+		ms=5000
+		[[ " ${it_part_pids[*]} " != *" $p "* ]] || ms=60000
+		if it_ours "$p" && ! it_wait_gone "$p" "$ms"; then
 			kill -9 "$p" 2>/dev/null || true
 		fi
 	done
@@ -248,13 +257,19 @@ it_stopped_early() {
 # exits other than 0 with no failed check counted (one stopped before its
 # summary) fails here too. For parts that are independent of each other and spend their
 # time waiting (lease TTLs, elections), so that they need not wait in turn.
+# The parts are this test's processes (it_ours: their environment names
+# its dir, and that of whatever they start): a test that ends before
+# them (a signal, a failure) stops them at exit, and their cleanup what
+# they started.
 it_parts() {
 	local part k rc line n m
 	local -a pids=()
 	for part in "$@"; do
 		# shellcheck disable=SC2086 # the part's words
-		bash "$0" $part >"$IT_TMP/part.${#pids[@]}.out" 2>&1 &
+		IT_PART_OF=$IT_TMP bash "$0" $part >"$IT_TMP/part.${#pids[@]}.out" 2>&1 &
 		pids+=($!)
+		it_part_pids+=($!)
+		it_track "$!"
 	done
 	for k in "${!pids[@]}"; do
 		rc=0
@@ -1292,14 +1307,20 @@ EOF
 		stops function 1 "at stops.sh:4 in inner, called from outer:5 main:7"
 	check "a skip or a summary says nothing more" \
 		eval 'stops skip 77 SKIP && ! stops skip 77 stopped && stops pass 0 "1 checks, 0 failed" && ! stops pass 0 stopped'
-	# it_parts: a stand-in test whose parts pass, fail a check or stop
-	# before their summary
+	# it_parts: a stand-in test whose parts pass, fail a check, stop
+	# before their summary or wait, a process of theirs running
 	cat >"$IT_TMP/parts.sh" <<EOF
 source "${BASH_SOURCE[0]}"
 if ((\$#)); then
 	it_init lib-part
 	check "part \$1 ran" test "\$1" != bad
 	[[ \$1 != stops ]] || false
+	if [[ \$1 == waits ]]; then
+		bash -c 'sleep 300; :' part-child "\$IT_TMP" &
+		it_track \$!
+		echo "\$\$ \$! \$IT_TMP" >"$IT_TMP/waits.pids"
+		wait
+	fi
 	it_summary
 	exit
 fi
@@ -1320,5 +1341,19 @@ EOF
 	check "it_parts: a part's failed check fails the test" parts 1 "3 checks, 1 failed" a bad c
 	check "it_parts: a part stopped before its summary fails the test" \
 		parts 1 "2 checks, 1 failed" a stops
+	# parts_stopped: the stand-in stopped (SIGTERM) while its part waits;
+	# the part, the process it started and the part's dir (its own
+	# cleanup ran) are gone then
+	parts_stopped() {
+		local top part child dir
+		PARTS=waits bash "$IT_TMP/parts.sh" >"$IT_TMP/waits.out" 2>&1 &
+		top=$!
+		it_until 60000 test -s "$IT_TMP/waits.pids" || return 1
+		read -r part child dir <"$IT_TMP/waits.pids"
+		kill -TERM "$top"
+		wait "$top" || true
+		it_wait_gone "$part" 20000 && it_wait_gone "$child" 20000 && [[ -n $dir && ! -e $dir ]]
+	}
+	check "it_parts: a test stopped while a part runs stops the part, which stops what it started" parts_stopped
 	it_summary
 fi
