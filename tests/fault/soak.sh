@@ -71,8 +71,9 @@
 # wall clock steps (isolate, split, bridge, oneway, loss, reorder,
 # slow, pause, pause-daemon, clock); every process then lives the whole
 # run, and a second pid for a member's daemon is a crash, reported as
-# "restarted", not flat. With kinds that restart (kill, kill-daemon,
-# disk, remove-readd, replace, or the groups proc, all, member)
+# "restarted", not flat. With kinds that restart a process (kill,
+# kill-daemon, disk, full, crash, remove-readd, replace, or the groups
+# proc, all, storage, member: tests/fault/lib.sh says what each does)
 # restarts are expected and only long-lived processes are judged.
 # Prints a line for each series that breaks the rule (and each restart
 # or daemon not judged), writes every series' level, min and max to
@@ -84,7 +85,9 @@
 set -euo pipefail
 SOAK_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SOAK_QUIET_KINDS=isolate,split,bridge,oneway,loss,reorder,slow,pause,pause-daemon,clock
-SOAK_RESTART_KINDS="kill kill-daemon disk remove-readd replace proc all member"
+# the kinds that restart a process (a member, a daemon) and the groups
+# that hold one
+SOAK_RESTART_KINDS="kill kill-daemon disk full crash remove-readd replace proc all storage member"
 
 soak_usage() {
 	sed -n '/^# usage:/,/^#       with another -l/p' "$0" | sed 's/^# \{0,1\}//' >&2

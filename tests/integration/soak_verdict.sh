@@ -86,6 +86,9 @@ judged fds6 1 '^not flat: m0 gatewayd-0 fds pid [0-9]+: level 21 .*, 27 at '
 judged shrink 1 '^not flat: m2 cetcd tmpfs_kb .*\(-[45][0-9]\.[0-9]%'
 judged restart 1 '^restarted: m2 raftd: pids [0-9]+ [0-9]+ '
 judged restart 0 '^flat=1$' -f isolate,kill
+judged restart 0 '^flat=1$' -f slowdisk,crash
+judged restart 0 '^flat=1$' -f storage
+judged restart 1 '^restarted: m2 raftd: ' -f slowdisk,move-leader
 judged hidden 1 '^not judged: m0 stored: no process of it has a level' -f all
 # the level taken elsewhere: at 20 minutes the leak is still seen
 judged leak 1 '^not flat: m1 stored rss_kb .*at 1200-2400 s of age' -l 1200
