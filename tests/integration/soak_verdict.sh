@@ -8,8 +8,9 @@
 # gateway with 6 more descriptors, a region that shrinks by half, a
 # daemon that restarts under faults that restart nothing, and a leak
 # hidden by restarts every 4 minutes under faults that do, each fail,
-# naming the series. No process is started.
+# naming the series. No process is started. Exits 77 without python3.
 source "$(dirname "$0")/lib.sh"
+it_need_program python3 "to craft the samples, and soak.sh's verdict"
 it_init soak_verdict
 SOAK=$IT_SRC/tests/fault/soak.sh
 
