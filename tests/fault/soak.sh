@@ -47,41 +47,44 @@
 # stops when the workload's -t seconds are over, so the quiet end (final
 # reads, checks, shutdown) is no part of it.
 #
-# The verdict. A series is one metric of one process (member, daemon,
-# pid), cut into windows of L seconds of the process's age (L = -l, 300:
-# five minutes; age from /proc/PID/stat). A window's level is the 90th
-# percentile of its samples: what the process holds at the top of its
-# cycles. The series' level is its second window's (300 to 600 s old:
-# after the first five minutes); each later window's level must lie
-# within max(10% of it, a floor), above or below. Windows, not single
-# samples, and their tops, not their medians: raftd's memory is a
-# sawtooth of a minute or two (its in-memory log until the next
-# snapshot, --snapshot-count entries) and the region's rings give their
-# pages back a second after a burst, so a sample, and a window's median
-# with it, may lie tens of per cent off a level that does not move,
-# while the tops of the cycles stay put and a leak lifts them. The floors keep
+# The verdict (stated here alone: docs/design.md and
+# tests/integration/soak_verdict.sh refer to it). A series is one metric
+# of one process (member, daemon, pid): rss_kb, pss_kb, anon_kb, fds or
+# tmpfs_kb (file_kb and shmem_kb are recorded, not judged), cut into
+# windows of L seconds of the process's age (L = -l, 300: five minutes;
+# age from /proc/PID/stat). A window's level is the 90th percentile of
+# its samples: what the process holds at the top of its cycles. The
+# series' level is its second window's (300 to 600 s old: after the
+# first five minutes); each later window's level must lie within max(10%
+# of it, a floor), above or below. Windows, not single samples, and
+# their tops, not their medians: raftd's memory is a sawtooth of a
+# minute or two (its in-memory log until the next snapshot,
+# --snapshot-count entries) and the region's rings give their pages back
+# a second after a burst, so a sample, and a window's median with it,
+# may lie tens of per cent off a level that does not move, while the
+# tops of the cycles stay put and a leak lifts them. The floors keep
 # small series from failing on a step of one: 5 descriptors (20 open
-# then 23 passes, 26 does not), 1024 kB of RSS, PSS or tmpfs. A window
-# counts with 3 samples. A restart gives a new pid and a new series,
-# whose own age starts again, so a leak that restarts would hide behind
-# them: a member's daemon none of whose processes lived into its third
-# window (2L seconds) is "not judged", which is not flat. By default the
-# soak draws only fault kinds that restart no process: partitions,
-# loss, reordering, a slow link, SIGSTOP of a member or of a daemon,
-# wall clock steps (isolate, split, bridge, oneway, loss, reorder,
-# slow, pause, pause-daemon, clock); every process then lives the whole
-# run, and a second pid for a member's daemon is a crash, reported as
-# "restarted", not flat. With kinds that restart a process (kill,
-# kill-daemon, disk, full, crash, remove-readd, replace, or the groups
-# proc, all, storage, member: tests/fault/lib.sh says what each does)
-# restarts are expected and only long-lived processes are judged.
+# then 23 passes, 26 does not), 1024 kB of RSS, PSS, anon or tmpfs. A
+# window counts with 3 samples. A restart gives a new pid and a new
+# series, whose own age starts again, so a leak that restarts would hide
+# behind them: a member's daemon none of whose processes lived into its
+# third window (2L seconds) is "not judged", which is not flat. By
+# default the soak draws only fault kinds that restart no process:
+# partitions, loss, reordering, a slow link, SIGSTOP of a member or of a
+# daemon, wall clock steps (isolate, split, bridge, oneway, loss,
+# reorder, slow, pause, pause-daemon, clock); every process then lives
+# the whole run, and a second pid for a member's daemon is a crash,
+# reported as "restarted", not flat. With kinds that restart a process
+# (kill, kill-daemon, disk, full, crash, remove-readd, replace, or the
+# groups proc, all, storage, member: tests/fault/lib.sh says what each
+# does) restarts are expected and only long-lived processes are judged.
 # Prints a line for each series that breaks the rule (and each restart
 # or daemon not judged), writes every series' level, min and max to
-# DIR/soak.levels (with the level of the window farthest from it),
-# then one line on stdout: run.sh's, with flat=1|0
-# added. Exit status: run.sh's when it is not 0 (an anomaly, a member
-# that did not come back, a setup error), else 1 when not flat, else 0.
-# -j prints the same verdict and flat=1|0, and exits 1 when not flat.
+# DIR/soak.levels (with the level of the window farthest from it), then
+# one line on stdout: run.sh's, with flat=1|0 added. Exit status:
+# run.sh's when it is not 0 (an anomaly, a member that did not come
+# back, a setup error), else 1 when not flat, else 0. -j prints the same
+# verdict and flat=1|0, and exits 1 when not flat.
 set -euo pipefail
 SOAK_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SOAK_QUIET_KINDS=isolate,split,bridge,oneway,loss,reorder,slow,pause,pause-daemon,clock

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The soak's verdict (tests/fault/soak.sh -j) on crafted samples of an
-# hour of a 3-member cetcd cluster (every 15 s; each process's memory,
-# descriptors and region wobbling by a few per cent, raftd's memory a
-# sawtooth of 2 minutes between half and one and a half of its level,
-# a lone sample at three times it): flat ones pass, also with 3 more
-# descriptors than 20; a stored whose RSS grows by 1% a minute, a
-# gateway with 6 more descriptors, a region that shrinks by half, a
-# daemon that restarts under faults that restart nothing, and a leak
-# hidden by restarts every 4 minutes under faults that do, each fail,
-# naming the series. No process is started. Exits 77 without python3.
+# The soak's verdict (tests/fault/soak.sh -j; its header states the
+# rule) on crafted samples of an hour of a 3-member cetcd cluster (every
+# 15 s; each process's memory, descriptors and region wobbling by a few
+# per cent, raftd's memory a sawtooth of 2 minutes between half and one
+# and a half of its level, a lone sample at three times it): flat ones
+# pass, also with 3 more descriptors than 20; a stored whose RSS grows
+# by 1% a minute, a gateway with 6 more descriptors, a region that
+# shrinks by half, a daemon that restarts under faults that restart
+# nothing (slowdisk, move-leader among them: under kill, crash or the
+# group storage it passes), and a leak hidden by restarts every 4
+# minutes under faults that do, each fail, naming the series. No process
+# is started. Exits 77 without python3.
 source "$(dirname "$0")/lib.sh"
 it_need_program python3 "to craft the samples, and soak.sh's verdict"
 it_init soak_verdict
