@@ -87,6 +87,8 @@
 # verdict and flat=1|0, and exits 1 when not flat.
 set -euo pipefail
 SOAK_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# (for it_fresh_seed)
+source "$SOAK_HERE/../integration/lib.sh"
 SOAK_QUIET_KINDS=isolate,split,bridge,oneway,loss,reorder,slow,pause,pause-daemon,clock
 # the kinds that restart a process (a member, a daemon) and the groups
 # that hold one
@@ -362,7 +364,7 @@ main() {
 	fi
 	((3 * level <= secs)) || { echo "-l $level: a process is judged on 3 windows of $level s, more than -t $secs" >&2; exit 2; }
 
-	[[ -n $seed ]] || seed=$(($(od -An -N4 -tu4 /dev/urandom) % 2147483648))
+	[[ -n $seed ]] || seed=$(it_fresh_seed)
 	if [[ -z $dir ]]; then
 		dir=$(mktemp -d /tmp/cetcd-soak.XXXXXX)
 	else

@@ -54,7 +54,6 @@ fault_run() {
 	tail -n 15 "$dir/harness.log" 2>/dev/null | sed 's/^/    /'
 }
 
-fresh() { od -An -N4 -tu4 /dev/urandom | awk '{ print $1 % 2147483648 }'; }
 # faults SEED: FAULTS, the kinds a fresh run with SEED draws from
 faults() {
 	FAULTS=all
@@ -64,7 +63,7 @@ workloads=(register txn watch lock lease)
 # one_run CLUSTER: a run with a fresh seed on CLUSTER (cetcd or mixed)
 one_run() {
 	local seed w
-	seed=$(fresh)
+	seed=$(it_fresh_seed)
 	w=${workloads[seed % ${#workloads[@]}]}
 	faults "$seed"
 	echo "# $1, seed $seed, $w, $FAULTS"

@@ -88,6 +88,10 @@ it_skip() {
 	exit 77
 }
 it_now_ms() { date +%s%3N; }
+# it_fresh_seed: a fresh seed for tests/fault/run.sh's -s (soak.sh's
+# when given none, fault_short.sh's runs), from /dev/urandom and below
+# 2^31, as run.sh draws its own.
+it_fresh_seed() { echo $(($(od -An -N4 -tu4 /dev/urandom) % 2147483648)); }
 
 # ------------------------------------------------------------ requirements
 # it_need_program NAME [WHY]: exit 77 unless NAME is on the PATH; WHY says
@@ -1200,6 +1204,8 @@ EOF
 	sleep 0.2 &
 	p=$!
 	check "it_wait_gone sees a process end" it_wait_gone "$p" 5000
+	check "it_fresh_seed prints a number below 2^31" eval '[[ $(it_fresh_seed) =~ ^[0-9]+$ ]] &&
+		(($(it_fresh_seed) < 2147483648))'
 	# (the cleanup kills every process it_ours names, so an unset dir must
 	# name none, this shell included)
 	bash -c 'sleep 10; :' ours "$IT_TMP" &
