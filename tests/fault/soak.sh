@@ -70,26 +70,27 @@
 # behind them: a member's daemon none of whose processes lived into its
 # third window (2L seconds) is "not judged", which is not flat. By
 # default the soak draws only fault kinds that restart no process:
-# partitions, loss, reordering, a slow link, SIGSTOP of a member or of a
-# daemon, wall clock steps (isolate, split, bridge, oneway, loss,
-# reorder, slow, pause, pause-daemon, clock); every process then lives
-# the whole run, and a second pid for a member's daemon is a crash,
-# reported as "restarted", not flat. With kinds that restart a process
-# (kill, kill-daemon, disk, full, crash, remove-readd, replace, or the
-# groups proc, all, storage, member: tests/fault/lib.sh says what each
-# does) restarts are expected and only long-lived processes are judged.
-# Prints a line for each series that breaks the rule (and each restart
-# or daemon not judged), writes every series' level, min and max to
-# DIR/soak.levels (with the level of the window farthest from it), then
-# one line on stdout: run.sh's, with flat=1|0 added. Exit status:
-# run.sh's when it is not 0 (an anomaly, a member that did not come
-# back, a setup error), else 1 when not flat, else 0. -j prints the same
-# verdict and flat=1|0, and exits 1 when not flat.
+# partitions, loss, reordering, a slow link, a client port cut, SIGSTOP
+# of a member or of a daemon, wall clock steps (isolate, split, bridge,
+# oneway, loss, reorder, slow, clientcut, pause, pause-daemon, clock);
+# every process then lives the whole run, and a second pid for a
+# member's daemon is a crash, reported as "restarted", not flat. With
+# kinds that restart a process (kill, kill-daemon, disk, full, crash,
+# remove-readd, replace, or the groups proc, all, storage, member:
+# tests/fault/lib.sh says what each does) restarts are expected and only
+# long-lived processes are judged. Prints a line for each series that
+# breaks the rule (and each restart or daemon not judged), writes every
+# series' level, min and max to DIR/soak.levels (with the level of the
+# window farthest from it), then one line on stdout: run.sh's, with
+# flat=1|0 added. Exit status: run.sh's when it is not 0 (an anomaly, a
+# member that did not come back, a setup error), else 1 when not flat,
+# else 0. -j prints the same verdict and flat=1|0, and exits 1 when not
+# flat.
 set -euo pipefail
 SOAK_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # (for it_fresh_seed)
 source "$SOAK_HERE/../integration/lib.sh"
-SOAK_QUIET_KINDS=isolate,split,bridge,oneway,loss,reorder,slow,pause,pause-daemon,clock
+SOAK_QUIET_KINDS=isolate,split,bridge,oneway,loss,reorder,slow,clientcut,pause,pause-daemon,clock
 # the kinds that restart a process (a member, a daemon) and the groups
 # that hold one
 SOAK_RESTART_KINDS="kill kill-daemon disk full crash remove-readd replace proc all storage member"
