@@ -266,8 +266,10 @@ fn_link_unlane() {
 #             first while armed (FN_DISK[I] "both")
 #   full      each member's data dir is a tmpfs of FN_FULL_SIZE of its
 #             own (FN_FULL=1), unmounted at exit
-# Every draw happens whatever the cluster's kinds, so a seed's later
-# draws stay the same.
+# The disk and slowdisk draws happen only for cetcd members and only
+# when those kinds are among FAULTS, so the same seed with other kinds
+# or another cluster draws differently from here on (a seed replays its
+# run only with the same kinds and cluster, tests/fault/regressions.list).
 fn_cluster_init() {
 	local i f=" $4 "
 	FN_KIND=("$1" "$2" "$3")

@@ -41,7 +41,7 @@ source "$(dirname "$0")/lib.sh"
 FN_SECS=60 FN_FAULTS=all FN_CLUSTER=cetcd FN_WORKLOAD=register
 FN_SEED=${FN_INSIDE:+$FN_SEED} FN_OUT=${FN_INSIDE:+$FN_OUT}
 usage() {
-	sed -n '/^# usage:/,/^# FAULTLOAD/p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '/^# usage:/,/^# --unsafe-no-fsync/p' "$0" | sed 's/^# \{0,1\}//' >&2
 	printf 'the groups of -f (lib.sh):\n  net: %s\n  proc: %s\n  all: %s\n  member: %s\n  storage: %s\n' \
 		"$FN_KINDS_NET" "$FN_KINDS_PROC" "$FN_KINDS_ALL" "$FN_KINDS_MEMBER" "$FN_KINDS_STORAGE" >&2
 	exit 2
@@ -105,7 +105,7 @@ if [[ -z ${FN_INSIDE:-} ]]; then
 		it_build_go_tool faultload go.etcd.io/etcd/clientv3 >&2
 		FAULTLOAD=$IT_BUILD/tests/faultload
 	fi
-	[[ -n $FN_SEED ]] || FN_SEED=$(($(od -An -N4 -tu4 /dev/urandom) % 2147483648))
+	[[ -n $FN_SEED ]] || FN_SEED=$(it_fresh_seed)
 	if [[ -z $FN_OUT ]]; then
 		FN_OUT=$(mktemp -d /tmp/cetcd-fault.XXXXXX)
 	else
