@@ -62,7 +62,7 @@
 #                exists); targets "mI Nms"; the heal checks on the
 #                member's WAL fsync histogram that its syncs were slow
 #                meanwhile (fn_slowdisk_heal)
-#   full         a member's data dir (a tmpfs of its own, FN_FULL_SIZE,
+#   full         a member's data dir (a tmpfs of its own, fn_full_size,
 #                in the run's private mount namespace) filled to the
 #                last byte by a filler file, so that its db meets ENOSPC
 #                (its WAL only when it must preallocate a segment: both
@@ -117,10 +117,12 @@ FN_KINDS_ALL="$FN_KINDS_NET $FN_KINDS_PROC disk clock"
 FN_KINDS_STORAGE="slowdisk full crash"
 FN_KINDS_MEMBER="move-leader remove-readd replace"
 FN_CRASHREVERT=$IT_BUILD/tests/crashrevert
-# each member's data dir when the kind full runs: two preallocated 64 MB
-# WAL segments (the tail and the next, as etcd and cetcd both keep) and
-# room for the db
-FN_FULL_SIZE=192m
+# each member's data dir when the kind full runs (fn_full_size): the WAL
+# segments both etcd and cetcd keep (--max-wals 5 of 64 MB, and the next
+# one preallocated) and room for the db, which grows with the run (no
+# compaction); empty: that size for the run's seconds
+FN_FULL_SIZE=${FN_FULL_SIZE:-}
+fn_full_size() { echo "${FN_FULL_SIZE:-$((448 + FN_SECS / 2))m}"; }
 
 # ------------------------------------------------------------ randomness
 # Every choice the harness makes comes from bash's RANDOM, seeded once
@@ -264,7 +266,7 @@ fn_link_unlane() {
 #   crash     cetcd members keep crash journals of their WAL and db
 #             (FN_CRASH=1); disk then fails whichever of the two syncs
 #             first while armed (FN_DISK[I] "both")
-#   full      each member's data dir is a tmpfs of FN_FULL_SIZE of its
+#   full      each member's data dir is a tmpfs of fn_full_size of its
 #             own (FN_FULL=1), unmounted at exit
 # The disk and slowdisk draws happen only for cetcd members and only
 # when those kinds are among FAULTS, so the same seed with other kinds
@@ -294,7 +296,7 @@ fn_cluster_init() {
 				if ((FN_R)); then FN_DISK[i]=; else FN_SLOW[i]=; fi
 			fi
 		fi
-		((FN_FULL)) && it_tmpfs "$IT_TMP/$(fn_name "$i")" "$FN_FULL_SIZE"
+		((FN_FULL)) && it_tmpfs "$IT_TMP/$(fn_name "$i")" "$(fn_full_size)"
 		fn_prefix "$i"
 	done
 	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
