@@ -3,7 +3,8 @@
  * handle, and the lock-byte map. Only the shm sources include this; other
  * components use the public headers.
  *
- * Region layout (offsets in the header, all page aligned):
+ * Region layout (offsets in the header, all page aligned; the header also
+ * holds the ids, flags and the TLS session ticket key):
  *
  *   header (4 KiB) | roles | slots | reader table | status | metrics
  *   | simple tokens | rings | events | latest-entry cache
@@ -80,7 +81,10 @@ struct shm_header {
 	uint64_t metrics_bytes;
 	uint64_t tokens_off;    /* the simple-token table (shm/tokens.h) */
 	uint64_t tokens_bytes;
-	uint8_t reserved[3880];
+	/* the member's TLS session ticket key (shm_region_ticket_key):
+	 * random, written once by region_init before the file is visible */
+	uint8_t ticket_key[SHM_TICKET_KEY_BYTES];
+	uint8_t reserved[3880 - SHM_TICKET_KEY_BYTES];
 };
 _Static_assert(sizeof(struct shm_header) == SHM_HEADER_BYTES, "header size");
 #define SHM_HEADER_PREFIX_BYTES 40u

@@ -224,15 +224,40 @@ static int region_init_rings(struct shm_region *r)
 	return rc ? -EINVAL : 0;
 }
 
+/*
+ * Draws the member's TLS session ticket key into h from the kernel's random
+ * source, waiting for it to be seeded if it is not yet. No fallback: a key
+ * that can be guessed lets whoever guesses it read the tickets. Returns 0,
+ * or -errno of getrandom.
+ */
+static int region_draw_ticket_key(struct shm_header *h)
+{
+	ssize_t n;
+	int rc;
+
+	do
+		n = getrandom(h->ticket_key, sizeof(h->ticket_key), 0);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(h->ticket_key))
+		return 0;
+	rc = n < 0 ? -errno : -EIO;
+	return shm_set_error(rc, "shm: cannot draw the TLS session ticket key: getrandom: %s",
+			     strerror(-rc));
+}
+
 /* Lays out a fresh region in r's zero-filled mapping. */
 static int region_init(struct shm_region *r, const struct shm_region_params *p,
 		       uint64_t generation_floor, uint64_t incarnation)
 {
 	struct shm_header *h = r->hdr;
 	uint32_t i;
+	int rc;
 
 	if (region_layout(p->slot_count, p->max_request_bytes, p->cache_bytes, h))
 		return -EINVAL;
+	rc = region_draw_ticket_key(h);
+	if (rc)
+		return rc;
 	atomic_init(&h->generation_floor, generation_floor);
 	h->incarnation = incarnation;
 	atomic_init(&h->member_id, p->member_id);
@@ -762,6 +787,11 @@ bool shm_region_published(const struct shm_region *r)
 uint64_t shm_region_incarnation(const struct shm_region *r)
 {
 	return r->hdr->incarnation;
+}
+
+const uint8_t *shm_region_ticket_key(const struct shm_region *r)
+{
+	return r->hdr->ticket_key;
 }
 
 uint64_t shm_region_max_request_bytes(const struct shm_region *r)

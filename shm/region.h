@@ -1,9 +1,10 @@
 /*
  * The member region: one file in the runtime dir that every process of a
  * member maps MAP_SHARED. It holds the rings between the processes, the
- * gatewayd slots, the reader table, the status records and the broadcast
- * event ring. Everything inside is addressed by offsets from the start of
- * the region, so each process may map it at a different address.
+ * gatewayd slots, the reader table, the status records, the broadcast
+ * event ring and the client port's TLS session ticket key. Everything
+ * inside is addressed by offsets from the start of the region, so each
+ * process may map it at a different address.
  *
  * A versioned header at offset 0 describes the layout. A process built for
  * another layout version refuses to attach and says so.
@@ -17,7 +18,10 @@
 
 /* Version of the layout this build reads and writes. Any change to the
  * header, or to a structure inside the region, bumps it. */
-#define SHM_LAYOUT_VERSION 10
+#define SHM_LAYOUT_VERSION 11
+
+/* Bytes of the member's TLS session ticket key (shm_region_ticket_key). */
+#define SHM_TICKET_KEY_BYTES 80u
 
 /* Bytes a record may carry beyond --max-request-bytes (request identity,
  * framing of the message inside the record). */
@@ -72,7 +76,7 @@ struct bcast;
  *            a role, slot or reader lock in the stale region
  *   -EEXIST  path exists and is not a cetcd region (it is left alone)
  *   -ENOSPC  the runtime dir has no room for the region
- *   -ENOMEM, or another -errno from open/mmap/rename.
+ *   -ENOMEM, or another -errno from open/mmap/rename/getrandom.
  */
 int shm_region_create(const char *path, const struct shm_region_params *p,
 		      struct shm_region **out);
@@ -91,7 +95,7 @@ int shm_region_create(const char *path, const struct shm_region_params *p,
  * Returns 0, or:
  *   -EINVAL  bad parameters (errmsg_get(rc) says which)
  *   -ENOSPC  the runtime dir has no room for the region
- *   -ENOMEM, or another -errno from open/mmap.
+ *   -ENOMEM, or another -errno from open/mmap/getrandom.
  */
 int shm_region_create_unnamed(const char *dir, const struct shm_region_params *p,
 			      struct shm_region **out);
@@ -147,6 +151,21 @@ bool shm_region_published(const struct shm_region *r);
 
 /* Bumped every time the region file is created or re-initialised. */
 uint64_t shm_region_incarnation(const struct shm_region *r);
+
+/*
+ * The member's TLS session ticket key: SHM_TICKET_KEY_BYTES drawn from the
+ * kernel's random source when the region was made. Every gatewayd
+ * encrypts and decrypts the client port's session tickets with it
+ * (tls_ctx_set_ticket_key), so a client resumes its session on whichever
+ * gatewayd its next connection lands.
+ * Rotation: none; the key lives as long as the region. Go's server
+ * rotates its own key daily and accepts a week of old ones; OpenSSL's
+ * per-context key, which each gatewayd had before, lives as long as its
+ * process, and the region goes with the member's last process (docs/
+ * design.md, "The TLS session ticket key"). Valid until
+ * shm_region_detach.
+ */
+const uint8_t *shm_region_ticket_key(const struct shm_region *r);
 
 /* --max-request-bytes the region was sized for. */
 uint64_t shm_region_max_request_bytes(const struct shm_region *r);

@@ -1,8 +1,9 @@
 /*
  * Unit tests for shm/region.c: create, attach, the cache's area, the
  * version check and its message, stale-region re-initialisation, refusals,
- * allocation failures, and the unnamed region the launcher's children
- * attach to through an inherited descriptor.
+ * allocation failures, the unnamed region the launcher's children
+ * attach to through an inherited descriptor, and the TLS session ticket
+ * key every handle of a region shares and a new region draws anew.
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -24,6 +25,14 @@ static const struct shm_region_params params = {
 	.member_id = 0x1234,
 };
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	while (n--)
+		if (*p++)
+			return false;
+	return true;
+}
+
 static void test_create_attach(void)
 {
 	struct shm_region *l, *a;
@@ -38,6 +47,11 @@ static void test_create_attach(void)
 	CHECK_EQ(shm_region_max_record(a), 64 * 1024 + SHM_RECORD_OVERHEAD);
 	CHECK_EQ(shm_region_incarnation(a), 1);
 	CHECK_EQ(shm_region_bytes(a), shm_region_bytes(l));
+	/* one ticket key for every process, drawn at random */
+	CHECK(memcmp(shm_region_ticket_key(a), shm_region_ticket_key(l),
+		     SHM_TICKET_KEY_BYTES) == 0);
+	CHECK(shm_region_ticket_key(a) != shm_region_ticket_key(l));
+	CHECK(!all_zero(shm_region_ticket_key(a), SHM_TICKET_KEY_BYTES));
 	/* Rings hold several of the largest record; events twice that. */
 	CHECK(ring_capacity(shm_slot_ring(a, 0, SHM_SLOT_TO_RAFTD)) >=
 	      4ull * shm_region_max_record(a));
@@ -216,10 +230,12 @@ static void test_stale_reinit(void)
 	struct shm_region *l, *a, *b;
 	struct shm_slot_ref s;
 	uint64_t last = 0, incarnation;
+	uint8_t key[SHM_TICKET_KEY_BYTES];
 	int i;
 
 	CHECK_EQ(shm_region_create(path, &params, &l), 0);
 	incarnation = shm_region_incarnation(l);
+	memcpy(key, shm_region_ticket_key(l), sizeof(key));
 	CHECK_EQ(shm_region_attach(path, &a), 0);
 	for (i = 0; i < 5; i++) {
 		CHECK_EQ(shm_slot_claim(a, &s), 0);
@@ -237,6 +253,8 @@ static void test_stale_reinit(void)
 
 	CHECK_EQ(shm_region_create(path, &params, &l), 0);
 	CHECK_EQ(shm_region_incarnation(l), incarnation + 1);
+	/* the ticket key does not carry over: the new region draws its own */
+	CHECK(memcmp(key, shm_region_ticket_key(l), sizeof(key)) != 0);
 	CHECK_EQ(shm_region_attach(path, &b), 0);
 	for (i = 0; i < 4; i++) {
 		CHECK_EQ(shm_slot_claim(b, &s), 0);
