@@ -501,6 +501,23 @@ out_free:
 	return rc;
 }
 
+int tls_ctx_set_ticket_key(struct tls_ctx *ctx, const uint8_t *key)
+{
+	unsigned char copy[TLS_TICKET_KEY_BYTES];
+	long ok;
+
+	if (ctx->role != TLS_SERVER)
+		return errmsg_set(-EINVAL, "tls: only a server context takes a session ticket key");
+	/* OpenSSL's control takes a pointer it may write through; it copies
+	 * the bytes into the context */
+	memcpy(copy, key, sizeof(copy));
+	ok = SSL_CTX_set_tlsext_ticket_keys(ctx->ssl, copy, sizeof(copy));
+	OPENSSL_cleanse(copy, sizeof(copy));
+	if (ok != 1)
+		return tls_ssl_error(-EINVAL, "tls: OpenSSL refused the session ticket key");
+	return 0;
+}
+
 void tls_ctx_free(struct tls_ctx *ctx)
 {
 	if (!ctx)

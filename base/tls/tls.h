@@ -143,6 +143,21 @@ int tls_ctx_new(const struct tls_info *info, enum tls_role role, struct tls_ctx 
  * -EINVAL or -ENOMEM. */
 int tls_ctx_set_alpn(struct tls_ctx *ctx, const char *const *protos, size_t count);
 
+/* Bytes of a session ticket key, in OpenSSL's order
+ * (SSL_CTX_set_tlsext_ticket_keys): a 16-byte key name, which tickets
+ * carry, a 32-byte HMAC-SHA256 key and a 32-byte AES-256-CBC key. */
+#define TLS_TICKET_KEY_BYTES 80
+
+/* Makes server ctx encrypt and decrypt its session tickets (TLS 1.3's and
+ * 1.2's) with key, TLS_TICKET_KEY_BYTES random bytes, instead of the key
+ * OpenSSL draws for each context: servers in several processes that are
+ * given one key resume each other's sessions. The key is copied and used
+ * for the life of ctx, never rotated (as OpenSSL's own key is not); a
+ * ticket still expires with its session's timeout. Only before
+ * connections are made. Returns 0, or -EINVAL (a client context, or
+ * OpenSSL refused the key). */
+int tls_ctx_set_ticket_key(struct tls_ctx *ctx, const uint8_t *key);
+
 /* Frees ctx; connections made from it must be freed first. NULL is
  * allowed. */
 void tls_ctx_free(struct tls_ctx *ctx);

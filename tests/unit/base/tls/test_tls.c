@@ -18,6 +18,8 @@
  *   client that skips verification of the self-signed server
  * - config_tls_info for the peer side, with and without certificates
  * - the blocking helpers, their timeout, and the module's allocations
+ * - a session ticket key: servers given one key resume each other's
+ *   sessions, a server with OpenSSL's own key does not
  */
 #include "shm_testlib.h"
 
@@ -955,6 +957,83 @@ static void test_timed(void)
 	close_pair(&e);
 }
 
+/* One connection of a client of cctx to a server of sctx over a
+ * socketpair, offering sess when given. Returns whether the session was
+ * resumed; *out (when given) gets the session the client holds once it
+ * read the server's ticket (freed with SSL_SESSION_free). */
+static bool resume_once(struct tls_ctx *sctx, struct tls_ctx *cctx, SSL_SESSION *sess,
+			SSL_SESSION **out)
+{
+	struct ends e;
+	bool reused;
+	char b[8];
+
+	memset(&e, 0, sizeof(e));
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, e.fds) == 0);
+	CHECK_EQ(tls_conn_new(sctx, e.fds[0], NULL, &e.s), 0);
+	CHECK_EQ(tls_conn_new(cctx, e.fds[1], "localhost", &e.c), 0);
+	if (sess)
+		CHECK(SSL_set_session(e.c->ssl, sess) == 1);
+	drive(&e);
+	CHECK_EQ(e.src, 0);
+	CHECK_EQ(e.crc, 0);
+	/* a TLS 1.3 ticket follows the handshake: the client reads it
+	 * before the server's first byte */
+	CHECK_EQ(tls_conn_write(e.s, "x", 1), 1);
+	CHECK_EQ(tls_conn_read(e.c, b, sizeof(b)), 1);
+	reused = SSL_session_reused(e.c->ssl) == 1;
+	if (out)
+		*out = SSL_get1_session(e.c->ssl);
+	/* closed cleanly: OpenSSL marks a session not resumable when its
+	 * connection is freed without close_notify */
+	CHECK_EQ(tls_conn_shutdown(e.c), 0);
+	if (out)
+		CHECK(*out && SSL_SESSION_is_resumable(*out));
+	tls_conn_free(e.s);
+	tls_conn_free(e.c);
+	close(e.fds[0]);
+	close(e.fds[1]);
+	return reused;
+}
+
+static void test_ticket_key(void)
+{
+	struct tls_info si = server_info();
+	struct tls_info ci = { .side = TLS_SIDE_PEER, .trusted_ca_file = ca.cert_path };
+	struct tls_ctx *one, *two, *own, *cctx;
+	uint8_t key[TLS_TICKET_KEY_BYTES];
+	SSL_SESSION *sess;
+
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)(i * 37 + 11);
+	CHECK_EQ(tls_ctx_new(&si, TLS_SERVER, &one), 0);
+	CHECK_EQ(tls_ctx_new(&si, TLS_SERVER, &two), 0);
+	CHECK_EQ(tls_ctx_new(&si, TLS_SERVER, &own), 0);
+	CHECK_EQ(tls_ctx_new(&ci, TLS_CLIENT, &cctx), 0);
+	CHECK_EQ(tls_ctx_set_ticket_key(one, key), 0);
+	CHECK_EQ(tls_ctx_set_ticket_key(two, key), 0);
+	CHECK_EQ(tls_ctx_set_ticket_key(cctx, key), -EINVAL);
+
+	CHECK(!resume_once(one, cctx, NULL, &sess));
+	CHECK(resume_once(one, cctx, sess, NULL));
+	/* another process's server, given the same key */
+	CHECK(resume_once(two, cctx, sess, NULL));
+	CHECK(resume_once(two, cctx, sess, NULL));
+	/* a server with a key of its own makes a full handshake */
+	CHECK(!resume_once(own, cctx, sess, NULL));
+	SSL_SESSION_free(sess);
+	/* and its own tickets do not resume on the others */
+	CHECK(!resume_once(own, cctx, NULL, &sess));
+	CHECK(resume_once(own, cctx, sess, NULL));
+	CHECK(!resume_once(one, cctx, sess, NULL));
+	SSL_SESSION_free(sess);
+
+	tls_ctx_free(one);
+	tls_ctx_free(two);
+	tls_ctx_free(own);
+	tls_ctx_free(cctx);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -973,6 +1052,7 @@ int main(void)
 	test_self_cert();
 	test_info_from_config();
 	test_timed();
+	test_ticket_key();
 
 	CHECK_EQ(test_alloc_live, 0);
 	tls_set_allocator(NULL, NULL);
