@@ -54,7 +54,11 @@ __attribute__((visibility("default"))) const char *malloc_conf = "dirty_decay_ms
  * log line, and the server context, which offers ALPN "http/1.1" before
  * "h2": gRPC clients offer only "h2", and a client that offers both
  * (curl, a browser) asks for /health, /version, /metrics or /v3/, which
- * this server answers over HTTP/1.1. */
+ * this server answers over HTTP/1.1. Its session tickets are sealed with
+ * the member's ticket key from the region, which every gatewayd shares:
+ * the kernel hands a client's next connection to any of them
+ * (SO_REUSEPORT), and etcd, one process, resumes every session. */
+_Static_assert(SHM_TICKET_KEY_BYTES == TLS_TICKET_KEY_BYTES, "ticket key size");
 static int gw_tls(struct gw_server *s, const struct cetcd_config *cfg)
 {
 	static const char *const alpn[] = { "http/1.1", "h2" };
@@ -70,7 +74,8 @@ static int gw_tls(struct gw_server *s, const struct cetcd_config *cfg)
 	config_tls_log_starting("starting with client TLS", &info, cfg);
 	rc = tls_ctx_new(&info, TLS_SERVER, &ctx);
 	tls_info_free(&info);
-	if (!rc && (rc = tls_ctx_set_alpn(ctx, alpn, 2)))
+	if (!rc && ((rc = tls_ctx_set_alpn(ctx, alpn, 2)) ||
+		    (rc = tls_ctx_set_ticket_key(ctx, shm_region_ticket_key(s->r)))))
 		tls_ctx_free(ctx);
 	if (rc) {
 		log_error("cannot serve TLS on the client port", LOG_STR("error", errmsg_get(rc)));

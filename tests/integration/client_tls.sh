@@ -9,7 +9,8 @@
 #   works, and a session resumes
 # - --auto-tls: every gatewayd serves the one certificate made in
 #   <data-dir>/fixtures/client (logged as created once), which etcdctl
-#   --insecure-skip-tls-verify accepts
+#   --insecure-skip-tls-verify accepts, and a session resumes on any of
+#   them (they share the region's ticket key)
 # - http and https at once: one address serving both schemes (the client's
 #   first byte tells), and a second https address
 # - one TLS 1.3 session ticket a connection, as Go's server sends, and a
@@ -184,6 +185,19 @@ for _ in 1 2 3 4 5 6 7 8 9; do # new connections land on any of the gatewayd
 	[[ $served == "$made" ]] || same=0
 done
 check "auto TLS: every connection gets that certificate" [ "$same" = 1 ]
+# the three gatewayd encrypt session tickets with the member's one key (in
+# the region): a session resumes on whichever of them a reconnection lands
+# (with a key each, all 8 land on the one that made the ticket about once in
+# 3^8 = 6561 runs)
+sleep 1 | openssl s_client -connect "127.0.0.1:$IT_CPORT" -tls1_3 \
+	-sess_out "$IT_TMP/auto.sess" >/dev/null 2>&1 || true
+reused=0
+for _ in 1 2 3 4 5 6 7 8; do
+	openssl s_client -connect "127.0.0.1:$IT_CPORT" -tls1_3 -sess_in "$IT_TMP/auto.sess" \
+		</dev/null 2>&1 | grep -q '^Reused, TLSv1.3' && reused=$((reused + 1))
+done
+check "auto TLS: 8 reconnections of one session all resume, whichever gatewayd serves them ($reused)" \
+	[ "$reused" = 8 ]
 check "auto TLS: it names the listen host" \
 	bash -c 'openssl x509 -in "$1" -noout -text | grep -q "IP Address:127.0.0.1"' _ "$fx/cert.pem"
 check "auto TLS: a verifying client refuses it" put_refused "$IT_CPORT" --cacert "$pki/ca.crt"
