@@ -1717,6 +1717,15 @@ static bool loop_has_work(void *arg)
 	       hello_requests_waiting(l->r, SHM_ROLE_STORED);
 }
 
+/* The wait that wakes the loop by due_ns (in ms, rounded up, at least 1),
+ * or timeout_ms if that comes first. */
+static int loop_wait_until(int64_t due_ns, int timeout_ms)
+{
+	int64_t left = (due_ns - clock_now_ns()) / 1000000 + 1;
+
+	return left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
+}
+
 int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 {
 	int rc;
@@ -1740,24 +1749,19 @@ int stored_loop_run(struct stored_loop *l, const volatile sig_atomic_t *stop)
 		    atomic_load_explicit(&l->dir_sync, memory_order_relaxed) == 1) {
 			timeout_ms = 1;  /* its end is polled, not rung */
 		} else if (l->dirty) {
-			int64_t due = l->checkpoint_ns + (int64_t)l->o.checkpoint_ms * 1000000;
-			int64_t left = (due - clock_now_ns()) / 1000000 + 1;
-			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
+			timeout_ms = loop_wait_until(l->checkpoint_ns +
+							     (int64_t)l->o.checkpoint_ms * 1000000,
+						     timeout_ms);
 		}
-		if (l->trim_ns != INT64_MAX) {
-			int64_t left = (l->trim_ns - clock_now_ns()) / 1000000 + 1;
-			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
-		}
+		if (l->trim_ns != INT64_MAX)
+			timeout_ms = loop_wait_until(l->trim_ns, timeout_ms);
 		int lease_ms = lessor_loop_timeout_ms(&l->lease);
 		if (lease_ms >= 0 && lease_ms < timeout_ms)
 			timeout_ms = lease_ms;
 		if (wd_ms >= 0 && wd_ms < timeout_ms)
 			timeout_ms = wd_ms;
-		if (loop_cache_cold(l)) {
-			/* the next warming step after its rest */
-			int64_t left = (l->cache_warm_next_ns - clock_now_ns()) / 1000000 + 1;
-			timeout_ms = left < 1 ? 1 : left < timeout_ms ? (int)left : timeout_ms;
-		}
+		if (loop_cache_cold(l))  /* the next warming step after its rest */
+			timeout_ms = loop_wait_until(l->cache_warm_next_ns, timeout_ms);
 		shm_doorbell_wait(l->bell, l->raftd_bell, loop_has_work, l, LOOP_SPIN_US,
 				  timeout_ms);
 	}
