@@ -122,7 +122,8 @@ struct shm_status_block {
 	uint8_t raftd[STATUS_SEQLOCK_BYTES];
 	uint8_t stored[STATUS_SEQLOCK_BYTES];
 	uint8_t stored_delivered[64]; /* one word of its own (status.c) */
-	uint8_t reserved[SHM_PAGE - 2 * STATUS_SEQLOCK_BYTES - 64];
+	uint8_t stored_waiting[STATUS_WAITING_BYTES]; /* status_waiting_write */
+	uint8_t reserved[SHM_PAGE - 2 * STATUS_SEQLOCK_BYTES - 64 - STATUS_WAITING_BYTES];
 };
 
 /*

@@ -280,6 +280,7 @@ static int region_init(struct shm_region *r, const struct shm_region_params *p,
 	status_seqlock_init(shm_status_at(r)->raftd);
 	status_seqlock_init(shm_status_at(r)->stored);
 	status_delivered_init(shm_status_at(r)->stored_delivered);
+	status_waiting_init(shm_status_at(r)->stored_waiting);
 	if (region_init_rings(r))
 		return shm_set_error(-EINVAL, "shm: ring layout does not fit (internal error)");
 	/* Last: the header says what this is. Nobody can see the file yet

@@ -229,3 +229,80 @@ uint64_t status_stored_delivered(struct shm_region *r)
 {
 	return atomic_load_explicit(status_delivered_word(r), memory_order_acquire);
 }
+
+/* The waiting compactions' record: a sequence (odd while a write is in
+ * progress), the count, then STATUS_WAITING_WORDS words an entry. */
+#define STATUS_WAITING_WORDS 6u
+struct status_waiting_rec {
+	_Atomic uint64_t seq;
+	_Atomic uint64_t n;
+	_Atomic uint64_t words[STATUS_WAITING_MAX * STATUS_WAITING_WORDS];
+};
+_Static_assert(sizeof(struct status_waiting_rec) <= STATUS_WAITING_BYTES,
+	       "the waiting record fits its bytes");
+
+static struct status_waiting_rec *status_waiting_at(struct shm_region *r)
+{
+	return (struct status_waiting_rec *)shm_status_at(r)->stored_waiting;
+}
+
+void status_waiting_init(void *mem)
+{
+	struct status_waiting_rec *w = mem;
+
+	atomic_init(&w->seq, 0);
+	atomic_init(&w->n, 0);
+	for (unsigned i = 0; i < STATUS_WAITING_MAX * STATUS_WAITING_WORDS; i++)
+		atomic_init(&w->words[i], 0);
+}
+
+void status_waiting_write(struct shm_region *r, const struct status_waiting *w, unsigned n)
+{
+	struct status_waiting_rec *rec = status_waiting_at(r);
+	uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_relaxed) | 1;
+
+	if (n > STATUS_WAITING_MAX)
+		n = STATUS_WAITING_MAX;
+	atomic_store_explicit(&rec->seq, seq, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (unsigned i = 0; i < n; i++) {
+		_Atomic uint64_t *d = rec->words + i * STATUS_WAITING_WORDS;
+		atomic_store_explicit(&d[0], w[i].origin.member_id, memory_order_relaxed);
+		atomic_store_explicit(&d[1], w[i].origin.slot, memory_order_relaxed);
+		atomic_store_explicit(&d[2], w[i].origin.generation, memory_order_relaxed);
+		atomic_store_explicit(&d[3], w[i].origin.request_id, memory_order_relaxed);
+		atomic_store_explicit(&d[4], w[i].index, memory_order_relaxed);
+		atomic_store_explicit(&d[5], w[i].term, memory_order_relaxed);
+	}
+	atomic_store_explicit(&rec->n, n, memory_order_relaxed);
+	atomic_store_explicit(&rec->seq, seq + 1, memory_order_release);
+}
+
+int status_waiting_read(struct shm_region *r, struct status_waiting *w, unsigned max)
+{
+	struct status_waiting_rec *rec = status_waiting_at(r);
+	uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_acquire);
+	uint64_t n = atomic_load_explicit(&rec->n, memory_order_relaxed);
+
+	if (seq & 1)
+		return shm_set_error(-EAGAIN, "status: the waiting compactions' record was "
+				     "left half written by a stored that died writing it");
+	if (n > STATUS_WAITING_MAX)
+		n = STATUS_WAITING_MAX;
+	if (n > max)
+		n = max;
+	for (unsigned i = 0; i < n; i++) {
+		_Atomic uint64_t *d = rec->words + i * STATUS_WAITING_WORDS;
+		w[i] = (struct status_waiting){
+			.origin = {
+				.member_id = atomic_load_explicit(&d[0], memory_order_relaxed),
+				.slot = (uint32_t)atomic_load_explicit(&d[1], memory_order_relaxed),
+				.generation = atomic_load_explicit(&d[2], memory_order_relaxed),
+				.request_id = atomic_load_explicit(&d[3], memory_order_relaxed),
+			},
+			.index = atomic_load_explicit(&d[4], memory_order_relaxed),
+			.term = atomic_load_explicit(&d[5], memory_order_relaxed),
+		};
+	}
+	return (int)n;
+}

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "shm/msg.h"
+
 struct shm_region;
 
 /* Published by raftd. */
@@ -118,5 +120,32 @@ uint64_t status_stored_version(struct shm_region *r);
 void status_delivered_init(void *mem);
 void status_stored_deliver(struct shm_region *r, uint64_t index);
 uint64_t status_stored_delivered(struct shm_region *r);
+
+/*
+ * stored's physical compactions whose answers wait for their deletion
+ * (stored/loop.c), kept in the region so that a stored restarted in the
+ * middle of one still answers the requests its predecessor applied. The
+ * first STATUS_WAITING_MAX of them are kept; the rest, as before, get the
+ * gateway's request timeout.
+ *
+ * Written by the stored role's holder, read only by its next holder once
+ * the writer is gone: a write is marked in progress (an odd sequence)
+ * until its last word, so one the writer died in is seen as such. The
+ * record sits beside the status records, in STATUS_WAITING_BYTES of its
+ * own; 0 waiting until the first write.
+ */
+#define STATUS_WAITING_MAX 16u
+#define STATUS_WAITING_BYTES 832u
+struct status_waiting {
+	struct msg_origin origin;
+	uint64_t index; /* the compaction's entry */
+	uint64_t term;  /* of that entry */
+};
+void status_waiting_init(void *mem);
+/* Keeps the first n (at most STATUS_WAITING_MAX) of w. */
+void status_waiting_write(struct shm_region *r, const struct status_waiting *w, unsigned n);
+/* How many it copied into w (at most max), or -EAGAIN when the last write
+ * was left half done. */
+int status_waiting_read(struct shm_region *r, struct status_waiting *w, unsigned max);
 
 #endif

@@ -62,12 +62,6 @@
  * gateways' request timeout, which each one starts again. */
 #define LOOP_INTERIM_NS 1000000000ll
 
-/* A physical compaction whose answer waits for the deletion to finish. */
-struct loop_waiting {
-	struct msg_origin origin;
-	uint64_t index;
-	uint64_t term;
-};
 
 struct stored_loop {
 	struct shm_region *r;
@@ -93,7 +87,10 @@ struct stored_loop {
 	struct arena arena;              /* the open batch's requests and answers */
 	struct stored_apply_result *res; /* the batch's answers to deliver */
 	size_t nres, res_cap;
-	struct loop_waiting *waiting;    /* physical compactions under way */
+	/* physical compactions whose answer waits for the deletion to
+	 * finish, in index order; the region keeps a copy for the next
+	 * stored (status_waiting_write) */
+	struct status_waiting *waiting;
 	size_t nwaiting, waiting_cap;
 	int64_t interim_ns;              /* when they were last told (or began) */
 
@@ -548,6 +545,58 @@ static bool loop_has_replay(struct stored_loop *l)
 	return status_raftd_read(l->r, &rs) == 0 && rs.commit_index > l->committed_index;
 }
 
+static int loop_answer_waiting(struct stored_loop *l, int64_t rev);
+
+/*
+ * Takes over the physical compactions that a stored killed during their
+ * deletion left waiting (the region's copy): those applied before the
+ * db's last checkpoint, whose entries this stored does not apply again
+ * (the later ones come back with their entries). The deletion resumes
+ * from the db (scheduledCompactRev) and they are answered when it is
+ * done, or now if it was done already; the interim results go on at the
+ * next step. The slots' identity rules drop the answer of a request
+ * whose gateway is gone.
+ */
+static int loop_waiting_restore(struct stored_loop *l, const struct mvcc_state *ms)
+{
+	struct status_waiting w[STATUS_WAITING_MAX];
+	int n = status_waiting_read(l->r, w, STATUS_WAITING_MAX);
+	size_t kept = 0;
+	int rc;
+
+	if (n < 0) {
+		log_warn("the compactions that waited cannot be taken over; their clients get the "
+			 "request timeout", LOG_STR("reason", errmsg_get(n)));
+		n = 0;
+	}
+	for (int i = 0; i < n; i++)
+		if (w[i].index && w[i].index <= ms->consistent_index &&
+		    w[i].origin.member_id == l->ids.member_id)
+			w[kept++] = w[i];
+	if (kept) {
+		rc = stored_reserve((void **)&l->waiting, &l->waiting_cap, kept,
+				    sizeof(*l->waiting), 64);
+		if (rc)
+			return rc;
+		memcpy(l->waiting, w, kept * sizeof(*w));
+		l->nwaiting = kept;
+	}
+	status_waiting_write(l->r, l->waiting, (unsigned)l->nwaiting);
+	if (!kept)
+		return 0;
+	log_info("took over the physical compactions the previous stored had not answered",
+		 LOG_U64("count", kept), LOG_BOOL("compacting", ms->compacting));
+	if (ms->compacting) {
+		l->interim_ns = clock_now_ns() - LOOP_INTERIM_NS; /* told at the next step */
+		return 0;
+	}
+	rc = loop_answer_waiting(l, ms->rev);
+	stored_results_publish(&l->results);
+	stored_results_wake(&l->results);
+	arena_release(&l->arena);
+	return rc;
+}
+
 int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 		     struct stored_loop **out)
 {
@@ -647,6 +696,9 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 				       "finds out whether there is room");
 	loop_publish_root(l);
 	shm_events_notify(l->r);
+	rc = loop_waiting_restore(l, &ms);
+	if (rc)
+		goto out_free;
 	*out = l;
 	return 0;
 
@@ -906,9 +958,10 @@ static int loop_entry(struct stored_loop *l, const struct ring_rec *rec)
 			return rc;
 		if (l->nwaiting == 0)
 			l->interim_ns = clock_now_ns();
-		l->waiting[l->nwaiting++] = (struct loop_waiting){
+		l->waiting[l->nwaiting++] = (struct status_waiting){
 			.origin = res->origin, .index = res->index, .term = res->term,
 		};
+		status_waiting_write(l->r, l->waiting, (unsigned)l->nwaiting);
 		return 0;
 	}
 	l->nres++;
@@ -923,6 +976,25 @@ static void loop_stage(struct stored_loop *l, const struct msg_origin *o, uint64
 		.status = status, .body_len = len,
 	};
 	stored_results_stage(&l->results, &h, body);
+}
+
+/* Stages the answers of the physical compactions that waited, whose
+ * deletion is done and durable, at revision rev; none waits after it. */
+static int loop_answer_waiting(struct stored_loop *l, int64_t rev)
+{
+	for (size_t i = 0; i < l->nwaiting; i++) {
+		const struct status_waiting *w = &l->waiting[i];
+		const uint8_t *body;
+		uint32_t len;
+		int rc = stored_apply_compaction_body(&l->ids, rev, w->term, &l->arena, &body,
+						      &len);
+		if (rc)
+			return rc;
+		loop_stage(l, &w->origin, w->index, (uint64_t)rev, 0, body, len);
+	}
+	l->nwaiting = 0;
+	status_waiting_write(l->r, l->waiting, 0);
+	return 0;
 }
 
 /* Sends the batch's answers, and those of physical compactions that are
@@ -943,19 +1015,10 @@ static int loop_deliver(struct stored_loop *l)
 	mvcc_store_state(l->store, &ms);
 	if (l->nwaiting && !ms.compacting) {
 		rc = stored_loop_checkpoint(l);
+		if (!rc)
+			rc = loop_answer_waiting(l, ms.rev);
 		if (rc)
 			return rc;
-		for (size_t i = 0; i < l->nwaiting; i++) {
-			const struct loop_waiting *w = &l->waiting[i];
-			const uint8_t *body;
-			uint32_t len;
-			rc = stored_apply_compaction_body(&l->ids, ms.rev, w->term, &l->arena, &body,
-							  &len);
-			if (rc)
-				return rc;
-			loop_stage(l, &w->origin, w->index, (uint64_t)ms.rev, 0, body, len);
-		}
-		l->nwaiting = 0;
 	}
 	/* the deletion goes on: the requests' deadlines move on with it */
 	if (l->nwaiting && clock_now_ns() - l->interim_ns >= LOOP_INTERIM_NS) {
@@ -1178,6 +1241,7 @@ static int loop_install(struct stored_loop *l, const struct ring_rec *rec)
 		log_warn("dropped the answers of compactions the installed db replaced",
 			 LOG_U64("count", l->nwaiting));
 	l->nwaiting = 0;
+	status_waiting_write(l->r, l->waiting, 0);
 	l->st.installs++;
 	loop_no_space_clear(l, "a received db was installed");
 	loop_publish_root(l);

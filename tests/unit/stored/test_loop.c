@@ -14,6 +14,13 @@
  *   the delivered index stays below it until then, past later answers;
  *   while it runs, its request gets an interim result (MSG_RESULT_INTERIM,
  *   its origin and index) about every second, and only then
+ * - a stored killed during the deletion leaves the request in the region
+ *   (status_waiting_write); the next one resumes the deletion, tells the
+ *   request at once that its answer is coming, and answers it when the
+ *   deletion is done; one that finds the deletion done answers at its
+ *   open; it takes over only what it will not apply again (at or below
+ *   the db's consistent index), of this member, and nothing from a
+ *   record left half written
  * - with the loop running, a gateway that reads the delivered index and
  *   then drains its ring has every result up to it, each result coming
  *   after the root that holds its write
@@ -45,6 +52,7 @@
 #include "raftpb/raft.pb-c.h"
 #include "base/diskio/diskio.h"
 #include "shm/doorbell.h"
+#include "shm/layout.h"
 #include "base/log/errmsg.h"
 #include "shm/hello.h"
 #include "shm/tokens.h"
@@ -422,6 +430,124 @@ static void test_physical_compaction(void)
 	}
 	/* answered after a checkpoint made the finished compaction durable */
 	CHECK_EQ(env_status(&e).durable_index, idx);
+	tbuf_free(&r.body);
+	env_fini(&e);
+}
+
+/* A physical compaction at 41 over 40 revisions of 4 keys (steps of 5
+ * key entries), applied and checkpointed with its deletion under way; its
+ * origin in *o, its entry's index returned. */
+static uint64_t compaction_checkpointed(struct env *e, struct msg_origin *o)
+{
+	struct tst_result r = { 0 };
+	char key[32];
+	uint64_t idx = 0;
+
+	env_init(e, 0);
+	e->t.o.compact_step = 5;
+	stored_loop_free(e->t.l);
+	CHECK_EQ(stored_loop_open(e->t.st, &e->t.o, &e->t.l), 0);
+	for (int i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "key%d", i % 4);
+		env_put(e, ++idx, key, "value");
+	}
+	env_turn(e);
+	while (tst_take_result(e->t.results, &r) == 0)
+		;
+	*o = env_origin(e);
+	tst_compact(41, true, o, &e->d);
+	CHECK_EQ(tst_commit(e->t.committed, ++idx, 2, 0, e->d.p, e->d.len), 0);
+	env_turn(e);
+	CHECK_EQ(tst_take_result(e->t.results, &r), -EAGAIN);
+	CHECK_EQ(stored_loop_checkpoint(e->t.l), 0);
+	CHECK_EQ(env_status(e).durable_index, idx);
+	tbuf_free(&r.body);
+	return idx;
+}
+
+/* Checks that r answers the compaction of o at index idx with success. */
+static void check_compaction_answer(const struct tst_result *r, const struct msg_origin *o,
+				    uint64_t idx)
+{
+	CHECK(memcmp(&r->h.origin, o, sizeof(*o)) == 0);
+	CHECK_EQ(r->h.index, idx);
+	CHECK_EQ(r->h.status, 0);
+	Etcdserverpb__CompactionResponse *cr =
+		etcdserverpb__compaction_response__unpack(NULL, r->body.len, r->body.p);
+	CHECK(cr != NULL && cr->header != NULL);
+	CHECK_EQ(cr->header->revision, 41);
+	CHECK_EQ(cr->header->raft_term, 2);
+	etcdserverpb__compaction_response__free_unpacked(cr, NULL);
+}
+
+static void test_compaction_restart(void)
+{
+	struct msg_result_interim im;
+	struct status_waiting w[STATUS_WAITING_MAX];
+	struct tst_result r = { 0 };
+	struct msg_origin o;
+	struct env e;
+	int turns = 0;
+
+	/* killed during the deletion: the next stored resumes it, tells the
+	 * request at its first step, and answers it when it is done */
+	uint64_t idx = compaction_checkpointed(&e, &o);
+	CHECK_EQ(status_waiting_read(e.t.gw, w, STATUS_WAITING_MAX), 1);
+	stored_loop_free(e.t.l); /* no answer, no checkpoint: a kill */
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &r), -EAGAIN);
+	env_turn(&e);
+	CHECK_EQ(take_interim(e.t.results, &im), 0);
+	CHECK(memcmp(&im.origin, &o, sizeof(o)) == 0);
+	CHECK_EQ(im.index, idx);
+	CHECK_EQ(status_stored_delivered(e.t.gw), idx - 1);
+	for (;;) {
+		bool more;
+		CHECK_EQ(stored_loop_turn(e.t.l, &more), 0);
+		if (tst_take_result(e.t.results, &r) == 0)
+			break;
+		CHECK(more);
+		CHECK(++turns < 100);
+	}
+	check_compaction_answer(&r, &o, idx);
+	CHECK_EQ(status_stored_delivered(e.t.gw), idx);
+	CHECK_EQ(status_waiting_read(e.t.gw, w, STATUS_WAITING_MAX), 0);
+	/* the next stored has nothing to take over */
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &r), -EAGAIN);
+	env_turn(&e);
+	CHECK_EQ(take_interim(e.t.results, &im), -EAGAIN);
+
+	/* killed after the deletion was done and durable, before the
+	 * answer: the region still names the request (written here as the
+	 * dead stored left it), and the next stored answers it at its open;
+	 * not a request of another member, nor one whose entry it applies
+	 * again (above the consistent index) */
+	w[0] = (struct status_waiting){ .origin = o, .index = idx, .term = 2 };
+	w[1] = w[0];
+	w[1].origin.member_id = TST_MEMBER + 1;
+	w[2] = w[0];
+	w[2].index = idx + 1;
+	w[2].origin.request_id = o.request_id + 100;
+	status_waiting_write(e.t.st, w, 3);
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &r), 0);
+	check_compaction_answer(&r, &o, idx);
+	CHECK_EQ(tst_take_result(e.t.results, &r), -EAGAIN);
+	CHECK_EQ(status_waiting_read(e.t.gw, w, STATUS_WAITING_MAX), 0);
+
+	/* a record its writer died in the middle of is not taken over */
+	w[0] = (struct status_waiting){ .origin = o, .index = idx, .term = 2 };
+	status_waiting_write(e.t.st, w, 1);
+	_Atomic uint64_t *seq = (_Atomic uint64_t *)shm_status_at(e.t.st)->stored_waiting;
+	atomic_fetch_add(seq, 1); /* odd: a write in progress */
+	CHECK_EQ(status_waiting_read(e.t.gw, w, STATUS_WAITING_MAX), -EAGAIN);
+	stored_loop_free(e.t.l);
+	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
+	CHECK_EQ(tst_take_result(e.t.results, &r), -EAGAIN);
+	CHECK_EQ(status_waiting_read(e.t.gw, w, STATUS_WAITING_MAX), 0);
 	tbuf_free(&r.body);
 	env_fini(&e);
 }
@@ -855,6 +981,7 @@ int main(void)
 	test_batches_and_checkpoints();
 	test_batch_wakes();
 	test_physical_compaction();
+	test_compaction_restart();
 	test_restart_hold();
 	test_run();
 	test_delivered_while_running();
