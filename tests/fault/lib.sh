@@ -50,9 +50,12 @@
 #                daemon fails the file for good and the launcher restarts
 #                it; targets "mI wal|db" ("mI both" in a run with
 #                crash: whichever syncs first)
-#   clock        a cetcd member's wall clock stepped by +-N s, then back
-#                (tests/tools/clockstep, preloaded: libfaketime cannot
-#                start in a program linked with jemalloc); targets
+#   clock        a member's wall clock stepped by +-N s, then back: a
+#                cetcd member's through tests/tools/clockstep, preloaded
+#                (libfaketime cannot start in a program linked with
+#                jemalloc), an etcd member's through tests/tools/clockexec
+#                (Go reads the clock through the vDSO with code of its
+#                own, which no preloaded library reaches); targets
 #                "mI +Ns"
 # Storage (the group storage, FN_KINDS_STORAGE; cetcd members run with
 # the backend's items for them from the start: fn_cluster_init):
@@ -110,6 +113,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
 
 FN_NET=10.77.0
 FN_CLOCKSTEP=$IT_BUILD/tests/libclockstep.so
+FN_CLOCKEXEC=$IT_BUILD/tests/clockexec
 # the groups (the header above describes each kind)
 FN_KINDS_NET="isolate split bridge oneway loss reorder slow clientcut"
 FN_KINDS_PROC="kill pause kill-daemon pause-daemon"
@@ -252,9 +256,10 @@ fn_link_unlane() {
 # ports, ready for the fault kinds among FAULTS (words) that need the
 # members started in a way of their own:
 #   clock     cetcd members run with tests/tools/clockstep preloaded,
-#             their wall clock offset read from IT_TMP/<name>.clock at
-#             every call (monotonic clocks untouched, as a real clock
-#             step leaves them; fn_clock_set writes it)
+#             etcd members under tests/tools/clockexec, their wall clock
+#             offset read from IT_TMP/<name>.clock at every reading
+#             (monotonic clocks untouched, as a real clock step leaves
+#             them; fn_clock_set writes it)
 #   disk      each cetcd member's WAL or db (FN_DISK[I], drawn) fails its
 #             first fdatasync made while IT_TMP/<name>.disk exists, once
 #             (the daemon it fails in removes the file, so the one
@@ -302,17 +307,23 @@ fn_cluster_init() {
 	IT_CL_INITIAL=$(it_cl_initial 0 1 2)
 }
 # fn_prefix I: IT_CL_PREFIX[I] for member I's kind (FN_KIND[I]): its
-# namespace, and for cetcd clockstep (FN_CLOCK=1) and the disk fault
-# backend (FN_DISK[I], FN_SLOW[I], FN_CRASH) as fn_cluster_init says.
+# namespace, and clockstep or clockexec (FN_CLOCK=1) and for cetcd the
+# disk fault backend (FN_DISK[I], FN_SLOW[I], FN_CRASH) as
+# fn_cluster_init says.
 fn_prefix() {
 	local i=$1 name items="" file=both
 	name=$(fn_name "$i")
 	IT_CL_PREFIX[i]="ip netns exec ${FN_NS[i]} env"
-	[[ ${FN_KIND[i]} == cetcd ]] || return 0
 	if [[ $FN_CLOCK == 1 ]]; then
 		fn_clock_set "$i" 0
-		IT_CL_PREFIX[i]+=" LD_PRELOAD=$FN_CLOCKSTEP CLOCKSTEP_FILE=$IT_TMP/$name.clock"
+		IT_CL_PREFIX[i]+=" CLOCKSTEP_FILE=$IT_TMP/$name.clock"
+		if [[ ${FN_KIND[i]} == cetcd ]]; then
+			IT_CL_PREFIX[i]+=" LD_PRELOAD=$FN_CLOCKSTEP"
+		else
+			IT_CL_PREFIX[i]+=" $FN_CLOCKEXEC" # etcd runs as its child
+		fi
 	fi
+	[[ ${FN_KIND[i]} == cetcd ]] || return 0
 	if [[ -n ${FN_DISK[i]:-} ]]; then
 		file=${FN_DISK[i]}
 		items+=",sync=0,trigger=$IT_TMP/$name.disk"
@@ -585,9 +596,9 @@ fn_fault_pause-daemon() {
 
 fn_fault_clock() {
 	local f
-	fn_target_cetcd
-	if ((FN_T < 0)) || [[ ! -f $IT_TMP/$(fn_name "$FN_T").clock ]]; then
-		echo "  (no member runs with clockstep)"
+	fn_target_in 0 1 2 # the draws of fn_target_cetcd on a cetcd cluster
+	if [[ ! -f $IT_TMP/$(fn_name "$FN_T").clock ]]; then
+		echo "  (no member runs with clockstep or clockexec)"
 		return 0
 	fi
 	fn_pick + -

@@ -29,7 +29,8 @@
 # Exit status:
 # 0 clean; 1 an anomaly, a member that did not come back or members that
 # disagree; 2 a setup error; 77 a missing tool (root, ip, tc, etcdctl,
-# the programs, etcd for mixed and etcd, tests/tools/clockstep for clock,
+# the programs, etcd for mixed and etcd, tests/tools/clockstep (cetcd
+# members) or clockexec (etcd members) for clock,
 # tests/tools/crashrevert for crash, unshare -m for full).
 # FAULTLOAD=path runs that program instead of building tests/tools/faultload;
 # FAULT_CETCD_FLAGS adds flags to every cetcd member (e.g.
@@ -95,8 +96,10 @@ if [[ -z ${FN_INSIDE:-} ]]; then
 	it_need_etcdctl
 	[[ $FN_CLUSTER == etcd ]] || it_need_cetcd
 	[[ $FN_CLUSTER == cetcd ]] || it_need_etcd
-	[[ " $FN_KINDS " != *" clock "* || -f $FN_CLOCKSTEP ]] ||
+	[[ " $FN_KINDS " != *" clock "* || $FN_CLUSTER == etcd || -f $FN_CLOCKSTEP ]] ||
 		it_skip "$FN_CLOCKSTEP is not built"
+	[[ " $FN_KINDS " != *" clock "* || $FN_CLUSTER == cetcd || -x $FN_CLOCKEXEC ]] ||
+		it_skip "$FN_CLOCKEXEC is not built"
 	[[ " $FN_KINDS " != *" crash "* || -x $FN_CRASHREVERT ]] ||
 		it_skip "$FN_CRASHREVERT is not built"
 	# full mounts a tmpfs a member: in a mount namespace of the run's own
