@@ -14,20 +14,28 @@ static uint8_t bufs[8][2048];
 
 static uint32_t len_of(uint64_t index) { return (uint32_t)(index * 53 % 700); }
 
+/* A new WAL in a fresh directory dir (named after name) with segments of
+ * segment_bytes, written through an io_uring of its own (returned). */
+static struct diskio *uring_wal(const char *name, uint64_t segment_bytes, char *dir, size_t cap,
+				struct wal **w)
+{
+	struct wal_options o = { .segment_bytes = segment_bytes };
+
+	CHECK_EQ(diskio_uring_open(-1, 4, &o.io), 0);
+	wt_path(dir, cap, name);
+	CHECK_EQ(wal_create(dir, NULL, 0, &o, w), 0);
+	CHECK(!strcmp(wal_io_name(*w), "io_uring"));
+	return o.io;
+}
 
 static void test_uring_short_writes(void)
 {
 	char dir[512];
 	struct wal *w;
 	struct wal_replay r;
-	struct wal_options o = { .segment_bytes = 64 * 1024 };
+	struct diskio *io = uring_wal("uring", 64 * 1024, dir, sizeof(dir), &w);
 
-	CHECK_EQ(diskio_uring_open(-1, 4, &o.io), 0);
-	diskio_uring_set_write_cap(o.io, 100);
-	struct diskio *io = o.io;
-	wt_path(dir, sizeof(dir), "uring");
-	CHECK_EQ(wal_create(dir, NULL, 0, &o, &w), 0);
-	CHECK(!strcmp(wal_io_name(w), "io_uring"));
+	diskio_uring_set_write_cap(io, 100);
 	uint64_t i = 1;
 	for (int b = 0; b < 40; b++) {
 		struct raft_entry ents[5];
@@ -68,12 +76,8 @@ static void test_inline_owed(void)
 	char dir[512];
 	struct wal *w;
 	struct wal_replay r;
-	struct wal_options o = { .segment_bytes = 256 * 1024 };
+	struct diskio *io = uring_wal("inline", 256 * 1024, dir, sizeof(dir), &w);
 
-	CHECK_EQ(diskio_uring_open(-1, 4, &o.io), 0);
-	struct diskio *io = o.io;
-	wt_path(dir, sizeof(dir), "inline");
-	CHECK_EQ(wal_create(dir, NULL, 0, &o, &w), 0);
 	wal_set_inline_writes(w, true);
 
 	/* one batch past the segment size: its write goes to the worker,
