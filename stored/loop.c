@@ -62,7 +62,6 @@
  * gateways' request timeout, which each one starts again. */
 #define LOOP_INTERIM_NS 1000000000ll
 
-
 struct stored_loop {
 	struct shm_region *r;
 	struct shm_metrics *metrics;     /* stored's block (shm/metrics.h), or NULL */
