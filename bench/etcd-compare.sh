@@ -73,7 +73,8 @@
 #   schedule: the defragmentation's seconds, the db's size (Status) and
 #   file size before and after, and the p99 of puts and of gets during it
 #   (and the second after) and in the 3 s just before, and during/before
-#   (BENCH_PROBE_KEEP=DIR keeps every request's latency);
+#   (BENCH_PROBE_KEEP=DIR keeps every request's latency, and the
+#   servers' logs);
 #   snapshot: etcdctl snapshot save of the same db under the same probe
 #   (into BENCH_SNAPSHOT_DIR, default the run's directory on the servers'
 #   disk; /dev/shm keeps etcdctl's own write and fsync of the file off it):
@@ -897,7 +898,8 @@ fragment_db() {
 # probe_begin: latprobe started, and the time before the operation let
 # pass; probe_end NAME T1 T2 (the operation's start and end, unix ms):
 # stopped once the window after it is over (with BENCH_PROBE_KEEP=DIR its latencies are
-# copied to DIR/NAME.PORT.lat, and T1 T2 to DIR/NAME.PORT.times);
+# copied to DIR/NAME.PORT.lat, T1 T2 to DIR/NAME.PORT.times, and the
+# servers' logs so far to DIR);
 # probe_p99 T1 T2: "put_before put_during get_before get_during" (p99,
 # ms), and on a second line how many requests failed.
 probe_begin() {
@@ -914,6 +916,7 @@ probe_end() {
   if [[ -n ${BENCH_PROBE_KEEP:-} ]]; then
     cp "$work/probe" "$BENCH_PROBE_KEEP/$1.${endpoint##*:}.lat"
     echo "$2 $3" >"$BENCH_PROBE_KEEP/$1.${endpoint##*:}.times"
+    cp "$work"/*.log "$BENCH_PROBE_KEEP/" 2>/dev/null || true
   fi
 }
 probe_p99() {
