@@ -236,6 +236,10 @@ void btree_db_track(struct btree_db *db, const struct btree_tracker *t);
 /* The db's file was renamed to path (for messages). 0 or -ENOMEM. */
 int btree_db_set_path(struct btree_db *db, const char *path);
 
+/* A descriptor of the db's file of the caller's own (close-on-exec), which
+ * stays valid after btree_db_close; or -errno. */
+int btree_db_dup_fd(const struct btree_db *db);
+
 /* Allows reuse of pages held back by btree_db_opts.resume. */
 void btree_db_unblock_reuse(struct btree_db *db);
 

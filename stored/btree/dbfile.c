@@ -496,6 +496,13 @@ void btree_db_unblock_reuse(struct btree_db *db)
 	db->reuse_blocked = false;
 }
 
+int btree_db_dup_fd(const struct btree_db *db)
+{
+	int fd = fcntl(db->map.fd, F_DUPFD_CLOEXEC, 0);
+
+	return fd < 0 ? -errno : fd;
+}
+
 void btree_db_stats(const struct btree_db *db, struct btree_db_stats *out)
 {
 	out->page_size = db->map.page_size;

@@ -16,6 +16,11 @@
 #      commits and never fell more than 8 MiB and a commit behind; the
 #      wall-clock figures and the probe's slowest requests before and
 #      during it are printed.
+#      Then the replaced file's space goes back to the file system 4 MiB
+#      at a time (stored's "gave the replaced db file's space back" line).
+#   1b. A snapshot read slowly (tests/tools/snapslow) across another
+#      defragmentation holds the old file: its space goes back only after
+#      the snapshot is read, and the snapshot is whole.
 #   2. Rounds of: a writer runs, a defragmentation starts, and stored,
 #      raftd or the launcher is SIGKILLed a random few milliseconds into
 #      it; after the restart no acknowledged put is lost, no db.tmp.* is
@@ -33,6 +38,7 @@ it_init defrag
 it_build_kvclient
 it_build_go_tool latprobe go.etcd.io/etcd/clientv3
 it_build_go_tool boltcheck go.etcd.io/bbolt
+it_build_go_tool snapslow go.etcd.io/etcd/clientv3
 LATPROBE=$IT_BUILD/tests/latprobe
 BOLTCHECK=$IT_BUILD/tests/boltcheck
 
@@ -113,6 +119,33 @@ echo "  slowest request: $before us in the 2.5 s before ($n_before requests), $d
 check "requests were answered during the defragmentation" test "$n_during" -gt 0
 n=$(it_lines "$acks")
 check "no acknowledged put under load is lost ($n)" it_acked_at "$ep" load "$acks" "$n"
+# The replaced file's space goes back to the file system a step at a time
+# once no reader can read it (at its last close it would all be discarded
+# at once on a disk mounted with discard, and the WAL's syncs would wait)
+gave='"msg":"gave the replaced db file.s space back","bytes":[0-9]+,"left-bytes":0,"steps":'
+check "the replaced file's space went back, 4 MiB at a time" \
+	it_wait_log "$IT_TMP/m.log" "$gave"'([2-9]|[1-9][0-9]+),' 10
+
+# ---- 1b. a reader of the old file across the switch: a snapshot read
+# slowly (snapslow: 64 KiB every 20 ms) holds its read txn on the file
+# the defragmentation replaces; that file's space goes back only once the
+# snapshot is read, and the snapshot is whole
+slow_st=0
+"$IT_BUILD/tests/snapslow" -endpoint "$ep" -out "$IT_TMP/slow.db" -puts 0 -chunk 65536 \
+	-delay 20ms >"$IT_TMP/slow.out" 2>"$IT_TMP/slow.err" &
+slowpid=$!
+it_track "$slowpid"
+sleep 1
+check "a defragmentation under a slow snapshot reader answers" ctl defrag
+check "the switch is made" it_wait_log "$IT_TMP/m.log" '"msg":"defragmented"' 10 2
+sleep 2 # far longer than giving back a file nothing holds takes (tens of ms)
+check "the snapshot is still being read" kill -0 "$slowpid"
+check "and the file it reads is kept meanwhile" test "$(it_count "$IT_TMP/m.log" "$gave")" -eq 1
+wait "$slowpid" || slow_st=$?
+sed 's/^/    snapslow: /' "$IT_TMP/slow.out" "$IT_TMP/slow.err"
+check "the snapshot read across the switch is whole, its checksum matched (exit $slow_st)" \
+	test "$slow_st" = 0 -a "$(awk '$1 == "sha" { print $2 }' "$IT_TMP/slow.out")" = ok
+check "then the replaced file's space went back" it_wait_log "$IT_TMP/m.log" "$gave" 10 2
 
 # ---- 2. SIGKILL in the middle
 # kill_round PREFIX WHAT WHEN: a writer puts PREFIX/..., a defragmentation
