@@ -40,33 +40,29 @@ void status_seqlock_init(void *mem)
 		atomic_init(&s->words[i], 0);
 }
 
-void status_seqlock_write(struct status_seqlock *s, const uint64_t *words,
+/* The protocol on a sequence word and the n words after it, for records
+ * of any length: status_seqlock's, and the waiting compactions'. */
+static void seqlock_write(_Atomic uint64_t *seqp, _Atomic uint64_t *dst, const uint64_t *words,
 			  unsigned n)
 {
-	uint64_t seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	uint64_t seq = atomic_load_explicit(seqp, memory_order_relaxed);
 	unsigned i;
 
 	seq |= 1; /* odd: also finishes over a dead writer's odd value */
-	atomic_store_explicit(&s->seq, seq, memory_order_relaxed);
+	atomic_store_explicit(seqp, seq, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	if (n > STATUS_SEQLOCK_WORDS)
-		n = STATUS_SEQLOCK_WORDS;
 	for (i = 0; i < n; i++)
-		atomic_store_explicit(&s->words[i], words[i],
-				      memory_order_relaxed);
-	atomic_store_explicit(&s->seq, seq + 1, memory_order_release);
+		atomic_store_explicit(&dst[i], words[i], memory_order_relaxed);
+	atomic_store_explicit(seqp, seq + 1, memory_order_release);
 }
 
-int status_seqlock_read(const struct status_seqlock *s, uint64_t *words,
+static int seqlock_read(_Atomic uint64_t *seqp, _Atomic uint64_t *src, uint64_t *words,
 			unsigned n)
 {
-	struct status_seqlock *m = (struct status_seqlock *)s;
 	int64_t give_up = 0;
 	uint64_t s1, s2;
 	unsigned i, tries;
 
-	if (n > STATUS_SEQLOCK_WORDS)
-		n = STATUS_SEQLOCK_WORDS;
 	for (tries = 0;; tries++) {
 		if (tries == STATUS_READ_SPINS) {
 			give_up = clock_now_ms() + STATUS_READ_GIVE_UP_MS;
@@ -77,20 +73,33 @@ int status_seqlock_read(const struct status_seqlock *s, uint64_t *words,
 		} else if (tries) {
 			shm_cpu_relax();
 		}
-		s1 = atomic_load_explicit(&m->seq, memory_order_acquire);
+		s1 = atomic_load_explicit(seqp, memory_order_acquire);
 		if (s1 & 1)
 			continue;
 		for (i = 0; i < n; i++)
-			words[i] = atomic_load_explicit(&m->words[i],
+			words[i] = atomic_load_explicit(&src[i],
 							memory_order_relaxed);
 		atomic_thread_fence(memory_order_acquire);
-		s2 = atomic_load_explicit(&m->seq, memory_order_relaxed);
+		s2 = atomic_load_explicit(seqp, memory_order_relaxed);
 		if (s1 == s2)
 			return 0;
 	}
 	return shm_set_error(-EAGAIN, "status: a write stayed in progress for %d ms; its "
 			     "writer died mid-write and has not been restarted yet",
 			     STATUS_READ_GIVE_UP_MS);
+}
+
+void status_seqlock_write(struct status_seqlock *s, const uint64_t *words, unsigned n)
+{
+	seqlock_write(&s->seq, s->words, words, n < STATUS_SEQLOCK_WORDS ? n : STATUS_SEQLOCK_WORDS);
+}
+
+int status_seqlock_read(const struct status_seqlock *s, uint64_t *words, unsigned n)
+{
+	struct status_seqlock *m = (struct status_seqlock *)s;
+
+	return seqlock_read(&m->seq, m->words, words,
+			    n < STATUS_SEQLOCK_WORDS ? n : STATUS_SEQLOCK_WORDS);
 }
 
 uint64_t status_seqlock_version(const struct status_seqlock *s)
@@ -230,13 +239,14 @@ uint64_t status_stored_delivered(struct shm_region *r)
 	return atomic_load_explicit(status_delivered_word(r), memory_order_acquire);
 }
 
-/* The waiting compactions' record: a sequence (odd while a write is in
- * progress), the count, then STATUS_WAITING_WORDS words an entry. */
+/* The waiting compactions' record: a sequence word, then the count and
+ * STATUS_WAITING_WORDS words an entry, under the same protocol as the
+ * status records (seqlock_write, seqlock_read). */
 #define STATUS_WAITING_WORDS 6u
+#define STATUS_WAITING_ALL (1u + STATUS_WAITING_MAX * STATUS_WAITING_WORDS)
 struct status_waiting_rec {
 	_Atomic uint64_t seq;
-	_Atomic uint64_t n;
-	_Atomic uint64_t words[STATUS_WAITING_MAX * STATUS_WAITING_WORDS];
+	_Atomic uint64_t words[STATUS_WAITING_ALL];
 };
 _Static_assert(sizeof(struct status_waiting_rec) <= STATUS_WAITING_BYTES,
 	       "the waiting record fits its bytes");
@@ -251,57 +261,48 @@ void status_waiting_init(void *mem)
 	struct status_waiting_rec *w = mem;
 
 	atomic_init(&w->seq, 0);
-	atomic_init(&w->n, 0);
-	for (unsigned i = 0; i < STATUS_WAITING_MAX * STATUS_WAITING_WORDS; i++)
+	for (unsigned i = 0; i < STATUS_WAITING_ALL; i++)
 		atomic_init(&w->words[i], 0);
 }
 
 void status_waiting_write(struct shm_region *r, const struct status_waiting *w, unsigned n)
 {
 	struct status_waiting_rec *rec = status_waiting_at(r);
-	uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_relaxed) | 1;
+	uint64_t words[STATUS_WAITING_ALL];
 
 	if (n > STATUS_WAITING_MAX)
 		n = STATUS_WAITING_MAX;
-	atomic_store_explicit(&rec->seq, seq, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
+	words[0] = n;
 	for (unsigned i = 0; i < n; i++) {
-		_Atomic uint64_t *d = rec->words + i * STATUS_WAITING_WORDS;
-		atomic_store_explicit(&d[0], w[i].origin.member_id, memory_order_relaxed);
-		atomic_store_explicit(&d[1], w[i].origin.slot, memory_order_relaxed);
-		atomic_store_explicit(&d[2], w[i].origin.generation, memory_order_relaxed);
-		atomic_store_explicit(&d[3], w[i].origin.request_id, memory_order_relaxed);
-		atomic_store_explicit(&d[4], w[i].index, memory_order_relaxed);
-		atomic_store_explicit(&d[5], w[i].term, memory_order_relaxed);
+		uint64_t *d = words + 1 + i * STATUS_WAITING_WORDS;
+		d[0] = w[i].origin.member_id;
+		d[1] = w[i].origin.slot;
+		d[2] = w[i].origin.generation;
+		d[3] = w[i].origin.request_id;
+		d[4] = w[i].index;
+		d[5] = w[i].term;
 	}
-	atomic_store_explicit(&rec->n, n, memory_order_relaxed);
-	atomic_store_explicit(&rec->seq, seq + 1, memory_order_release);
+	seqlock_write(&rec->seq, rec->words, words, 1 + n * STATUS_WAITING_WORDS);
 }
 
 int status_waiting_read(struct shm_region *r, struct status_waiting *w, unsigned max)
 {
 	struct status_waiting_rec *rec = status_waiting_at(r);
-	uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_acquire);
-	uint64_t n = atomic_load_explicit(&rec->n, memory_order_relaxed);
+	uint64_t words[STATUS_WAITING_ALL];
+	int rc = seqlock_read(&rec->seq, rec->words, words, STATUS_WAITING_ALL);
 
-	if (seq & 1)
-		return shm_set_error(-EAGAIN, "status: the waiting compactions' record was "
-				     "left half written by a stored that died writing it");
-	if (n > STATUS_WAITING_MAX)
-		n = STATUS_WAITING_MAX;
+	if (rc)
+		return rc;
+	uint64_t n = words[0] < STATUS_WAITING_MAX ? words[0] : STATUS_WAITING_MAX;
 	if (n > max)
 		n = max;
 	for (unsigned i = 0; i < n; i++) {
-		_Atomic uint64_t *d = rec->words + i * STATUS_WAITING_WORDS;
+		const uint64_t *d = words + 1 + i * STATUS_WAITING_WORDS;
 		w[i] = (struct status_waiting){
-			.origin = {
-				.member_id = atomic_load_explicit(&d[0], memory_order_relaxed),
-				.slot = (uint32_t)atomic_load_explicit(&d[1], memory_order_relaxed),
-				.generation = atomic_load_explicit(&d[2], memory_order_relaxed),
-				.request_id = atomic_load_explicit(&d[3], memory_order_relaxed),
-			},
-			.index = atomic_load_explicit(&d[4], memory_order_relaxed),
-			.term = atomic_load_explicit(&d[5], memory_order_relaxed),
+			.origin = { .member_id = d[0], .slot = (uint32_t)d[1],
+				    .generation = d[2], .request_id = d[3] },
+			.index = d[4],
+			.term = d[5],
 		};
 	}
 	return (int)n;

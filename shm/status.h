@@ -129,8 +129,8 @@ uint64_t status_stored_delivered(struct shm_region *r);
  * gateway's request timeout.
  *
  * Written by the stored role's holder, read only by its next holder once
- * the writer is gone: a write is marked in progress (an odd sequence)
- * until its last word, so one the writer died in is seen as such. The
+ * the writer is gone, under the seqlock protocol of the status records:
+ * a write the writer died in reads as -EAGAIN (after the same wait). The
  * record sits beside the status records, in STATUS_WAITING_BYTES of its
  * own; 0 waiting until the first write.
  */

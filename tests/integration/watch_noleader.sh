@@ -35,10 +35,7 @@ lw() {
 has() { grep -q -- "$2" "$IT_TMP/$1.out" 2>/dev/null; }
 show() { sed 's/^/    /' "$IT_TMP/$1.out"; }
 # knows_leader EP: the member at EP names a leader in its status.
-knows_leader() {
-	etcdctl --dial-timeout 500ms --command-timeout 5s --endpoints "$1" endpoint status -w json 2>/dev/null |
-		python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin)[0]["Status"]["leader"] else 1)' 2>/dev/null
-}
+knows_leader() { [[ $(it_status "$1" 'd["leader"]' 2>/dev/null) =~ ^[1-9] ]]; }
 # procs I SIGNAL: SIGNAL to every process of member I.
 signal() {
 	local p
