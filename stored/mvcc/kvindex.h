@@ -237,8 +237,13 @@ void kvindex_use_cache(struct kvindex *x, const struct lcache *lc, uint64_t gene
  * kvindex_feed_warm tells lc, between write txns, of up to max further keys
  * of the newest commit that no commit has placed (those of the file as it
  * was opened, or all of them after a reset), resuming where the last call
- * stopped, until *done; -EBUSY during a write txn, -ENOMEM, or the tree's
- * read errors. kvindex_feed_close frees what f holds.
+ * stopped, until *done; with until_ns non-zero it also stops once
+ * clock_now_ns reaches until_ns (looked at every KVINDEX_WARM_CLOCK_EVERY
+ * keys, after at least that many: each call moves on). Each key is a
+ * lookup at a random place of the key bucket, a page fault of its own in a
+ * mapping not yet touched (a new file): a few microseconds, so that a
+ * count alone does not bound the time. -EBUSY during a write txn, -ENOMEM,
+ * or the tree's read errors. kvindex_feed_close frees what f holds.
  */
 struct kvindex_feed {
 	struct btree_db *db;
@@ -250,7 +255,8 @@ struct kvindex_feed {
 };
 int kvindex_feed_cache(struct btree_db *db, struct kvindex_feed *f, struct lcache *lc,
 		       uint64_t generation);
-int kvindex_feed_warm(struct kvindex_feed *f, size_t max, bool *done);
+#define KVINDEX_WARM_CLOCK_EVERY 16u
+int kvindex_feed_warm(struct kvindex_feed *f, size_t max, int64_t until_ns, bool *done);
 void kvindex_feed_close(struct kvindex_feed *f);
 
 /*

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "proto/wire.h"
+#include "base/clock/clock.h"
 #include "base/log/errmsg.h"
 #include "stored/alloc.h"
 #include "stored/btree/page.h"
@@ -195,7 +196,7 @@ static void warm_one(struct kvindex_feed *f, struct btree_txn *t, struct btree_b
 	lcache_put_queued(f->lc, lcache_hash(kv->key, kv->key_len), &loc);
 }
 
-int kvindex_feed_warm(struct kvindex_feed *f, size_t max, bool *done)
+int kvindex_feed_warm(struct kvindex_feed *f, size_t max, int64_t until_ns, bool *done)
 {
 	struct btree_txn *t;
 	struct btree_bucket *latest, *kb;
@@ -219,6 +220,8 @@ int kvindex_feed_warm(struct kvindex_feed *f, size_t max, bool *done)
 	rc = f->warm_len ? btree_cursor_seek(&c, f->warm_key, f->warm_len, &kv)
 			 : btree_cursor_first(&c, &kv);
 	for (size_t n = 0; rc == 0 && n < max; n++) {
+		if (until_ns && n && n % KVINDEX_WARM_CLOCK_EVERY == 0 && clock_now_ns() >= until_ns)
+			break;
 		if (!(kv.flags & BTREE_KV_BUCKET))
 			warm_one(f, t, kb, &kv);
 		rc = btree_cursor_next(&c, &kv);
