@@ -163,6 +163,25 @@ static void test_random(void)
 			}
 		} else if (p < 45) {
 			txid++;
+		} else if (p < 46) {
+			/* the page lists free and waiting ids alike, ascending */
+			uint64_t count = freelist_count(&fl), *ids, k = 0;
+			size_t span = (size_t)freelist_page_bytes(count), n;
+			uint8_t *buf = calloc(1, span);
+			char why[128];
+			T_CHECK(buf != NULL);
+			T_OK(freelist_encode(&fl, buf, span, 1, 0));
+			T_OK(freelist_decode(buf, span, N, &ids, &n, why, sizeof(why)));
+			T_CHECK(n == count && count < 0xFFFF);
+			stored_free(ids);
+			/* in the page itself, not only as decoded (which sorts) */
+			for (uint64_t id = 2; id < N; id++)
+				if (state[id] != 0) {
+					T_CHECK(k < n && page_ld64(buf + 16 + k * 8) == id);
+					k++;
+				}
+			T_CHECK(k == n);
+			free(buf);
 		} else if (p < 60) {
 			uint64_t upto = txid - t_below(3), young_upto = txid - t_below(3);
 			T_OK(freelist_release(&fl, upto, young_upto));
