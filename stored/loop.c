@@ -135,9 +135,10 @@ struct stored_loop {
 	bool defrag_sealed;
 	uint64_t defrag_seal_index;
 	bool defrag_put_off;             /* ready, its switch put off this turn */
-	/* The file a defragmentation replaced, held open (-1: none) until no
-	 * reader can read it any more, then given back a step at a time
-	 * (loop_replaced_poll); old_txid is the last txid published for it. */
+	/* The file a defragmentation or an install replaced, held open (-1:
+	 * none) until no reader can read it any more, then given back a step
+	 * at a time (loop_replaced_poll); old_txid is the last txid published
+	 * for it. */
 	int old_fd;
 	uint64_t old_txid;
 	/* The directory's sync after a defragmented db was renamed into
@@ -1113,15 +1114,35 @@ static bool loop_install_decode(const struct ring_rec *rec, struct msg_snapshot_
 	return strlen(path) == m->path_len;
 }
 
-/* Closes the store and the db before another file is opened as the db;
+/*
+ * Keeps a descriptor of old's file, which another file has just replaced
+ * (renamed over it), whose last published txid is txid: its space goes
+ * back a step at a time once no reader can read it (loop_replaced_poll),
+ * not all at once at its last close. A file still held for an earlier
+ * replacement is closed: its readers, if any, free it at their last
+ * close. Without a descriptor (none left), the file goes with old's
+ * close, as it would anyway.
+ */
+static void loop_replaced_hold(struct stored_loop *l, const struct btree_db *old, uint64_t txid)
+{
+	if (l->old_fd >= 0)
+		close(l->old_fd);
+	l->old_fd = btree_db_dup_fd(old);
+	l->old_txid = txid;
+}
+
+/* Closes the store and the db, whose file a received one has replaced;
  * *resume gets the txid to continue above (every one published for the
- * old file). */
+ * old file). The old file's space is held for its readers
+ * (loop_replaced_hold), so the close here frees none of it and takes what
+ * unmapping the file takes. */
 static void loop_close_db(struct stored_loop *l, struct status_stored *resume)
 {
 	struct btree_root cur;
 
 	btree_db_current(l->db, &cur);
 	resume->txid = cur.txid > l->pub.txid ? cur.txid : l->pub.txid;
+	loop_replaced_hold(l, l->db, resume->txid);
 	mvcc_store_close(l->store);
 	l->store = NULL;
 	btree_db_close(l->db);
@@ -1133,8 +1154,10 @@ static void loop_close_db(struct stored_loop *l, struct status_stored *resume)
  * generation (so that readers open no file they cannot tell from the new
  * one), renames the copy over the db, fsyncs the directory, and opens
  * the db, the store and the membership on it again, resuming above every
- * txid the old file published. 0, or an error after which the process
- * must restart (it then opens whichever file the rename left).
+ * txid the old file published. Readers still on the old file read on;
+ * its space goes back once they are gone (loop_close_db). 0, or an error
+ * after which the process must restart (it then opens whichever file the
+ * rename left).
  */
 static int loop_install_switch(struct stored_loop *l)
 {
@@ -1575,10 +1598,11 @@ static void *loop_file_releaser(void *arg)
 	return NULL;
 }
 
-/* Once no reader can read the file a defragmentation replaced (every
- * reader registered at or below its last txid is gone, and the root
- * published is the new file's), its space is given back on a thread of
- * its own (or at once, by closing it, where none can be started). */
+/* Once no reader can read the file a defragmentation or an install
+ * replaced (every reader registered at or below its last txid is gone,
+ * and the root published is the new file's), its space is given back on
+ * a thread of its own (or at once, by closing it, where none can be
+ * started). */
 static void loop_replaced_poll(struct stored_loop *l)
 {
 	pthread_t t;
@@ -1713,12 +1737,7 @@ static int loop_defrag_switch(struct stored_loop *l)
 	l->pub.defrag_total_ns += (uint64_t)ns;
 	loop_publish_root(l);
 	int64_t t_pub = clock_now_ns();
-	/* the old file's space waits for its readers (loop_replaced_poll);
-	 * without a descriptor of its own, it goes with the last close */
-	if (l->old_fd >= 0)
-		close(l->old_fd);
-	l->old_fd = btree_db_dup_fd(old);
-	l->old_txid = resume.txid;
+	loop_replaced_hold(l, old, resume.txid);
 	loop_db_close_detached(old);
 	/* the copy's file holds the sealed index durably once the rename
 	 * is: the directory's sync makes that the durable index

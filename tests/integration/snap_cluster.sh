@@ -8,6 +8,9 @@
 #   (c) cetcd, cetcd, etcd with a cetcd leader: cetcd sends etcd one;
 #   (d) as (a), with the follower's raftd and stored SIGKILLed after raftd
 #       took the snapshot and before stored could install it.
+# A cetcd follower's stored gives the db file the install replaced back
+# to the file system a step at a time (its "gave the replaced db file's
+# space back" line).
 # In each, writers on etcd's Go client put through the two other members
 # while the follower is stopped (SIGSTOP) long enough for the leader's log
 # to be compacted past it (etcd and cetcd keep 5000 entries behind the
@@ -126,6 +129,10 @@ run_case() {
 			it_wait_log "$(logf "$lag")" '"msg":"applying snapshot"' 60
 		check "$label: and its stored installed the db" \
 			it_wait_log "$(logf "$lag")" '"msg":"installing a received snapshot db"' 60
+		# the file the install replaced goes back to the file system a
+		# step at a time once no reader reads it, not at its last close
+		check "$label: and the file the install replaced went back" \
+			it_wait_log "$(logf "$lag")" '"msg":"gave the replaced db file.s space back","bytes":[0-9]+,"left-bytes":0,' 60
 	else
 		check "$label: the etcd follower applied it" \
 			it_wait_log "$(logf "$lag")" 'applied incoming snapshot|finished applying incoming snapshot' 60

@@ -23,6 +23,10 @@
  * lives). Each of those waits for stored's own log line saying it skipped
  * or refused that install before it looks at the state.
  *
+ * Then a new member installs two copies under a read txn held on its
+ * file: the file the second replaced is given back to the file system a
+ * step at a time once the txn ends, and not before (release_phase).
+ *
  * stored's log lines go to stored.log in each member's directory; a
  * failed run prints them. STORED_SEED=n replays a seed.
  */
@@ -276,6 +280,49 @@ static void read_published(struct member *mb, unsigned round, struct seen *out)
 	mvcc_range_result_free(&res);
 }
 
+/* A read txn on a member's file, held across installs. */
+struct held {
+	uint32_t e;
+	struct btree_reader *db;
+	struct btree_txn *t;
+	struct mvcc_view v;
+};
+
+static void held_open(struct member *mb, struct held *h)
+{
+	struct status_stored st;
+
+	CHECK_EQ(readers_claim(mb->gw, &h->e), 0);
+	CHECK_EQ(readers_begin(mb->gw, h->e, &st), 0);
+	CHECK_EQ(btree_reader_open(mb->db_path, NULL, &h->db), 0);
+	struct btree_root root = { st.root_page, st.txid, st.high_water_page };
+	CHECK_EQ(btree_reader_begin(h->db, &root, &h->t), 0);
+	CHECK_EQ(mvcc_view_open(h->t, &h->v), 0);
+}
+
+/* The held txn still reads the n keys under tgt/ its file had. */
+static void held_check(struct held *h, size_t n)
+{
+	struct mvcc_range_result res;
+	Etcdserverpb__RangeRequest pre = ETCDSERVERPB__RANGE_REQUEST__INIT;
+
+	pre.key = tb("tgt/");
+	pre.range_end = tb("tgt0");
+	mvcc_range_result_init(&res);
+	CHECK_EQ(mvcc_range(&h->v, &pre, &res), 0);
+	CHECK_EQ(res.n, n);
+	mvcc_range_result_free(&res);
+}
+
+static void held_close(struct member *mb, struct held *h)
+{
+	mvcc_view_close(&h->v);
+	btree_txn_end(h->t);
+	btree_reader_close(h->db);
+	readers_end(mb->gw, h->e);
+	readers_release(mb->gw, h->e);
+}
+
 /* ---- a gateway's reads during the installs ---- */
 
 /* Shared with the reader process. */
@@ -445,6 +492,57 @@ static void check_refused(struct member *t, uint64_t index, const char *path, un
 	CHECK_EQ(now.post, before->post);
 }
 
+#define GAVE "gave the replaced db file's space back"
+
+/*
+ * The file an install replaced goes back to the file system a step at a
+ * time once no reader can read it, not all at once at its last close. A
+ * new member applies puts of its own, a read txn is held on its file, and
+ * it installs the leader's copies at first and then at second: nothing is
+ * given back while the txn is held, and the file it reads stays whole.
+ * Once it ends, the file the second install replaced is given back, and
+ * only that one (the first, still read at the second install, is left to
+ * its readers' last close).
+ */
+static void release_phase(const char *first, uint64_t first_index, const char *second,
+			  uint64_t second_index, struct tbuf *buf)
+{
+	struct member m;
+	struct held h;
+	char key[32];
+
+	member_init(&m);
+	for (uint64_t i = 1; i <= 50; i++) {
+		snprintf(key, sizeof(key), "tgt/%03" PRIu64, i);
+		put_at(&m, i, key, buf);
+	}
+	CHECK(TEST_WAIT_FOR(applied_at(&m, 50), 20000));
+	held_open(&m, &h);
+	install_at(&m, first_index, first);
+	put_at(&m, first_index + 1, "post/0/1", buf);
+	CHECK(TEST_WAIT_FOR(applied_at(&m, first_index + 1), 30000));
+	install_at(&m, second_index, second);
+	put_at(&m, second_index + 1, "post/0/2", buf);
+	CHECK(TEST_WAIT_FOR(applied_at(&m, second_index + 1), 30000));
+	CHECK_EQ(log_lines(&m, GAVE, NULL), 0u);
+	held_check(&h, 50);
+	held_close(&m, &h);
+	/* a turn with no reader of the replaced files left */
+	put_at(&m, second_index + 2, "post/0/3", buf);
+	CHECK(TEST_WAIT_FOR(applied_at(&m, second_index + 2), 30000));
+	if (!TEST_WAIT_FOR(log_lines(&m, GAVE, "\"left-bytes\":0,") >= 1, 30000)) {
+		fprintf(stderr, "stored never logged \"%s\" for the file the install at %" PRIu64
+			" replaced\n", GAVE, second_index);
+		exit(1);
+	}
+	CHECK_EQ(log_lines(&m, GAVE, NULL), 1u);
+	CHECK_EQ(log_lines(&m, GAVE, "\"steps\":0,"), 0u);
+	printf("the file the install replaced went back once its reader was gone\n");
+	kill(m.child, SIGTERM);
+	CHECK_EQ(test_wait(m.child), 0);
+	member_fini(&m);
+}
+
 /*
  * With STORED_ETCD_DB (a db file written by etcd: `etcdctl snapshot save`
  * against Debian's etcd, its checksum cut off), STORED_ETCD_KEYS and
@@ -541,17 +639,8 @@ int main(void)
 		reader_main(&tgt, rd);
 
 	/* A read txn on T's old file, held across the installs. */
-	uint32_t old_e;
-	struct status_stored old_st;
-	struct btree_reader *old_db;
-	struct btree_txn *old_t;
-	struct mvcc_view old_v;
-	CHECK_EQ(readers_claim(tgt.gw, &old_e), 0);
-	CHECK_EQ(readers_begin(tgt.gw, old_e, &old_st), 0);
-	CHECK_EQ(btree_reader_open(tgt.db_path, NULL, &old_db), 0);
-	struct btree_root old_root = { old_st.root_page, old_st.txid, old_st.high_water_page };
-	CHECK_EQ(btree_reader_begin(old_db, &old_root, &old_t), 0);
-	CHECK_EQ(mvcc_view_open(old_t, &old_v), 0);
+	struct held old;
+	held_open(&tgt, &old);
 
 	uint64_t kills = 0, kills_before = 0;
 	struct status_stored last = member_status(&tgt);
@@ -629,19 +718,8 @@ int main(void)
 	CHECK(kills_before >= 1);
 
 	/* The txn on the old file still reads the old file. */
-	struct mvcc_range_result res;
-	Etcdserverpb__RangeRequest pre = ETCDSERVERPB__RANGE_REQUEST__INIT;
-	pre.key = tb("tgt/");
-	pre.range_end = tb("tgt0");
-	mvcc_range_result_init(&res);
-	CHECK_EQ(mvcc_range(&old_v, &pre, &res), 0);
-	CHECK_EQ(res.n, 50u);
-	mvcc_range_result_free(&res);
-	mvcc_view_close(&old_v);
-	btree_txn_end(old_t);
-	btree_reader_close(old_db);
-	readers_end(tgt.gw, old_e);
-	readers_release(tgt.gw, old_e);
+	held_check(&old, 50);
+	held_close(&tgt, &old);
 
 	/* A resend at or below the applied index is skipped. */
 	struct seen at_rest;
@@ -680,6 +758,8 @@ int main(void)
 	kill(tgt.child, SIGTERM);
 	CHECK_EQ(test_wait(tgt.child), 0);
 	member_fini(&tgt);
+	release_phase(snap[ROUNDS - 1], (uint64_t)(ROUNDS - 1) * ROUND_ENTRIES, snap[ROUNDS],
+		      (uint64_t)ROUNDS * ROUND_ENTRIES, &buf);
 	etcd_phase(&buf);
 	tbuf_free(&buf);
 	passed = true;
