@@ -1614,22 +1614,14 @@ static void loop_replaced_poll(struct stored_loop *l)
 	l->old_fd = -1;
 }
 
+/* Closes a db that nothing here uses any more (the old file, replaced by
+ * a defragmented one), run on a thread of its own (shm_thread_offload): its
+ * I/O backend and page writer are stopped and its mapping of the whole
+ * file torn down, which the loop does not wait for. */
 static void *loop_db_closer(void *arg)
 {
 	btree_db_close(arg);
 	return NULL;
-}
-
-/* Closes a db that nothing here uses any more (the old file, replaced by
- * a defragmented one) on a thread of its own, in this one where none can
- * be started: its I/O backend and page writer are stopped and its
- * mapping of the whole file torn down, which this loop does not wait for. */
-static void loop_db_close_detached(struct btree_db *db)
-{
-	pthread_t t;
-
-	if (shm_thread_start(&t, true, loop_db_closer, db) != 0)
-		btree_db_close(db);
 }
 
 /*
@@ -1738,7 +1730,7 @@ static int loop_defrag_switch(struct stored_loop *l)
 	loop_publish_root(l);
 	int64_t t_pub = clock_now_ns();
 	loop_replaced_hold(l, old, resume.txid);
-	loop_db_close_detached(old);
+	(void)shm_thread_offload(loop_db_closer, old);
 	/* the copy's file holds the sealed index durably once the rename
 	 * is: the directory's sync makes that the durable index
 	 * (loop_dir_sync_poll); a checkpoint of the commits since follows as

@@ -21,3 +21,13 @@ int shm_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg
 	pthread_attr_destroy(&attr);
 	return rc;
 }
+
+bool shm_thread_offload(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+
+	if (shm_thread_start(&t, true, fn, arg) == 0)
+		return true;
+	(void)fn(arg);
+	return false;
+}

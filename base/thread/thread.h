@@ -17,4 +17,10 @@
  * asked (then *t is only informative). Returns 0 or -errno. */
 int shm_thread_start(pthread_t *t, bool detached, void *(*fn)(void *), void *arg);
 
+/* Runs fn(arg) on a detached thread of its own (as shm_thread_start), so
+ * that the caller does not wait for it, or in the caller's thread where
+ * none can be started: work that must be done either way (closing a file,
+ * unmapping). Returns whether it went to a thread. */
+bool shm_thread_offload(void *(*fn)(void *), void *arg);
+
 #endif

@@ -212,7 +212,6 @@ void bt_map_release(struct bt_map *m)
 {
 	struct stat sb;
 	struct bt_unmap *u = NULL;
-	pthread_t t;
 
 	/* libc's malloc, not stored_malloc: the thread frees it after the
 	 * caller has gone on, past any count of live allocations it makes */
@@ -220,10 +219,8 @@ void bt_map_release(struct bt_map *m)
 		u = malloc(sizeof(*u));
 	if (u) {
 		*u = (struct bt_unmap){ (void *)m->base, m->map_size, m->fd };
-		if (shm_thread_start(&t, true, bt_unmapper, u) == 0)
+		if (shm_thread_offload(bt_unmapper, u))
 			atomic_fetch_add(&bt_detached_releases, 1);
-		else
-			bt_unmapper(u);
 	} else {
 		bt_unmap_now((void *)m->base, m->map_size, m->fd);
 	}
