@@ -356,34 +356,44 @@ static int take_interim(struct ring *ring, struct msg_result_interim *m)
 	return 0;
 }
 
+/* A physical compaction at 41 over 40 revisions of 4 keys (steps of 5
+ * key entries: it deletes 36 of them), applied in one turn with its
+ * deletion under way; its origin in *o, its entry's index returned. */
+static uint64_t compaction_applied(struct env *e, struct msg_origin *o)
+{
+	struct tst_result r = { 0 };
+	char key[32];
+	uint64_t idx = 0;
+
+	env_init(e, 0);
+	e->t.o.compact_step = 5;
+	stored_loop_free(e->t.l);
+	CHECK_EQ(stored_loop_open(e->t.st, &e->t.o, &e->t.l), 0);
+	for (int i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "key%d", i % 4);
+		env_put(e, ++idx, key, "value");
+	}
+	env_turn(e);
+	while (tst_take_result(e->t.results, &r) == 0)
+		;
+	CHECK_EQ(status_stored_delivered(e->t.gw), idx);
+	*o = env_origin(e);
+	tst_compact(41, true, o, &e->d);
+	CHECK_EQ(tst_commit(e->t.committed, ++idx, 2, 0, e->d.p, e->d.len), 0);
+	env_turn(e);
+	tbuf_free(&r.body);
+	return idx;
+}
+
 static void test_physical_compaction(void)
 {
 	struct msg_result_interim im;
 	struct env e;
 	struct tst_result r = { 0 };
 	struct msg_origin o;
-	char key[32];
-	uint64_t idx = 0;
 	int turns = 0;
 
-	env_init(&e, 0);
-	e.t.o.compact_step = 5;
-	stored_loop_free(e.t.l);
-	CHECK_EQ(stored_loop_open(e.t.st, &e.t.o, &e.t.l), 0);
-	/* 40 revisions of 4 keys: compaction at 41 deletes 36 of them */
-	for (int i = 0; i < 40; i++) {
-		snprintf(key, sizeof(key), "key%d", i % 4);
-		env_put(&e, ++idx, key, "value");
-	}
-	env_turn(&e);
-	while (tst_take_result(e.t.results, &r) == 0)
-		;
-	CHECK_EQ(status_stored_delivered(e.t.gw), idx);
-	o = env_origin(&e);
-	tst_compact(41, true, &o, &e.d);
-	CHECK_EQ(tst_commit(e.t.committed, ++idx, 2, 0, e.d.p, e.d.len), 0);
-	uint64_t compact_idx = idx;
-	env_turn(&e);
+	uint64_t compact_idx = compaction_applied(&e, &o), idx = compact_idx;
 	/* the compaction is under way, its answer waits, and so does the
 	 * delivered index, below it */
 	CHECK_EQ(tst_take_result(e.t.results, &r), -EAGAIN);
@@ -434,30 +444,12 @@ static void test_physical_compaction(void)
 	env_fini(&e);
 }
 
-/* A physical compaction at 41 over 40 revisions of 4 keys (steps of 5
- * key entries), applied and checkpointed with its deletion under way; its
- * origin in *o, its entry's index returned. */
+/* compaction_applied, then checkpointed with its deletion under way. */
 static uint64_t compaction_checkpointed(struct env *e, struct msg_origin *o)
 {
 	struct tst_result r = { 0 };
-	char key[32];
-	uint64_t idx = 0;
+	uint64_t idx = compaction_applied(e, o);
 
-	env_init(e, 0);
-	e->t.o.compact_step = 5;
-	stored_loop_free(e->t.l);
-	CHECK_EQ(stored_loop_open(e->t.st, &e->t.o, &e->t.l), 0);
-	for (int i = 0; i < 40; i++) {
-		snprintf(key, sizeof(key), "key%d", i % 4);
-		env_put(e, ++idx, key, "value");
-	}
-	env_turn(e);
-	while (tst_take_result(e->t.results, &r) == 0)
-		;
-	*o = env_origin(e);
-	tst_compact(41, true, o, &e->d);
-	CHECK_EQ(tst_commit(e->t.committed, ++idx, 2, 0, e->d.p, e->d.len), 0);
-	env_turn(e);
 	CHECK_EQ(tst_take_result(e->t.results, &r), -EAGAIN);
 	CHECK_EQ(stored_loop_checkpoint(e->t.l), 0);
 	CHECK_EQ(env_status(e).durable_index, idx);
