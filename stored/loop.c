@@ -591,7 +591,10 @@ static int loop_waiting_restore(struct stored_loop *l, const struct mvcc_state *
 		memcpy(l->waiting, w, kept * sizeof(*w));
 		l->nwaiting = kept;
 	}
-	status_waiting_write(l->r, l->waiting, (unsigned)l->nwaiting);
+	/* the record keeps those taken over until they are answered (at once
+	 * when their deletion is done: loop_answer_waiting empties it) */
+	if (!kept || ms->compacting)
+		status_waiting_write(l->r, l->waiting, (unsigned)l->nwaiting);
 	if (!kept)
 		return 0;
 	log_info("took over the physical compactions the previous stored had not answered",
@@ -1114,17 +1117,21 @@ static bool loop_install_decode(const struct ring_rec *rec, struct msg_snapshot_
 	return strlen(path) == m->path_len;
 }
 
+static void loop_replaced_poll(struct stored_loop *l);
+
 /*
  * Keeps a descriptor of old's file, which another file has just replaced
  * (renamed over it), whose last published txid is txid: its space goes
  * back a step at a time once no reader can read it (loop_replaced_poll),
  * not all at once at its last close. A file still held for an earlier
- * replacement is closed: its readers, if any, free it at their last
- * close. Without a descriptor (none left), the file goes with old's
- * close, as it would anyway.
+ * replacement is first given back as the loop would give it back, if its
+ * readers left since the loop last looked; if some still read it, it is
+ * closed, and they free it at their last close. Without a descriptor
+ * (none left), the file goes with old's close, as it would anyway.
  */
 static void loop_replaced_hold(struct stored_loop *l, const struct btree_db *old, uint64_t txid)
 {
+	loop_replaced_poll(l);
 	if (l->old_fd >= 0)
 		close(l->old_fd);
 	l->old_fd = btree_db_dup_fd(old);

@@ -25,7 +25,11 @@
  *
  * Then a new member installs two copies under a read txn held on its
  * file: the file the second replaced is given back to the file system a
- * step at a time once the txn ends, and not before (release_phase).
+ * step at a time once the txn ends, and not before (release_phase). And
+ * one whose reader leaves while stored is stopped, just before a second
+ * install that stored takes before anything else: that file too is given
+ * back a step at a time, not freed at once by the loop's close
+ * (release_between).
  *
  * stored's log lines go to stored.log in each member's directory; a
  * failed run prints them. STORED_SEED=n replays a seed.
@@ -495,6 +499,28 @@ static void check_refused(struct member *t, uint64_t index, const char *path, un
 #define GAVE "gave the replaced db file's space back"
 
 /*
+ * A new member with 50 puts of its own under tgt/, a read txn h held on
+ * its file, and the copy first installed at first_index over it, with a
+ * put after.
+ */
+static void release_start(struct member *m, struct held *h, const char *first,
+			  uint64_t first_index, struct tbuf *buf)
+{
+	char key[32];
+
+	member_init(m);
+	for (uint64_t i = 1; i <= 50; i++) {
+		snprintf(key, sizeof(key), "tgt/%03" PRIu64, i);
+		put_at(m, i, key, buf);
+	}
+	CHECK(TEST_WAIT_FOR(applied_at(m, 50), 20000));
+	held_open(m, h);
+	install_at(m, first_index, first);
+	put_at(m, first_index + 1, "post/0/1", buf);
+	CHECK(TEST_WAIT_FOR(applied_at(m, first_index + 1), 30000));
+}
+
+/*
  * The file an install replaced goes back to the file system a step at a
  * time once no reader can read it, not all at once at its last close. A
  * new member applies puts of its own, a read txn is held on its file, and
@@ -509,18 +535,8 @@ static void release_phase(const char *first, uint64_t first_index, const char *s
 {
 	struct member m;
 	struct held h;
-	char key[32];
 
-	member_init(&m);
-	for (uint64_t i = 1; i <= 50; i++) {
-		snprintf(key, sizeof(key), "tgt/%03" PRIu64, i);
-		put_at(&m, i, key, buf);
-	}
-	CHECK(TEST_WAIT_FOR(applied_at(&m, 50), 20000));
-	held_open(&m, &h);
-	install_at(&m, first_index, first);
-	put_at(&m, first_index + 1, "post/0/1", buf);
-	CHECK(TEST_WAIT_FOR(applied_at(&m, first_index + 1), 30000));
+	release_start(&m, &h, first, first_index, buf);
 	install_at(&m, second_index, second);
 	put_at(&m, second_index + 1, "post/0/2", buf);
 	CHECK(TEST_WAIT_FOR(applied_at(&m, second_index + 1), 30000));
@@ -538,6 +554,46 @@ static void release_phase(const char *first, uint64_t first_index, const char *s
 	CHECK_EQ(log_lines(&m, GAVE, NULL), 1u);
 	CHECK_EQ(log_lines(&m, GAVE, "\"steps\":0,"), 0u);
 	printf("the file the install replaced went back once its reader was gone\n");
+	kill(m.child, SIGTERM);
+	CHECK_EQ(test_wait(m.child), 0);
+	member_fini(&m);
+}
+
+/*
+ * A file replaced by an install, whose last reader leaves while stored is
+ * stopped, with a second install already waiting for it: the second
+ * install's turn comes before the loop looks for readers again. The first
+ * file is still given back a step at a time (by the second install's own
+ * look), then the second's once a turn passes with no reader, so two
+ * complete releases are logged. Had the second install closed the first
+ * file unlooked, the loop's close would have freed it at once, unlogged.
+ */
+static void release_between(const char *first, uint64_t first_index, const char *second,
+			    uint64_t second_index, struct tbuf *buf)
+{
+	struct member m;
+	struct held h;
+
+	release_start(&m, &h, first, first_index, buf);
+	usleep(200000); /* the turn that applied the put, and any checkpoint, done */
+	CHECK_EQ(log_lines(&m, GAVE, NULL), 0u);
+	held_check(&h, 50);
+	CHECK_EQ(kill(m.child, SIGSTOP), 0);
+	held_close(&m, &h);
+	install_at(&m, second_index, second);
+	put_at(&m, second_index + 1, "post/0/2", buf);
+	CHECK_EQ(kill(m.child, SIGCONT), 0);
+	CHECK(TEST_WAIT_FOR(applied_at(&m, second_index + 1), 30000));
+	put_at(&m, second_index + 2, "post/0/3", buf);
+	CHECK(TEST_WAIT_FOR(applied_at(&m, second_index + 2), 30000));
+	if (!TEST_WAIT_FOR(log_lines(&m, GAVE, "\"left-bytes\":0,") >= 2, 30000)) {
+		fprintf(stderr, "stored logged \"%s\" %u times, not twice: the file the first "
+			"install replaced was not given back in steps\n", GAVE,
+			log_lines(&m, GAVE, NULL));
+		exit(1);
+	}
+	CHECK_EQ(log_lines(&m, GAVE, NULL), 2u);
+	printf("the file whose reader left just before the second install went back in steps\n");
 	kill(m.child, SIGTERM);
 	CHECK_EQ(test_wait(m.child), 0);
 	member_fini(&m);
@@ -760,6 +816,8 @@ int main(void)
 	member_fini(&tgt);
 	release_phase(snap[ROUNDS - 1], (uint64_t)(ROUNDS - 1) * ROUND_ENTRIES, snap[ROUNDS],
 		      (uint64_t)ROUNDS * ROUND_ENTRIES, &buf);
+	release_between(snap[ROUNDS - 1], (uint64_t)(ROUNDS - 1) * ROUND_ENTRIES, snap[ROUNDS],
+			(uint64_t)ROUNDS * ROUND_ENTRIES, &buf);
 	etcd_phase(&buf);
 	tbuf_free(&buf);
 	passed = true;
