@@ -1138,6 +1138,16 @@ static void loop_replaced_hold(struct stored_loop *l, const struct btree_db *old
 	l->old_txid = txid;
 }
 
+/* The txid a db that replaces db's file continues above: the last one
+ * db committed or published, whichever is later. */
+static uint64_t loop_resume_txid(const struct stored_loop *l, const struct btree_db *db)
+{
+	struct btree_root cur;
+
+	btree_db_current(db, &cur);
+	return cur.txid > l->pub.txid ? cur.txid : l->pub.txid;
+}
+
 /* Closes the store and the db, whose file a received one has replaced;
  * *resume gets the txid to continue above (every one published for the
  * old file). The old file's space is held for its readers
@@ -1145,10 +1155,7 @@ static void loop_replaced_hold(struct stored_loop *l, const struct btree_db *old
  * unmapping the file takes. */
 static void loop_close_db(struct stored_loop *l, struct status_stored *resume)
 {
-	struct btree_root cur;
-
-	btree_db_current(l->db, &cur);
-	resume->txid = cur.txid > l->pub.txid ? cur.txid : l->pub.txid;
+	resume->txid = loop_resume_txid(l, l->db);
 	loop_replaced_hold(l, l->db, resume->txid);
 	mvcc_store_close(l->store);
 	l->store = NULL;
@@ -1656,7 +1663,6 @@ static void *loop_db_closer(void *arg)
 static int loop_defrag_switch(struct stored_loop *l)
 {
 	struct status_stored resume = { 0 };
-	struct btree_root cur;
 	struct defrag_stats ds;
 	char a[16], b[16], took[32];
 	uint64_t size, in_use;
@@ -1691,8 +1697,7 @@ static int loop_defrag_switch(struct stored_loop *l)
 	kvindex_feed_close(&l->cache_feed);
 	mvcc_store_close(l->store);
 	l->store = NULL;
-	btree_db_current(old, &cur);
-	resume.txid = cur.txid > l->pub.txid ? cur.txid : l->pub.txid;
+	resume.txid = loop_resume_txid(l, old);
 	const struct btree_root from = { .txid = resume.txid };
 	l->db = copy;
 	rc = btree_db_resume(copy, &from, loop_oldest_reader, l);
