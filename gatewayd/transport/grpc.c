@@ -158,11 +158,16 @@ static int64_t grpc_now(const struct grpc_server *srv)
 	return srv->cfg.now_ns(srv->cfg.clock_arg);
 }
 
-static bool grpc_rcbuf_is(nghttp2_rcbuf *rb, const char *s)
+/* Whether rb holds the n bytes at s. */
+static bool grpc_rcbuf_eq(nghttp2_rcbuf *rb, const char *s, size_t n)
 {
 	nghttp2_vec v = nghttp2_rcbuf_get_buf(rb);
-	size_t n = strlen(s);
 	return v.len == n && memcmp(v.base, s, n) == 0;
+}
+
+static bool grpc_rcbuf_is(nghttp2_rcbuf *rb, const char *s)
+{
+	return grpc_rcbuf_eq(rb, s, strlen(s));
 }
 
 /* ---- method table ---- */
@@ -594,8 +599,10 @@ static int grpc_on_header(struct h2_stream *s, nghttp2_rcbuf *name, nghttp2_rcbu
 
 static const uint8_t *grpc_md_find(const struct grpc_call *call, const char *name, size_t *len)
 {
+	size_t n = strlen(name);
+
 	for (uint32_t i = 0; i < call->nmd; i++) {
-		if (grpc_rcbuf_is(call->md[i].name, name)) {
+		if (grpc_rcbuf_eq(call->md[i].name, name, n)) {
 			nghttp2_vec v = nghttp2_rcbuf_get_buf(call->md[i].value);
 			*len = v.len;
 			return v.len ? v.base : grpc_empty;
