@@ -140,8 +140,9 @@ int pagewrite_push(struct pagewrite *p, const void *buf, size_t len, uint64_t of
 int pagewrite_drain(struct pagewrite *p)
 {
 	pthread_mutex_lock(&p->mu);
-	const struct diskio_write *w = p->q + p->head;
 	size_t k = p->n;
+	/* (no queue is allocated before the first write is queued) */
+	const struct diskio_write *w = k ? p->q + p->head : NULL;
 	p->head = p->n = 0;
 	if (k) {
 		pthread_mutex_unlock(&p->mu);
