@@ -134,4 +134,17 @@ void config_urls_text(const struct config_urls *us, char *buf, size_t len);
  * record's target). 0, or -EINVAL/-ENOMEM with err set (exit 1). */
 int config_srv_cluster(struct cetcd_config *c, struct config_error *err);
 
+/* One SRV record: its target's name and its port. */
+struct srv_rr {
+	char target[1025];  /* NS_MAXDNAME */
+	unsigned port;
+};
+
+/* The SRV records of a DNS answer (ans, n bytes), up to max, into out:
+ * their count, or -1 with why set when the answer cannot be read.
+ * Records that are not SRV, are cut short or name no readable target
+ * are passed over. */
+int config_srv_parse(const unsigned char *ans, int n, struct srv_rr *out, size_t max,
+		     char *why, size_t wlen);
+
 #endif

@@ -17,34 +17,17 @@
 
 #define SRV_MAX 64
 
-struct srv_rr {
-	char target[NS_MAXDNAME];
-	unsigned port;
-};
+_Static_assert(sizeof(((struct srv_rr *)0)->target) == NS_MAXDNAME, "a target holds any name");
 
-/* The SRV records of name (_service._tcp.domain): their count, or -1
- * (err says why, as etcd's lookup error does). */
-static int srv_lookup(const char *name, struct srv_rr *out, size_t max, char *why, size_t wlen)
+int config_srv_parse(const unsigned char *ans, int n, struct srv_rr *out, size_t max,
+		     char *why, size_t wlen)
 {
-	unsigned char ans[8192];
-	struct __res_state st;
 	ns_msg msg;
 	ns_rr rr;
-	int n, count = 0;
+	int count = 0;
 
-	memset(&st, 0, sizeof(st));
-	if (res_ninit(&st) != 0) {
-		snprintf(why, wlen, "cannot read the resolver's configuration");
-		return -1;
-	}
-	n = res_nquery(&st, name, ns_c_in, ns_t_srv, ans, sizeof(ans));
-	res_nclose(&st);
-	if (n < 0) {
-		snprintf(why, wlen, "lookup %.200s: no such host", name);
-		return -1;
-	}
 	if (ns_initparse(ans, n, &msg) < 0) {
-		snprintf(why, wlen, "lookup %.200s: cannot parse the answer", name);
+		snprintf(why, wlen, "cannot parse the answer");
 		return -1;
 	}
 	for (int i = 0; i < ns_msg_count(msg, ns_s_an) && (size_t)count < max; i++) {
@@ -58,9 +41,35 @@ static int srv_lookup(const char *name, struct srv_rr *out, size_t max, char *wh
 			continue;
 		count++;
 	}
-	if (count == 0)
+	return count;
+}
+
+/* The SRV records of name (_service._tcp.domain): their count, or -1
+ * (err says why, as etcd's lookup error does). */
+static int srv_lookup(const char *name, struct srv_rr *out, size_t max, char *why, size_t wlen)
+{
+	unsigned char ans[8192];
+	struct __res_state st;
+	char bad[64];
+	int n, count;
+
+	memset(&st, 0, sizeof(st));
+	if (res_ninit(&st) != 0) {
+		snprintf(why, wlen, "cannot read the resolver's configuration");
+		return -1;
+	}
+	n = res_nquery(&st, name, ns_c_in, ns_t_srv, ans, sizeof(ans));
+	res_nclose(&st);
+	if (n < 0) {
 		snprintf(why, wlen, "lookup %.200s: no such host", name);
-	return count ? count : -1;
+		return -1;
+	}
+	count = config_srv_parse(ans, n, out, max, bad, sizeof(bad));
+	if (count < 0)
+		snprintf(why, wlen, "lookup %.200s: %s", name, bad);
+	else if (count == 0)
+		snprintf(why, wlen, "lookup %.200s: no such host", name);
+	return count > 0 ? count : -1;
 }
 
 /* host:port resolved as Go's net.ResolveTCPAddr does (the first IPv4
