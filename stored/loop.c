@@ -56,6 +56,10 @@
  * step takes at most. */
 #define LOOP_CACHE_WARM_STEP 4096
 #define LOOP_CACHE_WARM_STEP_NS 1000000
+/* The loop arena's chunks (64 KiB each) kept for the next batch instead
+ * of going back to malloc at every batch's end: a small batch's decoding
+ * then allocates nothing. */
+#define LOOP_ARENA_POOL_MAX 16
 /* Time a defragmentation's step takes per turn. */
 #define LOOP_DEFRAG_STEP_NS 1000000
 
@@ -86,6 +90,7 @@ struct stored_loop {
 	const volatile sig_atomic_t *stop;
 
 	struct arena arena;              /* the open batch's requests and answers */
+	struct arena_pool arena_pool;    /* its chunks, kept from batch to batch */
 	struct stored_apply_result *res; /* the batch's answers to deliver */
 	size_t nres, res_cap;
 	/* physical compactions whose answer waits for the deletion to
@@ -636,6 +641,8 @@ int stored_loop_open(struct shm_region *r, const struct stored_loop_opts *o,
 	l->bell = shm_role_doorbell(r, SHM_ROLE_STORED);
 	l->raftd_bell = shm_role_doorbell(r, SHM_ROLE_RAFTD);
 	arena_init(&l->arena);
+	arena_pool_init(&l->arena_pool, LOOP_ARENA_POOL_MAX);
+	l->arena.pool = &l->arena_pool;
 	events_init(&l->events, shm_events(r));
 	bcast_producer_takeover(shm_events(r));
 	rc = stored_results_init(&l->results, r, o->member_id);
@@ -740,6 +747,7 @@ void stored_loop_free(struct stored_loop *l)
 	lessor_free(l->lessor);
 	events_fini(&l->events);
 	arena_release(&l->arena);
+	arena_pool_destroy(&l->arena_pool);
 	stored_free(l->res);
 	stored_free(l->waiting);
 	stored_free(l->db_path);
