@@ -602,6 +602,22 @@ static int jwt_time_claim(int kind, double v, const char *name, int64_t *out)
 	return 0;
 }
 
+/* The JSON reader's buffers (a member's key and string value) come from
+ * auth's allocator too, as every allocation of auth/ does. */
+static void *jwt_json_alloc(void *data, size_t size)
+{
+	(void)data;
+	return auth_alloc(size);
+}
+
+static void jwt_json_free(void *data, void *p)
+{
+	(void)data;
+	auth_free(p);
+}
+
+static ProtobufCAllocator jwt_json_allocator = { .alloc = jwt_json_alloc, .free = jwt_json_free };
+
 int auth_jwt_verify(const struct auth_jwt_key *k, const char *token, size_t len, int64_t now,
 		    struct auth_jwt_claims *out)
 {
@@ -629,7 +645,8 @@ int auth_jwt_verify(const struct auth_jwt_key *k, const char *token, size_t len,
 	/* the header: which method signed it */
 	if ((rc = jwt_b64_segment(token, (size_t)(dot1 - token), buf, &n, "header")))
 		goto out;
-	rc = proto_json_object_each((const char *)buf, n, jwt_header_member, &r, NULL, &jerr);
+	rc = proto_json_object_each((const char *)buf, n, jwt_header_member, &r,
+				    &jwt_json_allocator, &jerr);
 	if (rc) {
 		rc = errmsg_set(rc == -ENOMEM ? -ENOMEM : -EINVAL, "token is malformed: header: %s",
 				jerr.text);
@@ -663,7 +680,8 @@ int auth_jwt_verify(const struct auth_jwt_key *k, const char *token, size_t len,
 	/* the claims */
 	if ((rc = jwt_b64_segment(dot1 + 1, (size_t)(dot2 - dot1 - 1), buf, &n, "claims")))
 		goto out;
-	rc = proto_json_object_each((const char *)buf, n, jwt_claims_member, &r, NULL, &jerr);
+	rc = proto_json_object_each((const char *)buf, n, jwt_claims_member, &r,
+				    &jwt_json_allocator, &jerr);
 	if (rc) {
 		rc = errmsg_set(rc == -ENOMEM ? -ENOMEM : -EINVAL, "token is malformed: claims: %s",
 				rc == -ENOMEM ? "out of memory" : jerr.text);

@@ -1285,8 +1285,10 @@ int proto_json_object_each(const char *in, size_t len, proto_json_member_fn fn, 
 	}
 	for (;;) {
 		jd_ws(&j);
-		if (j.pos == len)
-			return jd_eof(&j);
+		if (j.pos == len) {
+			rc = jd_eof(&j); /* after a member: its buffers go too */
+			goto out;
+		}
 		if (in[j.pos] != '"') {
 			rc = jd_bad_char(&j, "looking for beginning of object key string");
 			goto out;

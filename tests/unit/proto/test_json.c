@@ -389,8 +389,29 @@ static int collect(void *arg, const struct proto_json_member *m)
 	return ++ms->seen == ms->stop_at ? -ECANCELED : 0;
 }
 
+/* An allocator that counts what is not freed yet. */
+static long each_live;
+
+static void *each_alloc(void *data, size_t size)
+{
+	(void)data;
+	void *p = malloc(size);
+	if (p)
+		each_live++;
+	return p;
+}
+
+static void each_free(void *data, void *p)
+{
+	(void)data;
+	if (p)
+		each_live--;
+	free(p);
+}
+
 static void test_object_each(void)
 {
+	ProtobufCAllocator counting = { .alloc = each_alloc, .free = each_free };
 	static const struct {
 		const char *in;
 		int rc;
@@ -410,6 +431,8 @@ static void test_object_each(void)
 		{ "{\"a\" 1}", -EINVAL, "invalid character '1' after object key" },
 		{ "{\"a\":01}", -EINVAL, "invalid character '1' after object key:value pair" },
 		{ "{\"a\":1", -EAGAIN, "unexpected EOF" },
+		{ "{\"a\":1,", -EAGAIN, "unexpected EOF" },
+		{ "{\"ab\":\"xy\", ", -EAGAIN, "unexpected EOF" },
 		{ "{\"a\":\"x", -EAGAIN, "unexpected EOF" },
 		{ "", -EAGAIN, "unexpected EOF" },
 	};
@@ -417,9 +440,10 @@ static void test_object_each(void)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct members ms = { .text = "" };
-		int rc = proto_json_object_each(cases[i].in, strlen(cases[i].in), collect, &ms, NULL,
-						&err);
+		int rc = proto_json_object_each(cases[i].in, strlen(cases[i].in), collect, &ms,
+						&counting, &err);
 		CHECK(rc == cases[i].rc);
+		CHECK(each_live == 0); /* the key's and value's buffers, whatever the end */
 		CHECK(strcmp(rc ? err.text : ms.text, cases[i].text) == 0);
 		if (rc != cases[i].rc || strcmp(rc ? err.text : ms.text, cases[i].text))
 			fprintf(stderr, "case %zu: %d %s\n", i, rc, rc ? err.text : ms.text);
