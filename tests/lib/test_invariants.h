@@ -22,6 +22,7 @@
 #define INV7_WAKEUPS 7, "wake-ups are never lost"
 #define INV8_LEASES 8, "leases stay safe across leader changes"
 #define INV9_WATCH_DELIVERED 9, "watches report what they delivered"
+#define INV10_AUTH_TWICE 10, "auth is checked twice"
 #define INV11_ONE_ROOT 11, "one root per apply batch"
 #define INV12_DURABLE 12, "durable means fsynced, directories too"
 #define INV13_TOKENS 13, "a token entry is read whole or not at all"

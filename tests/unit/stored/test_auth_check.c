@@ -116,6 +116,7 @@ static void want(const struct stored_apply_result *r, int err)
 					  memcmp(r->body, text, r->body_len)))) {
 		fprintf(stderr, "want %d \"%s\", got %d \"%.*s\"\n", code, text, r->status,
 			(int)r->body_len, r->status ? (const char *)r->body : "");
+		CHECK_INVARIANT(INV10_AUTH_TWICE, r->status == code);
 		CHECK(0);
 	}
 }
@@ -140,7 +141,7 @@ static void put(struct fixture *f, const char *key, int64_t lease, bool prev_kv,
 	want(&r, err);
 	mvcc_store_state(f->t.s, &after);
 	/* a refused Put writes nothing */
-	CHECK_EQ(after.rev, before.rev + (err ? 0 : 1));
+	CHECK_INVARIANT_EQ(INV10_AUTH_TWICE, after.rev, before.rev + (err ? 0 : 1));
 }
 
 static void range(struct fixture *f, const char *key, const char *end, const char *user,
