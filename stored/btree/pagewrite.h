@@ -6,7 +6,9 @@
  * writing those pages (page cache lookup or allocation, copy, dirty
  * marking) costs about as much as building them. The spill hands each
  * page to pagewrite_push as soon as it is final; the thread writes them
- * (adjacent ones in one pwritev) through the db's diskio, and
+ * through the db's diskio (adjacent ones in one pwritev, unless the
+ * backend writes each page by itself: diskio_set_separate_writes, which
+ * the live db sets), and
  * pagewrite_drain waits until every page pushed so far is written. Only
  * for diskio backends whose write_batch may run on another thread
  * (diskio_ops.concurrent_writes).

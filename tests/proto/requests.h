@@ -3,8 +3,9 @@
  * gw_unpack (gatewayd/services/kv.c, watch.c, lease.c, cluster.c, alarm.c,
  * maint.c, snapshot.c, v3election.c, v3lock.c), by the message name
  * tests/tools/protodiff knows it by. proto_diff and fuzz_gwreq go
- * through this one list. (Defragment and the Auth service are not
- * served: gatewayd never decodes their requests.)
+ * through this one list. Not in it: DefragmentRequest (maint.c) and the
+ * Auth service's requests (services/auth.c, authenticate.c), which
+ * gatewayd decodes too.
  */
 #ifndef CETCD_TESTS_PROTO_REQUESTS_H
 #define CETCD_TESTS_PROTO_REQUESTS_H
