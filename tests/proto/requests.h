@@ -5,7 +5,7 @@
  * tests/tools/protodiff knows it by. proto_diff and fuzz_gwreq go
  * through this one list. Not in it: DefragmentRequest (maint.c) and the
  * Auth service's requests (services/auth.c, authenticate.c), which
- * gatewayd decodes too.
+ * gatewayd decodes too: tests/fuzz/fuzz_authreq.c fuzzes those.
  */
 #ifndef CETCD_TESTS_PROTO_REQUESTS_H
 #define CETCD_TESTS_PROTO_REQUESTS_H
