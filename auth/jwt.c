@@ -649,7 +649,7 @@ int auth_jwt_verify(const struct auth_jwt_key *k, const char *token, size_t len,
 				    &jwt_json_allocator, &jerr);
 	if (rc) {
 		rc = errmsg_set(rc == -ENOMEM ? -ENOMEM : -EINVAL, "token is malformed: header: %s",
-				jerr.text);
+				rc == -ENOMEM ? "out of memory" : jerr.text);
 		goto out;
 	}
 	if (!r.alg_seen || !r.alg_string) {
