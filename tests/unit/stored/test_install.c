@@ -59,7 +59,7 @@
 static uint64_t seed;
 
 /* The logs of the members started so far, printed if the test fails. */
-#define MAX_LOGS 4
+#define MAX_LOGS 8
 static char log_paths[MAX_LOGS][640];
 static unsigned nlogs;
 static bool passed;
