@@ -219,6 +219,9 @@ static int bs_force_new_cluster(const struct bootstrap_params *p, struct bootstr
 			  LOG_STR("wal-dir", p->wal_dir), LOG_ERRNO(rc));
 		return rc;
 	}
+	/* the places of the entries kept; the rest are gone or new */
+	if (out->n_locs > res.first_added)
+		out->n_locs = res.first_added;
 	if (res.n_dropped)
 		log_info("discarding uncommitted WAL entries", LOG_U64("commit-index-from-wal",
 									out->hs.commit - res.n_added),

@@ -65,6 +65,9 @@ struct bootstrap_state {
 				     * and data from raftd_malloc, as raft_new
 				     * takes them */
 	size_t n_entries;
+	struct raftlog_loc *locs;   /* where the first n_locs entries lie in
+				     * the WAL (raftd_malloc; raft_set_locs) */
+	size_t n_locs;
 	uint64_t member_id;         /* the WAL's, or params' when it has none */
 	uint64_t cluster_id;
 	bool created;               /* this call made the WAL */

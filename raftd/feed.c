@@ -190,6 +190,11 @@ int feed_pump(struct feed *f, const struct raftlog *log, unsigned max_records)
 			feed_stall(f, "stored needs a committed entry this member's log no longer holds; restore the member from a snapshot", log);
 			break;
 		}
+		if (e->len && !e->data) {
+			/* data leaves memory only below feed_keep_from */
+			feed_stall(f, "stored needs a committed entry whose data this member's log keeps only in the WAL; restart the member", log);
+			break;
+		}
 		struct msg_committed h = {
 			.index = e->index, .term = e->term, .entry_type = e->type, .data_len = e->len,
 		};

@@ -552,7 +552,8 @@ static void take_ready(struct loop *l)
 		must_submit = true;
 	}
 	if (!rc && (rd.n_entries || rd.hs_changed)) {
-		rc = wal_save(l->wal, rd.hs_changed ? &rd.hs : NULL, rd.entries, rd.n_entries);
+		rc = wal_save_locs(l->wal, rd.hs_changed ? &rd.hs : NULL, rd.entries,
+				   rd.n_entries, rd.entry_locs);
 		l->stats.wal_saves++;
 		/* a hard state whose commit alone moved needs no write of its
 		 * own (etcd's MustSync): it rides with the next batch */
@@ -819,6 +820,7 @@ static void turn(struct loop *l, const struct epoll_event *ev, int n)
 		publish_status(l, false);
 	}
 	shm_metric_set(l->metrics, SHM_M_RAFT_LOG_BYTES, raft_log(l->raft)->bytes);
+	shm_metric_set(l->metrics, SHM_M_RAFT_LOG_RESIDENT, raft_log(l->raft)->resident);
 	if (l->peer)
 		l->peer_run_ms = peer_run(l->peer);
 	/* Wakes last: stored or a gateway woken earlier may take this CPU at
@@ -963,6 +965,15 @@ static uint64_t loop_seed(void)
 
 /* Builds the core from the replayed WAL (entries taken over) and stored's
  * published state. */
+/* The core's loader (raftlog.h): an entry whose data left memory, read
+ * back from this member's WAL. */
+static int load_entry(void *ctx, const struct raft_entry *e, const struct raftlog_loc *loc,
+		      uint8_t **data)
+{
+	struct loop *l = ctx;
+	return wal_read_entry(l->wal, e, loc, data);
+}
+
 static int build_core(struct loop *l, const struct loop_options *o, struct bootstrap_state *bs)
 {
 	const struct initial_cluster *c = o->cluster;
@@ -1075,6 +1086,7 @@ static int build_core(struct loop *l, const struct loop_options *o, struct boots
 		return rc;
 	bs->entries = NULL; /* the core owns them now */
 	bs->n_entries = 0;
+	raft_set_locs(l->raft, snap_index + 1, bs->locs, bs->n_locs);
 	/* what stored already applied counts as handed over: a replay may
 	 * need it again before anything new commits */
 	feed_handed(&l->feed, raft_log(l->raft)->applying);
@@ -1185,6 +1197,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 		log_error("cannot build the Raft state from the WAL", LOG_ERRNO(rc));
 		goto out_free_state;
 	}
+	raft_set_loader(l->raft, load_entry, l);
 	bootstrap_state_free(&bs);
 	log_start(l, &bs);
 	l->lone = o->cluster->count == 1 && !o->join;

@@ -79,6 +79,8 @@ struct loop {
 	bool removed;                 /* this member left the cluster */
 	uint64_t snapshot_count;      /* --snapshot-count */
 	uint64_t raft_log_bytes;      /* --raft-log-mib (raftd/retain.h) */
+	uint64_t load_failed_logged;  /* the last entry the WAL could not give
+				       * back that was logged */
 	char *snap_dir;               /* member/snap; NULL: no .snap files */
 	struct snapwrite *snapw;      /* writes them off the loop */
 	unsigned max_snapshots;       /* --max-snapshots */

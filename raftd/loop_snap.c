@@ -185,8 +185,21 @@ void loop_maybe_compact(struct loop *l)
 		.budget = l->raft_log_bytes,
 	};
 	uint64_t to = retain_compact_to(log, &r);
+	uint64_t failed = raft_take_load_failure(l->raft);
+	if (failed && to < failed) {
+		/* the follower that needed it takes a snapshot instead */
+		to = failed < r.limit ? failed : r.limit;
+		if (failed != l->load_failed_logged)
+			log_warn("cannot read a Raft entry back from the WAL; a follower that "
+				 "needs it gets a snapshot",
+				 LOG_U64("index", failed), LOG_U64("compact-to", to));
+		l->load_failed_logged = failed;
+	}
 	if (to > log->snap_index)
 		raft_compact(l->raft, to);
+	/* what followers may still need stays in the WAL, not in memory */
+	uint64_t hi = r.keep_from ? r.keep_from - 1 : 0;
+	raft_evict(l->raft, hi, RETAIN_RESIDENT_BYTES);
 }
 
 /* ---- snapshots between members ---- */

@@ -38,6 +38,12 @@
 /* Entries below the first one stored may need that even the budget keeps
  * (a snapshot's point, and the db sent to a follower, sit there). */
 #define RETAIN_FLOOR_ENTRIES 16u
+/* The data of entries kept only for followers (below the first one
+ * stored may still need) leaves memory past this many bytes, down to
+ * three quarters of it, and is read back from the WAL for a follower
+ * that needs it (raftlog_evict); the entries stay. So a follower far
+ * behind costs the leader the entries' slots, not their data. */
+#define RETAIN_RESIDENT_BYTES (4u << 20)
 /* Compact only when this many entries, or about this many bytes, can go
  * at once (but for the budget). */
 #define RETAIN_STEP_ENTRIES 1024u

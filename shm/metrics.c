@@ -72,6 +72,7 @@ bool shm_metric_is_gauge(enum shm_metric i)
 	switch (i) {
 	case SHM_M_SNAPSHOT_APPLYING:
 	case SHM_M_RAFT_LOG_BYTES:
+	case SHM_M_RAFT_LOG_RESIDENT:
 	case SHM_M_DB_SIZE:
 	case SHM_M_DB_IN_USE:
 	case SHM_M_KEYS:

@@ -37,8 +37,10 @@ enum shm_metric {
 	SHM_M_SNAPSHOT_APPLYING,    /* gauge: a received snapshot being installed */
 	SHM_M_READ_INDEX_FAILED,    /* read indexes answered with an error */
 	SHM_M_COMMITTED_FULL,       /* committed entries held: ring to stored full */
-	SHM_M_RAFT_LOG_BYTES,       /* gauge: bytes of the Raft log held in memory
+	SHM_M_RAFT_LOG_BYTES,       /* gauge: bytes of the Raft log raftd keeps
 				     * (raftlog.bytes, raftd/retain.h) */
+	SHM_M_RAFT_LOG_RESIDENT,    /* gauge: of which entry data in memory
+				     * (raftlog.resident) */
 	/* stored */
 	SHM_M_SLOW_APPLY,           /* batches whose entries took over 100 ms */
 	SHM_M_MVCC_PUT,             /* puts applied (etcd_mvcc_put_total) */

@@ -533,8 +533,11 @@ static void cetcd_text(const struct metrics_sum *s, struct metrics_buf *b)
 	sample(b, "cetcd_ring_full_total", "ring=\"from_stored\"", (double)s->m[SHM_M_RESULTS_FULL]);
 	sample(b, "cetcd_ring_full_total", "ring=\"to_raftd\"", (double)s->m[SHM_M_BACKLOGGED]);
 	family(b, "cetcd_raft_log_bytes", "gauge",
-	       "Bytes of Raft log entries raftd holds in memory (within --raft-log-mib once applied and durable).");
+	       "Bytes of Raft log entries raftd keeps (within --raft-log-mib once applied and durable).");
 	sample(b, "cetcd_raft_log_bytes", NULL, (double)s->m[SHM_M_RAFT_LOG_BYTES]);
+	family(b, "cetcd_raft_log_resident_bytes", "gauge",
+	       "Bytes of Raft log entry data raftd holds in memory; the rest is read back from the WAL when a follower needs it.");
+	sample(b, "cetcd_raft_log_resident_bytes", NULL, (double)s->m[SHM_M_RAFT_LOG_RESIDENT]);
 }
 
 /* The families that are one sample of one summed metric. */

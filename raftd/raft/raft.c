@@ -1442,6 +1442,7 @@ void raft_ready(struct raft *r, struct raft_ready *rd)
 	memset(rd, 0, sizeof(*rd));
 	rd->entries = raftlog_slice(&r->log, r->log.persisting, raftlog_last_index(&r->log),
 				    &rd->n_entries);
+	rd->entry_locs = rd->n_entries ? raftlog_locs_from(&r->log, r->log.persisting + 1) : NULL;
 	rd->has_snapshot = r->snap_pending;
 	rd->snap_index = r->log.snap_index;
 	rd->snap_term = r->log.snap_term;
@@ -1458,6 +1459,13 @@ void raft_ready(struct raft *r, struct raft_ready *rd)
 			if (m->term != r->term || r->role != RAFT_LEADER ||
 			    m->index < r->log.snap_index ||
 			    m->index + m->n_entries > raftlog_last_index(&r->log))
+				continue;
+			/* entries whose data left memory come back for this
+			 * ready (raftlog_unload at raft_advance), up to
+			 * RAFTLOG_LOAD_MAX_BYTES a ready: a MsgApp past that,
+			 * or one whose entries cannot be read, is dropped (the
+			 * follower asks again) */
+			if (raftlog_load(&r->log, m->index, m->index + m->n_entries))
 				continue;
 			size_t n;
 			m->entries = raftlog_slice(&r->log, m->index, m->index + m->n_entries, &n);
@@ -1488,6 +1496,7 @@ void raft_ready(struct raft *r, struct raft_ready *rd)
 
 void raft_advance(struct raft *r, const struct raft_ready *rd)
 {
+	raftlog_unload(&r->log);
 	if (rd->n_entries)
 		r->log.persisting = rd->entries[rd->n_entries - 1].index;
 	if (rd->has_snapshot)
@@ -1576,3 +1585,23 @@ bool raft_is_learner(const struct raft *r)
 uint64_t raft_commit_index(const struct raft *r) { return r->log.committed; }
 uint64_t raft_last_index(const struct raft *r) { return raftlog_last_index(&r->log); }
 const struct raftlog *raft_log(const struct raft *r) { return &r->log; }
+
+void raft_set_loader(struct raft *r, raftlog_load_fn load, void *ctx)
+{
+	raftlog_set_loader(&r->log, load, ctx);
+}
+
+void raft_evict(struct raft *r, uint64_t hi, uint64_t keep)
+{
+	raftlog_evict(&r->log, hi, keep);
+}
+
+void raft_set_locs(struct raft *r, uint64_t from, const struct raftlog_loc *locs, size_t n)
+{
+	raftlog_set_locs(&r->log, from, locs, n);
+}
+
+uint64_t raft_take_load_failure(struct raft *r)
+{
+	return raftlog_take_load_failure(&r->log);
+}

@@ -186,6 +186,9 @@ struct raft_read_state {
 struct raft_ready {
 	const struct raft_entry *entries;   /* to append to the WAL, in order */
 	size_t n_entries;
+	struct raftlog_loc *entry_locs; /* n_entries places beside them, for
+				    * the WAL to fill in (wal_save) so that
+				    * their data can leave memory later */
 	bool has_snapshot;         /* a snapshot from the leader replaced the
 				    * log: record it in the WAL (before the
 				    * entries), and install it in the
@@ -394,5 +397,16 @@ uint64_t raft_commit_index(const struct raft *r);
 uint64_t raft_last_index(const struct raft *r);
 /* The log, read-only (tests and the WAL's replay checks). */
 const struct raftlog *raft_log(const struct raft *r);
+
+/* Entry data on disk only (raftlog.h): how it is read back, and when it
+ * leaves memory. A MsgApp that needs entries the loader cannot read is
+ * dropped (the follower asks again), and raft_take_load_failure names
+ * the highest such entry: compacting past it makes the follower take a
+ * snapshot. Right after raft_advance, as raft_compact. */
+void raft_set_loader(struct raft *r, raftlog_load_fn load, void *ctx);
+void raft_evict(struct raft *r, uint64_t hi, uint64_t keep);
+/* Where restored entries lie in the WAL (raftlog_set_locs). */
+void raft_set_locs(struct raft *r, uint64_t from, const struct raftlog_loc *locs, size_t n);
+uint64_t raft_take_load_failure(struct raft *r);
 
 #endif

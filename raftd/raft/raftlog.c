@@ -1,7 +1,8 @@
 /*
  * The in-memory Raft log (see raftlog.h). Entries live in one array,
- * ents[i] holding index snap_index + 1 + i; each entry's data is a block
- * of its own, owned by the log.
+ * ents[i] holding index snap_index + 1 + i, their places in the WAL in a
+ * second one beside it (locs[i]); each entry's data is a block of its
+ * own, owned by the log, or on disk only (raftlog_evict).
  */
 #include "raftd/raft/raftlog.h"
 
@@ -16,6 +17,16 @@ void raftlog_init(struct raftlog *l, uint64_t snap_index, uint64_t snap_term)
 	l->snap_index = snap_index;
 	l->snap_term = snap_term;
 	l->persisting = l->stabled = l->committed = l->applying = snap_index;
+	l->evicted_to = snap_index;
+}
+
+/* Frees e's data, as long as the log counts it. */
+static void entry_drop_data(struct raftlog *l, struct raft_entry *e)
+{
+	if (e->data)
+		l->resident -= e->len;
+	raftd_free(e->data);
+	e->data = NULL;
 }
 
 void raft_entry_free_data(struct raft_entry *e)
@@ -30,7 +41,8 @@ static void log_truncate_at(struct raftlog *l, size_t from)
 {
 	for (size_t i = from; i < l->n; i++) {
 		l->bytes -= raftlog_entry_bytes(&l->ents[i]);
-		raft_entry_free_data(&l->ents[i]);
+		entry_drop_data(l, &l->ents[i]);
+		l->ents[i].len = 0;
 	}
 	l->n = from;
 }
@@ -39,8 +51,13 @@ void raftlog_free(struct raftlog *l)
 {
 	log_truncate_at(l, 0);
 	raftd_free(l->ents);
+	raftd_free(l->locs);
+	raftd_free(l->loaded);
 	l->ents = NULL;
+	l->locs = NULL;
+	l->loaded = NULL;
 	l->cap = 0;
+	l->n_loaded = l->cap_loaded = 0;
 }
 
 int raftlog_restore(struct raftlog *l, uint64_t snap_index, uint64_t snap_term,
@@ -52,12 +69,23 @@ int raftlog_restore(struct raftlog *l, uint64_t snap_index, uint64_t snap_term,
 			return -EINVAL;
 		prev_term = ents[i].term;
 	}
+	struct raftlog_loc *locs = raftd_calloc(n ? n : 1, sizeof(*locs));
+	if (!locs)
+		return -ENOMEM;
+	raftlog_load_fn load = l->load;
+	void *load_ctx = l->load_ctx;
 	raftlog_free(l);
 	raftlog_init(l, snap_index, snap_term);
+	l->load = load;
+	l->load_ctx = load_ctx;
 	l->ents = ents;
+	l->locs = locs;
 	l->n = l->cap = n;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		l->bytes += raftlog_entry_bytes(&ents[i]);
+		if (ents[i].data)
+			l->resident += ents[i].len;
+	}
 	l->persisting = l->stabled = raftlog_last_index(l);
 	return 0;
 }
@@ -85,9 +113,24 @@ bool raftlog_is_up_to_date(const struct raftlog *l, uint64_t last_index,
 	       (last_term == my_term && last_index >= raftlog_last_index(l));
 }
 
+/* Room for more entries in both arrays. */
 static int log_reserve(struct raftlog *l, size_t more)
 {
-	return raftd_reserve((void **)&l->ents, &l->cap, l->n + more, sizeof(*l->ents), 64);
+	if (l->n + more <= l->cap)
+		return 0;
+	size_t cap = l->cap * 2 > 64 ? l->cap * 2 : 64;
+	if (cap < l->n + more)
+		cap = l->n + more;
+	struct raft_entry *e = raftd_realloc(l->ents, cap * sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	l->ents = e; /* bigger than cap says until both have grown */
+	struct raftlog_loc *c = raftd_realloc(l->locs, cap * sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	l->locs = c;
+	l->cap = cap;
+	return 0;
 }
 
 int raftlog_append(struct raftlog *l, const struct raft_entry *ents, size_t n)
@@ -102,11 +145,13 @@ int raftlog_append(struct raftlog *l, const struct raft_entry *ents, size_t n)
 		*d = ents[i];
 		d->index = raftlog_last_index(l) + 1 + i;
 		d->data = NULL;
+		memset(&l->locs[l->n + i], 0, sizeof(l->locs[0]));
 		if (ents[i].len) {
 			d->data = raftd_malloc(ents[i].len);
 			if (!d->data)
 				goto out_undo;
 			memcpy(d->data, ents[i].data, ents[i].len);
+			l->resident += d->len;
 		}
 		l->bytes += raftlog_entry_bytes(d);
 	}
@@ -116,7 +161,7 @@ int raftlog_append(struct raftlog *l, const struct raft_entry *ents, size_t n)
 out_undo:
 	while (i--) {
 		l->bytes -= raftlog_entry_bytes(&l->ents[l->n + i]);
-		raft_entry_free_data(&l->ents[l->n + i]);
+		entry_drop_data(l, &l->ents[l->n + i]);
 	}
 	return -ENOMEM;
 }
@@ -180,22 +225,28 @@ void raftlog_compact(struct raftlog *l, uint64_t index)
 	uint64_t term = raftlog_term(l, index);
 	for (size_t i = 0; i < drop; i++) {
 		l->bytes -= raftlog_entry_bytes(&l->ents[i]);
-		raft_entry_free_data(&l->ents[i]);
+		entry_drop_data(l, &l->ents[i]);
 	}
 	memmove(l->ents, l->ents + drop, (l->n - drop) * sizeof(*l->ents));
+	memmove(l->locs, l->locs + drop, (l->n - drop) * sizeof(*l->locs));
 	l->n -= drop;
 	/* a log that was long (a restart's replay, a follower away) gives
-	 * its array back once it is short again */
+	 * its arrays back once it is short again */
 	if (l->cap > 1024 && l->n < l->cap / 4) {
 		size_t cap = l->n * 2 > 64 ? l->n * 2 : 64;
 		struct raft_entry *e = raftd_realloc(l->ents, cap * sizeof(*l->ents));
 		if (e) {
 			l->ents = e;
+			struct raftlog_loc *c = raftd_realloc(l->locs, cap * sizeof(*l->locs));
+			if (c)
+				l->locs = c; /* else it stays longer */
 			l->cap = cap;
 		}
 	}
 	l->snap_index = index;
 	l->snap_term = term;
+	if (l->evicted_to < index)
+		l->evicted_to = index;
 }
 
 void raftlog_reset(struct raftlog *l, uint64_t index, uint64_t term)
@@ -204,6 +255,9 @@ void raftlog_reset(struct raftlog *l, uint64_t index, uint64_t term)
 	l->snap_index = index;
 	l->snap_term = term;
 	l->persisting = l->stabled = l->committed = l->applying = index;
+	l->evicted_to = index;
+	l->n_loaded = 0;
+	l->loaded_bytes = 0;
 }
 
 const struct raft_entry *raftlog_slice(const struct raftlog *l, uint64_t lo,
@@ -215,4 +269,100 @@ const struct raft_entry *raftlog_slice(const struct raftlog *l, uint64_t lo,
 	}
 	*n = (size_t)(hi - lo);
 	return &l->ents[lo - l->snap_index];
+}
+
+/* ---- entry data on disk only ---- */
+
+void raftlog_set_loader(struct raftlog *l, raftlog_load_fn load, void *ctx)
+{
+	l->load = load;
+	l->load_ctx = ctx;
+}
+
+struct raftlog_loc *raftlog_locs_from(struct raftlog *l, uint64_t index)
+{
+	if (index <= l->snap_index || index > raftlog_last_index(l))
+		return NULL;
+	return &l->locs[index - l->snap_index - 1];
+}
+
+void raftlog_set_locs(struct raftlog *l, uint64_t from, const struct raftlog_loc *locs,
+		      size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct raftlog_loc *at = raftlog_locs_from(l, from + i);
+		if (at)
+			*at = locs[i];
+	}
+}
+
+void raftlog_evict(struct raftlog *l, uint64_t hi, uint64_t keep)
+{
+	if (!l->load || l->resident <= keep)
+		return;
+	if (hi > l->applying)
+		hi = l->applying;
+	if (hi > l->stabled)
+		hi = l->stabled;
+	if (hi > raftlog_last_index(l))
+		hi = raftlog_last_index(l);
+	uint64_t goal = keep - keep / 4;
+	uint64_t at = l->evicted_to;
+	while (at < hi && l->resident > goal) {
+		at++;
+		size_t i = (size_t)(at - l->snap_index - 1);
+		if (l->locs[i].off)
+			entry_drop_data(l, &l->ents[i]);
+	}
+	l->evicted_to = at;
+}
+
+int raftlog_load(struct raftlog *l, uint64_t lo, uint64_t hi)
+{
+	if (lo < l->snap_index)
+		lo = l->snap_index;
+	if (hi > l->evicted_to)
+		hi = l->evicted_to;
+	for (uint64_t at = lo + 1; at <= hi; at++) {
+		size_t i = (size_t)(at - l->snap_index - 1);
+		struct raft_entry *e = &l->ents[i];
+		if (e->data || !e->len || !l->locs[i].off)
+			continue;
+		if (l->loaded_bytes >= RAFTLOG_LOAD_MAX_BYTES)
+			return -EAGAIN;
+		if (raftd_reserve((void **)&l->loaded, &l->cap_loaded, l->n_loaded + 1,
+				  sizeof(*l->loaded), 64))
+			return -ENOMEM;
+		uint8_t *data = NULL;
+		int rc = l->load(l->load_ctx, e, &l->locs[i], &data);
+		if (rc) {
+			/* out of memory is tried again at the next ready */
+			if (rc != -ENOMEM && l->load_failed < at)
+				l->load_failed = at;
+			return rc;
+		}
+		e->data = data;
+		l->resident += e->len;
+		l->loaded_bytes += e->len;
+		l->loaded[l->n_loaded++] = at;
+	}
+	return 0;
+}
+
+void raftlog_unload(struct raftlog *l)
+{
+	for (size_t k = 0; k < l->n_loaded; k++) {
+		uint64_t at = l->loaded[k];
+		if (at > l->snap_index && at <= l->evicted_to && at <= raftlog_last_index(l))
+			entry_drop_data(l, &l->ents[at - l->snap_index - 1]);
+	}
+	l->n_loaded = 0;
+	l->loaded_bytes = 0;
+}
+
+uint64_t raftlog_take_load_failure(struct raftlog *l)
+{
+	uint64_t at = l->load_failed;
+	l->load_failed = 0;
+	return at;
 }

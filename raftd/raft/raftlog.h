@@ -52,8 +52,29 @@ static inline bool raft_hardstate_is_empty(const struct raft_hardstate *hs)
 	return hs->term == 0 && hs->vote == 0 && hs->commit == 0;
 }
 
+/*
+ * Where an entry's record lies in this member's WAL, so that its data can
+ * leave memory once applied and durable and be read back when a lagging
+ * follower needs it: the segment's sequence number, the offset of the
+ * record's frame in it, and the WAL's CRC chain value before the record
+ * (which the record's own CRC continues, so a read-back is checked as a
+ * replay checks it). off 0 means no known place (a segment's first
+ * record is never an entry): the entry's data stays in memory.
+ */
+struct raftlog_loc {
+	uint64_t seg;
+	uint64_t off;
+	uint32_t crc;
+};
+
+/* Reads the data of entry e (index, term and len set, data NULL) back
+ * from where loc says: *data (raftd_malloc, e->len bytes) or a -errno. */
+typedef int (*raftlog_load_fn)(void *ctx, const struct raft_entry *e,
+			       const struct raftlog_loc *loc, uint8_t **data);
+
 struct raftlog {
 	struct raft_entry *ents; /* ents[0..n): indexes snap_index+1 .. last */
+	struct raftlog_loc *locs; /* locs[i]: where ents[i] lies in the WAL */
 	size_t n;
 	size_t cap;
 	uint64_t snap_index; /* the entry before ents[0] (0 for an empty start) */
@@ -62,7 +83,21 @@ struct raftlog {
 	uint64_t stabled;
 	uint64_t committed;
 	uint64_t applying;
-	uint64_t bytes; /* memory the entries hold: raftlog_entry_bytes of each */
+	uint64_t bytes; /* the entries' size: raftlog_entry_bytes of each,
+			 * whether its data is in memory or not */
+	uint64_t resident; /* bytes of entry data held in memory */
+	/* Data dropped from memory (raftlog_evict): entries in
+	 * (snap_index, evicted_to] with a place in the WAL hold none, but
+	 * while raftlog_load has read them back for one ready. */
+	uint64_t evicted_to;
+	raftlog_load_fn load;
+	void *load_ctx;
+	uint64_t *loaded; /* indexes read back, freed by raftlog_unload */
+	size_t n_loaded;
+	size_t cap_loaded;
+	uint64_t loaded_bytes; /* their data */
+	uint64_t load_failed; /* the highest index that could not be read
+			       * back (0: none); raftlog_take_load_failure */
 };
 
 /* What one entry costs the log: its data and its slot. */
@@ -147,5 +182,50 @@ const struct raft_entry *raftlog_slice(const struct raftlog *l, uint64_t lo,
 
 /* Frees one entry's data (entries handed over with ownership). */
 void raft_entry_free_data(struct raft_entry *e);
+
+/* ---- entry data on disk only ---- */
+
+/* How data dropped from memory is read back (NULL: nothing is dropped). */
+void raftlog_set_loader(struct raftlog *l, raftlog_load_fn load, void *ctx);
+
+/* The places of the entries persisting + 1 ..., as the WAL fills them in
+ * (raft_ready's entry_locs); NULL when there are none. */
+struct raftlog_loc *raftlog_locs_from(struct raftlog *l, uint64_t index);
+
+/* Sets the places of entries from, from + 1, ... (n of them; those the
+ * log does not hold are skipped): a replay's, for entries restored. */
+void raftlog_set_locs(struct raftlog *l, uint64_t from, const struct raftlog_loc *locs,
+		      size_t n);
+
+/*
+ * Drops from memory the data of entries up to hi (clamped to applying and
+ * stabled), oldest first, that have a place in the WAL, while the data
+ * held exceeds keep bytes, down to three quarters of it (so that it works
+ * in steps). Needs a loader. The entries themselves stay (index, term,
+ * type, len): the Raft core decides with them as before.
+ */
+void raftlog_evict(struct raftlog *l, uint64_t hi, uint64_t keep);
+
+/* At most this much data is read back between two raftlog_unload calls
+ * (one ready's MsgApps): a follower catching up gets the rest in the
+ * next ones, as the transport's queue of 32 MiB would drop it anyway. */
+#define RAFTLOG_LOAD_MAX_BYTES (8u << 20)
+
+/*
+ * Reads back the data of entries (lo, hi] that raftlog_evict dropped, so
+ * that raftlog_slice's entries carry it until raftlog_unload. 0, -EAGAIN
+ * when RAFTLOG_LOAD_MAX_BYTES are read back already, or the loader's
+ * error for the first entry it could not read (noted for
+ * raftlog_take_load_failure, but for -ENOMEM). Entries read before stay
+ * read back.
+ */
+int raftlog_load(struct raftlog *l, uint64_t lo, uint64_t hi);
+
+/* Drops again what raftlog_load read back. */
+void raftlog_unload(struct raftlog *l);
+
+/* The highest index that raftlog_load could not read back since the last
+ * call, or 0; the log is fit only to be compacted past it. */
+uint64_t raftlog_take_load_failure(struct raftlog *l);
 
 #endif

@@ -12,6 +12,7 @@
  */
 #include "raftd/wal/wal.h"
 #include "base/clock/clock.h"
+#include "base/crc32c/crc32c.h"
 #include "shm/metrics.h"
 
 #include <dirent.h>
@@ -106,6 +107,15 @@ struct wal {
 	int64_t submit_ns;    /* when the batch in flight was submitted */
 	bool inline_writes;   /* wal_set_inline_writes */
 	bool submit_owed;     /* inline: a submit left to wal_submit_owed */
+	/* wal_read_entry's segment other than the tail, kept open */
+	int read_fd;          /* -1 when none */
+	uint64_t read_seq;
+	/* and what it read last: bytes [rbuf_off, rbuf_off + rbuf_len) of
+	 * segment rbuf_seq, so that a run of records costs one read */
+	uint8_t *rbuf;
+	size_t rbuf_len;
+	uint64_t rbuf_seq;
+	uint64_t rbuf_off;
 };
 
 void wal_set_metrics(struct wal *w, struct shm_metrics *m)
@@ -598,6 +608,12 @@ static void pw_sync(struct wal *w)
 int wal_save(struct wal *w, const struct raft_hardstate *hs,
 	     const struct raft_entry *ents, size_t n)
 {
+	return wal_save_locs(w, hs, ents, n, NULL);
+}
+
+int wal_save_locs(struct wal *w, const struct raft_hardstate *hs,
+		  const struct raft_entry *ents, size_t n, struct raftlog_loc *locs)
+{
 	if (w->err)
 		return w->err;
 	bool with_state = hs && !raft_hardstate_is_empty(hs);
@@ -615,6 +631,9 @@ int wal_save(struct wal *w, const struct raft_hardstate *hs,
 		return rc;
 	struct wal_batch *p = &w->pending;
 	for (size_t i = 0; i < n; i++) {
+		if (locs)
+			locs[i] = (struct raftlog_loc){ .seg = p->seg_seq, .off = p->off + p->len,
+							.crc = w->crc };
 		size_t f = walrec_encode_entry(p->buf + p->len, &w->crc, &ents[i]);
 		p->len += f;
 		pw_frame(w, f);
@@ -861,7 +880,7 @@ static int wal_new(const char *dir, const struct wal_options *o, struct wal **ou
 	}
 	w->io = io;
 	w->segment_bytes = o && o->segment_bytes ? o->segment_bytes : WAL_SEGMENT_BYTES;
-	w->tail_fd = w->next_fd = w->dir_fd = -1;
+	w->tail_fd = w->next_fd = w->dir_fd = w->read_fd = -1;
 	w->dir = raftd_malloc(strlen(dir) + 1);
 	if (!w->dir) {
 		wal_close(w);
@@ -984,6 +1003,12 @@ int wal_purge(struct wal *w, uint64_t snap_index, unsigned max_wals)
 		wal_parse_name(l.names[i], &seq, &index);
 		if (seq >= w->tail_seq)
 			break;
+		if (w->read_fd >= 0 && seq == w->read_seq) {
+			close(w->read_fd);
+			w->read_fd = -1;
+		}
+		if (seq == w->rbuf_seq)
+			w->rbuf_len = 0;
 		char *path = path_join(w->dir, l.names[i]);
 		if (!path) {
 			rc = -ENOMEM;
@@ -1173,6 +1198,9 @@ int wal_close(struct wal *w)
 	}
 	if (w->tail_fd >= 0)
 		close(w->tail_fd);
+	if (w->read_fd >= 0)
+		close(w->read_fd);
+	raftd_free(w->rbuf);
 	if (w->dir_fd >= 0)
 		close(w->dir_fd);
 	raftd_free(w->pending.buf);
@@ -1180,5 +1208,135 @@ int wal_close(struct wal *w)
 	raftd_free(w->metadata);
 	raftd_free(w->dir);
 	raftd_free(w);
+	return rc;
+}
+
+/* ---- reading an entry back ---- */
+
+/* A descriptor of segment seq for reading: the tail's, or one opened by
+ * name (and kept for the next read). -ENOENT when no such segment is
+ * left (purged). */
+static int read_fd_for(struct wal *w, uint64_t seq)
+{
+	if (seq == w->tail_seq && w->tail_fd >= 0)
+		return w->tail_fd;
+	if (w->read_fd >= 0 && w->read_seq == seq)
+		return w->read_fd;
+	struct seg_list l;
+	int rc = list_segments(w->dir, &l);
+	if (rc)
+		return rc;
+	int fd = -ENOENT;
+	for (size_t i = 0; i < l.n; i++) {
+		uint64_t s, index;
+		if (wal_parse_name(l.names[i], &s, &index) && s == seq) {
+			fd = openat(w->dir_fd, l.names[i], O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				fd = -errno;
+			break;
+		}
+	}
+	raftd_free(l.names);
+	if (fd < 0)
+		return fd;
+	if (w->read_fd >= 0)
+		close(w->read_fd);
+	w->read_fd = fd;
+	w->read_seq = seq;
+	return fd;
+}
+
+/* Reads up to len bytes at off, at least need of them (the file may end
+ * after those); *got what was read. */
+static int pread_some(int fd, uint8_t *buf, size_t len, size_t need, uint64_t off, size_t *got)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t k = pread(fd, buf + done, len - done, (off_t)(off + done));
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			break;
+		done += (size_t)k;
+	}
+	*got = done;
+	return done < need ? -EBADMSG : 0; /* the file ends before the record */
+}
+
+/* The bytes [off, off + len) of segment seq, through the read buffer:
+ * a miss reads WAL_READ_AHEAD bytes from off (or len, when more). */
+#define WAL_READ_AHEAD (256u * 1024)
+
+static int read_at(struct wal *w, uint64_t seq, uint64_t off, size_t len, const uint8_t **out)
+{
+	if (w->rbuf && w->rbuf_seq == seq && off >= w->rbuf_off &&
+	    off + len <= w->rbuf_off + w->rbuf_len) {
+		*out = w->rbuf + (off - w->rbuf_off);
+		return 0;
+	}
+	int fd = read_fd_for(w, seq);
+	if (fd < 0)
+		return fd;
+	size_t want = len > WAL_READ_AHEAD ? len : WAL_READ_AHEAD;
+	uint8_t *b = raftd_realloc(w->rbuf, want);
+	if (!b)
+		return -ENOMEM;
+	w->rbuf = b;
+	w->rbuf_len = 0;
+	size_t got = 0;
+	int rc = pread_some(fd, b, want, len, off, &got);
+	if (rc)
+		return rc;
+	/* the tail's bytes past its durable end are zeros or a batch in
+	 * flight now and records later: keep none of them */
+	if (seq == w->tail_seq && got > len && off + got > w->tail_end)
+		got = w->tail_end > off + len ? (size_t)(w->tail_end - off) : len;
+	w->rbuf_seq = seq;
+	w->rbuf_off = off;
+	w->rbuf_len = got;
+	*out = b;
+	return 0;
+}
+
+int wal_read_entry(struct wal *w, const struct raft_entry *e, const struct raftlog_loc *loc,
+		   uint8_t **data)
+{
+	if (!loc->off)
+		return -ENOENT;
+	const uint8_t *word;
+	int rc = read_at(w, loc->seg, loc->off, WALREC_FRAME_BYTES, &word);
+	if (rc)
+		return rc;
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | word[i];
+	uint64_t rec;
+	unsigned pad;
+	walrec_frame_split(v, &rec, &pad);
+	if (rec == 0 || rec >= WALREC_MAX_RECORD)
+		return -EBADMSG;
+	const uint8_t *buf;
+	rc = read_at(w, loc->seg, loc->off, WALREC_FRAME_BYTES + (size_t)rec, &buf);
+	buf += WALREC_FRAME_BYTES;
+	struct walrec r;
+	struct raft_entry got;
+	if (!rc && (walrec_decode(buf, (size_t)rec, &r) || r.type != WALREC_ENTRY ||
+		    !r.has_data || crc32c_update(loc->crc, r.data, r.len) != r.crc ||
+		    walrec_decode_entry(r.data, r.len, &got) || got.index != e->index ||
+		    got.term != e->term || got.type != e->type || got.len != e->len))
+		rc = -EBADMSG;
+	uint8_t *out = NULL;
+	if (!rc && e->len) {
+		out = raftd_malloc(e->len);
+		if (out)
+			memcpy(out, got.data, e->len);
+		else
+			rc = -ENOMEM;
+	}
+	if (!rc)
+		*data = out;
 	return rc;
 }

@@ -68,6 +68,9 @@ struct wal_replay {
 	struct raft_entry *entries;  /* indexes snap_index + 1 ..., no gaps;
 				      * array and data from raftd_malloc */
 	size_t n_entries;
+	struct raftlog_loc *locs; /* locs[i]: where entries[i] lies (raftd_malloc;
+				  * off 0 where the segment's name says no
+				  * sequence number) */
 	struct wal_snap *snaps;  /* wal_snapshots: the snapshot records, in
 				  * WAL order (raftd_malloc) */
 	size_t n_snaps;
@@ -141,6 +144,21 @@ int wal_purge(struct wal *w, uint64_t snap_index, unsigned max_wals);
  * failure error. */
 int wal_save(struct wal *w, const struct raft_hardstate *hs,
 	     const struct raft_entry *ents, size_t n);
+
+/* wal_save, and locs[i] gets the place of ents[i] (for wal_read_entry). */
+int wal_save_locs(struct wal *w, const struct raft_hardstate *hs,
+		  const struct raft_entry *ents, size_t n, struct raftlog_loc *locs);
+
+/*
+ * Reads back the data of entry e (its index, term, type and len) from the
+ * place wal_save gave it, once durable: the record is checked as a replay
+ * checks it (its CRC continues loc->crc) and must be e's. *data
+ * (raftd_malloc, e->len bytes; NULL when 0). -ENOENT (its segment was
+ * purged, or no place), -EBADMSG (not that entry, or corrupt), -ENOMEM,
+ * -errno of the read. Blocks on the read (the page cache's, mostly).
+ */
+int wal_read_entry(struct wal *w, const struct raft_entry *e, const struct raftlog_loc *loc,
+		   uint8_t **data);
 
 /* Appends a snapshot record (a snapshot at index/term was saved). */
 int wal_save_snapshot(struct wal *w, uint64_t index, uint64_t term);

@@ -25,6 +25,8 @@ void wal_replay_free(struct wal_replay *r)
 	for (size_t i = 0; i < r->n_entries; i++)
 		raft_entry_free_data(&r->entries[i]);
 	raftd_free(r->entries);
+	raftd_free(r->locs);
+	r->locs = NULL;
 	raftd_free(r->metadata);
 	raftd_free(r->snaps);
 	r->snaps = NULL;
@@ -112,8 +114,13 @@ static int replay_entry(struct wal_decoder *d, const struct raft_entry *e,
 	while (rep->n_entries > up)
 		raft_entry_free_data(&rep->entries[--rep->n_entries]);
 	if (raftd_reserve((void **)&rep->entries, &d->cap, rep->n_entries + 1,
-			  sizeof(*rep->entries), 256))
+			  sizeof(*rep->entries), 256) ||
+	    raftd_reserve((void **)&rep->locs, &d->cap_locs, rep->n_entries + 1,
+			  sizeof(*rep->locs), 256))
 		return fail(d, -ENOMEM, "wal: out of memory replaying %s", name);
+	rep->locs[rep->n_entries] = (struct raftlog_loc){
+		.seg = d->seg_seq, .off = d->seg_known ? off : 0, .crc = d->crc_before,
+	};
 	struct raft_entry *dst = &rep->entries[rep->n_entries];
 	*dst = *e;
 	if (e->len) {
@@ -225,8 +232,10 @@ int wal_decode_segment(struct wal_decoder *d, const char *name, const uint8_t *b
 		       size_t len, bool is_last, uint64_t *end, bool *torn)
 {
 	uint64_t off = 0;
+	uint64_t first_index;
 
 	*torn = false;
+	d->seg_known = wal_parse_name(name, &d->seg_seq, &first_index);
 	for (;;) {
 		*end = off;
 		if (len - off < WALREC_FRAME_BYTES) {
@@ -271,6 +280,7 @@ int wal_decode_segment(struct wal_decoder *d, const char *name, const uint8_t *b
 				    "wal: undecodable record in %s at offset %" PRIu64 CORRUPT_HINT,
 				    name, off);
 		}
+		d->crc_before = d->crc;
 		if (r.type != WALREC_CRC) {
 			uint32_t c = crc32c_update(d->crc, r.data, r.len);
 			if (c != r.crc) {

@@ -22,6 +22,12 @@ struct wal_decoder {
 	bool points_only;      /* wal_snapshots: collect snapshot records,
 				* keep no entries */
 	size_t cap_snaps;      /* room of rep->snaps */
+	size_t cap_locs;       /* room of rep->locs */
+	/* the record being replayed: its segment's sequence number (when
+	 * its name has one) and the chain value before it */
+	bool seg_known;
+	uint64_t seg_seq;
+	uint32_t crc_before;
 	struct wal_replay *rep;
 };
 

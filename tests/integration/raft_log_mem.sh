@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The applied Raft log raftd keeps in memory (raftd/retain.h), read from
-# cetcd_raft_log_bytes on /metrics (the bytes of the entries raftd holds):
+# cetcd_raft_log_bytes on /metrics (the bytes of the entries raftd holds)
+# and cetcd_raft_log_resident_bytes (of which entry data in memory):
 #  1. A member alone keeps next to nothing it has applied: after 12,000
 #     single puts of 4 KiB (about 47 MiB of entries), and after 12,000
 #     more, it holds entries (16 at least) but less than a compaction
@@ -22,6 +23,16 @@
 #     add, then started with --initial-cluster-state existing) catches up
 #     by a snapshot, the log it would have needed being gone, and both
 #     agree on revision, raft index and HashKV.
+#  4. Three cetcd members with the default --raft-log-mib (64): a follower
+#     killed (SIGKILL) while 160 puts of 256 KiB (40 MiB) go through the
+#     leader, well within the budget: the leader keeps every entry for it
+#     (its log over 40 MiB) but holds at most 4 MiB of their data and one
+#     entry more (RETAIN_RESIDENT_BYTES), the rest in its WAL only; its
+#     raftd's RssAnon grows less than 32 MiB of the 40 MiB put (a loose
+#     bound: holding the data, it would grow by 40 MiB). Restarted, the
+#     follower catches up from the log, its data read back from the
+#     leader's WAL: no snapshot (no member's log says so), no failed read
+#     back, and all members agree on revision, raft index and HashKV.
 # Exits 77 when the programs, etcdctl, python3 or Go with Debian's etcd
 # packages are missing.
 source "$(dirname "$0")/lib.sh"
@@ -60,6 +71,29 @@ settle() {
 logbytes() {
 	curl -sf "http://$1/metrics" | awk '$1 == "cetcd_raft_log_bytes" { printf "%d\n", $2 }'
 }
+# resident EP: the member's cetcd_raft_log_resident_bytes, the data of
+# its log's entries raftd holds in memory (the rest is in the WAL only).
+resident() {
+	curl -sf "http://$1/metrics" | awk '$1 == "cetcd_raft_log_resident_bytes" { printf "%d\n", $2 }'
+}
+# three NAME LETTER PART [FLAG...]: three cetcd members (it_cl_init NAME
+# 3 LETTER) started with the FLAGs, a first put through the leader, all
+# agreeing (checks of part PART); sets lead, lag (a follower), lep (the
+# leader's endpoint) and eps.
+three() {
+	local name=$1 letter=$2 part=$3 i
+	shift 3
+	it_cl_init "$name" 3 "$letter"
+	for i in 0 1 2; do it_cl_start $i cetcd "$@"; done
+	for i in 0 1 2; do it_cl_answers $i || exit 1; done
+	lead=$(it_until 15000 it_cl_leader) || lead=0
+	lag=$(((lead + 1) % 3))
+	lep=$(it_cl_ep "$lead")
+	eps=("$(it_cl_ep 0)" "$(it_cl_ep 1)" "$(it_cl_ep 2)")
+	check "$part: a first put goes through" load "$lep" w 8 1024
+	check "$part: all members agree" it_agreed 20000 it_same_state "${eps[@]}"
+}
+
 # within LOW HIGH V: LOW < V <= HIGH (V read, not empty).
 within() { [[ -n $3 ]] && (($1 < $3 && $3 <= $2)); }
 
@@ -88,15 +122,7 @@ check "1: raftd's RssAnon grew less than 80 MiB of the 94 MiB put" \
 it_cetcd_stop
 
 # 2. three members, a follower far behind
-it_cl_init rlm 3 m
-for i in 0 1 2; do it_cl_start $i cetcd --raft-log-mib 4; done
-for i in 0 1 2; do it_cl_answers $i || exit 1; done
-lead=$(it_until 15000 it_cl_leader) || lead=0
-lag=$(((lead + 1) % 3))
-lep=$(it_cl_ep "$lead")
-eps=("$(it_cl_ep 0)" "$(it_cl_ep 1)" "$(it_cl_ep 2)")
-check "2: a first put goes through" load "$lep" w 8 1024
-check "2: all members agree" it_agreed 20000 it_same_state "${eps[@]}"
+three rlm m 2 --raft-log-mib 4
 it_cl_kill "$lag"
 check "2: 320 puts of 256 KiB while s$lag is down" load "$lep" x 320 262144
 # the log keeps 16 entries below stored's durable point whatever their
@@ -146,4 +172,59 @@ check "3: j1 applied it" it_wait_log "$(it_cl_log 1)" '"msg":"applying snapshot"
 check "3: both agree on revision and raft index" \
 	it_agreed 30000 it_same_state "$(it_cl_ep 0)" "$(it_cl_ep 1)"
 check "3: and on HashKV" it_agreed 20000 it_same_hashkv "$(it_cl_ep 0)" "$(it_cl_ep 1)"
+it_cl_stop 0 1
+
+# 4. three members, a follower behind within the budget
+three rlmr r 4
+raftd=$(IT_CETCD_PID=${IT_CL_PIDS[lead]} it_cetcd_child raftd)
+anon0=$(kib "$raftd" RssAnon)
+# killed, s$lag stays in the leader's progress at the match it had, and
+# the entries since are within the catch-up margin (5000) and the budget
+it_cl_kill "$lag"
+# in 4 loads of 40 puts, each followed by settle, so that at most 10 MiB
+# wait for stored to make them durable at a time, whatever its pace
+for k in 0 1 2 3; do
+	check "4: 40 puts of 256 KiB while s$lag is down ($((k + 1)) of 4)" load "$lep" x$k 40 262144
+	settle "$lep"
+done
+llog=$(logbytes "$lep")
+check "4: the leader keeps them all for s$lag: its log holds over 40 MiB ($llog bytes)" \
+	within $((160 << 18)) $((64 << 20)) "$llog"
+# raftd drops the data of entries stored made durable once it holds over
+# 4 MiB (RETAIN_RESIDENT_BYTES), down to 3 MiB, and looks again each time
+# it hands out entries: after settle, at most 4 MiB of those, and what
+# stored may still need, the settle put and at most one put of 256 KiB
+# (a KiB for its key and the request around it)
+most=$(((4 << 20) + (257 << 10)))
+# kept V R: a log of V bytes holds the 160 puts (over 40 MiB, within the
+# 64 MiB), R bytes of their data in memory (at most $most).
+kept() { within $((160 << 18)) $((64 << 20)) "$1" && within 0 "$most" "$2"; }
+lres=$(resident "$lep")
+check "4: but holds at most 4 MiB and one entry of their data ($lres bytes)" within 0 "$most" "$lres"
+anon1=$(kib "$raftd" RssAnon)
+echo "  the leader's raftd's RssAnon: $anon0 KiB before, $anon1 after 40 MiB (VmHWM $(kib "$raftd" VmHWM) KiB)"
+# a loose bound: what waited for stored, the 4 MiB kept and what freed
+# data leaves in the allocator grow it by 14 to 21 MiB here; were all
+# the data held, it would grow by more than 40 MiB
+check "4: its RssAnon grew less than 32 MiB of the 40 MiB put" test $((anon1 - anon0)) -lt $((32 << 10))
+it_until 10000 it_gone "${IT_CL_PIDS[lag]}"
+it_cl_start "$lag" cetcd
+check "4: all members agree on revision and raft index" it_agreed 60000 it_same_state "${eps[@]}"
+check "4: and on HashKV" it_agreed 20000 it_same_hashkv "${eps[@]}"
+sends=$(cat "${IT_CL_LOG[@]}" | it_count /dev/stdin '"msg":"sent database snapshot"')
+applied=$(cat "${IT_CL_LOG[@]}" | it_count /dev/stdin '"msg":"applying snapshot"')
+check "4: s$lag caught up from the log (snapshots sent: $sends, applied: $applied)" \
+	test "$sends/$applied" = 0/0
+check "4: the leader read every entry it sent back from its WAL" \
+	test "$(it_count "$(it_cl_log "$lead")" 'cannot read a Raft entry back from the WAL')" = 0
+settle "$lep"
+for i in 0 1 2; do
+	v=$(logbytes "${eps[i]}")
+	r=$(resident "${eps[i]}")
+	check "4: s$i's log holds the 40 MiB ($v bytes), at most 4 MiB and one entry of it in memory ($r bytes)" \
+		kept "$v" "$r"
+done
+check "4: no member logged an error" \
+	test "$(cat "${IT_CL_LOG[@]}" | it_count /dev/stdin '"level":"error"')" = 0
+it_cl_stop 0 1 2
 it_summary

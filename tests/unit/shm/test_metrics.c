@@ -50,10 +50,12 @@ static void test_blocks(const char *path)
 	struct shm_metrics *rd = shm_metrics_block(l, SHM_METRICS_RAFTD);
 	shm_metric_set(rd, SHM_M_SNAPSHOT_APPLYING, 1);
 	shm_metric_set(rd, SHM_M_RAFT_LOG_BYTES, 1 << 20);
+	shm_metric_set(rd, SHM_M_RAFT_LOG_RESIDENT, 1 << 19);
 	shm_metric_add(rd, SHM_M_LEADER_CHANGES, 3);
 	CHECK_EQ(shm_role_claim(l, SHM_ROLE_RAFTD), 0);
 	CHECK_EQ(shm_metric_read(&rd->m[SHM_M_SNAPSHOT_APPLYING]), 0);
 	CHECK_EQ(shm_metric_read(&rd->m[SHM_M_RAFT_LOG_BYTES]), 0);
+	CHECK_EQ(shm_metric_read(&rd->m[SHM_M_RAFT_LOG_RESIDENT]), 0);
 	CHECK_EQ(shm_metric_read(&rd->m[SHM_M_LEADER_CHANGES]), 3);
 	/* a NULL block is a no-op */
 	shm_metric_add(NULL, SHM_M_MVCC_PUT, 1);

@@ -96,6 +96,7 @@ static void test_text(void)
 	s->m[SHM_M_MVCC_TXN] = 1;
 	s->m[SHM_M_MVCC_TXN_READ] = 2;
 	s->m[SHM_M_RAFT_LOG_BYTES] = 5000;
+	s->m[SHM_M_RAFT_LOG_RESIDENT] = 3000;
 	s->hist[SHM_H_WAL_FSYNC].bucket[0] = 2;
 	s->hist[SHM_H_WAL_FSYNC].bucket[3] = 1;
 	s->hist[SHM_H_WAL_FSYNC].bucket[14] = 1;
@@ -150,6 +151,8 @@ static void test_text(void)
 	EXPECT_LINE(&b, "cetcd_process_open_fds{process=\"raftd\"} 9");
 	EXPECT_LINE(&b, "# TYPE cetcd_raft_log_bytes gauge");
 	EXPECT_LINE(&b, "cetcd_raft_log_bytes 5000");
+	EXPECT_LINE(&b, "# TYPE cetcd_raft_log_resident_bytes gauge");
+	EXPECT_LINE(&b, "cetcd_raft_log_resident_bytes 3000");
 	/* basic: no handling times; v3lock not called yet: not shown */
 	CHECK(strstr(t, "grpc_server_handling_seconds") == NULL);
 	CHECK(strstr(t, "v3lockpb") == NULL);
