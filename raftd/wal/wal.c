@@ -12,7 +12,6 @@
  */
 #include "raftd/wal/wal.h"
 #include "base/clock/clock.h"
-#include "base/crc32c/crc32c.h"
 #include "shm/metrics.h"
 
 #include <dirent.h>
@@ -1306,27 +1305,20 @@ int wal_read_entry(struct wal *w, const struct raft_entry *e, const struct raftl
 {
 	if (!loc->off)
 		return -ENOENT;
-	const uint8_t *word;
-	int rc = read_at(w, loc->seg, loc->off, WALREC_FRAME_BYTES, &word);
-	if (rc)
-		return rc;
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | word[i];
-	uint64_t rec;
-	unsigned pad;
-	walrec_frame_split(v, &rec, &pad);
-	if (rec == 0 || rec >= WALREC_MAX_RECORD)
-		return -EBADMSG;
 	const uint8_t *buf;
-	rc = read_at(w, loc->seg, loc->off, WALREC_FRAME_BYTES + (size_t)rec, &buf);
-	buf += WALREC_FRAME_BYTES;
-	struct walrec r;
 	struct raft_entry got;
-	if (!rc && (walrec_decode(buf, (size_t)rec, &r) || r.type != WALREC_ENTRY ||
-		    !r.has_data || crc32c_update(loc->crc, r.data, r.len) != r.crc ||
-		    walrec_decode_entry(r.data, r.len, &got) || got.index != e->index ||
-		    got.term != e->term || got.type != e->type || got.len != e->len))
+	size_t need = WALREC_FRAME_BYTES;
+	int rc;
+	/* the length word, then the record it says (two turns at most) */
+	for (int turn = 0; turn < 3; turn++) {
+		rc = read_at(w, loc->seg, loc->off, need, &buf);
+		if (rc)
+			return rc;
+		rc = wal_frame_entry(buf, need, loc->crc, e, &got, &need);
+		if (rc != -EAGAIN)
+			break;
+	}
+	if (rc == -EAGAIN)
 		rc = -EBADMSG;
 	uint8_t *out = NULL;
 	if (!rc && e->len) {

@@ -303,3 +303,28 @@ torn_tail:
 	*torn = true;
 	return 0;
 }
+
+int wal_frame_entry(const uint8_t *buf, size_t avail, uint32_t crc,
+		    const struct raft_entry *want, struct raft_entry *got, size_t *need)
+{
+	if (avail < WALREC_FRAME_BYTES) {
+		*need = WALREC_FRAME_BYTES;
+		return -EAGAIN;
+	}
+	uint64_t rec;
+	unsigned pad;
+	walrec_frame_split(le64(buf), &rec, &pad);
+	if (rec == 0 || rec >= WALREC_MAX_RECORD - pad)
+		return -EBADMSG;
+	if (avail - WALREC_FRAME_BYTES < rec) {
+		*need = WALREC_FRAME_BYTES + (size_t)rec;
+		return -EAGAIN;
+	}
+	struct walrec r;
+	if (walrec_decode(buf + WALREC_FRAME_BYTES, (size_t)rec, &r) || r.type != WALREC_ENTRY ||
+	    !r.has_data || crc32c_update(crc, r.data, r.len) != r.crc ||
+	    walrec_decode_entry(r.data, r.len, got) || got->index != want->index ||
+	    got->term != want->term || got->type != want->type || got->len != want->len)
+		return -EBADMSG;
+	return 0;
+}

@@ -47,6 +47,17 @@ void wal_decoder_init(struct wal_decoder *d, struct wal_replay *rep,
 int wal_decode_segment(struct wal_decoder *d, const char *name, const uint8_t *buf,
 		       size_t len, bool is_last, uint64_t *end, bool *torn);
 
+/*
+ * wal_read_entry's check of the bytes it read back: the frame at
+ * buf[0..avail) must hold the record of entry want (its index, term,
+ * type and length), and its CRC must continue the chain value crc.
+ * 0 with *got (its data pointing into buf); -EAGAIN with *need the bytes
+ * the frame's record ends at, when avail is short of them (at first the
+ * length word's 8); -EBADMSG when it is not that entry's record.
+ */
+int wal_frame_entry(const uint8_t *buf, size_t avail, uint32_t crc,
+		    const struct raft_entry *want, struct raft_entry *got, size_t *need);
+
 /* Parses "%016x-%016x.wal". */
 bool wal_parse_name(const char *name, uint64_t *seq, uint64_t *index);
 
