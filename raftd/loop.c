@@ -963,8 +963,6 @@ static uint64_t loop_seed(void)
 	return (uint64_t)clock_now_ns() ^ ((uint64_t)getpid() << 32);
 }
 
-/* Builds the core from the replayed WAL (entries taken over) and stored's
- * published state. */
 /* The core's loader (raftlog.h): an entry whose data left memory, read
  * back from this member's WAL. */
 static int load_entry(void *ctx, const struct raft_entry *e, const struct raftlog_loc *loc,
@@ -974,6 +972,8 @@ static int load_entry(void *ctx, const struct raft_entry *e, const struct raftlo
 	return wal_read_entry(l->wal, e, loc, data);
 }
 
+/* Builds the core from the replayed WAL (entries taken over) and stored's
+ * published state. */
 static int build_core(struct loop *l, const struct loop_options *o, struct bootstrap_state *bs)
 {
 	const struct initial_cluster *c = o->cluster;

@@ -168,16 +168,21 @@ static uint64_t followers_match(struct loop *l)
 /* Drops log entries nobody needs any more (raftd/retain.h): those
  * before stored's replay point and the feed's cursor, less what the
  * followers may still take from the log within --snapshot-count and
- * --raft-log-mib. Right after raft_advance only. */
+ * --raft-log-mib; and, of those kept, the data past RETAIN_RESIDENT_BYTES
+ * from memory (also while a snapshot is sent, when no entry goes). Right
+ * after raft_advance only. */
 void loop_maybe_compact(struct loop *l)
 {
+	/* what followers may still need stays in the WAL, not in memory */
+	uint64_t keep_from = feed_keep_from(&l->feed);
+	raft_evict(l->raft, keep_from ? keep_from - 1 : 0, RETAIN_RESIDENT_BYTES);
 	if (l->snaps_inflight)
 		return;
 	const struct raftlog *log = raft_log(l->raft);
 	struct raft_conf_state cs;
 	raft_conf_state(l->raft, &cs);
 	struct retain r = {
-		.keep_from = feed_keep_from(&l->feed),
+		.keep_from = keep_from,
 		.margin = cs.n_voters + cs.n_learners > 1 ? RETAIN_MARGIN_ENTRIES : 0,
 		.limit = snap_acks_cap(l, UINT64_MAX),
 		.followers = followers_match(l),
@@ -197,9 +202,6 @@ void loop_maybe_compact(struct loop *l)
 	}
 	if (to > log->snap_index)
 		raft_compact(l->raft, to);
-	/* what followers may still need stays in the WAL, not in memory */
-	uint64_t hi = r.keep_from ? r.keep_from - 1 : 0;
-	raft_evict(l->raft, hi, RETAIN_RESIDENT_BYTES);
 }
 
 /* ---- snapshots between members ---- */
