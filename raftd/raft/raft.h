@@ -187,8 +187,8 @@ struct raft_ready {
 	const struct raft_entry *entries;   /* to append to the WAL, in order */
 	size_t n_entries;
 	struct raftlog_loc *entry_locs; /* n_entries places beside them, for
-				    * the WAL to fill in (wal_save) so that
-				    * their data can leave memory later */
+				    * the WAL to fill in (wal_save_locs) so
+				    * that their data can leave memory later */
 	bool has_snapshot;         /* a snapshot from the leader replaced the
 				    * log: record it in the WAL (before the
 				    * entries), and install it in the

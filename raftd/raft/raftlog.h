@@ -67,7 +67,7 @@ struct raftlog_loc {
 	uint32_t crc;
 };
 
-/* Reads the data of entry e (index, term and len set, data NULL) back
+/* Reads the data of entry e (index, term, type and len set, data NULL) back
  * from where loc says: *data (raftd_malloc, e->len bytes) or a -errno. */
 typedef int (*raftlog_load_fn)(void *ctx, const struct raft_entry *e,
 			       const struct raftlog_loc *loc, uint8_t **data);

@@ -151,7 +151,7 @@ int wal_save_locs(struct wal *w, const struct raft_hardstate *hs,
 
 /*
  * Reads back the data of entry e (its index, term, type and len) from the
- * place wal_save gave it, once durable: the record is checked as a replay
+ * place wal_save_locs or a replay gave it, once durable: the record is checked as a replay
  * checks it (its CRC continues loc->crc) and must be e's. *data
  * (raftd_malloc, e->len bytes; NULL when 0). -ENOENT (its segment was
  * purged, or no place), -EBADMSG (not that entry, or corrupt), -ENOMEM,
