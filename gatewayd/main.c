@@ -43,7 +43,7 @@
  * hundred creates, a big range, a slow client's backlog. Pages freed
  * while it works go back to the kernel within about a second; those
  * freed just before it falls idle go back when the loop has been quiet
- * for a second (gatewayd/mem_idle.h), not by jemalloc's background thread,
+ * for a second (base/mem/mem.h), not by jemalloc's background thread,
  * which wakes thousands of times a second under load. Exported: the
  * library looks the name up in the executable. */
 __attribute__((visibility("default"))) const char *malloc_conf = "dirty_decay_ms:1000";

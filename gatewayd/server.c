@@ -1163,7 +1163,7 @@ static void gw_event(struct gw_server *s, struct gw_src *src, uint32_t events)
  *     afresh (shm/waker.h).
  * 10. The turn is over: connections closed during it are freed (steps 2-8
  *     may still have touched them), and its scratch (gw_scratch) is reset.
- *     A loop quiet for a second gives its freed pages back (mem_idle.h).
+ *     A loop quiet for a second gives its freed pages back (base/mem/mem.h).
  * 11. The timer is armed at the nearest deadline any step left.
  *
  * Returns the descriptor of a watched source that fired (gw_server_watch),

@@ -49,7 +49,7 @@
 #include "gatewayd/transport/h2.h"
 #include "gatewayd/transport/http1.h"
 #include "gatewayd/pending.h"
-#include "gatewayd/mem_idle.h"
+#include "base/mem/mem.h"
 #include "shm/metrics.h"
 #include "shm/slot.h"
 #include "shm/status.h"

@@ -732,6 +732,11 @@ static void on_timer(struct loop *l)
 		l->snap_acks[i].ticks++;
 	/* rings quiet for a second give their pages back */
 	(void)shm_role_trim(l->r, SHM_ROLE_RAFTD, clock_now_ns());
+	/* and the heap what a burst (a follower's catch-up) left freed */
+	if (mem_dirty_turn(&l->mem, (int64_t)clock_now_ns()))
+		log_debug("raftd gives freed memory back to the kernel",
+			  LOG_U64("freed-bytes", l->mem.last_freed),
+			  LOG_U64("purges-so-far", l->mem.purges));
 	/* a send whose end was never reported must not stop compaction for
 	 * good: after an hour the count is dropped */
 	if (l->snaps_inflight && ++l->snaps_inflight_ticks * l->tick_ms > LOOP_SNAP_SEND_MAX_MS) {
@@ -1166,6 +1171,7 @@ int loop_new(const struct loop_options *o, struct loop **out)
 	l->signal_fd = o->signal_fd;
 	l->tick_ms = o->tick_ms;
 	l->election_ticks = o->election_ms / o->tick_ms;
+	(void)mem_dirty_init(&l->mem); /* a no-op without jemalloc */
 
 	struct bootstrap_params bp = {
 		.wal_dir = o->wal_dir, .member_id = o->member_id, .cluster = o->cluster,

@@ -11,6 +11,7 @@
 #ifndef CETCD_RAFTD_LOOP_INT_H
 #define CETCD_RAFTD_LOOP_INT_H
 
+#include "base/mem/mem.h"
 #include "shm/metrics.h"
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -142,6 +143,7 @@ struct loop {
 	bool lone;                    /* the only member: campaigns at start */
 	int stop_signal;
 	int fatal;                    /* the error that ends the loop */
+	struct mem_dirty mem;         /* freed pages back after a burst */
 	struct loop_stats stats;
 };
 
