@@ -36,6 +36,8 @@
 #define RING_REC_HDR 8u
 #define RING_NO_RESERVATION UINT64_MAX
 #define RING_SPIN_TRIES 2000
+/* ring_trim_busy keeps at least this much of the free part past head */
+#define RING_TRIM_KEEP_MIN (64u << 10)
 
 struct ring_rec_hdr {
 	uint32_t len;
@@ -65,7 +67,12 @@ struct ring {
 	uint64_t trim_seen;
 	int64_t trim_since_ns;
 	uint64_t trimmed_at;
-	uint8_t pad1[SHM_LINE - 64];
+	/* ring_trim_busy's: when it last looked, head_local then, and the
+	 * cursor up to which the free part's pages are given back */
+	int64_t busy_ns;
+	uint64_t busy_head;
+	uint64_t busy_given;
+	uint8_t pad1[SHM_LINE - 88];
 
 	/* Consumer lines: only the consumer writes them.
 	 * tail <= tail_local <= cached_head <= head. */
@@ -458,8 +465,64 @@ void shm_pages_give_back(void *lo, void *hi)
 		(void)madvise((void *)a, b - a, MADV_REMOVE);
 }
 
+/* Gives back the SHM_PAGE pages of the data area between cursors from
+ * and to (to - from <= cap), which may wrap past its end. */
+static void ring_give_back(struct ring *r, uint64_t from, uint64_t to)
+{
+	uint64_t a = from % r->cap, n = to - from;
+	uint8_t *d = ring_data(r);
+
+	if (a + n <= r->cap) {
+		shm_pages_give_back(d + a, d + a + n);
+		return;
+	}
+	shm_pages_give_back(d + a, d + r->cap);
+	shm_pages_give_back(d, d + (a + n - r->cap));
+}
+
+/*
+ * Under traffic a ring is never quiet, and its producer goes round the
+ * whole data area: in time every page of it holds memory, whatever the
+ * traffic. Once every SHM_TRIM_QUIET_NS the producer gives back the pages
+ * of the free part that it will not reach soon: all of it but the
+ * RING_TRIM_KEEP_MIN bytes, or twice what it wrote since the last look,
+ * right past head. The consumer reads nothing past head and the producer
+ * is the caller, so no byte given back is read or written until the
+ * producer writes it again (a page fault of the tmpfs's, then zeroes). A
+ * ring whose traffic goes round it faster than every two seconds keeps
+ * all of it.
+ */
+static void ring_trim_busy(struct ring *r, int64_t now_ns)
+{
+	uint64_t t, keep, from, to, written;
+
+	if (now_ns - r->busy_ns < SHM_TRIM_QUIET_NS)
+		return;
+	written = r->head_local - r->busy_head;
+	r->busy_ns = now_ns;
+	r->busy_head = r->head_local;
+	if (r->reserved_len != RING_NO_RESERVATION)
+		return;
+	t = atomic_load_explicit(&r->tail, memory_order_acquire);
+	if (t > r->head_local || r->head_local - t > r->cap)
+		return; /* the next push finds it corrupt */
+	keep = 2 * written > RING_TRIM_KEEP_MIN ? 2 * written : RING_TRIM_KEEP_MIN;
+	if (keep >= r->cap - (r->head_local - t))
+		return;
+	from = r->head_local + keep;
+	to = t + r->cap;
+	if (from < r->busy_given)
+		from = r->busy_given; /* given back already, not written since */
+	if (from >= to)
+		return;
+	ring_give_back(r, from, to);
+	r->busy_given = to;
+}
+
 int64_t ring_trim_idle(struct ring *r, int64_t now_ns)
 {
+	if (!ring_has_failed(r))
+		ring_trim_busy(r, now_ns);
 	if (r->head_local != r->trim_seen) {
 		r->trim_seen = r->head_local;
 		r->trim_since_ns = now_ns;
@@ -476,6 +539,7 @@ int64_t ring_trim_idle(struct ring *r, int64_t now_ns)
 		return now_ns + SHM_TRIM_QUIET_NS;
 	shm_pages_give_back(ring_data(r), ring_data(r) + r->cap);
 	r->trimmed_at = r->head_local;
+	r->busy_given = r->head_local + r->cap;
 	return INT64_MAX;
 }
 
@@ -485,6 +549,7 @@ void ring_producer_takeover(struct ring *r)
 
 	r->head_local = h;
 	r->head_off = h % r->cap;
+	r->busy_head = h; /* a dead holder's staged records are no traffic */
 	r->cached_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
 	r->reserved_len = RING_NO_RESERVATION;
 	atomic_store_explicit(&r->space_waiter, 0, memory_order_relaxed);

@@ -7,9 +7,11 @@
  * the real waits: the producer ring_push_wait when the ring is full, the
  * consumer spins briefly and then sleeps on its doorbell. Every 64
  * records the producer trims the ring (ring_trim_idle) on a clock of its
- * own that makes every look a quiet one: whenever the consumer has just
- * released everything, the data pages go back while the consumer runs on,
- * and no record may come out wrong for it.
+ * own that makes every look a quiet one and a second after the last:
+ * whenever the consumer has just released everything, the data pages go
+ * back while the consumer runs on, and at every other look the free
+ * part's pages past the next 64 KiB do (ring_trim_busy), however far
+ * behind the consumer is; no record may come out wrong for it.
  *
  * CETCD_STRESS_RECORDS overrides the record count.
  */

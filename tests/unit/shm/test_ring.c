@@ -435,6 +435,108 @@ static void test_trim_idle(void)
 	close(fd);
 }
 
+/*
+ * Trimming under traffic: a ring that is never quiet gives back, once a
+ * second, the pages of its free part past what the traffic of the last
+ * second would need (twice it, at least 64 KiB, past head), at any phase
+ * of the data area (the free part wrapping past its end or not):
+ * - records the consumer has not read, and records read and not yet
+ *   released, keep their bytes;
+ * - the pages written after are whole again (every record verified);
+ * - a second's traffic of a whole lap or more gives back nothing;
+ * - an open reservation gives back nothing;
+ * - a look within the second does nothing.
+ */
+static void test_trim_busy(void)
+{
+	const uint64_t cap = 1024 * 1024;
+	const int64_t q = SHM_TRIM_QUIET_NS;
+	int fd;
+	size_t bytes = ring_footprint(cap);
+	struct ring *r = test_shared_file(bytes, &fd);
+	struct ring_rec rec;
+	uint8_t buf[MAXREC];
+	uint64_t seq = 0, rseq = 0, got;
+	int64_t now = 0;
+
+	CHECK_EQ(ring_init(r, bytes, MAXREC, NULL, NULL), 0);
+	for (int phase = 0; phase < 7; phase++) {
+		/* a busy second: more than a lap through the ring, all released */
+		for (got = 0; got < cap + (uint64_t)phase * 150000; seq++, rseq++) {
+			uint32_t len = test_len(seq, 100, MAXREC, 7);
+			test_fill(buf, len, seq);
+			CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
+			CHECK_EQ(ring_peek(r, &rec), 0);
+			CHECK_EQ(test_verify(rec.data, rec.len, seq), 0);
+			got += rec.len;
+			ring_release(r, &rec);
+		}
+		now += q;
+		(void)ring_trim_idle(r, now);
+		CHECK(test_held_bytes(fd) >= cap);
+		/* a quiet second: 30 records left unread, the oldest 10 of them
+		 * read and not released */
+		for (int i = 0; i < 30; i++, seq++) {
+			uint32_t len = test_len(seq, 100, MAXREC, 7);
+			test_fill(buf, len, seq);
+			CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
+		}
+		for (int i = 0; i < 10; i++, rseq++) {
+			CHECK_EQ(ring_peek(r, &rec), 0);
+			CHECK_EQ(test_verify(rec.data, rec.len, rseq), 0);
+			ring_consume(r, &rec);
+		}
+		/* an open reservation: nothing given back */
+		void *room;
+		CHECK_EQ(ring_reserve(r, 64, &room), 0);
+		now += q;
+		(void)ring_trim_idle(r, now);
+		CHECK(test_held_bytes(fd) >= cap);
+		test_fill(room, 64, seq);
+		CHECK_EQ(ring_commit(r, (uint32_t)seq, 64), 0);
+		seq++;
+		ring_publish(r);
+		/* within the second: nothing */
+		(void)ring_trim_idle(r, now + q - 1);
+		CHECK(test_held_bytes(fd) >= cap);
+		/* the next second's look gives back all but the records in the
+		 * ring and 64 KiB past head */
+		now += q;
+		(void)ring_trim_idle(r, now);
+		uint64_t held = test_held_bytes(fd);
+		CHECK(held <= 31 * (MAXREC + 8) + (64u << 10) + 4 * SHM_PAGE);
+		/* again at once: the same */
+		now += q;
+		(void)ring_trim_idle(r, now);
+		CHECK_EQ(test_held_bytes(fd), held);
+		CHECK(!ring_has_failed(r));
+		/* the consumed records are intact, and so are the rest */
+		ring_release_consumed(r);
+		for (; rseq < seq; rseq++) {
+			CHECK_EQ(ring_peek(r, &rec), 0);
+			CHECK_EQ(rec.type, (uint32_t)rseq);
+			CHECK_EQ(test_verify(rec.data, rec.len, rseq), 0);
+			ring_release(r, &rec);
+		}
+		CHECK_EQ(ring_peek(r, &rec), -EAGAIN);
+	}
+	/* records go on through the pages given back, intact */
+	for (got = 0; got < 2 * cap; seq++, rseq++) {
+		uint32_t len = test_len(seq, 100, MAXREC, 7);
+		test_fill(buf, len, seq);
+		CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
+		CHECK_EQ(ring_peek(r, &rec), 0);
+		CHECK_EQ(rec.type, (uint32_t)rseq);
+		CHECK_EQ(test_verify(rec.data, rec.len, rseq), 0);
+		got += rec.len;
+		ring_release(r, &rec);
+	}
+	CHECK(!ring_has_failed(r));
+	CHECK(test_held_bytes(fd) >= cap);
+	munmap(r, bytes);
+	close(fd);
+}
+
 int main(void)
 {
 	test_init_limits();
@@ -449,6 +551,7 @@ int main(void)
 	test_corruption_fails_ring();
 	test_push_wait();
 	test_trim_idle();
+	test_trim_busy();
 	printf("test_ring: ok\n");
 	return 0;
 }
