@@ -367,6 +367,25 @@ static void test_push_wait(void)
 	free(mem);
 }
 
+/* Pushes records, numbered from *seq on, until `bytes` of payload went
+ * through, each read back, checked and released at once. */
+static void pass_through(struct ring *r, uint64_t *seq, uint64_t bytes)
+{
+	uint8_t buf[MAXREC];
+	struct ring_rec rec;
+
+	for (uint64_t got = 0; got < bytes; (*seq)++) {
+		uint32_t len = test_len(*seq, 100, MAXREC, 7);
+		test_fill(buf, len, *seq);
+		CHECK_EQ(ring_push(r, (uint32_t)*seq, buf, len), 0);
+		CHECK_EQ(ring_peek(r, &rec), 0);
+		CHECK_EQ(rec.type, (uint32_t)*seq);
+		CHECK_EQ(test_verify(rec.data, rec.len, *seq), 0);
+		got += rec.len;
+		ring_release(r, &rec);
+	}
+}
+
 /*
  * Trimming at quiet times: a ring whose data area the traffic touched
  * holds those pages until it has been quiet for SHM_TRIM_QUIET_NS and
@@ -383,21 +402,13 @@ static void test_trim_idle(void)
 	struct ring *r = test_shared_file(bytes, &fd);
 	struct ring_rec rec;
 	uint8_t buf[MAXREC];
-	uint64_t seq = 0, got = 0;
+	uint64_t seq = 0;
 
 	CHECK_EQ(ring_init(r, bytes, MAXREC, NULL, NULL), 0);
 	/* A new ring has nothing to give back. */
 	CHECK_EQ(ring_trim_idle(r, 0), INT64_MAX);
 	/* Traffic through the whole data area, all released. */
-	while (got < 3 * cap) {
-		uint32_t len = test_len(seq, 100, MAXREC, 7);
-		test_fill(buf, len, seq);
-		CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
-		seq++;
-		CHECK_EQ(ring_peek(r, &rec), 0);
-		got += rec.len;
-		ring_release(r, &rec);
-	}
+	pass_through(r, &seq, 3 * cap);
 	CHECK(test_held_bytes(fd) >= cap);
 	/* Not quiet long enough: asked again when it will be. */
 	CHECK_EQ(ring_trim_idle(r, 10 * q), 11 * q);
@@ -419,16 +430,7 @@ static void test_trim_idle(void)
 	CHECK(test_held_bytes(fd) <= 2 * SHM_PAGE);
 	CHECK_EQ(ring_trim_idle(r, 30 * q), INT64_MAX); /* once a quiet spell */
 	/* Records go on where the cursors were, across the end again. */
-	for (got = 0; got < 2 * cap; seq++) {
-		uint32_t len = test_len(seq, 100, MAXREC, 7);
-		test_fill(buf, len, seq);
-		CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
-		CHECK_EQ(ring_peek(r, &rec), 0);
-		CHECK_EQ(rec.type, (uint32_t)seq);
-		CHECK_EQ(test_verify(rec.data, rec.len, seq), 0);
-		got += rec.len;
-		ring_release(r, &rec);
-	}
+	pass_through(r, &seq, 2 * cap);
 	CHECK(!ring_has_failed(r));
 	CHECK(test_held_bytes(fd) >= cap);
 	munmap(r, bytes);
@@ -456,21 +458,14 @@ static void test_trim_busy(void)
 	struct ring *r = test_shared_file(bytes, &fd);
 	struct ring_rec rec;
 	uint8_t buf[MAXREC];
-	uint64_t seq = 0, rseq = 0, got;
+	uint64_t seq = 0, rseq = 0;
 	int64_t now = 0;
 
 	CHECK_EQ(ring_init(r, bytes, MAXREC, NULL, NULL), 0);
 	for (int phase = 0; phase < 7; phase++) {
 		/* a busy second: more than a lap through the ring, all released */
-		for (got = 0; got < cap + (uint64_t)phase * 150000; seq++, rseq++) {
-			uint32_t len = test_len(seq, 100, MAXREC, 7);
-			test_fill(buf, len, seq);
-			CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
-			CHECK_EQ(ring_peek(r, &rec), 0);
-			CHECK_EQ(test_verify(rec.data, rec.len, seq), 0);
-			got += rec.len;
-			ring_release(r, &rec);
-		}
+		pass_through(r, &seq, cap + (uint64_t)phase * 150000);
+		rseq = seq;
 		now += q;
 		(void)ring_trim_idle(r, now);
 		CHECK(test_held_bytes(fd) >= cap);
@@ -521,16 +516,7 @@ static void test_trim_busy(void)
 		CHECK_EQ(ring_peek(r, &rec), -EAGAIN);
 	}
 	/* records go on through the pages given back, intact */
-	for (got = 0; got < 2 * cap; seq++, rseq++) {
-		uint32_t len = test_len(seq, 100, MAXREC, 7);
-		test_fill(buf, len, seq);
-		CHECK_EQ(ring_push(r, (uint32_t)seq, buf, len), 0);
-		CHECK_EQ(ring_peek(r, &rec), 0);
-		CHECK_EQ(rec.type, (uint32_t)rseq);
-		CHECK_EQ(test_verify(rec.data, rec.len, rseq), 0);
-		got += rec.len;
-		ring_release(r, &rec);
-	}
+	pass_through(r, &seq, 2 * cap);
 	CHECK(!ring_has_failed(r));
 	CHECK(test_held_bytes(fd) >= cap);
 	munmap(r, bytes);
