@@ -731,9 +731,10 @@ static void on_timer(struct loop *l)
 	for (size_t i = 0; i < l->n_snap_acks; i++)
 		l->snap_acks[i].ticks++;
 	/* rings quiet for a second give their pages back */
-	(void)shm_role_trim(l->r, SHM_ROLE_RAFTD, clock_now_ns());
+	int64_t now = clock_now_ns();
+	(void)shm_role_trim(l->r, SHM_ROLE_RAFTD, now);
 	/* and the heap what a burst (a follower's catch-up) left freed */
-	if (mem_dirty_turn(&l->mem, (int64_t)clock_now_ns()))
+	if (mem_dirty_turn(&l->mem, now))
 		log_debug("raftd gives freed memory back to the kernel",
 			  LOG_U64("freed-bytes", l->mem.last_freed),
 			  LOG_U64("purges-so-far", l->mem.purges));

@@ -126,9 +126,11 @@ int ring_commit(struct ring *r, uint32_t type, uint32_t used);
  * SHM_TRIM_QUIET_NS and the consumer has released everything, gives the
  * data area's pages back to the region's tmpfs (shm_pages_give_back), so
  * that a ring holds memory for its traffic and an idle one almost none;
- * once per quiet spell. Call it from the producer's loop every so often
- * (a turn, a tick); returns the time it wants to be called again
- * (INT64_MAX: not before the next record).
+ * once per quiet spell. Under traffic, at most once per SHM_TRIM_QUIET_NS,
+ * it also gives back the free part's pages past twice the last second's
+ * writes (at least 64 KiB) past head. Call it from the producer's loop
+ * every so often (a turn, a tick); returns the time it wants to be called
+ * again (INT64_MAX: not before the next record).
  */
 int64_t ring_trim_idle(struct ring *r, int64_t now_ns);
 

@@ -386,6 +386,23 @@ static void pass_through(struct ring *r, uint64_t *seq, uint64_t bytes)
 	}
 }
 
+/* A ring of cap data bytes in a shared file of its own (for
+ * test_held_bytes on *fd); freed with shared_ring_free. */
+static struct ring *shared_ring(uint64_t cap, int *fd)
+{
+	size_t bytes = ring_footprint(cap);
+	struct ring *r = test_shared_file(bytes, fd);
+
+	CHECK_EQ(ring_init(r, bytes, MAXREC, NULL, NULL), 0);
+	return r;
+}
+
+static void shared_ring_free(struct ring *r, uint64_t cap, int fd)
+{
+	munmap(r, ring_footprint(cap));
+	close(fd);
+}
+
 /*
  * Trimming at quiet times: a ring whose data area the traffic touched
  * holds those pages until it has been quiet for SHM_TRIM_QUIET_NS and
@@ -398,13 +415,11 @@ static void test_trim_idle(void)
 	const uint64_t cap = 64 * 1024;
 	const int64_t q = SHM_TRIM_QUIET_NS;
 	int fd;
-	size_t bytes = ring_footprint(cap);
-	struct ring *r = test_shared_file(bytes, &fd);
+	struct ring *r = shared_ring(cap, &fd);
 	struct ring_rec rec;
 	uint8_t buf[MAXREC];
 	uint64_t seq = 0;
 
-	CHECK_EQ(ring_init(r, bytes, MAXREC, NULL, NULL), 0);
 	/* A new ring has nothing to give back. */
 	CHECK_EQ(ring_trim_idle(r, 0), INT64_MAX);
 	/* Traffic through the whole data area, all released. */
@@ -433,8 +448,7 @@ static void test_trim_idle(void)
 	pass_through(r, &seq, 2 * cap);
 	CHECK(!ring_has_failed(r));
 	CHECK(test_held_bytes(fd) >= cap);
-	munmap(r, bytes);
-	close(fd);
+	shared_ring_free(r, cap, fd);
 }
 
 /*
@@ -454,14 +468,12 @@ static void test_trim_busy(void)
 	const uint64_t cap = 1024 * 1024;
 	const int64_t q = SHM_TRIM_QUIET_NS;
 	int fd;
-	size_t bytes = ring_footprint(cap);
-	struct ring *r = test_shared_file(bytes, &fd);
+	struct ring *r = shared_ring(cap, &fd);
 	struct ring_rec rec;
 	uint8_t buf[MAXREC];
 	uint64_t seq = 0, rseq = 0;
 	int64_t now = 0;
 
-	CHECK_EQ(ring_init(r, bytes, MAXREC, NULL, NULL), 0);
 	for (int phase = 0; phase < 7; phase++) {
 		/* a busy second: more than a lap through the ring, all released */
 		pass_through(r, &seq, cap + (uint64_t)phase * 150000);
@@ -519,8 +531,7 @@ static void test_trim_busy(void)
 	pass_through(r, &seq, 2 * cap);
 	CHECK(!ring_has_failed(r));
 	CHECK(test_held_bytes(fd) >= cap);
-	munmap(r, bytes);
-	close(fd);
+	shared_ring_free(r, cap, fd);
 }
 
 int main(void)
