@@ -25,6 +25,8 @@
 #define BCAST_MAGIC 0x42434153u /* "BCAS" */
 #define BCAST_REC_HDR 16u
 #define BCAST_TYPE_PAD UINT32_MAX
+/* bcast_trim_busy keeps at least this much behind head and ahead of it */
+#define BCAST_TRIM_KEEP_MIN (1u << 20)
 
 struct bcast_rec_hdr {
 	uint64_t seq;
@@ -54,7 +56,12 @@ struct bcast {
 	uint64_t trim_seen;
 	int64_t trim_since_ns;
 	uint64_t trimmed_at;
-	uint8_t pad2[BCAST_HEADER_BYTES - 2 * SHM_LINE - 32];
+	/* bcast_trim_busy's: when it last looked, head then, and the
+	 * position below which the old records' pages are given back */
+	int64_t busy_ns;
+	uint64_t busy_head;
+	uint64_t busy_given;
+	uint8_t pad2[BCAST_HEADER_BYTES - 2 * SHM_LINE - 56];
 };
 _Static_assert(sizeof(struct bcast) == BCAST_HEADER_BYTES, "bcast header");
 
@@ -167,10 +174,58 @@ int bcast_publish(struct bcast *b, uint32_t type, const void *data,
 	return 0;
 }
 
+/* Zeroing bytes is overwriting them: announced first, as bcast_write
+ * does, so that a consumer still copying a record below pos gets a lap,
+ * never zeroes taken for a record. */
+static void bcast_announce(struct bcast *b, uint64_t pos)
+{
+	if (atomic_load_explicit(&b->oldest, memory_order_relaxed) < pos) {
+		atomic_store_explicit(&b->oldest, pos, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+	}
+}
+
+/*
+ * Under traffic the producer goes round the whole data area, and in time
+ * every page of it holds memory, however light the traffic: at a few
+ * thousand puts a second the ring holds ten seconds of events or more,
+ * which only a consumer lagging that far behind would read. Once every
+ * SHM_TRIM_QUIET_NS the producer keeps twice the last second's traffic
+ * (at least BCAST_TRIM_KEEP_MIN) behind head for the consumers, and as
+ * much of the oldest records, which it overwrites next, and gives back
+ * the pages of the records between. A consumer more than that behind is
+ * lapped (-ESTALE) and re-syncs, as one lapped by the traffic itself
+ * does. A ring whose traffic goes round it within four seconds keeps all
+ * of it.
+ */
+static void bcast_trim_busy(struct bcast *b, uint64_t head, int64_t now_ns)
+{
+	uint64_t written, keep, from, to;
+
+	if (now_ns - b->busy_ns < SHM_TRIM_QUIET_NS)
+		return;
+	written = head - b->busy_head;
+	b->busy_ns = now_ns;
+	b->busy_head = head;
+	keep = 2 * written > BCAST_TRIM_KEEP_MIN ? 2 * written : BCAST_TRIM_KEEP_MIN;
+	if (head <= keep)
+		return;
+	to = head - keep;
+	from = head + keep > b->cap ? head + keep - b->cap : 0;
+	if (from < b->busy_given)
+		from = b->busy_given; /* given back already, not written since */
+	if (from >= to)
+		return;
+	bcast_announce(b, to);
+	shm_pages_give_back_wrapped(bcast_data(b), b->cap, from, to);
+	b->busy_given = to;
+}
+
 int64_t bcast_trim_idle(struct bcast *b, int64_t now_ns)
 {
 	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 
+	bcast_trim_busy(b, head, now_ns);
 	if (head != b->trim_seen) {
 		b->trim_seen = head;
 		b->trim_since_ns = now_ns;
@@ -179,15 +234,10 @@ int64_t bcast_trim_idle(struct bcast *b, int64_t now_ns)
 		return INT64_MAX;
 	if (now_ns - b->trim_since_ns < SHM_TRIM_QUIET_NS)
 		return b->trim_since_ns + SHM_TRIM_QUIET_NS;
-	/* Zeroing the bytes is overwriting them: announced first, as
-	 * bcast_write does, so that a consumer still copying a record gets a
-	 * lap, never zeroes taken for a record. */
-	if (atomic_load_explicit(&b->oldest, memory_order_relaxed) < head) {
-		atomic_store_explicit(&b->oldest, head, memory_order_relaxed);
-		atomic_thread_fence(memory_order_release);
-	}
+	bcast_announce(b, head);
 	shm_pages_give_back(bcast_data(b), bcast_data(b) + b->cap);
 	b->trimmed_at = head;
+	b->busy_given = head;
 	return INT64_MAX;
 }
 

@@ -61,6 +61,11 @@ int bcast_publish(struct bcast *b, uint32_t type, const void *data,
  * SHM_TRIM_QUIET_NS, gives the data area's pages back to the region's
  * tmpfs (once per quiet spell). A consumer that had not read the last
  * records by then gets a lap (-ESTALE), as if they were overwritten.
+ * Under traffic, at most once per SHM_TRIM_QUIET_NS, it also gives back
+ * the pages of the records older than twice the last second's traffic
+ * (at least 1 MiB) behind head, except as much again of the oldest ones,
+ * which the producer overwrites next; a consumer lagging further gets a
+ * lap. Call it from the producer's loop every so often (a turn, a tick).
  * Returns the time it wants to be called again (INT64_MAX: not before
  * the next record).
  */

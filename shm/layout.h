@@ -201,6 +201,12 @@ int ofdlock_any_from(int fd, off_t from);
  */
 void shm_pages_give_back(void *lo, void *hi);
 
+/* The same for the pages of a ring's data area (cap bytes at data) that
+ * hold the cursors from to to (to - from <= cap), which may wrap past
+ * its end. */
+void shm_pages_give_back_wrapped(uint8_t *data, uint64_t cap, uint64_t from,
+				 uint64_t to);
+
 /* Wakes the doorbell if someone sleeps on it; the caller has already
  * issued the full fence after publishing (shm/doorbell.c). */
 void shm_doorbell_wake(struct shm_doorbell *d);

@@ -465,19 +465,17 @@ void shm_pages_give_back(void *lo, void *hi)
 		(void)madvise((void *)a, b - a, MADV_REMOVE);
 }
 
-/* Gives back the SHM_PAGE pages of the data area between cursors from
- * and to (to - from <= cap), which may wrap past its end. */
-static void ring_give_back(struct ring *r, uint64_t from, uint64_t to)
+void shm_pages_give_back_wrapped(uint8_t *data, uint64_t cap, uint64_t from,
+				 uint64_t to)
 {
-	uint64_t a = from % r->cap, n = to - from;
-	uint8_t *d = ring_data(r);
+	uint64_t a = from % cap, n = to - from;
 
-	if (a + n <= r->cap) {
-		shm_pages_give_back(d + a, d + a + n);
+	if (a + n <= cap) {
+		shm_pages_give_back(data + a, data + a + n);
 		return;
 	}
-	shm_pages_give_back(d + a, d + r->cap);
-	shm_pages_give_back(d, d + (a + n - r->cap));
+	shm_pages_give_back(data + a, data + cap);
+	shm_pages_give_back(data, data + (a + n - cap));
 }
 
 /*
@@ -515,7 +513,7 @@ static void ring_trim_busy(struct ring *r, int64_t now_ns)
 		from = r->busy_given; /* given back already, not written since */
 	if (from >= to)
 		return;
-	ring_give_back(r, from, to);
+	shm_pages_give_back_wrapped(ring_data(r), r->cap, from, to);
 	r->busy_given = to;
 }
 

@@ -6,6 +6,11 @@
  * must say so (-ESTALE) instead of returning garbage, including when the
  * producer overwrites a record while it is being copied. Every record a
  * consumer accepts is checked (sequence number and checksum).
+ * A second round runs a ring of a member with 1 MiB requests, records of
+ * up to 8 KiB, and the producer trimming the ring as under steady
+ * traffic (bcast_trim_idle on a clock that moves a second every 64
+ * records): pages given back while a consumer copies from them must also
+ * end in a lap, never in a record of zeroes.
  */
 #include <stdatomic.h>
 
@@ -14,6 +19,7 @@
 #include "shm/bcast.h"
 #include "shm/doorbell.h"
 #include "shm/region.h"
+#include "shm/ring.h"
 #include "shm/slot.h"
 
 #define RUN_MS 3000
@@ -25,6 +31,7 @@ struct shared {
 
 static char dir[256], path[512];
 static struct shared *sh;
+static bool trim; /* the second round */
 
 static int producer(void)
 {
@@ -33,6 +40,7 @@ static int producer(void)
 	uint8_t *buf;
 	uint32_t len, max;
 	uint64_t seq;
+	int64_t now = 0;
 
 	if (shm_region_attach(path, &r) || shm_role_claim(r, SHM_ROLE_STORED))
 		return 10;
@@ -43,11 +51,15 @@ static int producer(void)
 		return 11;
 	seq = bcast_next_seq(b);
 	while (!atomic_load(&sh->stop)) {
-		len = test_len(seq, 8192, max, 8);
+		len = trim ? test_len(seq, 8192, max, 0) : test_len(seq, 8192, max, 8);
 		test_fill(buf, len, seq);
 		if (bcast_publish(b, 0, buf, len))
 			return 12;
 		seq++;
+		if (trim && (seq & 63) == 0) {
+			now += SHM_TRIM_QUIET_NS;
+			(void)bcast_trim_idle(b, now);
+		}
 		if ((seq & 15) == 0) {
 			shm_events_notify(r);
 			/* Leave the fast consumer a chance on 2 cores. */
@@ -124,14 +136,15 @@ static int consumer(bool slow)
 	return 0;
 }
 
-int main(void)
+static void run_round(size_t max_request_bytes)
 {
 	struct shm_region_params p = { .slot_count = 4,
-				       .max_request_bytes = 16 * 1024 };
+				       .max_request_bytes = max_request_bytes };
 	struct shm_region *l;
 	pid_t prod, fast, slow;
 
-	sh = test_shared(sizeof(*sh));
+	atomic_store(&sh->stop, 0);
+	atomic_store(&sh->published, 0);
 	test_region_path(dir, sizeof(dir), path, sizeof(path));
 	CHECK_EQ(shm_region_create(path, &p, &l), 0);
 	fast = test_fork();
@@ -152,8 +165,17 @@ int main(void)
 	CHECK_EQ(test_wait(fast), 0);
 	CHECK_EQ(test_wait(slow), 0);
 	printf("stress_bcast_lap: %llu events published into a %llu-byte "
-	       "ring\n", (unsigned long long)atomic_load(&sh->published),
-	       (unsigned long long)bcast_capacity(shm_events(l)));
+	       "ring%s\n", (unsigned long long)atomic_load(&sh->published),
+	       (unsigned long long)bcast_capacity(shm_events(l)),
+	       trim ? ", trimmed as under steady traffic" : "");
 	shm_region_detach(l);
+}
+
+int main(void)
+{
+	sh = test_shared(sizeof(*sh));
+	run_round(16 * 1024);
+	trim = true;
+	run_round(1024 * 1024);
 	return 0;
 }

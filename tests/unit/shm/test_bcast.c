@@ -259,6 +259,138 @@ static void test_trim_idle(void)
 	close(fd);
 }
 
+static uint64_t bcast_head(struct bcast *b)
+{
+	struct bcast_cursor c;
+
+	bcast_cursor_init(b, &c);
+	return c.pos;
+}
+
+/* Publishes records of up to 900 bytes until `bytes` more were published;
+ * *c (if any) reads and checks each one as it goes. */
+static void publish_bytes(struct bcast *b, uint64_t *seq, uint64_t bytes,
+			  struct bcast_cursor *c)
+{
+	static uint8_t buf[MAXREC];
+	struct bcast_rec rec;
+	uint64_t pos = bcast_head(b);
+
+	while (bcast_head(b) < pos + bytes) {
+		uint32_t len = test_len(*seq, 900, MAXREC, 0);
+		test_fill(buf, len, *seq);
+		CHECK_EQ(bcast_publish(b, 1, buf, len), 0);
+		if (c) {
+			CHECK_EQ(bcast_read(b, c, &rec, buf, sizeof(buf)), 0);
+			CHECK_EQ(rec.seq, *seq);
+			CHECK_EQ(test_verify(buf, rec.len, rec.seq), 0);
+		}
+		(*seq)++;
+	}
+}
+
+/* Reads every record up to head through c, each one checked. */
+static void read_all(struct bcast *b, struct bcast_cursor *c, uint64_t next_seq)
+{
+	static uint8_t buf[MAXREC];
+	struct bcast_rec rec;
+	uint64_t n = 0;
+
+	while (bcast_read(b, c, &rec, buf, sizeof(buf)) == 0) {
+		CHECK_EQ(test_verify(buf, rec.len, rec.seq), 0);
+		n++;
+	}
+	CHECK(n > 0);
+	CHECK_EQ(c->seq, next_seq);
+	CHECK_EQ(bcast_read(b, c, &rec, buf, sizeof(buf)), -EAGAIN);
+}
+
+/*
+ * Trimming under traffic: a ring that is never quiet gives back, once a
+ * second, the pages of the records older than twice the last second's
+ * traffic (at least 1 MiB) behind head, keeping as much of the oldest
+ * ones (the producer overwrites them next), at any phase of the data area
+ * and before the first lap:
+ * - a cursor lagging less than that reads its records whole;
+ * - one lagging more, also one that never read a record, is lapped, never
+ *   handed the zeroes as a record;
+ * - a second's traffic of a quarter of the ring or more gives back
+ *   nothing, and a look within the second does nothing;
+ * - the pages written after are whole again (every record verified).
+ */
+static void test_trim_busy(void)
+{
+	const uint64_t kib = 1024, mib = 1024 * kib, cap = 8 * mib;
+	const int64_t q = SHM_TRIM_QUIET_NS;
+	size_t bytes = bcast_footprint(cap);
+	int fd;
+	struct bcast *b = test_shared_file(bytes, &fd);
+	struct bcast_cursor c = { 0 }, near = { 0 }, far = { 0 }, never = { 0 };
+	struct bcast_rec rec;
+	static uint8_t buf[MAXREC];
+	uint64_t seq = 1, held;
+	int64_t now = 0;
+
+	CHECK_EQ(bcast_init(b, bytes, MAXREC), 0);
+	bcast_cursor_init(b, &c);
+	/* Before the first lap: a busy second keeps everything; then a light
+	 * one gives back the records more than 1 MiB behind head. */
+	(void)bcast_trim_idle(b, now);
+	publish_bytes(b, &seq, 2200 * kib, &c);
+	bcast_cursor_init(b, &far);
+	publish_bytes(b, &seq, 800 * kib, &c);
+	now += q;
+	(void)bcast_trim_idle(b, now);
+	CHECK(test_held_bytes(fd) >= 3000 * kib);
+	bcast_cursor_init(b, &near);
+	publish_bytes(b, &seq, 400 * kib, &c);
+	(void)bcast_trim_idle(b, now + q - 1); /* within the second */
+	CHECK(test_held_bytes(fd) >= 3400 * kib);
+	now += q;
+	(void)bcast_trim_idle(b, now);
+	CHECK(test_held_bytes(fd) <= mib + 4 * SHM_PAGE);
+	read_all(b, &near, seq);
+	CHECK_EQ(bcast_read(b, &far, &rec, buf, sizeof(buf)), -ESTALE);
+	CHECK_EQ(c.laps + near.laps, 0);
+
+	for (int phase = 0; phase < 6; phase++) {
+		/* a busy second: more than a lap, read as it goes; the ring
+		 * holds all of it */
+		publish_bytes(b, &seq, cap + (uint64_t)phase * 1500 * kib, &c);
+		bcast_cursor_init(b, &never);
+		publish_bytes(b, &seq, 1500 * kib, &c);
+		bcast_cursor_init(b, &far);
+		CHECK_EQ(bcast_read(b, &far, &rec, buf, sizeof(buf)), -EAGAIN);
+		publish_bytes(b, &seq, 600 * kib, &c);
+		now += q;
+		(void)bcast_trim_idle(b, now);
+		CHECK(test_held_bytes(fd) >= cap);
+		/* a light second: far falls 1.05 MiB behind, near 0.45 MiB */
+		bcast_cursor_init(b, &near);
+		publish_bytes(b, &seq, 450 * kib, &c);
+		now += q;
+		(void)bcast_trim_idle(b, now);
+		held = test_held_bytes(fd);
+		CHECK(held <= 2 * mib + 4 * SHM_PAGE);
+		CHECK(held >= 2 * mib - 4 * SHM_PAGE);
+		read_all(b, &near, seq);
+		CHECK_EQ(bcast_read(b, &far, &rec, buf, sizeof(buf)), -ESTALE);
+		CHECK_EQ(bcast_read(b, &never, &rec, buf, sizeof(buf)), -ESTALE);
+		/* a few records more and another look: the same 2 MiB */
+		publish_bytes(b, &seq, 64 * kib, &c);
+		now += q;
+		(void)bcast_trim_idle(b, now);
+		CHECK(test_held_bytes(fd) <= 2 * mib + 4 * SHM_PAGE);
+		CHECK_EQ(c.laps + near.laps, 0);
+	}
+	/* records go on through the pages given back, intact */
+	publish_bytes(b, &seq, 2 * cap, &c);
+	CHECK(test_held_bytes(fd) >= cap);
+	CHECK_EQ(c.laps, 0);
+	munmap(b, bytes);
+	close(fd);
+}
+
 int main(void)
 {
 	test_basic();
@@ -266,6 +398,7 @@ int main(void)
 	test_producer_takeover();
 	test_race();
 	test_trim_idle();
+	test_trim_busy();
 	printf("test_bcast: ok\n");
 	return 0;
 }
