@@ -172,15 +172,19 @@ static inline void free_recs(struct rec *v, int n)
 		free(v[i].data);
 }
 
-/* The one proposal the gateway sent (after a few turns). */
+/* The one proposal the gateway sent, within 5 s of turns: a proposal
+ * may wait for a worker thread (a password's hash), which a loaded
+ * machine can keep off a CPU for longer than a few turns. */
 static inline struct rec one_proposal(void)
 {
 	struct rec v[4];
 	int n = 0;
-	for (int i = 0; i < 50 && n == 0; i++) {
+	int64_t end = clock_now_ns() + 5000000000ll;
+	while (n == 0) {
 		n = take_to_raftd(v, 4);
-		if (!n)
-			spin(1);
+		if (n || clock_now_ns() > end)
+			break;
+		spin(1);
 	}
 	CHECK_EQ(n, 1);
 	return v[0];
