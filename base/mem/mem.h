@@ -16,10 +16,10 @@
  *
  * - mem_dirty (raftd): a loop that is never quiet (heartbeats, a steady
  *   load) but whose allocations come in bursts: a follower back from a
- *   pause or a restart is sent what it missed, and the messages queued
- *   for it take tens of MiB for a few seconds. Those pages stay resident
- *   through the whole decay, and a member whose followers come and go
- *   holds several bursts' worth at once. At most once every
+ *   pause or a restart is sent what it missed, and the messages and the
+ *   entries read back for it churn through tens of MiB within a second.
+ *   Those pages stay resident through the whole decay, and a member
+ *   whose followers come and go holds several bursts' worth at once. At most once every
  *   MEM_DIRTY_CHECK_NS the loop reads how many freed pages jemalloc holds
  *   (its statistics, refreshed by the "epoch" control: microseconds);
  *   above MEM_DIRTY_MAX_BYTES, a thread of its own purges them all, so
@@ -36,7 +36,10 @@
 #include <stdint.h>
 
 #define MEM_IDLE_QUIET_NS 1000000000ll
-#define MEM_DIRTY_CHECK_NS 1000000000ll
+/* A catch-up frees tens of MiB within a second: looked at every tenth of
+ * one, the peak is little more than the live memory (a look is a few
+ * microseconds). */
+#define MEM_DIRTY_CHECK_NS 100000000ll
 #define MEM_DIRTY_MAX_BYTES ((size_t)4 << 20)
 
 /* Purges the freed pages of every jemalloc arena: 0, or an error number

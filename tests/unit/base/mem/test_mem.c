@@ -4,8 +4,8 @@
  *   allocates, nor before a second of quiet; one purge after it, and none
  *   again until the counters move; the wanted turn time tells the loop
  *   when to come back; frees alone count as activity
- * - mem_dirty over figures of the test's own: one look a second however
- *   often the loop turns; a purge only above MEM_DIRTY_MAX_BYTES (not at
+ * - mem_dirty over figures of the test's own: one look every
+ *   MEM_DIRTY_CHECK_NS however often the loop turns; a purge only above MEM_DIRTY_MAX_BYTES (not at
  *   it); a failed look purges nothing; the counts of purges and bytes
  * - with jemalloc linked (the normal build): the freed pages a burst
  *   leaves in jemalloc's arenas (its own statistics, read independently
@@ -100,9 +100,9 @@ static void test_dirty_model(void)
 	fake_freed = 1 << 20;
 	CHECK(!mem_dirty_turn(&m, t));
 	CHECK_EQ(m.last_freed, (size_t)1 << 20);
-	/* much held, but the next look is a second after the last */
+	/* much held, but the next look is MEM_DIRTY_CHECK_NS after the last */
 	fake_freed = 64 << 20;
-	for (int64_t u = t; u < t + MEM_DIRTY_CHECK_NS; u += S / 10)
+	for (int64_t u = t; u < t + MEM_DIRTY_CHECK_NS; u += MEM_DIRTY_CHECK_NS / 10)
 		CHECK(!mem_dirty_turn(&m, u));
 	CHECK_EQ(purges, 0);
 	CHECK_EQ(m.last_freed, (size_t)1 << 20);
