@@ -95,6 +95,8 @@ struct pending_req *pending_add(struct pending_table *t, enum pending_kind kind,
 	p->deadline_ns = deadline_ns;
 	p->read_index = 0;
 	p->seen_term = 0;
+	p->lease_id = 0;
+	p->lease_term = 0;
 	p->ctx = NULL;
 	p->tag = 0;
 	p->kind = (uint8_t)kind;

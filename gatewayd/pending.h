@@ -45,6 +45,9 @@ struct pending_req {
 	uint64_t read_index;  /* PENDING_READ_WAIT: the index to wait for */
 	uint64_t seen_term;   /* PENDING_PROPOSE: raftd's term when it was sent
 			       * (0: not subject to the settled-term rule) */
+	int64_t lease_id;     /* a lease request's lease (0 otherwise) */
+	uint64_t lease_term;  /* a renewal: the term raftd confirmed this member
+			       * led in after it came (0: not confirmed yet) */
 	void *ctx;            /* the owner's (e.g. a read to do later); the
 			       * owner frees it before pending_remove */
 	uint32_t prev, next;  /* deadline list (next: free list when free) */

@@ -42,6 +42,7 @@ static const char gw_msg_timeout_apply[] =
 	"etcdserver: request timed out, waiting for the applied index took too long";
 static const char gw_msg_stopped[] = "etcdserver: server stopped";
 static const char gw_msg_leader_changed[] = "etcdserver: leader changed";
+static const char gw_msg_not_primary[] = LEASEHTTP_ERR_NOT_PRIMARY "\n";
 
 static struct ring *gw_ring(struct gw_server *s, enum shm_slot_ring which)
 {
@@ -531,15 +532,54 @@ static int gw_push_lease(struct gw_server *s, const struct msg_keepalive *m)
 
 static int gw_wait_add(struct gw_server *s, uint64_t rid);
 
-/* Sends the peer's lease request that p holds to stored's lessor. 0, or
- * -ENOSPC when the ring is full. */
-static int gw_lease_peer_push(struct gw_server *s, struct pending_req *p, int64_t id)
+/* Whether p is a renewal that this member's lessor makes: a keepalive of
+ * a gRPC stream, or a peer's POST /leases. */
+static bool gw_pending_renews(const struct pending_req *p)
 {
-	struct msg_keepalive rec = { .lease_id = id,
-				     .op = p->tag == GW_PENDING_TAG_PEER ? MSG_LEASE_KEEPALIVE :
-									   MSG_LEASE_TIME_TO_LIVE,
+	return p->tag == GW_PENDING_TAG_STREAM || p->tag == GW_PENDING_TAG_PEER;
+}
+
+/*
+ * A renewal this member's lessor is to make waits first for raftd to
+ * confirm that this member leads, with a ReadIndex round asked after the
+ * renewal came, and then for stored to apply that index, as etcd's
+ * LeaseRenew does on a leader (its ensureLeadership and waitAppliedIndex).
+ * The lessor renews only as the primary of the term the round confirmed
+ * (invariant 8, docs/invariants.md): a leader whose raftd is stopped,
+ * or that is cut off from the others, confirms nothing, so it renews
+ * nothing that a successor may already have expired. The confirmation
+ * needs no clock: whoever becomes leader after this term was voted in by
+ * a member that acknowledged the round, so after the renewal came, and
+ * its lessor's promotion extends every lease by the TTL from then.
+ * 0, or -ENOSPC when the ring and its backlog are full.
+ */
+static int gw_lease_confirm(struct gw_server *s, struct pending_req *p)
+{
+	struct msg_read_index ri;
+	bool in_ring;
+	uint8_t *out = gw_out_reserve(s, sizeof(ri), &in_ring);
+
+	if (!out)
+		return -ENOSPC;
+	pending_set_kind(&s->pending, p, PENDING_READ_INDEX);
+	pending_origin(&s->pending, p, &ri.origin);
+	memcpy(out, &ri, sizeof(ri));
+	gw_out_commit(s, MSG_READ_INDEX, sizeof(ri), in_ring);
+	s->stats.read_indexes++;
+	return 0;
+}
+
+/* Sends the lease request that p holds (a peer's, or a renewal of a
+ * stream once confirmed) to stored's lessor. 0, or -ENOSPC when the ring
+ * is full. */
+static int gw_lease_local_push(struct gw_server *s, struct pending_req *p)
+{
+	struct msg_keepalive rec = { .lease_id = p->lease_id,
+				     .op = gw_pending_renews(p) ? MSG_LEASE_KEEPALIVE :
+								  MSG_LEASE_TIME_TO_LIVE,
 				     .flags = p->tag == GW_PENDING_TAG_PEER_TTL_KEYS ?
-						      MSG_LEASE_F_KEYS : 0 };
+						      MSG_LEASE_F_KEYS : 0,
+				     .term = p->lease_term };
 
 	pending_set_kind(&s->pending, p, PENDING_PROPOSE);
 	p->seen_term = 0;
@@ -566,17 +606,24 @@ int gw_lease_peer(struct gw_server *s, void *owner, const struct leasehttp_req *
 	p->tag = !r->internal ? GW_PENDING_TAG_PEER :
 		 r->keys      ? GW_PENDING_TAG_PEER_TTL_KEYS : GW_PENDING_TAG_PEER_TTL;
 	p->ctx = owner;
+	p->lease_id = r->id;
+	if (gw_pending_renews(p)) {
+		if (gw_lease_confirm(s, p) != 0) {
+			pending_remove(&s->pending, p);
+			return -ENOMEM;
+		}
+		return 0;
+	}
 	if (status_raftd_read(s->r, &rs) == 0 && rs.commit_index > 0 &&
 	    (status_stored_read(s->r, &st) != 0 || st.applied_index < rs.commit_index)) {
 		pending_set_kind(&s->pending, p, PENDING_READ_WAIT);
 		p->read_index = rs.commit_index;
-		p->seen_term = (uint64_t)r->id;
 		if (gw_wait_add(s, p->request_id) == 0) {
 			s->more_work = true; /* gw_serve_waits asks for stored's notice */
 			return 0;
 		}
 	}
-	if (gw_lease_peer_push(s, p, r->id) != 0) {
+	if (gw_lease_local_push(s, p) != 0) {
 		pending_remove(&s->pending, p);
 		return -ENOMEM;
 	}
@@ -601,7 +648,6 @@ static void gw_lease_peer_answer(struct gw_server *s, struct pending_req *p,
 {
 	static const char text_ct[] = "text/plain; charset=utf-8";
 	static const char not_found[] = LEASEHTTP_ERR_NOT_FOUND "\n";
-	static const char not_primary[] = LEASEHTTP_ERR_NOT_PRIMARY "\n";
 	void *owner = p->ctx;
 	bool internal = p->tag != GW_PENDING_TAG_PEER;
 	int64_t ttl = 0;
@@ -611,7 +657,8 @@ static void gw_lease_peer_answer(struct gw_server *s, struct pending_req *p,
 	if (!owner)
 		return;
 	if (h->status != 0 || leasehttp_response_ttl(body, h->body_len, &ttl)) {
-		gw_http1_reply(s, owner, 400, text_ct, not_primary, sizeof(not_primary) - 1);
+		gw_http1_reply(s, owner, 400, text_ct, gw_msg_not_primary,
+			       sizeof(gw_msg_not_primary) - 1);
 		return;
 	}
 	/* stored answers an unknown lease with TTL 0 (renew) or -1 */
@@ -634,6 +681,23 @@ static void gw_lease_peer_answer(struct gw_server *s, struct pending_req *p,
 	gw_http1_reply(s, owner, 200, "application/protobuf", w, n + h->body_len);
 }
 
+/* Answers renewal p as a lessor that is not primary does: a peer's with
+ * etcd's leaseHandler's 400, a stream's by ending it Unavailable. */
+static void gw_lease_not_primary(struct gw_server *s, struct pending_req *p)
+{
+	static const char not_leader[] = "etcdserver: not leader";
+
+	if (gw_pending_is_peer(p->tag)) {
+		void *owner = p->ctx;
+		pending_remove(&s->pending, p);
+		if (owner)
+			gw_http1_reply(s, owner, 400, "text/plain; charset=utf-8",
+				       gw_msg_not_primary, sizeof(gw_msg_not_primary) - 1);
+		return;
+	}
+	gw_fail(s, p, GRPC_STATUS_UNAVAILABLE, not_leader);
+}
+
 void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg_keepalive *m,
 		   bool stream)
 {
@@ -645,14 +709,21 @@ void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg
 		gw_refuse_too_many(s, call);
 		return;
 	}
-	pending_origin(&s->pending, p, &rec.origin);
-	if (gw_push_lease(s, &rec) != 0) {
+	if (stream)
+		p->tag = GW_PENDING_TAG_STREAM;
+	int rc;
+	if (m->op == MSG_LEASE_KEEPALIVE && !gw_lease_remote(s, m)) {
+		p->lease_id = m->lease_id;
+		rc = gw_lease_confirm(s, p);
+	} else {
+		pending_origin(&s->pending, p, &rec.origin);
+		rc = gw_push_lease(s, &rec);
+	}
+	if (rc != 0) {
 		pending_remove(&s->pending, p);
 		gw_refuse_too_many(s, call);
 		return;
 	}
-	if (stream)
-		p->tag = GW_PENDING_TAG_STREAM;
 	else
 		gw_call_set(call, GW_CALL_PENDING, p->request_id);
 }
@@ -786,8 +857,9 @@ static void gw_serve_waits(struct gw_server *s)
 			r->done(s, r, NULL);
 			continue;
 		}
-		if (p->read_index <= st.applied_index && gw_pending_is_peer(p->tag)) {
-			if (gw_lease_peer_push(s, p, (int64_t)p->seen_term))
+		if (p->read_index <= st.applied_index &&
+		    (gw_pending_is_peer(p->tag) || p->tag == GW_PENDING_TAG_STREAM)) {
+			if (gw_lease_local_push(s, p))
 				gw_fail(s, p, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);
 			continue;
 		}
@@ -997,6 +1069,15 @@ static void gw_on_read_index(struct gw_server *s, const struct ring_rec *rec)
 
 	if (!p)
 		return;
+	if (h.status != 0 && gw_pending_renews(p)) {
+		/* a renewal on a member that could not confirm it leads: what
+		 * a lessor that is not primary answers (etcd's LeaseRenew when
+		 * ensureLeadership fails), which a client or a forwarding
+		 * follower tries elsewhere */
+		s->stats.results++;
+		gw_lease_not_primary(s, p);
+		return;
+	}
 	if (h.status != 0) {
 		/* raftd could not confirm its leadership: etcd's answer when the
 		 * leader changes under a read, which clients retry */
@@ -1006,6 +1087,7 @@ static void gw_on_read_index(struct gw_server *s, const struct ring_rec *rec)
 	}
 	pending_set_kind(&s->pending, p, PENDING_READ_WAIT);
 	p->read_index = h.index;
+	p->lease_term = h.term;
 	if (gw_wait_add(s, p->request_id)) {
 		s->stats.too_many++;
 		gw_fail(s, p, GRPC_STATUS_RESOURCE_EXHAUSTED, gw_msg_too_many);

@@ -483,9 +483,7 @@ void gw_promote(struct gw_server *s, struct grpc_call *call, uint64_t member_id)
 #define GW_PENDING_TAG_STREAM 1u
 /* pending_req.tag of a peer's POST /leases (_PEER) or /leases/internal
  * (_PEER_TTL, _PEER_TTL_KEYS when the keys are asked for): ctx is the
- * gw_conn that waits (NULL once it closed), call_id unused; while it
- * waits for stored to apply (PENDING_READ_WAIT), seen_term holds the
- * lease's id. */
+ * gw_conn that waits (NULL once it closed), call_id unused. */
 #define GW_PENDING_TAG_PEER 2u
 #define GW_PENDING_TAG_PEER_TTL 3u
 #define GW_PENDING_TAG_PEER_TTL_KEYS 4u

@@ -583,7 +583,7 @@ static void take_ready(struct loop *l)
 	if (rd.n_committed)
 		feed_handed(&l->feed, rd.committed[rd.n_committed - 1].index);
 	for (size_t i = 0; i < rd.n_reads; i++)
-		proposals_read_state(&l->props, &rd.reads[i]);
+		proposals_read_state(&l->props, &rd.reads[i], raft_term(l->raft));
 	if (rd.soft_changed) {
 		log_leader_change(l, l->lead_seen, &rd);
 		/* the core dropped its pending ReadIndex rounds */

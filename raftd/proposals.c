@@ -129,9 +129,9 @@ void proposals_answer(struct proposals *p, uint32_t slot, const struct msg_origi
 }
 
 static void read_reply(struct proposals *p, const struct proposals_read *rd, uint64_t index,
-		       int32_t status)
+		       uint64_t term, int32_t status)
 {
-	struct msg_read_index_reply h = { .origin = rd->origin, .index = index,
+	struct msg_read_index_reply h = { .origin = rd->origin, .index = index, .term = term,
 					  .status = status };
 	reply(p, rd->slot, &rd->origin, MSG_READ_INDEX_REPLY, &h, sizeof(h), NULL, 0);
 	if (status)
@@ -448,18 +448,24 @@ void proposals_ask_reads(struct proposals *p, struct raft *raft)
 	}
 }
 
+struct round_arg {
+	const struct raft_read_state *rs;
+	uint64_t term;
+};
+
 static bool answer_round(struct proposals *p, const struct proposals_read *rd, const void *arg)
 {
-	const struct raft_read_state *rs = arg;
-	if (rd->ctx != rs->context)
+	const struct round_arg *a = arg;
+	if (rd->ctx != a->rs->context)
 		return false;
-	read_reply(p, rd, rs->index, 0);
+	read_reply(p, rd, a->rs->index, a->term, 0);
 	return true;
 }
 
-void proposals_read_state(struct proposals *p, const struct raft_read_state *rs)
+void proposals_read_state(struct proposals *p, const struct raft_read_state *rs, uint64_t term)
 {
-	sweep_reads(p, answer_round, rs);
+	struct round_arg a = { rs, term };
+	sweep_reads(p, answer_round, &a);
 }
 
 static bool fail_asked(struct proposals *p, const struct proposals_read *rd, const void *arg)
@@ -467,7 +473,7 @@ static bool fail_asked(struct proposals *p, const struct proposals_read *rd, con
 	(void)arg;
 	if (!rd->ctx)
 		return false;
-	read_reply(p, rd, 0, PROPOSALS_GRPC_UNAVAILABLE);
+	read_reply(p, rd, 0, 0, PROPOSALS_GRPC_UNAVAILABLE);
 	return true;
 }
 
@@ -488,7 +494,7 @@ static bool expired(struct proposals *p, const struct proposals_read *rd, const 
 	const uint64_t *expire = arg;
 	if (!rd->ctx || p->ticks - rd->asked_at <= *expire)
 		return false;
-	read_reply(p, rd, 0, PROPOSALS_GRPC_UNAVAILABLE);
+	read_reply(p, rd, 0, 0, PROPOSALS_GRPC_UNAVAILABLE);
 	return true;
 }
 

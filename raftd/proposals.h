@@ -182,8 +182,10 @@ int proposals_drain(struct proposals *p, struct raft *raft, bool stopping);
  * tick old); refuses them without a leader. */
 void proposals_ask_reads(struct proposals *p, struct raft *raft);
 
-/* A read state from the core: answers the reads of its round. */
-void proposals_read_state(struct proposals *p, const struct raft_read_state *rs);
+/* A read state from the core: answers the reads of its round, with term,
+ * the core's term when it handed the state over (a lease renewal is
+ * made only by the lessor primary in that term: invariant 8). */
+void proposals_read_state(struct proposals *p, const struct raft_read_state *rs, uint64_t term);
 
 /* Answers every asked read with status (and every read not asked yet too
  * when all): the rounds were lost with a leadership change, or raftd

@@ -115,10 +115,14 @@ struct msg_read_index {
 };
 
 /* MSG_READ_INDEX_REPLY. status 0: read at or after applied index `index`
- * is linearizable. Otherwise a gRPC status code, and `index` is 0. */
+ * is linearizable, and `term` is raftd's term when the round that
+ * confirmed it was answered (a round asked after the request came: the
+ * leader of that term still led when the request came). Otherwise a gRPC
+ * status code, and `index` and `term` are 0. */
 struct msg_read_index_reply {
 	struct msg_origin origin;
 	uint64_t index;
+	uint64_t term;
 	int32_t status;
 	uint32_t reserved;
 };
@@ -196,6 +200,11 @@ struct msg_keepalive {
 	int64_t lease_id;
 	uint32_t op;       /* enum msg_lease_op */
 	uint32_t flags;    /* MSG_LEASE_F_* */
+	/* A renewal: the term in which raftd confirmed this member's
+	 * leadership after the request came (msg_read_index_reply.term). The
+	 * lessor renews only as the primary of that very term (invariant 8,
+	 * docs/invariants.md); 0 for the other questions. */
+	uint64_t term;
 };
 
 /* MSG_DEFRAG. A request that comes while a defragmentation runs waits for

@@ -18,7 +18,7 @@
 
 /* Version of the layout this build reads and writes. Any change to the
  * header, or to a structure inside the region, bumps it. */
-#define SHM_LAYOUT_VERSION 15
+#define SHM_LAYOUT_VERSION 16
 
 /* Bytes of the member's TLS session ticket key (shm_region_ticket_key). */
 #define SHM_TICKET_KEY_BYTES 80u

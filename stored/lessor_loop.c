@@ -180,7 +180,11 @@ static void ll_keepalive(struct lessor_loop *ll, const struct msg_keepalive *m, 
 	case MSG_LEASE_KEEPALIVE: {
 		int64_t ttl = 0;
 		bool clear = false;
-		int rc = lessor_renew(ll->lessor, m->lease_id, now, &ttl, &clear);
+		/* renewed only by the primary of the term raftd confirmed this
+		 * member led in after the renewal came (invariant 8) */
+		int rc = m->term == 0 || m->term != lessor_term(ll->lessor) ?
+				 LESSOR_ERR_NOT_PRIMARY :
+				 lessor_renew(ll->lessor, m->lease_id, now, &ttl, &clear);
 		if (rc == LESSOR_ERR_NOT_PRIMARY) {
 			ll_refuse(ll, &m->origin, rc);
 			return;

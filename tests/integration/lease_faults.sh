@@ -20,6 +20,12 @@
 #       then SIGKILL of the new leader's stored: its key, read through the
 #       other follower all along, never disappears, and a second
 #       `etcdctl lock` on the name waits until the holder is killed;
+#   (f) the leader's raftd alone stopped (SIGSTOP) while its stored and
+#       gatewayd run on: once another member leads, no keep-alive through
+#       the stopped leader's endpoint renews (invariant 8: its lessor
+#       renews only in a term raftd confirmed after the keep-alive came),
+#       the lease expires at the new leader, and once resumed the member
+#       forwards renewals to the new leader;
 #   (b) all three members stopped and started again: a lease and its key
 #       are still there with a checkpointed remaining TTL (not reset to
 #       the whole TTL), and then expire.
@@ -70,6 +76,12 @@ start_watcher() {
 	watcher "$@" &
 	WPID=$!
 	it_track "$WPID"
+}
+# renews_once EP ID: one keep-alive of lease ID (hex) through EP, given
+# 2 s, is answered with a positive TTL.
+renews_once() {
+	grep -qE "keepalived with TTL\([1-9]" <<<"$(ETCDCTL_API=3 etcdctl --dial-timeout 2s \
+		--command-timeout 2s --endpoints "$1" lease keep-alive --once "$2" 2>&1 || true)"
 }
 # quiet CMD...: CMD's status, its output dropped.
 quiet() { "$@" >/dev/null; }
@@ -251,6 +263,36 @@ wait "$holder" 2>/dev/null || true
 check "(d) once the holder is gone the second locker gets the lock" \
 	it_until 20000 it_log_has "$IT_TMP/d.second" second-got-it 1
 wait "$second" 2>/dev/null || true
+
+# ---- (f) the leader's raftd alone stopped: its lessor renews nothing
+lead=$(it_cl_current_leader)
+fid=$(grant "$(it_cl_ep "$lead")" 4)
+ctl --endpoints "$(it_cl_ep "$lead")" put k/f/x v --lease "$fid" >/dev/null
+check "(f) a keep-alive through the leader x$lead renews" renews_once "$(it_cl_ep "$lead")" "$fid"
+IT_CETCD_PID=${IT_CL_PIDS[$lead]}
+rpid=$(it_cetcd_child raftd) || fail "(f) x$lead runs a raftd"
+kill -STOP "$rpid"
+t0=$(it_now_ms)
+if nl=$(new_leader "$lead"); then
+	echo "# (f) x$lead's raftd (pid $rpid) stopped; x$nl leads $(($(it_now_ms) - t0)) ms later"
+	# asked again and again for twice the TTL: before the fix its stored,
+	# still primary on the status raftd left, renewed each one
+	n=0 ok=0
+	while (($(it_now_ms) - t0 < 8000)); do
+		n=$((n + 1))
+		renews_once "$(it_cl_ep "$lead")" "$fid" && ok=$((ok + 1))
+	done
+	echo "# (f) keep-alives through x$lead while its raftd was stopped: $n, renewed $ok"
+	check "(f) no keep-alive through x$lead renews while its raftd is stopped" test "$ok" -eq 0
+	check "(f) the lease expires at x$nl and its key goes there" \
+		it_until 15000 gone "$(it_cl_ep "$nl")" k/f/x
+else
+	fail "(f) a new leader while x$lead's raftd is stopped"
+fi
+kill -CONT "$rpid"
+fid=$(grant "$(it_cl_ep "$(it_cl_current_leader)")" 10)
+check "(f) x$lead, resumed, renews again (forwarding to the leader)" \
+	it_until 15000 renews_once "$(it_cl_ep "$lead")" "$fid"
 
 # ---- (b) every member stopped and started again
 lead=$(it_cl_current_leader)

@@ -28,7 +28,8 @@
  * while stored's record says its db is out of space, new writes refused
  * at once with etcd's NoSpace (nothing proposed), a write proposed before
  * still answered by its result, reads served, and writes proposed again
- * once the flag is gone.
+ * once the flag is gone; lease renewals (a stream's, a peer's) sent to
+ * stored only once raftd confirmed the member leads, with that term.
  */
 #include "gw_harness.h"
 
@@ -36,10 +37,12 @@
 #include <pthread.h>
 
 #include "base/clock/clock.h"
+#include "cluster/leasehttp.h"
 #include "etcdserverpb/raft_internal.pb-c.h"
 #include "shm/doorbell.h"
 #include "shm/msg.h"
 #include "shm/readers.h"
+#include "test_invariants.h"
 #include "shm/ring.h"
 #include "v3lockpb/v3lock.pb-c.h"
 
@@ -1117,6 +1120,121 @@ static void test_linearizable(void)
 	CHECK(readers_txid(gwr, srv->reader_index) == READERS_IDLE);
 }
 
+/* Takes the one record the gateway sent stored within 5 s of turns, or
+ * checks there is none (want 0). */
+static int take_to_stored(struct msg_keepalive *out, int want)
+{
+	struct ring *ring = shm_slot_ring(harn, slot.index, SHM_SLOT_TO_STORED);
+	struct ring_rec rec;
+	int64_t end = clock_now_ns() + (want ? 5000000000ll : 50000000ll);
+	while (ring_peek(ring, &rec) != 0) {
+		if (clock_now_ns() > end)
+			return 0;
+		spin(1);
+	}
+	CHECK_EQ(rec.type, MSG_KEEPALIVE);
+	CHECK_EQ(rec.len, sizeof(*out));
+	memcpy(out, rec.data, sizeof(*out));
+	ring_release(ring, &rec);
+	return 1;
+}
+
+/* A renewal on the leader (invariant 8): the gateway first asks raftd
+ * for a ReadIndex round, sends nothing to stored until it is confirmed,
+ * then waits for stored to apply the index and sends the renewal with
+ * the confirmed term, whose answer goes down the stream, which stays
+ * open. A renewal raftd cannot confirm reaches no lessor: the stream
+ * ends "etcdserver: not leader". */
+static void test_lease_renewal(void)
+{
+	Etcdserverpb__LeaseKeepAliveRequest req;
+	uint8_t buf[64];
+	struct msg_keepalive ka;
+
+	struct rec left[16];
+	free_recs(left, take_to_raftd(left, 16)); /* the cases before left these */
+	etcdserverpb__lease_keep_alive_request__init(&req);
+	req.id = 0x77;
+	size_t len = protobuf_c_message_pack(&req.base, buf);
+	struct tc_stream *s = tc_request(&tc, "/etcdserverpb.Lease/LeaseKeepAlive", NULL);
+	tc_queue_message(&tc, s, 0, buf, len, false);
+	spin(2);
+	struct rec r = one_proposal();
+	CHECK_EQ(r.type, MSG_READ_INDEX);
+	struct msg_read_index ri;
+	memcpy(&ri, r.data, sizeof(ri));
+	free_recs(&r, 1);
+	CHECK_INVARIANT_EQ(INV8_LEASES, take_to_stored(&ka, 0), 0);
+
+	/* confirmed in term 3 at an index stored has not applied yet */
+	struct status_stored st;
+	CHECK_EQ(status_stored_read(harn, &st), 0);
+	struct msg_read_index_reply rep = { .origin = ri.origin, .index = st.applied_index + 1,
+					    .term = 3 };
+	push(SHM_SLOT_FROM_RAFTD, MSG_READ_INDEX_REPLY, &rep, sizeof(rep), NULL, 0);
+	spin(4);
+	CHECK_EQ(take_to_stored(&ka, 0), 0);
+	db_put("e", "5555"); /* the next applied index */
+	shm_events_notify(harn);
+	CHECK_EQ(take_to_stored(&ka, 1), 1);
+	CHECK(ka.op == MSG_LEASE_KEEPALIVE && ka.lease_id == 0x77);
+	CHECK_INVARIANT_EQ(INV8_LEASES, ka.term, 3);
+	CHECK(ka.origin.member_id == member_id && ka.origin.generation == slot.generation);
+
+	Etcdserverpb__LeaseKeepAliveResponse resp;
+	etcdserverpb__lease_keep_alive_response__init(&resp);
+	resp.id = 0x77;
+	resp.ttl = 9;
+	uint8_t out[64];
+	size_t olen = protobuf_c_message_pack(&resp.base, out);
+	push_result(&ka.origin, 0, out, olen);
+	int64_t end = clock_now_ns() + 5000000000ll;
+	while (tc_message_count(s) < 1 && clock_now_ns() < end)
+		spin(1);
+	CHECK_EQ(tc_message_count(s), 1);
+	CHECK(!s->closed);
+
+	/* the next renewal on the stream: raftd cannot confirm it */
+	tc_queue_message(&tc, s, 0, buf, len, false);
+	spin(2);
+	r = one_proposal();
+	CHECK_EQ(r.type, MSG_READ_INDEX);
+	memcpy(&ri, r.data, sizeof(ri));
+	free_recs(&r, 1);
+	rep = (struct msg_read_index_reply){ .origin = ri.origin, .status = 14 };
+	push(SHM_SLOT_FROM_RAFTD, MSG_READ_INDEX_REPLY, &rep, sizeof(rep), NULL, 0);
+	wait_closed(s);
+	check_status(s, 14, "etcdserver: not leader");
+	CHECK_INVARIANT_EQ(INV8_LEASES, take_to_stored(&ka, 0), 0);
+	CHECK_EQ(srv->pending.count, 0);
+
+	/* a follower's renewal forwarded here (POST /leases; its connection
+	 * left out: NULL, answered to nobody) is confirmed the same way, and
+	 * a remaining time (/leases/internal) is not */
+	CHECK_EQ(gw_lease_peer(srv, NULL, &(struct leasehttp_req){ .id = 0x78 }), 0);
+	spin(2);
+	r = one_proposal();
+	CHECK_EQ(r.type, MSG_READ_INDEX);
+	memcpy(&ri, r.data, sizeof(ri));
+	free_recs(&r, 1);
+	CHECK_INVARIANT_EQ(INV8_LEASES, take_to_stored(&ka, 0), 0);
+	CHECK_EQ(status_stored_read(harn, &st), 0);
+	rep = (struct msg_read_index_reply){ .origin = ri.origin, .index = st.applied_index,
+					     .term = 4 };
+	push(SHM_SLOT_FROM_RAFTD, MSG_READ_INDEX_REPLY, &rep, sizeof(rep), NULL, 0);
+	CHECK_EQ(take_to_stored(&ka, 1), 1);
+	CHECK(ka.op == MSG_LEASE_KEEPALIVE && ka.lease_id == 0x78);
+	CHECK_INVARIANT_EQ(INV8_LEASES, ka.term, 4);
+	push_result(&ka.origin, 14, "etcdserver: not leader", 22);
+	CHECK_EQ(gw_lease_peer(srv, NULL, &(struct leasehttp_req){ .internal = true, .id = 0x78 }),
+		 0);
+	CHECK_EQ(take_to_stored(&ka, 1), 1);
+	CHECK(ka.op == MSG_LEASE_TIME_TO_LIVE && ka.lease_id == 0x78 && ka.term == 0);
+	push_result(&ka.origin, 0, "", 0);
+	spin(2);
+	CHECK_EQ(srv->pending.count, 0);
+}
+
 static void test_status_members(void)
 {
 	Etcdserverpb__StatusRequest sreq;
@@ -1290,6 +1408,7 @@ int main(void)
 	test_http1();
 	test_linger();
 	test_point_reads();
+	test_lease_renewal();
 
 	struct gw_stats st = srv->stats;
 	gwh_stop();

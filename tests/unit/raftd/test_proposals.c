@@ -37,7 +37,7 @@ static void settle(struct raft *raft, struct proposals *p)
 			term = rd.entries[rd.n_entries - 1].term;
 		}
 		for (size_t k = 0; k < rd.n_reads; k++)
-			proposals_read_state(p, &rd.reads[k]);
+			proposals_read_state(p, &rd.reads[k], raft_term(raft));
 		raft_advance(raft, &rd);
 		if (idx)
 			raft_persisted(raft, idx, term);
@@ -62,6 +62,7 @@ struct reply {
 	struct msg_origin origin;
 	int32_t status;
 	uint64_t index;
+	uint64_t term;
 	char text[128];
 };
 
@@ -89,6 +90,7 @@ static bool take_reply(struct shm_region *r, uint32_t slot, struct reply *out)
 		out->origin = h.origin;
 		out->status = h.status;
 		out->index = h.index;
+		out->term = h.term;
 	}
 	return true;
 }
@@ -339,6 +341,7 @@ static void test_reads(void)
 		CHECK(take_reply(r, slot, &rep));
 		CHECK(rep.type == MSG_READ_INDEX_REPLY && rep.status == 0);
 		CHECK_EQ(rep.index, commit);
+		CHECK_EQ(rep.term, raft_term(raft)); /* the term that confirmed it */
 		CHECK_EQ(rep.origin.request_id, i == 2 ? 3 : (uint64_t)i + 1);
 	}
 	CHECK_EQ(p.stats.reads_answered, 3);
@@ -350,7 +353,8 @@ static void test_reads(void)
 	proposals_fail_reads(&p, 14, false);
 	proposals_flush(&p);
 	CHECK(take_reply(r, s0.index, &rep));
-	CHECK(rep.type == MSG_READ_INDEX_REPLY && rep.status == 14 && rep.index == 0);
+	CHECK(rep.type == MSG_READ_INDEX_REPLY && rep.status == 14 && rep.index == 0 &&
+	      rep.term == 0);
 
 	/* an asked round that never comes back expires */
 	CHECK_EQ(rt_read_index(in0, &s0, 5), 0);
@@ -398,13 +402,13 @@ static void test_reads(void)
 	CHECK_EQ(p.stats.read_rounds, rounds + 1);
 	CHECK(p.n_reads == 2 && p.reads[1].ctx == 0);
 	/* the first round is answered: the next one starts for read 8 */
-	proposals_read_state(&p, &(struct raft_read_state){ .index = 4, .context = first });
+	proposals_read_state(&p, &(struct raft_read_state){ .index = 4, .context = first }, 5);
 	proposals_ask_reads(&p, raft);
 	CHECK_EQ(p.stats.read_rounds, rounds + 2);
 	CHECK(p.n_reads == 1 && p.reads[0].ctx != 0 && p.reads[0].ctx != first);
 	proposals_flush(&p);
 	CHECK(take_reply(r, s0.index, &rep));
-	CHECK(rep.origin.request_id == 7 && rep.status == 0 && rep.index == 4);
+	CHECK(rep.origin.request_id == 7 && rep.status == 0 && rep.index == 4 && rep.term == 5);
 	/* that one is never answered: read 9 waits a tick, then goes */
 	CHECK_EQ(rt_read_index(in0, &s0, 9), 0);
 	CHECK_EQ(proposals_drain(&p, raft, false), 1);

@@ -108,16 +108,26 @@ static void fix_start(struct fix *f)
 	fix_grant_expired(f, 7, 5);
 }
 
-/* A gateway's keepalive of lease id, then one turn of the loop. */
-static void fix_keepalive(struct fix *f, int64_t id)
+/* A gateway's keepalive of lease id, confirmed in term (the gateway's
+ * ReadIndex round: msg_keepalive.term), then one turn of the loop. */
+static void fix_keepalive_in(struct fix *f, int64_t id, uint64_t term)
 {
 	struct msg_keepalive m = {
 		.origin = tst_origin(f->e.slot.index, f->e.slot.generation, ++f->rid),
-		.lease_id = id, .op = MSG_LEASE_KEEPALIVE,
+		.lease_id = id, .op = MSG_LEASE_KEEPALIVE, .term = term,
 	};
 
 	CHECK_EQ(ring_push(f->requests, MSG_KEEPALIVE, &m, sizeof(m)), 0);
 	lessor_loop_requests(&f->ll, 1);
+}
+
+/* The same, confirmed in the term raftd publishes. */
+static void fix_keepalive(struct fix *f, int64_t id)
+{
+	struct status_raftd rs;
+
+	CHECK_EQ(status_raftd_read(f->e.rf, &rs), 0);
+	fix_keepalive_in(f, id, rs.term);
 }
 
 /* The next answer must be Unavailable with text to request rid. */
@@ -291,6 +301,45 @@ static void test_demotion(void)
 	fix_fini(&f);
 }
 
+/* A renewal is made only by the lessor primary in the very term raftd
+ * confirmed the member led in after the renewal came: one not confirmed
+ * (term 0), one confirmed in an earlier term (a leader stopped or cut
+ * off since; another may have led and expired the lease meanwhile) and
+ * one of a term the lessor has not seen yet are answered "not leader"
+ * and renew nothing; the confirmed one renews. */
+static void test_confirmed_term(void)
+{
+	struct fix f;
+	int64_t granted;
+
+	fix_init(&f);
+	fix_raftd(&f, true, 3);
+	CHECK_EQ(lessor_grant(f.lessor, mvcc_batch_txn(f.store.s), 9, 60, fake_now_ns, &granted), 0);
+	fake_now_ns += 50 * SEC;
+	ProtobufCBinaryData *kv;
+	size_t nkv;
+	int64_t before = 0, remaining = 0;
+	CHECK_EQ(lessor_time_to_live(f.lessor, 9, fake_now_ns, false, NULL, &before, &granted, &kv,
+				     &nkv), 0);
+	CHECK(before > 0 && before < 60);
+	const uint64_t wrong[] = { 0, 2, 4 };
+	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+		fix_keepalive_in(&f, 9, wrong[i]);
+		CHECK_EQ(f.ll.nwaiters, 0);
+		fix_expect_unavailable(&f, f.rid, "etcdserver: not leader");
+		CHECK_EQ(lessor_time_to_live(f.lessor, 9, fake_now_ns, false, NULL, &remaining,
+					     &granted, &kv, &nkv), 0);
+		CHECK_INVARIANT_EQ(INV8_LEASES, remaining, before);
+	}
+	fix_keepalive_in(&f, 9, 3);
+	fix_expect_ttl(&f, f.rid, 9, 60);
+	CHECK_EQ(lessor_time_to_live(f.lessor, 9, fake_now_ns, false, NULL, &remaining, &granted,
+				     &kv, &nkv), 0);
+	CHECK_EQ(remaining, 60);
+	fix_expect_none(&f);
+	fix_fini(&f);
+}
+
 /* A full table: the keepalive past LESSOR_WAITERS_MAX is answered TTL 0
  * at once, and those that wait still get their answer at the revoke. */
 static void test_full_table(void)
@@ -323,6 +372,7 @@ int main(void)
 	test_full_table();
 	test_new_term();
 	test_stale();
+	test_confirmed_term();
 	CHECK_EQ(stored_alloc_live(), 0);
 	printf("stored/test_lessor_loop: ok\n");
 	return 0;
