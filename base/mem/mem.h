@@ -19,9 +19,10 @@
  *   pause or a restart is sent what it missed, and the messages and the
  *   entries read back for it churn through tens of MiB within a second.
  *   Those pages stay resident through the whole decay, and a member
- *   whose followers come and go holds several bursts' worth at once. At most once every
- *   MEM_DIRTY_CHECK_NS the loop reads how many freed pages jemalloc holds
- *   (its statistics, refreshed by the "epoch" control: microseconds);
+ *   whose followers come and go holds several bursts' worth at once. At
+ *   most once every MEM_DIRTY_CHECK_NS the loop reads how many freed
+ *   pages jemalloc holds (its statistics, refreshed by the "epoch"
+ *   control: microseconds);
  *   above MEM_DIRTY_MAX_BYTES, a thread of its own purges them all, so
  *   that the loop never waits for the kernel's page-table work, and at
  *   most one such purge runs at a time.

@@ -178,14 +178,10 @@ static inline void free_recs(struct rec *v, int n)
 static inline struct rec one_proposal(void)
 {
 	struct rec v[4];
-	int n = 0;
+	int n;
 	int64_t end = clock_now_ns() + 5000000000ll;
-	while (n == 0) {
-		n = take_to_raftd(v, 4);
-		if (n || clock_now_ns() > end)
-			break;
+	while ((n = take_to_raftd(v, 4)) == 0 && clock_now_ns() <= end)
 		spin(1);
-	}
 	CHECK_EQ(n, 1);
 	return v[0];
 }

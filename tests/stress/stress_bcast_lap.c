@@ -51,7 +51,7 @@ static int producer(void)
 		return 11;
 	seq = bcast_next_seq(b);
 	while (!atomic_load(&sh->stop)) {
-		len = trim ? test_len(seq, 8192, max, 0) : test_len(seq, 8192, max, 8);
+		len = test_len(seq, 8192, max, trim ? 0 : 8);
 		test_fill(buf, len, seq);
 		if (bcast_publish(b, 0, buf, len))
 			return 12;

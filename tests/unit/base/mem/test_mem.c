@@ -5,8 +5,9 @@
  *   again until the counters move; the wanted turn time tells the loop
  *   when to come back; frees alone count as activity
  * - mem_dirty over figures of the test's own: one look every
- *   MEM_DIRTY_CHECK_NS however often the loop turns; a purge only above MEM_DIRTY_MAX_BYTES (not at
- *   it); a failed look purges nothing; the counts of purges and bytes
+ *   MEM_DIRTY_CHECK_NS however often the loop turns; a purge only above
+ *   MEM_DIRTY_MAX_BYTES (not at it); a failed look purges nothing; the
+ *   counts of purges and bytes
  * - with jemalloc linked (the normal build): the freed pages a burst
  *   leaves in jemalloc's arenas (its own statistics, read independently
  *   of mem_freed_bytes) are gone after mem_idle's quiet turn, and after
