@@ -724,6 +724,8 @@ void gw_ask_stored(struct gw_server *s, struct grpc_call *call, const struct msg
 		gw_refuse_too_many(s, call);
 		return;
 	}
+	if (stream)
+		gw_call_of(call)->inflight++;
 	else
 		gw_call_set(call, GW_CALL_PENDING, p->request_id);
 }
@@ -986,15 +988,23 @@ static void gw_on_result(struct gw_server *s, const struct ring_rec *rec)
 		return;
 	}
 	if (p->tag == GW_PENDING_TAG_STREAM) {
-		/* one answer of a stream (a lease keepalive): the call goes on */
+		/* one answer of a stream (a lease keepalive): the call goes on,
+		 * unless the client half-closed and this was the last */
 		struct grpc_call *sc = grpc_call_find(s->grpc, p->call_id);
 		pending_remove(&s->pending, p);
 		s->stats.results++;
-		if (sc && h.status != 0)
+		if (!sc)
+			return;
+		struct gw_call *g = gw_call_of(sc);
+		if (g->inflight)
+			g->inflight--;
+		if (h.status != 0)
 			grpc_call_finish(sc, gw_status(h.status),
 					 gw_text(body, h.body_len, text, sizeof(text)));
-		else if (sc && grpc_call_send(sc, body, h.body_len) != 0)
+		else if (grpc_call_send(sc, body, h.body_len) != 0)
 			grpc_call_finish(sc, GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc: out of memory");
+		else if (g->half_closed && g->inflight == 0)
+			grpc_call_finish(sc, GRPC_STATUS_OK, NULL);
 		return;
 	}
 	struct gw_deferred *d = p->ctx;

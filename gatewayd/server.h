@@ -144,8 +144,13 @@ enum gw_call_stage {
 };
 
 struct gw_call {
-	uint32_t stage; /* enum gw_call_stage */
-	uint32_t reserved;
+	uint16_t stage; /* enum gw_call_stage */
+	/* A LeaseKeepAlive stream: whether the client has half-closed, and
+	 * the renewals asked and not answered yet; the stream then ends with
+	 * OK once the last is answered, as etcd's server answers every
+	 * request it received before the end of the stream. */
+	uint16_t half_closed;
+	uint32_t inflight;
 	uint64_t rid;   /* the pending request, while PENDING; else 0 */
 };
 _Static_assert(sizeof(struct gw_call) <= GRPC_CALL_STATE_BYTES, "gw_call fits in a call");

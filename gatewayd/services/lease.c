@@ -120,10 +120,16 @@ static void lease_keepalive_message(struct grpc_call *call, const uint8_t *msg, 
 	gw_ask_stored(s, call, &m, true);
 }
 
-/* The client closed its side: etcd's server ends the stream with OK. */
+/* The client closed its side: etcd's server ends the stream with OK once
+ * it has answered every renewal it received (gw_stream_answered). */
 static void lease_keepalive_half_close(struct grpc_call *call)
 {
-	grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+	struct gw_call *g = gw_call_of(call);
+
+	if (g->inflight == 0)
+		grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+	else
+		g->half_closed = 1;
 }
 
 static const struct grpc_handler lease_keepalive_handler = {

@@ -1208,6 +1208,27 @@ static void test_lease_renewal(void)
 	CHECK_INVARIANT_EQ(INV8_LEASES, take_to_stored(&ka, 0), 0);
 	CHECK_EQ(srv->pending.count, 0);
 
+	/* a renewal sent with the end of the stream (a client's
+	 * KeepAliveOnce that closes its side at once): it is answered, and
+	 * then the stream ends OK, as etcd answers what it received before
+	 * the end */
+	s = call("/etcdserverpb.Lease/LeaseKeepAlive", &req.base);
+	r = one_proposal();
+	CHECK_EQ(r.type, MSG_READ_INDEX);
+	memcpy(&ri, r.data, sizeof(ri));
+	free_recs(&r, 1);
+	CHECK(!s->closed);
+	CHECK_EQ(status_stored_read(harn, &st), 0);
+	rep = (struct msg_read_index_reply){ .origin = ri.origin, .index = st.applied_index,
+					     .term = 3 };
+	push(SHM_SLOT_FROM_RAFTD, MSG_READ_INDEX_REPLY, &rep, sizeof(rep), NULL, 0);
+	CHECK_EQ(take_to_stored(&ka, 1), 1);
+	CHECK(!s->closed);
+	push_result(&ka.origin, 0, out, olen);
+	wait_closed(s);
+	check_status(s, 0, NULL);
+	CHECK_EQ(tc_message_count(s), 1);
+
 	/* a follower's renewal forwarded here (POST /leases; its connection
 	 * left out: NULL, answered to nobody) is confirmed the same way, and
 	 * a remaining time (/leases/internal) is not */
